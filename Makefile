@@ -1,0 +1,39 @@
+# tcluster developer entry points. Everything runs from ./.venv, which these targets
+# create and keep in step with pyproject.toml.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+PROTOS := $(wildcard proto/tcluster/v1/*.proto)
+PYTEST_ARGS ?=
+
+.PHONY: dev test proto venv clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+venv: $(VENV)/.installed
+
+## make dev: one master and one local agent in the foreground (Ctrl-C stops both).
+dev: $(VENV)/.installed
+	$(BIN)/tcl dev
+
+## make test: the whole suite (unit, component, system, vm, e2e); skips are counted.
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## make proto: regenerate the checked-in gRPC/protobuf code from proto/.
+proto: $(VENV)/.installed-test
+	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto \
+		--grpc_python_out=proto $(PROTOS)
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,101 @@
+"""The runtime seam: one small interface every backend (cgroup2, cgroup1, process,
+later docker) implements. The agent only talks to a `Runtime`; tests swap in a fake.
+
+A task's container is named by its `key` ("<task_id>.<attempt>", unique on a node).
+Start spawns a small supervisor (the shim) that puts the task in its container before
+exec, waits for it and records its exit, so an exit is never lost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from tcluster.resources import Resources
+
+DEFAULT_PIDS_MAX = 4096
+
+
+class RuntimeSetupError(Exception):
+    """The backend cannot work on this host; the message says what is missing and how to fix it."""
+
+
+class LaunchError(Exception):
+    """This task could not be started (bad user, limit refused, exec failed). The
+    message is the task's failure reason; the agent keeps serving."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    key: str                              # container name, unique on this node
+    task_id: str
+    attempt: int
+    command: tuple[str, ...]
+    resources: Resources
+    stdout_path: str
+    stderr_path: str
+    env: tuple[tuple[str, str], ...] = ()
+    user: str = ""                        # "" = the agent's own user
+    workdir: str = ""                     # "" = the task's state directory
+    pids_max: int = DEFAULT_PIDS_MAX
+    cpu_limit: float = 0.0                # hard cap in cores; 0 = none
+    swap_bytes: int = 0                   # swap allowed beyond memory; 0 = none
+
+
+@dataclass(frozen=True)
+class Started:
+    pid: int            # the supervisor's pid
+    started_at: float   # unix seconds, once the task process has exec'd
+    exit_fd: int        # becomes readable when the task has ended; the caller closes it
+
+
+@dataclass(frozen=True)
+class ExitStatus:
+    exit_code: int | None      # None when killed by a signal
+    signal: int = 0
+    finished_at: float = 0.0
+    oom_killed: bool = False
+    reason: str = ""           # e.g. "OOMKilled", "exec failed: No such file or directory"
+
+
+@dataclass(frozen=True)
+class RawUsage:
+    """Cumulative counters read from the container's cgroup files at `at`."""
+    at: float
+    cpu_ns: int = 0
+    user_ns: int = 0
+    system_ns: int = 0
+    memory_bytes: int = 0
+    memory_peak_bytes: int = 0
+    anon_bytes: int = 0
+    file_bytes: int = 0
+    pids: int = 0
+    oom_kills: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class Runtime(Protocol):
+    name: str
+
+    def setup(self) -> None:
+        """Create this node's subtree; raise RuntimeSetupError saying what is wrong."""
+
+    def start(self, spec: TaskSpec) -> Started:
+        """Create the container, apply limits, start the task inside it. Raises LaunchError."""
+
+    def exit_status(self, key: str) -> ExitStatus:
+        """The recorded exit of a task whose exit_fd became readable."""
+
+    def sample(self, key: str) -> RawUsage | None:
+        """Current counters, or None when the container no longer exists."""
+
+    def signal(self, key: str, signum: int) -> None:
+        """Send a signal to every process in the container."""
+
+    def remove(self, key: str) -> None:
+        """Kill whatever is left in the container and delete it. Idempotent."""
+
+    def containers(self) -> list[str]:
+        """Keys of the containers that exist under this node's subtree."""
+
+    def close(self) -> None:
+        """Release what setup took (remove the node subtree if empty)."""

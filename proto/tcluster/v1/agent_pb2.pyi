@@ -1,0 +1,192 @@
+from tcluster.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AgentMessage(_message.Message):
+    __slots__ = ("register", "heartbeat", "events", "log_data")
+    REGISTER_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    LOG_DATA_FIELD_NUMBER: _ClassVar[int]
+    register: Register
+    heartbeat: Heartbeat
+    events: TaskEvents
+    log_data: LogData
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., events: _Optional[_Union[TaskEvents, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
+
+class Register(_message.Message):
+    __slots__ = ("node", "capacity", "reserved", "labels", "runtime", "agent_version", "running")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    capacity: _common_pb2.Resources
+    reserved: _common_pb2.Resources
+    labels: _containers.ScalarMap[str, str]
+    runtime: str
+    agent_version: str
+    running: _containers.RepeatedCompositeFieldContainer[RunningTask]
+    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[str] = ..., agent_version: _Optional[str] = ..., running: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ...) -> None: ...
+
+class RunningTask(_message.Message):
+    __slots__ = ("task_id", "attempt", "resources")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    resources: _common_pb2.Resources
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+
+class Heartbeat(_message.Message):
+    __slots__ = ("free", "usage", "sent_at")
+    FREE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    free: _common_pb2.Resources
+    usage: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskUsage]
+    sent_at: float
+    def __init__(self, free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., usage: _Optional[_Iterable[_Union[_common_pb2.TaskUsage, _Mapping]]] = ..., sent_at: _Optional[float] = ...) -> None: ...
+
+class TaskEvent(_message.Message):
+    __slots__ = ("seq", "task_id", "attempt", "state", "has_exit_code", "exit_code", "signal", "reason", "at", "usage", "rejected")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    HAS_EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    task_id: str
+    attempt: int
+    state: _common_pb2.TaskState
+    has_exit_code: bool
+    exit_code: int
+    signal: int
+    reason: str
+    at: float
+    usage: _common_pb2.TaskUsage
+    rejected: bool
+    def __init__(self, seq: _Optional[int] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., rejected: _Optional[bool] = ...) -> None: ...
+
+class TaskEvents(_message.Message):
+    __slots__ = ("events",)
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[TaskEvent]
+    def __init__(self, events: _Optional[_Iterable[_Union[TaskEvent, _Mapping]]] = ...) -> None: ...
+
+class LogData(_message.Message):
+    __slots__ = ("request_id", "data", "eof", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    EOF_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    data: bytes
+    eof: bool
+    error: str
+    def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
+
+class MasterMessage(_message.Message):
+    __slots__ = ("registered", "launch", "kill", "log_request", "ack")
+    REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    LAUNCH_FIELD_NUMBER: _ClassVar[int]
+    KILL_FIELD_NUMBER: _ClassVar[int]
+    LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    ACK_FIELD_NUMBER: _ClassVar[int]
+    registered: Registered
+    launch: LaunchTask
+    kill: KillTask
+    log_request: LogRequest
+    ack: Ack
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+
+class Registered(_message.Message):
+    __slots__ = ("heartbeat_interval_s", "kill_task_ids")
+    HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    KILL_TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    heartbeat_interval_s: float
+    kill_task_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., kill_task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LaunchTask(_message.Message):
+    __slots__ = ("task_id", "attempt", "job_id", "index", "resources", "command", "env", "user", "workdir")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    job_id: str
+    index: int
+    resources: _common_pb2.Resources
+    command: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.ScalarMap[str, str]
+    user: str
+    workdir: str
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ...) -> None: ...
+
+class KillTask(_message.Message):
+    __slots__ = ("task_id", "attempt", "grace_s", "reason")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    grace_s: float
+    reason: str
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grace_s: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class LogRequest(_message.Message):
+    __slots__ = ("request_id", "task_id", "stderr", "tail_bytes", "max_bytes")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    task_id: str
+    stderr: bool
+    tail_bytes: int
+    max_bytes: int
+    def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("seq",)
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    def __init__(self, seq: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,68 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class TaskState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_STATE_UNSPECIFIED: _ClassVar[TaskState]
+    TASK_PENDING: _ClassVar[TaskState]
+    TASK_STARTING: _ClassVar[TaskState]
+    TASK_RUNNING: _ClassVar[TaskState]
+    TASK_SUCCEEDED: _ClassVar[TaskState]
+    TASK_FAILED: _ClassVar[TaskState]
+    TASK_KILLED: _ClassVar[TaskState]
+    TASK_LOST: _ClassVar[TaskState]
+TASK_STATE_UNSPECIFIED: TaskState
+TASK_PENDING: TaskState
+TASK_STARTING: TaskState
+TASK_RUNNING: TaskState
+TASK_SUCCEEDED: TaskState
+TASK_FAILED: TaskState
+TASK_KILLED: TaskState
+TASK_LOST: TaskState
+
+class Resources(_message.Message):
+    __slots__ = ("cpu", "memory", "other")
+    class OtherEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    OTHER_FIELD_NUMBER: _ClassVar[int]
+    cpu: float
+    memory: int
+    other: _containers.ScalarMap[str, float]
+    def __init__(self, cpu: _Optional[float] = ..., memory: _Optional[int] = ..., other: _Optional[_Mapping[str, float]] = ...) -> None: ...
+
+class TaskUsage(_message.Message):
+    __slots__ = ("task_id", "attempt", "cpu_seconds", "cpu_rate", "memory_bytes", "memory_peak_bytes", "memory_anon_bytes", "memory_file_bytes", "pids", "sampled_at")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_RATE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PEAK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ANON_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FILE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLED_AT_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    cpu_seconds: float
+    cpu_rate: float
+    memory_bytes: int
+    memory_peak_bytes: int
+    memory_anon_bytes: int
+    memory_file_bytes: int
+    pids: int
+    sampled_at: float
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., cpu_rate: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., memory_anon_bytes: _Optional[int] = ..., memory_file_bytes: _Optional[int] = ..., pids: _Optional[int] = ..., sampled_at: _Optional[float] = ...) -> None: ...

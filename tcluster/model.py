@@ -1,0 +1,150 @@
+"""Domain values shared by master, agent and CLI. Frozen: change with `replace`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+from tcluster.errors import InvalidArgument
+from tcluster.resources import Resources
+
+MAX_TASKS_PER_JOB = 10_000
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_QUEUE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_QUEUE = "default"
+
+
+class TaskState(str, Enum):
+    PENDING = "PENDING"
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+    LOST = "LOST"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_TASK_STATES
+
+    @property
+    def holds_resources(self) -> bool:
+        return self in (TaskState.STARTING, TaskState.RUNNING)
+
+
+TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST})
+
+
+class JobState(str, Enum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+
+
+class NodeState(str, Enum):
+    READY = "READY"
+    DOWN = "DOWN"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    command: tuple[str, ...]
+    resources: Resources
+    name: str = ""
+    queue: str = DEFAULT_QUEUE
+    tasks: int = 1
+    env: tuple[tuple[str, str], ...] = ()
+    user: str = ""
+    workdir: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
+
+    def validate(self) -> None:
+        """Raises InvalidArgument naming the first bad field."""
+        if not self.command or not self.command[0].strip():
+            raise InvalidArgument("command", "is empty; give the program to run, e.g. `tcl submit -- python3 job.py`")
+        if any("\x00" in part for part in self.command):
+            raise InvalidArgument("command", "contains a NUL byte")
+        if self.name and not _NAME.match(self.name):
+            raise InvalidArgument("name", f"{self.name!r} is not allowed; use 1-63 of A-Z a-z 0-9 _ . - starting with a letter or digit")
+        if not _QUEUE.match(self.queue):
+            raise InvalidArgument("queue", f"{self.queue!r} is not a queue path like 'default' or 'ads.prod'")
+        if not 1 <= self.tasks <= MAX_TASKS_PER_JOB:
+            raise InvalidArgument("tasks", f"{self.tasks} is out of range; allowed 1..{MAX_TASKS_PER_JOB}")
+        for key, _ in self.env:
+            if not _ENV_KEY.match(key):
+                raise InvalidArgument("env", f"variable name {key!r} is not allowed; use [A-Za-z_][A-Za-z0-9_]*")
+        if self.workdir and not self.workdir.startswith("/"):
+            raise InvalidArgument("workdir", f"{self.workdir!r} must be an absolute path")
+        self.resources.validate_request("resources")
+
+
+@dataclass(frozen=True)
+class TaskUsage:
+    cpu_seconds: float = 0.0
+    cpu_rate: float = 0.0
+    memory_bytes: int = 0
+    memory_peak_bytes: int = 0
+    memory_anon_bytes: int = 0
+    memory_file_bytes: int = 0
+    pids: int = 0
+    sampled_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Task:
+    job_id: str
+    index: int
+    state: TaskState = TaskState.PENDING
+    node: str = ""
+    attempt: int = 0
+    exit_code: int | None = None
+    signal: int = 0
+    reason: str = ""
+    started_at: float = 0.0
+    finished_at: float = 0.0
+    usage: TaskUsage = field(default_factory=TaskUsage)
+
+    @property
+    def id(self) -> str:
+        return task_id(self.job_id, self.index)
+
+
+def task_id(job_id: str, index: int) -> str:
+    return f"{job_id}.{index}"
+
+
+def split_task_id(value: str) -> tuple[str, int]:
+    job_id, _, index = value.rpartition(".")
+    if not job_id or not index.isdigit():
+        raise InvalidArgument("task_id", f"{value!r} is not of the form JOB.INDEX")
+    return job_id, int(index)
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    spec: JobSpec
+    submitted_at: float
+    state: JobState = JobState.PENDING
+    finished_at: float = 0.0
+    pending_reason: str = ""
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    capacity: Resources            # what tasks may use: declared minus reserved
+    reserved: Resources = Resources()
+    labels: tuple[tuple[str, str], ...] = ()
+    state: NodeState = NodeState.READY
+    last_seen: float = 0.0
+    runtime: str = ""

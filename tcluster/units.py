@@ -1,0 +1,94 @@
+"""Human quantities, parsed once at the edge: sizes (`512Mi`, `0.5GB`), CPU counts,
+bandwidths (`10Mbit`), and the TCluster paper's resource form
+(`cpu_num=0.5; memory=0.5GB`)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from tcluster.errors import InvalidArgument
+
+_BYTE_UNITS: dict[str, int] = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2,
+    "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
+    "ki": 1024, "kib": 1024, "mi": 1024**2, "mib": 1024**2,
+    "gi": 1024**3, "gib": 1024**3, "ti": 1024**4, "tib": 1024**4,
+}
+_BIT_UNITS: dict[str, int] = {
+    "": 1, "bit": 1, "bps": 1,
+    "kbit": 1000, "kbps": 1000, "mbit": 1000**2, "mbps": 1000**2,
+    "gbit": 1000**3, "gbps": 1000**3,
+}
+_QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
+
+
+def _split(text: str, field: str) -> tuple[float, str]:
+    match = _QUANTITY.match(str(text))
+    if not match:
+        raise InvalidArgument(field, f"cannot parse {text!r} as a non-negative number with an optional unit")
+    number = float(match.group(1))
+    if not math.isfinite(number):
+        raise InvalidArgument(field, f"{text!r} is not a finite number")
+    return number, match.group(2)
+
+
+def parse_bytes(text: str | int | float, field: str = "memory") -> int:
+    """`512Mi` -> 536870912; `0.5GB` -> 500000000; a bare number is bytes."""
+    if isinstance(text, bool):
+        raise InvalidArgument(field, f"{text!r} is not a size")
+    if isinstance(text, (int, float)):
+        if not math.isfinite(text) or text < 0:
+            raise InvalidArgument(field, f"{text!r} must be a finite size >= 0")
+        return int(text)
+    number, unit = _split(text, field)
+    factor = _BYTE_UNITS.get(unit.lower())
+    if factor is None:
+        allowed = "B, K/KB, M/MB, G/GB, T/TB (powers of 1000), Ki/KiB, Mi/MiB, Gi/GiB, Ti/TiB (powers of 1024)"
+        raise InvalidArgument(field, f"unknown size unit {unit!r} in {text!r}; allowed: {allowed}")
+    return int(round(number * factor))
+
+
+def parse_bits(text: str | int | float, field: str = "net") -> float:
+    """`10Mbit` -> 1e7 bits/s."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if not math.isfinite(text) or text < 0:
+            raise InvalidArgument(field, f"{text!r} must be a finite rate >= 0")
+        return float(text)
+    number, unit = _split(str(text), field)
+    factor = _BIT_UNITS.get(unit.lower())
+    if factor is None:
+        raise InvalidArgument(field, f"unknown bandwidth unit {unit!r} in {text!r}; allowed: bit, kbit, mbit, gbit")
+    return number * factor
+
+
+def parse_cpu(text: str | int | float, field: str = "cpu") -> float:
+    """Cores, fractional: `0.5`, `2`, or millicores `500m`."""
+    if isinstance(text, bool):
+        raise InvalidArgument(field, f"{text!r} is not a CPU count")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        number, unit = _split(text, field)
+        if unit not in ("", "m"):
+            raise InvalidArgument(field, f"unknown CPU unit {unit!r} in {text!r}; use cores (0.5) or millicores (500m)")
+        value = number / 1000 if unit == "m" else number
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgument(field, f"{text!r} must be a finite number of cores >= 0")
+    return value
+
+
+def format_bytes(n: int | float) -> str:
+    """Binary units, short: 536870912 -> '512Mi'."""
+    value = float(n)
+    for unit in ("", "Ki", "Mi", "Gi", "Ti"):
+        if abs(value) < 1024 or unit == "Ti":
+            text = f"{value:.1f}".rstrip("0").rstrip(".") if unit else str(int(value))
+            return f"{text}{unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_cpu(cores: float) -> str:
+    return f"{cores:.3f}".rstrip("0").rstrip(".") or "0"

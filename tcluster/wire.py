@@ -1,0 +1,125 @@
+"""Conversions between protobuf messages and domain values. `_pb2` types stop here."""
+
+from __future__ import annotations
+
+from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
+from tcluster.resources import Resources
+from tcluster.v1 import common_pb2, jobs_pb2
+
+_TASK_STATE_TO_PB = {
+    TaskState.PENDING: common_pb2.TASK_PENDING,
+    TaskState.STARTING: common_pb2.TASK_STARTING,
+    TaskState.RUNNING: common_pb2.TASK_RUNNING,
+    TaskState.SUCCEEDED: common_pb2.TASK_SUCCEEDED,
+    TaskState.FAILED: common_pb2.TASK_FAILED,
+    TaskState.KILLED: common_pb2.TASK_KILLED,
+    TaskState.LOST: common_pb2.TASK_LOST,
+}
+_TASK_STATE_FROM_PB = {v: k for k, v in _TASK_STATE_TO_PB.items()}
+_JOB_STATE_TO_PB = {
+    JobState.PENDING: jobs_pb2.JOB_PENDING,
+    JobState.RUNNING: jobs_pb2.JOB_RUNNING,
+    JobState.SUCCEEDED: jobs_pb2.JOB_SUCCEEDED,
+    JobState.FAILED: jobs_pb2.JOB_FAILED,
+    JobState.CANCELLED: jobs_pb2.JOB_CANCELLED,
+}
+_JOB_STATE_FROM_PB = {v: k for k, v in _JOB_STATE_TO_PB.items()}
+
+
+def resources_to_pb(r: Resources) -> common_pb2.Resources:
+    return common_pb2.Resources(cpu=r.cpu, memory=r.memory, other=dict(r.other))
+
+
+def resources_from_pb(msg: common_pb2.Resources) -> Resources:
+    return Resources.of({"cpu": msg.cpu, "memory": msg.memory, **dict(msg.other)})
+
+
+def task_state_to_pb(state: TaskState) -> int:
+    return _TASK_STATE_TO_PB[state]
+
+
+def task_state_from_pb(value: int) -> TaskState:
+    try:
+        return _TASK_STATE_FROM_PB[value]
+    except KeyError:
+        raise ValueError(f"unknown task state {value}") from None
+
+
+def job_state_to_pb(state: JobState) -> int:
+    return _JOB_STATE_TO_PB[state]
+
+
+def job_state_from_pb(value: int) -> JobState:
+    try:
+        return _JOB_STATE_FROM_PB[value]
+    except KeyError:
+        raise ValueError(f"unknown job state {value}") from None
+
+
+def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2.TaskUsage:
+    return common_pb2.TaskUsage(
+        task_id=task_id, attempt=attempt, cpu_seconds=u.cpu_seconds, cpu_rate=u.cpu_rate,
+        memory_bytes=u.memory_bytes, memory_peak_bytes=u.memory_peak_bytes,
+        memory_anon_bytes=u.memory_anon_bytes, memory_file_bytes=u.memory_file_bytes,
+        pids=u.pids, sampled_at=u.sampled_at,
+    )
+
+
+def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
+    return TaskUsage(
+        cpu_seconds=msg.cpu_seconds, cpu_rate=msg.cpu_rate, memory_bytes=msg.memory_bytes,
+        memory_peak_bytes=msg.memory_peak_bytes, memory_anon_bytes=msg.memory_anon_bytes,
+        memory_file_bytes=msg.memory_file_bytes, pids=msg.pids, sampled_at=msg.sampled_at,
+    )
+
+
+def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
+    return jobs_pb2.JobSpec(
+        name=spec.name, queue=spec.queue, tasks=spec.tasks,
+        resources=resources_to_pb(spec.resources), command=list(spec.command),
+        env=dict(spec.env), user=spec.user, workdir=spec.workdir, labels=dict(spec.labels),
+    )
+
+
+def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
+    """Unset fields take the domain defaults; validation is the caller's job."""
+    return JobSpec(
+        command=tuple(msg.command), resources=resources_from_pb(msg.resources),
+        name=msg.name, queue=msg.queue or "default", tasks=msg.tasks or 1,
+        env=tuple(sorted(msg.env.items())), user=msg.user, workdir=msg.workdir,
+        labels=tuple(sorted(msg.labels.items())),
+    )
+
+
+def task_to_pb(t: Task) -> jobs_pb2.Task:
+    return jobs_pb2.Task(
+        index=t.index, id=t.id, state=task_state_to_pb(t.state), node=t.node, attempt=t.attempt,
+        has_exit_code=t.exit_code is not None, exit_code=t.exit_code or 0, signal=t.signal,
+        reason=t.reason, started_at=t.started_at, finished_at=t.finished_at,
+        usage=usage_to_pb(t.usage, t.id, t.attempt),
+    )
+
+
+def task_from_pb(job_id: str, msg: jobs_pb2.Task) -> Task:
+    return Task(
+        job_id=job_id, index=msg.index, state=task_state_from_pb(msg.state), node=msg.node,
+        attempt=msg.attempt, exit_code=msg.exit_code if msg.has_exit_code else None,
+        signal=msg.signal, reason=msg.reason, started_at=msg.started_at,
+        finished_at=msg.finished_at, usage=usage_from_pb(msg.usage),
+    )
+
+
+def job_to_pb(job: Job, tasks: list[Task]) -> jobs_pb2.Job:
+    return jobs_pb2.Job(
+        id=job.id, spec=spec_to_pb(job.spec), state=job_state_to_pb(job.state),
+        submitted_at=job.submitted_at, finished_at=job.finished_at,
+        pending_reason=job.pending_reason, tasks=[task_to_pb(t) for t in tasks],
+    )
+
+
+def node_to_pb(node: Node, free: Resources, task_ids: list[str]) -> jobs_pb2.Node:
+    return jobs_pb2.Node(
+        name=node.name, state=node.state.value, capacity=resources_to_pb(node.capacity),
+        free=resources_to_pb(free), labels=dict(node.labels), tasks=task_ids,
+        last_seen=node.last_seen, reserved=resources_to_pb(node.reserved),
+    )
