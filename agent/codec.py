@@ -1,0 +1,55 @@
+"""pb <-> domain for the agent stream, agent side."""
+
+from __future__ import annotations
+
+from tcluster.agent.tasks import LaunchRequest
+from tcluster.model import TaskUsage
+from tcluster.reports import TaskReport
+from tcluster.resources import Resources
+from tcluster.v1 import agent_pb2
+from tcluster.wire import resources_from_pb, resources_to_pb, task_state_to_pb, usage_to_pb
+
+
+def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
+    event = agent_pb2.TaskEvent(
+        seq=seq, task_id=r.task_id, attempt=r.attempt, state=task_state_to_pb(r.state),
+        has_exit_code=r.exit_code is not None, exit_code=r.exit_code or 0, signal=r.signal,
+        reason=r.reason, at=r.at, rejected=r.rejected,
+    )
+    if r.usage is not None:
+        event.usage.CopyFrom(usage_to_pb(r.usage, r.task_id, r.attempt))
+    return event
+
+
+def register_to_pb(node: str, capacity: Resources, reserved: Resources, labels: dict[str, str], runtime: str,
+                   running: list[LaunchRequest], pending: list[tuple[int, TaskReport]]) -> agent_pb2.AgentMessage:
+    return agent_pb2.AgentMessage(register=agent_pb2.Register(
+        node=node, capacity=resources_to_pb(capacity), reserved=resources_to_pb(reserved), labels=labels,
+        runtime=runtime, running=[
+            agent_pb2.RunningTask(task_id=r.task_id, attempt=r.attempt, resources=resources_to_pb(r.resources))
+            for r in running
+        ],
+        pending_events=[event_to_pb(seq, r) for seq, r in pending],
+    ))
+
+
+def heartbeat_to_pb(free: Resources, usage: dict[str, tuple[int, TaskUsage]], now: float) -> agent_pb2.AgentMessage:
+    return agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
+        free=resources_to_pb(free), sent_at=now,
+        usage=[usage_to_pb(u, task_id, attempt) for task_id, (attempt, u) in usage.items()],
+    ))
+
+
+def events_to_pb(batch: list[tuple[int, TaskReport]]) -> agent_pb2.AgentMessage:
+    return agent_pb2.AgentMessage(events=agent_pb2.TaskEvents(events=[event_to_pb(s, r) for s, r in batch]))
+
+
+def log_data_to_pb(request_id: str, data: bytes = b"", eof: bool = False, error: str = "") -> agent_pb2.AgentMessage:
+    return agent_pb2.AgentMessage(log_data=agent_pb2.LogData(request_id=request_id, data=data, eof=eof, error=error))
+
+
+def launch_from_pb(msg: agent_pb2.LaunchTask) -> LaunchRequest:
+    return LaunchRequest(
+        task_id=msg.task_id, attempt=msg.attempt, resources=resources_from_pb(msg.resources),
+        command=tuple(msg.command), env=tuple(sorted(msg.env.items())), user=msg.user, workdir=msg.workdir,
+    )

@@ -1,0 +1,96 @@
+"""`tcl-agent`: the per-node daemon that runs tasks in cgroup containers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import sys
+from pathlib import Path
+
+import psutil
+from pydantic import ValidationError
+
+from tcluster.agent.daemon import Agent
+from tcluster.agent.runtime import make_runtime
+from tcluster.agent.runtime.base import RuntimeSetupError
+from tcluster.agent.settings import RUNTIMES, AgentSettings, parse_labels
+from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.errors import InvalidArgument
+from tcluster.units import parse_bytes, parse_cpu
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tcl-agent", description="tcluster agent: runs tasks in cgroup containers.")
+    p.add_argument("--master", default="127.0.0.1:7070", help="master address (default %(default)s)")
+    p.add_argument("--node", default=socket.gethostname(), help="node name, unique in the cluster (default: hostname)")
+    p.add_argument("--cpus", help="declared CPU capacity in cores (default: detected)")
+    p.add_argument("--memory", help="declared memory capacity, e.g. 8Gi (default: detected)")
+    p.add_argument("--reserve-cpus", default="0", help="cores kept back for the agent itself")
+    p.add_argument("--reserve-memory", default="0", help="memory kept back for the agent itself")
+    p.add_argument("--labels", default="", help="node labels k=v,k2=v2")
+    p.add_argument("--state-dir", type=Path, default=Path("/var/lib/tcluster/agent"),
+                   help="logs and task state (default %(default)s)")
+    p.add_argument("--runtime", default="auto", choices=RUNTIMES, help="container backend (default %(default)s)")
+    p.add_argument("--cgroup-parent", default=None, help="cgroup subtree for this agent (default tcluster/<node>)")
+    p.add_argument("--heartbeat-interval-s", type=float, default=1.0)
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSettings:
+    """Parses the human forms once; InvalidArgument names the flag."""
+    cpus = parse_cpu(args.cpus, "--cpus") if args.cpus else float(psutil.cpu_count() or 1)
+    memory = parse_bytes(args.memory, "--memory") if args.memory else psutil.virtual_memory().total
+    try:
+        labels = parse_labels(args.labels)
+    except ValueError as error:
+        raise InvalidArgument("--labels", str(error)) from None
+    return AgentSettings(
+        master=args.master, node=args.node, cpus=cpus, memory_bytes=memory,
+        reserve_cpus=parse_cpu(args.reserve_cpus, "--reserve-cpus"),
+        reserve_memory_bytes=parse_bytes(args.reserve_memory, "--reserve-memory"),
+        labels=labels, state_dir=args.state_dir, runtime=args.runtime, cgroup_parent=args.cgroup_parent,
+        heartbeat_interval_s=args.heartbeat_interval_s, **overrides,
+    )
+
+
+def build_agent(settings: AgentSettings) -> Agent:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    runtime = make_runtime(settings.runtime, settings.node, settings.state_dir, settings.cgroup_parent,
+                           allow_process=settings.allow_process_runtime)
+    runtime.setup()
+    return Agent(settings, runtime)
+
+
+async def run_agent(agent: Agent) -> None:
+    runner = asyncio.create_task(agent.run(), name="agent")
+    try:
+        await wait_for_stop_signal()
+    finally:
+        runner.cancel()
+        await agent.shutdown()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        settings = settings_from_args(args)
+        agent = build_agent(settings)
+    except InvalidArgument as error:
+        print(f"tcl-agent: {error}", file=sys.stderr)
+        return 2
+    except ValidationError as error:
+        print(explain_settings_error("tcl-agent", error), file=sys.stderr)
+        return 2
+    except (RuntimeSetupError, OSError) as error:
+        print(f"tcl-agent: cannot start: {error}", file=sys.stderr)
+        return 1
+    print(f"tcl-agent {settings.node}: runtime {agent.runtime.name}, master {settings.master}", file=sys.stderr, flush=True)
+    asyncio.run(run_agent(agent))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

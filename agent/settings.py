@@ -1,0 +1,73 @@
+"""The agent's settings: one model, loaded once in main and passed down."""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tcluster.agent.runtime.base import DEFAULT_PIDS_MAX
+
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_./-]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
+_NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+RUNTIMES = ("auto", "cgroup2", "cgroup1", "process")
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """`rack=r1,disk=ssd` -> {'rack': 'r1', 'disk': 'ssd'}; refuses illegal characters."""
+    labels: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"label {item!r} is not key=value")
+        if not _LABEL_KEY.match(key):
+            raise ValueError(f"label key {key!r} is not allowed; use A-Z a-z 0-9 and _ . / - inside, up to 63 chars")
+        if not _LABEL_VALUE.match(value):
+            raise ValueError(f"label value {value!r} (key {key!r}) is not allowed; use A-Z a-z 0-9 _ . -, up to 63 chars")
+        labels[key] = value
+    return labels
+
+
+class AgentSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    master: str = "127.0.0.1:7070"
+    node: str = Field(default_factory=socket.gethostname)
+    cpus: float = Field(gt=0)                   # declared capacity
+    memory_bytes: int = Field(gt=0)
+    reserve_cpus: float = Field(0.0, ge=0)      # kept back for the agent itself
+    reserve_memory_bytes: int = Field(0, ge=0)
+    labels: dict[str, str] = Field(default_factory=dict)
+    state_dir: Path = Path("/var/lib/tcluster/agent")
+    runtime: str = "auto"
+    allow_process_runtime: bool = False         # only `tcl dev` sets this
+    cgroup_parent: str | None = None            # default tcluster/<node>
+    heartbeat_interval_s: float = Field(1.0, gt=0, le=60)   # until the master says otherwise
+    pids_max: int = Field(DEFAULT_PIDS_MAX, gt=0)
+    kill_grace_s: float = Field(10.0, ge=0)
+    # Until agents re-adopt running tasks after a restart, stopping an agent stops its tasks.
+    kill_tasks_on_exit: bool = True
+    reconnect_max_s: float = Field(5.0, gt=0)
+
+    @field_validator("node")
+    @classmethod
+    def _node_name(cls, value: str) -> str:
+        if not _NODE.match(value):
+            raise ValueError(f"{value!r} is not a valid node name; use 1-63 of A-Z a-z 0-9 _ . - starting with a letter or digit")
+        return value
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime(cls, value: str) -> str:
+        if value not in RUNTIMES:
+            raise ValueError(f"unknown runtime {value!r}; choose one of: {', '.join(RUNTIMES)}")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        parse_labels(",".join(f"{k}={v}" for k, v in value.items()))
+        return value

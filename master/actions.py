@@ -1,0 +1,85 @@
+"""What the master's state machine asks the I/O layer to do, and what agents report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tcluster.model import JobSpec, TaskUsage
+from tcluster.reports import TaskReport
+from tcluster.resources import Resources
+
+
+@dataclass(frozen=True)
+class Launch:
+    node: str
+    task_id: str
+    job_id: str
+    index: int
+    attempt: int
+    spec: JobSpec
+
+
+@dataclass(frozen=True)
+class Kill:
+    node: str
+    task_id: str
+    attempt: int
+    reason: str
+
+
+Action = Launch | Kill
+
+
+@dataclass(frozen=True)
+class Registration:
+    node: str
+    capacity: Resources        # declared total
+    reserved: Resources
+    labels: tuple[tuple[str, str], ...]
+    runtime: str
+    running: tuple[tuple[str, int], ...]    # (task_id, attempt) the agent runs now
+    reports: tuple[TaskReport, ...] = ()    # events it has not had acknowledged
+    last_seq: int = 0                       # seq of the last of those reports
+
+
+@dataclass(frozen=True)
+class Welcome:
+    heartbeat_interval_s: float
+    kill_task_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class AckReports:
+    seq: int
+
+
+@dataclass(frozen=True)
+class FetchLog:
+    request_id: str
+    task_id: str
+    stderr: bool
+    tail_bytes: int
+    max_bytes: int
+
+
+Outbound = Launch | Kill | Welcome | AckReports | FetchLog
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    free: Resources
+    usage: dict[str, tuple[int, TaskUsage]]   # task id -> (attempt, usage)
+
+
+@dataclass(frozen=True)
+class ReportBatch:
+    reports: tuple[TaskReport, ...]
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class LogPiece:
+    request_id: str
+    data: bytes
+    eof: bool
+    error: str = ""

@@ -1,0 +1,143 @@
+"""Thin gRPC servicers: convert the message, call the service, convert back.
+One table maps domain errors to status codes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import AsyncIterator
+
+import grpc
+
+from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound, TclusterError, Unavailable
+from tcluster.master.actions import Heartbeat, LogPiece, Registration, ReportBatch
+from tcluster.master.agent_codec import inbound_from_pb, outbound_to_pb
+from tcluster.master.links import AgentLink
+from tcluster.master.service import MasterService
+from tcluster.model import Job, Task
+from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+from tcluster.wire import job_state_from_pb, job_to_pb, node_to_pb, spec_from_pb
+
+log = logging.getLogger(__name__)
+
+STATUS_FOR_ERROR: dict[type[TclusterError], grpc.StatusCode] = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+}
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
+    code = STATUS_FOR_ERROR.get(type(error), grpc.StatusCode.INTERNAL)
+    if code is grpc.StatusCode.INTERNAL:
+        log.exception("internal error", exc_info=error)
+    await context.abort(code, str(error))
+
+
+def _job(pair: tuple[Job, list[Task]]) -> jobs_pb2.Job:
+    return job_to_pb(*pair)
+
+
+class JobServicer(jobs_pb2_grpc.JobServiceServicer):
+    def __init__(self, service: MasterService) -> None:
+        self.service = service
+
+    async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            return _job(self.service.submit(spec_from_pb(request.spec)))
+        except (TclusterError, ValueError) as error:
+            await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)))
+            raise AssertionError("unreachable")
+
+    async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            return _job(self.service.get(request.id))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+
+    async def List(self, request: jobs_pb2.ListJobsRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListJobsResponse:
+        try:
+            states = {job_state_from_pb(s) for s in request.states}
+        except ValueError as error:
+            await _abort(context, InvalidArgument("states", str(error)))
+        pairs = self.service.list_jobs(states, request.queue, request.limit)
+        return jobs_pb2.ListJobsResponse(jobs=[_job(p) for p in pairs])
+
+    async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            return _job(self.service.cancel(request.id))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+
+    async def Logs(self, request: jobs_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[jobs_pb2.LogChunk]:
+        stderr = request.stream == jobs_pb2.LOG_STDERR
+        try:
+            async for data in self.service.logs(request.job_id, request.task_index, stderr, request.tail_bytes):
+                yield jobs_pb2.LogChunk(data=data)
+        except TclusterError as error:
+            await _abort(context, error)
+
+
+class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
+    def __init__(self, service: MasterService) -> None:
+        self.service = service
+
+    async def ListNodes(self, request: jobs_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListNodesResponse:
+        nodes = [node_to_pb(n, self.service.cluster.free(n), tasks) for n, tasks in self.service.nodes()]
+        return jobs_pb2.ListNodesResponse(nodes=nodes)
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    """One Connect stream per agent: Register first, then heartbeats, events and log data."""
+
+    def __init__(self, service: MasterService) -> None:
+        self.service = service
+
+    async def Connect(self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.MasterMessage]:
+        link = await self._register(request_iterator, context)
+        reader = asyncio.create_task(self._read(request_iterator, link))
+        try:
+            while (message := await link.next_outbound()) is not None:
+                yield outbound_to_pb(message)
+        finally:
+            reader.cancel()
+            self.service.detach(link)
+
+    async def _register(self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AgentLink:
+        try:
+            first = inbound_from_pb(await requests.__anext__())
+            if not isinstance(first, Registration):
+                raise InvalidArgument("register", "the first message on a stream must be Register")
+            return self.service.attach(first)
+        except StopAsyncIteration:
+            await context.abort(grpc.StatusCode.CANCELLED, "stream closed before Register")
+        except (TclusterError, ValueError) as error:
+            await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("register", str(error)))
+        raise AssertionError("unreachable")
+
+    async def _read(self, requests: AsyncIterator[agent_pb2.AgentMessage], link: AgentLink) -> None:
+        try:
+            async for message in requests:
+                self._handle(link, message)
+        except Exception as error:  # stream broken or cancelled: the writer side cleans up
+            log.info("stream from %s ended: %s", link.node, error)
+        finally:
+            link.close()
+
+    def _handle(self, link: AgentLink, message: agent_pb2.AgentMessage) -> None:
+        try:
+            inbound = inbound_from_pb(message)
+        except ValueError as error:  # malformed: drop this message, keep the stream
+            log.warning("dropping malformed message from %s: %s", link.node, error)
+            return
+        if isinstance(inbound, Heartbeat):
+            self.service.on_heartbeat(link, inbound)
+        elif isinstance(inbound, ReportBatch):
+            self.service.on_reports(link, inbound)
+        elif isinstance(inbound, LogPiece):
+            self.service.on_log_piece(link, inbound)
+        else:
+            log.warning("node %s sent Register twice; ignoring", link.node)

@@ -1,0 +1,63 @@
+"""`tcl-master`: the central scheduler daemon."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.master.server import start_master
+from tcluster.master.settings import MasterSettings
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: schedules jobs onto agents.")
+    p.add_argument("--listen", default="127.0.0.1:7070", help="gRPC address (default %(default)s)")
+    p.add_argument("--data-dir", default=".tcluster", type=Path, help="state directory (SQLite); default %(default)s")
+    p.add_argument("--fairness", default="fifo", help="which pending task next (default %(default)s)")
+    p.add_argument("--placement", default="first-fit", help="which node (default %(default)s)")
+    p.add_argument("--heartbeat-interval-s", type=float, default=1.0, help="asked of agents (default %(default)s)")
+    p.add_argument("--node-timeout-s", type=float, default=15.0,
+                   help="a node silent this long is DOWN and its tasks LOST (default %(default)s)")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def settings_from_args(args: argparse.Namespace) -> MasterSettings:
+    return MasterSettings(
+        listen=args.listen, data_dir=args.data_dir, fairness=args.fairness, placement=args.placement,
+        heartbeat_interval_s=args.heartbeat_interval_s, node_timeout_s=args.node_timeout_s,
+    )
+
+
+async def _serve(settings: MasterSettings) -> None:
+    master = await start_master(settings)
+    print(f"tcl-master listening on {settings.listen}; state in {settings.db_path}", file=sys.stderr, flush=True)
+    try:
+        await wait_for_stop_signal()
+    finally:
+        await master.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level)
+    try:
+        settings = settings_from_args(args)
+    except ValidationError as error:
+        print(explain_settings_error("tcl-master", error), file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(_serve(settings))
+    except OSError as error:
+        print(f"tcl-master: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

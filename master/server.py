@@ -1,0 +1,60 @@
+"""Assembles the master: store, cluster state, service, gRPC server, background loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import grpc
+
+from tcluster.master.cluster import Cluster
+from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
+from tcluster.master.service import MasterService
+from tcluster.master.settings import MasterSettings
+from tcluster.master.store import Store
+from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+# Detect dead agents/peers even when no message is due (half-open TCP).
+GRPC_OPTIONS = [
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+]
+
+
+@dataclass
+class RunningMaster:
+    server: grpc.aio.Server
+    service: MasterService
+    store: Store
+    port: int
+    loop_task: asyncio.Task[None]
+
+    async def stop(self, grace_s: float = 1.0) -> None:
+        self.loop_task.cancel()
+        for link in list(self.service.links.values()):
+            link.close()
+        await self.server.stop(grace_s)
+        self.store.close()
+
+
+async def start_master(settings: MasterSettings) -> RunningMaster:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(settings.db_path)
+    service = MasterService(settings, Cluster(store))
+    server = grpc.aio.server(options=GRPC_OPTIONS)
+    jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(service), server)
+    jobs_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(service), server)
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(service), server)
+    port = server.add_insecure_port(settings.listen)
+    if port == 0:
+        store.close()
+        raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
+    await server.start()
+    loop_task = asyncio.create_task(service.run(), name="master-loop")
+    log.info("master listening on %s (port %d), state in %s", settings.listen, port, settings.db_path)
+    return RunningMaster(server, service, store, port, loop_task)

@@ -1,0 +1,52 @@
+"""The master's settings: one model, loaded once in main and passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tcluster.scheduler.fairness import FAIRNESS_POLICIES
+from tcluster.scheduler.placement import PLACEMENT_POLICIES
+
+
+def _check_listen(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{value!r} is not HOST:PORT (e.g. 127.0.0.1:7070)")
+    return value
+
+
+class MasterSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    listen: str = "127.0.0.1:7070"
+    data_dir: Path = Path(".tcluster")
+    fairness: str = "fifo"
+    placement: str = "first-fit"
+    heartbeat_interval_s: float = Field(1.0, gt=0, le=60)
+    node_timeout_s: float = Field(15.0, gt=0)        # silent this long: DOWN, its tasks LOST
+    schedule_interval_s: float = Field(1.0, gt=0)    # rounds also run on every change
+    kill_grace_s: float = Field(10.0, ge=0)
+    log_max_bytes: int = Field(16 * 2**20, gt=0)
+    seed: int = 0
+
+    _listen = field_validator("listen")(lambda cls, v: _check_listen(v))
+
+    @field_validator("fairness")
+    @classmethod
+    def _known_fairness(cls, value: str) -> str:
+        if value not in FAIRNESS_POLICIES:
+            raise ValueError(f"unknown fairness policy {value!r}; choose one of: {', '.join(sorted(FAIRNESS_POLICIES))}")
+        return value
+
+    @field_validator("placement")
+    @classmethod
+    def _known_placement(cls, value: str) -> str:
+        if value not in PLACEMENT_POLICIES:
+            raise ValueError(f"unknown placement policy {value!r}; choose one of: {', '.join(sorted(PLACEMENT_POLICIES))}")
+        return value
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / "master.db"

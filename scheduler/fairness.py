@@ -1,0 +1,78 @@
+"""The fairness seam: which job's pending task goes next.
+
+A policy opens a round over the jobs that have pending tasks; the scheduling loop asks
+`next_job()`, tries to place one task of it, and reports back with `placed()` (the job
+got one task's resources) or `skip()` (it fits nowhere now, so the round moves on to
+other jobs: no head-of-line blocking). A round is stateful so that a heap-based policy
+can update in O(log n) per pick."""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence
+
+from tcluster.errors import InvalidArgument
+from tcluster.resources import Resources
+from tcluster.scheduler.views import JobView
+
+
+class FairnessRound(Protocol):
+    def next_job(self) -> str | None:
+        """The job whose pending task should be tried next; None when none is left."""
+
+    def placed(self, job_id: str) -> None:
+        """One task of `job_id` was placed."""
+
+    def skip(self, job_id: str) -> None:
+        """`job_id`'s next task fits nowhere now; do not offer it again this round."""
+
+
+class FairnessPolicy(Protocol):
+    name: str
+
+    def start_round(self, jobs: Sequence[JobView], capacity: Resources) -> FairnessRound:
+        """`capacity` is the total of READY nodes."""
+
+
+class _FifoRound:
+    def __init__(self, jobs: Sequence[JobView]) -> None:
+        ordered = sorted(jobs, key=lambda j: (j.submitted_at, j.job_id))
+        self._order = [j.job_id for j in ordered if j.pending > 0]
+        self._pending = {j.job_id: j.pending for j in ordered}
+        self._skipped: set[str] = set()
+        self._cursor = 0
+
+    def next_job(self) -> str | None:
+        while self._cursor < len(self._order):
+            job_id = self._order[self._cursor]
+            if self._pending[job_id] > 0 and job_id not in self._skipped:
+                return job_id
+            self._cursor += 1
+        return None
+
+    def placed(self, job_id: str) -> None:
+        self._pending[job_id] -= 1
+
+    def skip(self, job_id: str) -> None:
+        self._skipped.add(job_id)
+
+
+class FifoPolicy:
+    """First come, first served by submit time; a job that does not fit is passed over."""
+
+    name = "fifo"
+
+    def start_round(self, jobs: Sequence[JobView], capacity: Resources) -> FairnessRound:
+        return _FifoRound(jobs)
+
+
+FAIRNESS_POLICIES: dict[str, Callable[[], FairnessPolicy]] = {
+    "fifo": FifoPolicy,
+}
+
+
+def make_fairness(name: str) -> FairnessPolicy:
+    try:
+        return FAIRNESS_POLICIES[name]()
+    except KeyError:
+        allowed = ", ".join(sorted(FAIRNESS_POLICIES))
+        raise InvalidArgument("fairness", f"unknown policy {name!r}; choose one of: {allowed}") from None

@@ -1,0 +1,116 @@
+"""In-process master + agents on 127.0.0.1 port 0 with the fake runtime."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import grpc
+
+from tcluster.agent.daemon import Agent
+from tcluster.agent.runtime.fake import FakeRuntime
+from tcluster.agent.settings import AgentSettings
+from tcluster.master.server import RunningMaster, start_master
+from tcluster.master.settings import MasterSettings
+from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
+
+WAIT_S = 10.0
+
+
+@dataclass
+class RunningAgent:
+    agent: Agent
+    runtime: FakeRuntime
+    task: asyncio.Task[None]
+
+
+@dataclass
+class Harness:
+    tmp: Path
+    master: RunningMaster | None = None
+    agents: dict[str, RunningAgent] = field(default_factory=dict)
+    channel: grpc.aio.Channel | None = None
+    settings: MasterSettings | None = None
+
+    @property
+    def address(self) -> str:
+        assert self.master is not None
+        return f"127.0.0.1:{self.master.port}"
+
+    async def start_master(self, **overrides: object) -> None:
+        base = dict(listen="127.0.0.1:0", data_dir=self.tmp / "master", heartbeat_interval_s=0.2,
+                    schedule_interval_s=0.2)
+        if self.settings is not None:  # a restart keeps the data dir and the port
+            base.update(listen=self.address)
+        self.settings = MasterSettings(**{**base, **overrides})
+        self.master = await start_master(self.settings)
+        self.channel = grpc.aio.insecure_channel(self.address)
+
+    @property
+    def jobs(self) -> jobs_pb2_grpc.JobServiceStub:
+        return jobs_pb2_grpc.JobServiceStub(self.channel)
+
+    @property
+    def cluster(self) -> jobs_pb2_grpc.ClusterServiceStub:
+        return jobs_pb2_grpc.ClusterServiceStub(self.channel)
+
+    async def add_agent(self, name: str, cpus: float = 4, memory: int = 8 * 2**30, wait: bool = True) -> RunningAgent:
+        settings = AgentSettings(master=self.address, node=name, cpus=cpus, memory_bytes=memory,
+                                 state_dir=self.tmp / "agents" / name, heartbeat_interval_s=0.2,
+                                 reconnect_max_s=0.5, kill_grace_s=0.5)
+        runtime = FakeRuntime()
+        agent = Agent(settings, runtime)
+        running = RunningAgent(agent, runtime, asyncio.create_task(agent.run()))
+        self.agents[name] = running
+        if wait:
+            await asyncio.wait_for(agent.registered.wait(), WAIT_S)
+        return running
+
+    async def stop_master(self) -> None:
+        assert self.master is not None and self.channel is not None
+        await self.channel.close()
+        await self.master.stop(grace_s=0)
+
+    async def stop(self) -> None:
+        for running in self.agents.values():
+            running.task.cancel()
+        if self.master is not None:
+            await self.stop_master()
+
+    async def submit(self, command: list[str], cpu: float = 1, memory: int = 2**30, tasks: int = 1) -> jobs_pb2.Job:
+        spec = jobs_pb2.JobSpec(command=command, tasks=tasks)
+        spec.resources.cpu, spec.resources.memory = cpu, memory
+        return await self.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))
+
+    async def job(self, job_id: str) -> jobs_pb2.Job:
+        return await self.jobs.Get(jobs_pb2.GetJobRequest(id=job_id))
+
+    async def wait_job(self, job_id: str, predicate: Callable[[jobs_pb2.Job], bool]) -> jobs_pb2.Job:
+        async def check() -> jobs_pb2.Job | None:
+            job = await self.job(job_id)
+            return job if predicate(job) else None
+        return await wait_until(check)
+
+
+async def wait_until(check: Callable[[], Awaitable[object]], timeout_s: float = WAIT_S) -> object:
+    """Polls `check` until it returns something truthy; fails after a bounded time."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        result = await check()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        await asyncio.sleep(0.02)
+
+
+def run(scenario: Callable[[Harness], Awaitable[None]], tmp: Path) -> None:
+    async def main() -> None:
+        harness = Harness(tmp)
+        try:
+            await scenario(harness)
+        finally:
+            await harness.stop()
+    asyncio.run(main())
