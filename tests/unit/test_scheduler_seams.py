@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, strategies as st
+
+from tcluster.model import Job, JobSpec, Task
+from tcluster.master.scheduling import schedule_round
+from tcluster.resources import Resources
+from tcluster.scheduler.fairness import FifoPolicy
+from tcluster.scheduler.placement import FirstFit
+from tcluster.scheduler.reasons import never_fits_reason, pending_reason
+from tcluster.scheduler.views import JobView, NodeView
+
+GiB = 2**30
+
+
+def _node(name: str, cpu: float, mem_gib: float) -> NodeView:
+    cap = Resources(cpu, int(mem_gib * GiB))
+    return NodeView(name, cap, cap)
+
+
+def test_fifo_orders_by_submit_time_and_skips_without_blocking() -> None:
+    jobs = [JobView("b", "q", 2.0, Resources(1), 1), JobView("a", "q", 1.0, Resources(1), 2),
+            JobView("c", "q", 3.0, Resources(1), 0)]
+    r = FifoPolicy().start_round(jobs, Resources(10))
+    assert r.next_job() == "a"
+    r.placed("a")
+    assert r.next_job() == "a"
+    r.skip("a")
+    assert r.next_job() == "b"
+    r.placed("b")
+    assert r.next_job() is None
+
+
+def test_first_fit_takes_the_first_node_in_order() -> None:
+    nodes = [_node("n1", 1, 1), _node("n2", 4, 8), _node("n3", 8, 8)]
+    assert FirstFit().place(Resources(2, GiB), nodes, random.Random(0)) == "n2"
+    assert FirstFit().place(Resources(16, GiB), nodes, random.Random(0)) is None
+
+
+def test_reasons_name_the_resource_and_the_largest_node() -> None:
+    nodes = [_node("n1", 4, 2), _node("n2", 2, 4)]
+    assert "memory" in pending_reason(Resources(1, 3 * GiB), nodes[:1])
+    assert "n2" in pending_reason(Resources(1, 5 * GiB), nodes)
+    assert pending_reason(Resources(1), []) == "no nodes are ready"
+    caps = [(n.name, n.capacity) for n in nodes]
+    reason = never_fits_reason(Resources(1, 64 * GiB), caps)
+    assert reason and "resources.memory" in reason and "n2" in reason and "4Gi" in reason
+    assert never_fits_reason(Resources(3, 3 * GiB), caps) and "together" in never_fits_reason(Resources(3, 3 * GiB), caps)
+    assert never_fits_reason(Resources(1, GiB), caps) is None
+    assert never_fits_reason(Resources(99), []) is None   # no nodes known yet: accept and wait
+
+
+def _jobs(specs: list[tuple[float, int, int]]) -> tuple[dict[str, Job], dict[str, list[Task]]]:
+    jobs, tasks = {}, {}
+    for i, (cpu, mem_gib, count) in enumerate(specs):
+        jid = f"j{i}"
+        jobs[jid] = Job(jid, JobSpec(("x",), Resources(cpu, mem_gib * GiB), tasks=count), submitted_at=float(i))
+        tasks[jid] = [Task(jid, k) for k in range(count)]
+    return jobs, tasks
+
+
+@given(
+    st.lists(st.tuples(st.floats(0.1, 8), st.integers(0, 16), st.integers(1, 6)), min_size=1, max_size=8),
+    st.lists(st.tuples(st.floats(1, 16), st.integers(1, 32)), min_size=1, max_size=5),
+    st.integers(0, 2**32),
+)
+def test_a_round_never_oversubscribes_and_is_deterministic(specs, caps, seed) -> None:  # type: ignore[no-untyped-def]
+    jobs, tasks = _jobs(specs)
+    nodes = [_node(f"n{i}", c, m) for i, (c, m) in enumerate(caps)]
+    first = schedule_round(jobs, tasks, nodes, FifoPolicy(), FirstFit(), random.Random(seed))
+    again = schedule_round(jobs, tasks, nodes, FifoPolicy(), FirstFit(), random.Random(seed))
+    assert [(t.id, n) for t, n in first.placements] == [(t.id, n) for t, n in again.placements]
+    used = {n.name: Resources() for n in nodes}
+    for task, node in first.placements:
+        used[node] = used[node] + jobs[task.job_id].spec.resources
+    for n in nodes:
+        assert used[n.name].fits_in(n.capacity)
+    assert len({t.id for t, _ in first.placements}) == len(first.placements)
+    waiting = {t.job_id for ts in tasks.values() for t in ts} - {t.job_id for t, _ in first.placements}
+    assert all(j in first.pending_reasons for j in waiting)
