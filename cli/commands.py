@@ -1,0 +1,160 @@
+"""One function per `tcl` subcommand: (parsed args, master client) -> exit code.
+
+Results go to stdout (a job id, a table, or JSON); progress and errors go to stderr, so
+`ID=$(tcl submit ...)` and `tcl jobs -o json | jq` stay clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, BinaryIO, Callable
+
+import grpc
+
+from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, is_unreachable
+from tcluster.cli.render import job_json, job_state_name, node_json
+from tcluster.cli.spec import submission_spec
+from tcluster.cli.tables import failure_summary, job_view, jobs_table, nodes_table, progress_line
+from tcluster.model import JobState
+from tcluster.units import parse_bytes
+from tcluster.v1 import jobs_pb2
+from tcluster.wire import job_state_to_pb, spec_to_pb
+
+JSON_OUTPUT = "json"
+# --wait polls Get; once a second is plenty for humans and cheap for the master.
+POLL_INTERVAL_SECONDS = 1.0
+# While waiting, ride out a master restart (it keeps jobs on disk) for about this many polls.
+UNREACHABLE_POLLS_TOLERATED = 30
+_TERMINAL_JOB_STATES = frozenset(job_state_to_pb(state) for state in JobState if state.terminal)
+
+Handler = Callable[[argparse.Namespace, MasterClient], int]
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2))
+
+
+def report(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def submit(args: argparse.Namespace, client: MasterClient) -> int:
+    spec = submission_spec(args)  # usage errors surface here, before any network call
+    job = client.submit(spec_to_pb(spec))
+    wants_json = args.output == JSON_OUTPUT
+    if not wants_json:
+        print(job.id, flush=True)  # first, so `ID=$(tcl submit --wait ...)` works too
+    if args.wait:
+        job = wait_for_job(client, job.id)
+    if wants_json:
+        print_json(job_json(job))
+    if not args.wait:
+        return EXIT_OK
+    return EXIT_OK if job.state == jobs_pb2.JOB_SUCCEEDED else EXIT_FAILURE
+
+
+def wait_for_job(
+    client: MasterClient, job_id: str, sleep: Callable[[float], None] = time.sleep,
+) -> jobs_pb2.Job:
+    """Poll until the job is terminal, printing each change of progress to stderr."""
+    last_line = ""
+    misses = 0
+    while True:
+        try:
+            job = client.get(job_id)
+            misses = 0
+        except grpc.RpcError as error:
+            misses += 1
+            if not is_unreachable(error) or misses > UNREACHABLE_POLLS_TOLERATED:
+                raise
+            report(f"job {job_id}: master unreachable, retrying ({misses}/{UNREACHABLE_POLLS_TOLERATED})")
+            sleep(POLL_INTERVAL_SECONDS)
+            continue
+        line = progress_line(job)
+        if line != last_line:
+            report(line)
+            last_line = line
+        if job.state in _TERMINAL_JOB_STATES:
+            why = failure_summary(job)
+            if job.state != jobs_pb2.JOB_SUCCEEDED and why:
+                report(f"job {job_id}: {why}")
+            return job
+        sleep(POLL_INTERVAL_SECONDS)
+
+
+def jobs(args: argparse.Namespace, client: MasterClient) -> int:
+    wanted = [] if args.all else [job_state_to_pb(JobState(name)) for name in args.state or ()]
+    listed = client.list_jobs(wanted, args.queue or "", args.limit)
+    # Newest first even if the master returned another order.
+    listed.sort(key=lambda job: job.submitted_at, reverse=True)
+    if args.output == JSON_OUTPUT:
+        print_json([job_json(job) for job in listed])
+    else:
+        print(jobs_table(listed, now=time.time()))
+    return EXIT_OK
+
+
+def status(args: argparse.Namespace, client: MasterClient) -> int:
+    job = client.get(args.job_id)
+    if args.output == JSON_OUTPUT:
+        print_json(job_json(job))
+    else:
+        print(job_view(job, now=time.time()))
+    return EXIT_OK
+
+
+def cancel(args: argparse.Namespace, client: MasterClient) -> int:
+    job = client.cancel(args.job_id)
+    if args.output == JSON_OUTPUT:
+        print_json(job_json(job))
+    else:
+        print(job_state_name(job.state))
+    return EXIT_OK
+
+
+def logs(args: argparse.Namespace, client: MasterClient) -> int:
+    tail = parse_bytes(args.tail, "--tail") if args.tail is not None else 0
+    request = jobs_pb2.LogsRequest(
+        job_id=args.job_id, task_index=args.task, tail_bytes=tail,
+        stream=jobs_pb2.LOG_STDERR if args.stderr else jobs_pb2.LOG_STDOUT,
+    )
+    sink = binary_stdout()
+    for chunk in client.logs(request):
+        sink.write(chunk.data)
+        sink.flush()  # a log is read as it arrives, not when the stream ends
+    return EXIT_OK
+
+
+def binary_stdout() -> BinaryIO:
+    """stdout as bytes: logs may hold anything, including invalid UTF-8."""
+    sys.stdout.flush()
+    return sys.stdout.buffer
+
+
+def nodes(args: argparse.Namespace, client: MasterClient) -> int:
+    listed = sorted(client.list_nodes(), key=lambda node: node.name)
+    if args.output == JSON_OUTPUT:
+        print_json([node_json(node) for node in listed])
+    else:
+        print(nodes_table(listed))
+    return EXIT_OK
+
+
+def dev(args: argparse.Namespace) -> int:
+    try:
+        # Lazy: dev mode pulls in the master and agent; other commands must not pay for it.
+        from tcluster.devmode import run_dev
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("tcluster.devmode", "tcluster"):
+            raise
+        report("error: dev mode is not available in this installation (tcluster.devmode is missing)")
+        return EXIT_FAILURE
+    return int(run_dev(args) or 0)
+
+
+MASTER_COMMANDS: dict[str, Handler] = {
+    "submit": submit, "jobs": jobs, "status": status, "cancel": cancel, "logs": logs, "nodes": nodes,
+}

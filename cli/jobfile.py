@@ -1,0 +1,158 @@
+"""`tcl submit -f job.yaml`: read a job file into typed, optional values.
+
+Every error names the file and the field (`job.yaml: resources.memory: ...`) and is an
+InvalidArgument, so `tcl` reports it as a usage error (exit 2). Merging with flags and
+defaults is spec.py's job; this module only reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from tcluster.errors import InvalidArgument
+from tcluster.resources import Resources, parse_resource_string, resources_from_mapping
+
+# A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
+SHELL = ("/bin/sh", "-c")
+KNOWN_KEYS = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels")
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
+class _JobFileLoader(yaml.SafeLoader):
+    """SafeLoader that keeps yes/no/on/off/true/false as the text written.
+
+    YAML 1.1 would turn `command: [echo, yes]` into ['echo', True] and `DEBUG: on` into
+    True; a job file's values are argv and env strings, so nothing there is a boolean.
+    """
+
+
+_JobFileLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+@dataclass(frozen=True)
+class JobFile:
+    """What a job file says; None / empty where it says nothing."""
+    name: str | None = None
+    queue: str | None = None
+    tasks: int | None = None
+    resources: Resources | None = None
+    command: tuple[str, ...] | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    user: str | None = None
+    workdir: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+def load_job_file(path: str) -> JobFile:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(path, f"cannot read job file: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return parse_job_file(text)
+    except InvalidArgument as exc:
+        raise InvalidArgument(path, str(exc)) from None
+
+
+def parse_job_file(text: str) -> JobFile:
+    try:
+        document = yaml.load(text, Loader=_JobFileLoader)  # noqa: S506 - a SafeLoader
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" at line {where.line + 1}" if where is not None else ""
+        raise InvalidArgument("", f"not valid YAML{line}: {getattr(exc, 'problem', None) or exc}") from None
+    if document is None:
+        return JobFile()
+    if not isinstance(document, dict):
+        raise InvalidArgument("", "the top level must be a mapping of name, queue, tasks, resources, command, ...")
+    unknown = sorted(str(key) for key in document if key not in KNOWN_KEYS)
+    if unknown:
+        # A typo like `comand:` would otherwise be silently ignored.
+        raise InvalidArgument(unknown[0], f"unknown field; allowed: {', '.join(KNOWN_KEYS)}")
+    return _job_file_from(document)
+
+
+def _job_file_from(doc: Mapping[str, Any]) -> JobFile:
+    return JobFile(
+        name=_optional_string(doc, "name"),
+        queue=_optional_string(doc, "queue"),
+        tasks=_optional_count(doc, "tasks"),
+        resources=_resources(doc.get("resources")),
+        command=_command(doc.get("command")),
+        env=_string_pairs(doc.get("env"), "env"),
+        user=_optional_string(doc, "user"),
+        workdir=_optional_string(doc, "workdir"),
+        labels=_string_pairs(doc.get("labels"), "labels"),
+    )
+
+
+def _optional_string(doc: Mapping[str, Any], key: str) -> str | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, (dict, list, bool)):
+        raise InvalidArgument(key, f"must be a string, got {type(value).__name__}")
+    return str(value)
+
+
+def _optional_count(doc: Mapping[str, Any], key: str) -> int | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(key, f"must be a whole number, got {value!r}")
+    return value
+
+
+def _resources(value: Any) -> Resources | None:
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return resources_from_mapping(value, "resources")
+    if isinstance(value, str):
+        return parse_resource_string(value, "resources")
+    raise InvalidArgument(
+        "resources", "must be a mapping like {cpu: 0.5, memory: 512Mi} or a string like 'cpu_num=0.5; memory=0.5GB'",
+    )
+
+
+def _command(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return (*SHELL, value)
+    if isinstance(value, list) and all(isinstance(part, (str, int, float)) and not isinstance(part, bool) for part in value):
+        return tuple(str(part) for part in value)
+    raise InvalidArgument("command", "must be a list of arguments or one shell command line (a string)")
+
+
+def _scalar_text(value: Any, field: str) -> str:
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise InvalidArgument(field, f"must be a string, got {type(value).__name__}")
+
+
+def _string_pairs(value: Any, field: str) -> tuple[tuple[str, str], ...]:
+    """A mapping {K: V} or a list of 'K=V' strings, as sorted pairs."""
+    if value is None:
+        return ()
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _scalar_text(v, f"{field}.{k}")) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(sorted(split_assignment(_scalar_text(item, field), field) for item in value))
+    raise InvalidArgument(field, "must be a mapping {KEY: value} or a list of KEY=value strings")
+
+
+def split_assignment(text: str, field: str) -> tuple[str, str]:
+    """'K=V' -> ('K', 'V'); the value may itself contain '='."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise InvalidArgument(field, f"expected KEY=value, got {text!r}")
+    return key, value

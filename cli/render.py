@@ -1,0 +1,132 @@
+"""Proto messages -> plain JSON-ready dicts: the `-o json` contract scripts depend on.
+
+Field names here are a public interface: add fields freely, never rename one.
+Enum values are their names without the proto prefix (JOB_RUNNING -> "RUNNING");
+timestamps are RFC 3339 UTC strings with milliseconds, or null when unset (0).
+"""
+
+from __future__ import annotations
+
+import signal
+from datetime import datetime, timezone
+from typing import Any
+
+from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.wire import job_state_from_pb, resources_from_pb, resources_to_pb, task_state_from_pb
+
+JsonDict = dict[str, Any]
+
+
+def job_state_name(value: int) -> str:
+    try:
+        return job_state_from_pb(value).value
+    except ValueError:
+        # An older/newer master may send a state this client does not know.
+        return "UNSPECIFIED" if value == 0 else f"UNKNOWN({value})"
+
+
+def task_state_name(value: int) -> str:
+    try:
+        return task_state_from_pb(value).value
+    except ValueError:
+        return "UNSPECIFIED" if value == 0 else f"UNKNOWN({value})"
+
+
+def signal_name(number: int) -> str | None:
+    """9 -> 'SIGKILL'; None for 0 (no signal)."""
+    if not number:
+        return None
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"SIG{number}"
+
+
+def timestamp(seconds: float) -> str | None:
+    """Unix seconds -> '2026-11-22T10:00:00.123Z'; 0 (proto 'unset') -> None."""
+    if not seconds:
+        return None
+    millis = round(seconds * 1000)
+    whole, ms = divmod(millis, 1000)
+    moment = datetime.fromtimestamp(whole, tz=timezone.utc)
+    return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms:03d}Z"
+
+
+def resources_json(msg: common_pb2.Resources) -> JsonDict:
+    # memory is bytes: an int, so scripts can compare without float noise.
+    return {"cpu": msg.cpu, "memory": int(msg.memory), **dict(sorted(msg.other.items()))}
+
+
+def usage_json(msg: common_pb2.TaskUsage) -> JsonDict:
+    return {
+        "cpu_seconds": msg.cpu_seconds,
+        "cpu_rate": msg.cpu_rate,
+        "memory_bytes": msg.memory_bytes,
+        "memory_peak_bytes": msg.memory_peak_bytes,
+        "memory_anon_bytes": msg.memory_anon_bytes,
+        "memory_file_bytes": msg.memory_file_bytes,
+        "pids": msg.pids,
+        "sampled_at": timestamp(msg.sampled_at),
+    }
+
+
+def task_json(msg: jobs_pb2.Task) -> JsonDict:
+    return {
+        "index": msg.index,
+        "id": msg.id,
+        "state": task_state_name(msg.state),
+        "node": msg.node,
+        "attempt": msg.attempt,
+        "exit_code": msg.exit_code if msg.has_exit_code else None,
+        "signal": msg.signal,
+        "signal_name": signal_name(msg.signal),
+        "reason": msg.reason,
+        "started_at": timestamp(msg.started_at),
+        "finished_at": timestamp(msg.finished_at),
+        "usage": usage_json(msg.usage),
+    }
+
+
+def tasks_total(msg: jobs_pb2.Job) -> int:
+    return msg.spec.tasks or len(msg.tasks)
+
+
+def job_json(msg: jobs_pb2.Job) -> JsonDict:
+    spec = msg.spec
+    return {
+        "id": msg.id,
+        "name": spec.name,
+        "queue": spec.queue,
+        "state": job_state_name(msg.state),
+        "submitted_at": timestamp(msg.submitted_at),
+        "finished_at": timestamp(msg.finished_at),
+        "resources": resources_json(spec.resources),
+        "command": list(spec.command),
+        "env": dict(sorted(spec.env.items())),
+        "user": spec.user,
+        "workdir": spec.workdir,
+        "labels": dict(sorted(spec.labels.items())),
+        "tasks_total": tasks_total(msg),
+        "pending_reason": msg.pending_reason,
+        "tasks": [task_json(task) for task in msg.tasks],
+    }
+
+
+def used_resources(msg: jobs_pb2.Node) -> common_pb2.Resources:
+    """capacity - free, per kind, never below zero (free may briefly exceed capacity)."""
+    used = resources_from_pb(msg.capacity) - resources_from_pb(msg.free)
+    return resources_to_pb(used.clamp_nonnegative())
+
+
+def node_json(msg: jobs_pb2.Node) -> JsonDict:
+    return {
+        "name": msg.name,
+        "state": msg.state,
+        "capacity": resources_json(msg.capacity),
+        "free": resources_json(msg.free),
+        "used": resources_json(used_resources(msg)),
+        "reserved": resources_json(msg.reserved),
+        "labels": dict(sorted(msg.labels.items())),
+        "tasks": list(msg.tasks),
+        "last_seen": timestamp(msg.last_seen),
+    }

@@ -1,0 +1,89 @@
+"""`tcl submit` flags + optional job file -> a validated JobSpec.
+
+Precedence, lowest first: built-in defaults, the job file, then flags. Resources merge
+per kind: `--resources` overrides the file's kinds, `--cpu`/`--mem` override both.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TypeVar
+
+from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
+from tcluster.errors import InvalidArgument
+from tcluster.model import DEFAULT_QUEUE, JobSpec
+from tcluster.resources import CPU, MEMORY, Resources, parse_resource_string
+from tcluster.units import parse_bytes, parse_cpu
+
+T = TypeVar("T")
+# Nomad-style defaults so `tcl submit -- cmd` just works; a kind given as 0 in a file or
+# in --resources counts as not given (an explicit --cpu 0 / --mem 0 is honoured).
+DEFAULT_CPU = "1"
+DEFAULT_MEMORY = "512Mi"
+SIZE_HINT = (
+    "; sizes look like 512Mi, 0.5GB or 2G (units: B, K/KB, M/MB, G/GB, T/TB in powers of 1000;"
+    " Ki/KiB, Mi/MiB, Gi/GiB, Ti/TiB in powers of 1024)"
+)
+
+
+def submission_spec(args: argparse.Namespace) -> JobSpec:
+    """Raises InvalidArgument naming the flag, file or field that is wrong."""
+    try:
+        job_file = load_job_file(args.file) if args.file else JobFile()
+        spec = merge_spec(args, job_file)
+        spec.validate()
+        return spec
+    except InvalidArgument as exc:
+        raise _with_size_hint(exc) from None
+
+
+def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
+    return JobSpec(
+        command=tuple(args.command) or job_file.command or (),
+        resources=merge_resources(args, job_file.resources),
+        name=_first(args.name, job_file.name, ""),
+        queue=_first(args.queue, job_file.queue, DEFAULT_QUEUE),
+        tasks=_first(args.tasks, job_file.tasks, 1),
+        env=merge_pairs(job_file.env, args.env, "--env"),
+        user=_first(args.user, job_file.user, ""),
+        workdir=_first(args.workdir, job_file.workdir, ""),
+        labels=merge_pairs(job_file.labels, args.label, "--label"),
+    )
+
+
+def merge_resources(args: argparse.Namespace, from_file: Resources | None) -> Resources:
+    amounts: dict[str, float] = {CPU: parse_cpu(DEFAULT_CPU), MEMORY: float(parse_bytes(DEFAULT_MEMORY))}
+    from_flag = parse_resource_string(args.resources, "--resources") if args.resources else None
+    for layer in (from_file, from_flag):
+        if layer is not None:
+            amounts.update({kind: amount for kind, amount in layer.as_dict().items() if amount})
+    if args.cpu is not None:
+        amounts[CPU] = parse_cpu(args.cpu, "--cpu")
+    if args.mem is not None:
+        amounts[MEMORY] = float(parse_bytes(args.mem, "--mem"))
+    return Resources.of(amounts)
+
+
+def merge_pairs(
+    base: tuple[tuple[str, str], ...], assignments: list[str] | None, flag: str,
+) -> tuple[tuple[str, str], ...]:
+    """File pairs overridden key by key by repeated `flag K=V` options."""
+    merged = dict(base)
+    for text in assignments or ():
+        key, value = split_assignment(text, flag)
+        merged[key] = value
+    return tuple(sorted(merged.items()))
+
+
+def _first(*candidates: T | None) -> T:
+    """The first candidate that is not None (flags, then file, then the default)."""
+    return next(value for value in candidates if value is not None)
+
+
+def _with_size_hint(exc: InvalidArgument) -> InvalidArgument:
+    # units.parse_bytes lists the units only for a bad unit, not for text like "lots";
+    # a user who typed a bad size always wants to see what a good one looks like.
+    text = str(exc)
+    if "cannot parse" in text and ("memory" in text or "--mem" in text):
+        exc.args = (text + SIZE_HINT,)
+    return exc

@@ -1,0 +1,166 @@
+"""Human views: aligned tables and the `tcl status` page. Pure: `now` is passed in."""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from typing import Sequence
+
+from tcluster.cli.render import (
+    job_state_name, signal_name, task_state_name, tasks_total, timestamp, used_resources,
+)
+from tcluster.model import TERMINAL_TASK_STATES, TaskState
+from tcluster.units import format_bytes, format_cpu
+from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.wire import resources_from_pb
+
+EMPTY = "-"
+_TERMINAL_TASK_NAMES = frozenset(state.value for state in TERMINAL_TASK_STATES)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns, two spaces apart; the last column is not padded."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row)]
+    lines = []
+    for row in [list(headers), *rows]:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def format_age(seconds: float) -> str:
+    """5s, 3m, 2h, 4d: the largest whole unit, like kubectl's AGE."""
+    seconds = max(0, int(seconds))  # a skewed clock must not print "-3s"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def age_cell(moment: float, now: float) -> str:
+    return format_age(now - moment) if moment else EMPTY
+
+
+def task_state_counts(job: jobs_pb2.Job) -> Counter[str]:
+    return Counter(task_state_name(task.state) for task in job.tasks)
+
+
+def tasks_cell(job: jobs_pb2.Job) -> str:
+    """'3/4 done': tasks in a terminal state over the job's task count."""
+    counts = task_state_counts(job)
+    done = sum(n for state, n in counts.items() if state in _TERMINAL_TASK_NAMES)
+    return f"{done}/{tasks_total(job)} done"
+
+
+def resource_cells(msg: common_pb2.Resources) -> tuple[str, str]:
+    return format_cpu(msg.cpu), format_bytes(msg.memory)
+
+
+def jobs_table(jobs: Sequence[jobs_pb2.Job], now: float) -> str:
+    headers = ("ID", "NAME", "QUEUE", "STATE", "TASKS", "CPU", "MEM", "SUBMITTED")
+    rows = []
+    for job in jobs:
+        cpu, mem = resource_cells(job.spec.resources)
+        rows.append((
+            job.id, job.spec.name or EMPTY, job.spec.queue or EMPTY, job_state_name(job.state),
+            tasks_cell(job), cpu, mem, age_cell(job.submitted_at, now),
+        ))
+    return format_table(headers, rows)
+
+
+def exit_cell(task: jobs_pb2.Task) -> str:
+    # A signal explains the end better than the shell-style 128+N code that may go with it.
+    if task.signal:
+        return signal_name(task.signal) or EMPTY
+    return str(task.exit_code) if task.has_exit_code else EMPTY
+
+
+def usage_cells(task: jobs_pb2.Task) -> tuple[str, str, str, str]:
+    """CPU-S, CPU%, MEM, PEAK; dashes until the agent has sent a sample."""
+    usage = task.usage
+    if not usage.sampled_at and not usage.cpu_seconds and not usage.memory_peak_bytes:
+        return EMPTY, EMPTY, EMPTY, EMPTY
+    return (
+        f"{usage.cpu_seconds:.1f}",
+        f"{usage.cpu_rate * 100:.0f}%",
+        format_bytes(usage.memory_bytes),
+        format_bytes(usage.memory_peak_bytes),
+    )
+
+
+def tasks_table(tasks: Sequence[jobs_pb2.Task]) -> str:
+    headers = ("INDEX", "STATE", "NODE", "EXIT", "CPU-S", "CPU%", "MEM", "PEAK", "REASON")
+    rows = [
+        (str(task.index), task_state_name(task.state), task.node or EMPTY, exit_cell(task),
+         *usage_cells(task), task.reason or EMPTY)
+        for task in sorted(tasks, key=lambda t: t.index)
+    ]
+    return format_table(headers, rows)
+
+
+def when_cell(moment: float, now: float) -> str:
+    stamp = timestamp(moment)
+    return f"{stamp} ({format_age(now - moment)} ago)" if stamp else EMPTY
+
+
+def counts_text(counts: Counter[str]) -> str:
+    """'1 RUNNING, 2 PENDING' in lifecycle order."""
+    order = [state.value for state in TaskState]
+    ranked = sorted(counts.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order))
+    return ", ".join(f"{n} {state}" for state, n in ranked) or "none reported"
+
+
+def job_view(job: jobs_pb2.Job, now: float) -> str:
+    """`tcl status`: a header of `Key: value` lines, then the task table."""
+    spec = job.spec
+    header = [
+        ("ID", job.id),
+        ("Name", spec.name or EMPTY),
+        ("Queue", spec.queue or EMPTY),
+        ("State", job_state_name(job.state)),
+        ("Submitted", when_cell(job.submitted_at, now)),
+        ("Finished", when_cell(job.finished_at, now)),
+        ("Tasks", f"{tasks_cell(job)} ({counts_text(task_state_counts(job))})"),
+        ("Resources", f"{resources_from_pb(spec.resources).describe()} per task"),
+        ("Command", shlex.join(spec.command) or EMPTY),
+    ]
+    if job.pending_reason:
+        header.append(("Pending", job.pending_reason))
+    width = max(len(key) for key, _ in header) + 2
+    lines = [f"{key + ':':<{width}}{value}" for key, value in header]
+    return "\n".join(lines) + "\n\n" + tasks_table(job.tasks)
+
+
+def labels_cell(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or EMPTY
+
+
+def nodes_table(nodes: Sequence[jobs_pb2.Node]) -> str:
+    headers = ("NAME", "STATE", "CPU", "MEM", "FREE CPU", "FREE MEM", "TASKS", "LABELS")
+    rows = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        used_cpu, used_mem = resource_cells(used_resources(node))
+        cap_cpu, cap_mem = resource_cells(node.capacity)
+        free_cpu, free_mem = resource_cells(node.free)
+        rows.append((
+            node.name, node.state or EMPTY, f"{used_cpu}/{cap_cpu}", f"{used_mem}/{cap_mem}",
+            free_cpu, free_mem, str(len(node.tasks)), labels_cell(dict(node.labels)),
+        ))
+    return format_table(headers, rows)
+
+
+def progress_line(job: jobs_pb2.Job) -> str:
+    """One stderr line per change while `submit --wait` polls."""
+    return f"job {job.id}: {job_state_name(job.state)} (tasks: {counts_text(task_state_counts(job))})"
+
+
+def failure_summary(job: jobs_pb2.Job) -> str | None:
+    """The first task that did not succeed, to say why a job failed."""
+    for task in sorted(job.tasks, key=lambda t: t.index):
+        if task_state_name(task.state) in ("FAILED", "KILLED", "LOST"):
+            ended = exit_cell(task)
+            detail = f", {task.reason}" if task.reason else ""
+            return f"task {task.index} {task_state_name(task.state)} (exit {ended}{detail})"
+    return None
