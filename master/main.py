@@ -36,7 +36,8 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
 
 async def _serve(settings: MasterSettings) -> None:
     master = await start_master(settings)
-    print(f"tcl-master listening on {settings.listen}; state in {settings.db_path}", file=sys.stderr, flush=True)
+    host = settings.listen.rpartition(":")[0]
+    print(f"tcl-master listening on {host}:{master.port}; state in {settings.db_path}", file=sys.stderr, flush=True)
     try:
         await wait_for_stop_signal()
     finally:

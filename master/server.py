@@ -56,5 +56,5 @@ async def start_master(settings: MasterSettings) -> RunningMaster:
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
     await server.start()
     loop_task = asyncio.create_task(service.run(), name="master-loop")
-    log.info("master listening on %s (port %d), state in %s", settings.listen, port, settings.db_path)
+    log.info("gRPC bound to port %d; state in %s", port, settings.db_path)
     return RunningMaster(server, service, store, port, loop_task)

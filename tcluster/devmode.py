@@ -40,10 +40,16 @@ tcluster dev: master on {listen}, agent '{node}' (runtime {runtime}), state in {
 
 
 async def _run(master_settings: MasterSettings, agent_args: argparse.Namespace) -> int:
-    agent = build_agent(agent_settings_from_args(agent_args, allow_process_runtime=True, kill_tasks_on_exit=True))
     master = await start_master(master_settings)
+    agent_args.master = f"127.0.0.1:{master.port}"
+    try:
+        agent = build_agent(agent_settings_from_args(agent_args, allow_process_runtime=True, kill_tasks_on_exit=True))
+    except BaseException:
+        await master.stop()
+        raise
     runner = asyncio.create_task(agent.run(), name="agent")
-    print(_banner(master_settings.listen, master_settings.data_dir, agent.settings.node, agent.runtime.name), flush=True)
+    listen = f"{master_settings.listen.rpartition(':')[0]}:{master.port}"
+    print(_banner(listen, master_settings.data_dir, agent.settings.node, agent.runtime.name), flush=True)
     try:
         await wait_for_stop_signal()
         print("\nstopping: killing tasks, then the agent and the master", file=sys.stderr, flush=True)

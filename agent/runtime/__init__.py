@@ -1,0 +1,73 @@
+"""Runtime backends and the factory that picks one for this host."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from .base import (ExitStatus, LaunchError, RawUsage, Runtime, RuntimeSetupError, Started,
+                   TaskSpec)
+from .cgfs import is_safe_name
+from .cgroup1 import Cgroup1Runtime
+from .cgroup2 import Cgroup2Runtime
+from .detect import CgroupMounts, choose_mode, parse_controllers, parse_mountinfo
+from .process import ProcessRuntime
+
+__all__ = ["Cgroup1Runtime", "Cgroup2Runtime", "ExitStatus", "LaunchError", "ProcessRuntime",
+           "RawUsage", "Runtime", "RuntimeSetupError", "Started", "TaskSpec", "make_runtime",
+           "host_mounts"]
+
+log = logging.getLogger(__name__)
+MODES = ("auto", "cgroup2", "cgroup1", "process")
+
+
+def host_mounts(mountinfo: str = "/proc/self/mountinfo") -> tuple[CgroupMounts, set[str]]:
+    """The cgroup mounts of this host and the controllers its cgroup2 root offers."""
+    mounts = parse_mountinfo(Path(mountinfo).read_text())
+    controllers: set[str] = set()
+    if mounts.v2 is not None:
+        try:
+            controllers = parse_controllers((Path(mounts.v2) / "cgroup.controllers").read_text())
+        except OSError:
+            pass
+    return mounts, controllers
+
+
+def _subtree(node: str, cgroup_parent: str | None) -> str:
+    if not is_safe_name(node):
+        raise RuntimeSetupError(f"node name {node!r} cannot name a cgroup: use only A-Za-z0-9_.-")
+    subtree = f"tcluster/{node}" if cgroup_parent is None else cgroup_parent.strip("/")
+    if not subtree or not all(is_safe_name(p) for p in subtree.split("/")):
+        raise RuntimeSetupError(f"cgroup parent {cgroup_parent!r} must be a relative path whose "
+                                "parts use only A-Za-z0-9_.-")
+    return subtree
+
+
+def make_runtime(mode: str, node: str, state_dir: Path, cgroup_parent: str | None = None,
+                 allow_process: bool = False) -> Runtime:
+    """The backend for `mode` (auto|cgroup2|cgroup1|process), not yet set up. `auto` falls
+    back to the process backend only with allow_process (dev mode) when no cgroup backend
+    can work here."""
+    if mode not in MODES:
+        raise RuntimeSetupError(f"unknown runtime {mode!r}; use one of {', '.join(MODES)}")
+    subtree = _subtree(node, cgroup_parent)
+    if mode == "process":
+        return ProcessRuntime(state_dir)
+    try:
+        mounts, controllers = host_mounts()
+        chosen = choose_mode(mounts, controllers, mode)
+        runtime: Cgroup1Runtime | Cgroup2Runtime
+        if chosen == "cgroup2":
+            runtime = Cgroup2Runtime(subtree, state_dir, mounts)
+        else:
+            runtime = Cgroup1Runtime(subtree, state_dir, mounts)
+        runtime.check()
+        return runtime
+    except (RuntimeSetupError, OSError) as e:
+        if mode == "auto" and allow_process:
+            log.warning("no cgroup backend works here (%s); dev mode: falling back to the "
+                        "process runtime", e)
+            return ProcessRuntime(state_dir)
+        if isinstance(e, OSError):
+            raise RuntimeSetupError(f"cannot read the cgroup mounts: {e}") from e
+        raise

@@ -1,0 +1,173 @@
+"""The cgroup v2 backend: one group per task at <mount>/<subtree>/<key>, with the cpu,
+memory and pids controllers enabled down the subtree. Teardown writes cgroup.kill
+(kernel >= 5.14) or, before that, freezes and kills in a loop."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from .base import LaunchError, RawUsage, RuntimeSetupError, TaskSpec
+from .cgfs import (closable, is_safe_name, kill_all, make_chain, parse_flat_keyed, read_pids,
+                   read_text, remove_if_empty, rmdir_cgroup, signal_pids, wait_until)
+from .detect import V2_REQUIRED, CgroupMounts, parse_controllers
+from .limits import v2_limits
+from .shimbase import ShimRuntime
+from .usage import V2_FILES, oom_kills_v2, usage_v2
+from .writer import write_file, write_v2
+
+_ENABLE_HINTS = {
+    errno.EBUSY: "the group holds processes (cgroup v2 allows controllers only above leaf "
+                 "groups): run the agent in a leaf of a delegated subtree, e.g. Delegate=yes",
+    errno.EACCES: "permission denied: run as root, or delegate the subtree to the agent",
+    errno.EPERM: "not permitted: run as root, or delegate the subtree to the agent",
+    errno.ENOENT: "the controller is not available in the parent (not delegated)",
+}
+
+
+def _new_cgroup(path: Path) -> None:
+    """mkdir in cgroupfs (the kernel fills in the interface files). A seam for tests."""
+    path.mkdir()
+
+
+def _remove_cgroup(path: Path) -> None:
+    rmdir_cgroup(path)
+
+
+class Cgroup2Runtime(ShimRuntime):
+    name = "cgroup2"
+
+    def __init__(self, subtree: str, state_dir: Path, mounts: CgroupMounts) -> None:
+        super().__init__(state_dir)
+        if mounts.v2 is None:
+            raise RuntimeSetupError("cgroup v2: no cgroup2 filesystem is mounted")
+        self._root = Path(mounts.v2)
+        self._subtree = subtree.strip("/")
+        self._node = self._root / self._subtree
+        self._created: list[Path] = []
+
+    def _dir(self, key: str) -> Path:
+        return self._node / key
+
+    def check(self) -> None:
+        """Can this host run the backend? No side effects."""
+        if not all(is_safe_name(p) for p in self._subtree.split("/")):
+            raise RuntimeSetupError(f"cgroup parent {self._subtree!r}: each part must use only A-Za-z0-9_.-")
+        have = parse_controllers(read_text(self._root / "cgroup.controllers") or "")
+        missing = [c for c in V2_REQUIRED if c not in have]
+        if missing:
+            raise RuntimeSetupError(f"cgroup v2: {self._root} lacks the {', '.join(missing)} controller(s)")
+        if not os.access(self._root, os.W_OK):
+            raise RuntimeSetupError(f"cgroup v2: cannot write {self._root}; run the agent as root")
+
+    def setup(self) -> None:
+        self.check()
+        try:
+            made = make_chain(self._root, self._subtree, _new_cgroup)
+        except OSError as e:
+            raise RuntimeSetupError(f"cannot create cgroup {self._node}: {e.strerror}") from e
+        self._created += [p for p in made if p not in self._created]
+        # Controllers must be on in subtree_control of every group above a task's group.
+        path = self._root
+        self._enable(path)
+        for part in self._subtree.split("/"):
+            path = path / part
+            self._enable(path)
+        (self._state_dir / "containers").mkdir(parents=True, exist_ok=True)
+
+    def _enable(self, group: Path) -> None:
+        on = parse_controllers(read_text(group / "cgroup.subtree_control") or "")
+        missing = [c for c in V2_REQUIRED if c not in on]
+        if not missing:
+            return
+        value = " ".join(f"+{c}" for c in missing)
+        try:
+            write_file(group / "cgroup.subtree_control", value)
+        except OSError as e:
+            hint = _ENABLE_HINTS.get(e.errno or 0, e.strerror or str(e))
+            raise RuntimeSetupError(f"cannot enable {value} in {group}/cgroup.subtree_control: {hint}") from e
+
+    def _prepare(self, spec: TaskSpec) -> list[str]:
+        group = self._dir(spec.key)
+        try:
+            _new_cgroup(group)
+        except FileExistsError as e:
+            raise LaunchError(f"container {spec.key} already exists ({group})") from e
+        except OSError as e:
+            raise LaunchError(f"cannot create cgroup {group}: {e.strerror}") from e
+        try:
+            write_v2(group, v2_limits(spec, swap_file=(group / "memory.swap.max").exists()))
+        except LaunchError:
+            try:
+                _remove_cgroup(group)
+            except OSError:
+                pass          # the launch error is what matters; containers() will show it
+            raise
+        return [str(group / "cgroup.procs")]
+
+    def _is_empty(self, group: Path) -> bool:
+        events = read_text(group / "cgroup.events")
+        if events is not None:
+            return parse_flat_keyed(events).get("populated", 0) == 0
+        return not read_pids(group / "cgroup.procs")
+
+    def _destroy(self, key: str) -> None:
+        group = self._dir(key)
+        if not group.is_dir():
+            return
+        empty: Callable[[], bool] = lambda: self._is_empty(group)  # noqa: E731
+        if (group / "cgroup.kill").exists():
+            # cgroup.kill kills every process, forks included, in one write.
+            for _ in range(3):
+                try:
+                    write_file(group / "cgroup.kill", "1")
+                except FileNotFoundError:
+                    return                     # removed meanwhile
+                if wait_until(empty, 2.0):
+                    break
+        else:
+            kill_all(group / "cgroup.procs", empty, self._freezer(group))
+        _remove_cgroup(group)
+
+    @staticmethod
+    def _freezer(group: Path) -> Callable[[bool], None] | None:
+        if not (group / "cgroup.freeze").exists():
+            return None
+
+        def freeze(on: bool) -> None:
+            try:
+                write_file(group / "cgroup.freeze", "1" if on else "0")
+            except OSError:
+                return
+            if on:
+                wait_until(lambda: parse_flat_keyed(read_text(group / "cgroup.events") or "frozen 1")
+                           .get("frozen", 1) == 1, 1.0)
+        return freeze
+
+    def _oom_kills(self, key: str) -> int:
+        return oom_kills_v2(read_text(self._dir(key) / "memory.events") or "")
+
+    def sample(self, key: str) -> RawUsage | None:
+        if not is_safe_name(key):
+            return None
+        group = self._dir(key)
+        files = {name: text for name in V2_FILES if (text := read_text(group / name)) is not None}
+        if "cpu.stat" not in files:
+            return None          # the container no longer exists
+        return usage_v2(files, time.time())
+
+    def signal(self, key: str, signum: int) -> None:
+        if is_safe_name(key):
+            signal_pids(read_pids(self._dir(key) / "cgroup.procs"), signum)
+
+    def containers(self) -> list[str]:
+        if not self._node.is_dir():
+            return []
+        return sorted(p.name for p in self._node.iterdir() if p.is_dir() and is_safe_name(p.name))
+
+    def close(self) -> None:
+        """Remove the node group if empty, and the parents we may remove if empty."""
+        remove_if_empty(closable(self._root, self._subtree, self._node, self._created))

@@ -1,0 +1,90 @@
+"""Start the real binaries from the venv and stop them by pid; nothing else is touched."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+STOP_WAIT_S = 15.0
+
+
+def cgroup_v1_usable() -> str | None:
+    """None when this host can run the cgroup1 runtime, else why not."""
+    if os.geteuid() != 0:
+        return "needs root to create cgroups"
+    for controller in ("cpu", "cpuacct", "memory", "pids", "freezer"):
+        if not os.access(f"/sys/fs/cgroup/{controller}", os.W_OK) or not os.path.exists(f"/sys/fs/cgroup/{controller}/cgroup.procs"):
+            return f"no writable cgroup v1 '{controller}' hierarchy on this host"
+    return None
+
+
+class Proc:
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.log = log
+        self.handle = open(log, "wb")
+        self.popen = subprocess.Popen(args, stdout=self.handle, stderr=subprocess.STDOUT,
+                                      env={**os.environ, **(env or {})}, start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for_output(self, pattern: str, timeout_s: float = 30.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.output())
+            if match:
+                return match
+            if self.popen.poll() is not None:
+                raise AssertionError(f"{self.popen.args[0]} exited {self.popen.returncode}:\n{self.output()}")
+            time.sleep(0.05)
+        raise AssertionError(f"no {pattern!r} within {timeout_s}s:\n{self.output()}")
+
+    def stop(self, signum: int = signal.SIGTERM) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signum)
+            try:
+                self.popen.wait(STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(STOP_WAIT_S)
+        self.handle.close()
+        return self.popen.returncode
+
+
+def tcl(master: str, *args: str, check: bool = True, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([str(BIN / "tcl"), "--master", master, *args], capture_output=True, text=True,
+                            timeout=timeout_s)
+    if check and result.returncode != 0:
+        raise AssertionError(f"tcl {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def tcl_json(master: str, *args: str) -> object:
+    return json.loads(tcl(master, *args, "-o", "json").stdout)
+
+
+def wait_job(master: str, job_id: str, states: set[str], timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = tcl_json(master, "status", job_id)
+        assert isinstance(job, dict)
+        if job["state"] in states:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} not in {states} within {timeout_s}s: {job}")
+
+
+def leaked_cgroups(node: str) -> list[str]:
+    found = []
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        path = hierarchy / "tcluster" / node
+        if path.is_dir():
+            found += [str(p) for p in path.iterdir() if p.is_dir()]
+    return found
