@@ -77,7 +77,10 @@ def test_task_gets_default_signals_and_exact_env(tmp_path: Path) -> None:
                     f"subprocess.run([sys.executable, '-S', {str(SHIM_PATH)!r}, {str(spec)!r}], timeout={TIMEOUT})"],
                    timeout=TIMEOUT, check=True, capture_output=True)
     lines = (tmp_path / "out.log").read_text().splitlines()
-    assert "SigBlk:\t0000000000000000" in lines and "SigIgn:\t0000000000000000" in lines
+    masks = {x.split(":")[0]: int(x.split()[1], 16) for x in lines if x.startswith("Sig")}
+    # Signals 32 and 33 belong to glibc (not settable from Python); the caller's may leak in.
+    glibc_internal = (1 << 31) | (1 << 32)
+    assert masks["SigBlk"] & ~glibc_internal == 0 and masks["SigIgn"] & ~glibc_internal == 0, masks
     env_lines = [x for x in lines if not x.startswith("Sig")]
     assert sorted(x.split("=")[0] for x in env_lines if x.split("=")[0] not in ("PWD", "SHLVL", "_")) == \
         ["ONLY", "PATH"]
