@@ -83,7 +83,8 @@ def usage_cells(task: jobs_pb2.Task) -> tuple[str, str, str, str]:
     if not usage.sampled_at and not usage.cpu_seconds and not usage.memory_peak_bytes:
         return EMPTY, EMPTY, EMPTY, EMPTY
     return (
-        f"{usage.cpu_seconds:.1f}",
+        # Short tasks use milliseconds of CPU: keep them visible.
+        f"{usage.cpu_seconds:.3f}" if usage.cpu_seconds < 10 else f"{usage.cpu_seconds:.1f}",
         f"{usage.cpu_rate * 100:.0f}%",
         format_bytes(usage.memory_bytes),
         format_bytes(usage.memory_peak_bytes),

@@ -189,3 +189,29 @@ def test_malformed_agent_messages_do_not_crash_the_master(tmp_path: Path) -> Non
         assert job.state == jobs_pb2.JOB_SUCCEEDED
         call.cancel()
     run(scenario, tmp_path)
+
+
+@pytest.mark.parametrize("mutate,fragment", [
+    (lambda s: setattr(s.resources, "cpu", float("nan")), "resources.cpu"),
+    (lambda s: setattr(s.resources, "cpu", -1.0), "resources.cpu"),
+    (lambda s: setattr(s.resources, "memory", -5), "resources.memory"),
+    (lambda s: setattr(s, "tasks", -3), "tasks"),
+    (lambda s: setattr(s, "tasks", 10**6), "tasks"),
+    (lambda s: s.ClearField("command"), "command"),
+    (lambda s: s.env.update({"BAD KEY": "1"}), "env"),
+    (lambda s: s.resources.other.update({"gpu": float("inf")}), "resources.gpu"),
+])
+def test_malformed_client_requests_get_invalid_argument_and_change_nothing(tmp_path: Path, mutate, fragment) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        spec = jobs_pb2.JobSpec(command=["true"], tasks=1)
+        spec.resources.cpu, spec.resources.memory = 1, 2**20
+        mutate(spec)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and fragment in info.value.details()
+        assert (await h.jobs.List(jobs_pb2.ListJobsRequest())).jobs == []
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await h.jobs.List(jobs_pb2.ListJobsRequest(states=[42]))
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    run(scenario, tmp_path)
