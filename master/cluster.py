@@ -17,8 +17,8 @@ from tcluster.master.actions import Kill, Launch, TaskReport
 from tcluster.master.store import Store
 from tcluster.model import Job, JobSpec, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
+from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.reasons import never_fits_reason
-from tcluster.scheduler.views import NodeView
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,14 @@ class Cluster:
         self.nodes: dict[str, Node] = {n.name: n for n in store.load_nodes()}
         self.connected: set[str] = set()          # nodes with a live stream
         self.down_since: dict[str, float] = {}    # for LOST after the timeout
+        # Free resources per node for placement, updated incrementally; a node is
+        # schedulable only while READY and connected.
+        self.matrix = NodeMatrix()
+        self.by_node: dict[str, set[str]] = {}    # node -> ids of tasks holding resources there
+        for node in self.nodes.values():
+            self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=False)
+        for task in (t for ts in self.tasks.values() for t in ts if t.state.holds_resources):
+            self._hold(task)
 
     # ---- queries ----
 
@@ -49,18 +57,14 @@ class Cluster:
         return tasks[int(index)]
 
     def tasks_on(self, node: str) -> list[Task]:
-        return [t for ts in self.tasks.values() for t in ts if t.node == node and t.state.holds_resources]
+        tasks = (self.task(task_id) for task_id in sorted(self.by_node.get(node, ())))
+        return [t for t in tasks if t is not None]
 
     def free(self, node: Node) -> Resources:
-        used = sum((self.jobs[t.job_id].spec.resources for t in self.tasks_on(node.name)), Resources())
-        return node.capacity - used
+        return self.matrix.free(node.name)
 
-    def schedulable_nodes(self) -> list[NodeView]:
-        return [
-            NodeView(n.name, n.capacity, self.free(n), n.labels)
-            for n in sorted(self.nodes.values(), key=lambda n: n.name)
-            if n.state is NodeState.READY and n.name in self.connected
-        ]
+    def has_schedulable_nodes(self) -> bool:
+        return bool(self.matrix.view().schedulable.any())
 
     # ---- jobs ----
 
@@ -72,7 +76,7 @@ class Cluster:
         job_id = secrets.token_hex(4)
         while job_id in self.jobs:
             job_id = secrets.token_hex(4)
-        pending = "no nodes are ready" if not self.schedulable_nodes() else "waiting to be scheduled"
+        pending = "waiting to be scheduled" if self.has_schedulable_nodes() else "no nodes are ready"
         job = Job(id=job_id, spec=spec, submitted_at=now, pending_reason=pending)
         tasks = [Task(job_id=job_id, index=i) for i in range(spec.tasks)]
         self.store.write(jobs=[job], tasks=tasks)
@@ -138,9 +142,14 @@ class Cluster:
         self.nodes[node.name] = node
         self.connected.add(node.name)
         self.down_since.pop(node.name, None)
+        self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=True)
+
+    def report_free(self, name: str, free: Resources) -> None:
+        self.matrix.report_free(name, free)
 
     def mark_down(self, name: str, now: float) -> None:
         self.connected.discard(name)
+        self.matrix.set_schedulable(name, False)
         node = self.nodes.get(name)
         if node is not None and node.state is NodeState.READY:
             node = replace(node, state=NodeState.DOWN)
@@ -171,12 +180,24 @@ class Cluster:
         """Writes changed tasks and the jobs whose state they change, atomically."""
         task_list = list(tasks)
         for t in task_list:
+            self._release(self.tasks[t.job_id][t.index])
             self.tasks[t.job_id][t.index] = t
+            self._hold(t)
         job_ids = {t.job_id for t in task_list} | ({cancel} if cancel else set())
         jobs = [self._derive_job(j, now, cancelled=(j == cancel)) for j in sorted(job_ids)]
         if task_list or jobs:
             self.store.write(jobs=jobs, tasks=task_list)
         self.jobs.update({j.id: j for j in jobs})
+
+    def _hold(self, task: Task) -> None:
+        if task.state.holds_resources and task.node:
+            self.matrix.allocate(task.node, self.jobs[task.job_id].spec.resources)
+            self.by_node.setdefault(task.node, set()).add(task.id)
+
+    def _release(self, task: Task) -> None:
+        if task.state.holds_resources and task.node:
+            self.matrix.release(task.node, self.jobs[task.job_id].spec.resources)
+            self.by_node.get(task.node, set()).discard(task.id)
 
     def _derive_job(self, job_id: str, now: float, cancelled: bool) -> Job:
         job = self.jobs[job_id]

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.master.server import start_master
 from tcluster.master.settings import MasterSettings
+from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", default="127.0.0.1:7070", help="gRPC address (default %(default)s)")
     p.add_argument("--data-dir", default=".tcluster", type=Path, help="state directory (SQLite); default %(default)s")
     p.add_argument("--fairness", default="fifo", help="which pending task next (default %(default)s)")
-    p.add_argument("--placement", default="first-fit", help="which node (default %(default)s)")
+    p.add_argument("--placement", default=DEFAULT_PLACEMENT,
+                   help=f"which node: {', '.join(sorted(PLACEMENT_POLICIES))} (default %(default)s)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0, help="asked of agents (default %(default)s)")
     p.add_argument("--node-timeout-s", type=float, default=15.0,
                    help="a node silent this long is DOWN and its tasks LOST (default %(default)s)")

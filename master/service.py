@@ -21,6 +21,7 @@ from tcluster.master.scheduling import schedule_round
 from tcluster.master.settings import MasterSettings
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
 from tcluster.scheduler.fairness import make_fairness
+from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ class MasterService:
         self.clock = clock
         self.links: dict[str, AgentLink] = {}
         self._wake = asyncio.Event()
+        self._eligible = EligibleCache()
         self.started_at = clock()
 
     # ---- jobs ----
@@ -124,6 +126,7 @@ class MasterService:
 
     def on_heartbeat(self, link: AgentLink, beat: Heartbeat) -> None:
         self.cluster.touch(link.node, self.clock())
+        self.cluster.report_free(link.node, beat.free)
         self.cluster.record_usage(beat.usage)
         self.cluster.flush_usage(link.node)
 
@@ -161,8 +164,8 @@ class MasterService:
                 log.exception("scheduling round failed")
 
     def schedule_once(self) -> list[Launch]:
-        result = schedule_round(self.cluster.jobs, self.cluster.tasks, self.cluster.schedulable_nodes(),
-                                self.fairness, self.placement, self.rng)
+        result = schedule_round(self.cluster.jobs, self.cluster.tasks, self.cluster.matrix,
+                                self.fairness, self.placement, self.rng, self._eligible)
         launches = self.cluster.assign(result.placements, self.clock()) if result.placements else []
         self.cluster.set_pending_reasons(result.pending_reasons)
         self._dispatch(launches)

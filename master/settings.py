@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tcluster.scheduler.fairness import FAIRNESS_POLICIES
-from tcluster.scheduler.placement import PLACEMENT_POLICIES
+from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
 
 def _check_listen(value: str) -> str:
@@ -23,7 +23,7 @@ class MasterSettings(BaseModel):
     listen: str = "127.0.0.1:7070"
     data_dir: Path = Path(".tcluster")
     fairness: str = "fifo"
-    placement: str = "first-fit"
+    placement: str = DEFAULT_PLACEMENT
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)
     node_timeout_s: float = Field(15.0, gt=0)        # silent this long: DOWN, its tasks LOST
     schedule_interval_s: float = Field(1.0, gt=0)    # rounds also run on every change

@@ -51,7 +51,7 @@ def _spec_load(text: str) -> JobSpec:
         command=tuple(data["command"]), resources=Resources.of(data["resources"]),
         name=data["name"], queue=data["queue"], tasks=data["tasks"],
         env=tuple(tuple(p) for p in data["env"]), user=data["user"], workdir=data["workdir"],
-        labels=tuple(tuple(p) for p in data["labels"]),
+        labels=tuple(tuple(p) for p in data["labels"]), constraints=tuple(data.get("constraints", ())),
     )
 
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
+
+from tcluster.constraints import Constraint
 from tcluster.resources import CPU, MEMORY, Resources
+from tcluster.scheduler.matching import first_unmatched
+from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.views import NodeView
 from tcluster.units import format_bytes, format_cpu
 
@@ -47,3 +52,44 @@ def never_fits_reason(request: Resources, capacities: Sequence[tuple[str, Resour
                 f"node ({name}) has {_amount(kind, largest.get(kind))}; no node can ever run it"
             )
     return "resources: no single node has all of the requested resources together; no node can ever run it"
+
+
+def unplaceable_reason(request: Resources, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
+                       eligible: np.ndarray | None) -> str:
+    """Why no node takes the task now: a constraint no node meets, no ready node among
+    those that match, or the scarcest resource among the ones that do."""
+    view = nodes.view()
+    if constraints:
+        unmatched = first_unmatched(constraints, nodes)
+        if unmatched is not None:
+            return f"no node matches constraint '{unmatched}'"
+        assert eligible is not None
+        if not eligible.any():
+            return "no node matches all constraints together: " + ", ".join(f"'{c}'" for c in constraints)
+    usable = view.schedulable if eligible is None else view.schedulable & eligible
+    if not usable.any():
+        return "no ready node matches the constraints" if constraints else "no nodes are ready"
+    reason = _scarcest(request, view.kinds, view.free_by_kind, view.names, usable)
+    return f"{reason} (among nodes matching the constraints)" if constraints else reason
+
+
+def _scarcest(request: Resources, kinds: Sequence[str], free_by_kind: np.ndarray, names: Sequence[str],
+              usable: np.ndarray) -> str:
+    """The same sentence as pending_reason, computed over arrays."""
+    short_counts = {}
+    for k, kind in enumerate(kinds):
+        amount = request.get(kind)
+        if amount > 0:
+            short_counts[kind] = int((usable & (free_by_kind[k] < amount - 1e-9)).sum())
+    missing = [kind for kind, amount in request.as_dict().items() if amount > 0 and kind not in kinds]
+    if missing:
+        return f"no node has any {missing[0]}"
+    if not any(short_counts.values()):
+        return "waiting for the next scheduling round"
+    kind = max(sorted(short_counts), key=lambda k: short_counts[k])
+    column = free_by_kind[list(kinds).index(kind)]
+    best = int(np.where(usable, column, -np.inf).argmax())
+    return (
+        f"no node has enough {kind} right now: each task needs {_amount(kind, request.get(kind))}, "
+        f"the most free is {_amount(kind, float(column[best]))} on {names[best]}"
+    )

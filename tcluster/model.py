@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
+from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
 
@@ -65,6 +66,7 @@ class JobSpec:
     user: str = ""
     workdir: str = ""
     labels: tuple[tuple[str, str], ...] = ()
+    constraints: tuple[str, ...] = ()     # on node labels, e.g. "rack=r1"; all must hold
 
     def validate(self) -> None:
         """Raises InvalidArgument naming the first bad field."""
@@ -84,6 +86,7 @@ class JobSpec:
         if self.workdir and not self.workdir.startswith("/"):
             raise InvalidArgument("workdir", f"{self.workdir!r} must be an absolute path")
         self.resources.validate_request("resources")
+        parse_constraints(self.constraints)
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
         name=spec.name, queue=spec.queue, tasks=spec.tasks,
         resources=resources_to_pb(spec.resources), command=list(spec.command),
         env=dict(spec.env), user=spec.user, workdir=spec.workdir, labels=dict(spec.labels),
+        constraints=list(spec.constraints),
     )
 
 
@@ -87,7 +88,7 @@ def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
         command=tuple(msg.command), resources=resources_from_pb(msg.resources),
         name=msg.name, queue=msg.queue or "default", tasks=msg.tasks or 1,
         env=tuple(sorted(msg.env.items())), user=msg.user, workdir=msg.workdir,
-        labels=tuple(sorted(msg.labels.items())),
+        labels=tuple(sorted(msg.labels.items())), constraints=tuple(msg.constraints),
     )
 
 

@@ -8,6 +8,7 @@ from tcluster.model import Job, JobSpec, Task
 from tcluster.master.scheduling import schedule_round
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import FifoPolicy
+from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import FirstFit
 from tcluster.scheduler.reasons import never_fits_reason, pending_reason
 from tcluster.scheduler.views import JobView, NodeView
@@ -69,8 +70,13 @@ def _jobs(specs: list[tuple[float, int, int]]) -> tuple[dict[str, Job], dict[str
 def test_a_round_never_oversubscribes_and_is_deterministic(specs, caps, seed) -> None:  # type: ignore[no-untyped-def]
     jobs, tasks = _jobs(specs)
     nodes = [_node(f"n{i}", c, m) for i, (c, m) in enumerate(caps)]
-    first = schedule_round(jobs, tasks, nodes, FifoPolicy(), FirstFit(), random.Random(seed))
-    again = schedule_round(jobs, tasks, nodes, FifoPolicy(), FirstFit(), random.Random(seed))
+    matrix = NodeMatrix()
+    for n in nodes:
+        matrix.upsert(n.name, n.capacity, {})
+    before = matrix.view().free.copy()
+    first = schedule_round(jobs, tasks, matrix, FifoPolicy(), FirstFit(), random.Random(seed))
+    again = schedule_round(jobs, tasks, matrix, FifoPolicy(), FirstFit(), random.Random(seed))
+    assert (matrix.view().free == before).all(), "a round leaves the matrix as it found it"
     assert [(t.id, n) for t, n in first.placements] == [(t.id, n) for t, n in again.placements]
     used = {n.name: Resources() for n in nodes}
     for task, node in first.placements:

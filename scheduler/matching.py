@@ -1,0 +1,60 @@
+"""Constraints over all nodes at once: packed per-label bit vectors combined with
+AND/OR/NOT, as Megha does (section IV-B): O(constraints x nodes / 64) word operations."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from tcluster.constraints import Constraint
+from tcluster.scheduler.nodestate import NodeMatrix, unpack_bits
+
+
+def constraint_mask(constraint: Constraint, nodes: NodeMatrix) -> np.ndarray:
+    """Packed bits of the nodes where `constraint` holds."""
+    if constraint.op in ("has", "nothas"):
+        bits = nodes.label_mask(constraint.key, None)
+    else:
+        bits = np.zeros_like(nodes.all_mask())
+        for value in constraint.values:
+            bits = bits | nodes.label_mask(constraint.key, value)
+    if constraint.op in ("ne", "notin", "nothas"):
+        bits = ~bits & nodes.all_mask()
+    return bits
+
+
+def match_mask(constraints: Iterable[Constraint], nodes: NodeMatrix) -> np.ndarray:
+    """Packed bits of the nodes where every constraint holds."""
+    bits = nodes.all_mask()
+    for constraint in constraints:
+        bits = bits & constraint_mask(constraint, nodes)
+    return bits
+
+
+def first_unmatched(constraints: Iterable[Constraint], nodes: NodeMatrix) -> Constraint | None:
+    """The first constraint that no node satisfies on its own, for pending reasons."""
+    for constraint in constraints:
+        if not constraint_mask(constraint, nodes).any():
+            return constraint
+    return None
+
+
+class EligibleCache:
+    """Bool masks per constraint set, recomputed only when nodes or labels change."""
+
+    def __init__(self) -> None:
+        self._generation = -1
+        self._masks: dict[tuple[Constraint, ...], np.ndarray] = {}
+
+    def eligible(self, constraints: tuple[Constraint, ...], nodes: NodeMatrix) -> np.ndarray | None:
+        """None when there are no constraints (every node is eligible)."""
+        if not constraints:
+            return None
+        if nodes.generation != self._generation:
+            self._masks.clear()
+            self._generation = nodes.generation
+        mask = self._masks.get(constraints)
+        if mask is None:
+            mask = self._masks[constraints] = unpack_bits(match_mask(constraints, nodes), len(nodes))
+        return mask
