@@ -18,7 +18,7 @@ from tcluster.resources import Resources, parse_resource_string, resources_from_
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
 SHELL = ("/bin/sh", "-c")
-KNOWN_KEYS = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels")
+KNOWN_KEYS = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints")
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
@@ -48,6 +48,7 @@ class JobFile:
     user: str | None = None
     workdir: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
+    constraints: tuple[str, ...] = ()
 
 
 def load_job_file(path: str) -> JobFile:
@@ -90,7 +91,18 @@ def _job_file_from(doc: Mapping[str, Any]) -> JobFile:
         user=_optional_string(doc, "user"),
         workdir=_optional_string(doc, "workdir"),
         labels=_string_pairs(doc.get("labels"), "labels"),
+        constraints=_string_list(doc.get("constraints"), "constraints"),
     )
+
+
+def _string_list(value: Any, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise InvalidArgument(key, "must be a list of strings, e.g. [\"rack=r1\", \"has gpu\"]")
+    return tuple(value)
 
 
 def _optional_string(doc: Mapping[str, Any], key: str) -> str | None:

@@ -87,7 +87,10 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--label", action="append", metavar="KEY=VALUE", help="free-form job label (repeatable)")
     p.add_argument("--user", help="run tasks as this user (default: the agent's)")
     p.add_argument("--workdir", metavar="DIR", help="absolute working directory of each task")
-    p.add_argument("-f", "--file", metavar="JOB.yaml", help="job file: name, queue, tasks, resources, command, env, user, workdir, labels")
+    p.add_argument("--constraint", action="append", metavar="EXPR",
+                   help="on node labels, repeatable, all must hold: rack=r1, disk!=hdd, "
+                        "'arch in (x86_64,arm64)', 'has gpu'")
+    p.add_argument("-f", "--file", metavar="JOB.yaml", help="job file: name, queue, tasks, resources, command, env, user, workdir, labels, constraints")
     p.add_argument("--wait", action="store_true", help="wait until the job ends (progress on stderr); exit 0 only if it SUCCEEDED")
     p.add_argument("command", nargs="*", metavar="COMMAND", help="the program and its arguments, after `--`")
 

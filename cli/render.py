@@ -106,6 +106,7 @@ def job_json(msg: jobs_pb2.Job) -> JsonDict:
         "user": spec.user,
         "workdir": spec.workdir,
         "labels": dict(sorted(spec.labels.items())),
+        "constraints": list(spec.constraints),
         "tasks_total": tasks_total(msg),
         "pending_reason": msg.pending_reason,
         "tasks": [task_json(task) for task in msg.tasks],

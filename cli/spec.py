@@ -48,6 +48,8 @@ def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
         user=_first(args.user, job_file.user, ""),
         workdir=_first(args.workdir, job_file.workdir, ""),
         labels=merge_pairs(job_file.labels, args.label, "--label"),
+        # Flags add to the file's constraints: all of them must hold.
+        constraints=tuple(job_file.constraints) + tuple(args.constraint or ()),
     )
 
 

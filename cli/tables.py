@@ -127,6 +127,8 @@ def job_view(job: jobs_pb2.Job, now: float) -> str:
         ("Resources", f"{resources_from_pb(spec.resources).describe()} per task"),
         ("Command", shlex.join(spec.command) or EMPTY),
     ]
+    if spec.constraints:
+        header.append(("Constraints", "; ".join(spec.constraints)))
     if job.pending_reason:
         header.append(("Pending", job.pending_reason))
     width = max(len(key) for key, _ in header) + 2

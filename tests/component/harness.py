@@ -56,8 +56,9 @@ class Harness:
     def cluster(self) -> jobs_pb2_grpc.ClusterServiceStub:
         return jobs_pb2_grpc.ClusterServiceStub(self.channel)
 
-    async def add_agent(self, name: str, cpus: float = 4, memory: int = 8 * 2**30, wait: bool = True) -> RunningAgent:
-        settings = AgentSettings(master=self.address, node=name, cpus=cpus, memory_bytes=memory,
+    async def add_agent(self, name: str, cpus: float = 4, memory: int = 8 * 2**30, wait: bool = True,
+                        labels: dict[str, str] | None = None) -> RunningAgent:
+        settings = AgentSettings(master=self.address, node=name, cpus=cpus, memory_bytes=memory, labels=labels or {},
                                  state_dir=self.tmp / "agents" / name, heartbeat_interval_s=0.2,
                                  reconnect_max_s=0.5, kill_grace_s=0.5)
         runtime = FakeRuntime()
@@ -79,8 +80,9 @@ class Harness:
         if self.master is not None:
             await self.stop_master()
 
-    async def submit(self, command: list[str], cpu: float = 1, memory: int = 2**30, tasks: int = 1) -> jobs_pb2.Job:
-        spec = jobs_pb2.JobSpec(command=command, tasks=tasks)
+    async def submit(self, command: list[str], cpu: float = 1, memory: int = 2**30, tasks: int = 1,
+                     constraints: list[str] | None = None) -> jobs_pb2.Job:
+        spec = jobs_pb2.JobSpec(command=command, tasks=tasks, constraints=constraints or [])
         spec.resources.cpu, spec.resources.memory = cpu, memory
         return await self.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))
 
