@@ -3,6 +3,7 @@ AND/OR/NOT, as Megha does (section IV-B): O(constraints x nodes / 64) word opera
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Iterable
 
 import numpy as np
@@ -41,11 +42,13 @@ def first_unmatched(constraints: Iterable[Constraint], nodes: NodeMatrix) -> Con
 
 
 class EligibleCache:
-    """Bool masks per constraint set, recomputed only when nodes or labels change."""
+    """Bool masks per constraint set, recomputed only when nodes or labels change; the
+    least recently used sets are dropped beyond `size` (a mask is a byte per node)."""
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = 1024) -> None:
         self._generation = -1
-        self._masks: dict[tuple[Constraint, ...], np.ndarray] = {}
+        self._size = size
+        self._masks: OrderedDict[tuple[Constraint, ...], np.ndarray] = OrderedDict()
 
     def eligible(self, constraints: tuple[Constraint, ...], nodes: NodeMatrix) -> np.ndarray | None:
         """None when there are no constraints (every node is eligible)."""
@@ -56,5 +59,9 @@ class EligibleCache:
             self._generation = nodes.generation
         mask = self._masks.get(constraints)
         if mask is None:
-            mask = self._masks[constraints] = unpack_bits(match_mask(constraints, nodes), len(nodes))
+            mask = self._masks[constraints] = unpack_bits(match_mask(constraints, nodes), len(nodes.names))
+            if len(self._masks) > self._size:
+                self._masks.popitem(last=False)
+        else:
+            self._masks.move_to_end(constraints)
         return mask

@@ -1,10 +1,12 @@
 """Node state as numpy arrays, for placement at warehouse scale.
 
-One row per node, kept sorted by node name so that `argmin`/`argmax` break ties by
-name without a sort. One column per resource kind. Updates are incremental: a
-placement or a release touches one row; only a node joining or leaving shifts rows,
-which is rare next to placements. Label matching uses packed bit vectors per
-(key, value) and per key, combined with AND, as Megha does (section IV-B).
+One row per node, one column per resource kind. A node keeps its row for life (rows of
+nodes that left are reused), so a join, a leave or a label change touches one row and
+one bit per label; a placement or a release touches one row. `order` lists the rows in
+node-name order: policies break ties by it, so decisions are deterministic.
+
+Labels are packed bit vectors per (key, value) and per key, combined with AND/OR/NOT
+as Megha does (section IV-B).
 
 The master and the simulator own a NodeMatrix; policies only see a NodeMatrixView."""
 
@@ -20,81 +22,85 @@ import numpy as np
 from tcluster.resources import CPU, MEMORY, Resources
 
 _BASE_KINDS = (CPU, MEMORY)
+_INITIAL_ROWS = 64
 
 
 @dataclass(frozen=True)
 class NodeMatrixView:
-    """Read-only arrays a placement policy decides on. Row i is node names[i]."""
-    names: Sequence[str]
+    """Read-only arrays a placement policy decides on; row i is node names[i]."""
+    names: Sequence[str | None]   # None: a free row
     kinds: tuple[str, ...]
-    capacity: np.ndarray      # (nodes, kinds)
-    free: np.ndarray          # (nodes, kinds), what is left for new tasks
-    free_by_kind: np.ndarray  # (kinds, nodes), the same numbers, contiguous per kind
-    scale: np.ndarray         # (kinds,), the largest capacity of each kind (1 where none)
-    schedulable: np.ndarray   # (nodes,) bool: READY and connected
+    capacity: np.ndarray          # (rows, kinds)
+    free: np.ndarray              # (rows, kinds), what is left for new tasks
+    free_by_kind: np.ndarray      # (kinds, rows), the same numbers, contiguous per kind
+    scale: np.ndarray             # (kinds,), the largest capacity of each kind (1 where none)
+    schedulable: np.ndarray       # (rows,) bool: a node, READY and connected
+    order: np.ndarray             # row numbers of the nodes in name order
+    rank: np.ndarray              # (rows,) position of each row in name order
+    normalized_free_by_kind: np.ndarray   # (kinds, rows): free_by_kind / scale, kept up to date
 
     def request_vector(self, request: Resources) -> np.ndarray | None:
         """The request over this view's kinds; None if it asks for a kind no node has."""
-        amounts = request.as_dict()
-        if any(amount > 0 and kind not in self.kinds for kind, amount in amounts.items()):
+        if any(amount > 0 and kind not in self.kinds for kind, amount in request.other):
             return None
-        return np.array([amounts.get(kind, 0.0) for kind in self.kinds], dtype=np.float64)
+        return resource_vector(request, self.kinds)
 
 
 class NodeMatrix:
     def __init__(self, kinds: Sequence[str] = _BASE_KINDS) -> None:
         self.kinds: list[str] = list(dict.fromkeys([*_BASE_KINDS, *kinds]))
-        self.names: list[str] = []
-        self.labels: list[dict[str, str]] = []
-        self._capacity = np.zeros((0, len(self.kinds)))
-        self._allocated = np.zeros((0, len(self.kinds)))
-        self._reported = np.zeros((0, len(self.kinds)))   # free as the agent last said (inf: unknown)
-        self._schedulable = np.zeros(0, dtype=bool)
-        self._free_t = np.zeros((len(self.kinds), 0))
-        self._masks: dict[tuple[str, str | None], np.ndarray] = {}   # packed uint64 words
-        self._names_tuple: tuple[str, ...] = ()
-        self.generation = 0   # bumps whenever rows or labels change (mask caches key on it)
+        self.names: list[str | None] = []             # by row
+        self.labels: list[dict[str, str]] = []        # by row
+        self._rows: dict[str, int] = {}
+        self._sorted_names: list[str] = []
+        self._free_rows: list[int] = []
+        self._allocate_arrays(_INITIAL_ROWS)
+        self._masks: dict[tuple[str, str | None], np.ndarray] = {}   # packed uint64 words, by row
+        self.generation = 0   # bumps when membership or labels change (mask caches key on it)
 
     # ---- membership ----
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self._rows)
 
     def __contains__(self, name: str) -> bool:
-        return self.row(name) is not None
+        return name in self._rows
 
     def row(self, name: str) -> int | None:
-        i = bisect.bisect_left(self.names, name)
-        return i if i < len(self.names) and self.names[i] == name else None
+        return self._rows.get(name)
 
     def upsert(self, name: str, capacity: Resources, labels: Mapping[str, str], schedulable: bool = True) -> None:
         """Adds a node, or updates its capacity and labels (allocations are kept)."""
         self._ensure_kinds(capacity)
-        i = self.row(name)
+        i = self._rows.get(name)
         if i is None:
-            i = bisect.bisect_left(self.names, name)
-            self.names.insert(i, name)
-            self.labels.insert(i, {})
-            zeros = np.zeros(len(self.kinds))
-            self._capacity = np.insert(self._capacity, i, zeros, axis=0)
-            self._allocated = np.insert(self._allocated, i, zeros, axis=0)
-            self._reported = np.insert(self._reported, i, np.full(len(self.kinds), np.inf), axis=0)
-            self._schedulable = np.insert(self._schedulable, i, False)
+            i = self._new_row(name)
+        self._set_labels(i, dict(labels))
         self._capacity[i] = self._vector(capacity)
-        self.labels[i] = dict(labels)
         self._schedulable[i] = schedulable
-        self._rebuild()
+        self._rescale()
+        self._refresh_row(i)
+        self.generation += 1
 
     def remove(self, name: str) -> None:
-        i = self.row(name)
+        i = self._rows.pop(name, None)
         if i is None:
             return
-        del self.names[i], self.labels[i]
-        self._capacity = np.delete(self._capacity, i, axis=0)
-        self._allocated = np.delete(self._allocated, i, axis=0)
-        self._reported = np.delete(self._reported, i, axis=0)
-        self._schedulable = np.delete(self._schedulable, i)
-        self._rebuild()
+        self._set_labels(i, {})
+        self._set_bit(self._present, i, False)
+        self.names[i] = None
+        position = bisect.bisect_left(self._sorted_names, name)
+        del self._sorted_names[position]
+        self._order = np.delete(self._order, position)
+        for array in (self._capacity, self._allocated):
+            array[i] = 0.0
+        self._reported[i] = np.inf
+        self._schedulable[i] = False
+        self._rescale()
+        self._refresh_row(i)
+        self._free_rows.append(i)
+        self._rerank()
+        self.generation += 1
 
     def set_schedulable(self, name: str, schedulable: bool) -> None:
         i = self.row(name)
@@ -104,11 +110,17 @@ class NodeMatrix:
     # ---- resources ----
 
     def allocate(self, name: str, request: Resources, sign: float = 1.0) -> None:
-        i = self.row(name)
+        i = self._rows.get(name)
         if i is None:
             return
-        self._ensure_kinds(request)
-        self._allocated[i] += sign * self._vector(request)
+        if request.other:
+            self._ensure_kinds(request)
+        # A row has a handful of kinds: plain floats beat numpy's per-call overhead here,
+        # and IEEE arithmetic gives the same numbers.
+        allocated = self._allocated[i]
+        for kind, amount in enumerate(self._vector(request).tolist()):
+            if amount:
+                allocated[kind] = float(allocated[kind]) + sign * amount
         self._refresh_row(i)
 
     def release(self, name: str, request: Resources) -> None:
@@ -118,12 +130,13 @@ class NodeMatrix:
     def tentative(self) -> Iterator[None]:
         """Allocations inside are undone exactly on exit (no float drift), in place, so
         views taken before stay valid."""
-        allocated, free_t = self._allocated.copy(), self._free_t.copy()
+        allocated, free_t, normalized = self._allocated.copy(), self._free_t.copy(), self._normalized_t.copy()
         try:
             yield
         finally:
             self._allocated[...] = allocated
             self._free_t[...] = free_t
+            self._normalized_t[...] = normalized
 
     def report_free(self, name: str, free: Resources) -> None:
         """What the agent says is free; the master uses the smaller of this and its own books."""
@@ -135,57 +148,144 @@ class NodeMatrix:
                 self._refresh_row(i)
 
     def free(self, name: str) -> Resources:
-        i = self.row(name)
-        assert i is not None, name
+        i = self._rows[name]
         return Resources.of(dict(zip(self.kinds, self._free_t[:, i].tolist())))
 
     def total_capacity(self) -> Resources:
         """Sum over schedulable nodes: the denominator of dominant shares."""
-        total = self._capacity[self._schedulable].sum(axis=0)
+        total = self._capacity[: self._used][self._schedulable[: self._used]].sum(axis=0)
         return Resources.of(dict(zip(self.kinds, total.tolist())))
 
     def view(self) -> NodeMatrixView:
-        scale = self._capacity.max(axis=0) if len(self) else np.ones(len(self.kinds))
-        # Views share memory with the matrix: one view stays current through a round of
-        # allocate() calls; only membership changes (which rebuild the arrays) stale it.
-        return NodeMatrixView(self._names_tuple, tuple(self.kinds), _read_only(self._capacity),
-                              _read_only(self._free_t.T), _read_only(self._free_t),
-                              np.where(scale > 0, scale, 1.0), _read_only(self._schedulable))
+        # The views share memory with the matrix: one view stays current through a round
+        # of allocate() calls; a join may grow the arrays and so stale it.
+        n = self._used
+        return NodeMatrixView(
+            self.names, tuple(self.kinds), _read_only(self._capacity[:n]), _read_only(self._free_t[:, :n].T),
+            _read_only(self._free_t[:, :n]), self._scale.copy(), _read_only(self._schedulable[:n]),
+            _read_only(self._order), _read_only(self._rank[:n]), _read_only(self._normalized_t[:, :n]),
+        )
 
     # ---- labels ----
 
     def label_mask(self, key: str, value: str | None) -> np.ndarray:
-        """Packed bits of the nodes whose label `key` equals `value` (None: has the key)."""
-        words = (len(self) + 63) // 64
-        return self._masks.get((key, value), np.zeros(words, dtype=np.uint64))
+        """Packed bits of the rows whose label `key` equals `value` (None: has the key)."""
+        mask = self._masks.get((key, value))
+        return mask[: self._words()] if mask is not None else np.zeros(self._words(), dtype=np.uint64)
 
     def all_mask(self) -> np.ndarray:
-        return pack_bits(np.ones(len(self), dtype=bool))
+        """Packed bits of the rows that hold a node."""
+        return self._present[: self._words()]
 
     # ---- internals ----
 
+    def _allocate_arrays(self, rows: int) -> None:
+        k = len(self.kinds)
+        self._used = 0
+        self._capacity = np.zeros((rows, k))
+        self._allocated = np.zeros((rows, k))
+        self._reported = np.full((rows, k), np.inf)   # inf: the agent has not said
+        self._schedulable = np.zeros(rows, dtype=bool)
+        self._free_t = np.zeros((k, rows))
+        self._normalized_t = np.zeros((k, rows))
+        self._scale = np.ones(k)
+        self._order = np.zeros(0, dtype=np.int64)
+        self._rank = np.zeros(rows, dtype=np.int64)
+        self._present = np.zeros(rows // 64 + 1, dtype=np.uint64)
+
+    def _new_row(self, name: str) -> int:
+        if self._free_rows:
+            i = self._free_rows.pop()
+        else:
+            if self._used == len(self._schedulable):
+                self._grow(2 * len(self._schedulable))
+            i, self._used = self._used, self._used + 1
+            self.names.append(None)
+            self.labels.append({})
+        self.names[i] = name
+        self._rows[name] = i
+        self._set_bit(self._present, i, True)
+        position = bisect.bisect_left(self._sorted_names, name)
+        self._sorted_names.insert(position, name)
+        self._order = np.insert(self._order, position, i)   # C memmove: joins stay cheap
+        self._rerank()
+        return i
+
+    def _rerank(self) -> None:
+        self._rank[self._order] = np.arange(len(self._order))
+
+    def _rescale(self) -> None:
+        """The largest capacity per kind; when it changes, every normalized row does."""
+        largest = self._capacity[: self._used].max(axis=0) if self._used else np.ones(len(self.kinds))
+        scale = np.where(largest > 0, largest, 1.0)
+        if not np.array_equal(scale, self._scale):
+            self._scale = scale
+            self._normalized_t = self._free_t / scale[:, None]
+
+    def _grow(self, rows: int) -> None:
+        def grown(array: np.ndarray, fill: float | bool, axis: int) -> np.ndarray:
+            shape = list(array.shape)
+            shape[axis] = rows - array.shape[axis]
+            return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
+        self._capacity, self._allocated = grown(self._capacity, 0.0, 0), grown(self._allocated, 0.0, 0)
+        self._reported, self._schedulable = grown(self._reported, np.inf, 0), grown(self._schedulable, False, 0)
+        self._free_t, self._normalized_t = grown(self._free_t, 0.0, 1), grown(self._normalized_t, 0.0, 1)
+        self._rank = grown(self._rank, 0, 0)
+        words = rows // 64 + 1
+
+        def widened(mask: np.ndarray) -> np.ndarray:
+            return np.concatenate([mask, np.zeros(words - len(mask), np.uint64)])
+        self._masks = {pair: widened(mask) for pair, mask in self._masks.items()}
+        self._present = widened(self._present)
+
+    def _set_labels(self, i: int, labels: dict[str, str]) -> None:
+        for pair in _pairs(self.labels[i]):
+            self._set_bit(self._masks[pair], i, False)
+        for pair in _pairs(labels):
+            self._set_bit(self._masks.setdefault(pair, np.zeros(len(self._present), dtype=np.uint64)), i, True)
+        self.labels[i] = labels
+
+    @staticmethod
+    def _set_bit(words: np.ndarray, i: int, value: bool) -> None:
+        bit = np.uint64(1 << (i & 63))
+        words[i >> 6] = (words[i >> 6] | bit) if value else (words[i >> 6] & ~bit)
+
+    def _words(self) -> int:
+        return (self._used + 63) // 64
+
     def _ensure_kinds(self, resources: Resources) -> None:
-        new = [k for k in resources.as_dict() if k not in self.kinds]
-        for kind in new:
+        for kind in (k for k, _ in resources.other if k not in self.kinds):
             self.kinds.append(kind)
-            self._capacity = np.column_stack([self._capacity, np.zeros(len(self))])
-            self._allocated = np.column_stack([self._allocated, np.zeros(len(self))])
-            self._reported = np.column_stack([self._reported, np.full(len(self), np.inf)])
-        if new:
-            self._rebuild()
+            rows = len(self._schedulable)
+            self._capacity = np.column_stack([self._capacity, np.zeros(rows)])
+            self._allocated = np.column_stack([self._allocated, np.zeros(rows)])
+            self._reported = np.column_stack([self._reported, np.full(rows, np.inf)])
+            self._free_t = np.vstack([self._free_t, np.zeros(rows)])
+            self._normalized_t = np.vstack([self._normalized_t, np.zeros(rows)])
+            self._scale = np.append(self._scale, 1.0)
 
     def _vector(self, resources: Resources) -> np.ndarray:
-        amounts = resources.as_dict()
-        return np.array([amounts.get(kind, 0.0) for kind in self.kinds], dtype=np.float64)
+        return resource_vector(resources, self.kinds)
 
     def _refresh_row(self, i: int) -> None:
-        self._free_t[:, i] = np.minimum(self._capacity[i] - self._allocated[i], self._reported[i])
+        rows = zip(self._capacity[i].tolist(), self._allocated[i].tolist(), self._reported[i].tolist())
+        free = [min(capacity - allocated, reported) for capacity, allocated, reported in rows]
+        self._free_t[:, i] = free
+        self._normalized_t[:, i] = [amount / scale for amount, scale in zip(free, self._scale.tolist())]
 
-    def _rebuild(self) -> None:
-        self._names_tuple = tuple(self.names)
-        self._free_t = np.ascontiguousarray(np.minimum(self._capacity - self._allocated, self._reported).T)
-        self._masks = _build_masks(self.labels)
-        self.generation += 1
+
+def resource_vector(resources: Resources, kinds: Sequence[str]) -> np.ndarray:
+    """Amounts in column order; cpu and memory are always the first two columns."""
+    if not resources.other:   # the common case, on the placement hot path
+        vector = np.zeros(len(kinds))
+        vector[0], vector[1] = resources.cpu, resources.memory
+        return vector
+    amounts = resources.as_dict()
+    return np.array([amounts.get(kind, 0.0) for kind in kinds], dtype=np.float64)
+
+
+def _pairs(labels: Mapping[str, str]) -> list[tuple[str, str | None]]:
+    return [pair for key, value in labels.items() for pair in ((key, value), (key, None))]
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -203,17 +303,3 @@ def pack_bits(mask: np.ndarray) -> np.ndarray:
 
 def unpack_bits(words: np.ndarray, n: int) -> np.ndarray:
     return np.unpackbits(words.view(np.uint8), bitorder="little")[:n].astype(bool)
-
-
-def _build_masks(labels: list[dict[str, str]]) -> dict[tuple[str, str | None], np.ndarray]:
-    rows: dict[tuple[str, str | None], list[int]] = {}
-    for i, node_labels in enumerate(labels):
-        for key, value in node_labels.items():
-            rows.setdefault((key, value), []).append(i)
-            rows.setdefault((key, None), []).append(i)
-    masks = {}
-    for pair, indices in rows.items():
-        bits = np.zeros(len(labels), dtype=bool)
-        bits[indices] = True
-        masks[pair] = pack_bits(bits)
-    return masks

@@ -2,7 +2,7 @@
 
 Pure and vectorized: a request vector and a read-only NodeMatrixView in, a row index
 (or None) out; no Python loop over nodes. Randomness comes in as a seeded
-`random.Random`. Ties go to the lowest row, and rows are sorted by node name, so every
+`random.Random`. Ties go to the first node in name order (`view.order`), so every
 decision is deterministic. Scores normalize each resource by the largest capacity of
 that kind in the cluster, so heterogeneous nodes compare on one scale.
 
@@ -36,30 +36,91 @@ class PlacementPolicy(Protocol):
         """The same decision over a list of node views."""
 
 
-def fit_mask(request: np.ndarray, view: NodeMatrixView, eligible: np.ndarray | None) -> np.ndarray:
-    ok = view.schedulable.copy() if eligible is None else np.logical_and(eligible, view.schedulable)
+class _Scratch:
+    """Reusable work arrays: at 10,000 nodes, allocating temporaries costs as much as
+    the arithmetic. Invisible to callers; decisions do not depend on it."""
+
+    def __init__(self) -> None:
+        self.size = -1
+
+    def ensure(self, n: int) -> _Scratch:
+        if n != self.size:
+            self.size = n
+            self.score, self.term = np.empty(n), np.empty(n)
+            self.terms = np.empty((0, n))
+            self.ok, self.cmp = np.empty(n, dtype=bool), np.empty(n, dtype=bool)
+        return self
+
+    def kinds(self, k: int) -> np.ndarray:
+        if self.terms.shape[0] != k:
+            self.terms = np.empty((k, self.size))
+        return self.terms
+
+
+
+def _sum_rows(terms: np.ndarray, out: np.ndarray) -> None:
+    """out = terms[0] + terms[1] + ... left to right (the reference's order)."""
+    if len(terms) == 2:
+        np.add(terms[0], terms[1], out=out)
+        return
+    np.copyto(out, terms[0])
+    for row in terms[1:]:
+        out += row
+
+
+def fit_mask(request: np.ndarray, view: NodeMatrixView, eligible: np.ndarray | None,
+             scratch: _Scratch | None = None) -> np.ndarray:
+    s = (scratch or _Scratch()).ensure(len(view.schedulable))
+    if eligible is None:
+        np.copyto(s.ok, view.schedulable)
+    else:
+        np.logical_and(eligible, view.schedulable, out=s.ok)
     for kind, amount in enumerate(request.tolist()):
         if amount > 0:  # a kind the task does not ask for never blocks it
-            ok &= view.free_by_kind[kind] >= amount - EPSILON
-    return ok
+            np.greater_equal(view.free_by_kind[kind], amount - EPSILON, out=s.cmp)
+            s.ok &= s.cmp
+    return s.ok
 
 
-def _first(ok: np.ndarray) -> int | None:
-    i = int(ok.argmax())
-    return i if ok[i] else None
+def _first(ok: np.ndarray, order: np.ndarray) -> int | None:
+    """The first fitting row in name order."""
+    in_order = ok[order]
+    j = int(in_order.argmax())
+    return int(order[j]) if in_order[j] else None
+
+
+def _lowest(s: _Scratch, rank: np.ndarray) -> int | None:
+    """The fitting row with the lowest s.score; ties go to the first in name order.
+    Exact ties are rare on a busy cluster, so only tied rows are ranked. Clobbers s.score."""
+    np.logical_not(s.ok, out=s.cmp)
+    np.copyto(s.score, np.inf, where=s.cmp)
+    row = int(s.score.argmin())
+    if not s.ok[row]:
+        return None   # nothing fits
+    np.equal(s.score, s.score[row], out=s.cmp)
+    if np.count_nonzero(s.cmp) == 1:
+        return row
+    tied = np.flatnonzero(s.cmp)
+    return int(tied[rank[tied].argmin()])
+
+
+def _highest(s: _Scratch, rank: np.ndarray) -> int | None:
+    np.negative(s.score, out=s.score)
+    return _lowest(s, rank)
 
 
 class _Policy:
     name = ""
 
+    def __init__(self) -> None:
+        self._scratch = _Scratch()
+
     def choose(self, request: np.ndarray, view: NodeMatrixView, eligible: np.ndarray | None,
                rng: random.Random) -> int | None:
-        ok = fit_mask(request, view, eligible)
-        if not ok.any():
-            return None
-        return self._pick(request, view, ok, rng)
+        fit_mask(request, view, eligible, self._scratch)
+        return self._pick(request, view, self._scratch, rng)
 
-    def _pick(self, request: np.ndarray, view: NodeMatrixView, ok: np.ndarray, rng: random.Random) -> int | None:
+    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
         raise NotImplementedError
 
     def place(self, request: Resources, nodes: Sequence[NodeView], rng: random.Random) -> str | None:
@@ -70,24 +131,24 @@ class _Policy:
         view = matrix.view()
         vector = view.request_vector(request)
         row = None if vector is None else self.choose(vector, view, None, rng)
-        return None if row is None else view.names[row]
+        return None if row is None else matrix.names[row]
 
 
 class FirstFit(_Policy):
     """The first node in name order where the task fits."""
     name = "first-fit"
 
-    def _pick(self, request: np.ndarray, view: NodeMatrixView, ok: np.ndarray, rng: random.Random) -> int | None:
-        return _first(ok)
+    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
+        return _first(s.ok, view.order)
 
 
 class RandomFit(_Policy):
     """A uniformly random node where the task fits."""
     name = "random-fit"
 
-    def _pick(self, request: np.ndarray, view: NodeMatrixView, ok: np.ndarray, rng: random.Random) -> int | None:
-        rows = np.flatnonzero(ok)
-        return int(rows[rng.randrange(len(rows))])
+    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
+        rows = view.order[s.ok[view.order]]   # fitting rows in name order
+        return int(rows[rng.randrange(len(rows))]) if len(rows) else None
 
 
 def dominant_kind(request: np.ndarray, view: NodeMatrixView) -> int:
@@ -98,20 +159,20 @@ class BestFit(_Policy):
     """The node left with the least of the task's dominant resource."""
     name = "best-fit"
 
-    def _pick(self, request: np.ndarray, view: NodeMatrixView, ok: np.ndarray, rng: random.Random) -> int | None:
+    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
         kind = dominant_kind(request, view)
-        left = view.free_by_kind[kind] - request[kind]
-        return int(np.where(ok, left, np.inf).argmin())
+        np.subtract(view.free_by_kind[kind], request[kind], out=s.score)
+        return _lowest(s, view.rank)
 
 
 class WorstFit(_Policy):
     """Spreads: the node left with the most of the task's dominant resource."""
     name = "worst-fit"
 
-    def _pick(self, request: np.ndarray, view: NodeMatrixView, ok: np.ndarray, rng: random.Random) -> int | None:
+    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
         kind = dominant_kind(request, view)
-        left = view.free_by_kind[kind] - request[kind]
-        return int(np.where(ok, left, -np.inf).argmax())
+        np.subtract(view.free_by_kind[kind], request[kind], out=s.score)
+        return _highest(s, view.rank)
 
 
 class AffinityNumberBestFit(_Policy):
@@ -119,12 +180,14 @@ class AffinityNumberBestFit(_Policy):
     normalized request and the node's normalized free resources."""
     name = "anbf"
 
-    def _pick(self, request: np.ndarray, view: NodeMatrixView, ok: np.ndarray, rng: random.Random) -> int | None:
-        distance = np.zeros(len(ok))
-        for kind, amount in enumerate(request.tolist()):
-            gap = (view.free_by_kind[kind] - amount) / view.scale[kind]
-            distance += gap * gap
-        return int(np.where(ok, distance, np.inf).argmin())
+    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
+        # (free/scale - request/scale)^2 summed over kinds in order, as the reference does;
+        # whole-matrix ufuncs keep the number of numpy calls independent of the kinds.
+        terms = s.kinds(len(request))
+        np.subtract(view.normalized_free_by_kind, (request / view.scale)[:, None], out=terms)
+        np.multiply(terms, terms, out=terms)
+        _sum_rows(terms, s.score)
+        return _lowest(s, view.rank)
 
 
 class Tetris(_Policy):
@@ -132,11 +195,11 @@ class Tetris(_Policy):
     request and free vectors, i.e. the best-aligned node."""
     name = "tetris"
 
-    def _pick(self, request: np.ndarray, view: NodeMatrixView, ok: np.ndarray, rng: random.Random) -> int | None:
-        score = np.zeros(len(ok))
-        for kind, amount in enumerate(request.tolist()):
-            score += (amount / view.scale[kind]) * (view.free_by_kind[kind] / view.scale[kind])
-        return int(np.where(ok, score, -np.inf).argmax())
+    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
+        terms = s.kinds(len(request))
+        np.multiply(view.normalized_free_by_kind, (request / view.scale)[:, None], out=terms)
+        _sum_rows(terms, s.score)
+        return _highest(s, view.rank)
 
 
 PLACEMENT_POLICIES: dict[str, Callable[[], PlacementPolicy]] = {

@@ -47,7 +47,7 @@ def reference_choose(policy: str, request: Row, free: Sequence[Row], scale: Row,
         def distance(i: int) -> float:
             total = 0.0
             for kind, amount in enumerate(request):
-                gap = (free[i][kind] - amount) / scale[kind]
+                gap = free[i][kind] / scale[kind] - amount / scale[kind]
                 total += gap * gap
             return total
         return _best(rows, distance, lowest=True)
@@ -55,7 +55,7 @@ def reference_choose(policy: str, request: Row, free: Sequence[Row], scale: Row,
         def alignment(i: int) -> float:
             total = 0.0
             for kind, amount in enumerate(request):
-                total += (amount / scale[kind]) * (free[i][kind] / scale[kind])
+                total += (free[i][kind] / scale[kind]) * (amount / scale[kind])
             return total
         return _best(rows, alignment, lowest=False)
     raise ValueError(f"no reference for {policy!r}")

@@ -10,6 +10,7 @@ for one node; tcluster.scheduler.matching evaluates them over all nodes at once.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
@@ -115,4 +116,10 @@ def _parse_set(cursor: _Cursor) -> tuple[str, ...]:
 
 
 def parse_constraints(texts: Iterable[str]) -> tuple[Constraint, ...]:
+    return _parse_all(tuple(texts))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_all(texts: tuple[str, ...]) -> tuple[Constraint, ...]:
+    """Scheduling rounds re-read every pending job's constraints: parse each set once."""
     return tuple(parse_constraint(t) for t in texts)

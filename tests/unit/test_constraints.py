@@ -56,8 +56,8 @@ def test_bit_vectors_agree_with_the_per_node_reference(labels, wanted) -> None: 
     matrix = NodeMatrix()
     for i, node in enumerate(labels):
         matrix.upsert(f"n{i:03d}", Resources(1, 1), node)
-    got = unpack_bits(match_mask(wanted, matrix), len(matrix))
-    expected = [all(c.holds(matrix.labels[i]) for c in wanted) for i in range(len(matrix))]
+    got = unpack_bits(match_mask(wanted, matrix), len(matrix.names))
+    expected = [all(c.holds(matrix.labels[i]) for c in wanted) for i in range(len(matrix.names))]
     assert got.tolist() == expected
     cached = EligibleCache().eligible(tuple(wanted), matrix)
     assert cached is None if not wanted else cached.tolist() == expected
@@ -116,12 +116,14 @@ def test_incremental_updates_match_a_plain_model(operations) -> None:  # type: i
             matrix.set_schedulable(name, False)
             model[name]["up"] = False
     view = matrix.view()
-    assert list(view.names) == sorted(model)
-    for i, name in enumerate(view.names):
+    assert [view.names[i] for i in view.order] == sorted(model)
+    assert int(unpack_bits(matrix.all_mask(), len(view.names)).sum()) == len(matrix)
+    for i in view.order:
+        name = view.names[i]
         entry = model[name]
         free = entry["cap"] - entry["used"]
         if entry["reported"] is not None:
             free = Resources(min(free.cpu, entry["reported"].cpu), min(free.memory, entry["reported"].memory))
         assert view.free[i].tolist() == pytest.approx([free.cpu, free.memory])
         assert bool(view.schedulable[i]) == entry["up"]
-        assert unpack_bits(matrix.label_mask("k", name[1:]), len(matrix))[i]
+        assert unpack_bits(matrix.label_mask("k", name[1:]), len(view.names))[i]

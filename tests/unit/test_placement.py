@@ -100,8 +100,10 @@ requests = st.lists(st.tuples(st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, 2.5]),
 @given(clusters, requests, st.sampled_from(sorted(PLACEMENT_POLICIES)), st.integers(0, 2**16))
 def test_vectorized_policies_decide_like_the_loop_reference(nodes, tasks, policy, seed) -> None:  # type: ignore[no-untyped-def]
     matrix = NodeMatrix()
-    for i, (cpu, mem, up) in enumerate(nodes):
-        matrix.upsert(f"n{i:02d}", Resources(cpu, mem * MiB), {}, schedulable=up)
+    names = [f"n{i:02d}" for i in range(len(nodes))]
+    random.Random(seed).shuffle(names)   # join order differs from name order
+    for name, (cpu, mem, up) in zip(names, nodes):
+        matrix.upsert(name, Resources(cpu, mem * MiB), {}, schedulable=up)
     view, chooser = matrix.view(), make_placement(policy)
     fast_rng, slow_rng = random.Random(seed), random.Random(seed)
     for cpu, mem in tasks:
@@ -109,9 +111,10 @@ def test_vectorized_policies_decide_like_the_loop_reference(nodes, tasks, policy
             continue
         vector = view.request_vector(Resources(cpu, mem * MiB))
         fast = chooser.choose(vector, view, None, fast_rng)
-        slow = reference_choose(policy, vector.tolist(), view.free.tolist(), view.scale.tolist(),
-                                view.schedulable.tolist(), slow_rng)
-        assert fast == slow
+        order = view.order   # the reference walks the nodes in name order
+        slow = reference_choose(policy, vector.tolist(), view.free[order].tolist(), view.scale.tolist(),
+                                view.schedulable[order].tolist(), slow_rng)
+        assert fast == (None if slow is None else int(order[slow]))
         if fast is not None:
             assert Resources(cpu, mem * MiB).fits_in(matrix.free(view.names[fast]))
             matrix.allocate(view.names[fast], Resources(cpu, mem * MiB))
