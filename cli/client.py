@@ -115,5 +115,8 @@ class MasterClient:
         # No deadline: a large log may take longer than any fixed bound to stream.
         return self._jobs.Logs(request)
 
+    def list_queues(self) -> jobs_pb2.ListQueuesResponse:
+        return self._cluster.ListQueues(jobs_pb2.ListQueuesRequest(), timeout=self.timeout)
+
     def list_nodes(self) -> list[jobs_pb2.Node]:
         return list(self._cluster.ListNodes(jobs_pb2.ListNodesRequest(), timeout=self.timeout).nodes)

@@ -18,7 +18,8 @@ from tcluster.resources import Resources, parse_resource_string, resources_from_
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
 SHELL = ("/bin/sh", "-c")
-KNOWN_KEYS = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints")
+KNOWN_KEYS = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints",
+              "weight")
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
@@ -49,6 +50,7 @@ class JobFile:
     workdir: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
     constraints: tuple[str, ...] = ()
+    weight: float | None = None
 
 
 def load_job_file(path: str) -> JobFile:
@@ -92,7 +94,16 @@ def _job_file_from(doc: Mapping[str, Any]) -> JobFile:
         workdir=_optional_string(doc, "workdir"),
         labels=_string_pairs(doc.get("labels"), "labels"),
         constraints=_string_list(doc.get("constraints"), "constraints"),
+        weight=_optional_weight(doc.get("weight")),
     )
+
+
+def _optional_weight(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise InvalidArgument("weight", f"must be a number > 0, got {value!r}")
+    return float(value)
 
 
 def _string_list(value: Any, key: str) -> tuple[str, ...]:

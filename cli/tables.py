@@ -126,6 +126,7 @@ def job_view(job: jobs_pb2.Job, now: float) -> str:
         ("Tasks", f"{tasks_cell(job)} ({counts_text(task_state_counts(job))})"),
         ("Resources", f"{resources_from_pb(spec.resources).describe()} per task"),
         ("Command", shlex.join(spec.command) or EMPTY),
+        ("Share", f"{job.dominant_share:.3f} dominant, of the READY nodes (weight {spec.weight or 1:g})"),
     ]
     if spec.constraints:
         header.append(("Constraints", "; ".join(spec.constraints)))

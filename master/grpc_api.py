@@ -16,7 +16,7 @@ from tcluster.master.links import AgentLink
 from tcluster.master.service import MasterService
 from tcluster.model import Job, Task
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from tcluster.wire import job_state_from_pb, job_to_pb, node_to_pb, spec_from_pb
+from tcluster.wire import job_state_from_pb, job_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb
 
 log = logging.getLogger(__name__)
 
@@ -35,24 +35,23 @@ async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     await context.abort(code, str(error))
 
 
-def _job(pair: tuple[Job, list[Task]]) -> jobs_pb2.Job:
-    return job_to_pb(*pair)
-
-
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, service: MasterService) -> None:
         self.service = service
 
+    def _job(self, pair: tuple[Job, list[Task]]) -> jobs_pb2.Job:
+        return job_to_pb(*pair, dominant_share=self.service.dominant_share(*pair))
+
     async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return _job(self.service.submit(spec_from_pb(request.spec)))
+            return self._job(self.service.submit(spec_from_pb(request.spec)))
         except (TclusterError, ValueError) as error:
             await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)))
             raise AssertionError("unreachable")
 
     async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return _job(self.service.get(request.id))
+            return self._job(self.service.get(request.id))
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
@@ -63,11 +62,11 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         except ValueError as error:
             await _abort(context, InvalidArgument("states", str(error)))
         pairs = self.service.list_jobs(states, request.queue, request.limit)
-        return jobs_pb2.ListJobsResponse(jobs=[_job(p) for p in pairs])
+        return jobs_pb2.ListJobsResponse(jobs=[self._job(p) for p in pairs])
 
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return _job(self.service.cancel(request.id))
+            return self._job(self.service.cancel(request.id))
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
@@ -88,6 +87,13 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
     async def ListNodes(self, request: jobs_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListNodesResponse:
         nodes = [node_to_pb(n, self.service.cluster.free(n), tasks) for n, tasks in self.service.nodes()]
         return jobs_pb2.ListNodesResponse(nodes=nodes)
+
+    async def ListQueues(self, request: jobs_pb2.ListQueuesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListQueuesResponse:
+        return jobs_pb2.ListQueuesResponse(
+            queues=[queue_to_pb(row) for row in self.service.list_queues()],
+            fairness=self.service.fairness.name, source=self.service.queues.source,
+            capacity=resources_to_pb(self.service.cluster.matrix.total_capacity()),
+        )
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import sys
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.errors import InvalidArgument
+from tcluster.master.queues import load_tree
 from tcluster.master.server import start_master
 from tcluster.master.settings import MasterSettings
+from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
 
@@ -19,7 +23,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: schedules jobs onto agents.")
     p.add_argument("--listen", default="127.0.0.1:7070", help="gRPC address (default %(default)s)")
     p.add_argument("--data-dir", default=".tcluster", type=Path, help="state directory (SQLite); default %(default)s")
-    p.add_argument("--fairness", default="fifo", help="which pending task next (default %(default)s)")
+    p.add_argument("--fairness", default=DEFAULT_FAIRNESS,
+                   help=f"which pending task next: {', '.join(sorted(FAIRNESS_POLICIES))} (default %(default)s)")
+    p.add_argument("--queues", metavar="FILE", type=Path,
+                   help="queue tree (YAML); SIGHUP reloads it (default: one queue, `default`)")
+    p.add_argument("--reserve-after-s", type=float, default=30.0,
+                   help="a job whose next task waited this long gets a node held for it (default %(default)s)")
     p.add_argument("--placement", default=DEFAULT_PLACEMENT,
                    help=f"which node: {', '.join(sorted(PLACEMENT_POLICIES))} (default %(default)s)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0, help="asked of agents (default %(default)s)")
@@ -33,6 +42,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     return MasterSettings(
         listen=args.listen, data_dir=args.data_dir, fairness=args.fairness, placement=args.placement,
         heartbeat_interval_s=args.heartbeat_interval_s, node_timeout_s=args.node_timeout_s,
+        queues_file=args.queues, reserve_after_s=args.reserve_after_s,
     )
 
 
@@ -40,9 +50,12 @@ async def _serve(settings: MasterSettings) -> None:
     master = await start_master(settings)
     host = settings.listen.rpartition(":")[0]
     print(f"tcl-master listening on {host}:{master.port}; state in {settings.db_path}", file=sys.stderr, flush=True)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, master.service.reload_queues)
     try:
         await wait_for_stop_signal()
     finally:
+        loop.remove_signal_handler(signal.SIGHUP)
         await master.stop()
 
 
@@ -53,6 +66,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from_args(args)
     except ValidationError as error:
         print(explain_settings_error("tcl-master", error), file=sys.stderr)
+        return 2
+    try:
+        load_tree(settings.queues_file)   # a bad queue file stops the start, naming the line
+    except InvalidArgument as error:
+        print(f"tcl-master: --queues: {error}", file=sys.stderr)
         return 2
     try:
         asyncio.run(_serve(settings))

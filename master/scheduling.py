@@ -14,6 +14,8 @@ from tcluster.scheduler.fairness import FairnessPolicy
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import PlacementPolicy
+from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.reservations import Reservations, largest_free
 from tcluster.scheduler.reasons import unplaceable_reason
 from tcluster.scheduler.views import JobView
 
@@ -31,15 +33,19 @@ def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobVie
         job = jobs[job_id]
         if pending and not job.cancelled:
             running = sum(1 for t in job_tasks if t.state.holds_resources)
-            views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources, pending, running))
+            views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources, pending, running,
+                                 job.spec.weight))
     return views
 
 
 def schedule_round(
     jobs: dict[str, Job], tasks: dict[str, list[Task]], nodes: NodeMatrix,
     fairness: FairnessPolicy, placement: PlacementPolicy, rng: random.Random,
-    eligible_cache: EligibleCache | None = None,
+    eligible_cache: EligibleCache | None = None, queues: QueueTree | None = None,
+    reservations: Reservations | None = None, now: float = 0.0,
 ) -> RoundResult:
+    """`queues` is the fairness tree; `reservations` (kept by the caller across rounds)
+    holds nodes for jobs whose next task has waited long enough; `now` dates the waits."""
     views = job_views(jobs, tasks)
     view = nodes.view()
     if not view.schedulable.any():
@@ -48,20 +54,32 @@ def schedule_round(
     waiting = {v.job_id: [t for t in tasks[v.job_id] if t.state is TaskState.PENDING] for v in views}
     placements: list[tuple[Task, str]] = []
     reasons: dict[str, str] = {}
-    fairness_round = fairness.start_round(views, nodes.total_capacity())
+    book = reservations if reservations is not None else Reservations()
+    book.start_round(waiting, view, now)
+    for job_id in book.overdue(now):   # a big task must not starve behind small ones
+        spec = jobs[job_id].spec
+        book.hold(job_id, view.request_vector(spec.resources),
+                  cache.eligible(parse_constraints(spec.constraints), nodes), view, now)
+    fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
     with nodes.tentative():
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec
             constraints = parse_constraints(spec.constraints)
-            eligible = cache.eligible(constraints, nodes)
+            matching = cache.eligible(constraints, nodes)
+            eligible = book.eligible(job_id, matching, view)   # minus nodes held for others
             request = view.request_vector(spec.resources)
             row = None if request is None else placement.choose(request, view, eligible, rng)
             if row is None:
-                reasons[job_id] = unplaceable_reason(spec.resources, constraints, nodes, eligible)
+                reasons[job_id] = unplaceable_reason(spec.resources, constraints, nodes, matching)
+                held = book.skipped(job_id, request, eligible, view, now)
+                if held is not None:
+                    reasons[job_id] += f"; node {held.node} is held for it (its tasks waited too long)"
                 fairness_round.skip(job_id)
                 continue
             node = view.names[row]
             nodes.allocate(node, spec.resources)
             placements.append((waiting[job_id].pop(0), node))
+            book.placed(job_id)
             fairness_round.placed(job_id)
+            fairness_round.limit(largest_free(view))   # saturated kinds block who needs them
     return RoundResult(placements, reasons)

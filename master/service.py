@@ -17,12 +17,15 @@ from tcluster.master.actions import (
 )
 from tcluster.master.cluster import Cluster
 from tcluster.master.links import AgentLink
+from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
 from tcluster.master.scheduling import schedule_round
 from tcluster.master.settings import MasterSettings
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
+from tcluster.scheduler.queuestats import QueueRow
+from tcluster.scheduler.reservations import Reservations
 
 log = logging.getLogger(__name__)
 _LOG_PIECE_TIMEOUT_S = 15.0
@@ -39,11 +42,15 @@ class MasterService:
         self.links: dict[str, AgentLink] = {}
         self._wake = asyncio.Event()
         self._eligible = EligibleCache()
+        self.queues = load_tree(settings.queues_file)
+        self.reservations = Reservations(settings.reserve_after_s)
         self.started_at = clock()
 
     # ---- jobs ----
 
     def submit(self, spec: JobSpec) -> tuple[Job, list[Task]]:
+        spec.validate()
+        self.queues.check_leaf(spec.queue)
         job = self.cluster.submit(spec, self.clock())
         self.kick()
         return self.cluster.job(job.id)
@@ -165,11 +172,27 @@ class MasterService:
 
     def schedule_once(self) -> list[Launch]:
         result = schedule_round(self.cluster.jobs, self.cluster.tasks, self.cluster.matrix,
-                                self.fairness, self.placement, self.rng, self._eligible)
+                                self.fairness, self.placement, self.rng, self._eligible,
+                                queues=self.queues, reservations=self.reservations, now=self.clock())
         launches = self.cluster.assign(result.placements, self.clock()) if result.placements else []
         self.cluster.set_pending_reasons(result.pending_reasons)
         self._dispatch(launches)
         return launches
+
+    # ---- queues and shares ----
+
+    def reload_queues(self) -> str:
+        """SIGHUP: re-read the queue file; on any error the old tree stays in force."""
+        self.queues, message = reload_tree(self.queues, self.settings.queues_file, self.cluster.jobs.values())
+        self.kick()
+        return message
+
+    def list_queues(self) -> list[QueueRow]:
+        return rows(self.queues, self.cluster.jobs, self.cluster.tasks, self.cluster.matrix.total_capacity())
+
+    def dominant_share(self, job: Job, tasks: list[Task]) -> float:
+        """Against the total capacity of READY nodes, as the fairness policies see it."""
+        return dominant_share(job, tasks, self.cluster.matrix.total_capacity())
 
     def check_liveness(self) -> None:
         now = self.clock()

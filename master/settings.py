@@ -6,7 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tcluster.scheduler.fairness import FAIRNESS_POLICIES
+from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
 
@@ -22,7 +22,9 @@ class MasterSettings(BaseModel):
 
     listen: str = "127.0.0.1:7070"
     data_dir: Path = Path(".tcluster")
-    fairness: str = "fifo"
+    fairness: str = DEFAULT_FAIRNESS
+    queues_file: Path | None = None                 # the queue tree (YAML); None: one queue, `default`
+    reserve_after_s: float = Field(30.0, ge=0)      # a job's task waits this long: a node is held for it
     placement: str = DEFAULT_PLACEMENT
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)
     node_timeout_s: float = Field(15.0, gt=0)        # silent this long: DOWN, its tasks LOST

@@ -52,6 +52,7 @@ def _spec_load(text: str) -> JobSpec:
         name=data["name"], queue=data["queue"], tasks=data["tasks"],
         env=tuple(tuple(p) for p in data["env"]), user=data["user"], workdir=data["workdir"],
         labels=tuple(tuple(p) for p in data["labels"]), constraints=tuple(data.get("constraints", ())),
+        weight=float(data.get("weight", 1.0)),
     )
 
 

@@ -3,8 +3,14 @@
 A policy opens a round over the jobs that have pending tasks; the scheduling loop asks
 `next_job()`, tries to place one task of it, and reports back with `placed()` (the job
 got one task's resources) or `skip()` (it fits nowhere now, so the round moves on to
-other jobs: no head-of-line blocking). A round is stateful so that a heap-based policy
-can update in O(log n) per pick."""
+other jobs: no head-of-line blocking). After each placement the loop also says how much
+the roomiest node has left of each kind (`limit()`): a job asking for more is blocked
+for the rest of the round, which is how a saturated resource stops the jobs that need it
+while the others go on (H-DRF's blocked nodes). A round is stateful so that a heap-based
+policy can update in O(log n) per pick.
+
+Policies: `fifo`, `drf` (flat weighted DRF over jobs), `hdrf` (hierarchical DRF, the
+exact reference) and `mch` (Multi-resource Collapsed Hierarchies, the default)."""
 
 from __future__ import annotations
 
@@ -12,7 +18,13 @@ from typing import Callable, Protocol, Sequence
 
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
+from tcluster.scheduler.drf import DrfPolicy
+from tcluster.scheduler.hdrf import HdrfPolicy
+from tcluster.scheduler.mch import MchPolicy
+from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.views import JobView
+
+DEFAULT_FAIRNESS = "mch"
 
 
 class FairnessRound(Protocol):
@@ -25,12 +37,18 @@ class FairnessRound(Protocol):
     def skip(self, job_id: str) -> None:
         """`job_id`'s next task fits nowhere now; do not offer it again this round."""
 
+    def limit(self, largest_free: Resources) -> None:
+        """No node has more than `largest_free` of any kind free now; jobs whose task asks
+        for more of some kind are blocked for the rest of the round."""
+
 
 class FairnessPolicy(Protocol):
     name: str
 
-    def start_round(self, jobs: Sequence[JobView], capacity: Resources) -> FairnessRound:
-        """`capacity` is the total of READY nodes."""
+    def start_round(self, jobs: Sequence[JobView], capacity: Resources,
+                    queues: QueueTree | None = None) -> FairnessRound:
+        """`capacity` is the total of READY nodes; `queues` the tree jobs hang off
+        (None: every job in one flat queue)."""
 
 
 class _FifoRound:
@@ -55,18 +73,22 @@ class _FifoRound:
     def skip(self, job_id: str) -> None:
         self._skipped.add(job_id)
 
+    def limit(self, largest_free: Resources) -> None:
+        """FIFO finds out by trying: a job that does not fit is skipped when reached."""
+
 
 class FifoPolicy:
     """First come, first served by submit time; a job that does not fit is passed over."""
 
     name = "fifo"
 
-    def start_round(self, jobs: Sequence[JobView], capacity: Resources) -> FairnessRound:
+    def start_round(self, jobs: Sequence[JobView], capacity: Resources,
+                    queues: QueueTree | None = None) -> FairnessRound:
         return _FifoRound(jobs)
 
 
 FAIRNESS_POLICIES: dict[str, Callable[[], FairnessPolicy]] = {
-    "fifo": FifoPolicy,
+    "fifo": FifoPolicy, "drf": DrfPolicy, "hdrf": HdrfPolicy, "mch": MchPolicy,
 }
 
 

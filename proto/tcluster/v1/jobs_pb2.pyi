@@ -33,7 +33,7 @@ LOG_STDOUT: LogStream
 LOG_STDERR: LogStream
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints")
+    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "cpu_limit", "swap", "pids_max")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +58,10 @@ class JobSpec(_message.Message):
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    CPU_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SWAP_FIELD_NUMBER: _ClassVar[int]
+    PIDS_MAX_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     tasks: int
@@ -68,7 +72,11 @@ class JobSpec(_message.Message):
     workdir: str
     labels: _containers.ScalarMap[str, str]
     constraints: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ...) -> None: ...
+    weight: float
+    cpu_limit: float
+    swap: int
+    pids_max: int
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ...) -> None: ...
 
 class Task(_message.Message):
     __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage")
@@ -99,7 +107,7 @@ class Task(_message.Message):
     def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks")
+    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +115,7 @@ class Job(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     PENDING_REASON_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -114,7 +123,8 @@ class Job(_message.Message):
     finished_at: float
     pending_reason: str
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ...) -> None: ...
+    dominant_share: float
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
     __slots__ = ("spec",)
@@ -204,3 +214,49 @@ class ListNodesResponse(_message.Message):
     NODES_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
     def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
+
+class ListQueuesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Queue(_message.Message):
+    __slots__ = ("path", "name", "parent", "depth", "leaf", "weight", "guaranteed_share", "dominant_share", "allocated", "running_tasks", "pending_tasks", "running_jobs", "pending_jobs")
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARENT_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_FIELD_NUMBER: _ClassVar[int]
+    LEAF_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    GUARANTEED_SHARE_FIELD_NUMBER: _ClassVar[int]
+    DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_TASKS_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    PENDING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    name: str
+    parent: str
+    depth: int
+    leaf: bool
+    weight: float
+    guaranteed_share: float
+    dominant_share: float
+    allocated: _common_pb2.Resources
+    running_tasks: int
+    pending_tasks: int
+    running_jobs: int
+    pending_jobs: int
+    def __init__(self, path: _Optional[str] = ..., name: _Optional[str] = ..., parent: _Optional[str] = ..., depth: _Optional[int] = ..., leaf: _Optional[bool] = ..., weight: _Optional[float] = ..., guaranteed_share: _Optional[float] = ..., dominant_share: _Optional[float] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., running_tasks: _Optional[int] = ..., pending_tasks: _Optional[int] = ..., running_jobs: _Optional[int] = ..., pending_jobs: _Optional[int] = ...) -> None: ...
+
+class ListQueuesResponse(_message.Message):
+    __slots__ = ("queues", "fairness", "source", "capacity")
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    queues: _containers.RepeatedCompositeFieldContainer[Queue]
+    fairness: str
+    source: str
+    capacity: _common_pb2.Resources
+    def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., fairness: _Optional[str] = ..., source: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...

@@ -287,6 +287,11 @@ class ClusterServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.ListQueues = channel.unary_unary(
+                '/tcluster.v1.ClusterService/ListQueues',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -298,6 +303,13 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListQueues(self, request, context):
+        """The queue tree with guaranteed and current shares (`tcl queues`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -305,6 +317,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'ListQueues': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListQueues,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -334,6 +351,33 @@ class ClusterService:
             '/tcluster.v1.ClusterService/ListNodes',
             tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListQueues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.ClusterService/ListQueues',
+            tcluster_dot_v1_dot_jobs__pb2.ListQueuesRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.ListQueuesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,58 @@
+"""`tcl queues`: the queue tree with weights, guaranteed shares and what each queue
+holds now. The JSON form carries the same numbers; its field names are an interface."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from tcluster.cli.client import EXIT_OK, MasterClient
+from tcluster.cli.render import resources_json
+from tcluster.cli.tables import format_table
+from tcluster.v1 import jobs_pb2
+from tcluster.wire import resources_from_pb
+
+
+def add_queues(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    sub.add_parser(
+        "queues", parents=[common], help="the queue tree: weights, guaranteed and current shares",
+        description="GUARANTEED is the share a queue gets when every queue is busy (weight over its\n"
+        "siblings' weights, multiplied down the tree). SHARE is the dominant share its running\n"
+        "tasks hold now, of the READY nodes' total. RUNNING and PENDING count tasks (jobs).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def queue_json(q: jobs_pb2.Queue) -> dict[str, Any]:
+    return {
+        "path": q.path, "name": q.name, "parent": q.parent, "depth": q.depth, "leaf": q.leaf,
+        "weight": q.weight, "guaranteed_share": q.guaranteed_share, "dominant_share": q.dominant_share,
+        "allocated": resources_json(q.allocated),
+        "running_tasks": q.running_tasks, "pending_tasks": q.pending_tasks,
+        "running_jobs": q.running_jobs, "pending_jobs": q.pending_jobs,
+    }
+
+
+def queues_json(reply: jobs_pb2.ListQueuesResponse) -> dict[str, Any]:
+    return {
+        "fairness": reply.fairness, "source": reply.source, "capacity": resources_json(reply.capacity),
+        "queues": [queue_json(q) for q in reply.queues if q.path],
+    }
+
+
+def queues_table(reply: jobs_pb2.ListQueuesResponse) -> str:
+    head = (f"fairness: {reply.fairness}   queues: {reply.source}   "
+            f"capacity (READY nodes): {resources_from_pb(reply.capacity).describe()}")
+    rows = [
+        ("  " * (q.depth - 1) + (q.name or q.path), f"{q.weight:g}", f"{q.guaranteed_share:.3f}",
+         f"{q.dominant_share:.3f}", f"{q.running_tasks} ({q.running_jobs})", f"{q.pending_tasks} ({q.pending_jobs})")
+        for q in reply.queues if q.path
+    ]
+    return head + "\n\n" + format_table(("QUEUE", "WEIGHT", "GUARANTEED", "SHARE", "RUNNING", "PENDING"), rows)
+
+
+def queues(args: argparse.Namespace, client: MasterClient) -> int:
+    reply = client.list_queues()
+    print(json.dumps(queues_json(reply), indent=2) if args.output == "json" else queues_table(reply))
+    return EXIT_OK

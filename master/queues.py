@@ -1,0 +1,73 @@
+"""The master's queue tree: loaded at start, reloaded on SIGHUP, checked at submit.
+
+A reload is all or nothing. If the new file is bad, or it would take away a leaf that
+unfinished jobs still sit in, the old tree stays in force and the error is logged.
+This is what YARN does when a refresh tries to remove a queue that has running apps.
+Jobs are never touched by a reload."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Iterable
+
+from tcluster.errors import InvalidArgument
+from tcluster.model import Job, Task, TaskState
+from tcluster.resources import Resources
+from tcluster.scheduler.queues import QueueTree, default_tree, load_queue_file
+from tcluster.scheduler.queuestats import JobUsage, QueueRow, queue_rows
+
+log = logging.getLogger(__name__)
+
+
+def load_tree(path: Path | None) -> QueueTree:
+    """The tree in `path`, or the built-in one-leaf tree; raises ConfigError."""
+    return load_queue_file(path) if path is not None else default_tree()
+
+
+def check_keeps_jobs(tree: QueueTree, jobs: Iterable[Job]) -> None:
+    """Refuses a tree in which an unfinished job's queue is no longer a leaf."""
+    stranded: dict[str, int] = {}
+    for job in jobs:
+        if not job.state.terminal and not tree.is_leaf(job.spec.queue):
+            stranded[job.spec.queue] = stranded.get(job.spec.queue, 0) + 1
+    if stranded:
+        queue, count = sorted(stranded.items())[0]
+        raise InvalidArgument(
+            tree.source, f"queue {queue!r} still has {count} unfinished job(s) but is not a leaf in the new file; "
+            "keep it until they end (or cancel them)")
+
+
+def reload_tree(current: QueueTree, path: Path | None, jobs: Iterable[Job]) -> tuple[QueueTree, str]:
+    """(the tree now in force, a line for the log). Never raises: on error, `current`."""
+    if path is None:
+        return current, "no --queues file was given; nothing to reload"
+    try:
+        tree = load_tree(path)
+        check_keeps_jobs(tree, jobs)
+    except InvalidArgument as error:
+        log.error("queue reload refused, the old tree stays in force: %s", error)
+        return current, f"queue reload refused, the old tree stays in force: {error}"
+    log.info("queues reloaded from %s: leaves %s", path, ", ".join(tree.leaves))
+    return tree, f"queues reloaded from {path}: {len(tree.leaves)} leaves"
+
+
+def job_usage(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobUsage]:
+    usage = []
+    for job_id, job in jobs.items():
+        if job.state.terminal:
+            continue
+        job_tasks = tasks.get(job_id, [])
+        running = sum(1 for t in job_tasks if t.state.holds_resources)
+        pending = 0 if job.cancelled else sum(1 for t in job_tasks if t.state is TaskState.PENDING)
+        usage.append(JobUsage(job.spec.queue, job.spec.resources, running, pending))
+    return usage
+
+
+def dominant_share(job: Job, tasks: list[Task], capacity: Resources) -> float:
+    running = sum(1 for t in tasks if t.state.holds_resources)
+    return job.spec.resources.times(running).dominant_share(capacity)
+
+
+def rows(tree: QueueTree, jobs: dict[str, Job], tasks: dict[str, list[Task]], capacity: Resources) -> list[QueueRow]:
+    return queue_rows(tree, job_usage(jobs, tasks), capacity)

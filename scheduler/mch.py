@@ -1,0 +1,380 @@
+"""`mch`: Multi-resource Collapsed Hierarchies (You et al., IEEE Comm. Letters 2019).
+
+MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
+
+* Normalized demands (eq. 2): a job's normalized demand is s = (d / c) / mu, where mu is
+  one task's dominant share. A queue's demand is the weighted sum of its active
+  children's normalized demands, S = sum w_c s_c. Its own mu is max(S), and it passes
+  s = S / mu up to its parent.
+* Weights: a job's flattened weight is its own weight times weight / mu of every queue
+  above it, which is the paper's product of 1/mu_P(i) once weights are allowed.
+  Equivalently, the key weighted DRF compares is running x mu_job / w_job x F(queue),
+  where F is the product of mu / weight from the job's queue up to the root.
+* Partial-type jobs: a job may ask for nothing of some resource, e.g. a memory-only job.
+  Section III has two sub-cases. If the job needs the first resource to saturate (k'),
+  its weight is the product above. If it needs only other resources, the paper gives it
+  weight 1. We get that weight from the same rule. When k' saturates, the jobs that need
+  it are blocked. They drop out of their queues' normalized demands, so the tree is
+  flattened again over the jobs that can still grow. For the paper's case (Figures 3
+  and 4) that gives exactly the weight 1. Before k' saturates, such a job keeps the
+  product weight, the way H-DRF treats it. So `mch` makes the same picks as `hdrf` on
+  every input, not only on those where the end state is the same. `paper_weights` below
+  gives the static weights of section III: 1, 1, 0.5, 0.5, 1, 1 for Figure 4.
+* Heap: each queue keeps a heap of its jobs, keyed by running x mu / w. A global heap
+  holds each queue's best job, keyed by F times that. A pick is O(log p). When a job
+  arrives, leaves, is blocked or runs out of tasks, only its queues up the path are
+  recomputed, O(depth x kinds). If one of their mu changes, the queues under it get new
+  F values and new global entries. That is O(queues below), never O(jobs).
+
+The state lives across rounds, and each round syncs it with the new job views. Jobs
+that changed (arrived, left, tasks finished) are the only ones recomputed."""
+
+from __future__ import annotations
+
+import heapq
+from operator import add
+from typing import Iterable, Sequence
+
+from tcluster.resources import Resources
+from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
+from tcluster.scheduler.fairtree import QueueIndex
+from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.views import JobView
+
+
+class _Job:
+    __slots__ = ("node", "weight", "mu", "normalized", "shares", "running", "pending",
+                 "submitted", "active", "version", "view")
+
+    def __init__(self, view: JobView, node: int, axes: Axes) -> None:
+        shape = axes.shape(view.demand)
+        self.node, self.weight, self.view = node, view.weight, view
+        self.mu, self.shares, self.normalized = shape.mu, shape.shares, shape.normalized
+        self.running, self.pending, self.submitted = view.running, view.pending, view.submitted_at
+        self.active = False
+        self.version = 0
+
+    def entry(self, job_id: str) -> tuple[float, float, str, int, float]:
+        """(weighted share rounded for comparing, tie, version, the exact share): the
+        global key is computed from the exact share, so rounding never compounds."""
+        share = self.running * self.mu / self.weight
+        return (share_key(share), self.submitted, job_id, self.version, share)
+
+
+class MchState:
+    """The flattened tree of one queue tree and one cluster capacity, kept current."""
+
+    def __init__(self, queues: QueueTree | None, capacity: Resources) -> None:
+        self.axes = Axes.of(capacity)
+        self.index = QueueIndex(queues)
+        self._zero = [0.0] * len(self.axes.kinds)
+        self._sum: list[list[float]] = []
+        self._count: list[int] = []         # active children (jobs and queues)
+        self._mu: list[float] = []
+        self._norm: list[list[float]] = []  # what this queue adds to its parent, per unit weight
+        self._factor: list[float] = []      # F: product of mu / weight up to the root
+        self._heaps: list[list[tuple[float, float, str, int, float]]] = []
+        self._qversion: list[int] = []
+        self._grow()
+        self._global: list[tuple[float, float, str, int, int]] = []
+        self._jobs: dict[str, _Job] = {}
+        self._stale_factor: set[int] = set()
+        self._dirty: set[int] = set()
+
+    def _grow(self) -> None:
+        for _ in range(len(self.index) - len(self._sum)):
+            self._sum.append(list(self._zero))
+            self._count.append(0)
+            self._mu.append(0.0)
+            self._norm.append(list(self._zero))
+            self._factor.append(1.0)
+            self._heaps.append([])
+            self._qversion.append(0)
+
+    # ---- jobs come, go and change ----
+
+    def sync(self, views: Iterable[JobView]) -> None:
+        """Brings the state to `views` (jobs with pending tasks), touching only changes."""
+        if not self._jobs:
+            self._load(list(views))
+            return
+        seen = set()
+        for view in views:
+            seen.add(view.job_id)
+            job = self._jobs.get(view.job_id)
+            if job is None or _identity(job.view) != _identity(view):
+                self.remove(view.job_id)
+                self.add(view)
+            else:
+                self._update(job, view.running, view.pending)
+        for job_id in [j for j in self._jobs if j not in seen]:
+            self.remove(job_id)
+
+    def _load(self, views: list[JobView]) -> None:
+        """The first flattening in one pass, O(q): children before parents (eq. 2), then
+        the factors from the root down, then one heapify per heap."""
+        nodes = [self.index.locate(v.queue) for v in views]
+        self._grow()
+        for view, node in zip(views, nodes):
+            job = self._jobs[view.job_id] = _Job(view, node, self.axes)
+            if job.pending > 0:
+                job.active, job.version = True, 1
+                self._heaps[node].append(job.entry(view.job_id))
+                self._count[node] += 1
+                self._sum[node] = [a + job.weight * b for a, b in zip(self._sum[node], job.normalized)]
+        parent, weight = self.index.parent, self.index.weight
+        for node in range(len(self.index) - 1, 0, -1):
+            heapq.heapify(self._heaps[node])
+            total = self._sum[node]
+            mu = max(max(total), 0.0) if self._count[node] else 0.0
+            self._mu[node] = mu
+            self._norm[node] = [x / mu for x in total] if mu > 0 else list(self._zero)
+            if self._count[node]:
+                up = parent[node]
+                self._count[up] += 1
+                self._sum[up] = [a + weight[node] * b for a, b in zip(self._sum[up], self._norm[node])]
+        for node in range(1, len(self.index)):
+            above = self._factor[parent[node]] if parent[node] > 0 else 1.0
+            self._factor[node] = above * self._mu[node] / weight[node]
+            if self._heaps[node]:
+                self._dirty.add(node)
+
+    def add(self, view: JobView) -> None:
+        node = self.index.locate(view.queue)
+        self._grow()
+        job = self._jobs[view.job_id] = _Job(view, node, self.axes)
+        if job.pending > 0:
+            self._activate(view.job_id, job)
+
+    def remove(self, job_id: str) -> None:
+        job = self._jobs.pop(job_id, None)
+        if job is not None and job.active:
+            self._deactivate(job)
+
+    def block(self, job_id: str) -> None:
+        """Blocked jobs drop out of their queues' demands until the next sync."""
+        job = self._jobs.get(job_id)
+        if job is not None and job.active:
+            self._deactivate(job)
+
+    def _update(self, job: _Job, running: int, pending: int) -> None:
+        rekey = running != job.running
+        job.running, job.pending = running, pending
+        if job.active and pending <= 0:
+            self._deactivate(job)
+        elif not job.active and pending > 0:
+            self._activate(job.view.job_id, job)
+        elif job.active and rekey:
+            job.version += 1
+            heapq.heappush(self._heaps[job.node], job.entry(job.view.job_id))
+            self._dirty.add(job.node)
+
+    def _activate(self, job_id: str, job: _Job) -> None:
+        job.active = True
+        job.version += 1
+        heapq.heappush(self._heaps[job.node], job.entry(job_id))
+        self._propagate(job.node, [job.weight * x for x in job.normalized], 1)
+        self._dirty.add(job.node)
+
+    def _deactivate(self, job: _Job) -> None:
+        job.active = False
+        job.version += 1       # its heap entry is dropped when it surfaces
+        self._propagate(job.node, [-job.weight * x for x in job.normalized], -1)
+        self._dirty.add(job.node)
+
+    def _propagate(self, node: int, delta: list[float], count_delta: int) -> None:
+        """Adds `delta` to the demand of `node` and carries the change of its normalized
+        demand up the path, stopping as soon as nothing changes (eq. 2, incrementally).
+        The hot path of every arrival, departure and block: kept to plain loops."""
+        parent, weight = self.index.parent, self.index.weight
+        sums, counts, mus, norms, zero = self._sum, self._count, self._mu, self._norm, self._zero
+        while True:
+            was_active = counts[node] > 0
+            counts[node] += count_delta
+            active = counts[node] > 0
+            # An idle queue restarts from exact zeros, so rounding never piles up.
+            total = list(map(add, sums[node], delta)) if active else list(zero)
+            sums[node] = total
+            if node == 0:
+                return
+            mu = max(max(total), 0.0)
+            if mu != mus[node]:
+                mus[node] = mu
+                self._stale_factor.add(node)
+            old = norms[node]
+            if mu > 0:
+                inverse = 1.0 / mu
+                norm = [x * inverse for x in total]
+            else:
+                norm = list(zero)
+            norms[node] = norm
+            w = weight[node]
+            delta = [w * (a - b) for a, b in zip(norm, old)]
+            count_delta = 0 if active == was_active else (1 if active else -1)
+            if count_delta == 0 and not any(delta):
+                return
+            node = parent[node]
+
+    # ---- picking ----
+
+    def pick(self) -> str | None:
+        if self._stale_factor or self._dirty:
+            self._flush()
+        heap, qversion = self._global, self._qversion
+        while heap:
+            entry = heap[0]
+            if entry[4] == qversion[entry[3]]:
+                return entry[2]
+            heapq.heappop(heap)
+        return None
+
+    def placed(self, job_id: str) -> None:
+        job = self._jobs[job_id]
+        job.running += 1
+        job.pending -= 1
+        if job.pending <= 0:
+            self._deactivate(job)
+            return
+        job.version += 1
+        entry = job.entry(job_id)
+        heap = self._heaps[job.node]
+        if heap and heap[0][2] == job_id:
+            heapq.heapreplace(heap, entry)
+        else:
+            heapq.heappush(heap, entry)
+        if self._stale_factor or self._dirty:
+            self._dirty.add(job.node)
+        else:
+            self._refresh(job.node)   # the common case: one queue's best job changed
+
+    def _flush(self) -> None:
+        stale, parent = self._stale_factor, self.index.parent
+        for top in [n for n in stale if not _below_any(n, stale, parent)]:
+            self._recompute_factors(top)
+        stale.clear()
+        for node in self._dirty:
+            self._refresh(node)
+        self._dirty.clear()
+        if len(self._global) > 4 * len(self.index) + 64:   # drop the stale entries
+            self._global = [e for e in self._global if e[4] == self._qversion[e[3]]]
+            heapq.heapify(self._global)
+
+    def _recompute_factors(self, top: int) -> None:
+        parent, weight, children = self.index.parent, self.index.weight, self.index.children
+        stack = [top]
+        while stack:
+            node = stack.pop()
+            above = self._factor[parent[node]] if parent[node] > 0 else 1.0
+            self._factor[node] = above * self._mu[node] / weight[node]
+            if self._heaps[node]:
+                self._dirty.add(node)
+            stack.extend(children[node])
+
+    def _refresh(self, node: int) -> None:
+        """Re-files `node`'s best active job in the global heap."""
+        heap, jobs = self._heaps[node], self._jobs
+        while heap:
+            _, _, job_id, version, _ = heap[0]
+            job = jobs.get(job_id)
+            if job is not None and job.active and job.version == version:
+                break
+            heapq.heappop(heap)
+        self._qversion[node] += 1
+        if not heap:
+            return
+        entry = (share_key(self._factor[node] * heap[0][4]), heap[0][1], heap[0][2], node, self._qversion[node])
+        top = self._global[0] if self._global else None
+        if top is not None and top[3] == node and top[4] == self._qversion[node] - 1:
+            heapq.heapreplace(self._global, entry)
+        else:
+            heapq.heappush(self._global, entry)
+
+    # ---- reading ----
+
+    def weights(self) -> dict[str, float]:
+        """The flattened weight of every active job: its weight / F of its queue."""
+        if self._stale_factor or self._dirty:
+            self._flush()
+        return {job_id: (job.weight / self._factor[job.node] if self._factor[job.node] > 0 else job.weight)
+                for job_id, job in self._jobs.items() if job.active}
+
+    def root_demand(self) -> list[float]:
+        return list(self._sum[0])
+
+
+def _below_any(node: int, nodes: set[int], parent: list[int]) -> bool:
+    node = parent[node]
+    while node > 0:
+        if node in nodes:
+            return True
+        node = parent[node]
+    return False
+
+
+def _identity(view: JobView) -> tuple[object, ...]:
+    return (view.demand, view.weight, view.queue, view.submitted_at)
+
+
+class _MchRound:
+    def __init__(self, state: MchState, jobs: Sequence[JobView]) -> None:
+        self._state = state
+        self._saturation = SaturationIndex([j for j in jobs if j.pending > 0])
+
+    def next_job(self) -> str | None:
+        return self._state.pick()
+
+    def placed(self, job_id: str) -> None:
+        self._state.placed(job_id)
+
+    def skip(self, job_id: str) -> None:
+        self._state.block(job_id)
+
+    def limit(self, largest_free: Resources) -> None:
+        for job_id in self._saturation.limit(largest_free):
+            self._state.block(job_id)
+
+
+class MchPolicy:
+    """Keeps the flattened tree between rounds; rebuilt when the tree or capacity changes."""
+
+    name = "mch"
+
+    def __init__(self) -> None:
+        self._state: MchState | None = None
+        self._queues: QueueTree | None = None
+        self._capacity: Resources | None = None
+
+    def start_round(self, jobs: Sequence[JobView], capacity: Resources,
+                    queues: QueueTree | None = None) -> _MchRound:
+        if self._state is None or queues is not self._queues or capacity != self._capacity:
+            self._state = MchState(queues, capacity)
+            self._queues, self._capacity = queues, capacity
+        self._state.sync(jobs)
+        return _MchRound(self._state, jobs)
+
+
+def paper_weights(jobs: Sequence[JobView], capacity: Resources,
+                  queues: QueueTree | None) -> tuple[dict[str, float], str | None]:
+    """Section III's static weights of `jobs` (all taken as active), and k'.
+
+    k' is the kind the root's normalized demand is largest in: the first to saturate
+    when every job grows at its flattened weight from an empty cluster. Jobs that need
+    k' (full-type, and partial-type sub-case 2) get the product weight. The others
+    (sub-case 1) get their weight in the tree flattened again without the k' jobs."""
+    state = MchState(queues, capacity)
+    for job in jobs:
+        state.add(job if job.pending > 0 else _with_pending(job))
+    full = state.weights()
+    demand = state.root_demand()
+    if not any(demand):
+        return full, None
+    k = max(range(len(demand)), key=lambda i: demand[i])
+    needs_k = [j.job_id for j in jobs if state.axes.shape(j.demand).shares[k] > 0]
+    for job_id in needs_k:
+        state.block(job_id)
+    residual = state.weights()
+    return {j.job_id: full[j.job_id] if j.job_id in needs_k else residual[j.job_id] for j in jobs}, state.axes.kinds[k]
+
+
+def _with_pending(job: JobView) -> JobView:
+    return JobView(job.job_id, job.queue, job.submitted_at, job.demand, 1, job.running, job.weight)

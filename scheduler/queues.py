@@ -1,0 +1,232 @@
+"""The queue tree: departments -> groups, read from YAML. Jobs hang off leaf queues.
+
+    queues:
+      ads:
+        weight: 60
+        queues:
+          prod: {weight: 90}
+          test: {weight: 10}
+      dev: {weight: 40, queues: {prod: {weight: 90}, test: {weight: 10}}}
+
+A queue is a mapping with `weight` (default 1, must be > 0) and optional child `queues`.
+A queue may instead name its parent (`prod: {parent: ads}` at the top level), which is
+how a cycle or an unknown parent can be written, and both are refused. A leaf is named
+by its path (`ads.prod`). Without a file there is one leaf, `default`."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path as FsPath
+from typing import Any, Iterator
+
+from tcluster.errors import InvalidArgument
+from tcluster.model import DEFAULT_QUEUE
+from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, load_located
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
+_QUEUE_KEYS = ("weight", "queues", "parent")
+
+
+@dataclass(frozen=True)
+class QueueNode:
+    name: str
+    path: str                          # "" for the root
+    weight: float = 1.0
+    children: tuple[QueueNode, ...] = ()
+    line: int = 0
+
+    @property
+    def leaf(self) -> bool:
+        return not self.children
+
+
+@dataclass(frozen=True)
+class QueueTree:
+    root: QueueNode
+    source: str = ""
+
+    @cached_property
+    def _by_path(self) -> dict[str, QueueNode]:
+        return {node.path: node for node in self.walk()}
+
+    @cached_property
+    def _parent(self) -> dict[str, str]:
+        return {child.path: node.path for node in self.walk() for child in node.children}
+
+    def walk(self) -> Iterator[QueueNode]:
+        """Pre-order, children in file order; the root first."""
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def node(self, path: str) -> QueueNode | None:
+        return self._by_path.get(path)
+
+    def parent(self, path: str) -> str | None:
+        return self._parent.get(path)
+
+    @cached_property
+    def leaves(self) -> tuple[str, ...]:
+        return tuple(n.path for n in self.walk() if n.leaf and n.path)
+
+    def is_leaf(self, path: str) -> bool:
+        node = self.node(path)
+        return node is not None and node.leaf and bool(path)
+
+    def guaranteed_share(self, path: str) -> float:
+        """The hierarchical share guarantee: the product of weight / sum of sibling
+        weights on the way down, i.e. the share `path` gets when every queue is busy."""
+        share = 1.0
+        while path:
+            parent = self.node(self._parent[path])
+            assert parent is not None
+            share *= self._by_path[path].weight / sum(c.weight for c in parent.children)
+            path = parent.path
+        return share
+
+    def check_leaf(self, path: str, field: str = "queue") -> None:
+        if self.is_leaf(path):
+            return
+        what = "is not a leaf queue" if self.node(path) is not None else "is not a queue"
+        raise InvalidArgument(field, f"{path!r} {what}; submit to one of: {', '.join(self.leaves)}")
+
+
+def default_tree() -> QueueTree:
+    return QueueTree(QueueNode("", "", children=(QueueNode(DEFAULT_QUEUE, DEFAULT_QUEUE),)), "built-in")
+
+
+def load_queue_file(path: FsPath | str) -> QueueTree:
+    """Reads and checks a queue file; raises ConfigError naming the line."""
+    try:
+        text = FsPath(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), 0, (), f"cannot read the queue file: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_queue_text(text, str(path))
+
+
+def parse_queue_text(text: str, source: str) -> QueueTree:
+    doc = load_located(text, source)
+    if not isinstance(doc.value, dict) or "queues" not in doc.value:
+        raise doc.error((), "the file must be a mapping with a `queues:` mapping at the top")
+    extra = sorted(str(k) for k in doc.value if k != "queues")
+    if extra:
+        raise doc.error((extra[0],), "unknown key; a queue file holds only `queues:`")
+    return QueueTree(queues_from_located(doc, ("queues",)), source)
+
+
+def queues_from_located(doc: Located, at: Path) -> QueueNode:
+    """The root of the tree under `doc` at path `at` (also used by sim scenarios)."""
+    value = _get(doc, at)
+    if not isinstance(value, dict) or not value:
+        raise doc.error(at, "must be a mapping of queue names to {weight, queues}")
+    top: list[QueueNode] = []
+    adopted: list[tuple[str, QueueNode, Path]] = []   # (parent path, node, where)
+    for name, body in value.items():
+        node, parent = _queue(doc, (*at, name), str(name), str(name))
+        if parent is None:
+            top.append(node)
+        else:
+            adopted.append((parent, node, (*at, name, "parent")))
+    root = QueueNode("", "", children=tuple(top))
+    return _adopt(doc, root, adopted)
+
+
+def _get(doc: Located, path: Path) -> Any:
+    value = doc.value
+    for part in path:
+        value = value[part]
+    return value
+
+
+def _queue(doc: Located, where: Path, name: str, path: str) -> tuple[QueueNode, str | None]:
+    body = _get(doc, where)
+    if not _NAME.match(name):
+        raise doc.error(where, "a queue name is 1-63 of A-Z a-z 0-9 _ - (a dot separates path parts)")
+    if body is None:
+        body = {}
+    if not isinstance(body, dict):
+        raise doc.error(where, "must be a mapping with `weight` and optional `queues`")
+    for key in body:
+        if key not in _QUEUE_KEYS:
+            raise doc.error((*where, key), f"unknown key; a queue has {', '.join(_QUEUE_KEYS)}")
+    weight = _weight(doc, (*where, "weight"), body.get("weight", 1))
+    parent = body.get("parent")
+    if parent is not None and (not isinstance(parent, str) or len(where) > 2):
+        raise doc.error((*where, "parent"), "`parent` is a queue path, allowed on top-level queues only")
+    children = _children(doc, (*where, "queues"), body, path)
+    return QueueNode(name, path, weight, children, doc.line(where)), parent
+
+
+def _weight(doc: Located, where: Path, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise doc.error(where, f"{value!r} is not a number")
+    if not math.isfinite(value) or value <= 0:
+        raise doc.error(where, f"{value!r} must be > 0")
+    return float(value)
+
+
+def _children(doc: Located, where: Path, body: dict[Any, Any], path: str) -> tuple[QueueNode, ...]:
+    queues = body.get("queues")
+    if queues is None:
+        return ()
+    if not isinstance(queues, dict) or not queues:
+        raise doc.error(where, "must be a non-empty mapping of child queues")
+    children = []
+    for name in queues:
+        child, parent = _queue(doc, (*where, name), str(name), f"{path}.{name}")
+        if parent is not None:
+            raise doc.error((*where, name, "parent"), "a nested queue already has its parent")
+        children.append(child)
+    return tuple(children)
+
+
+def _adopt(doc: Located, root: QueueNode, adopted: list[tuple[str, QueueNode, Path]]) -> QueueNode:
+    """Moves `parent:` queues under their parents, refusing unknown parents and cycles."""
+    waiting = list(adopted)
+    while waiting:
+        paths = {n.path for n in QueueTree(root).walk()}
+        ready = [item for item in waiting if item[0] in paths]
+        if not ready:
+            raise _stuck(doc, waiting)
+        for parent, node, where in ready:
+            root = _attach(doc, root, parent, node, where)
+        waiting = [item for item in waiting if item not in ready]
+    return root
+
+
+def _stuck(doc: Located, waiting: list[tuple[str, QueueNode, Path]]) -> ConfigError:
+    parent_of = {node.name: parent.split(".")[0] for parent, node, _ in waiting}
+    for parent, node, where in waiting:
+        if parent.split(".")[0] not in parent_of:
+            return doc.error(where, f"unknown parent queue {parent!r}")
+    # Every parent is itself waiting for a parent: following them must come back round.
+    chain = [waiting[0][1].name]
+    while parent_of[chain[-1]] not in chain:
+        chain.append(parent_of[chain[-1]])
+    chain.append(parent_of[chain[-1]])
+    return doc.error(waiting[0][2], f"the parents form a cycle: {' -> '.join(chain)}")
+
+
+def _attach(doc: Located, node: QueueNode, parent: str, child: QueueNode, where: Path) -> QueueNode:
+    if node.path == parent:
+        path = f"{parent}.{child.name}" if parent else child.name
+        if any(c.name == child.name for c in node.children):
+            raise doc.error(where, f"duplicate queue {path!r}")
+        return _replace_children(node, (*node.children, _rebase(child, path)))
+    if node.path and not parent.startswith(node.path + "."):
+        return node
+    return _replace_children(node, tuple(_attach(doc, c, parent, child, where) for c in node.children))
+
+
+def _rebase(node: QueueNode, path: str) -> QueueNode:
+    children = tuple(_rebase(c, f"{path}.{c.name}") for c in node.children)
+    return QueueNode(node.name, path, node.weight, children, node.line)
+
+
+def _replace_children(node: QueueNode, children: tuple[QueueNode, ...]) -> QueueNode:
+    return QueueNode(node.name, node.path, node.weight, children, node.line)

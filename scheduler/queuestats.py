@@ -1,0 +1,84 @@
+"""What `tcl queues` shows: per queue, its guaranteed share and what it holds now.
+
+Pure: the tree, one usage record per unfinished job and the READY capacity in; rows
+out, in pre-order. A job whose queue is not in the tree (the file changed under it)
+gets a row of its own below the root, so nothing running is hidden."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from tcluster.resources import Resources
+from tcluster.scheduler.queues import QueueNode, QueueTree
+
+
+@dataclass(frozen=True)
+class JobUsage:
+    queue: str
+    demand: Resources     # one task
+    running: int
+    pending: int
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    path: str
+    name: str
+    parent: str
+    depth: int
+    leaf: bool
+    weight: float
+    guaranteed_share: float
+    dominant_share: float
+    allocated: Resources
+    running_tasks: int
+    pending_tasks: int
+    running_jobs: int
+    pending_jobs: int
+    in_tree: bool = True
+
+
+@dataclass
+class _Tally:
+    allocated: Resources = Resources()
+    running_tasks: int = 0
+    pending_tasks: int = 0
+    running_jobs: int = 0
+    pending_jobs: int = 0
+
+    def add(self, job: JobUsage) -> None:
+        self.allocated = self.allocated + job.demand.times(job.running)
+        self.running_tasks += job.running
+        self.pending_tasks += job.pending
+        self.running_jobs += job.running > 0
+        self.pending_jobs += job.pending > 0
+
+
+def queue_rows(tree: QueueTree, jobs: Iterable[JobUsage], capacity: Resources) -> list[QueueRow]:
+    tallies = {node.path: _Tally() for node in tree.walk()}
+    orphans: dict[str, _Tally] = {}
+    for job in jobs:
+        if tree.node(job.queue) is None:
+            orphans.setdefault(job.queue, _Tally()).add(job)
+            tallies[""].add(job)
+            continue
+        path: str | None = job.queue
+        while path is not None:   # the job counts for its queue and every queue above
+            tallies[path].add(job)
+            path = tree.parent(path)
+    rows = [_row(tree, node, tallies[node.path], capacity) for node in tree.walk()]
+    for path, tally in sorted(orphans.items()):
+        rows.append(QueueRow(path, path, "", 1, True, 1.0, 0.0, tally.allocated.dominant_share(capacity),
+                             tally.allocated, tally.running_tasks, tally.pending_tasks,
+                             tally.running_jobs, tally.pending_jobs, in_tree=False))
+    return rows
+
+
+def _row(tree: QueueTree, node: QueueNode, tally: _Tally, capacity: Resources) -> QueueRow:
+    depth = node.path.count(".") + 1 if node.path else 0
+    return QueueRow(
+        node.path, node.name, tree.parent(node.path) or "", depth, node.leaf and bool(node.path), node.weight,
+        tree.guaranteed_share(node.path), tally.allocated.dominant_share(capacity), tally.allocated,
+        tally.running_tasks, tally.pending_tasks, tally.running_jobs, tally.pending_jobs,
+    )

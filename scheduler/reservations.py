@@ -1,0 +1,116 @@
+"""Reservations: a big task must not wait forever behind a stream of small ones.
+
+Skipping what fits nowhere avoids head-of-line blocking, but it starves a large task:
+every time a little room frees up, a small task takes it first. So, as in YARN's
+capacity scheduler, a job that has had tasks pending but placed none for
+`reserve_after_s` gets one node held for it (checked at the start of every round, and
+whenever the round finds that it fits nowhere). The held node is the one that needs the least to free up (normalized
+shortfall) among those big enough. No other job's task is placed there, and the
+tasks already running on it finish, so the room grows until the held task fits.
+A job holds at most one node, and a node is held for at most one job. The hold ends
+when the job places a task anywhere, has nothing pending, or the node stops being
+schedulable.
+
+The ledger is state kept across rounds by its owner (the master or the simulator);
+`now` is passed in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from tcluster.resources import Resources
+from tcluster.scheduler.nodestate import NodeMatrixView
+
+DEFAULT_RESERVE_AFTER_S = 30.0
+
+
+@dataclass(frozen=True)
+class Reservation:
+    job_id: str
+    node: str
+    since: float
+
+
+class Reservations:
+    def __init__(self, reserve_after_s: float = DEFAULT_RESERVE_AFTER_S) -> None:
+        self.reserve_after_s = reserve_after_s
+        self.waiting_since: dict[str, float] = {}   # job -> when its next task first fitted nowhere
+        self.held: dict[str, Reservation] = {}      # node -> its reservation
+
+    def start_round(self, pending_jobs: Iterable[str], view: NodeMatrixView, now: float) -> None:
+        """Starts the clock of newly pending jobs; forgets jobs with nothing pending and
+        nodes that are not schedulable."""
+        pending = set(pending_jobs)
+        schedulable = {name for name, ok in zip(view.names, view.schedulable.tolist()) if ok}
+        self.waiting_since = {j: self.waiting_since.get(j, now) for j in sorted(pending)}
+        self.held = {n: r for n, r in self.held.items() if n in schedulable and r.job_id in pending}
+
+    def overdue(self, now: float) -> list[str]:
+        """Jobs that placed nothing for reserve_after_s and hold no node, longest first."""
+        held = {r.job_id for r in self.held.values()}
+        waits = sorted((since, job) for job, since in self.waiting_since.items() if job not in held)
+        return [job for since, job in waits if now - since >= self.reserve_after_s]
+
+    def eligible(self, job_id: str, eligible: np.ndarray | None, view: NodeMatrixView) -> np.ndarray | None:
+        """`eligible` minus the nodes held for other jobs."""
+        others = [n for n, r in self.held.items() if r.job_id != job_id]
+        if not others:
+            return eligible
+        mask = np.ones(len(view.names), dtype=bool) if eligible is None else eligible.copy()
+        index = {name: i for i, name in enumerate(view.names)}
+        for name in others:
+            if name in index:
+                mask[index[name]] = False
+        return mask
+
+    def placed(self, job_id: str) -> None:
+        self.waiting_since.pop(job_id, None)
+        self.held = {n: r for n, r in self.held.items() if r.job_id != job_id}
+
+    def holding(self, job_id: str) -> Reservation | None:
+        return next((r for r in self.held.values() if r.job_id == job_id), None)
+
+    def skipped(self, job_id: str, request: np.ndarray | None, eligible: np.ndarray | None,
+                view: NodeMatrixView, now: float) -> Reservation | None:
+        """The round found no node for the job: hold one if it has waited long enough.
+        Returns the job's hold, if it has one."""
+        since = self.waiting_since.setdefault(job_id, now)
+        if now - since >= self.reserve_after_s:
+            self.hold(job_id, request, eligible, view, now)
+        return self.holding(job_id)
+
+    def hold(self, job_id: str, request: np.ndarray | None, eligible: np.ndarray | None,
+             view: NodeMatrixView, now: float) -> Reservation | None:
+        """Holds the least-short node for the job (the one where it fits, if any does:
+        it may fit now and still lose every round's ties to smaller, older jobs)."""
+        if request is None or self.holding(job_id) is not None:
+            return self.holding(job_id)
+        row = _least_short_row(request, eligible, view, set(self.held))
+        if row is None:
+            return None
+        reservation = Reservation(job_id, view.names[row], now)
+        self.held[reservation.node] = reservation
+        return reservation
+
+
+def _least_short_row(request: np.ndarray, eligible: np.ndarray | None, view: NodeMatrixView,
+                     taken: set[str]) -> int | None:
+    ok = view.schedulable.copy() if eligible is None else np.logical_and(eligible, view.schedulable)
+    ok &= np.all(view.capacity >= request - 1e-9, axis=1)      # big enough when empty
+    for i, name in enumerate(view.names):
+        if name in taken:
+            ok[i] = False
+    if not ok.any():
+        return None
+    short = np.maximum(request[None, :] - view.free, 0.0) / view.scale[None, :]
+    return int(np.where(ok, short.sum(axis=1), np.inf).argmin())
+
+
+def largest_free(view: NodeMatrixView) -> Resources:
+    """The most any one schedulable node has free, per kind (for FairnessRound.limit)."""
+    rows = view.free[view.schedulable]
+    most = rows.max(axis=0) if len(rows) else np.zeros(len(view.kinds))
+    return Resources.of(dict(zip(view.kinds, most.tolist())))

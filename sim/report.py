@@ -1,0 +1,104 @@
+"""What `tcl sim` prints: JSON (`-o json`), tables, the timeline CSV and its plot.
+
+JSON contract: `jobs` [{name, queue, tasks_total, tasks_running, tasks_done,
+dominant_share, placements: [{task, node, start, end}]}], `nodes` [{name, capacity,
+free}], `metrics` {...}. Sizes are bytes, shares are of the total cluster capacity,
+and everything is taken at the end of the run. `end` is null for a task still running
+then. Field names are an interface: add, never rename."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from tcluster.resources import MEMORY, Resources
+from tcluster.scheduler.mch import paper_weights
+from tcluster.scheduler.queuestats import JobUsage, queue_rows
+from tcluster.scheduler.views import JobView
+from tcluster.sim.engine import JobTrack, SimRun
+from tcluster.sim.scenario import Scenario
+
+Json = dict[str, Any]
+
+
+def resources_json(r: Resources) -> Json:
+    return {k: (int(round(v)) if k == MEMORY else v) for k, v in r.as_dict().items()}
+
+
+def job_json(track: JobTrack, capacity: Resources) -> Json:
+    return {
+        "name": track.spec.name,
+        "queue": track.spec.queue,
+        "tasks_total": track.spec.tasks,
+        "tasks_running": len(track.running),
+        "tasks_done": track.done,
+        "dominant_share": track.spec.resources.times(len(track.running)).dominant_share(capacity),
+        "placements": [{"task": r.task, "node": r.node, "start": r.start, "end": r.end} for r in track.runs],
+    }
+
+
+def to_json(run: SimRun, scenario: Scenario, fairness: str, placement: str) -> Json:
+    nodes = [{"name": name, "capacity": resources_json(Resources.of(dict(zip(run.matrix.kinds, cap)))),
+              "free": resources_json(run.matrix.free(name))}
+             for name, cap in zip(run.matrix.names, run.matrix.view().capacity.tolist())]
+    return {
+        "jobs": [job_json(t, run.capacity) for t in run.tracks],
+        "nodes": nodes,
+        "metrics": metrics(run, scenario, fairness, placement),
+    }
+
+
+def metrics(run: SimRun, scenario: Scenario, fairness: str, placement: str) -> Json:
+    free = Resources.of({k: sum(run.matrix.free(n).get(k) for n in run.matrix.names) for k in run.matrix.kinds})
+    cap = run.capacity.as_dict()
+    active = [t for t in run.tracks if t.running or t.pending]
+    views = [JobView(t.spec.name, t.spec.queue, t.job.submitted_at, t.spec.resources, max(t.pending, 1),
+                     len(t.running), t.spec.weight) for t in active]
+    weights, first = paper_weights(views, run.capacity, scenario.queues) if views else ({}, None)
+    waits = [r.start - t.job.submitted_at for t in run.tracks for r in t.runs]
+    usage = [JobUsage(t.spec.queue, t.spec.resources, len(t.running), t.pending) for t in run.tracks]
+    return {
+        "time": run.end,
+        "fairness": fairness,
+        "placement": placement,
+        **run.counters,
+        "utilization": {k: (1 - free.get(k) / v) if v else 0.0 for k, v in cap.items()},
+        "mean_task_wait_s": sum(waits) / len(waits) if waits else 0.0,
+        "flattened_weights": weights,          # MCH's section III weights of the jobs still active
+        "first_saturated": first,
+        "queues": [{"path": r.path, "guaranteed_share": r.guaranteed_share, "dominant_share": r.dominant_share}
+                   for r in queue_rows(scenario.queues, usage, run.capacity) if r.path],
+    }
+
+
+def write_timeline(run: SimRun, scenario: Scenario, path: Path | str) -> None:
+    """One row per change: time, then each job's dominant share (a step function)."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["time", *(j.name for j in scenario.jobs)])
+        for time, shares in run.timeline:
+            writer.writerow([f"{time:g}", *(f"{s:.6f}" for s in shares)])
+
+
+def write_plot(run: SimRun, scenario: Scenario, path: Path | str, title: str) -> None:
+    """The timeline as a step plot (the paper's Figure 4b). Needs matplotlib."""
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise RuntimeError("--plot needs matplotlib: pip install 'tcluster[plot]'") from None
+    matplotlib.use("Agg")   # files only, no display
+    import matplotlib.pyplot as plt
+
+    times = [t for t, _ in run.timeline]
+    figure, axes = plt.subplots(figsize=(8, 4.5))
+    for i, job in enumerate(scenario.jobs):
+        axes.step(times, [shares[i] for _, shares in run.timeline], where="post", label=job.name)
+    axes.set_xlabel("time (s)")
+    axes.set_ylabel("dominant share")
+    axes.set_ylim(0, 1.05)
+    axes.set_title(title)
+    axes.legend(loc="upper right", fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -1,0 +1,209 @@
+"""Scenario files for `tcl sim`.
+
+    nodes:                       # named nodes, or groups of identical ones
+      - {name: big, capacity: {cpu: 64, memory: 256Gi}, labels: {disk: ssd}}
+      - {count: 10, name_prefix: n, capacity: {cpu: 20, memory: 20Gi}}
+    queues:                      # the same mapping as under `queues:` in a --queues file
+      ads: {weight: 60, queues: {prod: {weight: 90}, test: {weight: 10}}}
+    jobs:
+      - {name: a, queue: ads.prod, submit: 0, tasks: 100, resources: {cpu: 1, memory: 2Gi}, duration: 30}
+
+`duration` is seconds per task, or null to run until the end. Optional per job:
+`weight` (default 1) and `constraints` (as `tcl submit --constraint`). Optional at the
+top: `reserve_after_s`. Every error names the line and the path, e.g.
+`scenario.yaml:14: jobs[3].resources.cpu: ...`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+from typing import Any
+
+from tcluster.constraints import parse_constraints
+from tcluster.errors import InvalidArgument
+from tcluster.model import DEFAULT_QUEUE
+from tcluster.resources import Resources, resources_from_mapping
+from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_located
+from tcluster.scheduler.reasons import never_fits_reason
+from tcluster.scheduler.reservations import DEFAULT_RESERVE_AFTER_S
+from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, format_path, load_located
+
+_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s")
+_NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
+_JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints")
+
+
+@dataclass(frozen=True)
+class SimNode:
+    name: str
+    capacity: Resources
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class SimJob:
+    name: str
+    queue: str
+    submit: float
+    tasks: int
+    resources: Resources
+    duration: float | None          # None: runs until the end
+    weight: float = 1.0
+    constraints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    nodes: tuple[SimNode, ...]
+    queues: QueueTree
+    jobs: tuple[SimJob, ...]
+    reserve_after_s: float = DEFAULT_RESERVE_AFTER_S
+    source: str = ""
+
+
+def load_scenario(path: FsPath | str) -> Scenario:
+    try:
+        text = FsPath(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), 0, (), f"cannot read the scenario: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_scenario(text, str(path))
+
+
+def parse_scenario(text: str, source: str) -> Scenario:
+    doc = load_located(text, source)
+    if not isinstance(doc.value, dict):
+        raise doc.error((), "a scenario is a mapping with nodes, queues and jobs")
+    for key in doc.value:
+        if key not in _TOP_KEYS:
+            raise doc.error((key,), f"unknown key; a scenario has {', '.join(_TOP_KEYS)}")
+    nodes = _nodes(doc)
+    queues = QueueTree(queues_from_located(doc, ("queues",)), source) if "queues" in doc.value else default_tree()
+    jobs = _jobs(doc, queues, nodes)
+    reserve = doc.value.get("reserve_after_s", DEFAULT_RESERVE_AFTER_S)
+    return Scenario(nodes, queues, jobs, _number(doc, ("reserve_after_s",), reserve, minimum=0.0), source)
+
+
+def _list(doc: Located, key: str) -> list[Any]:
+    value = doc.value.get(key)
+    if not isinstance(value, list) or not value:
+        raise doc.error((key,), "must be a non-empty list")
+    return value
+
+
+def _mapping(doc: Located, path: Path, value: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise doc.error(path, f"must be a mapping with {', '.join(allowed)}")
+    for key in value:
+        if key not in allowed:
+            raise doc.error((*path, key), f"unknown key; allowed: {', '.join(allowed)}")
+    return value
+
+
+def _nodes(doc: Located) -> tuple[SimNode, ...]:
+    nodes: list[SimNode] = []
+    seen: dict[str, Path] = {}
+    for i, raw in enumerate(_list(doc, "nodes")):
+        path: Path = ("nodes", i)
+        body = _mapping(doc, path, raw, _NODE_KEYS)
+        capacity = _resources(doc, (*path, "capacity"), body.get("capacity"))
+        labels = tuple(sorted((str(k), str(v)) for k, v in _labels(doc, (*path, "labels"), body.get("labels")).items()))
+        for name in _node_names(doc, path, body):
+            if name in seen:
+                raise doc.error(path, f"duplicate node name {name!r} (also {format_path(seen[name])})")
+            seen[name] = path
+            nodes.append(SimNode(name, capacity, labels))
+    return tuple(nodes)
+
+
+def _node_names(doc: Located, path: Path, body: dict[str, Any]) -> list[str]:
+    if "count" not in body:
+        if "name_prefix" in body or not isinstance(body.get("name"), str) or not body["name"]:
+            raise doc.error((*path, "name"), "give a `name`, or `count` and `name_prefix` for a group")
+        return [body["name"]]
+    count = body["count"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise doc.error((*path, "count"), f"{count!r} must be a whole number >= 1")
+    prefix = body.get("name_prefix")
+    if not isinstance(prefix, str) or not prefix or "name" in body:
+        raise doc.error((*path, "name_prefix"), "a group has `count` and `name_prefix` (and no `name`)")
+    width = len(str(count))
+    return [f"{prefix}{k:0{width}d}" for k in range(1, count + 1)]
+
+
+def _labels(doc: Located, path: Path, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise doc.error(path, "must be a mapping of label names to values")
+    return value
+
+
+def _resources(doc: Located, path: Path, value: Any) -> Resources:
+    if not isinstance(value, dict) or not value:
+        raise doc.error(path, "must be a mapping like {cpu: 2, memory: 4Gi}")
+    try:
+        return resources_from_mapping(value, format_path(path))
+    except InvalidArgument as exc:
+        kind = exc.field.rpartition(".")[2] if exc.field != format_path(path) else None
+        at = (*path, kind) if kind in value else path
+        raise ConfigError(doc.source, doc.line(at), (), str(exc)) from None
+
+
+def _number(doc: Located, path: Path, value: Any, minimum: float, strict: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise doc.error(path, f"{value!r} is not a number")
+    if value < minimum or (strict and value == minimum):
+        raise doc.error(path, f"{value!r} must be {'>' if strict else '>='} {minimum:g}")
+    return float(value)
+
+
+def _jobs(doc: Located, queues: QueueTree, nodes: tuple[SimNode, ...]) -> tuple[SimJob, ...]:
+    jobs: list[SimJob] = []
+    names: dict[str, int] = {}
+    for i, raw in enumerate(_list(doc, "jobs")):
+        job = _job(doc, ("jobs", i), _mapping(doc, ("jobs", i), raw, _JOB_KEYS), queues, nodes)
+        if job.name in names:
+            raise doc.error(("jobs", i, "name"), f"duplicate job name {job.name!r} (also jobs[{names[job.name]}])")
+        names[job.name] = i
+        jobs.append(job)
+    return tuple(jobs)
+
+
+def _job(doc: Located, path: Path, body: dict[str, Any], queues: QueueTree, nodes: tuple[SimNode, ...]) -> SimJob:
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise doc.error((*path, "name"), "every job needs a `name`")
+    queue = str(body.get("queue", DEFAULT_QUEUE))
+    try:
+        queues.check_leaf(queue)
+    except InvalidArgument as exc:
+        raise doc.error((*path, "queue"), str(exc).removeprefix("queue: ")) from None
+    tasks = body.get("tasks", 1)
+    if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
+        raise doc.error((*path, "tasks"), f"{tasks!r} must be a whole number >= 1")
+    resources = _resources(doc, (*path, "resources"), body.get("resources"))
+    reason = never_fits_reason(resources, [(n.name, n.capacity) for n in nodes])
+    if reason:   # "resources.memory: each task asks for ..." -> at jobs[i].resources.memory
+        where, _, why = reason.partition(": ")
+        raise doc.error((*path, *where.split(".")), why)
+    duration = body.get("duration")
+    return SimJob(
+        name, queue, _number(doc, (*path, "submit"), body.get("submit", 0), minimum=0.0), tasks, resources,
+        None if duration is None else _number(doc, (*path, "duration"), duration, minimum=0.0, strict=True),
+        _number(doc, (*path, "weight"), body.get("weight", 1), minimum=0.0, strict=True),
+        _constraints(doc, (*path, "constraints"), body.get("constraints")),
+    )
+
+
+def _constraints(doc: Located, path: Path, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(c, str) for c in items):
+        raise doc.error(path, "must be a list of strings like [\"rack=r1\"]")
+    try:
+        parse_constraints(tuple(items))
+    except InvalidArgument as exc:
+        raise doc.error(path, str(exc)) from None
+    return tuple(items)
