@@ -52,4 +52,5 @@ def launch_from_pb(msg: agent_pb2.LaunchTask) -> LaunchRequest:
     return LaunchRequest(
         task_id=msg.task_id, attempt=msg.attempt, resources=resources_from_pb(msg.resources),
         command=tuple(msg.command), env=tuple(sorted(msg.env.items())), user=msg.user, workdir=msg.workdir,
+        cpu_limit=msg.cpu_limit, swap=msg.swap, pids_max=msg.pids_max,
     )

@@ -30,14 +30,17 @@ class Agent:
     def __init__(self, settings: AgentSettings, runtime: Runtime) -> None:
         self.settings = settings
         self.runtime = runtime
-        self.outbox = Outbox()
+        # Unacked reports live on disk too: a restarted agent still delivers them.
+        self.outbox = Outbox(settings.state_dir / "outbox.jsonl")
         self.tasks = TaskManager(settings, runtime, self.outbox)
         self.heartbeat_interval_s = settings.heartbeat_interval_s
         self.registered = asyncio.Event()   # set while a session is up (tests wait on it)
         self._writes: asyncio.Queue[agent_pb2.AgentMessage] = asyncio.Queue()
 
     async def run(self) -> None:
-        """Stays connected until cancelled; backoff 0.2 s doubling to reconnect_max_s, with jitter."""
+        """Stays connected until cancelled; backoff 0.2 s doubling to reconnect_max_s, with jitter.
+        First re-adopts what a previous run of the agent left running."""
+        await self.tasks.recover()
         delay = 0.2
         while True:
             started = time.monotonic()

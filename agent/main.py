@@ -34,6 +34,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="auto", choices=RUNTIMES, help="container backend (default %(default)s)")
     p.add_argument("--cgroup-parent", default=None, help="cgroup subtree for this agent (default tcluster/<node>)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0)
+    p.add_argument("--default-user", default="nobody",
+                   help="user for tasks that name none (default %(default)s; '' = the agent's own)")
+    p.add_argument("--allow-root", action="store_true", help="let tasks run as root (default: refused)")
+    p.add_argument("--pids-max", type=int, default=4096, help="processes+threads per task unless the job "
+                   "sets its own (default %(default)s)")
+    p.add_argument("--no-namespaces", action="store_true",
+                   help="run tasks without their own PID/mount/UTS/IPC namespaces")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -51,14 +58,25 @@ def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSe
         reserve_cpus=parse_cpu(args.reserve_cpus, "--reserve-cpus"),
         reserve_memory_bytes=parse_bytes(args.reserve_memory, "--reserve-memory"),
         labels=labels, state_dir=args.state_dir, runtime=args.runtime, cgroup_parent=args.cgroup_parent,
-        heartbeat_interval_s=args.heartbeat_interval_s, **overrides,
+        heartbeat_interval_s=args.heartbeat_interval_s, **_runtime_options(args), **overrides,
     )
+
+
+def _runtime_options(args: argparse.Namespace) -> dict[str, object]:
+    """The task-isolation flags; absent (e.g. `tcl dev`'s namespace) keeps the defaults."""
+    out: dict[str, object] = {}
+    for flag, key in (("default_user", "default_user"), ("allow_root", "allow_root"), ("pids_max", "pids_max")):
+        if getattr(args, flag, None) is not None:
+            out[key] = getattr(args, flag)
+    if getattr(args, "no_namespaces", False):
+        out["namespaces"] = False
+    return out
 
 
 def build_agent(settings: AgentSettings) -> Agent:
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(settings.runtime, settings.node, settings.state_dir, settings.cgroup_parent,
-                           allow_process=settings.allow_process_runtime)
+                           allow_process=settings.allow_process_runtime, namespaces=settings.namespaces)
     runtime.setup()
     return Agent(settings, runtime)
 

@@ -1,24 +1,72 @@
 """Task reports waiting for the master's acknowledgement. Each gets an increasing seq;
 the master acks up to a seq once it has persisted them; whatever is unacked is sent
-again after a reconnect, so no exit is lost while the master is away."""
+again after a reconnect, so no exit is lost while the master is away.
+
+With a path, the unacked reports are also kept on disk (one JSON line each, rewritten on
+ack), so they outlive an agent restart as well."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
+from tcluster.model import TaskState, TaskUsage
 from tcluster.reports import TaskReport
+
+log = logging.getLogger(__name__)
+
+
+def report_to_json(seq: int, r: TaskReport) -> str:
+    data: dict[str, Any] = asdict(r)
+    data["state"] = r.state.value
+    return json.dumps({"seq": seq, "report": data})
+
+
+def report_from_json(line: str) -> tuple[int, TaskReport]:
+    doc = json.loads(line)
+    data = doc["report"]
+    usage = TaskUsage(**data["usage"]) if data.get("usage") is not None else None
+    report = TaskReport(**{**data, "state": TaskState(data["state"]), "usage": usage})
+    return int(doc["seq"]), report
 
 
 class Outbox:
-    def __init__(self) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         self._seq = 0
         self._unacked: list[tuple[int, TaskReport]] = []
         self._sent_upto = 0
+        self._path = path
         self.ready = asyncio.Event()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        try:
+            lines = path.read_text().splitlines()
+        except FileNotFoundError:
+            return
+        for line in lines:
+            try:
+                self._unacked.append(report_from_json(line))
+            except (ValueError, KeyError, TypeError) as error:   # a torn last line after a crash
+                log.warning("skipping an unreadable report in %s: %s", path, error)
+        self._seq = max((s for s, _ in self._unacked), default=0)
+        if self._unacked:
+            self.ready.set()
 
     def add(self, report: TaskReport) -> None:
         self._seq += 1
         self._unacked.append((self._seq, report))
+        if self._path is not None:
+            # Appended before anyone can see it: a report on its way is on disk first.
+            with open(self._path, "a") as f:
+                f.write(report_to_json(self._seq, report) + "\n")
         self.ready.set()
 
     def unacked(self) -> list[tuple[int, TaskReport]]:
@@ -37,4 +85,10 @@ class Outbox:
         self._sent_upto = self._seq
 
     def ack(self, seq: int) -> None:
+        before = len(self._unacked)
         self._unacked = [(s, r) for s, r in self._unacked if s > seq]
+        if self._path is not None and len(self._unacked) != before:
+            tmp = self._path.with_name(self._path.name + ".tmp")
+            tmp.write_text("".join(report_to_json(s, r) + "\n" for s, r in self._unacked))
+            os.replace(tmp, self._path)
+

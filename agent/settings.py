@@ -46,10 +46,15 @@ class AgentSettings(BaseModel):
     allow_process_runtime: bool = False         # only `tcl dev` sets this
     cgroup_parent: str | None = None            # default tcluster/<node>
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)   # until the master says otherwise
-    pids_max: int = Field(DEFAULT_PIDS_MAX, gt=0)
+    pids_max: int = Field(DEFAULT_PIDS_MAX, gt=0)          # per task unless the job sets its own
     kill_grace_s: float = Field(10.0, ge=0)
-    # Until agents re-adopt running tasks after a restart, stopping an agent stops its tasks.
-    kill_tasks_on_exit: bool = True
+    # Tasks outlive the agent (their shims record their exits) and a restarted agent
+    # re-adopts them; only `tcl dev` stops its tasks with it.
+    kill_tasks_on_exit: bool = False
+    # Like Nomad's exec driver: tasks that name no user run as `nobody`; root only if allowed.
+    default_user: str = "nobody"
+    allow_root: bool = False
+    namespaces: bool = True                     # own PID, mount, UTS, IPC namespaces per task
     reconnect_max_s: float = Field(5.0, gt=0)
 
     @field_validator("node")

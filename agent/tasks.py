@@ -1,5 +1,6 @@
-"""The agent's tasks: launch into the runtime, watch exits, kill, sample usage, read logs.
-Every state change becomes a TaskReport in the outbox."""
+"""The agent's tasks: launch into the runtime, watch exits, kill, sample usage, read logs,
+and re-adopt what a previous run of the agent left running. Every state change becomes a
+TaskReport in the outbox."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from tcluster.agent.outbox import Outbox
+from tcluster.agent.requests import LaunchRequest, load_request, save_request, task_user
 from tcluster.agent.runtime.base import LaunchError, RawUsage, Runtime, Started, TaskSpec
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.usage import to_task_usage
@@ -23,20 +25,7 @@ from tcluster.resources import Resources
 log = logging.getLogger(__name__)
 _LOG_CHUNK = 64 * 1024
 
-
-@dataclass(frozen=True)
-class LaunchRequest:
-    task_id: str
-    attempt: int
-    resources: Resources
-    command: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
-    user: str = ""
-    workdir: str = ""
-
-    @property
-    def key(self) -> str:
-        return f"{self.task_id}.{self.attempt}"
+__all__ = ["LaunchRequest", "LocalTask", "TaskManager"]
 
 
 @dataclass
@@ -79,13 +68,14 @@ class TaskManager:
         task = LocalTask(request)
         self.tasks[request.task_id] = task  # holds its resources while starting
         try:
-            task.started = await asyncio.to_thread(self.runtime.start, self._spec(request))
-        except LaunchError as error:
+            spec = self._spec(request)
+            task.started = await asyncio.to_thread(self.runtime.start, spec)
+        except (LaunchError, OSError) as error:
             del self.tasks[request.task_id]
             self._report(request, TaskState.FAILED, reason=str(error))
             return
         self._report(request, TaskState.RUNNING, at=task.started.started_at)
-        asyncio.get_running_loop().add_reader(task.started.exit_fd, self._on_exit_readable, task)
+        self._watch(task)
         if task.kill_reason:  # a kill arrived while it was starting
             self.kill(request.task_id, request.attempt, task.kill_reason, self.settings.kill_grace_s)
 
@@ -93,13 +83,44 @@ class TaskManager:
         log_dir = self.settings.state_dir / "logs" / request.key
         log_dir.mkdir(parents=True, exist_ok=True)
         self.log_dirs[request.task_id] = log_dir
+        user = task_user(request.user, self.settings.default_user, self.settings.allow_root)
+        save_request(log_dir, request)      # before the container exists: see recover()
         return TaskSpec(
             key=request.key, task_id=request.task_id, attempt=request.attempt, command=request.command,
             resources=request.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),
-            env=request.env, user=request.user, workdir=request.workdir or str(log_dir),
-            pids_max=self.settings.pids_max,
+            env=request.env, user=user, workdir=request.workdir,
+            pids_max=request.pids_max or self.settings.pids_max, cpu_limit=request.cpu_limit,
+            swap_bytes=request.swap, namespaces=self.settings.namespaces,
         )
 
+    def _watch(self, task: LocalTask) -> None:
+        assert task.started is not None
+        asyncio.get_running_loop().add_reader(task.started.exit_fd, self._on_exit_readable, task)
+
+    # -- after an agent restart -------------------------------------------------------
+    async def recover(self) -> None:
+        """Re-adopt the containers a previous run left: watch the running ones again,
+        report the ones that ended meanwhile, remove what belongs to no known task. Runs
+        before the first registration, so the master hears of all of it at once."""
+        keys = await asyncio.to_thread(self.runtime.containers)
+        for key in keys:
+            request = load_request(self.settings.state_dir / "logs" / key)
+            if request is None or request.key != key:
+                log.warning("removing container %s: no launch record belongs to it", key)
+                await asyncio.to_thread(self.runtime.remove, key)
+                continue
+            task = LocalTask(request)
+            self.log_dirs[request.task_id] = self.settings.state_dir / "logs" / key
+            task.started = await asyncio.to_thread(self.runtime.adopt, key)
+            self.tasks[request.task_id] = task
+            if task.started is None:
+                log.info("task %s ended while the agent was away", key)
+                await self._finish(task)
+            else:
+                log.info("re-adopted running task %s", key)
+                self._watch(task)
+
+    # -- exits ------------------------------------------------------------------------
     def _on_exit_readable(self, task: LocalTask) -> None:
         assert task.started is not None
         asyncio.get_running_loop().remove_reader(task.started.exit_fd)
@@ -108,25 +129,34 @@ class TaskManager:
 
     async def _finish(self, task: LocalTask) -> None:
         key = task.request.key
-        status = self.runtime.exit_status(key)
-        final = self.runtime.sample(key)
+        status = await asyncio.to_thread(self.runtime.exit_status, key)
+        final = await asyncio.to_thread(self.runtime.sample, key)    # memory peak etc. once more
         if final is not None:
             self._update_usage(task, final)
-        await asyncio.to_thread(self.runtime.remove, key)
         timer = self._kill_timers.pop(task.request.task_id, None)
         if timer is not None:
             timer.cancel()
-        self.tasks.pop(task.request.task_id, None)
         if task.kill_reason:
             state, reason = TaskState.KILLED, task.kill_reason
         elif status.exit_code == 0:
             state, reason = TaskState.SUCCEEDED, ""
         else:
             state, reason = TaskState.FAILED, status.reason or _describe_exit(status.exit_code, status.signal)
+        # Reported (and so on disk) before the container and its exit record are removed:
+        # an agent killed in between reports it again after its restart, never loses it.
         self._report(task.request, state, exit_code=status.exit_code, signal_=status.signal, reason=reason,
                      at=status.finished_at or time.time(), usage=task.usage)
+        try:
+            await asyncio.to_thread(self.runtime.remove, key)
+        except OSError as error:
+            log.warning("cannot remove the container of %s yet: %s", key, error)
+        if self.tasks.get(task.request.task_id) is task:
+            del self.tasks[task.request.task_id]
 
+    # -- kill -------------------------------------------------------------------------
     def kill(self, task_id: str, attempt: int, reason: str, grace_s: float) -> None:
+        """SIGTERM to every process of the task now, SIGKILL to the whole container after
+        the grace period."""
         task = self.tasks.get(task_id)
         if task is None or (attempt and task.request.attempt != attempt):
             return
@@ -139,11 +169,16 @@ class TaskManager:
                 grace_s, self._signal, task, signal.SIGKILL)
 
     def _signal(self, task: LocalTask, signum: int) -> None:
-        try:
-            self.runtime.signal(task.request.key, signum)
-        except OSError as error:
-            log.warning("signal %s to %s failed: %s", signum, task.request.key, error)
+        # Off the event loop: a whole-container kill may wait for a freeze to settle.
+        asyncio.create_task(self._signal_async(task.request.key, signum))
 
+    async def _signal_async(self, key: str, signum: int) -> None:
+        try:
+            await asyncio.to_thread(self.runtime.signal, key, signum)
+        except OSError as error:
+            log.warning("signal %s to %s failed: %s", signum, key, error)
+
+    # -- usage ------------------------------------------------------------------------
     def sample_all(self) -> dict[str, tuple[int, TaskUsage]]:
         usage = {}
         for task_id, task in list(self.tasks.items()):
@@ -161,6 +196,7 @@ class TaskManager:
         task.peak_seen = task.usage.memory_peak_bytes
         task.last_raw = raw
 
+    # -- logs -------------------------------------------------------------------------
     async def read_log(self, task_id: str, stderr: bool, tail_bytes: int, max_bytes: int) -> AsyncIterator[bytes]:
         log_dir = self.log_dirs.get(task_id) or self._latest_log_dir(task_id)
         if log_dir is None:
@@ -181,7 +217,7 @@ class TaskManager:
         return max(candidates, key=lambda p: int(p.name.rpartition(".")[2]), default=None)
 
     async def shutdown(self, timeout_s: float = 10.0) -> None:
-        """Kills every task (grace 0) and waits, bounded, for their exits to be reported."""
+        """Kills every task (short grace) and waits, bounded, for their exits to be reported."""
         for task_id, task in list(self.tasks.items()):
             self.kill(task_id, task.request.attempt, "agent shut down", grace_s=min(self.settings.kill_grace_s, 2.0))
         deadline = time.monotonic() + timeout_s

@@ -9,10 +9,11 @@ from tcluster.agent.runtime.base import RawUsage
 from tcluster.model import TaskUsage
 
 
-def cpu_rate(previous: RawUsage | None, current: RawUsage) -> float:
+def cpu_rate(previous: RawUsage | None, current: RawUsage, field: str = "cpu_ns") -> float:
+    """Cores used between the two samples, for the total or a split (`user_ns`, `system_ns`)."""
     if previous is None or current.at <= previous.at:
         return 0.0
-    return max(0.0, (current.cpu_ns - previous.cpu_ns) / 1e9 / (current.at - previous.at))
+    return max(0.0, (getattr(current, field) - getattr(previous, field)) / 1e9 / (current.at - previous.at))
 
 
 def to_task_usage(previous: RawUsage | None, current: RawUsage, peak_seen: int) -> TaskUsage:
@@ -26,4 +27,15 @@ def to_task_usage(previous: RawUsage | None, current: RawUsage, peak_seen: int) 
         memory_file_bytes=current.file_bytes,
         pids=current.pids,
         sampled_at=current.at,
+        cpu_user_seconds=current.user_ns / 1e9,
+        cpu_system_seconds=current.system_ns / 1e9,
+        cpu_user_rate=cpu_rate(previous, current, "user_ns"),
+        cpu_system_rate=cpu_rate(previous, current, "system_ns"),
+        cpu_throttled_seconds=current.throttled_ns / 1e9,
+        cpu_throttled_periods=current.nr_throttled,
+        memory_swap_bytes=current.swap_bytes,
+        io_read_bytes=current.io_read_bytes,
+        io_write_bytes=current.io_write_bytes,
+        oom_kills=current.oom_kills,
+        pids_max_hits=current.pids_max_hits,
     )

@@ -14,6 +14,8 @@ from typing import Callable, Sequence, TypeVar
 import grpc
 
 from tcluster.cli import commands
+from tcluster.cli.queues import add_queues, queues as queues_command
+from tcluster.cli.sim import add_sim, run_sim
 from tcluster.cli.client import (
     EXIT_USAGE, MASTER_ENV, MasterClient, check_master_address, default_master, explain_rpc_error,
 )
@@ -79,6 +81,7 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     )
     p.add_argument("--name", help="job name (1-63 of A-Z a-z 0-9 _ . -)")
     p.add_argument("--queue", help="leaf queue path, e.g. ads.prod (default: default)")
+    p.add_argument("--weight", type=float, metavar="W", help="the job's weight among its queue's jobs (default: 1)")
     p.add_argument("--tasks", type=int, help="number of identical tasks (default: 1)")
     p.add_argument("--cpu", help=f"cores per task: 0.5, 2 or 500m (default: {DEFAULT_CPU})")
     p.add_argument("--mem", help=f"memory per task: 512Mi, 0.5GB, 2G (default: {DEFAULT_MEMORY})")
@@ -87,6 +90,9 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--label", action="append", metavar="KEY=VALUE", help="free-form job label (repeatable)")
     p.add_argument("--user", help="run tasks as this user (default: the agent's)")
     p.add_argument("--workdir", metavar="DIR", help="absolute working directory of each task")
+    p.add_argument("--cpu-limit", metavar="CORES", help="hard CPU cap per task, e.g. 0.5 (default: none, only the weight)")
+    p.add_argument("--swap", metavar="SIZE", help="swap per task beyond --mem, e.g. 200Mi or unlimited (default: none)")
+    p.add_argument("--pids-max", type=int, metavar="N", help="processes+threads per task (default: the agent's, 4096)")
     p.add_argument("--constraint", action="append", metavar="EXPR",
                    help="on node labels, repeatable, all must hold: rack=r1, disk!=hdd, "
                         "'arch in (x86_64,arm64)', 'has gpu'")
@@ -138,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_submit(sub, common)
     add_query_commands(sub, common)
     add_dev(sub, common)
+    add_queues(sub, common)
+    add_sim(sub, common)
     return parser
 
 
@@ -153,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command_name == "dev":
             return commands.dev(args)
-        handler = commands.MASTER_COMMANDS[args.command_name]
+        if args.command_name == "sim":   # local: no master
+            return run_sim(args)
+        handler = {**commands.MASTER_COMMANDS, "queues": queues_command}[args.command_name]
         with MasterClient(check_master_address(args.master)) as client:
             return handler(args, client)
     except InvalidArgument as exc:

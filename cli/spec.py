@@ -50,7 +50,22 @@ def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
         labels=merge_pairs(job_file.labels, args.label, "--label"),
         # Flags add to the file's constraints: all of them must hold.
         constraints=tuple(job_file.constraints) + tuple(args.constraint or ()),
+        weight=_first(getattr(args, "weight", None), job_file.weight, 1.0),
+        **runtime_limits(args),
     )
+
+
+def runtime_limits(args: argparse.Namespace) -> dict[str, float | int]:
+    """--cpu-limit (cores), --swap (a size, or `unlimited`), --pids-max; absent flags keep the defaults."""
+    limits: dict[str, float | int] = {}
+    if getattr(args, "cpu_limit", None) is not None:
+        limits["cpu_limit"] = parse_cpu(args.cpu_limit, "--cpu-limit")
+    swap = getattr(args, "swap", None)
+    if swap is not None:
+        limits["swap"] = -1 if swap.strip().lower() in ("unlimited", "max", "-1") else parse_bytes(swap, "--swap")
+    if getattr(args, "pids_max", None) is not None:
+        limits["pids_max"] = args.pids_max
+    return limits
 
 
 def merge_resources(args: argparse.Namespace, from_file: Resources | None) -> Resources:

@@ -59,7 +59,7 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
         return agent_pb2.MasterMessage(launch=agent_pb2.LaunchTask(
             task_id=message.task_id, attempt=message.attempt, job_id=message.job_id, index=message.index,
             resources=resources_to_pb(spec.resources), command=list(spec.command), env=dict(spec.env),
-            user=spec.user, workdir=spec.workdir,
+            user=spec.user, workdir=spec.workdir, cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
         ))
     if isinstance(message, Kill):
         return agent_pb2.MasterMessage(kill=agent_pb2.KillTask(

@@ -43,7 +43,9 @@ async def _run(master_settings: MasterSettings, agent_args: argparse.Namespace) 
     master = await start_master(master_settings)
     agent_args.master = f"127.0.0.1:{master.port}"
     try:
-        agent = build_agent(agent_settings_from_args(agent_args, allow_process_runtime=True, kill_tasks_on_exit=True))
+        # Dev mode runs tasks as the developer (root included) and stops them on Ctrl-C.
+        agent = build_agent(agent_settings_from_args(agent_args, allow_process_runtime=True, kill_tasks_on_exit=True,
+                                                     default_user="", allow_root=True))
     except BaseException:
         await master.stop()
         raise

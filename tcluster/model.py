@@ -67,6 +67,10 @@ class JobSpec:
     workdir: str = ""
     labels: tuple[tuple[str, str], ...] = ()
     constraints: tuple[str, ...] = ()     # on node labels, e.g. "rack=r1"; all must hold
+    weight: float = 1.0                   # the job's weight among its queue's jobs (fairness)
+    cpu_limit: float = 0.0                # hard cap in cores per task; 0 = none
+    swap: int = 0                         # swap bytes per task beyond memory; 0 = none, -1 = unlimited
+    pids_max: int = 0                     # processes + threads per task; 0 = the agent's default
 
     def validate(self) -> None:
         """Raises InvalidArgument naming the first bad field."""
@@ -87,6 +91,17 @@ class JobSpec:
             raise InvalidArgument("workdir", f"{self.workdir!r} must be an absolute path")
         self.resources.validate_request("resources")
         parse_constraints(self.constraints)
+        if not (0.0 < self.weight < float("inf")):
+            raise InvalidArgument("weight", f"{self.weight!r} must be a number > 0 (default 1)")
+        self._validate_limits()
+
+    def _validate_limits(self) -> None:
+        if not (0.0 <= self.cpu_limit < float("inf")):
+            raise InvalidArgument("cpu_limit", f"{self.cpu_limit!r} must be a number of cores >= 0 (0: no cap)")
+        if self.swap < -1:
+            raise InvalidArgument("swap", f"{self.swap} must be bytes >= 0, or -1 for unlimited")
+        if self.pids_max < 0:
+            raise InvalidArgument("pids_max", f"{self.pids_max} must be >= 0 (0: the agent's default)")
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,17 @@ class TaskUsage:
     memory_file_bytes: int = 0
     pids: int = 0
     sampled_at: float = 0.0
+    cpu_user_seconds: float = 0.0
+    cpu_system_seconds: float = 0.0
+    cpu_user_rate: float = 0.0
+    cpu_system_rate: float = 0.0
+    cpu_throttled_seconds: float = 0.0
+    cpu_throttled_periods: int = 0
+    memory_swap_bytes: int = 0
+    io_read_bytes: int = 0
+    io_write_bytes: int = 0
+    oom_kills: int = 0
+    pids_max_hits: int = 0
 
 
 @dataclass(frozen=True)

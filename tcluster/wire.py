@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
+from tcluster.scheduler.queuestats import QueueRow
 from tcluster.v1 import common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -61,8 +62,15 @@ def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2
         task_id=task_id, attempt=attempt, cpu_seconds=u.cpu_seconds, cpu_rate=u.cpu_rate,
         memory_bytes=u.memory_bytes, memory_peak_bytes=u.memory_peak_bytes,
         memory_anon_bytes=u.memory_anon_bytes, memory_file_bytes=u.memory_file_bytes,
-        pids=u.pids, sampled_at=u.sampled_at,
+        pids=u.pids, sampled_at=u.sampled_at, **{name: getattr(u, name) for name in _USAGE_DETAIL},
     )
+
+
+# TaskUsage fields the proto spells the same way (the node runtime's detail).
+_USAGE_DETAIL = (
+    "cpu_user_seconds", "cpu_system_seconds", "cpu_user_rate", "cpu_system_rate", "cpu_throttled_seconds",
+    "cpu_throttled_periods", "memory_swap_bytes", "io_read_bytes", "io_write_bytes", "oom_kills", "pids_max_hits",
+)
 
 
 def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
@@ -70,6 +78,7 @@ def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
         cpu_seconds=msg.cpu_seconds, cpu_rate=msg.cpu_rate, memory_bytes=msg.memory_bytes,
         memory_peak_bytes=msg.memory_peak_bytes, memory_anon_bytes=msg.memory_anon_bytes,
         memory_file_bytes=msg.memory_file_bytes, pids=msg.pids, sampled_at=msg.sampled_at,
+        **{name: getattr(msg, name) for name in _USAGE_DETAIL},
     )
 
 
@@ -78,7 +87,8 @@ def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
         name=spec.name, queue=spec.queue, tasks=spec.tasks,
         resources=resources_to_pb(spec.resources), command=list(spec.command),
         env=dict(spec.env), user=spec.user, workdir=spec.workdir, labels=dict(spec.labels),
-        constraints=list(spec.constraints),
+        constraints=list(spec.constraints), cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
+        weight=spec.weight,
     )
 
 
@@ -89,6 +99,8 @@ def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
         name=msg.name, queue=msg.queue or "default", tasks=msg.tasks or 1,
         env=tuple(sorted(msg.env.items())), user=msg.user, workdir=msg.workdir,
         labels=tuple(sorted(msg.labels.items())), constraints=tuple(msg.constraints),
+        cpu_limit=msg.cpu_limit, swap=msg.swap, pids_max=msg.pids_max,
+        weight=msg.weight or 1.0,   # 0 is proto3 for unset
     )
 
 
@@ -110,11 +122,12 @@ def task_from_pb(job_id: str, msg: jobs_pb2.Task) -> Task:
     )
 
 
-def job_to_pb(job: Job, tasks: list[Task]) -> jobs_pb2.Job:
+def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0) -> jobs_pb2.Job:
     return jobs_pb2.Job(
         id=job.id, spec=spec_to_pb(job.spec), state=job_state_to_pb(job.state),
         submitted_at=job.submitted_at, finished_at=job.finished_at,
         pending_reason=job.pending_reason, tasks=[task_to_pb(t) for t in tasks],
+        dominant_share=dominant_share,
     )
 
 
@@ -123,4 +136,13 @@ def node_to_pb(node: Node, free: Resources, task_ids: list[str]) -> jobs_pb2.Nod
         name=node.name, state=node.state.value, capacity=resources_to_pb(node.capacity),
         free=resources_to_pb(free), labels=dict(node.labels), tasks=task_ids,
         last_seen=node.last_seen, reserved=resources_to_pb(node.reserved),
+    )
+
+
+def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:
+    return jobs_pb2.Queue(
+        path=row.path, name=row.name, parent=row.parent, depth=row.depth, leaf=row.leaf, weight=row.weight,
+        guaranteed_share=row.guaranteed_share, dominant_share=row.dominant_share,
+        allocated=resources_to_pb(row.allocated), running_tasks=row.running_tasks,
+        pending_tasks=row.pending_tasks, running_jobs=row.running_jobs, pending_jobs=row.pending_jobs,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 from .base import (ExitStatus, LaunchError, RawUsage, Runtime, RuntimeSetupError, Started,
@@ -10,7 +11,8 @@ from .base import (ExitStatus, LaunchError, RawUsage, Runtime, RuntimeSetupError
 from .cgfs import is_safe_name
 from .cgroup1 import Cgroup1Runtime
 from .cgroup2 import Cgroup2Runtime
-from .detect import CgroupMounts, choose_mode, parse_controllers, parse_mountinfo
+from .detect import CgroupMounts, choose_mode, parse_controllers, parse_mountinfo, parse_proc_cgroup, plan_v2
+from .detect import DELEGATED
 from .process import ProcessRuntime
 
 __all__ = ["Cgroup1Runtime", "Cgroup2Runtime", "ExitStatus", "LaunchError", "ProcessRuntime",
@@ -33,9 +35,35 @@ def host_mounts(mountinfo: str = "/proc/self/mountinfo") -> tuple[CgroupMounts, 
     return mounts, controllers
 
 
+def own_cgroup_v2(proc_cgroup: str = "/proc/self/cgroup") -> str | None:
+    try:
+        return parse_proc_cgroup(Path(proc_cgroup).read_text())
+    except OSError:
+        return None
+
+
+def is_delegated(v2_mount: str, own: str | None) -> bool:
+    """systemd (>= 251) marks a Delegate=yes unit's group with a `delegate` xattr. Checked
+    on the parent too, for an agent restarted inside its own leaf."""
+    if not own or own == "/":
+        return False
+    for path in (own, own.rsplit("/", 1)[0] if own.endswith("/agent") else None):
+        if not path:
+            continue
+        try:
+            names = os.listxattr(Path(v2_mount) / path.lstrip("/"))
+        except OSError:
+            continue
+        if "trusted.delegate" in names or "user.delegate" in names:
+            return True
+    return False
+
+
 def _subtree(node: str, cgroup_parent: str | None) -> str:
     if not is_safe_name(node):
         raise RuntimeSetupError(f"node name {node!r} cannot name a cgroup: use only A-Za-z0-9_.-")
+    if cgroup_parent == DELEGATED:
+        return f"tcluster/{node}"        # v1 has no delegation: the default tree
     subtree = f"tcluster/{node}" if cgroup_parent is None else cgroup_parent.strip("/")
     if not subtree or not all(is_safe_name(p) for p in subtree.split("/")):
         raise RuntimeSetupError(f"cgroup parent {cgroup_parent!r} must be a relative path whose "
@@ -43,8 +71,20 @@ def _subtree(node: str, cgroup_parent: str | None) -> str:
     return subtree
 
 
+def _cgroup2(node: str, subtree: str, cgroup_parent: str | None, state_dir: Path, mounts: CgroupMounts,
+             namespaces: bool) -> Cgroup2Runtime:
+    assert mounts.v2 is not None
+    if cgroup_parent != DELEGATED:
+        return Cgroup2Runtime(subtree, state_dir, mounts, None, namespaces)
+    own = own_cgroup_v2()
+    layout = plan_v2(node, cgroup_parent, own)
+    if not is_delegated(mounts.v2, own):
+        log.warning("cgroup %s carries no delegate mark: is the unit's Delegate=yes set?", own)
+    return Cgroup2Runtime(layout.subtree, state_dir, mounts, layout.agent_leaf, namespaces)
+
+
 def make_runtime(mode: str, node: str, state_dir: Path, cgroup_parent: str | None = None,
-                 allow_process: bool = False) -> Runtime:
+                 allow_process: bool = False, namespaces: bool = True) -> Runtime:
     """The backend for `mode` (auto|cgroup2|cgroup1|process), not yet set up. `auto` falls
     back to the process backend only with allow_process (dev mode) when no cgroup backend
     can work here."""
@@ -58,15 +98,15 @@ def make_runtime(mode: str, node: str, state_dir: Path, cgroup_parent: str | Non
         chosen = choose_mode(mounts, controllers, mode)
         runtime: Cgroup1Runtime | Cgroup2Runtime
         if chosen == "cgroup2":
-            runtime = Cgroup2Runtime(subtree, state_dir, mounts)
+            runtime = _cgroup2(node, subtree, cgroup_parent, state_dir, mounts, namespaces)
         else:
-            runtime = Cgroup1Runtime(subtree, state_dir, mounts)
+            runtime = Cgroup1Runtime(subtree, state_dir, mounts, namespaces)
         runtime.check()
         return runtime
     except (RuntimeSetupError, OSError) as e:
         if mode == "auto" and allow_process:
-            log.warning("no cgroup backend works here (%s); dev mode: falling back to the "
-                        "process runtime", e)
+            log.warning("!!! no cgroup backend works here (%s); dev mode: falling back to the "
+                        "process runtime: NO ISOLATION !!!", e)
             return ProcessRuntime(state_dir)
         if isinstance(e, OSError):
             raise RuntimeSetupError(f"cannot read the cgroup mounts: {e}") from e

@@ -38,7 +38,8 @@ class TaskSpec:
     workdir: str = ""                     # "" = the task's state directory
     pids_max: int = DEFAULT_PIDS_MAX
     cpu_limit: float = 0.0                # hard cap in cores; 0 = none
-    swap_bytes: int = 0                   # swap allowed beyond memory; 0 = none
+    swap_bytes: int = 0                   # swap allowed beyond memory; 0 = none, -1 = unlimited
+    namespaces: bool = True               # own PID, mount (private /tmp), UTS and IPC namespaces
 
 
 @dataclass(frozen=True)
@@ -59,17 +60,23 @@ class ExitStatus:
 
 @dataclass(frozen=True)
 class RawUsage:
-    """Cumulative counters read from the container's cgroup files at `at`."""
+    """Counters read from the container's cgroup files at `at` (cumulative unless noted)."""
     at: float
     cpu_ns: int = 0
     user_ns: int = 0
     system_ns: int = 0
-    memory_bytes: int = 0
-    memory_peak_bytes: int = 0
-    anon_bytes: int = 0
-    file_bytes: int = 0
-    pids: int = 0
+    memory_bytes: int = 0          # current
+    memory_peak_bytes: int = 0     # 0 when the kernel keeps none (v2 before memory.peak)
+    anon_bytes: int = 0            # current
+    file_bytes: int = 0            # current
+    pids: int = 0                  # current
     oom_kills: int = 0
+    throttled_ns: int = 0
+    nr_throttled: int = 0
+    swap_bytes: int = 0            # current
+    io_read_bytes: int = 0
+    io_write_bytes: int = 0
+    pids_max_hits: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
 
@@ -82,6 +89,10 @@ class Runtime(Protocol):
     def start(self, spec: TaskSpec) -> Started:
         """Create the container, apply limits, start the task inside it. Raises LaunchError."""
 
+    def adopt(self, key: str) -> Started | None:
+        """After an agent restart: watch a container found on disk again. None when its
+        task has ended meanwhile (exit_status then says how)."""
+
     def exit_status(self, key: str) -> ExitStatus:
         """The recorded exit of a task whose exit_fd became readable."""
 
@@ -89,7 +100,8 @@ class Runtime(Protocol):
         """Current counters, or None when the container no longer exists."""
 
     def signal(self, key: str, signum: int) -> None:
-        """Send a signal to every process in the container."""
+        """Send a signal to every process in the container. SIGKILL kills the whole
+        container at once (cgroup.kill, or freeze/kill/thaw): nothing escapes by forking."""
 
     def remove(self, key: str) -> None:
         """Kill whatever is left in the container and delete it. Idempotent."""

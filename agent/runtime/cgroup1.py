@@ -20,6 +20,7 @@ from .usage import V1_FILES, oom_kills_v1, usage_v1
 from .writer import write_file, write_v1
 
 TASK_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "freezer")
+OPTIONAL_CONTROLLERS = ("blkio",)      # I/O weight and bytes, where the host mounts it
 KILL_TIMEOUT_S = 5.0
 
 
@@ -42,11 +43,14 @@ def _freezer(state_file: Path) -> Callable[[bool], None]:
 class Cgroup1Runtime(ShimRuntime):
     name = "cgroup1"
 
-    def __init__(self, subtree: str, state_dir: Path, mounts: CgroupMounts) -> None:
-        super().__init__(state_dir)
+    def __init__(self, subtree: str, state_dir: Path, mounts: CgroupMounts, namespaces: bool = True) -> None:
+        super().__init__(state_dir, namespaces)
         self._subtree = subtree.strip("/")
-        self._roots = {c: Path(p) for c in TASK_CONTROLLERS if (p := mounts.v1_path(c))}
+        self._roots = {c: Path(p) for c in TASK_CONTROLLERS + OPTIONAL_CONTROLLERS if (p := mounts.v1_path(c))}
+        if "blkio" in self._roots and not os.access(self._roots["blkio"], os.W_OK):
+            del self._roots["blkio"]        # optional: without it, no I/O weight or bytes
         self._created: list[Path] = []
+        self._paths: dict[str, list[tuple[str, str]]] = {}     # per container: files sample() reads
 
     def _dirs(self, key: str | None = None) -> dict[str, Path]:
         rel = self._subtree if key is None else f"{self._subtree}/{key}"
@@ -72,7 +76,7 @@ class Cgroup1Runtime(ShimRuntime):
             except OSError as e:
                 raise RuntimeSetupError(f"cannot create cgroup {root / self._subtree}: {e.strerror}") from e
             self._created += [p for p in made if p not in self._created]
-        (self._state_dir / "containers").mkdir(parents=True, exist_ok=True)
+        self.setup_shim()
 
     def _prepare(self, spec: TaskSpec) -> list[str]:
         dirs = self._dirs(spec.key)
@@ -82,7 +86,7 @@ class Cgroup1Runtime(ShimRuntime):
                 d.mkdir()
                 made.append(d)
             memsw = (dirs["memory"] / "memory.memsw.limit_in_bytes").exists()
-            write_v1(dirs, v1_limits(spec, memsw=memsw))
+            write_v1(dirs, v1_limits(spec, memsw=memsw, blkio=self._blkio_weight_file(dirs)))
         except (OSError, LaunchError) as e:
             remove_if_empty(made[::-1])      # only what we made: an existing group is not ours
             if isinstance(e, FileExistsError):
@@ -98,7 +102,15 @@ class Cgroup1Runtime(ShimRuntime):
         # late on this host), and zombies do not stop rmdir.
         return all(not read_pids(d / "cgroup.procs") for d in _unique(dirs))
 
-    def _destroy(self, key: str) -> None:
+    @staticmethod
+    def _blkio_weight_file(dirs: dict[str, Path]) -> str:
+        for name in ("blkio.weight", "blkio.bfq.weight"):
+            if "blkio" in dirs and (dirs["blkio"] / name).exists():
+                return name
+        return ""
+
+    def _kill_all(self, key: str, timeout: float = KILL_TIMEOUT_S) -> None:
+        """Freeze, SIGKILL everything listed, thaw, until no hierarchy lists a process."""
         dirs = self._dirs(key)
         present = [d for d in _unique(dirs) if d.is_dir()]
         if not present:
@@ -106,9 +118,17 @@ class Cgroup1Runtime(ShimRuntime):
         freezer = dirs["freezer"]
         freeze = _freezer(freezer / "freezer.state") if freezer.is_dir() else None
         procs = (freezer if freezer.is_dir() else present[0]) / "cgroup.procs"
+        kill_all(procs, lambda: self._is_empty(dirs), freeze, timeout)
+
+    def _destroy(self, key: str) -> None:
+        dirs = self._dirs(key)
+        self._paths.pop(key, None)
+        present = [d for d in _unique(dirs) if d.is_dir()]
+        if not present:
+            return
         deadline = time.monotonic() + KILL_TIMEOUT_S
         while True:
-            kill_all(procs, lambda: self._is_empty(dirs), freeze, max(0.1, deadline - time.monotonic()))
+            self._kill_all(key, max(0.1, deadline - time.monotonic()))
             try:
                 for d in present:
                     rmdir_cgroup(d, timeout=0.2)
@@ -121,22 +141,30 @@ class Cgroup1Runtime(ShimRuntime):
     def _oom_kills(self, key: str) -> int:
         return oom_kills_v1(read_text(self._dirs(key)["memory"] / "memory.oom_control") or "")
 
+    def _sample_paths(self, key: str) -> list[tuple[str, str]]:
+        paths = self._paths.get(key)
+        if paths is None:
+            dirs = self._dirs(key)
+            # An optional hierarchy this host lacks is simply not read.
+            paths = [(name, str(dirs[c] / name)) for c, name in V1_FILES if c in dirs]
+            self._paths[key] = paths
+        return paths
+
     def sample(self, key: str) -> RawUsage | None:
         if not is_safe_name(key):
             return None
-        dirs = self._dirs(key)
         files: dict[str, str] = {}
-        for controller, name in V1_FILES:
-            text = read_text(dirs[controller] / name)
+        for name, path in self._sample_paths(key):
+            text = read_text(path)
             if text is not None:
                 files[name] = text
         if "cpuacct.usage" not in files:
+            self._paths.pop(key, None)
             return None          # the container no longer exists
         return usage_v1(files, time.time(), os.sysconf("SC_CLK_TCK"))
 
-    def signal(self, key: str, signum: int) -> None:
-        if is_safe_name(key):
-            signal_pids(read_pids(self._dirs(key)["pids"] / "cgroup.procs"), signum)
+    def _signal_each(self, key: str, signum: int) -> None:
+        signal_pids(read_pids(self._dirs(key)["pids"] / "cgroup.procs"), signum)
 
     def containers(self) -> list[str]:
         keys: set[str] = set()

@@ -1,6 +1,10 @@
 """The cgroup v2 backend: one group per task at <mount>/<subtree>/<key>, with the cpu,
-memory and pids controllers enabled down the subtree. Teardown writes cgroup.kill
-(kernel >= 5.14) or, before that, freezes and kills in a loop."""
+memory and pids controllers (and io where the host has it) enabled down the subtree.
+
+On a host where systemd delegated the agent's own cgroup (Delegate=yes), the subtree is
+<own cgroup>/tasks and the agent first moves itself into the leaf <own cgroup>/agent:
+cgroup v2 allows controllers to be enabled only in groups without processes of their own.
+Teardown writes cgroup.kill (kernel >= 5.14) or, before that, freezes and kills in a loop."""
 
 from __future__ import annotations
 
@@ -13,12 +17,13 @@ from typing import Callable
 from .base import LaunchError, RawUsage, RuntimeSetupError, TaskSpec
 from .cgfs import (closable, is_safe_name, kill_all, make_chain, parse_flat_keyed, read_pids,
                    read_text, remove_if_empty, rmdir_cgroup, signal_pids, wait_until)
-from .detect import V2_REQUIRED, CgroupMounts, parse_controllers
+from .detect import V2_OPTIONAL, V2_REQUIRED, CgroupMounts, parse_controllers
 from .limits import v2_limits
 from .shimbase import ShimRuntime
 from .usage import V2_FILES, oom_kills_v2, usage_v2
 from .writer import write_file, write_v2
 
+KILL_TIMEOUT_S = 5.0
 _ENABLE_HINTS = {
     errno.EBUSY: "the group holds processes (cgroup v2 allows controllers only above leaf "
                  "groups): run the agent in a leaf of a delegated subtree, e.g. Delegate=yes",
@@ -40,14 +45,20 @@ def _remove_cgroup(path: Path) -> None:
 class Cgroup2Runtime(ShimRuntime):
     name = "cgroup2"
 
-    def __init__(self, subtree: str, state_dir: Path, mounts: CgroupMounts) -> None:
-        super().__init__(state_dir)
+    def __init__(self, subtree: str, state_dir: Path, mounts: CgroupMounts, agent_leaf: str | None = None,
+                 namespaces: bool = True) -> None:
+        super().__init__(state_dir, namespaces)
         if mounts.v2 is None:
             raise RuntimeSetupError("cgroup v2: no cgroup2 filesystem is mounted")
         self._root = Path(mounts.v2)
         self._subtree = subtree.strip("/")
         self._node = self._root / self._subtree
+        self._leaf = agent_leaf.strip("/") if agent_leaf else None
+        # Where our part of the tree hangs: the delegated group, or the mount's root.
+        self._base = (self._root / self._leaf).parent if self._leaf else self._root
         self._created: list[Path] = []
+        self._paths: dict[str, list[tuple[str, str]]] = {}     # per container: files sample() reads
+        self._controllers: tuple[str, ...] = V2_REQUIRED
 
     def _dir(self, key: str) -> Path:
         return self._node / key
@@ -56,31 +67,52 @@ class Cgroup2Runtime(ShimRuntime):
         """Can this host run the backend? No side effects."""
         if not all(is_safe_name(p) for p in self._subtree.split("/")):
             raise RuntimeSetupError(f"cgroup parent {self._subtree!r}: each part must use only A-Za-z0-9_.-")
-        have = parse_controllers(read_text(self._root / "cgroup.controllers") or "")
+        text = read_text(self._base / "cgroup.controllers")
+        if text is None:
+            raise RuntimeSetupError(f"cgroup v2: {self._base} does not exist or is not a cgroup")
+        have = parse_controllers(text)
         missing = [c for c in V2_REQUIRED if c not in have]
         if missing:
-            raise RuntimeSetupError(f"cgroup v2: {self._root} lacks the {', '.join(missing)} controller(s)")
-        if not os.access(self._root, os.W_OK):
-            raise RuntimeSetupError(f"cgroup v2: cannot write {self._root}; run the agent as root")
+            fix = ("set Delegate=yes in the agent's systemd unit" if self._leaf else
+                   f"enable them in the parent's cgroup.subtree_control, e.g. `echo +{missing[0]} > "
+                   f"{self._base.parent}/cgroup.subtree_control`, or boot with cgroup_no_v1=all")
+            raise RuntimeSetupError(f"cgroup v2: {self._base} lacks the {', '.join(missing)} controller(s); "
+                                    f"fix: {fix}")
+        self._controllers = V2_REQUIRED + tuple(c for c in V2_OPTIONAL if c in have)
+        if not os.access(self._base, os.W_OK):
+            raise RuntimeSetupError(f"cgroup v2: cannot write {self._base}; run the agent as root "
+                                    "or delegate the subtree to it")
 
     def setup(self) -> None:
         self.check()
+        if self._leaf:
+            self._enter_leaf()
         try:
             made = make_chain(self._root, self._subtree, _new_cgroup)
         except OSError as e:
             raise RuntimeSetupError(f"cannot create cgroup {self._node}: {e.strerror}") from e
         self._created += [p for p in made if p not in self._created]
         # Controllers must be on in subtree_control of every group above a task's group.
-        path = self._root
+        path = self._base
         self._enable(path)
-        for part in self._subtree.split("/"):
+        for part in self._node.relative_to(self._base).parts:
             path = path / part
             self._enable(path)
-        (self._state_dir / "containers").mkdir(parents=True, exist_ok=True)
+        self.setup_shim()
+
+    def _enter_leaf(self) -> None:
+        """Move the agent (and so the shims it starts) out of the delegated group's root."""
+        assert self._leaf is not None
+        leaf = self._root / self._leaf
+        try:
+            make_chain(self._root, self._leaf, _new_cgroup)
+            write_file(leaf / "cgroup.procs", str(os.getpid()))
+        except OSError as e:
+            raise RuntimeSetupError(f"cannot move the agent into its leaf cgroup {leaf}: {e.strerror}") from e
 
     def _enable(self, group: Path) -> None:
         on = parse_controllers(read_text(group / "cgroup.subtree_control") or "")
-        missing = [c for c in V2_REQUIRED if c not in on]
+        missing = [c for c in self._controllers if c not in on]
         if not missing:
             return
         value = " ".join(f"+{c}" for c in missing)
@@ -99,7 +131,8 @@ class Cgroup2Runtime(ShimRuntime):
         except OSError as e:
             raise LaunchError(f"cannot create cgroup {group}: {e.strerror}") from e
         try:
-            write_v2(group, v2_limits(spec, swap_file=(group / "memory.swap.max").exists()))
+            write_v2(group, v2_limits(spec, swap_file=(group / "memory.swap.max").exists(),
+                                      io_file=(group / "io.weight").exists()))
         except LaunchError:
             try:
                 _remove_cgroup(group)
@@ -114,23 +147,29 @@ class Cgroup2Runtime(ShimRuntime):
             return parse_flat_keyed(events).get("populated", 0) == 0
         return not read_pids(group / "cgroup.procs")
 
-    def _destroy(self, key: str) -> None:
+    def _kill_all(self, key: str) -> None:
         group = self._dir(key)
         if not group.is_dir():
             return
         empty: Callable[[], bool] = lambda: self._is_empty(group)  # noqa: E731
         if (group / "cgroup.kill").exists():
             # cgroup.kill kills every process, forks included, in one write.
-            for _ in range(3):
+            deadline = time.monotonic() + KILL_TIMEOUT_S
+            while time.monotonic() < deadline:
                 try:
                     write_file(group / "cgroup.kill", "1")
                 except FileNotFoundError:
                     return                     # removed meanwhile
-                if wait_until(empty, 2.0):
-                    break
+                if wait_until(empty, 1.0):
+                    return
         else:
-            kill_all(group / "cgroup.procs", empty, self._freezer(group))
-        _remove_cgroup(group)
+            kill_all(group / "cgroup.procs", empty, self._freezer(group), KILL_TIMEOUT_S)
+
+    def _destroy(self, key: str) -> None:
+        self._paths.pop(key, None)
+        self._kill_all(key)
+        if self._dir(key).is_dir():
+            _remove_cgroup(self._dir(key))
 
     @staticmethod
     def _freezer(group: Path) -> Callable[[bool], None] | None:
@@ -153,15 +192,17 @@ class Cgroup2Runtime(ShimRuntime):
     def sample(self, key: str) -> RawUsage | None:
         if not is_safe_name(key):
             return None
-        group = self._dir(key)
-        files = {name: text for name in V2_FILES if (text := read_text(group / name)) is not None}
+        paths = self._paths.get(key)
+        if paths is None:
+            paths = self._paths[key] = [(name, str(self._dir(key) / name)) for name in V2_FILES]
+        files = {name: text for name, path in paths if (text := read_text(path)) is not None}
         if "cpu.stat" not in files:
+            self._paths.pop(key, None)
             return None          # the container no longer exists
         return usage_v2(files, time.time())
 
-    def signal(self, key: str, signum: int) -> None:
-        if is_safe_name(key):
-            signal_pids(read_pids(self._dir(key) / "cgroup.procs"), signum)
+    def _signal_each(self, key: str, signum: int) -> None:
+        signal_pids(read_pids(self._dir(key) / "cgroup.procs"), signum)
 
     def containers(self) -> list[str]:
         if not self._node.is_dir():

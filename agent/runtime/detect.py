@@ -23,6 +23,7 @@ V1_CONTROLLERS = frozenset({
 # The freezer is required as well: it is what makes v1 teardown reliable (HOST.md).
 V1_REQUIRED = ("cpu", "cpuacct", "memory", "pids", "freezer")
 V2_REQUIRED = ("cpu", "memory", "pids")
+V2_OPTIONAL = ("io",)         # enabled where the host offers it: io.weight and io.stat
 
 _OCTAL = re.compile(r"\\([0-7]{3})")
 
@@ -132,3 +133,47 @@ def choose_mode(mounts: CgroupMounts, v2_controllers: set[str], requested: str =
 def _raise(requested: str, problems: list[str]) -> Mode:
     what = "no cgroup backend works on this host" if requested == "auto" else f"{requested} is not usable"
     raise RuntimeSetupError(f"{what}: " + "; ".join(problems) + f" {_PROCESS_HINT}")
+
+
+def parse_proc_cgroup(text: str) -> str | None:
+    """The process's cgroup v2 path from /proc/<pid>/cgroup (the `0::/path` line)."""
+    for line in text.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and controllers == "" and path.startswith("/"):
+            return path
+    return None
+
+
+@dataclass(frozen=True)
+class V2Layout:
+    subtree: str                  # task groups go to <mount>/<subtree>/<key>
+    agent_leaf: str | None = None  # delegated: where the agent moves itself first
+
+
+DELEGATED = "delegated"
+
+
+def plan_v2(node: str, cgroup_parent: str | None, own_cgroup: str | None) -> V2Layout:
+    """Where this agent's groups live on a v2 host.
+
+    - default: tcluster/<node>, a top-level tree of the agent's own (like Nomad's
+      nomad.slice). Under systemd the unit has Delegate=yes so systemd leaves the groups the
+      agent makes alone, and KillMode=process so tasks outlive the agent.
+    - `--cgroup-parent delegated`: the agent's own (delegated) group: tasks in <own>/tasks,
+      the agent itself moved into the leaf <own>/agent, as cgroup v2 requires. Not the
+      default because systemd before v254 (no DelegateSubgroup=) then cannot restart the
+      unit while tasks run: it must put the new main process into the unit's group, which
+      has controllers enabled, and fails with 219/CGROUP (measured in tests/vm).
+    - any other value: that path under the cgroup2 mount."""
+    if cgroup_parent == DELEGATED:
+        own = (own_cgroup or "/").strip("/")
+        if not own:
+            raise RuntimeSetupError("--cgroup-parent delegated: the agent runs in the root cgroup, "
+                                    "which is not delegated to it; run it as a unit with Delegate=yes")
+        if own.rsplit("/", 1)[-1] == "agent" and "/" in own:
+            own = own.rsplit("/", 1)[0]          # restarted inside our own leaf already
+        return V2Layout(f"{own}/tasks", f"{own}/agent")
+    if cgroup_parent is not None:
+        return V2Layout(cgroup_parent.strip("/"))
+    return V2Layout(f"tcluster/{node}")

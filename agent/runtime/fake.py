@@ -54,6 +54,9 @@ class FakeRuntime:
     def set_usage(self, key: str, usage: RawUsage) -> None:
         self.containers_by_key[key].usage = usage
 
+    def adopt(self, key: str) -> Started | None:
+        return None          # nothing outlives a fake agent
+
     def exit_status(self, key: str) -> ExitStatus:
         status = self.containers_by_key[key].status
         assert status is not None, f"{key} has not exited"

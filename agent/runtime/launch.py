@@ -1,5 +1,6 @@
-"""Talking to the shim: resolve the task's user, write its spec JSON, spawn the shim and
-read its one `started`/`error` line, read the exit record it leaves behind."""
+"""Talking to the shim: resolve the task's user, write its spec, spawn the shim and read
+its one `started`/`error` line, find a running shim again after an agent restart, and
+read the exit record it leaves behind."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import os
 import pwd
 import select
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,9 +16,9 @@ from typing import Any
 
 from .base import LaunchError, TaskSpec
 
-SHIM_PATH = Path(__file__).resolve().parent.parent / "shim.py"
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 START_TIMEOUT_S = 30.0
+HOSTNAME_MAX = 64
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,18 @@ class Identity:
 @dataclass(frozen=True)
 class ShimLaunch:
     proc: subprocess.Popen[bytes]
-    task_pid: int
+    task_pid: int          # the container's first process (its init with namespaces)
     started_at: float
+
+
+@dataclass(frozen=True)
+class ShimFiles:
+    """Where one container's shim reads and writes, all in its state directory."""
+    spec: Path
+    exit: Path
+    log: Path
+    cwd: str
+    tmp: Path | None       # bound on /tmp in the task's mount namespace
 
 
 def resolve_user(user: str) -> Identity | None:
@@ -44,7 +54,7 @@ def resolve_user(user: str) -> Identity | None:
     try:
         pw = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
     except KeyError:
-        raise LaunchError(f"user {user!r} does not exist") from None
+        raise LaunchError(f"user {user!r} does not exist on this node") from None
     groups = tuple(sorted(set(os.getgrouplist(pw.pw_name, pw.pw_gid))))
     return Identity(pw.pw_uid, pw.pw_gid, groups, pw.pw_name, pw.pw_dir)
 
@@ -62,21 +72,42 @@ def task_env(spec: TaskSpec, ident: Identity | None) -> dict[str, str]:
     if ident is None:
         ident = _own_identity()
     env = {"PATH": DEFAULT_PATH, "HOME": ident.home, "USER": ident.name, "LOGNAME": ident.name}
+    if spec.namespaces:
+        env["HOSTNAME"] = spec.task_id[:HOSTNAME_MAX]
     env.update(dict(spec.env))
     return env
 
 
-def shim_spec(spec: TaskSpec, ident: Identity | None, cwd: str,
-              cgroup_procs: list[str], exit_path: Path) -> dict[str, Any]:
+def shim_spec(spec: TaskSpec, ident: Identity | None, files: ShimFiles, cgroup_procs: list[str]) -> bytes:
+    """NUL-separated key/value pairs (shim.c's format): trivial to parse in C, and any
+    byte but NUL may appear in an argument or a variable."""
     if not spec.command:
         raise LaunchError("the task has an empty command")
-    return {
-        "argv": list(spec.command), "env": task_env(spec, ident), "cwd": cwd,
-        "uid": ident.uid if ident else None, "gid": ident.gid if ident else None,
-        "groups": list(ident.groups) if ident else None,
-        "cgroup_procs": cgroup_procs, "stdout": spec.stdout_path, "stderr": spec.stderr_path,
-        "exit_path": str(exit_path),
-    }
+    pairs: list[tuple[str, str]] = [("argv", a) for a in spec.command]
+    pairs += [("env", f"{k}={v}") for k, v in task_env(spec, ident).items()]
+    pairs += [("procs", p) for p in cgroup_procs]
+    pairs += [("cwd", files.cwd), ("stdout", spec.stdout_path), ("stderr", spec.stderr_path),
+              ("exit", str(files.exit))]
+    if ident is not None:
+        pairs += [("uid", str(ident.uid)), ("gid", str(ident.gid))] + [("group", str(g)) for g in ident.groups]
+    if spec.namespaces:
+        pairs += [("ns", "1"), ("hostname", spec.task_id[:HOSTNAME_MAX])]
+        if files.tmp is not None:
+            pairs.append(("tmp", str(files.tmp)))
+    if any("\0" in k or "\0" in v for k, v in pairs):
+        raise LaunchError("the command or environment contains a NUL byte")
+    return b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in pairs)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """0600 and atomic: the spec holds the task's environment (secrets, often)."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -114,14 +145,14 @@ def _parse_started(line: str) -> tuple[int, float] | None:
     return None
 
 
-def spawn_shim(spec_path: Path, shim_log: Path, timeout: float = START_TIMEOUT_S) -> ShimLaunch:
-    """Start the shim in its own session and wait for its one line. On failure the shim
-    has been waited for (so its task is gone too) and LaunchError says why."""
+def spawn_shim(binary: Path, spec_path: Path, shim_log: Path, timeout: float = START_TIMEOUT_S) -> ShimLaunch:
+    """Start the shim in its own session (a terminal's Ctrl-C and the agent's death never
+    reach it) and wait for its one line. On failure the shim has been waited for (so its
+    task is gone too) and LaunchError says why."""
     with open(shim_log, "ab") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-S", str(SHIM_PATH), str(spec_path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, bufsize=0,
-            close_fds=True, start_new_session=True, env={"PATH": DEFAULT_PATH})
+            [str(binary), str(spec_path)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
+            bufsize=0, close_fds=True, start_new_session=True, env={"PATH": DEFAULT_PATH}, cwd="/")
     try:
         line = _read_line(proc, timeout)
     except BaseException:
@@ -154,3 +185,28 @@ def read_exit_record(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def process_start_time(pid: int) -> int | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot): with the pid, it names one
+    process for good, so a recycled pid is never mistaken for our shim."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def open_live_pidfd(pid: int, start_time: int | None) -> int | None:
+    """A pidfd for `pid` if it is still the very process that was recorded, else None."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (ProcessLookupError, OSError):
+        return None
+    # Checked after opening: from here on the fd pins this process, whatever the pid does.
+    now = process_start_time(pid)
+    if now is None or (start_time is not None and now != start_time):
+        os.close(fd)
+        return None
+    return fd

@@ -14,6 +14,9 @@ CPU_PERIOD_US = 100_000
 MIN_QUOTA_US = 1_000          # the kernel refuses CFS quotas under 1 ms
 V2_WEIGHT_RANGE = (1, 10_000)
 V1_SHARES_RANGE = (2, 262_144)
+V2_IO_WEIGHT_RANGE = (1, 10_000)
+V1_BLKIO_WEIGHT_RANGE = (10, 1_000)
+UNLIMITED_SWAP = -1
 
 
 def _clamp(value: int, bounds: tuple[int, int]) -> int:
@@ -36,9 +39,10 @@ def _pids_max(spec: TaskSpec) -> str:
     return str(spec.pids_max) if spec.pids_max > 0 else "max"
 
 
-def v2_limits(spec: TaskSpec, swap_file: bool = True) -> list[tuple[str, str]]:
+def v2_limits(spec: TaskSpec, swap_file: bool = True, io_file: bool = False) -> list[tuple[str, str]]:
     """[(file, value)] for the task's cgroup v2 directory, in write order. `swap_file` is
-    False when the kernel has no memory.swap.max (swap accounting off)."""
+    False when the kernel has no memory.swap.max (swap accounting off); `io_file` is True
+    when the group has io.weight (an I/O scheduler that honours weights)."""
     cpu = _cpu(spec)
     out = [("cpu.weight", str(_clamp(round(cpu * 100), V2_WEIGHT_RANGE)))]
     if spec.cpu_limit > 0:
@@ -47,14 +51,19 @@ def v2_limits(spec: TaskSpec, swap_file: bool = True) -> list[tuple[str, str]]:
         out.append(("memory.max", str(spec.resources.memory)))
     if swap_file:
         # Written even without a memory limit: swap stays off unless the task asked for it.
-        out.append(("memory.swap.max", str(max(0, spec.swap_bytes))))
+        swap = "max" if spec.swap_bytes == UNLIMITED_SWAP else str(max(0, spec.swap_bytes))
+        out.append(("memory.swap.max", swap))
     out.append(("pids.max", _pids_max(spec)))
+    if io_file:
+        # I/O is shared like CPU: in proportion to the task's CPU request.
+        out.append(("io.weight", f"default {_clamp(round(cpu * 100), V2_IO_WEIGHT_RANGE)}"))
     return out
 
 
-def v1_limits(spec: TaskSpec, memsw: bool = True) -> list[tuple[str, str, str]]:
+def v1_limits(spec: TaskSpec, memsw: bool = True, blkio: str = "") -> list[tuple[str, str, str]]:
     """[(controller, file, value)] for the task's v1 groups, in write order. `memsw` is False
-    when memory.memsw.limit_in_bytes does not exist (swap accounting off)."""
+    when memory.memsw.limit_in_bytes does not exist (swap accounting off); `blkio` names the
+    weight file the blkio hierarchy offers (blkio.weight, or blkio.bfq.weight), if any."""
     cpu = _cpu(spec)
     out = [("cpu", "cpu.shares", str(_clamp(round(cpu * 1024), V1_SHARES_RANGE)))]
     if spec.cpu_limit > 0:
@@ -66,6 +75,9 @@ def v1_limits(spec: TaskSpec, memsw: bool = True) -> list[tuple[str, str, str]]:
         # The limit before memsw: the kernel refuses memsw below the memory limit in force.
         out.append(("memory", "memory.limit_in_bytes", str(memory)))
         if memsw:
-            out.append(("memory", "memory.memsw.limit_in_bytes", str(memory + max(0, spec.swap_bytes))))
+            total = "-1" if spec.swap_bytes == UNLIMITED_SWAP else str(memory + max(0, spec.swap_bytes))
+            out.append(("memory", "memory.memsw.limit_in_bytes", total))
     out.append(("pids", "pids.max", _pids_max(spec)))
+    if blkio:
+        out.append(("blkio", blkio, str(_clamp(round(cpu * 500), V1_BLKIO_WEIGHT_RANGE))))
     return out

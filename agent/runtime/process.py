@@ -14,7 +14,7 @@ import psutil
 
 from .base import RawUsage, TaskSpec
 from .cgfs import is_safe_name, wait_until
-from .shimbase import SPEC_FILE, ShimRuntime
+from .shimbase import EXIT_FILE, SPEC_FILE, ShimRuntime
 
 log = logging.getLogger(__name__)
 KILL_TIMEOUT_S = 5.0
@@ -58,16 +58,20 @@ class ProcessRuntime(ShimRuntime):
     name = "process"
 
     def __init__(self, state_dir: Path) -> None:
-        super().__init__(state_dir)
+        # No namespaces either: the task's session is how this backend finds its processes.
+        super().__init__(state_dir, namespaces=False)
 
     def setup(self) -> None:
         log.warning("!!! runtime 'process': tasks run WITHOUT isolation: no cpu, memory or pids "
                     "limit is enforced and a task can escape cleanup by calling setsid. "
                     "Use it for development only; production nodes need cgroup2 or cgroup1. !!!")
-        (self._state_dir / "containers").mkdir(parents=True, exist_ok=True)
+        self.setup_shim()
 
     def _prepare(self, spec: TaskSpec) -> list[str]:
         return []           # no cgroup: the shim skips entering one
+
+    def _kill_all(self, key: str) -> None:
+        self._destroy(key)
 
     def _destroy(self, key: str) -> None:
         pid = self.task_pid(key)
@@ -101,8 +105,8 @@ class ProcessRuntime(ShimRuntime):
         members = session_members(pid)
         return _usage(members, time.time()) if members else None
 
-    def signal(self, key: str, signum: int) -> None:
-        pid = self.task_pid(key) if is_safe_name(key) else None
+    def _signal_each(self, key: str, signum: int) -> None:
+        pid = self.task_pid(key)
         if pid is not None:
             self._kill(pid, signum)
 
@@ -110,7 +114,7 @@ class ProcessRuntime(ShimRuntime):
         root = self._state_dir / "containers"
         if not root.is_dir():
             return []
-        return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).exists())
+        return sorted(p.name for p in root.iterdir() if (p / SPEC_FILE).exists() or (p / EXIT_FILE).exists())
 
     def close(self) -> None:
         pass

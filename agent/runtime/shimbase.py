@@ -1,43 +1,53 @@
-"""What every shim-based backend shares: the start flow (user, spec JSON, shim, pidfd),
-the exit record, and the per-container state directory. A backend fills in how a
-container's cgroups are made, measured and destroyed."""
+"""What every shim-based backend shares: the start flow (user, spec, shim, pidfd),
+re-adoption after an agent restart, the exit record, and the per-container state
+directory. A backend fills in how a container's cgroups are made, killed, measured and
+destroyed."""
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from .base import ExitStatus, LaunchError, Started, TaskSpec
+from .base import ExitStatus, LaunchError, RuntimeSetupError, Started, TaskSpec
 from .cgfs import is_safe_name
-from .launch import ShimLaunch, read_exit_record, resolve_user, shim_spec, spawn_shim, write_json
+from .launch import (Identity, ShimFiles, ShimLaunch, open_live_pidfd, process_start_time, read_exit_record,
+                     resolve_user, shim_spec, spawn_shim, write_private)
+from .shimbin import shim_binary
 
 log = logging.getLogger(__name__)
 
-SPEC_FILE = "spec.json"
+SPEC_FILE = "shim.spec"
 EXIT_FILE = "exit.json"
 SHIM_LOG = "shim.log"
 TASK_PID_FILE = "task.pid"
-SHIM_PID_FILE = "shim.pid"
-_STATE_FILES = (SPEC_FILE, SPEC_FILE + ".tmp", EXIT_FILE, EXIT_FILE + ".tmp", SHIM_LOG, TASK_PID_FILE,
-                SHIM_PID_FILE)
+SHIM_PID_FILE = "shim.pid"          # "<pid> <start time>": survives pid reuse
+TMP_DIR = "tmp"
 REAP_TIMEOUT_S = 5.0
 
 
 class ShimRuntime:
     name = "shim"
 
-    def __init__(self, state_dir: Path) -> None:
+    def __init__(self, state_dir: Path, namespaces: bool = True) -> None:
         self._state_dir = Path(state_dir)
+        self._namespaces = namespaces
+        self._binary: Path | None = None
         # Shims we spawned (our children): kept so they can be reaped, never left zombies.
         self._shims: dict[str, subprocess.Popen[bytes]] = {}
 
     # -- what a backend provides ------------------------------------------------------
     def _prepare(self, spec: TaskSpec) -> list[str]:
         """Create the container's cgroups with limits; return the cgroup.procs paths."""
+        raise NotImplementedError
+
+    def _kill_all(self, key: str) -> None:
+        """SIGKILL every process of the container so that none can escape by forking."""
         raise NotImplementedError
 
     def _destroy(self, key: str) -> None:
@@ -47,29 +57,33 @@ class ShimRuntime:
     def _oom_kills(self, key: str) -> int:
         return 0
 
-    def _on_started(self, key: str, task_pid: int) -> None:
-        pass
-
     # -- the shared flow --------------------------------------------------------------
+    def setup_shim(self) -> None:
+        try:
+            self._binary = shim_binary()
+        except OSError as e:
+            raise RuntimeSetupError(f"cannot prepare the task supervisor: {e}") from e
+        (self._state_dir / "containers").mkdir(parents=True, exist_ok=True)
+
     def container_dir(self, key: str) -> Path:
         return self._state_dir / "containers" / key
 
     def start(self, spec: TaskSpec) -> Started:
         if not is_safe_name(spec.key):
             raise LaunchError(f"container key {spec.key!r} must use only A-Za-z0-9_.-")
+        if self._binary is None:
+            self.setup_shim()
+        spec = spec if self._namespaces else _without_namespaces(spec)
         ident = resolve_user(spec.user)       # before any cgroup exists: nothing to undo
         cdir = self.container_dir(spec.key)
         if (cdir / SPEC_FILE).exists():
             raise LaunchError(f"container {spec.key} already exists ({cdir})")
-        try:
-            cdir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise LaunchError(f"cannot create the state directory {cdir}: {e.strerror}") from e
+        files = self._make_dirs(spec, cdir)
         procs = self._prepare(spec)
         try:
-            doc = shim_spec(spec, ident, spec.workdir or str(cdir), procs, cdir / EXIT_FILE)
-            write_json(cdir / SPEC_FILE, doc)
-            launch = spawn_shim(cdir / SPEC_FILE, cdir / SHIM_LOG)
+            write_private(files.spec, shim_spec(spec, ident, files, procs))
+            assert self._binary is not None
+            launch = spawn_shim(self._binary, files.spec, files.log)
         except BaseException as e:
             self._discard(spec.key)
             if isinstance(e, OSError):
@@ -78,19 +92,52 @@ class ShimRuntime:
         self._shims[spec.key] = launch.proc
         return self._started(spec.key, launch)
 
+    def _make_dirs(self, spec: TaskSpec, cdir: Path) -> ShimFiles:
+        tmp = cdir / TMP_DIR if spec.namespaces else None
+        try:
+            cdir.mkdir(parents=True, exist_ok=True)
+            if tmp is not None:
+                tmp.mkdir(exist_ok=True)
+                os.chmod(tmp, 0o1777)       # like /tmp: any user, sticky
+        except OSError as e:
+            raise LaunchError(f"cannot create the state directory {cdir}: {e.strerror}") from e
+        # The default working directory is the task's private /tmp (writable by its user).
+        cwd = spec.workdir or str(tmp or cdir)
+        return ShimFiles(cdir / SPEC_FILE, cdir / EXIT_FILE, cdir / SHIM_LOG, cwd, tmp)
+
     def _started(self, key: str, launch: ShimLaunch) -> Started:
         cdir = self.container_dir(key)
         try:
             # On disk, so an agent restarted later can find the task and its shim again.
             (cdir / TASK_PID_FILE).write_text(str(launch.task_pid))
-            (cdir / SHIM_PID_FILE).write_text(str(launch.proc.pid))
+            start_time = process_start_time(launch.proc.pid)
+            (cdir / SHIM_PID_FILE).write_text(f"{launch.proc.pid} {start_time or ''}".strip())
             # pidfd of our unreaped child: valid even if the shim has already exited.
             exit_fd = os.pidfd_open(launch.proc.pid)
         except OSError as e:
             self._discard(key)
             raise LaunchError(f"cannot track the started task {key}: {e}") from e
-        self._on_started(key, launch.task_pid)
         return Started(launch.proc.pid, launch.started_at, exit_fd)
+
+    def adopt(self, key: str) -> Started | None:
+        """Watch the shim of a container found on disk. None once it has ended (or was
+        never recorded): exit_status() reads its record then."""
+        cdir = self.container_dir(key)
+        if not is_safe_name(key) or (cdir / EXIT_FILE).exists():
+            return None
+        try:
+            words = (cdir / SHIM_PID_FILE).read_text().split()
+            pid, start_time = int(words[0]), (int(words[1]) if len(words) > 1 else None)
+        except (OSError, ValueError, IndexError):
+            return None
+        fd = open_live_pidfd(pid, start_time)
+        if fd is None:
+            return None
+        try:
+            started_at = (cdir / TASK_PID_FILE).stat().st_mtime
+        except OSError:
+            started_at = time.time()
+        return Started(pid, started_at, fd)
 
     def exit_status(self, key: str) -> ExitStatus:
         shim_rc = self._reap(key, kill=False, timeout=1.0)
@@ -102,7 +149,7 @@ class ShimRuntime:
             else:
                 why = "the task supervisor ended without recording the task's exit"
                 why += f" (supervisor exit status {shim_rc})" if shim_rc is not None else ""
-            return ExitStatus(None, 0, time.time(), kills > 0, why)
+            return ExitStatus(None, 0, time.time(), kills > 0, "OOMKilled" if kills else why)
         code = record.get("exit_code")
         sig = int(record.get("signal") or 0)
         reason = ""
@@ -112,6 +159,17 @@ class ShimRuntime:
         return ExitStatus(code if isinstance(code, int) else None, sig,
                           float(record.get("finished_at") or 0.0), kills > 0, reason)
 
+    def signal(self, key: str, signum: int) -> None:
+        if not is_safe_name(key):
+            return
+        if signum == signal.SIGKILL:
+            self._kill_all(key)
+        else:
+            self._signal_each(key, signum)
+
+    def _signal_each(self, key: str, signum: int) -> None:
+        raise NotImplementedError
+
     def remove(self, key: str) -> None:
         if not is_safe_name(key):
             return
@@ -120,7 +178,7 @@ class ShimRuntime:
         self._remove_state(key)
 
     def task_pid(self, key: str) -> int | None:
-        """The task's pid from the shim's `started` line (kept on disk for re-adoption)."""
+        """The container's first process (kept on disk for re-adoption)."""
         try:
             return int((self.container_dir(key) / TASK_PID_FILE).read_text())
         except (OSError, ValueError):
@@ -155,11 +213,12 @@ class ShimRuntime:
         self._remove_state(key)
 
     def _remove_state(self, key: str) -> None:
-        # Only our own files: the task's logs may live in the same directory.
-        cdir = self.container_dir(key)
-        for name in _STATE_FILES:
-            (cdir / name).unlink(missing_ok=True)
-        try:
-            cdir.rmdir()
-        except OSError:
-            pass
+        # The whole container directory is ours (the task's logs live elsewhere).
+        shutil.rmtree(self.container_dir(key), ignore_errors=True)
+
+
+def _without_namespaces(spec: TaskSpec) -> TaskSpec:
+    return replace(spec, namespaces=False)
+
+
+__all__ = ["Identity", "ShimRuntime"]

@@ -40,8 +40,19 @@ FULL = RawUsage(at=10.0, cpu_ns=1_500_000_000, user_ns=1_200_000_000, system_ns=
 
 def test_usage_v2() -> None:
     u = usage_v2(V2_FILES, 10.0)
-    assert u == RawUsage(**{**FULL.__dict__, "oom_kills": 1,
-                            "extra": {"nr_throttled": 2, "throttled_ns": 5_000_000, "pids_max_hits": 4}})
+    assert u == RawUsage(**{**FULL.__dict__, "oom_kills": 1, "nr_throttled": 2, "throttled_ns": 5_000_000,
+                            "pids_max_hits": 4})
+
+
+def test_io_swap_and_throttling_v2_and_v1() -> None:
+    v2 = usage_v2({**V2_FILES, "memory.swap.current": "4096\n",
+                   "io.stat": "8:0 rbytes=100 wbytes=20 rios=1 wios=1 dbytes=0 dios=0\n"
+                              "8:16 rbytes=5 wbytes=7 rios=1 wios=1 dbytes=0 dios=0\n"}, 1.0)
+    assert (v2.io_read_bytes, v2.io_write_bytes, v2.swap_bytes) == (105, 27, 4096)
+    v1 = usage_v1({**V1_FILES, "memory.memsw.usage_in_bytes": "6291456\n",
+                   "blkio.throttle.io_service_bytes_recursive": "8:0 Read 100\n8:0 Write 20\n8:0 Sync 120\n"
+                                                                 "8:0 Total 120\nTotal 120\n"}, 1.0, 100)
+    assert (v1.io_read_bytes, v1.io_write_bytes, v1.swap_bytes) == (100, 20, 1048576)
 
 
 def test_usage_v2_without_memory_peak_reports_zero() -> None:
@@ -51,8 +62,7 @@ def test_usage_v2_without_memory_peak_reports_zero() -> None:
 
 def test_usage_v1_converts_ticks_to_ns() -> None:
     u = usage_v1(V1_FILES, 10.0, clk_tck=100)
-    assert u == RawUsage(**{**FULL.__dict__, "oom_kills": 2,
-                            "extra": {"nr_throttled": 2, "throttled_ns": 5_000_000, "pids_max_hits": 0}})
+    assert u == RawUsage(**{**FULL.__dict__, "oom_kills": 2, "nr_throttled": 2, "throttled_ns": 5_000_000})
     assert usage_v1(V1_FILES, 10.0, clk_tck=250).user_ns == 480_000_000
 
 

@@ -133,7 +133,7 @@ class Registered(_message.Message):
     def __init__(self, heartbeat_interval_s: _Optional[float] = ..., kill_task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LaunchTask(_message.Message):
-    __slots__ = ("task_id", "attempt", "job_id", "index", "resources", "command", "env", "user", "workdir")
+    __slots__ = ("task_id", "attempt", "job_id", "index", "resources", "command", "env", "user", "workdir", "cpu_limit", "swap", "pids_max")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,6 +150,9 @@ class LaunchTask(_message.Message):
     ENV_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    CPU_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SWAP_FIELD_NUMBER: _ClassVar[int]
+    PIDS_MAX_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     attempt: int
     job_id: str
@@ -159,7 +162,10 @@ class LaunchTask(_message.Message):
     env: _containers.ScalarMap[str, str]
     user: str
     workdir: str
-    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ...) -> None: ...
+    cpu_limit: float
+    swap: int
+    pids_max: int
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ...) -> None: ...
 
 class KillTask(_message.Message):
     __slots__ = ("task_id", "attempt", "grace_s", "reason")

@@ -44,7 +44,7 @@ class Resources(_message.Message):
     def __init__(self, cpu: _Optional[float] = ..., memory: _Optional[int] = ..., other: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class TaskUsage(_message.Message):
-    __slots__ = ("task_id", "attempt", "cpu_seconds", "cpu_rate", "memory_bytes", "memory_peak_bytes", "memory_anon_bytes", "memory_file_bytes", "pids", "sampled_at")
+    __slots__ = ("task_id", "attempt", "cpu_seconds", "cpu_rate", "memory_bytes", "memory_peak_bytes", "memory_anon_bytes", "memory_file_bytes", "pids", "sampled_at", "cpu_user_seconds", "cpu_system_seconds", "cpu_user_rate", "cpu_system_rate", "cpu_throttled_seconds", "cpu_throttled_periods", "memory_swap_bytes", "io_read_bytes", "io_write_bytes", "oom_kills", "pids_max_hits")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,17 @@ class TaskUsage(_message.Message):
     MEMORY_FILE_BYTES_FIELD_NUMBER: _ClassVar[int]
     PIDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLED_AT_FIELD_NUMBER: _ClassVar[int]
+    CPU_USER_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_SYSTEM_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_USER_RATE_FIELD_NUMBER: _ClassVar[int]
+    CPU_SYSTEM_RATE_FIELD_NUMBER: _ClassVar[int]
+    CPU_THROTTLED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_THROTTLED_PERIODS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_SWAP_BYTES_FIELD_NUMBER: _ClassVar[int]
+    IO_READ_BYTES_FIELD_NUMBER: _ClassVar[int]
+    IO_WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OOM_KILLS_FIELD_NUMBER: _ClassVar[int]
+    PIDS_MAX_HITS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     attempt: int
     cpu_seconds: float
@@ -65,4 +76,15 @@ class TaskUsage(_message.Message):
     memory_file_bytes: int
     pids: int
     sampled_at: float
-    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., cpu_rate: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., memory_anon_bytes: _Optional[int] = ..., memory_file_bytes: _Optional[int] = ..., pids: _Optional[int] = ..., sampled_at: _Optional[float] = ...) -> None: ...
+    cpu_user_seconds: float
+    cpu_system_seconds: float
+    cpu_user_rate: float
+    cpu_system_rate: float
+    cpu_throttled_seconds: float
+    cpu_throttled_periods: int
+    memory_swap_bytes: int
+    io_read_bytes: int
+    io_write_bytes: int
+    oom_kills: int
+    pids_max_hits: int
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., cpu_rate: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., memory_anon_bytes: _Optional[int] = ..., memory_file_bytes: _Optional[int] = ..., pids: _Optional[int] = ..., sampled_at: _Optional[float] = ..., cpu_user_seconds: _Optional[float] = ..., cpu_system_seconds: _Optional[float] = ..., cpu_user_rate: _Optional[float] = ..., cpu_system_rate: _Optional[float] = ..., cpu_throttled_seconds: _Optional[float] = ..., cpu_throttled_periods: _Optional[int] = ..., memory_swap_bytes: _Optional[int] = ..., io_read_bytes: _Optional[int] = ..., io_write_bytes: _Optional[int] = ..., oom_kills: _Optional[int] = ..., pids_max_hits: _Optional[int] = ...) -> None: ...

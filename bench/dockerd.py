@@ -1,0 +1,103 @@
+"""A private Docker engine for side-by-side benchmarks (HOST.md's recipe): its own data
+and exec roots and socket, no iptables, no bridge; a busybox image imported from the
+host's busybox-static (no registry is reachable). Stopped by its pid; the `docker` groups
+it leaves in the cgroup hierarchies are removed (only those, only when empty)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+BUSYBOX = Path("/bin/busybox")
+
+
+def docker_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "starting dockerd needs root"
+    for tool in ("dockerd", "docker"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (apt-get install docker.io)"
+    if not BUSYBOX.exists():
+        return "busybox-static is not installed (needed to build a local image)"
+    return None
+
+
+class Dockerd:
+    image = "tcl-bench-busybox"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sock = root / "docker.sock"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Dockerd:
+        self.root.mkdir(parents=True, exist_ok=True)
+        log = open(self.root / "dockerd.log", "wb")
+        self.proc = subprocess.Popen(
+            ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+             "--pidfile", str(self.root / "docker.pid"), "-H", f"unix://{self.sock}", "--iptables=false",
+             "--ip-masq=false", "--bridge=none"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while subprocess.run(["docker", "-H", f"unix://{self.sock}", "info"], capture_output=True).returncode:
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.__exit__(None, None, None)
+                raise RuntimeError(f"dockerd did not come up: {(self.root / 'dockerd.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        self._import_busybox()
+        return self
+
+    def _import_busybox(self) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            tar_path = Path(tmp) / "bb.tar"
+            with tarfile.open(tar_path, "w") as tar:
+                tar.add(BUSYBOX, "bin/busybox")
+                for tool in ("sh", "true", "sleep", "cat"):
+                    link = tarfile.TarInfo(f"bin/{tool}")
+                    link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+                    tar.addfile(link)
+            self.docker("import", "-c", 'CMD ["/bin/sh"]', str(tar_path), self.image)
+
+    def docker(self, *args: str) -> str:
+        done = subprocess.run(["docker", "-H", f"unix://{self.sock}", *args], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"docker {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def run(self, *args: str) -> str:
+        return self.docker("run", *args)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        _remove_docker_cgroups()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _remove_docker_cgroups() -> None:
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        top = hierarchy / "docker"
+        if not top.is_dir():
+            continue
+        for group in sorted(top.rglob("*"), key=lambda p: -len(p.parts)):
+            if group.is_dir():
+                try:
+                    os.rmdir(group)
+                except OSError:
+                    pass
+        try:
+            os.rmdir(top)
+        except OSError:
+            pass

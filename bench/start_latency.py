@@ -1,0 +1,124 @@
+"""Task start latency at the agent: from a launch request handed to the agent's task
+manager to the task running in its container (cgroups made and limited, namespaces set
+up, exec succeeded: the RUNNING report), p50/p99 over N starts on this host's cgroup
+backend. In the same run, when a Docker engine can be started (HOST.md: dockerd with its
+own data root, no iptables), `docker run --rm` of a local busybox image, and our own
+start-to-exit time of `true` for the like-for-like comparison.
+
+    .venv/bin/python bench/start_latency.py --starts 500 --docker-runs 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.dockerd import Dockerd, docker_missing  # noqa: E402
+from tcluster.agent.outbox import Outbox  # noqa: E402
+from tcluster.agent.requests import LaunchRequest  # noqa: E402
+from tcluster.agent.runtime import make_runtime  # noqa: E402
+from tcluster.agent.settings import AgentSettings  # noqa: E402
+from tcluster.agent.tasks import TaskManager  # noqa: E402
+from tcluster.model import TaskState  # noqa: E402
+from tcluster.resources import Resources  # noqa: E402
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+async def _wait_gone(manager: TaskManager, task_id: str) -> None:
+    while task_id in manager.tasks:
+        await asyncio.sleep(0.001)
+
+
+async def agent_starts(manager: TaskManager, n: int, command: tuple[str, ...], until_exit: bool) -> list[float]:
+    """Seconds from launch() to RUNNING (or, with until_exit, to the exit being reported)."""
+    out = []
+    for i in range(n):
+        request = LaunchRequest(task_id=f"b{os.getpid()}-{i}-{int(until_exit)}", attempt=1,
+                                resources=Resources(0.1, 64 << 20), command=command)
+        began = time.perf_counter()
+        await manager.launch(request)
+        if until_exit:
+            await _wait_gone(manager, request.task_id)
+        out.append(time.perf_counter() - began)
+        state = manager.outbox.unacked()[-1][1].state
+        assert state in (TaskState.RUNNING, TaskState.SUCCEEDED), manager.outbox.unacked()[-1][1]
+        if not until_exit:
+            manager.kill(request.task_id, 1, "bench", 0.0)
+            await _wait_gone(manager, request.task_id)
+        manager.outbox.ack(10**9)
+    return out
+
+
+async def measure_agent(state: Path, starts: int, exits: int) -> tuple[str, list[float], list[float]]:
+    settings = AgentSettings(node=f"bench-{os.getpid()}", cpus=64, memory_bytes=64 << 30, state_dir=state,
+                             kill_grace_s=0)
+    runtime = make_runtime("auto", settings.node, state)
+    runtime.setup()
+    manager = TaskManager(settings, runtime, Outbox())
+    try:
+        await agent_starts(manager, 5, ("true",), True)                       # warm-up
+        running = await agent_starts(manager, starts, ("sleep", "1000"), False)
+        exited = await agent_starts(manager, max(exits, 20), ("true",), True)
+    finally:
+        runtime.close()
+    return runtime.name, running, exited
+
+
+def docker_runs(docker: Dockerd, n: int) -> list[float]:
+    docker.run("--rm", docker.image, "true")                                  # warm-up
+    out = []
+    for _ in range(n):
+        began = time.perf_counter()
+        docker.run("--rm", docker.image, "true")
+        out.append(time.perf_counter() - began)
+    return out
+
+
+def row(name: str, values: list[float]) -> str:
+    return (f"| {name:<44} | {len(values):>5} | {percentile(values, 50) * 1e3:>8.2f} | "
+            f"{percentile(values, 99) * 1e3:>8.2f} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--starts", type=int, default=500)
+    parser.add_argument("--docker-runs", type=int, default=50)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="tcl-bench-start-"))
+    try:
+        name, running, exited = asyncio.run(measure_agent(tmp / "agent", args.starts, args.docker_runs))
+        lines = ["| what | n | p50 ms | p99 ms |", "|---|---:|---:|---:|",
+                 row(f"tcluster {name}: launch -> running", running),
+                 row(f"tcluster {name}: launch -> `true` exited", exited)]
+        why = docker_missing() if args.docker_runs > 0 else "--docker-runs 0"
+        docker_p50 = 0.0
+        if why is None:
+            with Dockerd(tmp / "docker") as docker:
+                runs = docker_runs(docker, args.docker_runs)
+            docker_p50 = percentile(runs, 50)
+            lines.append(row("docker run --rm busybox true", runs))
+        print("\n".join(lines))
+        if docker_p50:
+            print(f"\ndocker run p50 / tcluster launch->running p50 = {docker_p50 / percentile(running, 50):.1f}x;"
+                  f" / launch->exited p50 = {docker_p50 / percentile(exited, 50):.1f}x")
+        else:
+            print(f"\n(no docker comparison: {why})")
+        print(f"goal: p50 launch->running <= 10 ms: {'met' if percentile(running, 50) <= 0.010 else 'NOT met'}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""A real master and agents (the installed binaries) on 127.0.0.1 for the system tests
+that go through `tcl`, on whatever cgroup backend this host offers."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from tests.e2e.procs import BIN, Proc, tcl, tcl_json
+from tests.system.cgroups import group_dirs
+
+HEARTBEAT_S = 0.5
+
+
+def node_name(tag: str) -> str:
+    return f"sys-{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def start_master(tmp: Path) -> tuple[Proc, str]:
+    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
+                   "--heartbeat-interval-s", str(HEARTBEAT_S)], tmp / "master.log")
+    try:
+        port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)", 60).group(1)
+    except BaseException:
+        master.stop()
+        raise
+    return master, f"127.0.0.1:{port}"
+
+
+def start_agent(tmp: Path, master: str, node: str, *extra: str, log: str = "") -> Proc:
+    agent = Proc([str(BIN / "tcl-agent"), "--master", master, "--node", node, "--state-dir", str(tmp / node),
+                  *extra], tmp / (log or f"{node}.log"))
+    try:
+        agent.wait_for_output(r"registered with", 60)
+    except BaseException:
+        agent.stop()
+        raise
+    return agent
+
+
+@contextmanager
+def cluster(tmp: Path, tag: str, *agent_args: str) -> Iterator[tuple[str, str, list[Proc]]]:
+    """(master address, node, [agent]) with everything stopped and checked clean after."""
+    master, address = start_master(tmp)
+    node = node_name(tag)
+    agents: list[Proc] = []
+    try:
+        agents.append(start_agent(tmp, address, node, *agent_args))
+        yield address, node, agents
+    finally:
+        for agent in agents:
+            agent.stop()
+        master.stop()
+
+
+def submit(master: str, *args: str) -> str:
+    return tcl(master, "submit", *args).stdout.strip()
+
+
+def job(master: str, job_id: str) -> dict:
+    found = tcl_json(master, "status", job_id)
+    assert isinstance(found, dict)
+    return found
+
+
+def wait_state(master: str, job_id: str, states: set[str], timeout_s: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = job(master, job_id)
+        if found["state"] in states or time.monotonic() > deadline:
+            assert found["state"] in states, f"job {job_id} is {found['state']}, not in {states}: {found}"
+            return found
+        time.sleep(0.2)
+
+
+def task_key(found: dict, index: int = 0) -> str:
+    task = found["tasks"][index]
+    return f"{task['id']}.{task['attempt']}"
+
+
+def task_pids(node: str, key: str) -> list[int]:
+    try:
+        return [int(p) for p in (group_dirs(node, key)[0] / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
+
+
+def proc_cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of these processes from /proc/<pid>/stat, the cross-check's source."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def nodes(master: str) -> list[dict]:
+    return json.loads(tcl(master, "nodes", "-o", "json").stdout)

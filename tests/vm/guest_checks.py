@@ -1,0 +1,133 @@
+"""Runs inside the guest (cgroup v2, systemd as PID 1), from tests/vm/test_vm.py: the
+system tests against cgroup v2, then the unit files verified and started for real.
+Writes results.json into the share; each step's output goes to its own log there."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SHARE = Path("/mnt/share")
+REPO = Path("/mnt/repo")
+BIN = Path(sys.executable).parent
+UNITS = ("tcl-master.service", "tcl-agent.service")
+
+
+def run(args: list[str], log: str, timeout: float = 900, env: dict[str, str] | None = None) -> tuple[int, str]:
+    started = time.monotonic()
+    # Streamed into the share as it runs: a slow or stuck step can be watched from the host.
+    with open(SHARE / log, "w") as sink:
+        try:
+            rc = subprocess.run(args, stdout=sink, stderr=subprocess.STDOUT, timeout=timeout, env=env).returncode
+        except subprocess.TimeoutExpired:
+            sink.write(f"\n[timeout after {timeout}s]\n")
+            rc = 124
+    out = (SHARE / log).read_text()
+    print(f"[guest] {' '.join(args)[:100]} -> {rc} in {time.monotonic() - started:.1f}s", flush=True)
+    return rc, out
+
+
+def enable_swap() -> None:
+    """A swap file, so Figure 4(a) can show a task using swap beyond its memory limit."""
+    swap = Path("/swapfile")
+    for args in (["dd", "if=/dev/zero", f"of={swap}", "bs=1M", "count=768", "status=none"],
+                 ["chmod", "600", str(swap)], ["mkswap", "-q", str(swap)], ["swapon", str(swap)]):
+        subprocess.run(args, check=False, capture_output=True)
+
+
+def system_tests() -> dict[str, object]:
+    enable_swap()
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    started = time.monotonic()
+    rc, out = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "-rs",
+                   "--junitxml", str(SHARE / "junit.xml"), "tests/system"], "system-tests.log", env=env)
+    tail = [line for line in out.splitlines() if " passed" in line or " failed" in line or "error" in line.lower()]
+    return {"rc": rc, "summary": tail[-1] if tail else out[-300:], "seconds": round(time.monotonic() - started, 1)}
+
+
+def tcl(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "tcl"), "--master", "127.0.0.1:7070", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def wait_until(check, timeout: float = 60.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return True
+        except (ValueError, KeyError, subprocess.SubprocessError):
+            pass
+        time.sleep(0.5)
+    return False
+
+
+def install_units() -> None:
+    Path("/opt/tcluster").mkdir(parents=True, exist_ok=True)
+    if not Path("/opt/tcluster/bin").exists():
+        Path("/opt/tcluster/bin").symlink_to(BIN)
+    for unit in UNITS:
+        shutil.copy(REPO / "systemd" / unit, Path("/etc/systemd/system") / unit)
+    Path("/etc/tcluster").mkdir(exist_ok=True)
+    Path("/etc/tcluster/master.env").write_text('TCL_MASTER_ARGS="--listen 127.0.0.1:7070 --heartbeat-interval-s 0.5"\n')
+    Path("/etc/tcluster/agent.env").write_text(
+        'TCL_AGENT_ARGS="--master 127.0.0.1:7070 --node vm1 --cpus 2 --memory 1Gi"\n'
+        f'TCL_SHIM={os.environ.get("TCL_SHIM", "")}\n')
+    subprocess.run(["systemctl", "daemon-reload"], check=True)
+
+
+def job_state(job_id: str) -> dict:
+    return json.loads(tcl("status", job_id, "-o", "json").stdout)
+
+
+def systemd_units() -> dict[str, object]:
+    install_units()
+    verify = subprocess.run(["systemd-analyze", "verify", *(f"/etc/systemd/system/{u}" for u in UNITS)],
+                            capture_output=True, text=True)
+    result: dict[str, object] = {"verify_rc": verify.returncode, "verify_stderr": verify.stderr.strip()}
+    subprocess.run(["systemctl", "start", *UNITS], check=False)
+    result["nodes_ready"] = wait_until(lambda: json.loads(tcl("nodes", "-o", "json").stdout)[0]["state"] == "READY")
+    job = tcl("submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c", "cat /proc/self/cgroup; sleep 4; echo done")
+    job_id = job.stdout.strip()
+    result["submitted"] = job.returncode == 0
+    result["running"] = wait_until(lambda: job_state(job_id)["state"] == "RUNNING")
+    result["agent_cgroup"] = _main_cgroup("tcl-agent.service")
+    # A restart of the agent (KillMode=process) must leave the task running and re-adopt it.
+    result["restart_rc"] = subprocess.run(["systemctl", "restart", "tcl-agent.service"]).returncode
+    result["agent_active"] = wait_until(lambda: subprocess.run(
+        ["systemctl", "is-active", "--quiet", "tcl-agent.service"]).returncode == 0, 20)
+    result["succeeded"] = wait_until(lambda: job_state(job_id)["state"] == "SUCCEEDED", 90)
+    result["job"] = job_state(job_id) if job_id else {}
+    result["logs"] = tcl("logs", job_id).stdout
+    result["leftover_groups"] = [str(p) for p in Path("/sys/fs/cgroup/tcluster/vm1").glob("*") if p.is_dir()] \
+        if Path("/sys/fs/cgroup/tcluster/vm1").exists() else []
+    subprocess.run(["systemctl", "stop", *UNITS])
+    (SHARE / "journal.log").write_text(subprocess.run(
+        ["journalctl", "--no-pager", "-u", "tcl-agent", "-u", "tcl-master"], capture_output=True, text=True).stdout)
+    return result
+
+
+def _main_cgroup(unit: str) -> str:
+    pid = subprocess.run(["systemctl", "show", "-p", "MainPID", "--value", unit], capture_output=True,
+                         text=True).stdout.strip()
+    return Path(f"/proc/{pid}/cgroup").read_text().strip() if pid and pid != "0" else ""
+
+
+def main() -> int:
+    os.chdir(REPO)
+    results: dict[str, object] = {"kernel": os.uname().release,
+                                  "controllers": Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()}
+    results["system_tests"] = system_tests()
+    results["systemd"] = systemd_units()
+    (SHARE / "results.json").write_text(json.dumps(results, indent=1))
+    print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Build (once) and cache the VM images the cgroup v2 / systemd tests boot under qemu.
+
+Everything lives outside the repo in a cache directory ($TCL_VM_CACHE, default
+/var/cache/tcluster-vm), each artefact in a directory named by a hash of its inputs, so a
+second run on the same machine reuses it and a changed input rebuilds only what depends
+on it. Recipes are the measured ones from ../shared/HOST.md:
+
+- kernel: Debian's linux-image package (the version linux-image-amd64 names), unpacked
+  with dpkg-deb; the uncompressed ELF is cut out of vmlinuz (boots directly, ~6 s faster).
+- initramfs: busybox-static, the virtio/ext4/9p modules, an init that switch_roots.
+- rootfs: debootstrap minbase + systemd + python3, the guest runner unit, and the
+  project's Python dependencies installed for the guest's interpreter from PyPI wheels
+  (pip --target on the host, so nothing runs inside a chroot).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+GUEST = HERE / "guest"
+CACHE = Path(os.environ.get("TCL_VM_CACHE", "/var/cache/tcluster-vm"))
+SUITE = "bookworm"
+GUEST_PY = "3.11"
+MODULES = ("virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk "
+           "crc16 crc32c_generic jbd2 mbcache ext4 netfs fscache 9pnet 9pnet_virtio 9p").split()
+PACKAGES = "systemd,systemd-sysv,python3,dbus,procps"
+# What the guest needs to run the system tests (the project itself is shared read-only).
+GUEST_DEPS = ("grpcio", "protobuf", "pydantic", "psutil", "PyYAML", "pytest", "hypothesis")
+APT_ENV = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+
+
+@dataclass(frozen=True)
+class Images:
+    kernel: Path
+    initrd: Path
+    rootfs: Path
+
+
+def _run(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def _key(*parts: str | bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def _publish(tmp: Path, final: Path) -> Path:
+    """Atomic: a half-built artefact is never visible under its final name."""
+    if final.exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        return final
+    os.replace(tmp, final)
+    return final
+
+
+def kernel_package() -> str:
+    """The versioned kernel package the linux-image-amd64 metapackage points at."""
+    out = _run("apt-cache", "depends", "linux-image-amd64")
+    match = re.search(r"Depends: (linux-image-[0-9][^\s]*-amd64)", out)
+    if not match:
+        raise RuntimeError(f"cannot find the kernel package in:\n{out}\n(run apt-get update first)")
+    return match.group(1)
+
+
+def _extract_vmlinux(vmlinuz: Path, out: Path) -> None:
+    data = vmlinuz.read_bytes()
+    start = data.find(b"\xfd7zXZ\x00")
+    if start < 0:
+        raise RuntimeError(f"no xz stream in {vmlinuz}")
+    out.write_bytes(lzma.LZMADecompressor().decompress(data[start:]))
+
+
+def build_kernel() -> Path:
+    """Directory with vmlinux and modules/<name>.ko."""
+    package = kernel_package()
+    final = CACHE / f"kernel-{package}"
+    if (final / "vmlinux").exists():
+        return final
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix=".kernel-"))
+    work = tmp / "pkg"
+    work.mkdir()
+    _run("apt-get", "download", package, cwd=work, env=APT_ENV)
+    deb = next(work.glob("*.deb"))
+    _run("dpkg-deb", "-x", str(deb), str(work / "x"))
+    _extract_vmlinux(next((work / "x" / "boot").glob("vmlinuz-*")), tmp / "vmlinux")
+    (tmp / "modules").mkdir()
+    for name in MODULES:
+        found = [p for p in (work / "x" / "lib" / "modules").rglob(f"{name}.ko*") if p.name.split(".ko")[0] == name]
+        if not found:
+            raise RuntimeError(f"module {name} not in {package}")
+        data = found[0].read_bytes()
+        (tmp / "modules" / f"{name}.ko").write_bytes(lzma.decompress(data) if found[0].name.endswith(".xz") else data)
+    shutil.rmtree(work)
+    return _publish(tmp, final)
+
+
+def build_initrd(kernel_dir: Path) -> Path:
+    busybox = Path("/bin/busybox")
+    init = (GUEST / "init-switchroot").read_bytes()
+    final = CACHE / f"initrd-{_key(kernel_dir.name, init, _run('busybox'))[:12]}.cpio.gz"
+    if final.exists():
+        return final
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp_name:
+        root = Path(tmp_name) / "root"
+        for d in ("bin", "proc", "sys", "dev", "newroot", "lib/modules"):
+            (root / d).mkdir(parents=True)
+        shutil.copy2(busybox, root / "bin" / "busybox")
+        (root / "init").write_bytes(init)
+        (root / "init").chmod(0o755)
+        for ko in (kernel_dir / "modules").iterdir():
+            shutil.copy2(ko, root / "lib" / "modules" / ko.name)
+        files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
+        cpio = subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=files,
+                              capture_output=True, check=True).stdout
+        tmp_out = Path(tmp_name) / "initrd.cpio.gz"
+        subprocess.run(["gzip", "-1"], input=cpio, stdout=tmp_out.open("wb"), check=True)
+        os.replace(tmp_out, final)
+    return final
+
+
+def _mirror() -> str:
+    sources = Path("/etc/apt/sources.list.d/debian.sources")
+    text = sources.read_text() if sources.exists() else ""
+    match = re.search(r"^URIs:\s*(\S+/debian)\s*$", text, re.M)
+    return match.group(1) if match else "http://deb.debian.org/debian"
+
+
+def _guest_requirements() -> list[str]:
+    """The host venv's versions of the guest's dependencies (and theirs), pinned."""
+    frozen = _run(str(Path(os.sys.executable)), "-m", "pip", "freeze", "--exclude-editable")
+    skip = {"tcluster", "grpcio-tools", "setuptools", "pip", "numpy"}
+    return sorted(line for line in frozen.splitlines()
+                  if "==" in line and line.split("==")[0].lower() not in skip)
+
+
+def _install_guest_python(root: Path, requirements: list[str]) -> None:
+    """A venv layout for the guest's /usr/bin/python3 with wheels for its version."""
+    venv = root / "opt" / "tcl-venv"
+    site = venv / "lib" / f"python{GUEST_PY}" / "site-packages"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {GUEST_PY}\n")
+    (venv / "bin" / "python").symlink_to(f"/usr/bin/python{GUEST_PY}")
+    _run(os.sys.executable, "-m", "pip", "install", "-q", "--target", str(site), "--only-binary=:all:",
+         "--python-version", GUEST_PY, "--implementation", "cp", "--abi", f"cp{GUEST_PY.replace('.', '')}",
+         "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux_2_17_x86_64",
+         "--platform", "manylinux2014_x86_64", "--platform", "any", *requirements)
+    shutil.copy2(GUEST / "tcl_repo_finder.py", site / "tcl_repo_finder.py")
+    (site / "tcl_repo_finder.pth").write_text("import tcl_repo_finder\n")
+    for name, module in (("tcl", "cli"), ("tcl-master", "master"), ("tcl-agent", "agent")):
+        script = venv / "bin" / name
+        script.write_text(f"#!/opt/tcl-venv/bin/python\nimport sys\nfrom tcluster.{module}.main import main\n"
+                          "sys.exit(main())\n")
+        script.chmod(0o755)
+
+
+def _configure_rootfs(root: Path) -> None:
+    etc = root / "etc"
+    for unit in ("serial-getty@ttyS0.service", "getty@tty1.service", "systemd-timesyncd.service",
+                 "apt-daily.timer", "apt-daily-upgrade.timer", "e2scrub_reap.service"):
+        link = etc / "systemd" / "system" / unit
+        link.unlink(missing_ok=True)
+        link.symlink_to("/dev/null")
+    shutil.copy2(GUEST / "guest-runner.service", etc / "systemd" / "system" / "guest-runner.service")
+    wants = etc / "systemd" / "system" / "multi-user.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    (wants / "guest-runner.service").symlink_to("/etc/systemd/system/guest-runner.service")
+    (etc / "fstab").write_text((GUEST / "guest-fstab").read_text())
+    (etc / "hostname").write_text("tclvm\n")
+    for d in ("mnt/share", "mnt/repo"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "machine-id").write_text("")
+
+
+def build_rootfs() -> Path:
+    requirements = _guest_requirements()
+    inputs = [SUITE, PACKAGES, *requirements] + [p.read_bytes().decode() for p in sorted(GUEST.iterdir()) if p.is_file()]
+    final = CACHE / f"rootfs-{_key(*inputs)}.img"
+    if final.exists():
+        return final
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE, prefix=".rootfs-") as tmp_name:
+        root = Path(tmp_name) / "root"
+        _run("debootstrap", "--variant=minbase", f"--include={PACKAGES}", SUITE, str(root), _mirror(), env=APT_ENV)
+        shutil.rmtree(root / "var" / "cache" / "apt" / "archives", ignore_errors=True)
+        _configure_rootfs(root)
+        _install_guest_python(root, requirements)
+        img = Path(tmp_name) / "rootfs.img"
+        _run("mkfs.ext4", "-q", "-F", "-L", "tclroot", "-d", str(root), str(img), "1536M")
+        os.replace(img, final)
+    return final
+
+
+def build_all() -> Images:
+    kernel_dir = build_kernel()
+    return Images(kernel_dir / "vmlinux", build_initrd(kernel_dir), build_rootfs())
+
+
+if __name__ == "__main__":
+    import time
+    t0 = time.monotonic()
+    print(build_all(), f"{time.monotonic() - t0:.1f}s")

@@ -1,0 +1,88 @@
+"""cgroup v2 and systemd, for real, in a Debian guest under qemu (software emulation).
+
+One boot per run (module fixture): inside, tests/system runs against cgroup v2 (the same
+tests that run against v1 on this host), then systemd/'s unit files are verified with
+`systemd-analyze verify` (any stderr fails) and started: a job runs, the agent is
+restarted with `systemctl restart` while the job's task runs, and the task finishes and
+is reported. Images are built once and cached outside the repo (tests/vm/images.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tcluster.agent.runtime.shimbin import shim_binary
+from tests.vm.images import build_all
+from tests.vm.qemu import boot, qemu_missing
+
+pytestmark = pytest.mark.vm
+GUEST_SCRIPT = """set -u
+export TCL_SHIM=/mnt/share/tcl-shim
+cd /mnt/repo && /opt/tcl-venv/bin/python tests/vm/guest_checks.py
+"""
+
+
+def _why_not() -> str | None:
+    if os.environ.get("TCL_SKIP_VM"):
+        return "TCL_SKIP_VM is set"
+    if os.geteuid() != 0:
+        return "needs root (debootstrap, image build)"
+    return qemu_missing()
+
+
+@pytest.fixture(scope="module")
+def guest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    reason = _why_not()
+    if reason:
+        pytest.skip(reason)
+    started = time.monotonic()
+    try:
+        images = build_all()
+    except (RuntimeError, OSError) as e:
+        pytest.skip(f"cannot build the VM images: {e}")
+    build_s = time.monotonic() - started
+    share = tmp_path_factory.mktemp("vm-share")
+    shutil.copy(shim_binary(), share / "tcl-shim")      # static: runs in the guest as is
+    run = boot(images, share, GUEST_SCRIPT)
+    print(f"\n[vm] images ready in {build_s:.1f}s; guest ran in {run.seconds:.1f}s; rc={run.rc}")
+    results_file = share / "results.json"
+    if not results_file.exists():
+        pytest.fail(f"the guest wrote no results (rc={run.rc}):\n{run.out[-3000:]}\n{run.console[-3000:]}")
+    results: dict[str, Any] = json.loads(results_file.read_text())
+    results["share"] = str(share)
+    return results
+
+
+def test_guest_is_pure_cgroup_v2(guest: dict[str, Any]) -> None:
+    assert {"cpu", "memory", "pids"} <= set(guest["controllers"]), guest["controllers"]
+
+
+def test_system_tests_pass_on_cgroup_v2(guest: dict[str, Any]) -> None:
+    result = guest["system_tests"]
+    log = (Path(guest["share"]) / "system-tests.log").read_text()
+    print(f"\n[vm] tests/system on cgroup v2 ({guest['kernel']}): {result['summary']} in {result['seconds']}s")
+    print("\n".join(line for line in log.splitlines() if line.startswith(("SKIPPED", "FAILED", "[fig"))))
+    assert result["rc"] == 0, log[-6000:]
+    assert "skipped" not in result["summary"], result["summary"]
+
+
+def test_unit_files_verify_without_a_word(guest: dict[str, Any]) -> None:
+    units = guest["systemd"]
+    assert (units["verify_rc"], units["verify_stderr"]) == (0, "")
+
+
+def test_units_start_run_a_job_and_survive_an_agent_restart(guest: dict[str, Any]) -> None:
+    units = guest["systemd"]
+    journal = (Path(guest["share"]) / "journal.log").read_text()
+    assert units["nodes_ready"] and units["submitted"] and units["running"], (units, journal[-3000:])
+    assert units["agent_cgroup"].endswith("/system.slice/tcl-agent.service"), units["agent_cgroup"]
+    assert units["restart_rc"] == 0 and units["agent_active"], journal[-3000:]
+    assert units["succeeded"], (units["job"], journal[-3000:])
+    assert "/tcluster/vm1/" in units["logs"] and units["logs"].endswith("done\n"), units["logs"]
+    assert units["leftover_groups"] == []
