@@ -41,7 +41,7 @@ class NodeMatrixView:
 
     def request_vector(self, request: Resources) -> np.ndarray | None:
         """The request over this view's kinds; None if it asks for a kind no node has."""
-        if any(amount > 0 and kind not in self.kinds for kind, amount in request.other):
+        if request.other and any(amount > 0 and kind not in self.kinds for kind, amount in request.other):
             return None
         return resource_vector(request, self.kinds)
 
@@ -76,9 +76,11 @@ class NodeMatrix:
         if i is None:
             i = self._new_row(name)
         self._set_labels(i, dict(labels))
+        previous = self._capacity[i].copy()
         self._capacity[i] = self._vector(capacity)
+        self._capacity_rows[i] = self._capacity[i].tolist()
         self._schedulable[i] = schedulable
-        self._rescale()
+        self._rescale(previous, self._capacity[i])
         self._refresh_row(i)
         self.generation += 1
 
@@ -87,16 +89,18 @@ class NodeMatrix:
         if i is None:
             return
         self._set_labels(i, {})
+        previous = self._capacity[i].copy()
         self._set_bit(self._present, i, False)
         self.names[i] = None
         position = bisect.bisect_left(self._sorted_names, name)
         del self._sorted_names[position]
         self._order = np.delete(self._order, position)
-        for array in (self._capacity, self._allocated):
-            array[i] = 0.0
-        self._reported[i] = np.inf
+        self._capacity[i] = 0.0
+        self._capacity_rows[i] = [0.0] * len(self.kinds)
+        self._allocated_rows[i] = [0.0] * len(self.kinds)
+        self._reported_rows[i] = [np.inf] * len(self.kinds)
         self._schedulable[i] = False
-        self._rescale()
+        self._rescale(previous, self._capacity[i])
         self._refresh_row(i)
         self._free_rows.append(i)
         self._rerank()
@@ -115,12 +119,13 @@ class NodeMatrix:
             return
         if request.other:
             self._ensure_kinds(request)
-        # A row has a handful of kinds: plain floats beat numpy's per-call overhead here,
-        # and IEEE arithmetic gives the same numbers.
-        allocated = self._allocated[i]
-        for kind, amount in enumerate(self._vector(request).tolist()):
+        amounts = (request.cpu, request.memory) if not request.other else self._vector(request).tolist()
+        allocated = self._allocated_rows[i]
+        if self._journal is not None:
+            self._journal.append((i, list(allocated)))
+        for kind, amount in enumerate(amounts):
             if amount:
-                allocated[kind] = float(allocated[kind]) + sign * amount
+                allocated[kind] += sign * amount
         self._refresh_row(i)
 
     def release(self, name: str, request: Resources) -> None:
@@ -130,21 +135,22 @@ class NodeMatrix:
     def tentative(self) -> Iterator[None]:
         """Allocations inside are undone exactly on exit (no float drift), in place, so
         views taken before stay valid."""
-        allocated, free_t, normalized = self._allocated.copy(), self._free_t.copy(), self._normalized_t.copy()
+        self._journal = []
         try:
             yield
         finally:
-            self._allocated[...] = allocated
-            self._free_t[...] = free_t
-            self._normalized_t[...] = normalized
+            journal, self._journal = self._journal, None
+            for i, allocated in reversed(journal):   # the oldest copy of a row wins
+                self._allocated_rows[i] = allocated
+                self._refresh_row(i)
 
     def report_free(self, name: str, free: Resources) -> None:
         """What the agent says is free; the master uses the smaller of this and its own books."""
         i = self.row(name)
         if i is not None:
-            reported = np.array([free.get(kind) for kind in self.kinds])
-            if not np.array_equal(reported, self._reported[i]):
-                self._reported[i] = reported
+            reported = [free.get(kind) for kind in self.kinds]
+            if reported != self._reported_rows[i]:
+                self._reported_rows[i] = reported
                 self._refresh_row(i)
 
     def free(self, name: str) -> Resources:
@@ -183,12 +189,17 @@ class NodeMatrix:
         k = len(self.kinds)
         self._used = 0
         self._capacity = np.zeros((rows, k))
-        self._allocated = np.zeros((rows, k))
-        self._reported = np.full((rows, k), np.inf)   # inf: the agent has not said
+        # Per row, plain floats: they only feed `free`, and a placement touches one row.
+        self._capacity_rows: list[list[float]] = []
+        self._allocated_rows: list[list[float]] = []
+        self._reported_rows: list[list[float]] = []   # inf: the agent has not said
+        self._journal: list[tuple[int, list[float]]] | None = None
         self._schedulable = np.zeros(rows, dtype=bool)
         self._free_t = np.zeros((k, rows))
         self._normalized_t = np.zeros((k, rows))
         self._scale = np.ones(k)
+        self._scale_list = [1.0] * k
+        self._largest = np.zeros(k)   # the true maxima; scale is 1 where a kind has none
         self._order = np.zeros(0, dtype=np.int64)
         self._rank = np.zeros(rows, dtype=np.int64)
         self._present = np.zeros(rows // 64 + 1, dtype=np.uint64)
@@ -202,6 +213,10 @@ class NodeMatrix:
             i, self._used = self._used, self._used + 1
             self.names.append(None)
             self.labels.append({})
+            k = len(self.kinds)
+            self._capacity_rows.append([0.0] * k)
+            self._allocated_rows.append([0.0] * k)
+            self._reported_rows.append([np.inf] * k)
         self.names[i] = name
         self._rows[name] = i
         self._set_bit(self._present, i, True)
@@ -214,12 +229,18 @@ class NodeMatrix:
     def _rerank(self) -> None:
         self._rank[self._order] = np.arange(len(self._order))
 
-    def _rescale(self) -> None:
-        """The largest capacity per kind; when it changes, every normalized row does."""
-        largest = self._capacity[: self._used].max(axis=0) if self._used else np.ones(len(self.kinds))
-        scale = np.where(largest > 0, largest, 1.0)
+    def _rescale(self, before: np.ndarray, after: np.ndarray) -> None:
+        """The largest capacity per kind; when it changes, every normalized row does. A
+        node that grows past the largest just raises it; only when the largest node
+        shrinks or leaves is the maximum searched again."""
+        shrunk = after < before
+        if np.any(before[shrunk] >= self._largest[shrunk]):
+            self._largest = self._capacity[: self._used].max(axis=0) if self._used else np.zeros(len(self.kinds))
+        else:
+            self._largest = np.maximum(self._largest, after)
+        scale = np.where(self._largest > 0, self._largest, 1.0)
         if not np.array_equal(scale, self._scale):
-            self._scale = scale
+            self._scale, self._scale_list = scale, scale.tolist()
             self._normalized_t = self._free_t / scale[:, None]
 
     def _grow(self, rows: int) -> None:
@@ -227,8 +248,7 @@ class NodeMatrix:
             shape = list(array.shape)
             shape[axis] = rows - array.shape[axis]
             return np.concatenate([array, np.full(shape, fill, dtype=array.dtype)], axis=axis)
-        self._capacity, self._allocated = grown(self._capacity, 0.0, 0), grown(self._allocated, 0.0, 0)
-        self._reported, self._schedulable = grown(self._reported, np.inf, 0), grown(self._schedulable, False, 0)
+        self._capacity, self._schedulable = grown(self._capacity, 0.0, 0), grown(self._schedulable, False, 0)
         self._free_t, self._normalized_t = grown(self._free_t, 0.0, 1), grown(self._normalized_t, 0.0, 1)
         self._rank = grown(self._rank, 0, 0)
         words = rows // 64 + 1
@@ -258,25 +278,34 @@ class NodeMatrix:
             self.kinds.append(kind)
             rows = len(self._schedulable)
             self._capacity = np.column_stack([self._capacity, np.zeros(rows)])
-            self._allocated = np.column_stack([self._allocated, np.zeros(rows)])
-            self._reported = np.column_stack([self._reported, np.full(rows, np.inf)])
+            for capacity_row, allocated_row, reported_row in zip(
+                    self._capacity_rows, self._allocated_rows, self._reported_rows):
+                capacity_row.append(0.0)
+                allocated_row.append(0.0)
+                reported_row.append(np.inf)
             self._free_t = np.vstack([self._free_t, np.zeros(rows)])
             self._normalized_t = np.vstack([self._normalized_t, np.zeros(rows)])
             self._scale = np.append(self._scale, 1.0)
+            self._scale_list.append(1.0)
+            self._largest = np.append(self._largest, 0.0)
 
     def _vector(self, resources: Resources) -> np.ndarray:
         return resource_vector(resources, self.kinds)
 
     def _refresh_row(self, i: int) -> None:
-        rows = zip(self._capacity[i].tolist(), self._allocated[i].tolist(), self._reported[i].tolist())
-        free = [min(capacity - allocated, reported) for capacity, allocated, reported in rows]
-        self._free_t[:, i] = free
-        self._normalized_t[:, i] = [amount / scale for amount, scale in zip(free, self._scale.tolist())]
+        rows = zip(self._capacity_rows[i], self._allocated_rows[i], self._reported_rows[i], self._scale_list)
+        free_t, normalized_t = self._free_t, self._normalized_t
+        for kind, (capacity, allocated, reported, scale) in enumerate(rows):
+            free = min(capacity - allocated, reported)
+            free_t[kind, i] = free
+            normalized_t[kind, i] = free / scale
 
 
 def resource_vector(resources: Resources, kinds: Sequence[str]) -> np.ndarray:
     """Amounts in column order; cpu and memory are always the first two columns."""
     if not resources.other:   # the common case, on the placement hot path
+        if len(kinds) == 2:
+            return np.array((resources.cpu, float(resources.memory)))
         vector = np.zeros(len(kinds))
         vector[0], vector[1] = resources.cpu, resources.memory
         return vector

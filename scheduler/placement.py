@@ -71,15 +71,16 @@ def _sum_rows(terms: np.ndarray, out: np.ndarray) -> None:
 def fit_mask(request: np.ndarray, view: NodeMatrixView, eligible: np.ndarray | None,
              scratch: _Scratch | None = None) -> np.ndarray:
     s = (scratch or _Scratch()).ensure(len(view.schedulable))
+    ok, cmp, free_by_kind = s.ok, s.cmp, view.free_by_kind
     if eligible is None:
-        np.copyto(s.ok, view.schedulable)
+        np.copyto(ok, view.schedulable)
     else:
-        np.logical_and(eligible, view.schedulable, out=s.ok)
+        np.logical_and(eligible, view.schedulable, out=ok)
     for kind, amount in enumerate(request.tolist()):
         if amount > 0:  # a kind the task does not ask for never blocks it
-            np.greater_equal(view.free_by_kind[kind], amount - EPSILON, out=s.cmp)
-            s.ok &= s.cmp
-    return s.ok
+            np.greater_equal(free_by_kind[kind], amount - EPSILON, out=cmp)
+            np.logical_and(ok, cmp, out=ok)
+    return ok
 
 
 def _first(ok: np.ndarray, order: np.ndarray) -> int | None:

@@ -85,7 +85,7 @@ def test_pack_unpack_round_trip(bits: list[bool]) -> None:
 
 
 ops = st.lists(st.tuples(st.sampled_from(["upsert", "remove", "allocate", "release", "report", "down"]),
-                         st.integers(0, 6), st.sampled_from([0.5, 1.0, 2.0]), st.sampled_from([0, 64, 512])),
+                         st.integers(0, 6), st.sampled_from([0.05, 0.5, 1.0, 2.0]), st.sampled_from([0, 64, 512])),
                max_size=40)
 
 
@@ -117,6 +117,8 @@ def test_incremental_updates_match_a_plain_model(operations) -> None:  # type: i
             model[name]["up"] = False
     view = matrix.view()
     assert [view.names[i] for i in view.order] == sorted(model)
+    largest = [max((e["cap"].cpu for e in model.values()), default=0), max((e["cap"].memory for e in model.values()), default=0)]
+    assert view.scale.tolist() == [x if x > 0 else 1.0 for x in largest]
     assert int(unpack_bits(matrix.all_mask(), len(view.names)).sum()) == len(matrix)
     for i in view.order:
         name = view.names[i]
@@ -126,4 +128,5 @@ def test_incremental_updates_match_a_plain_model(operations) -> None:  # type: i
             free = Resources(min(free.cpu, entry["reported"].cpu), min(free.memory, entry["reported"].memory))
         assert view.free[i].tolist() == pytest.approx([free.cpu, free.memory])
         assert bool(view.schedulable[i]) == entry["up"]
+        assert view.normalized_free_by_kind[:, i].tolist() == pytest.approx((view.free[i] / view.scale).tolist())
         assert unpack_bits(matrix.label_mask("k", name[1:]), len(view.names))[i]
