@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable  # noqa: E402
+from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, sweep_node  # noqa: E402
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc  # noqa: E402
 
 
@@ -33,7 +33,8 @@ def measure(runtime: str, jobs: int, tmp: Path) -> list[float]:
     master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / runtime / "m")],
                   tmp / f"{runtime}-master.log")
     address = "127.0.0.1:" + master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
-    agent = Proc([str(BIN / "tcl-agent"), "--master", address, "--node", f"bench-{runtime}-{os.getpid()}",
+    node = f"bench-{runtime}-{os.getpid()}"
+    agent = Proc([str(BIN / "tcl-agent"), "--master", address, "--node", node,
                   "--runtime", runtime, "--state-dir", str(tmp / runtime / "a"), "--cpus", "2", "--memory", "4Gi"],
                  tmp / f"{runtime}-agent.log")
     latencies = []
@@ -47,11 +48,15 @@ def measure(runtime: str, jobs: int, tmp: Path) -> list[float]:
             while (job := stub.Get(jobs_pb2.GetJobRequest(id=job_id))).tasks[0].started_at == 0:
                 time.sleep(0.001)
             latencies.append(job.tasks[0].started_at - job.submitted_at)
+            while stub.Get(jobs_pb2.GetJobRequest(id=job_id)).state != jobs_pb2.JOB_SUCCEEDED:
+                time.sleep(0.001)   # drained: one job at a time, and nothing left at the end
             print(f"\r{runtime}: {i + 1}/{jobs}", end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
     finally:
         agent.stop()
         master.stop()
+        if runtime != "process":
+            sweep_node(node, tmp / runtime / "a")
     return latencies
 
 

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -88,3 +89,25 @@ def leaked_cgroups(node: str) -> list[str]:
         if path.is_dir():
             found += [str(p) for p in path.iterdir() if p.is_dir()]
     return found
+
+
+def sweep_node(node: str, state_dir: Path | None = None) -> None:
+    """Removes whatever a node's agent left (tasks outlive a stopped agent by design),
+    through the runtime's own kill-and-remove path."""
+    from tcluster.agent.runtime import make_runtime
+    with tempfile.TemporaryDirectory() as scratch:
+        runtime = make_runtime("auto", node, state_dir or Path(scratch))
+        for key in runtime.containers():
+            runtime.remove(key)
+        runtime.close()
+
+
+def sweep_nodes_of_this_run(marker: str) -> list[str]:
+    """Sweeps every node subtree whose name holds `marker` (tests put their pid in node
+    names, so only this run's nodes match). Returns the names swept."""
+    roots = [Path("/sys/fs/cgroup/tcluster")] + list(Path("/sys/fs/cgroup").glob("*/tcluster"))
+    names = sorted({p.name for root in roots if root.is_dir() for p in root.iterdir()
+                    if p.is_dir() and marker in p.name})
+    for name in names:
+        sweep_node(name)
+    return names

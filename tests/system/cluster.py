@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tests.e2e.procs import BIN, Proc, tcl, tcl_json
-from tests.system.cgroups import group_dirs
+from tests.system.cgroups import group_dirs, leftovers, sweep_node
 
 HEARTBEAT_S = 0.5
 
@@ -45,17 +45,24 @@ def start_agent(tmp: Path, master: str, node: str, *extra: str, log: str = "") -
 
 @contextmanager
 def cluster(tmp: Path, tag: str, *agent_args: str) -> Iterator[tuple[str, str, list[Proc]]]:
-    """(master address, node, [agent]) with everything stopped and checked clean after."""
+    """(master address, node, [agent]) with everything stopped and checked clean after.
+    Stopped agents leave their tasks running (by design), so whatever is left is swept
+    away even when the test failed; a test that passed must have left nothing."""
     master, address = start_master(tmp)
     node = node_name(tag)
     agents: list[Proc] = []
+    passed = False
     try:
         agents.append(start_agent(tmp, address, node, *agent_args))
         yield address, node, agents
+        passed = True
     finally:
         for agent in agents:
             agent.stop()
         master.stop()
+        leaked = leftovers(node)
+        sweep_node(node, tmp / node)
+    assert not passed or leaked == [], f"the test left cgroups behind: {leaked}"
 
 
 def submit(master: str, *args: str) -> str:
