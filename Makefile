@@ -24,6 +24,7 @@ venv: $(VENV)/.installed
 
 ## make dev: one master and one local agent in the foreground (Ctrl-C stops both).
 dev: $(VENV)/.installed
+	@$(BIN)/python -m tcluster.agent.shimbuild >/dev/null  # builds the task supervisor once, or says what is missing
 	$(BIN)/tcl dev
 
 ## make test: the whole suite (unit, component, system, vm, e2e); skips are counted.

@@ -3,7 +3,7 @@
 Why C: a Python shim costs ~35 ms of interpreter start-up per task and ~9 MiB per running
 task, and the container's init (PID 1 of its namespace) would be charged to the task's
 memory limit; the C shim starts in ~1-2 ms and weighs ~100 KiB, like conmon or
-containerd's shims. It is built at agent start (or `python -m tcluster.agent.runtime.shimbin`
+containerd's shims. It is built at agent start (or `python -m tcluster.agent.shimbuild`
 at install time) into a cache named by the source's hash, so a changed shim.c is rebuilt
 and an unchanged one never is. $TCL_SHIM points at a prebuilt binary instead (e.g. a
 machine without a compiler)."""
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import shutil
 import subprocess
 import tempfile
@@ -48,8 +49,11 @@ def _compile(source: Path, out: Path) -> None:
     try:
         # Static, so the same binary also runs in a guest with another libc (tests/vm).
         for extra in (["-static"], []):
-            done = subprocess.run([compiler, "-O2", "-Wall", *extra, "-o", tmp, str(source)],
-                                  capture_output=True, text=True)
+            try:
+                done = subprocess.run([compiler, "-O2", "-Wall", *extra, "-o", tmp, str(source)],
+                                      capture_output=True, text=True)
+            except OSError as e:
+                raise RuntimeSetupError(f"cannot run the C compiler {compiler!r}: {e.strerror}; {_FIX}") from None
             if done.returncode == 0:
                 break
         else:
@@ -78,5 +82,11 @@ def shim_binary() -> Path:
     return out
 
 
-if __name__ == "__main__":
-    print(shim_binary())
+def main() -> int:
+    """`python -m tcluster.agent.shimbuild`: build (or find) the shim and print its path."""
+    try:
+        print(shim_binary())
+    except RuntimeSetupError as e:
+        print(f"tcluster: {e}", file=sys.stderr)
+        return 1
+    return 0
