@@ -16,7 +16,7 @@ from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.reservations import Reservations, largest_free
-from tcluster.scheduler.reasons import unplaceable_reason
+from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
 
 
@@ -82,4 +82,21 @@ def schedule_round(
             book.placed(job_id)
             fairness_round.placed(job_id)
             fairness_round.limit(largest_free(view))   # saturated kinds block who needs them
+        _explain_waiting(jobs, waiting, reasons, nodes, cache, book)
     return RoundResult(placements, reasons)
+
+
+def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, list[Task]], reasons: dict[str, str],
+                     nodes: NodeMatrix, cache: EligibleCache, book: Reservations) -> None:
+    """Every job still waiting gets a reason, from the state after this round's placements:
+    the fairness round stops offering a job whose resource saturated without skipping it."""
+    for job_id, left in waiting.items():
+        if not left or job_id in reasons:
+            continue
+        spec = jobs[job_id].spec
+        constraints = parse_constraints(spec.constraints)
+        reason = unplaceable_reason(spec.resources, constraints, nodes, cache.eligible(constraints, nodes))
+        holder = next((r for r in book.held.values() if r.job_id != job_id), None)
+        if reason == WAITING_FOR_NEXT_ROUND and holder is not None:
+            reason = f"waiting behind a reservation: node {holder.node} is held for job {holder.job_id}"
+        reasons[job_id] = reason

@@ -14,6 +14,9 @@ from tcluster.scheduler.views import NodeView
 from tcluster.units import format_bytes, format_cpu
 
 
+WAITING_FOR_NEXT_ROUND = "waiting for the next scheduling round"
+
+
 def _amount(kind: str, value: float) -> str:
     if kind == MEMORY:
         return format_bytes(value)
@@ -31,7 +34,7 @@ def pending_reason(request: Resources, nodes: Sequence[NodeView]) -> str:
         for kind in request.shortfall(node.free):
             short_by_kind[kind] = short_by_kind.get(kind, 0) + 1
     if not short_by_kind:
-        return "waiting for the next scheduling round"
+        return WAITING_FOR_NEXT_ROUND
     kind = max(sorted(short_by_kind), key=lambda k: short_by_kind[k])
     best = max(nodes, key=lambda n: (n.free.get(kind), n.name))
     return (
@@ -85,7 +88,7 @@ def _scarcest(request: Resources, kinds: Sequence[str], free_by_kind: np.ndarray
     if missing:
         return f"no node has any {missing[0]}"
     if not any(short_counts.values()):
-        return "waiting for the next scheduling round"
+        return WAITING_FOR_NEXT_ROUND
     kind = max(sorted(short_counts), key=lambda k: short_counts[k])
     column = free_by_kind[list(kinds).index(kind)]
     best = int(np.where(usable, column, -np.inf).argmax())

@@ -61,7 +61,7 @@ def wait_until(check, timeout: float = 60.0) -> bool:  # type: ignore[no-untyped
         try:
             if check():
                 return True
-        except (ValueError, KeyError, subprocess.SubprocessError):
+        except (ValueError, KeyError, IndexError, subprocess.SubprocessError):   # not up yet
             pass
         time.sleep(0.5)
     return False
