@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -38,6 +39,7 @@ class NodeMatrixView:
     order: np.ndarray             # row numbers of the nodes in name order
     rank: np.ndarray              # (rows,) position of each row in name order
     normalized_free_by_kind: np.ndarray   # (kinds, rows): free_by_kind / scale, kept up to date
+    rows: Mapping[str, int]       # node name -> row
 
     def request_vector(self, request: Resources) -> np.ndarray | None:
         """The request over this view's kinds; None if it asks for a kind no node has."""
@@ -170,6 +172,7 @@ class NodeMatrix:
             self.names, tuple(self.kinds), _read_only(self._capacity[:n]), _read_only(self._free_t[:, :n].T),
             _read_only(self._free_t[:, :n]), self._scale.copy(), _read_only(self._schedulable[:n]),
             _read_only(self._order), _read_only(self._rank[:n]), _read_only(self._normalized_t[:, :n]),
+            MappingProxyType(self._rows),
         )
 
     # ---- labels ----

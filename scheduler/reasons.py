@@ -10,7 +10,6 @@ from tcluster.constraints import Constraint
 from tcluster.resources import CPU, MEMORY, Resources
 from tcluster.scheduler.matching import first_unmatched
 from tcluster.scheduler.nodestate import NodeMatrix
-from tcluster.scheduler.views import NodeView
 from tcluster.units import format_bytes, format_cpu
 
 
@@ -23,24 +22,6 @@ def _amount(kind: str, value: float) -> str:
     if kind == CPU:
         return format_cpu(value)
     return f"{value:g}"
-
-
-def pending_reason(request: Resources, nodes: Sequence[NodeView]) -> str:
-    """Names the scarcest resource: the kind that the fewest nodes have enough of now."""
-    if not nodes:
-        return "no nodes are ready"
-    short_by_kind: dict[str, int] = {}
-    for node in nodes:
-        for kind in request.shortfall(node.free):
-            short_by_kind[kind] = short_by_kind.get(kind, 0) + 1
-    if not short_by_kind:
-        return WAITING_FOR_NEXT_ROUND
-    kind = max(sorted(short_by_kind), key=lambda k: short_by_kind[k])
-    best = max(nodes, key=lambda n: (n.free.get(kind), n.name))
-    return (
-        f"no node has enough {kind} right now: each task needs {_amount(kind, request.get(kind))}, "
-        f"the most free is {_amount(kind, best.free.get(kind))} on {best.name}"
-    )
 
 
 def never_fits_reason(request: Resources, capacities: Sequence[tuple[str, Resources]]) -> str | None:
@@ -76,9 +57,10 @@ def unplaceable_reason(request: Resources, constraints: tuple[Constraint, ...], 
     return f"{reason} (among nodes matching the constraints)" if constraints else reason
 
 
-def _scarcest(request: Resources, kinds: Sequence[str], free_by_kind: np.ndarray, names: Sequence[str],
+def _scarcest(request: Resources, kinds: Sequence[str], free_by_kind: np.ndarray, names: Sequence[str | None],
               usable: np.ndarray) -> str:
-    """The same sentence as pending_reason, computed over arrays."""
+    """Names the scarcest resource (the kind the fewest usable nodes have enough of now)
+    and the node with the most of it."""
     short_counts = {}
     for k, kind in enumerate(kinds):
         amount = request.get(kind)

@@ -60,10 +60,10 @@ class Reservations:
         if not others:
             return eligible
         mask = np.ones(len(view.names), dtype=bool) if eligible is None else eligible.copy()
-        index = {name: i for i, name in enumerate(view.names)}
         for name in others:
-            if name in index:
-                mask[index[name]] = False
+            row = view.rows.get(name)
+            if row is not None:
+                mask[row] = False
         return mask
 
     def placed(self, job_id: str) -> None:

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import os
-import signal as signals
 import time
 from dataclasses import dataclass, field
 
@@ -82,6 +81,3 @@ class FakeRuntime:
     def running_keys(self) -> list[str]:
         return sorted(k for k, c in self.containers_by_key.items() if c.status is None)
 
-
-# Keep SIGTERM semantics obvious in tests that assert the reported signal.
-SIGTERM = int(signals.SIGTERM)

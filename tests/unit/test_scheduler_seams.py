@@ -10,7 +10,9 @@ from tcluster.resources import Resources
 from tcluster.scheduler.fairness import FifoPolicy
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import FirstFit
-from tcluster.scheduler.reasons import never_fits_reason, pending_reason
+from tcluster.constraints import parse_constraint
+from tcluster.scheduler.matching import EligibleCache
+from tcluster.scheduler.reasons import never_fits_reason, unplaceable_reason
 from tcluster.scheduler.views import JobView, NodeView
 
 GiB = 2**30
@@ -42,9 +44,17 @@ def test_first_fit_takes_the_first_node_in_order() -> None:
 
 def test_reasons_name_the_resource_and_the_largest_node() -> None:
     nodes = [_node("n1", 4, 2), _node("n2", 2, 4)]
-    assert "memory" in pending_reason(Resources(1, 3 * GiB), nodes[:1])
-    assert "n2" in pending_reason(Resources(1, 5 * GiB), nodes)
-    assert pending_reason(Resources(1), []) == "no nodes are ready"
+    matrix = NodeMatrix()
+    for n in nodes:
+        matrix.upsert(n.name, n.capacity, {"rack": n.name})
+    assert "enough memory" in unplaceable_reason(Resources(1, 3 * GiB), (), matrix, None) and "n2" in \
+        unplaceable_reason(Resources(1, 3 * GiB), (), matrix, None)
+    rack1 = (parse_constraint("rack=n1"),)
+    reason = unplaceable_reason(Resources(1, 3 * GiB), rack1, matrix, EligibleCache().eligible(rack1, matrix))
+    assert "the most free is 2Gi on n1" in reason and "among nodes matching" in reason
+    matrix.set_schedulable("n1", False)
+    matrix.set_schedulable("n2", False)
+    assert unplaceable_reason(Resources(1), (), matrix, None) == "no nodes are ready"
     caps = [(n.name, n.capacity) for n in nodes]
     reason = never_fits_reason(Resources(1, 64 * GiB), caps)
     assert reason and "resources.memory" in reason and "n2" in reason and "4Gi" in reason
