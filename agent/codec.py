@@ -7,7 +7,7 @@ from tcluster.model import TaskUsage
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
 from tcluster.v1 import agent_pb2
-from tcluster.wire import resources_from_pb, resources_to_pb, task_state_to_pb, usage_to_pb
+from tcluster.wire import resources_to_pb, spec_from_pb, task_state_to_pb, usage_to_pb
 
 
 def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
@@ -49,8 +49,9 @@ def log_data_to_pb(request_id: str, data: bytes = b"", eof: bool = False, error:
 
 
 def launch_from_pb(msg: agent_pb2.LaunchTask) -> LaunchRequest:
+    spec = spec_from_pb(msg.spec)
     return LaunchRequest(
-        task_id=msg.task_id, attempt=msg.attempt, resources=resources_from_pb(msg.resources),
-        command=tuple(msg.command), env=tuple(sorted(msg.env.items())), user=msg.user, workdir=msg.workdir,
-        cpu_limit=msg.cpu_limit, swap=msg.swap, pids_max=msg.pids_max,
+        task_id=msg.task_id, attempt=msg.attempt, resources=spec.resources,
+        command=spec.command, env=spec.env, user=spec.user, workdir=spec.workdir,
+        cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
     )

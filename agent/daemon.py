@@ -98,8 +98,8 @@ class Agent:
     def _on_registered(self, msg: agent_pb2.Registered) -> None:
         if msg.heartbeat_interval_s > 0:
             self.heartbeat_interval_s = msg.heartbeat_interval_s
-        for task_id in msg.kill_task_ids:
-            self.tasks.kill(task_id, 0, "the master no longer wants this task", self.settings.kill_grace_s)
+        for kill in msg.kills:
+            self.tasks.kill(kill.task_id, kill.attempt, kill.reason, self.settings.kill_grace_s)
         log.info("registered with %s as %s", self.settings.master, self.settings.node)
         self.registered.set()
 

@@ -9,7 +9,7 @@ from tcluster.master.actions import (
     TaskReport, Welcome,
 )
 from tcluster.v1 import agent_pb2
-from tcluster.wire import resources_from_pb, resources_to_pb, task_state_from_pb, usage_from_pb
+from tcluster.wire import resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 
@@ -55,18 +55,18 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
 
 def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, Launch):
-        spec = message.spec
         return agent_pb2.MasterMessage(launch=agent_pb2.LaunchTask(
             task_id=message.task_id, attempt=message.attempt, job_id=message.job_id, index=message.index,
-            resources=resources_to_pb(spec.resources), command=list(spec.command), env=dict(spec.env),
-            user=spec.user, workdir=spec.workdir, cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
+            spec=spec_to_pb(message.spec),
         ))
     if isinstance(message, Kill):
         return agent_pb2.MasterMessage(kill=agent_pb2.KillTask(
             task_id=message.task_id, attempt=message.attempt, reason=message.reason))
     if isinstance(message, Welcome):
         return agent_pb2.MasterMessage(registered=agent_pb2.Registered(
-            heartbeat_interval_s=message.heartbeat_interval_s, kill_task_ids=list(message.kill_task_ids)))
+            heartbeat_interval_s=message.heartbeat_interval_s,
+            kills=[agent_pb2.KillTask(task_id=t, attempt=0, reason="the master no longer wants this task")
+                   for t in message.kill_task_ids]))
     if isinstance(message, AckReports):
         return agent_pb2.MasterMessage(ack=agent_pb2.Ack(seq=message.seq))
     if isinstance(message, FetchLog):

@@ -6,11 +6,14 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
+from tcluster.bounds import check_spec_bounds
 from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
 
 MAX_TASKS_PER_JOB = 10_000
+MAX_RETRIES = 100
+NETWORK_MODES = ("", "host", "none", "bridge")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _QUEUE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -71,6 +74,11 @@ class JobSpec:
     cpu_limit: float = 0.0                # hard cap in cores per task; 0 = none
     swap: int = 0                         # swap bytes per task beyond memory; 0 = none, -1 = unlimited
     pids_max: int = 0                     # processes + threads per task; 0 = the agent's default
+    retries: int = 0                      # a FAILED or LOST task runs again up to this many times
+    log_max_bytes: int = 0                # per log file before rotation; 0 = the agent's default
+    image: str = ""                       # docker image; "" = the node's native runtime
+    network: str = ""                     # host | none | bridge; "" = host (bridge if `net` is asked)
+    net_limit: float = 0.0                # egress cap in bits/s when the link is idle; 0 = the request
 
     def validate(self) -> None:
         """Raises InvalidArgument naming the first bad field."""
@@ -91,6 +99,7 @@ class JobSpec:
             raise InvalidArgument("workdir", f"{self.workdir!r} must be an absolute path")
         self.resources.validate_request("resources")
         parse_constraints(self.constraints)
+        check_spec_bounds(self)
         if not (0.0 < self.weight < float("inf")):
             raise InvalidArgument("weight", f"{self.weight!r} must be a number > 0 (default 1)")
         self._validate_limits()
@@ -102,6 +111,14 @@ class JobSpec:
             raise InvalidArgument("swap", f"{self.swap} must be bytes >= 0, or -1 for unlimited")
         if self.pids_max < 0:
             raise InvalidArgument("pids_max", f"{self.pids_max} must be >= 0 (0: the agent's default)")
+        if not 0 <= self.retries <= MAX_RETRIES:
+            raise InvalidArgument("retries", f"{self.retries} is out of range; allowed 0..{MAX_RETRIES}")
+        if self.log_max_bytes < 0:
+            raise InvalidArgument("log_max_bytes", f"{self.log_max_bytes} must be bytes >= 0 (0: the agent's default)")
+        if self.network not in NETWORK_MODES:
+            raise InvalidArgument("network", f"{self.network!r} is not one of: host, none, bridge")
+        if not (0.0 <= self.net_limit < float("inf")):
+            raise InvalidArgument("net_limit", f"{self.net_limit!r} must be bits/s >= 0 (0: the request)")
 
 
 @dataclass(frozen=True)
@@ -140,6 +157,7 @@ class Task:
     started_at: float = 0.0
     finished_at: float = 0.0
     usage: TaskUsage = field(default_factory=TaskUsage)
+    failures: int = 0          # attempts that ended FAILED or LOST (retries count these)
 
     @property
     def id(self) -> str:

@@ -88,7 +88,8 @@ def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
         resources=resources_to_pb(spec.resources), command=list(spec.command),
         env=dict(spec.env), user=spec.user, workdir=spec.workdir, labels=dict(spec.labels),
         constraints=list(spec.constraints), cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
-        weight=spec.weight,
+        weight=spec.weight, retries=spec.retries, log_max_bytes=spec.log_max_bytes, image=spec.image,
+        network=spec.network, net_limit=spec.net_limit,
     )
 
 
@@ -101,6 +102,8 @@ def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
         labels=tuple(sorted(msg.labels.items())), constraints=tuple(msg.constraints),
         cpu_limit=msg.cpu_limit, swap=msg.swap, pids_max=msg.pids_max,
         weight=msg.weight or 1.0,   # 0 is proto3 for unset
+        retries=msg.retries, log_max_bytes=msg.log_max_bytes, image=msg.image, network=msg.network,
+        net_limit=msg.net_limit,
     )
 
 
@@ -109,7 +112,7 @@ def task_to_pb(t: Task) -> jobs_pb2.Task:
         index=t.index, id=t.id, state=task_state_to_pb(t.state), node=t.node, attempt=t.attempt,
         has_exit_code=t.exit_code is not None, exit_code=t.exit_code or 0, signal=t.signal,
         reason=t.reason, started_at=t.started_at, finished_at=t.finished_at,
-        usage=usage_to_pb(t.usage, t.id, t.attempt),
+        usage=usage_to_pb(t.usage, t.id, t.attempt), failures=t.failures,
     )
 
 
@@ -118,7 +121,7 @@ def task_from_pb(job_id: str, msg: jobs_pb2.Task) -> Task:
         job_id=job_id, index=msg.index, state=task_state_from_pb(msg.state), node=msg.node,
         attempt=msg.attempt, exit_code=msg.exit_code if msg.has_exit_code else None,
         signal=msg.signal, reason=msg.reason, started_at=msg.started_at,
-        finished_at=msg.finished_at, usage=usage_from_pb(msg.usage),
+        finished_at=msg.finished_at, usage=usage_from_pb(msg.usage), failures=msg.failures,
     )
 
 

@@ -40,6 +40,11 @@ class TaskSpec:
     cpu_limit: float = 0.0                # hard cap in cores; 0 = none
     swap_bytes: int = 0                   # swap allowed beyond memory; 0 = none, -1 = unlimited
     namespaces: bool = True               # own PID, mount (private /tmp), UTS and IPC namespaces
+    log_max_bytes: int = 0                # per log file before it rotates to <file>.1; 0 = no cap
+    image: str = ""                       # docker image (the docker backend); "" = native
+    network: str = "host"                 # host | none | bridge
+    net_rate_bps: float = 0.0             # egress bandwidth guaranteed (HTB rate); 0 = none
+    net_ceil_bps: float = 0.0             # egress cap when the link is idle (HTB ceil); 0 = the rate
 
 
 @dataclass(frozen=True)

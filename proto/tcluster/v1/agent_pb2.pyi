@@ -1,4 +1,5 @@
 from tcluster.v1 import common_pb2 as _common_pb2
+from tcluster.v1 import jobs_pb2 as _jobs_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -125,47 +126,28 @@ class MasterMessage(_message.Message):
     def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("heartbeat_interval_s", "kill_task_ids")
+    __slots__ = ("heartbeat_interval_s", "kills", "fence_after_s")
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
-    KILL_TASK_IDS_FIELD_NUMBER: _ClassVar[int]
+    KILLS_FIELD_NUMBER: _ClassVar[int]
+    FENCE_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_s: float
-    kill_task_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., kill_task_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    kills: _containers.RepeatedCompositeFieldContainer[KillTask]
+    fence_after_s: float
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., kills: _Optional[_Iterable[_Union[KillTask, _Mapping]]] = ..., fence_after_s: _Optional[float] = ...) -> None: ...
 
 class LaunchTask(_message.Message):
-    __slots__ = ("task_id", "attempt", "job_id", "index", "resources", "command", "env", "user", "workdir", "cpu_limit", "swap", "pids_max")
-    class EnvEntry(_message.Message):
-        __slots__ = ("key", "value")
-        KEY_FIELD_NUMBER: _ClassVar[int]
-        VALUE_FIELD_NUMBER: _ClassVar[int]
-        key: str
-        value: str
-        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    __slots__ = ("task_id", "attempt", "job_id", "index", "spec")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
-    RESOURCES_FIELD_NUMBER: _ClassVar[int]
-    COMMAND_FIELD_NUMBER: _ClassVar[int]
-    ENV_FIELD_NUMBER: _ClassVar[int]
-    USER_FIELD_NUMBER: _ClassVar[int]
-    WORKDIR_FIELD_NUMBER: _ClassVar[int]
-    CPU_LIMIT_FIELD_NUMBER: _ClassVar[int]
-    SWAP_FIELD_NUMBER: _ClassVar[int]
-    PIDS_MAX_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     attempt: int
     job_id: str
     index: int
-    resources: _common_pb2.Resources
-    command: _containers.RepeatedScalarFieldContainer[str]
-    env: _containers.ScalarMap[str, str]
-    user: str
-    workdir: str
-    cpu_limit: float
-    swap: int
-    pids_max: int
-    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ...) -> None: ...
+    spec: _jobs_pb2.JobSpec
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., spec: _Optional[_Union[_jobs_pb2.JobSpec, _Mapping]] = ...) -> None: ...
 
 class KillTask(_message.Message):
     __slots__ = ("task_id", "attempt", "grace_s", "reason")

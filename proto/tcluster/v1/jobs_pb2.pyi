@@ -33,7 +33,7 @@ LOG_STDOUT: LogStream
 LOG_STDERR: LogStream
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "cpu_limit", "swap", "pids_max")
+    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -59,9 +59,14 @@ class JobSpec(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     CPU_LIMIT_FIELD_NUMBER: _ClassVar[int]
     SWAP_FIELD_NUMBER: _ClassVar[int]
     PIDS_MAX_FIELD_NUMBER: _ClassVar[int]
+    LOG_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NET_LIMIT_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     tasks: int
@@ -73,13 +78,18 @@ class JobSpec(_message.Message):
     labels: _containers.ScalarMap[str, str]
     constraints: _containers.RepeatedScalarFieldContainer[str]
     weight: float
+    retries: int
+    image: str
+    network: str
     cpu_limit: float
     swap: int
     pids_max: int
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ...) -> None: ...
+    log_max_bytes: int
+    net_limit: float
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage")
+    __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage", "failures")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -92,6 +102,7 @@ class Task(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
     index: int
     id: str
     state: _common_pb2.TaskState
@@ -104,7 +115,8 @@ class Task(_message.Message):
     started_at: float
     finished_at: float
     usage: _common_pb2.TaskUsage
-    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ...) -> None: ...
+    failures: int
+    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., failures: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share")
@@ -139,20 +151,28 @@ class GetJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("states", "queue", "limit")
+    __slots__ = ("states", "queue", "limit", "all", "page_token")
     STATES_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[JobState]
     queue: str
     limit: int
-    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., queue: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    all: bool
+    page_token: str
+    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., queue: _Optional[str] = ..., limit: _Optional[int] = ..., all: _Optional[bool] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "next_page_token", "total")
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[Job]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    total: int
+    def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
     __slots__ = ("id",)
@@ -161,16 +181,18 @@ class CancelJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class LogsRequest(_message.Message):
-    __slots__ = ("job_id", "task_index", "stream", "tail_bytes")
+    __slots__ = ("job_id", "task_index", "stream", "tail_bytes", "follow")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_index: int
     stream: LogStream
     tail_bytes: int
-    def __init__(self, job_id: _Optional[str] = ..., task_index: _Optional[int] = ..., stream: _Optional[_Union[LogStream, str]] = ..., tail_bytes: _Optional[int] = ...) -> None: ...
+    follow: bool
+    def __init__(self, job_id: _Optional[str] = ..., task_index: _Optional[int] = ..., stream: _Optional[_Union[LogStream, str]] = ..., tail_bytes: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
 
 class LogChunk(_message.Message):
     __slots__ = ("data",)
