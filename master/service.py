@@ -18,7 +18,7 @@ from tcluster.master.actions import (
 from tcluster.master.cluster import Cluster
 from tcluster.master.links import AgentLink
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
-from tcluster.master.scheduling import schedule_round
+from tcluster.scheduler.round import schedule_round
 from tcluster.master.settings import MasterSettings
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
 from tcluster.scheduler.fairness import make_fairness

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tcluster.master.scheduling import schedule_round
+from tcluster.scheduler.round import schedule_round
 from tcluster.model import Job, JobSpec, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import make_fairness

@@ -7,7 +7,7 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tcluster.master.scheduling import schedule_round
+from tcluster.scheduler.round import schedule_round
 from tcluster.model import Job, JobSpec, Task
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import FAIRNESS_POLICIES, FairnessPolicy, make_fairness

@@ -5,7 +5,7 @@ import random
 from hypothesis import given, strategies as st
 
 from tcluster.model import Job, JobSpec, Task
-from tcluster.master.scheduling import schedule_round
+from tcluster.scheduler.round import schedule_round
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import FifoPolicy
 from tcluster.scheduler.nodestate import NodeMatrix
