@@ -43,12 +43,6 @@ class Registration:
 
 
 @dataclass(frozen=True)
-class Welcome:
-    heartbeat_interval_s: float
-    kill_task_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class AckReports:
     seq: int
 
@@ -60,9 +54,11 @@ class FetchLog:
     stderr: bool
     tail_bytes: int
     max_bytes: int
+    follow: bool = False
+    attempt: int = 0
 
 
-Outbound = Launch | Kill | Welcome | AckReports | FetchLog
+Outbound = Launch | Kill | AckReports | FetchLog | object   # + events.Welcome
 
 
 @dataclass(frozen=True)

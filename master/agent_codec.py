@@ -4,30 +4,37 @@ from __future__ import annotations
 
 import math
 
+from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.actions import (
-    AckReports, FetchLog, Heartbeat, Kill, Launch, LogPiece, Outbound, Registration, ReportBatch,
-    TaskReport, Welcome,
+    AckReports, FetchLog, Heartbeat, Kill, Launch, LogPiece, Outbound, Registration, ReportBatch, TaskReport,
 )
+from tcluster.master.events import Welcome
 from tcluster.v1 import agent_pb2
+from tcluster.model import TaskState
 from tcluster.wire import resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 
 
 def report_from_pb(event: agent_pb2.TaskEvent) -> TaskReport:
-    if not event.task_id:
-        raise ValueError("task event without task_id")
+    if not event.task_id or len(event.task_id) > 64:
+        raise ValueError(f"task event with a bad task_id ({len(event.task_id)} chars)")
     if not math.isfinite(event.at):
         raise ValueError(f"task event {event.task_id}: time {event.at!r} is not finite")
+    state = task_state_from_pb(event.state)
+    if state in (TaskState.PENDING, TaskState.STARTING) and not event.rejected:
+        raise ValueError(f"task event {event.task_id}: an agent cannot report {state.value}")
     return TaskReport(
-        task_id=event.task_id, attempt=event.attempt, state=task_state_from_pb(event.state),
+        task_id=event.task_id, attempt=event.attempt, state=state,
         exit_code=event.exit_code if event.has_exit_code else None, signal=event.signal,
-        reason=event.reason, at=event.at,
+        reason=event.reason[:MAX_REASON_BYTES], at=event.at,
         usage=usage_from_pb(event.usage) if event.HasField("usage") else None, rejected=event.rejected,
     )
 
 
 def registration_from_pb(msg: agent_pb2.Register) -> Registration:
+    if len(msg.pending_events) > MAX_EVENTS_PER_MESSAGE:
+        raise ValueError(f"register carries {len(msg.pending_events)} events; at most {MAX_EVENTS_PER_MESSAGE}")
     reports = tuple(report_from_pb(e) for e in msg.pending_events)
     return Registration(
         node=msg.node, capacity=resources_from_pb(msg.capacity), reserved=resources_from_pb(msg.reserved),
@@ -42,10 +49,14 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
     if kind == "register":
         return registration_from_pb(msg.register)
     if kind == "heartbeat":
+        if len(msg.heartbeat.usage) > MAX_USAGE_PER_HEARTBEAT:
+            raise ValueError(f"heartbeat carries {len(msg.heartbeat.usage)} usage samples")
         usage = {u.task_id: (u.attempt, usage_from_pb(u)) for u in msg.heartbeat.usage if u.task_id}
         return Heartbeat(free=resources_from_pb(msg.heartbeat.free), usage=usage)
     if kind == "events":
         events = msg.events.events
+        if len(events) > MAX_EVENTS_PER_MESSAGE:
+            raise ValueError(f"{len(events)} events in one message; at most {MAX_EVENTS_PER_MESSAGE}")
         return ReportBatch(tuple(report_from_pb(e) for e in events), max((e.seq for e in events), default=0))
     if kind == "log_data":
         d = msg.log_data
@@ -64,13 +75,12 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
             task_id=message.task_id, attempt=message.attempt, reason=message.reason))
     if isinstance(message, Welcome):
         return agent_pb2.MasterMessage(registered=agent_pb2.Registered(
-            heartbeat_interval_s=message.heartbeat_interval_s,
-            kills=[agent_pb2.KillTask(task_id=t, attempt=0, reason="the master no longer wants this task")
-                   for t in message.kill_task_ids]))
+            heartbeat_interval_s=message.heartbeat_interval_s, fence_after_s=message.fence_after_s,
+            kills=[agent_pb2.KillTask(task_id=k.task_id, attempt=k.attempt, reason=k.reason) for k in message.kills]))
     if isinstance(message, AckReports):
         return agent_pb2.MasterMessage(ack=agent_pb2.Ack(seq=message.seq))
     if isinstance(message, FetchLog):
         return agent_pb2.MasterMessage(log_request=agent_pb2.LogRequest(
             request_id=message.request_id, task_id=message.task_id, stderr=message.stderr,
-            tail_bytes=message.tail_bytes, max_bytes=message.max_bytes))
+            tail_bytes=message.tail_bytes, max_bytes=message.max_bytes, follow=message.follow))
     raise TypeError(f"cannot send {type(message).__name__}")

@@ -19,6 +19,7 @@ from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from tcluster.wire import job_state_from_pb, job_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb
 
 log = logging.getLogger(__name__)
+REGISTER_TIMEOUT_S = 30.0
 
 STATUS_FOR_ERROR: dict[type[TclusterError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -28,8 +29,16 @@ STATUS_FOR_ERROR: dict[type[TclusterError], grpc.StatusCode] = {
 }
 
 
+def status_for(error: Exception) -> grpc.StatusCode:
+    """By the error's class or its nearest listed base (a ConfigError is an InvalidArgument)."""
+    for cls in type(error).__mro__:
+        if cls in STATUS_FOR_ERROR:
+            return STATUS_FOR_ERROR[cls]
+    return grpc.StatusCode.INTERNAL
+
+
 async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
-    code = STATUS_FOR_ERROR.get(type(error), grpc.StatusCode.INTERNAL)
+    code = status_for(error)
     if code is grpc.StatusCode.INTERNAL:
         log.exception("internal error", exc_info=error)
     await context.abort(code, str(error))
@@ -46,7 +55,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         try:
             return self._job(self.service.submit(spec_from_pb(request.spec)))
         except (TclusterError, ValueError) as error:
-            await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)))
+            await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)[:200]))
             raise AssertionError("unreachable")
 
     async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
@@ -61,8 +70,13 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             states = {job_state_from_pb(s) for s in request.states}
         except ValueError as error:
             await _abort(context, InvalidArgument("states", str(error)))
-        pairs = self.service.list_jobs(states, request.queue, request.limit)
-        return jobs_pb2.ListJobsResponse(jobs=[self._job(p) for p in pairs])
+        try:
+            pairs, next_token, total = self.service.list_jobs(states, request.queue, request.limit, request.all,
+                                                              request.page_token)
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+        return jobs_pb2.ListJobsResponse(jobs=[self._job(p) for p in pairs], next_page_token=next_token, total=total)
 
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
@@ -74,7 +88,8 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     async def Logs(self, request: jobs_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[jobs_pb2.LogChunk]:
         stderr = request.stream == jobs_pb2.LOG_STDERR
         try:
-            async for data in self.service.logs(request.job_id, request.task_index, stderr, request.tail_bytes):
+            async for data in self.service.logs(request.job_id, request.task_index, stderr, request.tail_bytes,
+                                                request.follow):
                 yield jobs_pb2.LogChunk(data=data)
         except TclusterError as error:
             await _abort(context, error)
@@ -85,14 +100,14 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
         self.service = service
 
     async def ListNodes(self, request: jobs_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListNodesResponse:
-        nodes = [node_to_pb(n, self.service.cluster.free(n), tasks) for n, tasks in self.service.nodes()]
+        nodes = [node_to_pb(n, self.service.free(n), tasks) for n, tasks in self.service.nodes()]
         return jobs_pb2.ListNodesResponse(nodes=nodes)
 
     async def ListQueues(self, request: jobs_pb2.ListQueuesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListQueuesResponse:
         return jobs_pb2.ListQueuesResponse(
             queues=[queue_to_pb(row) for row in self.service.list_queues()],
             fairness=self.service.fairness.name, source=self.service.queues.source,
-            capacity=resources_to_pb(self.service.cluster.matrix.total_capacity()),
+            capacity=resources_to_pb(self.service.total_capacity()),
         )
 
 
@@ -114,12 +129,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     async def _register(self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AgentLink:
         try:
-            first = inbound_from_pb(await requests.__anext__())
+            first = inbound_from_pb(await asyncio.wait_for(requests.__anext__(), REGISTER_TIMEOUT_S))
             if not isinstance(first, Registration):
                 raise InvalidArgument("register", "the first message on a stream must be Register")
             return self.service.attach(first)
         except StopAsyncIteration:
             await context.abort(grpc.StatusCode.CANCELLED, "stream closed before Register")
+        except asyncio.TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"no Register within {REGISTER_TIMEOUT_S:.0f}s")
         except (TclusterError, ValueError) as error:
             await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("register", str(error)))
         raise AssertionError("unreachable")

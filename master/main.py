@@ -33,7 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"which node: {', '.join(sorted(PLACEMENT_POLICIES))} (default %(default)s)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0, help="asked of agents (default %(default)s)")
     p.add_argument("--node-timeout-s", type=float, default=15.0,
-                   help="a node silent this long is DOWN and its tasks LOST (default %(default)s)")
+                   help="a node silent this long is DOWN (default %(default)s)")
+    p.add_argument("--lost-timeout-s", type=float, default=30.0,
+                   help="a DOWN node's tasks are LOST this much later, and retried if their job allows "
+                        "(default %(default)s)")
+    p.add_argument("--start-timeout-s", type=float, default=120.0,
+                   help="a task not running this long after its launch is stopped and counted LOST "
+                        "(default %(default)s)")
+    p.add_argument("--job-retention-s", type=float, default=7 * 86400.0,
+                   help="finished jobs are kept this long, then forgotten (default 7 days)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -42,6 +50,8 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     return MasterSettings(
         listen=args.listen, data_dir=args.data_dir, fairness=args.fairness, placement=args.placement,
         heartbeat_interval_s=args.heartbeat_interval_s, node_timeout_s=args.node_timeout_s,
+        lost_timeout_s=args.lost_timeout_s, start_timeout_s=args.start_timeout_s,
+        job_retention_s=args.job_retention_s,
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
     )
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from tcluster.master.cluster import Cluster
+from tcluster.bounds import MAX_MESSAGE_BYTES
 from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
@@ -23,6 +23,8 @@ GRPC_OPTIONS = [
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 ]
 
 
@@ -45,7 +47,7 @@ class RunningMaster:
 async def start_master(settings: MasterSettings) -> RunningMaster:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(settings.db_path)
-    service = MasterService(settings, Cluster(store))
+    service = MasterService(settings, store)
     server = grpc.aio.server(options=GRPC_OPTIONS)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(service), server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(service), server)

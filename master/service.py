@@ -1,6 +1,7 @@
-"""The master's service: the operations the gRPC edge calls, and the background loops
-(scheduling rounds, node liveness). Runs on one asyncio loop, so the Cluster needs no
-locks; every mutation is persisted by the Cluster before actions go out."""
+"""The master's service: the I/O around the state core. Every change is an event; the
+core turns it into a step; the step's rows are written (SQLite, synchronous=FULL), then
+the step is applied in memory, then its actions are sent. A failed write changes
+nothing and the caller gets UNAVAILABLE. Runs on one asyncio loop, so no locks."""
 
 from __future__ import annotations
 
@@ -12,64 +13,115 @@ import time
 from typing import AsyncIterator, Callable
 
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
-from tcluster.master.actions import (
-    AckReports, FetchLog, Heartbeat, Kill, Launch, LogPiece, Registration, ReportBatch, Welcome,
+from tcluster.master.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
+from tcluster.master.events import (
+    Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Kill, Launch, Now, Place, Reports, Step,
+    Submit, Tick, Welcome,
 )
-from tcluster.master.cluster import Cluster
 from tcluster.master.links import AgentLink
+from tcluster.master.paging import page_of_jobs
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
-from tcluster.scheduler.round import schedule_round
+from tcluster.master.registration import check_registration
 from tcluster.master.settings import MasterSettings
-from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
+from tcluster.master.state import MasterState, Timeouts
+from tcluster.master.store import Store, StoreError
+from tcluster.master.transitions import handle
+from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.queuestats import QueueRow
 from tcluster.scheduler.reservations import Reservations
+from tcluster.scheduler.round import schedule_round
 
 log = logging.getLogger(__name__)
-_LOG_PIECE_TIMEOUT_S = 15.0
+LOG_PIECE_TIMEOUT_S = 15.0
+TICK_INTERVAL_S = 0.5
+
+
+def timeouts_of(settings: MasterSettings) -> Timeouts:
+    return Timeouts(node_timeout_s=settings.node_timeout_s, lost_timeout_s=settings.lost_timeout_s,
+                    start_timeout_s=settings.start_timeout_s, job_retention_s=settings.job_retention_s,
+                    heartbeat_interval_s=settings.heartbeat_interval_s)
+
+
+def load_state(store: Store, settings: MasterSettings, mono: float) -> MasterState:
+    return MasterState(store.load_jobs(), store.load_tasks(), store.load_nodes(), store.load_kills(),
+                       timeouts_of(settings), mono)
 
 
 class MasterService:
-    def __init__(self, settings: MasterSettings, cluster: Cluster, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, settings: MasterSettings, store: Store, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
-        self.cluster = cluster
+        self.store = store
+        self.clock, self.monotonic = clock, monotonic
+        self.state = load_state(store, settings, monotonic())
         self.fairness = make_fairness(settings.fairness)
         self.placement = make_placement(settings.placement)
         self.rng = random.Random(settings.seed)
-        self.clock = clock
         self.links: dict[str, AgentLink] = {}
         self._wake = asyncio.Event()
         self._eligible = EligibleCache()
         self.queues = load_tree(settings.queues_file)
         self.reservations = Reservations(settings.reserve_after_s)
-        self.started_at = clock()
+
+    # ---- the one way to change state ----
+
+    def now(self) -> Now:
+        return Now(self.clock(), self.monotonic())
+
+    def _do(self, event: Event) -> Step:
+        """Decide, write, apply, send. StoreError (UNAVAILABLE) leaves everything as it was."""
+        step = handle(self.state, event, self.now())
+        new_jobs = [j for j in step.jobs if j not in self.state.jobs]
+        self.store.apply(step, new_jobs)
+        self.state.apply(step)
+        self._send(step.actions)
+        return step
+
+    def _send(self, actions: list[Action]) -> None:
+        for action in actions:
+            link = self.links.get(action.node)
+            if isinstance(action, Disconnect):
+                if link is not None:
+                    log.warning("closing the stream of node %s: %s", action.node, action.reason)
+                    del self.links[action.node]
+                    link.close()
+            elif link is not None:
+                link.send(AckReports(action.seq) if isinstance(action, Ack) else action)
 
     # ---- jobs ----
 
     def submit(self, spec: JobSpec) -> tuple[Job, list[Task]]:
         spec.validate()
         self.queues.check_leaf(spec.queue)
-        job = self.cluster.submit(spec, self.clock())
+        job_id = secrets.token_hex(4)
+        while job_id in self.state.jobs:
+            job_id = secrets.token_hex(4)
+        self._do(Submit(job_id, spec))
         self.kick()
-        return self.cluster.job(job.id)
+        return self.get(job_id)
 
     def get(self, job_id: str) -> tuple[Job, list[Task]]:
-        return self.cluster.job(job_id)
+        job = self.state.jobs.get(job_id)
+        if job is None:
+            raise NotFound(f"job {job_id!r} not found")
+        return self.state.job_view(job), [self.state.task_view(t) for t in self.state.tasks[job_id]]
 
-    def list_jobs(self, states: set[JobState], queue: str, limit: int) -> list[tuple[Job, list[Task]]]:
-        jobs = sorted(self.cluster.jobs.values(), key=lambda j: (j.submitted_at, j.id), reverse=True)
-        jobs = [j for j in jobs if (not states or j.state in states) and (not queue or j.spec.queue == queue)]
-        return [self.cluster.job(j.id) for j in (jobs[:limit] if limit > 0 else jobs)]
+    def list_jobs(self, states: set[JobState], queue: str, limit: int, all_jobs: bool = False,
+                  page_token: str = "") -> tuple[list[tuple[Job, list[Task]]], str, int]:
+        ids, next_token, total = page_of_jobs(self.state.jobs, states, queue, limit, all_jobs, page_token)
+        return [self.get(job_id) for job_id in ids], next_token, total
 
     def cancel(self, job_id: str) -> tuple[Job, list[Task]]:
-        _, kills = self.cluster.cancel(job_id, self.clock())
-        self._dispatch(kills)
-        return self.cluster.job(job_id)
+        self._do(Cancel(job_id))
+        self.kick()
+        return self.get(job_id)
 
-    async def logs(self, job_id: str, index: int, stderr: bool, tail_bytes: int) -> AsyncIterator[bytes]:
-        _, tasks = self.cluster.job(job_id)
+    async def logs(self, job_id: str, index: int, stderr: bool, tail_bytes: int,
+                   follow: bool = False) -> AsyncIterator[bytes]:
+        _, tasks = self.get(job_id)
         if not 0 <= index < len(tasks):
             raise NotFound(f"job {job_id} has no task {index} (it has {len(tasks)})")
         task = tasks[index]
@@ -80,10 +132,11 @@ class MasterService:
             raise Unavailable(f"node {task.node} is not connected; its logs stay on that node")
         request_id = secrets.token_hex(8)
         queue = link.open_log(request_id)
-        link.send(FetchLog(request_id, task.id, stderr, tail_bytes, self.settings.log_max_bytes))
+        link.send(FetchLog(request_id, task.id, stderr, tail_bytes, self.settings.log_max_bytes, follow,
+                           task.attempt))
         try:
             while True:
-                piece = await asyncio.wait_for(queue.get(), _LOG_PIECE_TIMEOUT_S)
+                piece = await asyncio.wait_for(queue.get(), LOG_PIECE_TIMEOUT_S)
                 if piece.error:
                     raise FailedPrecondition(f"logs of {task.id}: {piece.error}")
                 if piece.data:
@@ -96,31 +149,26 @@ class MasterService:
             link.close_log(request_id)
 
     def nodes(self) -> list[tuple[Node, list[str]]]:
-        return [
-            (n, sorted(t.id for t in self.cluster.tasks_on(n.name)))
-            for n in sorted(self.cluster.nodes.values(), key=lambda n: n.name)
-        ]
+        return [(n, sorted(t.id for t in self.state.tasks_on(n.name)))
+                for n in sorted(self.state.nodes.values(), key=lambda n: n.name)]
+
+    def free(self, node: Node) -> object:
+        return self.state.free(node.name)
 
     # ---- agents ----
 
     def attach(self, reg: Registration) -> AgentLink:
-        _check_registration(reg)
-        if reg.node in self.links:
-            raise FailedPrecondition(f"node {reg.node!r} is already connected; node names must be unique")
-        now = self.clock()
-        node = Node(name=reg.node, capacity=(reg.capacity - reg.reserved).clamp_nonnegative(), reserved=reg.reserved,
-                    labels=reg.labels, state=NodeState.READY, last_seen=now, runtime=reg.runtime)
-        self.cluster.upsert_node(node)
-        self.cluster.apply_reports(reg.node, reg.reports, now)
-        running = {task_id for task_id, _ in reg.running}
-        self.cluster.lose_tasks(reg.node, "the agent no longer runs it", now, keep=running)
-        unwanted = tuple(sorted(tid for tid, attempt in reg.running if not self._wanted(tid, attempt, reg.node)))
+        check_registration(reg)
+        step = handle(self.state, AgentJoined(reg), self.now())
+        self.store.apply(step, ())
+        self.state.apply(step)
+        old = self.links.pop(reg.node, None)
+        if old is not None:
+            old.close()
         link = AgentLink(reg.node)
         self.links[reg.node] = link
-        link.send(Welcome(self.settings.heartbeat_interval_s, unwanted))
-        if reg.reports:
-            link.send(AckReports(reg.last_seq))
-        log.info("node %s registered (%s, capacity %s)", reg.node, reg.runtime, node.capacity.describe())
+        self._send([a for a in step.actions if not isinstance(a, Disconnect)])
+        log.info("node %s registered (%s, capacity %s)", reg.node, reg.runtime, step.nodes[reg.node].capacity.describe())
         self.kick()
         return link
 
@@ -128,28 +176,29 @@ class MasterService:
         link.close()
         if self.links.get(link.node) is link:
             del self.links[link.node]
-            self.cluster.mark_down(link.node, self.clock())
+            try:
+                self._do(AgentLeft(link.node))
+            except StoreError:
+                log.error("node %s disconnected; its DOWN state is not on disk yet", link.node)
             log.info("node %s disconnected", link.node)
 
     def on_heartbeat(self, link: AgentLink, beat: Heartbeat) -> None:
-        self.cluster.touch(link.node, self.clock())
-        self.cluster.report_free(link.node, beat.free)
-        self.cluster.record_usage(beat.usage)
-        self.cluster.flush_usage(link.node)
+        if self.links.get(link.node) is link:
+            self._do(Beat(link.node, beat.free, beat.usage))
 
     def on_reports(self, link: AgentLink, batch: ReportBatch) -> None:
-        now = self.clock()
-        self.cluster.touch(link.node, now)
-        self.cluster.apply_reports(link.node, batch.reports, now)
-        link.send(AckReports(batch.last_seq))
+        if self.links.get(link.node) is not link:
+            return
+        try:
+            self._do(Reports(link.node, batch.reports, batch.last_seq))
+        except StoreError:
+            # Not acknowledged: the agent keeps them and sends them again when it re-registers.
+            self._send([Disconnect(link.node, "its task events cannot be stored now")])
+            return
         self.kick()
 
     def on_log_piece(self, link: AgentLink, piece: LogPiece) -> None:
         link.deliver_log(piece)
-
-    def _wanted(self, task_id: str, attempt: int, node: str) -> bool:
-        task = self.cluster.task(task_id)
-        return task is not None and task.attempt == attempt and task.node == node and task.state.holds_resources
 
     # ---- background ----
 
@@ -157,67 +206,57 @@ class MasterService:
         self._wake.set()
 
     async def run(self) -> None:
-        """Scheduling rounds on every change (and every schedule_interval_s), plus liveness."""
+        """Scheduling rounds on every change (and every schedule_interval_s), plus timeouts."""
+        last_tick = 0.0
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), self.settings.schedule_interval_s)
+                await asyncio.wait_for(self._wake.wait(), min(self.settings.schedule_interval_s, TICK_INTERVAL_S))
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
             try:
-                self.check_liveness()
+                if self.monotonic() - last_tick >= TICK_INTERVAL_S:
+                    last_tick = self.monotonic()
+                    self.tick()
                 self.schedule_once()
+            except StoreError as error:
+                log.error("%s", error)
             except Exception:  # a bug in one round must not stop the master
                 log.exception("scheduling round failed")
 
+    def tick(self) -> None:
+        step = self._do(Tick())
+        if step.tasks:
+            self.kick()
+
     def schedule_once(self) -> list[Launch]:
-        result = schedule_round(self.cluster.jobs, self.cluster.tasks, self.cluster.matrix,
-                                self.fairness, self.placement, self.rng, self._eligible,
-                                queues=self.queues, reservations=self.reservations, now=self.clock())
-        launches = self.cluster.assign(result.placements, self.clock()) if result.placements else []
-        self.cluster.set_pending_reasons(result.pending_reasons)
-        self._dispatch(launches)
-        return launches
+        state = self.state
+        pending = {job_id: state.tasks[job_id] for job_id in sorted(state.pending_jobs)}
+        if not pending:
+            return []
+        result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
+                                self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock())
+        step = self._do(Place(tuple((t.id, node) for t, node in result.placements))) if result.placements else None
+        state.set_pending_reasons(result.pending_reasons)
+        return [a for a in step.actions if isinstance(a, Launch)] if step else []
 
     # ---- queues and shares ----
 
     def reload_queues(self) -> str:
         """SIGHUP: re-read the queue file; on any error the old tree stays in force."""
-        self.queues, message = reload_tree(self.queues, self.settings.queues_file, self.cluster.jobs.values())
+        self.queues, message = reload_tree(self.queues, self.settings.queues_file, self.state.jobs.values())
         self.kick()
         return message
 
     def list_queues(self) -> list[QueueRow]:
-        return rows(self.queues, self.cluster.jobs, self.cluster.tasks, self.cluster.matrix.total_capacity())
+        return rows(self.queues, self.state.jobs, self.state.tasks, self.state.matrix.total_capacity())
+
+    def total_capacity(self) -> object:
+        return self.state.matrix.total_capacity()
 
     def dominant_share(self, job: Job, tasks: list[Task]) -> float:
         """Against the total capacity of READY nodes, as the fairness policies see it."""
-        return dominant_share(job, tasks, self.cluster.matrix.total_capacity())
-
-    def check_liveness(self) -> None:
-        now = self.clock()
-        timeout = self.settings.node_timeout_s
-        for name, node in list(self.cluster.nodes.items()):
-            silent = now - max(node.last_seen, self.started_at)
-            if name in self.links and silent > timeout:
-                log.warning("node %s silent for %.1fs: marking it DOWN", name, silent)
-                self.detach(self.links[name])
-            elif name not in self.links:
-                down_for = now - max(self.cluster.down_since.get(name, now), self.started_at)
-                if down_for > timeout and self.cluster.tasks_on(name):
-                    self.cluster.lose_tasks(name, f"node {name} has been down for {down_for:.0f}s", now)
-                    self.kick()
-
-    def _dispatch(self, actions: list[Launch] | list[Kill]) -> None:
-        for action in actions:
-            link = self.links.get(action.node)
-            if link is not None:
-                link.send(action)
+        return dominant_share(job, tasks, self.state.matrix.total_capacity())
 
 
-def _check_registration(reg: Registration) -> None:
-    if not reg.node:
-        raise InvalidArgument("register.node", "is empty")
-    for kind, amount in reg.capacity.as_dict().items():
-        if amount < 0 or amount != amount:
-            raise InvalidArgument(f"register.capacity.{kind}", f"{amount!r} must be >= 0")
+__all__ = ["MasterService", "InvalidArgument", "Kill", "Welcome"]

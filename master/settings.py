@@ -27,7 +27,10 @@ class MasterSettings(BaseModel):
     reserve_after_s: float = Field(30.0, ge=0)      # a job's task waits this long: a node is held for it
     placement: str = DEFAULT_PLACEMENT
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)
-    node_timeout_s: float = Field(15.0, gt=0)        # silent this long: DOWN, its tasks LOST
+    node_timeout_s: float = Field(15.0, gt=0)        # silent this long: DOWN
+    lost_timeout_s: float = Field(30.0, ge=0)        # DOWN this much longer: its tasks LOST
+    start_timeout_s: float = Field(120.0, gt=0)      # STARTING this long without RUNNING: given up
+    job_retention_s: float = Field(7 * 86400.0, gt=0)  # finished jobs are forgotten after this
     schedule_interval_s: float = Field(1.0, gt=0)    # rounds also run on every change
     kill_grace_s: float = Field(10.0, ge=0)
     log_max_bytes: int = Field(16 * 2**20, gt=0)

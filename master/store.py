@@ -1,122 +1,160 @@
-"""The master's durable state: jobs, tasks and nodes in SQLite (WAL mode).
+"""The master's durable state: jobs, tasks, nodes and kill intents in SQLite (WAL mode).
 
-Every state change is written before the master acts on it, so a restart resumes from
-exactly what was decided. Values go in and out as domain dataclasses."""
+A step's rows are written in one transaction with `synchronous=FULL` before the master
+acts on them or replies, so an acknowledged submit survives a SIGKILL and a power loss.
+A failed write raises StoreError and changes nothing in memory (the caller applies a
+step only after it is written); the next write reopens the database, so the master
+resumes by itself once the disk is back. A job's spec is written once, when it is
+submitted; later writes touch only its mutable columns."""
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
-from dataclasses import asdict
 from pathlib import Path
 from typing import Iterable
 
-from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.codec import resources_from_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json
+from tcluster.errors import Unavailable
+from tcluster.master.events import KillIntent, Step
+from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 
-SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
+SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, spec TEXT NOT NULL, state TEXT NOT NULL, submitted_at REAL NOT NULL,
     finished_at REAL NOT NULL, pending_reason TEXT NOT NULL, cancelled INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS tasks (
-    job_id TEXT NOT NULL REFERENCES jobs(id), idx INTEGER NOT NULL, state TEXT NOT NULL,
+    job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL, state TEXT NOT NULL,
     node TEXT NOT NULL, attempt INTEGER NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL,
     reason TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL, usage TEXT NOT NULL,
-    PRIMARY KEY (job_id, idx));
+    failures INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job_id, idx));
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL, labels TEXT NOT NULL,
     state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS kills (
+    task_id TEXT NOT NULL, attempt INTEGER NOT NULL, node TEXT NOT NULL, reason TEXT NOT NULL,
+    retry INTEGER NOT NULL, PRIMARY KEY (task_id, attempt));
 """
+_MIGRATIONS = {
+    # v1 -> v2: retries count failures; kill intents become rows.
+    1: ["ALTER TABLE tasks ADD COLUMN failures INTEGER NOT NULL DEFAULT 0"],
+}
+
+
+class StoreError(Unavailable):
+    """The state could not be written; nothing changed."""
 
 
 def _resources_json(r: Resources) -> str:
     return json.dumps(r.as_dict())
 
 
-def _resources_load(text: str) -> Resources:
-    return Resources.of(json.loads(text))
-
-
-def _spec_json(spec: JobSpec) -> str:
-    data = asdict(spec)
-    data["resources"] = spec.resources.as_dict()
-    return json.dumps(data)
-
-
-def _spec_load(text: str) -> JobSpec:
-    data = json.loads(text)
-    return JobSpec(
-        command=tuple(data["command"]), resources=Resources.of(data["resources"]),
-        name=data["name"], queue=data["queue"], tasks=data["tasks"],
-        env=tuple(tuple(p) for p in data["env"]), user=data["user"], workdir=data["workdir"],
-        labels=tuple(tuple(p) for p in data["labels"]), constraints=tuple(data.get("constraints", ())),
-        weight=float(data.get("weight", 1.0)),
-    )
+def _usage_text(usage: TaskUsage) -> str:
+    return "" if usage == TaskUsage() else usage_to_json(usage)
 
 
 class Store:
     """One connection, used from the master's event loop thread only."""
 
     def __init__(self, path: Path | str) -> None:
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._db.executescript(_SCHEMA)
-        self._check_version()
+        self._path = str(path)
+        self._db = self._open()
+        self._broken = False
+        self._migrate()
 
-    def _check_version(self) -> None:
-        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise RuntimeError(f"state database schema {row[0]} is not {SCHEMA_VERSION}; this master cannot read it")
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")   # an acknowledged write survives power loss
+        db.execute("PRAGMA foreign_keys=ON")
+        return db
+
+    def _migrate(self) -> None:
+        row = None
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.OperationalError:
+            pass                                  # a new database
+        version = int(row[0]) if row else SCHEMA_VERSION
+        if version > SCHEMA_VERSION:
+            raise RuntimeError(f"state database schema {version} is newer than {SCHEMA_VERSION}; upgrade tcl-master")
+        with self._db:
+            self._db.execute("BEGIN")
+            for step in range(version, SCHEMA_VERSION):
+                for sql in _MIGRATIONS[step]:
+                    self._db.execute(sql)
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                self._db.execute(statement)
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self._db.close()
 
-    def write(self, jobs: Iterable[Job] = (), tasks: Iterable[Task] = (), nodes: Iterable[Node] = ()) -> None:
-        """Writes all of it in one transaction: either everything lands or nothing."""
-        with self._db:  # BEGIN ... COMMIT / ROLLBACK
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT OR REPLACE INTO jobs VALUES (?,?,?,?,?,?,?)",
-                [(j.id, _spec_json(j.spec), j.state.value, j.submitted_at, j.finished_at,
-                  j.pending_reason, int(j.cancelled)) for j in jobs],
-            )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                [(t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
-                  t.started_at, t.finished_at, json.dumps(asdict(t.usage))) for t in tasks],
-            )
-            self._db.executemany(
-                "INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?)",
-                [(n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
-                  n.state.value, n.last_seen, n.runtime) for n in nodes],
-            )
+    # ---- writes ----
+
+    def apply(self, step: Step, new_jobs: Iterable[str] = ()) -> None:
+        """Writes a step's rows in one transaction; StoreError if the disk refuses."""
+        if not step.durable:
+            return
+        try:
+            if self._broken:
+                self._db.close()
+                self._db = self._open()
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._write(step, set(new_jobs))
+            self._broken = False
+        except sqlite3.Error as error:
+            self._broken = True
+            log.error("state write failed: %s", error)
+            raise StoreError(f"the master cannot write its state ({error}); it refuses new work until "
+                             "its disk is writable again, and keeps serving reads") from error
+
+    def _write(self, step: Step, new_jobs: set[str]) -> None:
+        db = self._db
+        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,'',?)", [
+            (j.id, spec_to_json(j.spec), j.state.value, j.submitted_at, j.finished_at, int(j.cancelled))
+            for j in step.jobs.values() if j.id in new_jobs])
+        db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=? WHERE id=?", [
+            (j.state.value, j.finished_at, int(j.cancelled), j.id) for j in step.jobs.values() if j.id not in new_jobs])
+        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
+            (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
+             t.started_at, t.finished_at, _usage_text(t.usage), t.failures) for t in step.tasks.values()])
+        db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?)", [
+            (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
+             n.state.value, n.last_seen, n.runtime) for n in step.nodes.values()])
+        db.executemany("DELETE FROM kills WHERE task_id=? AND attempt=?", sorted(step.kills_del))
+        db.executemany("INSERT OR REPLACE INTO kills VALUES (?,?,?,?,?)", [
+            (k.task_id, k.attempt, k.node, k.reason, int(k.retry)) for k in step.kills_put.values()])
+        db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
+        db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])
+
+    # ---- reads (at start) ----
 
     def load_jobs(self) -> list[Job]:
-        rows = self._db.execute("SELECT * FROM jobs ORDER BY submitted_at, id").fetchall()
-        return [
-            Job(id=r[0], spec=_spec_load(r[1]), state=JobState(r[2]), submitted_at=r[3], finished_at=r[4],
-                pending_reason=r[5], cancelled=bool(r[6]))
-            for r in rows
-        ]
+        rows = self._db.execute("SELECT id, spec, state, submitted_at, finished_at, cancelled FROM jobs "
+                                "ORDER BY submitted_at, id").fetchall()
+        return [Job(id=r[0], spec=spec_from_json(r[1]), state=JobState(r[2]), submitted_at=r[3], finished_at=r[4],
+                    cancelled=bool(r[5])) for r in rows]
 
     def load_tasks(self) -> list[Task]:
-        rows = self._db.execute("SELECT * FROM tasks ORDER BY job_id, idx").fetchall()
-        return [
-            Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
-                 signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9], usage=TaskUsage(**json.loads(r[10])))
-            for r in rows
-        ]
+        rows = self._db.execute("SELECT job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, "
+                                "finished_at, usage, failures FROM tasks ORDER BY job_id, idx").fetchall()
+        return [Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
+                     signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
+                     usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11]) for r in rows]
 
     def load_nodes(self) -> list[Node]:
         rows = self._db.execute("SELECT * FROM nodes ORDER BY name").fetchall()
-        return [
-            Node(name=r[0], capacity=_resources_load(r[1]), reserved=_resources_load(r[2]),
-                 labels=tuple(sorted(json.loads(r[3]).items())), state=NodeState(r[4]), last_seen=r[5], runtime=r[6])
-            for r in rows
-        ]
+        return [Node(name=r[0], capacity=resources_from_dict(json.loads(r[1])),
+                     reserved=resources_from_dict(json.loads(r[2])), labels=tuple(sorted(json.loads(r[3]).items())),
+                     state=NodeState(r[4]), last_seen=r[5], runtime=r[6]) for r in rows]
+
+    def load_kills(self) -> list[KillIntent]:
+        rows = self._db.execute("SELECT task_id, attempt, node, reason, retry FROM kills").fetchall()
+        return [KillIntent(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from tcluster.model import JobState, TaskState
 
@@ -38,5 +38,20 @@ def job_state(task_states: Iterable[TaskState], cancelled: bool) -> JobState:
         started = any(s.terminal for s in states)
         return JobState.RUNNING if started else JobState.PENDING
     if states and all(s is TaskState.SUCCEEDED for s in states):
+        return JobState.SUCCEEDED
+    return JobState.FAILED
+
+
+def job_state_from_counts(counts: Mapping[TaskState, int], cancelled: bool) -> JobState:
+    """`job_state` over per-state task counts, so a big job's state costs O(1)."""
+    if cancelled:
+        return JobState.CANCELLED
+    if counts.get(TaskState.STARTING, 0) or counts.get(TaskState.RUNNING, 0):
+        return JobState.RUNNING
+    if counts.get(TaskState.PENDING, 0):
+        started = any(counts.get(s, 0) for s in TaskState if s.terminal)
+        return JobState.RUNNING if started else JobState.PENDING
+    total = sum(counts.values())
+    if total and counts.get(TaskState.SUCCEEDED, 0) == total:
         return JobState.SUCCEEDED
     return JobState.FAILED

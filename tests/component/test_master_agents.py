@@ -179,7 +179,16 @@ def test_malformed_agent_messages_do_not_crash_the_master(tmp_path: Path) -> Non
         with pytest.raises(grpc.aio.AioRpcError):
             await call.read()
         call = stub.Connect()
-        await call.write(agent_pb2.AgentMessage(register=agent_pb2.Register(node="weird")))
+        zero = agent_pb2.Register(node="empty")         # no capacity: refused
+        call = stub.Connect()
+        await call.write(agent_pb2.AgentMessage(register=zero))
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await call.read()
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "capacity" in info.value.details()
+        weird = agent_pb2.Register(node="weird")
+        weird.capacity.cpu, weird.capacity.memory = 0.01, 2**20   # too small for the job below
+        call = stub.Connect()
+        await call.write(agent_pb2.AgentMessage(register=weird))
         await call.read()  # Registered
         bogus = agent_pb2.TaskEvent(task_id="x.0", state=99, seq=1)
         await call.write(agent_pb2.AgentMessage(events=agent_pb2.TaskEvents(events=[bogus])))

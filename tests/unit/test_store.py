@@ -1,36 +1,99 @@
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
-from tcluster.master.store import Store
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tcluster.master.events import KillIntent, Step
+from tcluster.master.store import Store, StoreError
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
+from tests.unit.specs import job_specs
+
+
+def _step(job: Job, tasks: list[Task], nodes: list[Node] = (), kills: list[KillIntent] = ()) -> Step:  # type: ignore[assignment]
+    return Step(jobs={job.id: job}, tasks={t.id: t for t in tasks}, nodes={n.name: n for n in nodes},
+                kills_put={(k.task_id, k.attempt): k for k in kills})
 
 
 def test_round_trip_survives_reopen(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     spec = JobSpec(command=("python3", "-c", "print(42)"), resources=Resources(0.5, 256 * 2**20, (("net", 1e7),)),
-                   name="n", queue="ads.prod", tasks=2, env=(("A", "1"),), labels=(("team", "x"),))
+                   name="n", queue="ads.prod", tasks=2, env=(("A", "1"),), labels=(("team", "x"),),
+                   cpu_limit=0.5, pids_max=77, swap=-1, retries=2)
     job = Job("abc", spec, 10.0, JobState.RUNNING)
-    task = Task("abc", 1, TaskState.SUCCEEDED, "n1", 2, 0, 0, "", 11.0, 12.0, TaskUsage(1.5, 0.5, 10, 20, 5, 5, 3, 12.0))
+    task = Task("abc", 1, TaskState.SUCCEEDED, "n1", 2, 0, 0, "", 11.0, 12.0,
+                TaskUsage(1.5, 0.5, 10, 20, 5, 5, 3, 12.0), failures=1)
     node = Node("n1", Resources(4, 2**33), Resources(0.5, 2**28), (("rack", "r1"),), NodeState.DOWN, 9.0, "cgroup1")
+    kill = KillIntent("abc.1", 2, "n1", "cancelled", retry=False)
     store = Store(db)
-    store.write(jobs=[job], tasks=[Task("abc", 0), task], nodes=[node])
+    store.apply(_step(job, [Task("abc", 0), task], [node], [kill]), new_jobs=["abc"])
+    store.apply(Step(jobs={"abc": job.__class__(**{**job.__dict__, "cancelled": True})}))   # an update, no new spec
     store.close()
     again = Store(db)
-    assert again.load_jobs() == [job]
+    assert again.load_jobs()[0].spec == spec and again.load_jobs()[0].cancelled
     assert again.load_tasks() == [Task("abc", 0), task]
     assert again.load_nodes() == [node]
+    assert again.load_kills() == [kill]
+    again.apply(Step(kills_del={("abc.1", 2)}, jobs_del={"abc"}))
+    assert again.load_jobs() == [] and again.load_tasks() == [] and again.load_kills() == []
+    again.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=job_specs)
+def test_every_spec_field_survives_the_store(tmp_path: Path, spec: JobSpec) -> None:
+    db = tmp_path / "p.db"
+    db.unlink(missing_ok=True)
+    store = Store(db)
+    store.apply(_step(Job("j1", spec, 1.0), []), new_jobs=["j1"])
+    store.close()
+    again = Store(db)
+    assert again.load_jobs()[0].spec == spec
     again.close()
 
 
 def test_a_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
     store = Store(tmp_path / "m.db")
     job = Job("abc", JobSpec(("x",), Resources(1)), 1.0)
-    try:
+    with pytest.raises(StoreError, match="cannot write its state"):
         # The task references a job that is not written: the foreign key fails the whole batch.
-        store.write(jobs=[job], tasks=[Task("missing", 0)])
-    except Exception:
-        pass
+        store.apply(Step(jobs={job.id: job}, tasks={"missing.0": Task("missing", 0)}), new_jobs=["abc"])
     assert store.load_jobs() == [] and store.load_tasks() == []
+    store.apply(_step(job, [Task("abc", 0)]), new_jobs=["abc"])     # it reopens and goes on
+    assert [j.id for j in store.load_jobs()] == ["abc"]
+    store.close()
+
+
+def test_a_version_1_database_is_migrated_and_keeps_node_limits(tmp_path: Path) -> None:
+    """The v1 loader dropped cpu_limit, swap and pids_max; the codec reads every field."""
+    db = tmp_path / "old.db"
+    raw = sqlite3.connect(db)
+    raw.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '1');
+        CREATE TABLE jobs (id TEXT PRIMARY KEY, spec TEXT NOT NULL, state TEXT NOT NULL, submitted_at REAL NOT NULL,
+            finished_at REAL NOT NULL, pending_reason TEXT NOT NULL, cancelled INTEGER NOT NULL);
+        CREATE TABLE tasks (job_id TEXT NOT NULL REFERENCES jobs(id), idx INTEGER NOT NULL, state TEXT NOT NULL,
+            node TEXT NOT NULL, attempt INTEGER NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL,
+            reason TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL, usage TEXT NOT NULL,
+            PRIMARY KEY (job_id, idx));
+        CREATE TABLE nodes (name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL,
+            labels TEXT NOT NULL, state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL);
+    """)
+    spec = {"command": ["true"], "resources": {"cpu": 1.0, "memory": 1024.0}, "name": "", "queue": "default",
+            "tasks": 1, "env": [], "user": "", "workdir": "", "labels": [], "constraints": [], "weight": 1.0,
+            "cpu_limit": 0.5, "swap": 0, "pids_max": 77}
+    raw.execute("INSERT INTO jobs VALUES ('j', ?, 'PENDING', 1.0, 0.0, '', 0)", (json.dumps(spec),))
+    raw.execute("INSERT INTO tasks VALUES ('j', 0, 'PENDING', '', 0, NULL, 0, '', 0, 0, ?)",
+                (json.dumps(TaskUsage().__dict__),))
+    raw.commit()
+    raw.close()
+    store = Store(db)
+    loaded = store.load_jobs()[0].spec
+    assert (loaded.cpu_limit, loaded.pids_max) == (0.5, 77)
+    assert store.load_tasks()[0].failures == 0 and store.load_kills() == []
     store.close()

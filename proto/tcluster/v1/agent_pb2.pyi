@@ -162,18 +162,20 @@ class KillTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grace_s: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class LogRequest(_message.Message):
-    __slots__ = ("request_id", "task_id", "stderr", "tail_bytes", "max_bytes")
+    __slots__ = ("request_id", "task_id", "stderr", "tail_bytes", "max_bytes", "follow")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     task_id: str
     stderr: bool
     tail_bytes: int
     max_bytes: int
-    def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ...) -> None: ...
+    follow: bool
+    def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ("seq",)
