@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tcluster.agent.tasks import LaunchRequest
+from tcluster.agent.requests import LaunchRequest
 from tcluster.model import TaskUsage
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
@@ -22,10 +22,11 @@ def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
 
 
 def register_to_pb(node: str, capacity: Resources, reserved: Resources, labels: dict[str, str], runtime: str,
-                   running: list[LaunchRequest], pending: list[tuple[int, TaskReport]]) -> agent_pb2.AgentMessage:
+                   running: list[LaunchRequest], pending: list[tuple[int, TaskReport]],
+                   version: str = "") -> agent_pb2.AgentMessage:
     return agent_pb2.AgentMessage(register=agent_pb2.Register(
         node=node, capacity=resources_to_pb(capacity), reserved=resources_to_pb(reserved), labels=labels,
-        runtime=runtime, running=[
+        runtime=runtime, agent_version=version, running=[
             agent_pb2.RunningTask(task_id=r.task_id, attempt=r.attempt, resources=resources_to_pb(r.resources))
             for r in running
         ],
@@ -49,9 +50,5 @@ def log_data_to_pb(request_id: str, data: bytes = b"", eof: bool = False, error:
 
 
 def launch_from_pb(msg: agent_pb2.LaunchTask) -> LaunchRequest:
-    spec = spec_from_pb(msg.spec)
-    return LaunchRequest(
-        task_id=msg.task_id, attempt=msg.attempt, resources=spec.resources,
-        command=spec.command, env=spec.env, user=spec.user, workdir=spec.workdir,
-        cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
-    )
+    return LaunchRequest(task_id=msg.task_id, attempt=msg.attempt, job_id=msg.job_id, index=msg.index,
+                         spec=spec_from_pb(msg.spec))

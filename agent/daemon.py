@@ -1,9 +1,13 @@
 """The agent daemon: one stream to the master, reconnecting with backoff; launches,
-kills and log requests come down it; registration, events and heartbeats go up."""
+kills and log requests come down it; registration, events and heartbeats go up.
+
+Cut off from the master past the fence it was given (node timeout + half the lost
+timeout), the agent kills the tasks the master may start again elsewhere."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import random
 import time
@@ -15,7 +19,8 @@ from tcluster.agent import codec
 from tcluster.agent.outbox import Outbox
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.settings import AgentSettings
-from tcluster.agent.tasks import TaskManager
+from tcluster.agent.tasks import TaskManager, state_dir_path
+from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_MESSAGE_BYTES
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -23,48 +28,70 @@ GRPC_OPTIONS = [
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 ]
+FENCE_FILE = "fence.json"
+HOUSEKEEPING_S = 60.0
 
 
 class Agent:
     def __init__(self, settings: AgentSettings, runtime: Runtime) -> None:
         self.settings = settings
         self.runtime = runtime
+        state_dir_path(settings.state_dir)
         # Unacked reports live on disk too: a restarted agent still delivers them.
         self.outbox = Outbox(settings.state_dir / "outbox.jsonl")
         self.tasks = TaskManager(settings, runtime, self.outbox)
         self.heartbeat_interval_s = settings.heartbeat_interval_s
+        self.fence_after_s = self._load_fence()
+        self.last_heard = time.monotonic()      # the last message from the master
+        self._fenced = False
         self.registered = asyncio.Event()   # set while a session is up (tests wait on it)
         self._writes: asyncio.Queue[agent_pb2.AgentMessage] = asyncio.Queue()
 
     async def run(self) -> None:
         """Stays connected until cancelled; backoff 0.2 s doubling to reconnect_max_s, with jitter.
-        First re-adopts what a previous run of the agent left running."""
+        First re-adopts what a previous run of the agent left running. Any unexpected error in
+        a session is logged and the session starts again: the daemon never idles half-dead."""
         await self.tasks.recover()
+        watchdog = asyncio.create_task(self._watchdog(), name="agent-watchdog")
         delay = 0.2
-        while True:
-            started = time.monotonic()
-            try:
-                await self._session()
-            except (grpc.aio.AioRpcError, ConnectionError) as error:
-                code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
-                if code is grpc.StatusCode.INVALID_ARGUMENT or code is grpc.StatusCode.FAILED_PRECONDITION:
-                    log.error("master refused this agent: %s", error.details())
-                else:
-                    log.info("master unreachable (%s); retrying", code.name if code else error)
-            finally:
-                self.registered.clear()
-            if time.monotonic() - started > 10:
-                delay = 0.2
-            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-            delay = min(delay * 2, self.settings.reconnect_max_s)
+        try:
+            while True:
+                started = time.monotonic()
+                try:
+                    await self._session()
+                except (grpc.aio.AioRpcError, ConnectionError) as error:
+                    self._log_session_end(error)
+                except Exception:
+                    log.exception("agent session failed; reconnecting")
+                finally:
+                    self.registered.clear()
+                if time.monotonic() - started > 10:
+                    delay = 0.2
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * 2, self.settings.reconnect_max_s)
+        finally:
+            watchdog.cancel()
+
+    def _log_session_end(self, error: Exception) -> None:
+        code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+            log.error("master refused this agent: %s", error.details())  # type: ignore[union-attr]
+        else:
+            log.info("master unreachable (%s); retrying", code.name if code else error)
 
     async def _session(self) -> None:
         async with grpc.aio.insecure_channel(self.settings.master, options=GRPC_OPTIONS) as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
             self._writes = asyncio.Queue()
-            register = self._register_message()
-            self.outbox.mark_all_sent()  # before the await: reports added meanwhile go as events
+            pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)
+            register = codec.register_to_pb(
+                self.settings.node, self.tasks.capacity, self.tasks.reserved, self.settings.labels,
+                self.runtime.name, self.tasks.running(), pending, __version__)
+            # Before the await: reports added meanwhile (or beyond the cap) go as events.
+            self.outbox.mark_sent(pending[-1][0] if pending else 0)
             await call.write(register)
             helpers = [asyncio.create_task(c) for c in (self._writer(call), self._heartbeats(), self._events())]
             try:
@@ -73,22 +100,17 @@ class Agent:
                 for helper in helpers:
                     helper.cancel()
 
-    def _register_message(self) -> agent_pb2.AgentMessage:
-        s = self.settings
-        return codec.register_to_pb(
-            s.node, self.tasks.capacity, self.tasks.reserved, s.labels, self.runtime.name,
-            self.tasks.running(), self.outbox.unacked())
-
     async def _reader(self, call: grpc.aio.StreamStreamCall) -> None:
         while (message := await call.read()) is not grpc.aio.EOF:
+            self.last_heard = time.monotonic()
+            self._fenced = False
             kind = message.WhichOneof("kind")
             if kind == "registered":
                 self._on_registered(message.registered)
             elif kind == "launch":
-                asyncio.create_task(self.tasks.launch(codec.launch_from_pb(message.launch)))
+                self.tasks.launch(codec.launch_from_pb(message.launch))
             elif kind == "kill":
-                k = message.kill
-                self.tasks.kill(k.task_id, k.attempt, k.reason, k.grace_s or self.settings.kill_grace_s)
+                self.tasks.kill(message.kill.task_id, message.kill.attempt, message.kill.reason)
             elif kind == "log_request":
                 asyncio.create_task(self._send_log(message.log_request))
             elif kind == "ack":
@@ -98,8 +120,11 @@ class Agent:
     def _on_registered(self, msg: agent_pb2.Registered) -> None:
         if msg.heartbeat_interval_s > 0:
             self.heartbeat_interval_s = msg.heartbeat_interval_s
+        if msg.fence_after_s != self.fence_after_s:
+            self.fence_after_s = msg.fence_after_s
+            self._save_fence()
         for kill in msg.kills:
-            self.tasks.kill(kill.task_id, kill.attempt, kill.reason, self.settings.kill_grace_s)
+            self.tasks.kill(kill.task_id, kill.attempt, kill.reason)
         log.info("registered with %s as %s", self.settings.master, self.settings.node)
         self.registered.set()
 
@@ -120,13 +145,40 @@ class Agent:
             self._writes.put_nowait(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time()))
             await asyncio.sleep(self.heartbeat_interval_s)
 
+    async def _watchdog(self) -> None:
+        """The fence, and housekeeping (old task directories) once a minute."""
+        last_sweep = 0.0
+        while True:
+            await asyncio.sleep(min(1.0, self.heartbeat_interval_s))
+            silent = time.monotonic() - self.last_heard
+            if self.fence_after_s > 0 and silent > self.fence_after_s and not self._fenced:
+                self._fenced = True
+                log.warning("no word from the master for %.0fs: stopping tasks that may run elsewhere", silent)
+                self.tasks.cut_off(silent)
+            if time.monotonic() - last_sweep > HOUSEKEEPING_S:
+                last_sweep = time.monotonic()
+                await asyncio.to_thread(self.tasks.sweep_old_logs)
+
     async def _send_log(self, req: agent_pb2.LogRequest) -> None:
         try:
-            async for chunk in self.tasks.read_log(req.task_id, req.stderr, req.tail_bytes, req.max_bytes):
+            async for chunk in self.tasks.read_log(req.task_id, req.stderr, req.tail_bytes, req.max_bytes,
+                                                   req.follow):
                 self._writes.put_nowait(codec.log_data_to_pb(req.request_id, chunk))
             self._writes.put_nowait(codec.log_data_to_pb(req.request_id, eof=True))
         except OSError as error:
             self._writes.put_nowait(codec.log_data_to_pb(req.request_id, eof=True, error=str(error)))
+
+    def _load_fence(self) -> float:
+        try:
+            return float(json.loads((self.settings.state_dir / FENCE_FILE).read_text())["fence_after_s"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return self.settings.fence_after_s
+
+    def _save_fence(self) -> None:
+        path = self.settings.state_dir / FENCE_FILE
+        tmp = path.with_name(FENCE_FILE + ".tmp")
+        tmp.write_text(json.dumps({"fence_after_s": self.fence_after_s}))
+        tmp.replace(path)
 
     async def shutdown(self) -> None:
         if self.settings.kill_tasks_on_exit:

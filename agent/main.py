@@ -12,6 +12,7 @@ import psutil
 from pydantic import ValidationError
 
 from tcluster.agent.daemon import Agent
+from tcluster.agent.tasks import state_dir_path
 from tcluster.agent.runtime import make_runtime
 from tcluster.agent.runtime.base import RuntimeSetupError
 from tcluster.agent.settings import RUNTIMES, AgentSettings, parse_labels
@@ -39,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-root", action="store_true", help="let tasks run as root (default: refused)")
     p.add_argument("--pids-max", type=int, default=4096, help="processes+threads per task unless the job "
                    "sets its own (default %(default)s)")
+    p.add_argument("--log-max", default="64Mi",
+                   help="per log file before it rotates to .1, unless the job sets its own; 0 = no cap "
+                        "(default %(default)s)")
+    p.add_argument("--task-retention-s", type=float, default=3 * 86400.0,
+                   help="a finished task's directory (logs, launch record) is removed this long after it "
+                        "ended (default 3 days)")
     p.add_argument("--no-namespaces", action="store_true",
                    help="run tasks without their own PID/mount/UTS/IPC namespaces")
     p.add_argument("--log-level", default="INFO")
@@ -59,7 +66,17 @@ def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSe
         reserve_memory_bytes=parse_bytes(args.reserve_memory, "--reserve-memory"),
         labels=labels, state_dir=args.state_dir, runtime=args.runtime, cgroup_parent=args.cgroup_parent,
         heartbeat_interval_s=args.heartbeat_interval_s, **_runtime_options(args), **overrides,
+        **_log_options(args),
     )
+
+
+def _log_options(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if getattr(args, "log_max", None) is not None:
+        out["log_max_bytes"] = parse_bytes(args.log_max, "--log-max")
+    if getattr(args, "task_retention_s", None) is not None:
+        out["task_retention_s"] = args.task_retention_s
+    return out
 
 
 def _runtime_options(args: argparse.Namespace) -> dict[str, object]:
@@ -74,19 +91,27 @@ def _runtime_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def build_agent(settings: AgentSettings) -> Agent:
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir_path(settings.state_dir)
     runtime = make_runtime(settings.runtime, settings.node, settings.state_dir, settings.cgroup_parent,
                            allow_process=settings.allow_process_runtime, namespaces=settings.namespaces)
     runtime.setup()
     return Agent(settings, runtime)
 
 
-async def run_agent(agent: Agent) -> None:
+async def run_agent(agent: Agent) -> int:
+    """0 after SIGTERM/SIGINT; 1 if the agent itself failed (systemd then restarts it)."""
     runner = asyncio.create_task(agent.run(), name="agent")
+    stop = asyncio.create_task(wait_for_stop_signal(), name="stop-signal")
     try:
-        await wait_for_stop_signal()
+        await asyncio.wait({runner, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if runner.done() and not runner.cancelled() and runner.exception() is not None:
+            error = runner.exception()
+            print(f"tcl-agent: stopped by an unexpected error: {error!r}", file=sys.stderr, flush=True)
+            return 1
+        return 0
     finally:
         runner.cancel()
+        stop.cancel()
         await agent.shutdown()
 
 
@@ -106,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tcl-agent: cannot start: {error}", file=sys.stderr)
         return 1
     print(f"tcl-agent {settings.node}: runtime {agent.runtime.name}, master {settings.master}", file=sys.stderr, flush=True)
-    asyncio.run(run_agent(agent))
-    return 0
+    return asyncio.run(run_agent(agent))
 
 
 if __name__ == "__main__":

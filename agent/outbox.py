@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tcluster.bounds import MAX_EVENTS_PER_MESSAGE
 from tcluster.model import TaskState, TaskUsage
 from tcluster.reports import TaskReport
 
@@ -64,31 +65,51 @@ class Outbox:
         self._seq += 1
         self._unacked.append((self._seq, report))
         if self._path is not None:
-            # Appended before anyone can see it: a report on its way is on disk first.
+            # Appended and fsynced before anyone can see it: a report on its way is on disk.
             with open(self._path, "a") as f:
                 f.write(report_to_json(self._seq, report) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
         self.ready.set()
 
-    def unacked(self) -> list[tuple[int, TaskReport]]:
-        return list(self._unacked)
+    def unacked(self, limit: int | None = None) -> list[tuple[int, TaskReport]]:
+        return list(self._unacked[:limit])
 
-    def take_unsent(self) -> list[tuple[int, TaskReport]]:
-        """Reports not yet sent on the current connection."""
+    def take_unsent(self, limit: int = MAX_EVENTS_PER_MESSAGE) -> list[tuple[int, TaskReport]]:
+        """Reports not yet sent on the current connection, at most `limit` (the rest next time)."""
         self.ready.clear()
         fresh = [(seq, r) for seq, r in self._unacked if seq > self._sent_upto]
+        if len(fresh) > limit:
+            fresh = fresh[:limit]
+            self.ready.set()
         if fresh:
             self._sent_upto = fresh[-1][0]
         return fresh
 
-    def mark_all_sent(self) -> None:
-        """After a Register that carried every unacked report."""
-        self._sent_upto = self._seq
+    def mark_sent(self, upto: int) -> None:
+        """After a Register that carried the unacked reports up to `upto`; the rest go
+        as ordinary events right after it."""
+        self._sent_upto = upto
+        if any(seq > upto for seq, _ in self._unacked):
+            self.ready.set()
 
     def ack(self, seq: int) -> None:
         before = len(self._unacked)
         self._unacked = [(s, r) for s, r in self._unacked if s > seq]
         if self._path is not None and len(self._unacked) != before:
             tmp = self._path.with_name(self._path.name + ".tmp")
-            tmp.write_text("".join(report_to_json(s, r) + "\n" for s, r in self._unacked))
+            with open(tmp, "w") as f:
+                f.write("".join(report_to_json(s, r) + "\n" for s, r in self._unacked))
+                f.flush()
+                os.fsync(f.fileno())
             os.replace(tmp, self._path)
+            _fsync_dir(self._path.parent)
 
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

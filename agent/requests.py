@@ -1,6 +1,7 @@
 """What the master asks an agent to run, and the agent's policy on whom it runs as.
 
-A request is kept as JSON beside the task's logs, so a restarted agent knows what each
+A request is kept as a launch record (the one job-spec codec, JSON, mode 0600: it holds
+the task's environment) beside the task's logs, so a restarted agent knows what each
 container it finds on disk belongs to."""
 
 from __future__ import annotations
@@ -8,48 +9,72 @@ from __future__ import annotations
 import json
 import os
 import pwd
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from tcluster.agent.runtime.base import LaunchError
+from tcluster.codec import spec_from_dict, spec_to_dict
+from tcluster.model import JobSpec
 from tcluster.resources import Resources
 
 REQUEST_FILE = "launch.json"
+# Checked before a task id is used in any path: a master can never make the agent write
+# outside its state directory.
+_TASK_ID = re.compile(r"^[0-9a-f]{8}\.[0-9]{1,5}$")
+
+
+def valid_task_id(task_id: str) -> bool:
+    return bool(_TASK_ID.match(task_id))
 
 
 @dataclass(frozen=True)
 class LaunchRequest:
     task_id: str
     attempt: int
-    resources: Resources
-    command: tuple[str, ...]
-    env: tuple[tuple[str, str], ...] = ()
-    user: str = ""
-    workdir: str = ""
-    cpu_limit: float = 0.0
-    swap: int = 0            # -1: unlimited
-    pids_max: int = 0        # 0: the agent's default
+    job_id: str
+    index: int
+    spec: JobSpec | None       # None only for a kill of an attempt this agent does not have
 
     @property
     def key(self) -> str:
         return f"{self.task_id}.{self.attempt}"
 
+    @property
+    def resources(self) -> Resources:
+        return self.spec.resources if self.spec is not None else Resources()
+
+
+def request_to_dict(request: LaunchRequest) -> dict[str, object]:
+    assert request.spec is not None
+    return {"task_id": request.task_id, "attempt": request.attempt, "job_id": request.job_id,
+            "index": request.index, "spec": spec_to_dict(request.spec)}
+
+
+def request_from_dict(data: dict[str, object]) -> LaunchRequest:
+    spec = data["spec"]
+    if not isinstance(spec, dict):
+        raise ValueError("launch record without a spec")
+    return LaunchRequest(task_id=str(data["task_id"]), attempt=int(data["attempt"]),  # type: ignore[call-overload]
+                         job_id=str(data["job_id"]), index=int(data["index"]),  # type: ignore[call-overload]
+                         spec=spec_from_dict(spec))
+
 
 def save_request(log_dir: Path, request: LaunchRequest) -> None:
-    data = asdict(request)
-    data["resources"] = request.resources.as_dict()
+    """Atomic, fsynced and 0600 (the spec holds the task's environment)."""
     tmp = log_dir / (REQUEST_FILE + ".tmp")
-    tmp.write_text(json.dumps(data))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        os.write(fd, json.dumps(request_to_dict(request)).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(tmp, log_dir / REQUEST_FILE)
 
 
 def load_request(log_dir: Path) -> LaunchRequest | None:
     try:
-        data = json.loads((log_dir / REQUEST_FILE).read_text())
-        return LaunchRequest(**{
-            **data, "resources": Resources.of(data["resources"]), "command": tuple(data["command"]),
-            "env": tuple(tuple(pair) for pair in data["env"]),
-        })
+        return request_from_dict(json.loads((log_dir / REQUEST_FILE).read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

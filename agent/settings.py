@@ -48,6 +48,9 @@ class AgentSettings(BaseModel):
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)   # until the master says otherwise
     pids_max: int = Field(DEFAULT_PIDS_MAX, gt=0)          # per task unless the job sets its own
     kill_grace_s: float = Field(10.0, ge=0)
+    log_max_bytes: int = Field(64 * 2**20, ge=0)             # per log file before rotation; 0 = no cap
+    task_retention_s: float = Field(3 * 86400.0, ge=0)       # finished tasks' log directories kept this long
+    fence_after_s: float = Field(0.0, ge=0)                  # until the master says; 0 = no fence
     # Tasks outlive the agent (their shims record their exits) and a restarted agent
     # re-adopts them; only `tcl dev` stops its tasks with it.
     kill_tasks_on_exit: bool = False

@@ -11,9 +11,13 @@ from tcluster.model import TaskUsage
 
 def cpu_rate(previous: RawUsage | None, current: RawUsage, field: str = "cpu_ns") -> float:
     """Cores used between the two samples, for the total or a split (`user_ns`, `system_ns`)."""
-    if previous is None or current.at <= previous.at:
+    if previous is None:
         return 0.0
-    return max(0.0, (getattr(current, field) - getattr(previous, field)) / 1e9 / (current.at - previous.at))
+    # Monotonic when both samples have it: an NTP step of the wall clock must not make a rate.
+    elapsed = current.mono - previous.mono if current.mono and previous.mono else current.at - previous.at
+    if elapsed <= 0:
+        return 0.0
+    return max(0.0, (getattr(current, field) - getattr(previous, field)) / 1e9 / elapsed)
 
 
 def to_task_usage(previous: RawUsage | None, current: RawUsage, peak_seen: int) -> TaskUsage:

@@ -10,6 +10,7 @@ import logging
 import random
 import secrets
 import time
+from dataclasses import replace
 from typing import AsyncIterator, Callable
 
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
@@ -149,8 +150,13 @@ class MasterService:
             link.close_log(request_id)
 
     def nodes(self) -> list[tuple[Node, list[str]]]:
-        return [(n, sorted(t.id for t in self.state.tasks_on(n.name)))
-                for n in sorted(self.state.nodes.values(), key=lambda n: n.name)]
+        """With the newest contact time (kept in memory: heartbeats are not written)."""
+        out = []
+        for node in sorted(self.state.nodes.values(), key=lambda n: n.name):
+            live = self.state.live.get(node.name)
+            seen = max(node.last_seen, live.last_seen_wall) if live else node.last_seen
+            out.append((replace(node, last_seen=seen), sorted(t.id for t in self.state.tasks_on(node.name))))
+        return out
 
     def free(self, node: Node) -> object:
         return self.state.free(node.name)

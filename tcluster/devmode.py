@@ -45,7 +45,7 @@ async def _run(master_settings: MasterSettings, agent_args: argparse.Namespace) 
     try:
         # Dev mode runs tasks as the developer (root included) and stops them on Ctrl-C.
         agent = build_agent(agent_settings_from_args(agent_args, allow_process_runtime=True, kill_tasks_on_exit=True,
-                                                     default_user="", allow_root=True))
+                                                     default_user="", allow_root=True, kill_grace_s=2.0))
     except BaseException:
         await master.stop()
         raise

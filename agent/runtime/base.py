@@ -83,6 +83,7 @@ class RawUsage:
     io_write_bytes: int = 0
     pids_max_hits: int = 0
     extra: dict[str, int] = field(default_factory=dict)
+    mono: float = 0.0              # monotonic time of the sample: rates never jump with the wall clock
 
 
 class Runtime(Protocol):

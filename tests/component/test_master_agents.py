@@ -92,11 +92,11 @@ def test_stale_view_launch_is_refused_and_requeued(tmp_path: Path) -> None:
         await h.start_master()
         agent = await h.add_agent("n1", cpus=2)
         # The agent's own view says it is full: it refuses, the master requeues.
-        agent.agent.tasks.reserved = agent.agent.tasks.capacity
+        agent.agent.tasks.state.reserved = agent.agent.tasks.capacity
         job = await h.submit(["true"], cpu=1)
         job = await h.wait_job(job.id, lambda j: "refused" in j.tasks[0].reason)
         assert job.tasks[0].state in (common_pb2.TASK_PENDING, common_pb2.TASK_STARTING)
-        agent.agent.tasks.reserved = agent.agent.tasks.capacity.times(0)
+        agent.agent.tasks.state.reserved = agent.agent.tasks.capacity.times(0)
         job = await h.wait_job(job.id, _done)
         assert job.state == jobs_pb2.JOB_SUCCEEDED and job.tasks[0].attempt >= 2
     run(scenario, tmp_path)
@@ -150,9 +150,9 @@ def test_usage_from_heartbeats_reaches_the_job(tmp_path: Path) -> None:
         await h.wait_job(job.id, lambda j: j.tasks[0].state == common_pb2.TASK_RUNNING)
         key = agent.runtime.running_keys()[0]
         now = time.time()
-        agent.runtime.set_usage(key, RawUsage(at=now, cpu_ns=10**9, memory_bytes=5 * 2**20, memory_peak_bytes=7 * 2**20))
+        agent.runtime.set_usage(key, RawUsage(at=now, mono=100.0, cpu_ns=10**9, memory_bytes=5 * 2**20, memory_peak_bytes=7 * 2**20))
         await wait_until(lambda: _usage_seen(h, job.id))
-        agent.runtime.set_usage(key, RawUsage(at=now + 1, cpu_ns=15 * 10**8, memory_bytes=5 * 2**20))
+        agent.runtime.set_usage(key, RawUsage(at=now + 1, mono=101.0, cpu_ns=15 * 10**8, memory_bytes=5 * 2**20))
         job = await h.wait_job(job.id, lambda j: j.tasks[0].usage.cpu_seconds >= 1.5)
         assert job.tasks[0].usage.cpu_rate == pytest.approx(0.5)
         assert job.tasks[0].usage.memory_peak_bytes == 7 * 2**20   # remembered after the kernel value drops

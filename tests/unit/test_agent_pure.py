@@ -37,9 +37,32 @@ def test_outbox_resends_unacked_after_reconnect() -> None:
         box.ack(2)
         assert [s for s, _ in box.unacked()] == [3]
         box.add(TaskReport("j.9", 1, TaskState.SUCCEEDED))
-        box.mark_all_sent()   # a Register carried them all
+        box.mark_sent(4)   # a Register carried them all
         assert box.take_unsent() == [] and [s for s, _ in box.unacked()] == [3, 4]
     asyncio.run(body())
+
+
+def test_register_carries_a_bounded_batch_and_the_rest_follow_as_events(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    async def body() -> None:
+        box = Outbox(tmp_path / "outbox.jsonl")
+        for i in range(1200):
+            box.add(TaskReport(f"j.{i}", 1, TaskState.SUCCEEDED))
+        carried = box.unacked(500)
+        box.mark_sent(carried[-1][0])
+        assert box.ready.is_set()
+        batches = [box.take_unsent(), box.take_unsent(), box.take_unsent()]
+        assert [len(b) for b in batches] == [500, 200, 0]
+        again = Outbox(tmp_path / "outbox.jsonl")           # a restarted agent still has them all
+        assert len(again.unacked()) == 1200
+        box.ack(1000)
+        assert len(Outbox(tmp_path / "outbox.jsonl").unacked()) == 200
+    asyncio.run(body())
+
+
+def test_cpu_rate_uses_the_monotonic_clock_when_it_has_it() -> None:
+    """A wall-clock step (NTP) between samples must not make a rate."""
+    before, after = RawUsage(at=1000, mono=50, cpu_ns=0), RawUsage(at=-5000, mono=52, cpu_ns=10**9)
+    assert cpu_rate(before, after) == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -13,7 +13,7 @@ from tcluster.agent.requests import LaunchRequest, load_request, save_request, t
 from tcluster.agent.runtime.base import LaunchError, RawUsage, RuntimeSetupError
 from tcluster.agent.runtime.detect import V2Layout, parse_proc_cgroup, plan_v2
 from tcluster.agent.usage import to_task_usage
-from tcluster.model import TaskState, TaskUsage
+from tcluster.model import JobSpec, TaskState, TaskUsage
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
 
@@ -59,11 +59,13 @@ def test_task_user_policy() -> None:
         task_user("no-such-user-tcl", "nobody", True)
 
 
-def test_launch_record_round_trips(tmp_path: Path) -> None:
-    request = LaunchRequest("j.0", 2, Resources(0.5, 64 << 20), ("sh", "-c", "x"), (("A", "1"),), "nobody",
-                            "/srv", 1.5, -1, 64)
+def test_launch_record_round_trips_privately(tmp_path: Path) -> None:
+    spec = JobSpec(("sh", "-c", "x"), Resources(0.5, 64 << 20), env=(("A", "1"),), user="nobody", workdir="/srv",
+                   cpu_limit=1.5, swap=-1, pids_max=64, retries=2, log_max_bytes=2**20)
+    request = LaunchRequest("0123abcd.0", 2, "0123abcd", 0, spec)
     save_request(tmp_path, request)
     assert load_request(tmp_path) == request
+    assert (tmp_path / "launch.json").stat().st_mode & 0o777 == 0o600   # it holds the task's environment
     assert load_request(tmp_path / "missing") is None
 
 

@@ -1,0 +1,237 @@
+"""The master's transitions as tables: an event on a given state -> the rows written,
+the actions sent and the state after. Pure: handle() never changes the state; only
+apply() does, after the (here imaginary) write."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tcluster.errors import InvalidArgument
+from tcluster.master.actions import Registration, TaskReport
+from tcluster.master.events import (
+    Ack, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Kill, Launch, Now, Place, Reports, Step, Submit, Tick,
+    Welcome,
+)
+from tcluster.master.state import MasterState, Timeouts
+from tcluster.master.transitions import handle
+from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
+from tcluster.resources import Resources
+
+J = "0123abcd"
+T = f"{J}.0"
+TIMEOUTS = Timeouts(node_timeout_s=10, lost_timeout_s=20, start_timeout_s=30, job_retention_s=100,
+                    heartbeat_interval_s=1)
+
+
+class World:
+    """A MasterState driven by events at chosen times; every step is checked to be pure."""
+
+    def __init__(self, jobs: list[Job] = (), tasks: list[Task] = (), nodes: list[Node] = ()) -> None:  # type: ignore[assignment]
+        self.state = MasterState(list(jobs), list(tasks), list(nodes), [], TIMEOUTS, started_mono=0.0)
+        self.mono = 0.0
+
+    def do(self, event: object, at: float | None = None) -> Step:
+        if at is not None:
+            self.mono = at
+        before = (dict(self.state.jobs), {k: list(v) for k, v in self.state.tasks.items()}, dict(self.state.kills))
+        step = handle(self.state, event, Now(1000.0 + self.mono, self.mono))  # type: ignore[arg-type]
+        assert before == (self.state.jobs, self.state.tasks, self.state.kills), "handle() must not change the state"
+        self.state.apply(step)
+        return step
+
+    def join(self, node: str, running: tuple[tuple[str, int], ...] = (), reports: tuple[TaskReport, ...] = (),
+             at: float | None = None) -> Step:
+        reg = Registration(node, Resources(4, 2**33), Resources(), (), "fake", running, reports,
+                           len(reports))
+        return self.do(AgentJoined(reg), at)
+
+    def task(self) -> Task:
+        task = self.state.task(T)
+        assert task is not None
+        return task
+
+    def job(self) -> Job:
+        return self.state.jobs[J]
+
+
+def spec(retries: int = 0, cpu: float = 1) -> JobSpec:
+    return JobSpec(("sleep", "9"), Resources(cpu, 2**20), retries=retries)
+
+
+def running_world(retries: int = 0, state: TaskState = TaskState.RUNNING) -> World:
+    w = World()
+    w.join("n1")
+    w.join("n2")
+    w.do(Submit(J, spec(retries)))
+    w.do(Place(((T, "n1"),)))
+    if state is TaskState.RUNNING:
+        w.do(Reports("n1", (TaskReport(T, 1, TaskState.RUNNING, at=1.0),), 1))
+    assert w.task().state is state
+    return w
+
+
+def ended(state: TaskState, attempt: int = 1, code: int | None = 0) -> TaskReport:
+    return TaskReport(T, attempt, state, exit_code=code, at=5.0)
+
+
+def test_submit_writes_the_job_and_its_tasks() -> None:
+    w = World()
+    w.join("n1")
+    step = w.do(Submit(J, spec()))
+    assert set(step.jobs) == {J} and set(step.tasks) == {T}
+    assert w.job().state is JobState.PENDING and J in w.state.pending_jobs
+
+
+def test_a_request_that_fits_no_node_is_refused_and_nothing_is_written() -> None:
+    w = World()
+    w.join("n1")
+    with pytest.raises(InvalidArgument):
+        w.do(Submit(J, spec(cpu=64)))
+    assert J not in w.state.jobs
+
+
+def test_place_starts_an_attempt_and_sends_the_launch() -> None:
+    w = running_world(state=TaskState.STARTING)
+    assert (w.task().node, w.task().attempt, w.job().state) == ("n1", 1, JobState.RUNNING)
+
+
+@pytest.mark.parametrize("report,state,reason", [
+    (ended(TaskState.SUCCEEDED), TaskState.SUCCEEDED, ""),
+    (ended(TaskState.FAILED, code=3), TaskState.FAILED, ""),
+    (replace(ended(TaskState.FAILED), rejected=True, reason="full"), TaskState.PENDING, "refused"),
+])
+def test_reports_end_or_requeue_the_attempt(report: TaskReport, state: TaskState, reason: str) -> None:
+    w = running_world(state=TaskState.STARTING)
+    step = w.do(Reports("n1", (report,), 7))
+    assert w.task().state is state and reason in w.task().reason
+    assert Ack("n1", 7) in step.actions
+
+
+def test_stale_and_repeated_reports_change_nothing() -> None:
+    """Exactly once: only the node and attempt that run the task can end it, once."""
+    w = running_world()
+    assert not w.do(Reports("n2", (ended(TaskState.FAILED),), 1)).tasks          # another node
+    assert not w.do(Reports("n1", (ended(TaskState.FAILED, attempt=7),), 2)).tasks   # another attempt
+    w.do(Reports("n1", (ended(TaskState.SUCCEEDED),), 3))
+    assert not w.do(Reports("n1", (ended(TaskState.FAILED, code=1),), 4)).tasks   # after the end
+    assert w.task().state is TaskState.SUCCEEDED and w.job().state is JobState.SUCCEEDED
+
+
+def test_retries_rerun_failures_then_the_task_ends() -> None:
+    w = running_world(retries=1)
+    w.do(Reports("n1", (ended(TaskState.FAILED, code=3),), 2))
+    assert (w.task().state, w.task().failures) == (TaskState.PENDING, 1) and "retry 1 of 1" in w.task().reason
+    w.do(Place(((T, "n2"),)))
+    w.do(Reports("n2", (ended(TaskState.FAILED, attempt=2, code=3),), 1))
+    assert (w.task().state, w.task().failures, w.task().attempt) == (TaskState.FAILED, 2, 2)
+    assert w.job().state is JobState.FAILED
+
+
+def test_cancel_kills_pending_at_once_and_running_by_intent() -> None:
+    w = running_world()
+    step = w.do(Cancel(J))
+    assert w.job().state is JobState.CANCELLED and w.task().state is TaskState.RUNNING
+    assert Kill("n1", T, 1, "cancelled") in step.actions and (T, 1) in step.kills_put
+    w.do(Reports("n1", (ended(TaskState.KILLED, code=None),), 2))
+    assert w.task().state is TaskState.KILLED and not w.state.kills and w.job().finished_at
+
+
+def test_cancel_while_the_node_is_away_is_resent_when_it_registers() -> None:
+    w = running_world()
+    w.do(AgentLeft("n1"), at=1)
+    step = w.do(Cancel(J), at=2)
+    assert not [a for a in step.actions if isinstance(a, Kill)] and (T, 1) in w.state.kills
+    step = w.join("n1", running=((T, 1),), at=3)
+    welcome = next(a for a in step.actions if isinstance(a, Welcome))
+    assert [(k.task_id, k.attempt, k.reason) for k in welcome.kills] == [(T, 1, "cancelled")]
+    assert welcome.fence_after_s == TIMEOUTS.node_timeout_s + TIMEOUTS.lost_timeout_s / 2
+
+
+@pytest.mark.parametrize("running,kills", [
+    (((T, 1),), []),                                     # the one it should run: kept
+    (((T, 1), ("0123abcd.5", 1)), [("0123abcd.5", 1)]),    # unknown to the master
+    (((T, 2),), [(T, 2)]),                               # an attempt that is not the current one
+])
+def test_registration_kills_what_the_master_does_not_want(running: tuple, kills: list) -> None:  # type: ignore[type-arg]
+    w = running_world()
+    w.do(AgentLeft("n1"), at=1)
+    step = w.join("n1", running=running, at=2)
+    welcome = next(a for a in step.actions if isinstance(a, Welcome))
+    assert [(k.task_id, k.attempt) for k in welcome.kills] == kills
+
+
+@pytest.mark.parametrize("before,retries,after,failures", [
+    (TaskState.STARTING, 0, TaskState.PENDING, 0),     # never reached the agent: runs again, no failure
+    (TaskState.RUNNING, 0, TaskState.LOST, 1),
+    (TaskState.RUNNING, 1, TaskState.PENDING, 1),
+])
+def test_registration_without_a_task_the_master_placed(before: TaskState, retries: int, after: TaskState,
+                                                        failures: int) -> None:
+    w = running_world(retries=retries, state=before)
+    w.do(AgentLeft("n1"), at=1)
+    w.join("n1", running=(), at=2)
+    assert (w.task().state, w.task().failures) == (after, failures)
+
+
+def test_a_silent_node_goes_down_then_its_tasks_are_lost_then_retried() -> None:
+    w = running_world(retries=1)
+    w.do(Beat("n2", Resources(4, 2**33), {}), at=9)
+    step = w.do(Tick(), at=10.5)
+    assert Disconnect("n1", "silent for 10s") in step.actions and w.state.nodes["n1"].state is NodeState.DOWN
+    assert w.task().state is TaskState.RUNNING
+    w.do(Tick(), at=29)                    # node + lost timeout not yet over (30 s)
+    assert w.task().state is TaskState.RUNNING
+    w.do(Tick(), at=31)
+    assert (w.task().state, w.task().failures) == (TaskState.PENDING, 1) and "unreachable" in w.task().reason
+    assert not w.state.has_schedulable_nodes() or "n1" not in w.state.by_node
+
+
+def test_nodes_loaded_at_start_are_down_and_their_clock_starts_then() -> None:
+    job = Job(J, spec(), 1.0, JobState.RUNNING)
+    task = Task(J, 0, TaskState.RUNNING, "n1", 1)
+    node = Node("n1", Resources(4, 2**33), state=NodeState.READY)
+    w = World([job], [task], [node])
+    assert w.state.nodes["n1"].state is NodeState.DOWN and not w.state.has_schedulable_nodes()
+    w.do(Tick(), at=29)
+    assert w.task().state is TaskState.RUNNING
+    w.do(Tick(), at=31)
+    assert w.task().state is TaskState.LOST and w.job().state is JobState.FAILED
+
+
+def test_a_launch_that_never_starts_is_stopped_then_counted_lost() -> None:
+    w = running_world(retries=1, state=TaskState.STARTING)
+    w.do(Beat("n1", Resources(4, 2**33), {}), at=30)
+    step = w.do(Tick(), at=31)
+    assert Kill("n1", T, 1, "did not start within 30s on node n1") in step.actions
+    assert w.task().state is TaskState.STARTING                 # until the node confirms it is gone
+    w.do(Reports("n1", (ended(TaskState.KILLED, code=None),), 1), at=32)
+    assert (w.task().state, w.task().failures) == (TaskState.PENDING, 1)
+
+
+def test_finished_jobs_are_forgotten_after_the_retention() -> None:
+    w = running_world()
+    w.do(Reports("n1", (ended(TaskState.SUCCEEDED),), 2), at=1)
+    finished = w.job().finished_at
+    w.do(Beat("n1", Resources(4, 2**33), {}), at=finished - 1000 + 50)
+    assert J in w.state.jobs
+    step = w.do(Tick(), at=finished - 1000 + 101)
+    assert step.jobs_del == {J} and J not in w.state.jobs
+
+
+def test_heartbeats_write_nothing_and_keep_usage_in_memory() -> None:
+    from tcluster.model import TaskUsage
+    w = running_world()
+    step = w.do(Beat("n1", Resources(3, 2**33), {T: (1, TaskUsage(cpu_seconds=2.0)), "0123abcd.9": (1, TaskUsage())}))
+    assert not step.durable and Ack("n1", 0) in step.actions
+    assert w.state.task_view(w.task()).usage.cpu_seconds == 2.0
+
+
+def test_launch_action_carries_the_whole_spec() -> None:
+    w = World()
+    w.join("n1")
+    w.do(Submit(J, JobSpec(("x",), Resources(1, 1), pids_max=77, cpu_limit=0.5)))
+    step = w.do(Place(((T, "n1"),)))
+    launch = next(a for a in step.actions if isinstance(a, Launch))
+    assert (launch.spec.pids_max, launch.spec.cpu_limit, launch.attempt) == (77, 0.5, 1)
