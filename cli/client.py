@@ -104,9 +104,17 @@ class MasterClient:
     def get(self, job_id: str) -> jobs_pb2.Job:
         return self._jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=self.timeout)
 
-    def list_jobs(self, states: Iterable[int], queue: str, limit: int) -> list[jobs_pb2.Job]:
-        request = jobs_pb2.ListJobsRequest(states=list(states), queue=queue, limit=limit)
-        return list(self._jobs.List(request, timeout=self.timeout).jobs)
+    def list_jobs(self, states: Iterable[int], queue: str, limit: int, all_jobs: bool = False
+                  ) -> tuple[list[jobs_pb2.Job], int]:
+        """(jobs, how many match in all); with all_jobs, page through every one."""
+        request = jobs_pb2.ListJobsRequest(states=list(states), queue=queue, limit=limit if not all_jobs else 1000)
+        jobs: list[jobs_pb2.Job] = []
+        while True:
+            reply = self._jobs.List(request, timeout=self.timeout)
+            jobs += reply.jobs
+            if not all_jobs or not reply.next_page_token:
+                return jobs, reply.total
+            request.page_token = reply.next_page_token
 
     def cancel(self, job_id: str) -> jobs_pb2.Job:
         return self._jobs.Cancel(jobs_pb2.CancelJobRequest(id=job_id), timeout=self.timeout)

@@ -86,14 +86,16 @@ def wait_for_job(
 
 
 def jobs(args: argparse.Namespace, client: MasterClient) -> int:
-    wanted = [] if args.all else [job_state_to_pb(JobState(name)) for name in args.state or ()]
-    listed = client.list_jobs(wanted, args.queue or "", args.limit)
+    wanted = [job_state_to_pb(JobState(name)) for name in args.state or ()]
+    listed, total = client.list_jobs(wanted, args.queue or "", args.limit, args.all)
     # Newest first even if the master returned another order.
     listed.sort(key=lambda job: job.submitted_at, reverse=True)
     if args.output == JSON_OUTPUT:
         print_json([job_json(job) for job in listed])
     else:
         print(jobs_table(listed, now=time.time()))
+        if total > len(listed):
+            report(f"(the newest {len(listed)} of {total} jobs; --all for every one, --limit N for more)")
     return EXIT_OK
 
 
@@ -118,7 +120,7 @@ def cancel(args: argparse.Namespace, client: MasterClient) -> int:
 def logs(args: argparse.Namespace, client: MasterClient) -> int:
     tail = parse_bytes(args.tail, "--tail") if args.tail is not None else 0
     request = jobs_pb2.LogsRequest(
-        job_id=args.job_id, task_index=args.task, tail_bytes=tail,
+        job_id=args.job_id, task_index=args.task, tail_bytes=tail, follow=args.follow,
         stream=jobs_pb2.LOG_STDERR if args.stderr else jobs_pb2.LOG_STDOUT,
     )
     sink = binary_stdout()

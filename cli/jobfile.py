@@ -15,11 +15,12 @@ import yaml
 
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources, parse_resource_string, resources_from_mapping
+from tcluster.units import parse_bytes
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
 SHELL = ("/bin/sh", "-c")
 KNOWN_KEYS = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints",
-              "weight")
+              "weight", "retries", "log_max")
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
@@ -51,6 +52,8 @@ class JobFile:
     labels: tuple[tuple[str, str], ...] = ()
     constraints: tuple[str, ...] = ()
     weight: float | None = None
+    retries: int | None = None
+    log_max_bytes: int | None = None
 
 
 def load_job_file(path: str) -> JobFile:
@@ -95,7 +98,17 @@ def _job_file_from(doc: Mapping[str, Any]) -> JobFile:
         labels=_string_pairs(doc.get("labels"), "labels"),
         constraints=_string_list(doc.get("constraints"), "constraints"),
         weight=_optional_weight(doc.get("weight")),
+        retries=_optional_count(doc, "retries", minimum=0),
+        log_max_bytes=_optional_size(doc.get("log_max"), "log_max"),
     )
+
+
+def _optional_size(value: Any, key: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise InvalidArgument(key, f"must be a size such as 64Mi, got {value!r}")
+    return parse_bytes(str(value), key)
 
 
 def _optional_weight(value: Any) -> float | None:
@@ -125,12 +138,14 @@ def _optional_string(doc: Mapping[str, Any], key: str) -> str | None:
     return str(value)
 
 
-def _optional_count(doc: Mapping[str, Any], key: str) -> int | None:
+def _optional_count(doc: Mapping[str, Any], key: str, minimum: int | None = None) -> int | None:
     value = doc.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidArgument(key, f"must be a whole number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise InvalidArgument(key, f"must be >= {minimum}, got {value}")
     return value
 
 

@@ -93,6 +93,10 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--cpu-limit", metavar="CORES", help="hard CPU cap per task, e.g. 0.5 (default: none, only the weight)")
     p.add_argument("--swap", metavar="SIZE", help="swap per task beyond --mem, e.g. 200Mi or unlimited (default: none)")
     p.add_argument("--pids-max", type=int, metavar="N", help="processes+threads per task (default: the agent's, 4096)")
+    p.add_argument("--retries", type=non_negative_int, metavar="N",
+                   help="run a FAILED or LOST task again, up to N times (default: 0)")
+    p.add_argument("--log-max", metavar="SIZE",
+                   help="per log file before it rotates (default: the agent's, 64Mi)")
     p.add_argument("--constraint", action="append", metavar="EXPR",
                    help="on node labels, repeatable, all must hold: rack=r1, disk!=hdd, "
                         "'arch in (x86_64,arm64)', 'has gpu'")
@@ -105,8 +109,9 @@ def add_query_commands(sub: argparse._SubParsersAction, common: argparse.Argumen
     p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
     p.add_argument("--state", action="append", type=str.upper, choices=JOB_STATE_NAMES, help="only jobs in this state (repeatable)")
     p.add_argument("--queue", help="only jobs of this queue")
-    p.add_argument("--limit", type=non_negative_int, default=0, help="at most N jobs (default: 0, no limit)")
-    p.add_argument("-a", "--all", action="store_true", help="every job, ignoring --state (the default without --state)")
+    p.add_argument("--limit", type=non_negative_int, default=0,
+                   help="at most N jobs, newest first (default: 100; the master's page size)")
+    p.add_argument("-a", "--all", action="store_true", help="every job, not just the newest 100")
 
     p = sub.add_parser("status", parents=[common], help="a job and its tasks, with usage")
     p.add_argument("job_id", metavar="ID")
@@ -119,6 +124,7 @@ def add_query_commands(sub: argparse._SubParsersAction, common: argparse.Argumen
     p.add_argument("--task", type=non_negative_int, default=0, metavar="N", help="task index (default: 0)")
     p.add_argument("--stderr", action="store_true", help="the task's stderr instead of its stdout")
     p.add_argument("--tail", metavar="BYTES", help="only the last BYTES (e.g. 4096 or 64Ki)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the task ends")
 
     sub.add_parser("nodes", parents=[common], help="list nodes with capacity, use and free resources")
 

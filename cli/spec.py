@@ -51,6 +51,8 @@ def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
         # Flags add to the file's constraints: all of them must hold.
         constraints=tuple(job_file.constraints) + tuple(args.constraint or ()),
         weight=_first(getattr(args, "weight", None), job_file.weight, 1.0),
+        retries=_first(getattr(args, "retries", None), job_file.retries, 0),
+        log_max_bytes=_first(_log_max(args), job_file.log_max_bytes, 0),
         **runtime_limits(args),
     )
 
@@ -66,6 +68,11 @@ def runtime_limits(args: argparse.Namespace) -> dict[str, float | int]:
     if getattr(args, "pids_max", None) is not None:
         limits["pids_max"] = args.pids_max
     return limits
+
+
+def _log_max(args: argparse.Namespace) -> int | None:
+    text = getattr(args, "log_max", None)
+    return None if text is None else parse_bytes(text, "--log-max")
 
 
 def merge_resources(args: argparse.Namespace, from_file: Resources | None) -> Resources:

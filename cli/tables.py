@@ -92,10 +92,10 @@ def usage_cells(task: jobs_pb2.Task) -> tuple[str, str, str, str]:
 
 
 def tasks_table(tasks: Sequence[jobs_pb2.Task]) -> str:
-    headers = ("INDEX", "STATE", "NODE", "EXIT", "CPU-S", "CPU%", "MEM", "PEAK", "REASON")
+    headers = ("INDEX", "STATE", "NODE", "TRY", "EXIT", "CPU-S", "CPU%", "MEM", "PEAK", "REASON")
     rows = [
-        (str(task.index), task_state_name(task.state), task.node or EMPTY, exit_cell(task),
-         *usage_cells(task), task.reason or EMPTY)
+        (str(task.index), task_state_name(task.state), task.node or EMPTY, str(task.attempt or EMPTY),
+         exit_cell(task), *usage_cells(task), task.reason or EMPTY)
         for task in sorted(tasks, key=lambda t: t.index)
     ]
     return format_table(headers, rows)

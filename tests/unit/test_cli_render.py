@@ -172,11 +172,11 @@ def test_status_view_has_header_and_task_rows():
     for text in ("ID:", "j1", "Queue:", "ads.prod", "State:", "RUNNING", "2026-11-22T10:00:00.123Z (5m ago)",
                  "cpu=0.5 memory=512Mi net=1e+07 per task", "python3 job.py --x 'a b'", "Pending:", "waiting for memory"):
         assert text in view
-    assert row_of(view, "INDEX") == ["INDEX", "STATE", "NODE", "EXIT", "CPU-S", "CPU%", "MEM", "PEAK", "REASON"]
-    assert row_of(view, "0")[:4] == ["0", "SUCCEEDED", "n1", "0"]
-    assert row_of(view, "1")[:4] == ["1", "KILLED", "n2", "SIGKILL"]
-    assert row_of(view, "2") == ["2", "RUNNING", "n1", "-", "12.5", "42%", "64Mi", "80Mi", "-"]
-    assert row_of(view, "3")[:4] == ["3", "PENDING", "-", "-"]
+    assert row_of(view, "INDEX") == ["INDEX", "STATE", "NODE", "TRY", "EXIT", "CPU-S", "CPU%", "MEM", "PEAK", "REASON"]
+    assert row_of(view, "0")[:5] == ["0", "SUCCEEDED", "n1", "-", "0"]
+    assert row_of(view, "1")[:5] == ["1", "KILLED", "n2", "-", "SIGKILL"]
+    assert row_of(view, "2") == ["2", "RUNNING", "n1", "-", "-", "12.5", "42%", "64Mi", "80Mi", "-"]
+    assert row_of(view, "3")[:5] == ["3", "PENDING", "-", "-", "-"]
 
 
 @pytest.mark.parametrize(
