@@ -53,7 +53,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return self._job(self.service.submit(spec_from_pb(request.spec)))
+            return self._job(await self.service.submit(spec_from_pb(request.spec)))
         except (TclusterError, ValueError) as error:
             await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)[:200]))
             raise AssertionError("unreachable")
@@ -80,7 +80,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return self._job(self.service.cancel(request.id))
+            return self._job(await self.service.cancel(request.id))
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")

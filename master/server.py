@@ -41,6 +41,11 @@ class RunningMaster:
         for link in list(self.service.links.values()):
             link.close()
         await self.server.stop(grace_s)
+        # The committer's thread may be writing: the store closes only once it is idle.
+        for _ in range(500):
+            if self.service.committer.idle:
+                break
+            await asyncio.sleep(0.01)
         self.store.close()
 
 

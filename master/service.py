@@ -19,6 +19,7 @@ from tcluster.master.events import (
     Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Kill, Launch, Now, Place, Reports, Step,
     Submit, Tick, Welcome,
 )
+from tcluster.master.committer import Committer
 from tcluster.master.links import AgentLink
 from tcluster.master.paging import page_of_jobs
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
@@ -62,6 +63,7 @@ class MasterService:
         self.placement = make_placement(settings.placement)
         self.rng = random.Random(settings.seed)
         self.links: dict[str, AgentLink] = {}
+        self.committer = Committer(store, self._send, self._recover)
         self._wake = asyncio.Event()
         self._eligible = EligibleCache()
         self.queues = load_tree(settings.queues_file)
@@ -72,14 +74,22 @@ class MasterService:
     def now(self) -> Now:
         return Now(self.clock(), self.monotonic())
 
-    def _do(self, event: Event) -> Step:
-        """Decide, write, apply, send. StoreError (UNAVAILABLE) leaves everything as it was."""
+    def _do(self, event: Event) -> tuple[Step, asyncio.Future[None]]:
+        """Decide, apply in memory, queue the rows; the step's actions (and the returned
+        future) wait until its rows are durable. StoreError: nothing of it was visible."""
         step = handle(self.state, event, self.now())
         new_jobs = [j for j in step.jobs if j not in self.state.jobs]
-        self.store.apply(step, new_jobs)
         self.state.apply(step)
-        self._send(step.actions)
-        return step
+        return step, self.committer.add(step, new_jobs)
+
+    def _recover(self) -> None:
+        """A write failed: memory may be ahead of the disk. Drop every agent stream (they
+        register again and reconcile) and rebuild the state from what is on disk."""
+        for link in list(self.links.values()):
+            link.close()
+        self.links.clear()
+        self.state = load_state(self.store, self.settings, self.monotonic())
+        log.error("state reloaded from the store after a failed write; agents will register again")
 
     def _send(self, actions: list[Action]) -> None:
         for action in actions:
@@ -94,14 +104,15 @@ class MasterService:
 
     # ---- jobs ----
 
-    def submit(self, spec: JobSpec) -> tuple[Job, list[Task]]:
+    async def submit(self, spec: JobSpec) -> tuple[Job, list[Task]]:
         spec.validate()
         self.queues.check_leaf(spec.queue)
         job_id = secrets.token_hex(4)
-        while job_id in self.state.jobs:
+        while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
-        self._do(Submit(job_id, spec))
+        _, durable = self._do(Submit(job_id, spec))
         self.kick()
+        await durable
         return self.get(job_id)
 
     def get(self, job_id: str) -> tuple[Job, list[Task]]:
@@ -115,9 +126,10 @@ class MasterService:
         ids, next_token, total = page_of_jobs(self.state.jobs, states, queue, limit, all_jobs, page_token)
         return [self.get(job_id) for job_id in ids], next_token, total
 
-    def cancel(self, job_id: str) -> tuple[Job, list[Task]]:
-        self._do(Cancel(job_id))
+    async def cancel(self, job_id: str) -> tuple[Job, list[Task]]:
+        _, durable = self._do(Cancel(job_id))
         self.kick()
+        await durable
         return self.get(job_id)
 
     async def logs(self, job_id: str, index: int, stderr: bool, tail_bytes: int,
@@ -165,15 +177,12 @@ class MasterService:
 
     def attach(self, reg: Registration) -> AgentLink:
         check_registration(reg)
-        step = handle(self.state, AgentJoined(reg), self.now())
-        self.store.apply(step, ())
-        self.state.apply(step)
         old = self.links.pop(reg.node, None)
-        if old is not None:
+        if old is not None:          # the newest registration wins (the old stream is half-open)
             old.close()
         link = AgentLink(reg.node)
         self.links[reg.node] = link
-        self._send([a for a in step.actions if not isinstance(a, Disconnect)])
+        step, _ = self._do(AgentJoined(reg))
         log.info("node %s registered (%s, capacity %s)", reg.node, reg.runtime, step.nodes[reg.node].capacity.describe())
         self.kick()
         return link
@@ -182,10 +191,7 @@ class MasterService:
         link.close()
         if self.links.get(link.node) is link:
             del self.links[link.node]
-            try:
-                self._do(AgentLeft(link.node))
-            except StoreError:
-                log.error("node %s disconnected; its DOWN state is not on disk yet", link.node)
+            self._do(AgentLeft(link.node))
             log.info("node %s disconnected", link.node)
 
     def on_heartbeat(self, link: AgentLink, beat: Heartbeat) -> None:
@@ -195,12 +201,9 @@ class MasterService:
     def on_reports(self, link: AgentLink, batch: ReportBatch) -> None:
         if self.links.get(link.node) is not link:
             return
-        try:
-            self._do(Reports(link.node, batch.reports, batch.last_seq))
-        except StoreError:
-            # Not acknowledged: the agent keeps them and sends them again when it re-registers.
-            self._send([Disconnect(link.node, "its task events cannot be stored now")])
-            return
+        # Acknowledged only once durable; if the write fails, every stream is dropped and
+        # the agent sends them again when it registers.
+        self._do(Reports(link.node, batch.reports, batch.last_seq))
         self.kick()
 
     def on_log_piece(self, link: AgentLink, piece: LogPiece) -> None:
@@ -231,7 +234,7 @@ class MasterService:
                 log.exception("scheduling round failed")
 
     def tick(self) -> None:
-        step = self._do(Tick())
+        step, _ = self._do(Tick())
         if step.tasks:
             self.kick()
 
@@ -242,8 +245,8 @@ class MasterService:
             return []
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
                                 self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock())
-        step = self._do(Place(tuple((t.id, node) for t, node in result.placements))) if result.placements else None
-        state.set_pending_reasons(result.pending_reasons)
+        step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
+        self.state.set_pending_reasons(result.pending_reasons)
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
 
     # ---- queues and shares ----

@@ -65,6 +65,7 @@ class Store:
         self._path = str(path)
         self._db = self._open()
         self._broken = False
+        self._reader: sqlite3.Connection | None = None
         self._migrate()
 
     def _open(self) -> sqlite3.Connection:
@@ -94,12 +95,20 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+        if self._reader is not None:
+            self._reader.close()
 
     # ---- writes ----
 
     def apply(self, step: Step, new_jobs: Iterable[str] = ()) -> None:
         """Writes a step's rows in one transaction; StoreError if the disk refuses."""
-        if not step.durable:
+        self.apply_many([(step, list(new_jobs))])
+
+    def apply_many(self, steps: list[tuple[Step, list[str]]]) -> None:
+        """Writes several steps' rows, in order, in one transaction (group commit). Called
+        from the committer's worker thread: this connection is used by one thread at a time."""
+        steps = [(step, new) for step, new in steps if step.durable]
+        if not steps:
             return
         try:
             if self._broken:
@@ -107,7 +116,8 @@ class Store:
                 self._db = self._open()
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._write(step, set(new_jobs))
+                for step, new_jobs in steps:
+                    self._write(step, set(new_jobs))
             self._broken = False
         except sqlite3.Error as error:
             self._broken = True
@@ -134,27 +144,39 @@ class Store:
         db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
         db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])
 
-    # ---- reads (at start) ----
+    # ---- reads (at start, and from the event loop on their own connection) ----
+
+    def _reads(self) -> sqlite3.Connection:
+        """The loop thread's connection: the committer's thread writes on the other one."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        return self._reader
+
+    def job_exists(self, job_id: str) -> bool:
+        try:
+            return self._reads().execute("SELECT 1 FROM jobs WHERE id=?", (job_id,)).fetchone() is not None
+        except sqlite3.Error:
+            return False
 
     def load_jobs(self) -> list[Job]:
-        rows = self._db.execute("SELECT id, spec, state, submitted_at, finished_at, cancelled FROM jobs "
+        rows = self._reads().execute("SELECT id, spec, state, submitted_at, finished_at, cancelled FROM jobs "
                                 "ORDER BY submitted_at, id").fetchall()
         return [Job(id=r[0], spec=spec_from_json(r[1]), state=JobState(r[2]), submitted_at=r[3], finished_at=r[4],
                     cancelled=bool(r[5])) for r in rows]
 
     def load_tasks(self) -> list[Task]:
-        rows = self._db.execute("SELECT job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, "
+        rows = self._reads().execute("SELECT job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, "
                                 "finished_at, usage, failures FROM tasks ORDER BY job_id, idx").fetchall()
         return [Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
                      signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
                      usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11]) for r in rows]
 
     def load_nodes(self) -> list[Node]:
-        rows = self._db.execute("SELECT * FROM nodes ORDER BY name").fetchall()
+        rows = self._reads().execute("SELECT * FROM nodes ORDER BY name").fetchall()
         return [Node(name=r[0], capacity=resources_from_dict(json.loads(r[1])),
                      reserved=resources_from_dict(json.loads(r[2])), labels=tuple(sorted(json.loads(r[3]).items())),
                      state=NodeState(r[4]), last_seen=r[5], runtime=r[6]) for r in rows]
 
     def load_kills(self) -> list[KillIntent]:
-        rows = self._db.execute("SELECT task_id, attempt, node, reason, retry FROM kills").fetchall()
+        rows = self._reads().execute("SELECT task_id, attempt, node, reason, retry FROM kills").fetchall()
         return [KillIntent(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]

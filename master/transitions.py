@@ -140,9 +140,8 @@ def _place(d: Draft, ev: Place) -> None:
 
 def _joined(d: Draft, ev: AgentJoined) -> None:
     reg = ev.registration
-    if d.state.connected(reg.node):
-        # The old stream is half-open (its peer is gone): the newest registration wins.
-        d.step.actions.append(Disconnect(reg.node, "the node registered again on a new stream"))
+    # A node still marked connected registers again: its old stream is half-open (the I/O
+    # layer has closed it); the newest registration wins.
     node = Node(name=reg.node, capacity=(reg.capacity - reg.reserved).clamp_nonnegative(), reserved=reg.reserved,
                 labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime)
     d.step.nodes[node.name] = node
