@@ -124,6 +124,7 @@ class Step:
     kills_put: dict[tuple[str, int], KillIntent] = field(default_factory=dict)
     kills_del: set[tuple[str, int]] = field(default_factory=set)
     jobs_del: set[str] = field(default_factory=set)
+    purge_before: float = 0.0      # forget every job that finished before this (unix seconds)
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
     usage: dict[str, TaskUsage] = field(default_factory=dict)
@@ -132,7 +133,8 @@ class Step:
 
     @property
     def durable(self) -> bool:
-        return bool(self.jobs or self.tasks or self.nodes or self.kills_put or self.kills_del or self.jobs_del)
+        return bool(self.jobs or self.tasks or self.nodes or self.kills_put or self.kills_del or self.jobs_del
+                    or self.purge_before)
 
 
 __all__ = [

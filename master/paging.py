@@ -1,7 +1,13 @@
 """`List` pages: newest first, a default page size, and a token that resumes after the
-last job of the previous page (stable while jobs are added, unlike an offset)."""
+last job of the previous page (stable while jobs are added, unlike an offset).
+
+Jobs live in memory while they can change (and a while after) and on disk until their
+retention ends; a page merges both, memory winning for a job in both (it may be a step
+ahead of the disk)."""
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from tcluster.errors import InvalidArgument
 from tcluster.model import Job, JobState
@@ -10,36 +16,39 @@ DEFAULT_PAGE = 100
 MAX_PAGE = 1000
 
 
-def _token(job: Job) -> str:
-    return f"{job.submitted_at!r}/{job.id}"
+class JobIndex(Protocol):
+    def job_keys(self, states: list[str], queue: str, before: tuple[float, str] | None,
+                 limit: int) -> tuple[list[tuple[float, str]], int]: ...
+
+
+def _token(key: tuple[float, str]) -> str:
+    return f"{key[0]!r}/{key[1]}"
 
 
 def _parse_token(token: str) -> tuple[float, str]:
     when, sep, job_id = token.partition("/")
     try:
-        if not sep:
+        if not sep or len(token) > 200:
             raise ValueError
         return float(when), job_id
     except ValueError:
         raise InvalidArgument("page_token", f"{token[:40]!r} is not a token from a previous reply") from None
 
 
-def page_of_jobs(jobs: dict[str, Job], states: set[JobState], queue: str, limit: int, all_jobs: bool,
-                 page_token: str) -> tuple[list[str], str, int]:
+def page_of_jobs(jobs: dict[str, Job], index: JobIndex, states: set[JobState], queue: str, limit: int,
+                 all_jobs: bool, page_token: str) -> tuple[list[str], str, int]:
     """(job ids of this page, the next page's token or "", how many match in all)."""
     if limit < 0 or limit > MAX_PAGE:
         raise InvalidArgument("limit", f"{limit} is out of range; allowed 0..{MAX_PAGE} (0: {DEFAULT_PAGE}), "
                               "or ask for all")
-    matching = sorted((j for j in jobs.values()
-                       if (not states or j.state in states) and (not queue or j.spec.queue == queue)),
-                      key=lambda j: (j.submitted_at, j.id), reverse=True)
-    start = 0
-    if page_token:
-        after = _parse_token(page_token)
-        start = next((i for i, j in enumerate(matching) if (j.submitted_at, j.id) < after), len(matching))
-    if all_jobs:
-        return [j.id for j in matching[start:]], "", len(matching)
-    size = limit or DEFAULT_PAGE
-    page = matching[start:start + size]
-    more = start + size < len(matching)
-    return [j.id for j in page], (_token(page[-1]) if more and page else ""), len(matching)
+    size = MAX_PAGE if all_jobs else (limit or DEFAULT_PAGE)
+    before = _parse_token(page_token) if page_token else None
+    in_memory = {(j.submitted_at, j.id) for j in jobs.values()
+                 if (not states or j.state in states) and (not queue or j.spec.queue == queue)}
+    stored, total = index.job_keys(sorted(s.value for s in states), queue, before, size + len(jobs))
+    keys = {k for k in stored if k[1] not in jobs} | {k for k in in_memory if before is None or k < before}
+    ordered = sorted(keys, reverse=True)
+    total = max(total, len(in_memory))
+    page = ordered[:size]
+    more = len(ordered) > size
+    return [k[1] for k in page], (_token(page[-1]) if more and page else ""), total

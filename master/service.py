@@ -44,12 +44,16 @@ TICK_INTERVAL_S = 0.5
 def timeouts_of(settings: MasterSettings) -> Timeouts:
     return Timeouts(node_timeout_s=settings.node_timeout_s, lost_timeout_s=settings.lost_timeout_s,
                     start_timeout_s=settings.start_timeout_s, job_retention_s=settings.job_retention_s,
-                    heartbeat_interval_s=settings.heartbeat_interval_s)
+                    heartbeat_interval_s=settings.heartbeat_interval_s,
+                    resident_finished_jobs=settings.resident_finished_jobs)
 
 
 def load_state(store: Store, settings: MasterSettings, mono: float) -> MasterState:
-    return MasterState(store.load_jobs(), store.load_tasks(), store.load_nodes(), store.load_kills(),
-                       timeouts_of(settings), mono)
+    """Unfinished jobs and the most recently finished ones; older ones are read on demand."""
+    timeouts = timeouts_of(settings)
+    jobs = store.load_jobs(finished_limit=timeouts.resident_finished_jobs)
+    tasks = store.load_tasks({j.id for j in jobs})
+    return MasterState(jobs, tasks, store.load_nodes(), store.load_kills(), timeouts, mono)
 
 
 class MasterService:
@@ -117,13 +121,17 @@ class MasterService:
 
     def get(self, job_id: str) -> tuple[Job, list[Task]]:
         job = self.state.jobs.get(job_id)
-        if job is None:
-            raise NotFound(f"job {job_id!r} not found")
-        return self.state.job_view(job), [self.state.task_view(t) for t in self.state.tasks[job_id]]
+        if job is not None:
+            return self.state.job_view(job), [self.state.task_view(t) for t in self.state.tasks[job_id]]
+        stored = self.store.load_job(job_id) if len(job_id) <= 64 else None   # finished a while ago
+        if stored is None:
+            raise NotFound(f"job {job_id[:64]!r} not found")
+        return stored
 
     def list_jobs(self, states: set[JobState], queue: str, limit: int, all_jobs: bool = False,
                   page_token: str = "") -> tuple[list[tuple[Job, list[Task]]], str, int]:
-        ids, next_token, total = page_of_jobs(self.state.jobs, states, queue, limit, all_jobs, page_token)
+        ids, next_token, total = page_of_jobs(self.state.jobs, self.store, states, queue, limit, all_jobs,
+                                              page_token)
         return [self.get(job_id) for job_id in ids], next_token, total
 
     async def cancel(self, job_id: str) -> tuple[Job, list[Task]]:

@@ -31,6 +31,7 @@ class MasterSettings(BaseModel):
     lost_timeout_s: float = Field(30.0, ge=0)        # DOWN this much longer: its tasks LOST
     start_timeout_s: float = Field(120.0, gt=0)      # STARTING this long without RUNNING: given up
     job_retention_s: float = Field(7 * 86400.0, gt=0)  # finished jobs are forgotten after this
+    resident_finished_jobs: int = Field(1000, ge=0)  # finished jobs kept in memory; older ones read from disk
     schedule_interval_s: float = Field(1.0, gt=0)    # rounds also run on every change
     kill_grace_s: float = Field(10.0, ge=0)
     log_max_bytes: int = Field(16 * 2**20, gt=0)

@@ -25,6 +25,8 @@ class Timeouts:
     start_timeout_s: float = 120.0     # STARTING this long without RUNNING: given up
     job_retention_s: float = 7 * 86400.0
     heartbeat_interval_s: float = 1.0
+    resident_finished_jobs: int = 1000     # finished jobs kept in memory; older ones are read from disk
+    purge_interval_s: float = 60.0
 
     @property
     def fence_after_s(self) -> float:
@@ -49,8 +51,11 @@ class MasterState:
         self.kills: dict[tuple[str, int], KillIntent] = {(k.task_id, k.attempt): k for k in kills}
         self.usage: dict[str, TaskUsage] = {}
         self.starting_since: dict[str, float] = {}
+        # Finished jobs in memory, oldest end first: beyond the cap they leave memory (they stay
+        # on disk until the retention ends), so memory follows what can change, not history.
         self.finished: list[tuple[float, str]] = [(j.finished_at, j.id) for j in jobs if j.finished_at]
         heapq.heapify(self.finished)
+        self.purged_at = 0.0
         # Nodes loaded from disk are DOWN until they register; their clock starts now.
         self.nodes: dict[str, Node] = {n.name: replace(n, state=NodeState.DOWN) for n in nodes}
         self.live: dict[str, NodeLive] = {n.name: NodeLive(False, started_mono, n.last_seen) for n in self.nodes.values()}
@@ -130,8 +135,21 @@ class MasterState:
                 self.usage[task_id] = usage
         for job_id in step.jobs_del:
             self._forget_job(job_id)
-        while self.finished and self.finished[0][1] not in self.jobs:
+        if step.purge_before:
+            self.purged_at = step.purge_before + self.timeouts.job_retention_s
+        self._evict_finished(step.purge_before)
+
+    def _evict_finished(self, purge_before: float) -> None:
+        cap = self.timeouts.resident_finished_jobs
+        while self.finished:
+            finished_at, job_id = self.finished[0]
+            job = self.jobs.get(job_id)
+            if job is not None and job.finished_at == finished_at and len(self.finished) <= cap \
+                    and finished_at >= purge_before:
+                break
             heapq.heappop(self.finished)
+            if job is not None and job.finished_at == finished_at:
+                self._forget_job(job_id)
 
     def set_pending_reasons(self, reasons: dict[str, str]) -> None:
         """Memory only: reasons carry live numbers, recomputed every round."""

@@ -36,6 +36,8 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL, labels TEXT NOT NULL,
     state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS jobs_by_submit ON jobs (submitted_at, id);
+CREATE INDEX IF NOT EXISTS jobs_by_finish ON jobs (finished_at);
 CREATE TABLE IF NOT EXISTS kills (
     task_id TEXT NOT NULL, attempt INTEGER NOT NULL, node TEXT NOT NULL, reason TEXT NOT NULL,
     retry INTEGER NOT NULL, PRIMARY KEY (task_id, attempt));
@@ -52,6 +54,17 @@ class StoreError(Unavailable):
 
 def _resources_json(r: Resources) -> str:
     return json.dumps(r.as_dict())
+
+
+def _job(r: tuple) -> Job:  # type: ignore[type-arg]
+    return Job(id=r[0], spec=spec_from_json(r[1]), state=JobState(r[2]), submitted_at=r[3], finished_at=r[4],
+               cancelled=bool(r[5]))
+
+
+def _task(r: tuple) -> Task:  # type: ignore[type-arg]
+    return Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
+                signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
+                usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11])
 
 
 def _usage_text(usage: TaskUsage) -> str:
@@ -143,6 +156,10 @@ class Store:
             (k.task_id, k.attempt, k.node, k.reason, int(k.retry)) for k in step.kills_put.values()])
         db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
         db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])
+        if step.purge_before:
+            old = "SELECT id FROM jobs WHERE finished_at > 0 AND finished_at < ?"
+            db.execute(f"DELETE FROM tasks WHERE job_id IN ({old})", (step.purge_before,))
+            db.execute("DELETE FROM jobs WHERE finished_at > 0 AND finished_at < ?", (step.purge_before,))
 
     # ---- reads (at start, and from the event loop on their own connection) ----
 
@@ -158,18 +175,60 @@ class Store:
         except sqlite3.Error:
             return False
 
-    def load_jobs(self) -> list[Job]:
-        rows = self._reads().execute("SELECT id, spec, state, submitted_at, finished_at, cancelled FROM jobs "
-                                "ORDER BY submitted_at, id").fetchall()
-        return [Job(id=r[0], spec=spec_from_json(r[1]), state=JobState(r[2]), submitted_at=r[3], finished_at=r[4],
-                    cancelled=bool(r[5])) for r in rows]
+    _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled"
+    _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures"
 
-    def load_tasks(self) -> list[Task]:
-        rows = self._reads().execute("SELECT job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, "
-                                "finished_at, usage, failures FROM tasks ORDER BY job_id, idx").fetchall()
-        return [Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
-                     signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
-                     usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11]) for r in rows]
+    def load_jobs(self, finished_limit: int | None = None) -> list[Job]:
+        """Every unfinished job, and the `finished_limit` most recently finished (all if None)."""
+        db = self._reads()
+        if finished_limit is None:
+            rows = db.execute(f"SELECT {self._JOB_COLUMNS} FROM jobs ORDER BY submitted_at, id").fetchall()
+        else:
+            rows = db.execute(f"SELECT {self._JOB_COLUMNS} FROM jobs WHERE finished_at = 0").fetchall()
+            rows += db.execute(f"SELECT {self._JOB_COLUMNS} FROM jobs WHERE finished_at > 0 "
+                               "ORDER BY finished_at DESC LIMIT ?", (finished_limit,)).fetchall()
+            rows.sort(key=lambda r: (r[3], r[0]))
+        return [_job(r) for r in rows]
+
+    def load_tasks(self, job_ids: set[str] | None = None) -> list[Task]:
+        db = self._reads()
+        if job_ids is None:
+            rows = db.execute(f"SELECT {self._TASK_COLUMNS} FROM tasks ORDER BY job_id, idx").fetchall()
+            return [_task(r) for r in rows]
+        ids, out = sorted(job_ids), []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            out += [_task(r) for r in db.execute(
+                f"SELECT {self._TASK_COLUMNS} FROM tasks WHERE job_id IN ({marks}) ORDER BY job_id, idx", chunk)]
+        return out
+
+    def load_job(self, job_id: str) -> tuple[Job, list[Task]] | None:
+        """A job that is no longer in memory (finished long enough ago)."""
+        db = self._reads()
+        row = db.execute(f"SELECT {self._JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+        if row is None:
+            return None
+        rows = db.execute(f"SELECT {self._TASK_COLUMNS} FROM tasks WHERE job_id=? ORDER BY idx", (job_id,)).fetchall()
+        return _job(row), [_task(r) for r in rows]
+
+    def job_keys(self, states: list[str], queue: str, before: tuple[float, str] | None,
+                 limit: int) -> tuple[list[tuple[float, str]], int]:
+        """(submitted_at, id) newest first, strictly before `before`; and how many match in all."""
+        where, args = ["1=1"], []
+        if states:
+            where.append(f"state IN ({','.join('?' * len(states))})")
+            args += states
+        if queue:
+            where.append("json_extract(spec, '$.queue') = ?")
+            args.append(queue)
+        total = self._reads().execute(f"SELECT COUNT(*) FROM jobs WHERE {' AND '.join(where)}", args).fetchone()[0]
+        if before is not None:
+            where.append("(submitted_at < ? OR (submitted_at = ? AND id < ?))")
+            args += [before[0], before[0], before[1]]
+        rows = self._reads().execute(f"SELECT submitted_at, id FROM jobs WHERE {' AND '.join(where)} "
+                                     "ORDER BY submitted_at DESC, id DESC LIMIT ?", [*args, limit]).fetchall()
+        return [(r[0], r[1]) for r in rows], total
 
     def load_nodes(self) -> list[Node]:
         rows = self._reads().execute("SELECT * FROM nodes ORDER BY name").fetchall()

@@ -12,7 +12,6 @@ Rules users rely on (README, "Faults"):
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections import Counter
 from dataclasses import replace
@@ -30,7 +29,6 @@ from tcluster.scheduler.reasons import never_fits_reason
 
 log = logging.getLogger(__name__)
 CANCELLED = "cancelled"
-MAX_JOBS_FORGOTTEN_PER_TICK = 1000
 
 
 class Draft:
@@ -309,15 +307,11 @@ def _start_deadlines(d: Draft) -> None:
 
 
 def _forget_old_jobs(d: Draft) -> None:
-    horizon = d.now.wall - d.state.timeouts.job_retention_s
-    if not d.state.finished or d.state.finished[0][0] >= horizon:
-        return
-    for finished_at, job_id in heapq.nsmallest(MAX_JOBS_FORGOTTEN_PER_TICK, d.state.finished):
-        if finished_at >= horizon:
-            break
-        job = d.state.jobs.get(job_id)
-        if job is not None and job.finished_at == finished_at and job.state.terminal:
-            d.step.jobs_del.add(job_id)
+    """Once a purge interval: every job that finished before the retention horizon goes,
+    in memory and on disk (most of them live only on disk by then)."""
+    t = d.state.timeouts
+    if d.now.wall - d.state.purged_at >= t.purge_interval_s:
+        d.step.purge_before = d.now.wall - t.job_retention_s
 
 
 _HANDLERS = {

@@ -48,3 +48,29 @@ def test_refuses_work_serves_reads_and_recovers(tmp_path: Path, monkeypatch: pyt
         await h.wait_job(second.id, _done)
         assert (await h.job(second.id)).state == jobs_pb2.JOB_SUCCEEDED  # the agent registered again
     run(scenario, tmp_path)
+
+
+def test_finished_jobs_leave_memory_but_stay_listed_and_readable(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.start_master(resident_finished_jobs=2)
+        await h.add_agent("n1")
+        ids = []
+        for _ in range(5):
+            job = await h.submit(["true"])
+            await h.wait_job(job.id, _done)
+            ids.append(job.id)
+        assert h.master is not None
+        assert sum(j in h.master.service.state.jobs for j in ids) <= 2      # the rest only on disk
+        for job_id in ids:
+            assert (await h.job(job_id)).state == jobs_pb2.JOB_SUCCEEDED
+        seen, token = [], ""
+        while True:
+            page = await h.jobs.List(jobs_pb2.ListJobsRequest(limit=2, page_token=token))
+            seen += [j.id for j in page.jobs]
+            assert page.total == 5
+            if not (token := page.next_page_token):
+                break
+        assert seen == ids[::-1]                                              # newest first, each once
+        succeeded = await h.jobs.List(jobs_pb2.ListJobsRequest(states=[jobs_pb2.JOB_SUCCEEDED], all=True))
+        assert len(succeeded.jobs) == 5
+    run(scenario, tmp_path)

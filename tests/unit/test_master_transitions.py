@@ -214,10 +214,23 @@ def test_finished_jobs_are_forgotten_after_the_retention() -> None:
     w = running_world()
     w.do(Reports("n1", (ended(TaskState.SUCCEEDED),), 2), at=1)
     finished = w.job().finished_at
-    w.do(Beat("n1", Resources(4, 2**33), {}), at=finished - 1000 + 50)
-    assert J in w.state.jobs
-    step = w.do(Tick(), at=finished - 1000 + 101)
-    assert step.jobs_del == {J} and J not in w.state.jobs
+    step = w.do(Tick(), at=finished - 1000 + 50)          # a purge, but the job is younger than 100 s
+    assert step.purge_before == pytest.approx(finished - 50) and J in w.state.jobs
+    assert not w.do(Tick(), at=finished - 1000 + 101).purge_before     # once per purge interval
+    step = w.do(Tick(), at=finished - 1000 + 111)
+    assert step.purge_before > finished and J not in w.state.jobs
+
+
+def test_only_the_newest_finished_jobs_stay_in_memory() -> None:
+    """Memory follows what can change, not history: older finished jobs are read from disk."""
+    w = World()
+    w.join("n1")
+    w.state.timeouts = replace(TIMEOUTS, resident_finished_jobs=2)
+    ids = [f"0000000{i}" for i in range(4)]
+    for i, job_id in enumerate(ids):
+        w.do(Submit(job_id, spec()), at=i)
+        w.do(Cancel(job_id), at=i + 0.5)
+    assert [j for j in ids if j in w.state.jobs] == ids[2:]
 
 
 def test_heartbeats_write_nothing_and_keep_usage_in_memory() -> None:
