@@ -18,7 +18,7 @@ from types import TracebackType
 import docker
 
 BUSYBOX = Path("/bin/busybox")
-APPLETS = ("sh", "true", "false", "sleep", "cat", "echo", "dd", "head", "id", "kill", "ls", "yes", "env", "pwd", "[", "test", "seq")
+APPLETS = ("sh", "true", "false", "sleep", "cat", "echo", "dd", "head", "id", "kill", "ls", "yes", "env", "pwd", "[", "test", "seq", "nc")
 
 
 def docker_missing(cli: bool = True) -> str | None:
