@@ -322,6 +322,8 @@ class DockerRuntime:
         if not is_safe_name(key) or self._client is None:
             return
         copier = self._copiers.pop(key, None)
+        if copier is not None:
+            copier.stopping = True
         info = self._find(key)
         if info is not None:
             try:

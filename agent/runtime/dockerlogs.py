@@ -53,6 +53,7 @@ class LogCopier:
                                           name=f"docker-logs:{Path(path).name}", daemon=True)
                          for is_err, path in ((False, stdout_path), (True, stderr_path)) if path]
         self.error: str = ""
+        self.stopping = False        # the container is being removed: a cut stream is expected
 
     def start(self) -> LogCopier:
         for t in self._threads:
@@ -71,7 +72,7 @@ class LogCopier:
                 out.write(chunk)
         except Exception as e:       # engine gone, socket closed: the copy so far stays
             self.error = f"copying the task's {'stderr' if is_err else 'stdout'} stopped: {e}"
-            log.warning("%s", self.error)
+            log.log(logging.DEBUG if self.stopping else logging.WARNING, "%s", self.error)
         finally:
             out.close()
 
