@@ -99,6 +99,9 @@ def exit_from_state(state: dict[str, Any]) -> ExitStatus:
     128+N (its init is the task itself, so that is how the task died)."""
     code = int(state.get("ExitCode") or 0)
     finished = parse_time(state.get("FinishedAt", ""))
+    if state.get("Status") == "created":
+        return ExitStatus(None, 0, finished, False, "the container was created but never started "
+                                                    "(the agent stopped during its start)")
     oom = bool(state.get("OOMKilled"))
     reason = "OOMKilled" if oom else str(state.get("Error") or "")
     if 128 < code <= 128 + 64:
