@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass
 from ipaddress import IPv4Interface
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from pyroute2 import IPRoute, NetlinkError
 
@@ -206,9 +206,10 @@ def unwire(node: str, key: str) -> None:
     remove_netns(node_prefix(node) + key)
 
 
-def sweep(node: str, keep: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def sweep(node: str, keep: Iterable[str] = ()) -> list[str]:
     """At agent start: remove every namespace and veth of this node whose task key is not in
-    `keep` (the containers still alive). Returns the keys removed."""
+    `keep` (the containers still alive). Returns what it removed (keys, then link names)."""
+    keep = set(keep)
     prefix = node_prefix(node)
     names = os.listdir(NETNS_DIR) if os.path.isdir(NETNS_DIR) else []
     gone = sorted(n[len(prefix):] for n in names if n.startswith(prefix) and n[len(prefix):] not in keep)
