@@ -144,6 +144,7 @@ class DockerRuntime:
         self.parent = f"tcluster/{node}.docker"
         self._client: docker.APIClient | None = None
         self._copiers: dict[str, LogCopier] = {}
+        self._ids: dict[str, str] = {}      # key -> container id: sample() asks no engine
 
     # -- engine ---------------------------------------------------------------------------
     def setup(self) -> None:
@@ -163,9 +164,17 @@ class DockerRuntime:
     def _find(self, key: str) -> dict[str, Any] | None:
         """The container's inspect record; None when it does not exist."""
         try:
-            return self.api.inspect_container(container_name(self.node, key))
+            info = self.api.inspect_container(container_name(self.node, key))
         except NotFound:
+            self._ids.pop(key, None)
             return None
+        self._ids[key] = info["Id"]
+        return info
+
+    def _id(self, key: str) -> str | None:
+        if key not in self._ids:
+            self._find(key)
+        return self._ids.get(key)
 
     # -- start ----------------------------------------------------------------------------
     def _ensure_image(self, image: str) -> None:
@@ -287,10 +296,12 @@ class DockerRuntime:
         return {c: Path(p) / rel for c, p in self._mounts.v1}
 
     def sample(self, key: str) -> RawUsage | None:
-        info = self._find(key) if is_safe_name(key) else None
-        if info is None:
+        """From the container's cgroup files (the engine is not asked: heartbeats call this
+        for every task). None once the container's groups are gone."""
+        cid = self._id(key) if is_safe_name(key) else None
+        if cid is None:
             return None
-        dirs = self._cgroup_dirs(info["Id"])
+        dirs = self._cgroup_dirs(cid)
         files: dict[str, str] = {}
         if self._mode == "cgroup2":
             wanted = [(name, dirs[""] / name) for name in V2_FILES]
@@ -305,19 +316,19 @@ class DockerRuntime:
         return usage_v1(files, time.time(), os.sysconf("SC_CLK_TCK")) if "cpuacct.usage" in files else None
 
     def signal(self, key: str, signum: int) -> None:
-        info = self._find(key) if is_safe_name(key) else None
-        if info is None:
+        cid = self._id(key) if is_safe_name(key) else None
+        if cid is None:
             return
         if signum == signals.SIGKILL:
             # The init dies and its PID namespace with it: nothing escapes by forking.
             try:
-                self.api.kill(info["Id"], signal=int(signum))
+                self.api.kill(cid, signal=int(signum))
             except APIError as e:
                 if e.status_code not in (404, 409):      # gone, or not running
                     raise OSError(f"cannot kill container {key}: {_msg(e)}") from e
             return
         # Like the native backends: every process of the container, not just its init.
-        procs = self._cgroup_dirs(info["Id"]).get("pids" if self._mode == "cgroup1" else "")
+        procs = self._cgroup_dirs(cid).get("pids" if self._mode == "cgroup1" else "")
         if procs is not None:
             signal_pids(read_pids(procs / "cgroup.procs"), signum)
 
@@ -340,6 +351,7 @@ class DockerRuntime:
                     rmdir_cgroup(d)         # the engine removes them; this only makes sure
                 except OSError as e:
                     log.warning("cgroup of container %s left behind: %s", key, e)
+        self._ids.pop(key, None)
         if copier is not None:
             copier.join(1.0)
 
