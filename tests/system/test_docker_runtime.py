@@ -20,7 +20,8 @@ from bench.dockerd import Dockerd, docker_missing
 from tcluster.agent.runtime import host_mounts
 from tcluster.agent.runtime.base import LaunchError, RuntimeSetupError, TaskSpec
 from tcluster.agent.runtime.detect import choose_mode
-from tcluster.agent.runtime.docker import DockerRuntime, cgroup_roots, docker_available
+from tcluster.agent.runtime.docker import DockerRuntime, docker_available
+from tcluster.agent.runtime.dockerspec import cgroup_roots
 from tests.system.cgroups import MI, SKIP_REASON, task, wait_exit
 
 WHY = SKIP_REASON or docker_missing(cli=False) or ""

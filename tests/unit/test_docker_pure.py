@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tcluster.agent.runtime.base import TaskSpec
-from tcluster.agent.runtime.docker import cgroup_roots, exit_from_state, host_config, labels, parse_time
+from tcluster.agent.runtime.dockerspec import cgroup_roots, exit_from_state, host_config, labels, parse_time
 from tcluster.resources import Resources
 
 MI = 2**20
