@@ -48,7 +48,8 @@ class Dockerd:
         self.proc = subprocess.Popen(
             ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
              "--pidfile", str(self.root / "docker.pid"), "-H", f"unix://{self.sock}", "--iptables=false",
-             "--ip-masq=false", "--bridge=none"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+             # --ip-forward=false: else dockerd turns the host's IPv4 forwarding on
+             "--ip-masq=false", "--ip-forward=false", "--bridge=none"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60
         while not self._answers():
             if time.monotonic() > deadline or self.proc.poll() is not None:

@@ -267,7 +267,7 @@ NAT_PRIORITY = 100           # srcnat
 def install_masquerade(rule: NatRule) -> None:
     """Our own table with one postrouting NAT chain and rule (replaced if present), and IPv4
     forwarding on, without which nothing leaves the bridge."""
-    from pyroute2 import NFTables
+    from pyroute2.nftables.main import NFTables
     remove_masquerade(rule)
     nft = NFTables(nfgen_family=2)
     try:
@@ -281,7 +281,7 @@ def install_masquerade(rule: NatRule) -> None:
 
 
 def remove_masquerade(rule: NatRule) -> None:
-    from pyroute2 import NFTables
+    from pyroute2.nftables.main import NFTables
     nft = NFTables(nfgen_family=2)
     try:
         nft.table("del", name=rule.table)

@@ -1,6 +1,8 @@
 """Task networks on real namespaces, veths, a bridge and HTB (as root): two shaped senders
-measured with iperf3, a `none` task cut off, and nothing left behind. All traffic stays
-inside the namespaces and the bridge this test creates; the host firewall is not touched."""
+measured with iperf3, a `none` task cut off, masquerade, and nothing left behind. All
+traffic stays inside the namespaces and the bridge this test creates; the host firewall
+is not touched (the masquerade test builds its own "host" namespace, and checks that the
+real host's ip_forward and nftables tables are as they were)."""
 
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ from typing import Iterator
 import pytest
 
 from tcluster.agent.runtime.base import LaunchError, TaskSpec
-from tcluster.agent.runtime.netns import node_namespaces, run_in_netns
-from tcluster.agent.runtime.netplan import bridge_name, host_veth
+from tcluster.agent.runtime.netns import create_netns, node_namespaces, remove_netns, run_in_netns
+from tcluster.agent.runtime.netplan import bridge_name, host_veth, nat_rule, netns_name
 from tcluster.agent.runtime.tasknet import TaskNetworks
 from tcluster.resources import Resources
 
@@ -175,3 +177,80 @@ def test_a_rate_without_bridge_mode_is_refused(nets: TaskNetworks) -> None:
     with pytest.raises(LaunchError, match="ceiling"):
         nets.prepare(spec("bad.1", rate=2 * MBIT, ceil=MBIT))
     assert node_namespaces(nets.node) == [] and nets.address("bad.1") is None
+
+
+def _host_firewall() -> tuple[str, list[str]]:
+    """The host's ip_forward and nftables table names: read only, to prove they stay."""
+    from pyroute2.nftables.main import NFTables
+    nft = NFTables(nfgen_family=0)
+    try:
+        tables = sorted(str(t.get("NFTA_TABLE_NAME")) for t in nft.get_tables())
+    finally:
+        nft.close()
+    return Path("/proc/sys/net/ipv4/ip_forward").read_text(), tables
+
+
+def test_masquerade_inside_a_private_host_namespace(tmp_path: Path) -> None:
+    """--masquerade end to end without touching this host's firewall: the "host" here is a
+    namespace the test made (its own nftables, its own ip_forward), with an "outside"
+    namespace behind an uplink that has no route back to the task subnet. The outside sees
+    the host's uplink address, not the task's: the NAT rule did it."""
+    before = _host_firewall()
+    tag = f"tcl-t{os.getpid()}-{uuid.uuid4().hex[:4]}"
+    host, out = create_netns(f"{tag}-host"), create_netns(f"{tag}-out")
+    node = f"m{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    nets = TaskNetworks(node, tmp_path / "state", "10.66.0.0/24", masquerade=True)
+    try:
+        run_in_netns(host, _uplink, out)
+        run_in_netns(host, nets.setup)
+        task_ns = run_in_netns(host, nets.prepare, spec("t.0"))
+        assert task_ns is not None
+        listener = run_in_netns(out, socket.create_server, ("198.51.100.2", 7080))
+        try:
+            assert reaches(task_ns.netns_path, "198.51.100.2", 7080)
+            listener.settimeout(5)
+            conn, peer = listener.accept()
+            conn.close()
+        finally:
+            listener.close()
+        assert peer[0] == "198.51.100.1"                    # masqueraded to the uplink address
+        assert run_in_netns(host, Path("/proc/sys/net/ipv4/ip_forward").read_text).strip() == "1"
+        run_in_netns(host, nets.release, "t.0")
+        run_in_netns(host, nets.close)                       # bridge and NAT table go
+        assert nat_rule(node, nets.subnet).table not in run_in_netns(host, _tables)
+    finally:
+        remove_netns(f"{tag}-host")
+        remove_netns(f"{tag}-out")
+        for key in node_namespaces(node):
+            remove_netns(netns_name(node, key))
+    assert _host_firewall() == before
+
+
+def _uplink(out_path: str) -> None:
+    """Runs in the private host namespace: a veth to the outside namespace, 198.51.100.0/24
+    (TEST-NET-2), and no route from outside back to the task subnet."""
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        ipr.link("add", ifname="up0", kind="veth", peer={"ifname": "up1", "net_ns_fd": out_path})
+        idx = ipr.link_lookup(ifname="up0")[0]
+        ipr.addr("add", index=idx, address="198.51.100.1", prefixlen=24)
+        ipr.link("set", index=idx, state="up")
+    run_in_netns(out_path, _outside)
+
+
+def _outside() -> None:
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        idx = ipr.link_lookup(ifname="up1")[0]
+        ipr.addr("add", index=idx, address="198.51.100.2", prefixlen=24)
+        ipr.link("set", index=idx, state="up")
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+
+
+def _tables() -> list[str]:
+    from pyroute2.nftables.main import NFTables
+    nft = NFTables(nfgen_family=0)
+    try:
+        return [str(t.get("NFTA_TABLE_NAME")) for t in nft.get_tables()]
+    finally:
+        nft.close()
