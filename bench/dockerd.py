@@ -15,13 +15,18 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+import docker
+
 BUSYBOX = Path("/bin/busybox")
+APPLETS = ("sh", "true", "false", "sleep", "cat", "echo", "dd", "head", "id", "kill", "ls", "yes", "env", "pwd", "[", "test", "seq", "nc")
 
 
-def docker_missing() -> str | None:
+def docker_missing(cli: bool = True) -> str | None:
+    """Why a private engine cannot be started here (None: it can). `cli`: the `docker`
+    command is needed too (the benchmark's `docker run` comparison)."""
     if os.geteuid() != 0:
         return "starting dockerd needs root"
-    for tool in ("dockerd", "docker"):
+    for tool in ("dockerd", "docker") if cli else ("dockerd",):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (apt-get install docker.io)"
     if not BUSYBOX.exists():
@@ -43,9 +48,10 @@ class Dockerd:
         self.proc = subprocess.Popen(
             ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
              "--pidfile", str(self.root / "docker.pid"), "-H", f"unix://{self.sock}", "--iptables=false",
-             "--ip-masq=false", "--bridge=none"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+             # --ip-forward=false: else dockerd turns the host's IPv4 forwarding on
+             "--ip-masq=false", "--ip-forward=false", "--bridge=none"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 60
-        while subprocess.run(["docker", "-H", f"unix://{self.sock}", "info"], capture_output=True).returncode:
+        while not self._answers():
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 self.__exit__(None, None, None)
                 raise RuntimeError(f"dockerd did not come up: {(self.root / 'dockerd.log').read_text()[-2000:]}")
@@ -53,19 +59,40 @@ class Dockerd:
         self._import_busybox()
         return self
 
+    @property
+    def url(self) -> str:
+        return f"unix://{self.sock}"
+
+    def _answers(self) -> bool:
+        try:
+            client = docker.APIClient(base_url=self.url, timeout=5)
+        except docker.errors.DockerException:
+            return False
+        try:
+            return bool(client.ping())
+        except (docker.errors.DockerException, OSError):
+            return False
+        finally:
+            client.close()
+
     def _import_busybox(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             tar_path = Path(tmp) / "bb.tar"
             with tarfile.open(tar_path, "w") as tar:
                 tar.add(BUSYBOX, "bin/busybox")
-                for tool in ("sh", "true", "sleep", "cat"):
+                for tool in APPLETS:
                     link = tarfile.TarInfo(f"bin/{tool}")
                     link.type, link.linkname = tarfile.SYMTYPE, "busybox"
                     tar.addfile(link)
-            self.docker("import", "-c", 'CMD ["/bin/sh"]', str(tar_path), self.image)
+            client = docker.APIClient(base_url=self.url, timeout=120)
+            try:
+                client.import_image(src=str(tar_path), repository=self.image, tag="latest",
+                                    changes=['CMD ["/bin/sh"]'])
+            finally:
+                client.close()
 
     def docker(self, *args: str) -> str:
-        done = subprocess.run(["docker", "-H", f"unix://{self.sock}", *args], capture_output=True, text=True)
+        done = subprocess.run(["docker", "-H", self.url, *args], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"docker {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
@@ -83,7 +110,19 @@ class Dockerd:
                 self.proc.kill()
                 self.proc.wait()
         _remove_docker_cgroups()
+        _unmount_under(self.root)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _unmount_under(root: Path) -> None:
+    """dockerd leaves mounts in its exec root (exec/netns/default, a bind of the host's
+    network namespace): detach those under our root, deepest first, so it can be removed."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    prefix = str(root.resolve()) + "/"
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        libc.umount2(point.encode(), 2)          # MNT_DETACH
 
 
 def _remove_docker_cgroups() -> None:

@@ -2,8 +2,11 @@
 manager to the task running in its container (cgroups made and limited, namespaces set
 up, exec succeeded: the RUNNING report), p50/p99 over N starts on this host's cgroup
 backend. In the same run, when a Docker engine can be started (HOST.md: dockerd with its
-own data root, no iptables), `docker run --rm` of a local busybox image, and our own
-start-to-exit time of `true` for the like-for-like comparison.
+own data root, no iptables): our docker backend's start -> running (container created
+with the task's limits under our cgroup tree, started, its init watched by a pidfd) beside
+the native backend's start -> running measured the same way (the runtime call alone),
+`docker run --rm` of a local busybox image, and our own start-to-exit time of `true` for
+the like-for-like comparison.
 
     .venv/bin/python bench/start_latency.py --starts 500 --docker-runs 50
 """
@@ -23,7 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.dockerd import Dockerd, docker_missing  # noqa: E402
 from tcluster.agent.outbox import Outbox  # noqa: E402
 from tcluster.agent.requests import LaunchRequest  # noqa: E402
-from tcluster.agent.runtime import make_runtime  # noqa: E402
+from tcluster.agent.runtime import host_mounts, make_runtime  # noqa: E402
+from tcluster.agent.runtime.base import Runtime, TaskSpec  # noqa: E402
+from tcluster.agent.runtime.detect import choose_mode  # noqa: E402
+from tcluster.agent.runtime.docker import DockerRuntime  # noqa: E402
 from tcluster.agent.settings import AgentSettings  # noqa: E402
 from tcluster.agent.tasks import TaskManager  # noqa: E402
 from tcluster.model import TaskState  # noqa: E402
@@ -75,6 +81,45 @@ async def measure_agent(state: Path, starts: int, exits: int) -> tuple[str, list
     return runtime.name, running, exited
 
 
+def runtime_starts(runtime: Runtime, n: int, logs: Path, image: str = "") -> list[float]:
+    """Seconds from runtime.start() to its return (the task runs, its exit is watched)."""
+    out = []
+    for i in range(n):
+        key = f"rt{os.getpid()}-{i}.0"
+        spec = TaskSpec(key=key, task_id=key, attempt=0, command=("sleep", "1000"), resources=Resources(0.1, 64 << 20),
+                        stdout_path=str(logs / f"{key}.out"), stderr_path=str(logs / f"{key}.err"), image=image)
+        began = time.perf_counter()
+        started = runtime.start(spec)
+        out.append(time.perf_counter() - began)
+        os.close(started.exit_fd)
+        runtime.remove(key)
+    return out
+
+
+def backend_starts(docker: Dockerd, state: Path, n: int) -> tuple[str, list[float], list[float]]:
+    """Native and docker backends, alternating in blocks of 10 so drift hits both alike."""
+    node = f"bench-{os.getpid()}"
+    logs = state / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    native = make_runtime("auto", node, state / "native")
+    mounts, controllers = host_mounts()
+    dock = DockerRuntime(node, mounts, choose_mode(mounts, controllers), docker.url)
+    native.setup()
+    dock.setup()
+    nat: list[float] = []
+    doc: list[float] = []
+    try:
+        runtime_starts(native, 3, logs)
+        runtime_starts(dock, 3, logs, docker.image)                           # warm-up
+        for block in range(0, n, 10):
+            nat += runtime_starts(native, min(10, n - block), logs)
+            doc += runtime_starts(dock, min(10, n - block), logs, docker.image)
+    finally:
+        native.close()
+        dock.close()
+    return native.name, nat, doc
+
+
 def docker_runs(docker: Dockerd, n: int) -> list[float]:
     docker.run("--rm", docker.image, "true")                                  # warm-up
     out = []
@@ -105,9 +150,12 @@ def main() -> int:
         docker_p50 = 0.0
         if why is None:
             with Dockerd(tmp / "docker") as docker:
+                native_name, nat, doc = backend_starts(docker, tmp / "backends", args.docker_runs)
                 runs = docker_runs(docker, args.docker_runs)
             docker_p50 = percentile(runs, 50)
-            lines.append(row("docker run --rm busybox true", runs))
+            lines += [row(f"tcluster {native_name} backend: start -> running", nat),
+                      row("tcluster docker backend: start -> running", doc),
+                      row("docker run --rm busybox true", runs)]
         print("\n".join(lines))
         if docker_p50:
             print(f"\ndocker run p50 / tcluster launch->running p50 = {docker_p50 / percentile(running, 50):.1f}x;"

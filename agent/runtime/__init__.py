@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .base import (ExitStatus, LaunchError, RawUsage, Runtime, RuntimeSetupError, Started,
                    TaskSpec)
@@ -15,9 +16,12 @@ from .detect import CgroupMounts, choose_mode, parse_controllers, parse_mountinf
 from .detect import DELEGATED
 from .process import ProcessRuntime
 
+if TYPE_CHECKING:                # imported when used: pyroute2 and the docker SDK load slowly
+    from .node import NodeRuntime
+
 __all__ = ["Cgroup1Runtime", "Cgroup2Runtime", "ExitStatus", "LaunchError", "ProcessRuntime",
            "RawUsage", "Runtime", "RuntimeSetupError", "Started", "TaskSpec", "make_runtime",
-           "host_mounts"]
+           "make_node_runtime", "host_mounts"]
 
 log = logging.getLogger(__name__)
 MODES = ("auto", "cgroup2", "cgroup1", "process")
@@ -111,3 +115,31 @@ def make_runtime(mode: str, node: str, state_dir: Path, cgroup_parent: str | Non
         if isinstance(e, OSError):
             raise RuntimeSetupError(f"cannot read the cgroup mounts: {e}") from e
         raise
+
+
+def make_node_runtime(native: Runtime, node: str, state_dir: Path, docker_host: str | None = None,
+                      net: bool = False, net_subnet: str = "10.88.0.0/24", masquerade: bool = False) -> NodeRuntime:
+    """The agent's runtime: `native` (from make_runtime) plus, with `docker_host`, a docker
+    backend for tasks with an image, and, with `net`, per-task network namespaces (modes
+    none and bridge) on the subnet `net_subnet`. Not yet set up: its setup() sets up the
+    native backend (errors are fatal), then docker (an error only disables images; the
+    reason is in .docker_problem), then the networks."""
+    from .node import NodeRuntime
+    docker = None
+    if docker_host:
+        from .docker import DockerRuntime
+        mode = native.name if native.name in ("cgroup1", "cgroup2") else None
+        try:
+            mounts, controllers = host_mounts()
+            mode = mode or choose_mode(mounts, controllers)
+            docker = DockerRuntime(node, mounts, mode, docker_host)
+        except (OSError, RuntimeSetupError) as e:
+            log.warning("docker backend off: no cgroup hierarchy to place containers in (%s)", e)
+    nets = None
+    if net:
+        from .tasknet import TaskNetworks
+        nets = TaskNetworks(node, state_dir, net_subnet, masquerade)
+    runtime = NodeRuntime(native, docker, nets)
+    if docker_host and docker is None:
+        runtime.docker_problem = "no cgroup hierarchy to place containers in"
+    return runtime

@@ -1,0 +1,100 @@
+"""The docker backend's pure parts: the container's limits in the engine's terms, its
+labels, the exit from the engine's State, and where cgroup hierarchies are mounted."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from .base import ExitStatus, TaskSpec
+from .launch import resolve_user
+from .limits import CPU_PERIOD_US, V1_BLKIO_WEIGHT_RANGE, V1_SHARES_RANGE, UNLIMITED_SWAP, _clamp, _cpu, _quota_us
+
+LABEL = "tcluster"
+
+
+def labels(spec: TaskSpec, node: str) -> dict[str, str]:
+    """Who the container is, and where its output goes (read again after a restart)."""
+    return {f"{LABEL}.node": node, f"{LABEL}.key": spec.key, f"{LABEL}.task_id": spec.task_id,
+            f"{LABEL}.attempt": str(spec.attempt), f"{LABEL}.stdout": spec.stdout_path,
+            f"{LABEL}.stderr": spec.stderr_path, f"{LABEL}.log_max_bytes": str(spec.log_max_bytes)}
+
+
+def container_name(node: str, key: str) -> str:
+    return f"tcl.{node}.{key}"
+
+
+def host_config(spec: TaskSpec, cgroup_parent: str) -> dict[str, Any]:
+    """The container's limits, as create_host_config keywords: the native backend's rules
+    (limits.py) in the engine's terms. Pure."""
+    cpu = _cpu(spec)
+    cfg: dict[str, Any] = {"cgroup_parent": cgroup_parent,
+                           "cpu_shares": _clamp(round(cpu * 1024), V1_SHARES_RANGE),
+                           "pids_limit": spec.pids_max if spec.pids_max > 0 else -1,
+                           "blkio_weight": _clamp(round(cpu * 500), V1_BLKIO_WEIGHT_RANGE),
+                           "network_mode": "host" if spec.network in ("", "host") else "none",
+                           "init": False}
+    if spec.cpu_limit > 0:
+        cfg.update(cpu_period=CPU_PERIOD_US, cpu_quota=_quota_us(spec.cpu_limit))
+    memory = spec.resources.memory
+    if memory > 0:
+        swap = -1 if spec.swap_bytes == UNLIMITED_SWAP else memory + max(0, spec.swap_bytes)
+        cfg.update(mem_limit=memory, memswap_limit=swap)
+    if spec.log_max_bytes > 0:
+        # The engine's own copy is capped too (it is what a restarted agent copies again).
+        cfg["log_config"] = {"type": "json-file", "config": {"max-size": str(spec.log_max_bytes), "max-file": "2"}}
+    else:
+        cfg["log_config"] = {"type": "json-file", "config": {}}
+    return cfg
+
+
+def identity(user: str) -> tuple[str | None, list[str]]:
+    """(uid:gid, supplementary gids) of the task's user as this node knows it: the same
+    Unix identity a native task gets, whatever the image's /etc/passwd says."""
+    ident = resolve_user(user)
+    if ident is None:
+        return None, []
+    return f"{ident.uid}:{ident.gid}", [str(g) for g in ident.groups if g != ident.gid]
+
+
+def parse_time(text: str) -> float:
+    """The engine's RFC 3339 times carry nanoseconds, which fromisoformat refuses."""
+    if not text or text.startswith("0001-"):
+        return 0.0
+    head, _, frac = text.rstrip("Z").partition(".")
+    frac = "".join(c for c in frac if c.isdigit())[:6]
+    stamp = datetime.fromisoformat(f"{head}.{frac or '0'}+00:00")
+    return stamp.timestamp()
+
+
+def exit_from_state(state: dict[str, Any]) -> ExitStatus:
+    """ExitStatus from the engine's State. The engine folds a signal into ExitCode as
+    128+N (its init is the task itself, so that is how the task died)."""
+    code = int(state.get("ExitCode") or 0)
+    finished = parse_time(state.get("FinishedAt", ""))
+    if state.get("Status") == "created":
+        return ExitStatus(None, 0, finished, False, "the container was created but never started "
+                                                    "(the agent stopped during its start)")
+    oom = bool(state.get("OOMKilled"))
+    reason = "OOMKilled" if oom else str(state.get("Error") or "")
+    if 128 < code <= 128 + 64:
+        return ExitStatus(None, code - 128, finished, oom, reason)
+    return ExitStatus(code, 0, finished, oom, reason)
+
+
+def ready_fd() -> int:
+    """An fd that is readable already: for a container that ended before we watched it."""
+    return os.eventfd(1, os.EFD_CLOEXEC)
+
+
+def cgroup_roots(mountinfo: str = "/proc/self/mountinfo") -> list[Path]:
+    """Every cgroup hierarchy mounted here, named ones (name=systemd) and a hybrid host's
+    cgroup2 too: runc makes the container's group in each, so each is cleaned."""
+    roots = []
+    for line in Path(mountinfo).read_text().splitlines():
+        fields = line.split(" - ", 1)
+        if len(fields) == 2 and fields[1].split()[0] in ("cgroup", "cgroup2"):
+            roots.append(Path(fields[0].split()[4]))
+    return sorted(set(roots))
