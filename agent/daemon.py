@@ -21,6 +21,7 @@ from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.tasks import TaskManager, state_dir_path
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_MESSAGE_BYTES
+from tcluster.model import DOCKER_LABEL, NETNS_LABEL
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class Agent:
             self._writes = asyncio.Queue()
             pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)
             register = codec.register_to_pb(
-                self.settings.node, self.tasks.capacity, self.tasks.reserved, self.settings.labels,
+                self.settings.node, self.tasks.capacity, self.tasks.reserved, self.node_labels(),
                 self.runtime.name, self.tasks.running(), pending, __version__)
             # Before the await: reports added meanwhile (or beyond the cap) go as events.
             self.outbox.mark_sent(pending[-1][0] if pending else 0)
@@ -99,6 +100,15 @@ class Agent:
             finally:
                 for helper in helpers:
                     helper.cancel()
+
+    def node_labels(self) -> dict[str, str]:
+        """The operator's labels plus what this node can do (placement constraints use them)."""
+        labels = dict(self.settings.labels)
+        if getattr(self.runtime, "docker", None) is not None:
+            labels[DOCKER_LABEL] = "true"
+        if getattr(self.runtime, "nets", None) is not None:
+            labels[NETNS_LABEL] = "true"
+        return labels
 
     async def _reader(self, call: grpc.aio.StreamStreamCall) -> None:
         while (message := await call.read()) is not grpc.aio.EOF:

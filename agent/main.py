@@ -13,12 +13,13 @@ from pydantic import ValidationError
 
 from tcluster.agent.daemon import Agent
 from tcluster.agent.tasks import state_dir_path
-from tcluster.agent.runtime import make_runtime
+from tcluster.agent.runtime import make_node_runtime, make_runtime
+from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.runtime.base import RuntimeSetupError
 from tcluster.agent.settings import RUNTIMES, AgentSettings, parse_labels
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument
-from tcluster.units import parse_bytes, parse_cpu
+from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +47,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task-retention-s", type=float, default=3 * 86400.0,
                    help="a finished task's directory (logs, launch record) is removed this long after it "
                         "ended (default 3 days)")
+    p.add_argument("--docker-host", metavar="URL",
+                   help="docker engine for tasks with an image, e.g. unix:///run/docker.sock (default: none; "
+                        "'local' = the default socket)")
+    p.add_argument("--net", metavar="BANDWIDTH",
+                   help="egress bandwidth the node offers tasks, e.g. 1Gbit; turns on task networks")
+    p.add_argument("--networks", action="store_true",
+                   help="give tasks their own network namespaces (modes none and bridge) without declaring bandwidth")
+    p.add_argument("--net-subnet", default="10.88.0.0/24", help="task addresses on this node (default %(default)s)")
+    p.add_argument("--masquerade", action="store_true",
+                   help="NAT the task subnet out of the node with one nftables rule (off by default)")
     p.add_argument("--no-namespaces", action="store_true",
                    help="run tasks without their own PID/mount/UTS/IPC namespaces")
     p.add_argument("--log-level", default="INFO")
@@ -66,8 +77,23 @@ def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSe
         reserve_memory_bytes=parse_bytes(args.reserve_memory, "--reserve-memory"),
         labels=labels, state_dir=args.state_dir, runtime=args.runtime, cgroup_parent=args.cgroup_parent,
         heartbeat_interval_s=args.heartbeat_interval_s, **_runtime_options(args), **overrides,
-        **_log_options(args),
+        **_log_options(args), **_network_options(args),
     )
+
+
+def _network_options(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    docker = getattr(args, "docker_host", None)
+    if docker:
+        out["docker_host"] = "unix:///var/run/docker.sock" if docker == "local" else docker
+    net = getattr(args, "net", None)
+    if net:
+        out["net_bps"] = parse_bits(net, "--net")
+    if net or getattr(args, "networks", False):
+        out["networks"] = True
+        out["net_subnet"] = getattr(args, "net_subnet", None) or "10.88.0.0/24"
+        out["masquerade"] = bool(getattr(args, "masquerade", False))
+    return out
 
 
 def _log_options(args: argparse.Namespace) -> dict[str, object]:
@@ -92,8 +118,13 @@ def _runtime_options(args: argparse.Namespace) -> dict[str, object]:
 
 def build_agent(settings: AgentSettings) -> Agent:
     state_dir_path(settings.state_dir)
-    runtime = make_runtime(settings.runtime, settings.node, settings.state_dir, settings.cgroup_parent,
-                           allow_process=settings.allow_process_runtime, namespaces=settings.namespaces)
+    native = make_runtime(settings.runtime, settings.node, settings.state_dir, settings.cgroup_parent,
+                          allow_process=settings.allow_process_runtime, namespaces=settings.namespaces)
+    runtime: Runtime = native
+    if settings.docker_host or settings.networks:
+        runtime = make_node_runtime(native, settings.node, settings.state_dir, docker_host=settings.docker_host,
+                                    net=settings.networks, net_subnet=settings.net_subnet,
+                                    masquerade=settings.masquerade)
     runtime.setup()
     return Agent(settings, runtime)
 

@@ -51,6 +51,11 @@ class AgentSettings(BaseModel):
     log_max_bytes: int = Field(64 * 2**20, ge=0)             # per log file before rotation; 0 = no cap
     task_retention_s: float = Field(3 * 86400.0, ge=0)       # finished tasks' log directories kept this long
     fence_after_s: float = Field(0.0, ge=0)                  # until the master says; 0 = no fence
+    docker_host: str | None = None                           # a docker engine for image tasks; None = none
+    networks: bool = False                                   # own network namespaces for tasks (none, bridge)
+    net_bps: float = Field(0.0, ge=0)                        # declared egress bandwidth (the `net` resource)
+    net_subnet: str = "10.88.0.0/24"                         # task addresses on this node's bridge
+    masquerade: bool = False                                 # NAT the subnet out of the node (nftables)
     # Tasks outlive the agent (their shims record their exits) and a restarted agent
     # re-adopts them; only `tcl dev` stops its tasks with it.
     kill_tasks_on_exit: bool = False

@@ -23,7 +23,7 @@ from tcluster.agent.taskstate import (
     Launched, LaunchFailed, RemoveContainer, Report, Signal, StartContainer, WatchExit,
 )
 from tcluster.agent.usage import to_task_usage
-from tcluster.model import TaskUsage
+from tcluster.model import TaskUsage, task_network
 from tcluster.resources import Resources
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,8 @@ class TaskManager:
         self.settings = settings
         self.runtime = runtime
         self.outbox = outbox
-        self.state = AgentTasks(Resources(settings.cpus, settings.memory_bytes),
+        net = {"net": settings.net_bps} if settings.net_bps else {}
+        self.state = AgentTasks(Resources.of({"cpu": settings.cpus, "memory": settings.memory_bytes, **net}),
                                 Resources(settings.reserve_cpus, settings.reserve_memory_bytes))
         self.capacity, self.reserved = self.state.capacity, self.state.reserved
         self.logs_root = settings.state_dir / "logs"
@@ -116,7 +117,8 @@ class TaskManager:
             resources=spec.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),
             env=spec.env, user=user, workdir=spec.workdir, pids_max=spec.pids_max or self.settings.pids_max,
             cpu_limit=spec.cpu_limit, swap_bytes=spec.swap, namespaces=self.settings.namespaces,
-            log_max_bytes=spec.log_max_bytes or self.settings.log_max_bytes,
+            log_max_bytes=spec.log_max_bytes or self.settings.log_max_bytes, image=spec.image,
+            network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
         )
 
     def _watch(self, key: str) -> None:

@@ -42,4 +42,15 @@ def to_task_usage(previous: RawUsage | None, current: RawUsage, peak_seen: int) 
         io_write_bytes=current.io_write_bytes,
         oom_kills=current.oom_kills,
         pids_max_hits=current.pids_max_hits,
+        net_tx_bytes=current.extra.get("net_tx_bytes", 0),
+        net_rx_bytes=current.extra.get("net_rx_bytes", 0),
+        net_tx_rate=_byte_rate(previous, current, "net_tx_bytes") * 8,
+        net_rx_rate=_byte_rate(previous, current, "net_rx_bytes") * 8,
     )
+
+
+def _byte_rate(previous: RawUsage | None, current: RawUsage, key: str) -> float:
+    if previous is None or key not in current.extra or key not in previous.extra:
+        return 0.0
+    elapsed = current.mono - previous.mono if current.mono and previous.mono else current.at - previous.at
+    return max(0.0, (current.extra[key] - previous.extra[key]) / elapsed) if elapsed > 0 else 0.0

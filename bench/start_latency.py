@@ -32,7 +32,7 @@ from tcluster.agent.runtime.detect import choose_mode  # noqa: E402
 from tcluster.agent.runtime.docker import DockerRuntime  # noqa: E402
 from tcluster.agent.settings import AgentSettings  # noqa: E402
 from tcluster.agent.tasks import TaskManager  # noqa: E402
-from tcluster.model import TaskState  # noqa: E402
+from tcluster.model import JobSpec, TaskState  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
 
 
@@ -41,27 +41,38 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-async def _wait_gone(manager: TaskManager, task_id: str) -> None:
-    while task_id in manager.tasks:
+async def _wait_report(manager: TaskManager, task_id: str, states: set[TaskState]) -> TaskState:
+    while True:
+        for _, report in reversed(manager.outbox.unacked()):
+            if report.task_id == task_id and report.state in states:
+                return report.state
+        await asyncio.sleep(0.0005)
+
+
+async def _wait_gone(manager: TaskManager, key: str) -> None:
+    while key in manager.state.attempts:
         await asyncio.sleep(0.001)
+
+
+_PHASES = iter(range(1, 1000))
 
 
 async def agent_starts(manager: TaskManager, n: int, command: tuple[str, ...], until_exit: bool) -> list[float]:
     """Seconds from launch() to RUNNING (or, with until_exit, to the exit being reported)."""
     out = []
+    job_id = f"{(os.getpid() * 1000 + next(_PHASES)) & 0xffffffff:08x}"
     for i in range(n):
-        request = LaunchRequest(task_id=f"b{os.getpid()}-{i}-{int(until_exit)}", attempt=1,
-                                resources=Resources(0.1, 64 << 20), command=command)
+        request = LaunchRequest(task_id=f"{job_id}.{i}", attempt=1, job_id=job_id, index=i,
+                                spec=JobSpec(command, Resources(0.1, 64 << 20)))
         began = time.perf_counter()
-        await manager.launch(request)
-        if until_exit:
-            await _wait_gone(manager, request.task_id)
+        manager.launch(request)
+        want = {TaskState.SUCCEEDED, TaskState.FAILED} if until_exit else {TaskState.RUNNING, TaskState.FAILED}
+        state = await _wait_report(manager, request.task_id, want)
         out.append(time.perf_counter() - began)
-        state = manager.outbox.unacked()[-1][1].state
         assert state in (TaskState.RUNNING, TaskState.SUCCEEDED), manager.outbox.unacked()[-1][1]
         if not until_exit:
-            manager.kill(request.task_id, 1, "bench", 0.0)
-            await _wait_gone(manager, request.task_id)
+            manager.kill(request.task_id, 1, "bench")
+        await _wait_gone(manager, request.key)
         manager.outbox.ack(10**9)
     return out
 

@@ -15,12 +15,12 @@ import yaml
 
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources, parse_resource_string, resources_from_mapping
-from tcluster.units import parse_bytes
+from tcluster.units import parse_bits, parse_bytes
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
 SHELL = ("/bin/sh", "-c")
 KNOWN_KEYS = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints",
-              "weight", "retries", "log_max")
+              "weight", "retries", "log_max", "image", "network", "net_limit")
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
@@ -54,6 +54,9 @@ class JobFile:
     weight: float | None = None
     retries: int | None = None
     log_max_bytes: int | None = None
+    image: str | None = None
+    network: str | None = None
+    net_limit: float | None = None
 
 
 def load_job_file(path: str) -> JobFile:
@@ -100,6 +103,9 @@ def _job_file_from(doc: Mapping[str, Any]) -> JobFile:
         weight=_optional_weight(doc.get("weight")),
         retries=_optional_count(doc, "retries", minimum=0),
         log_max_bytes=_optional_size(doc.get("log_max"), "log_max"),
+        image=_optional_string(doc, "image"),
+        network=_optional_string(doc, "network"),
+        net_limit=None if doc.get("net_limit") is None else parse_bits(str(doc["net_limit"]), "net_limit"),
     )
 
 

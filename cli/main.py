@@ -93,6 +93,11 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--cpu-limit", metavar="CORES", help="hard CPU cap per task, e.g. 0.5 (default: none, only the weight)")
     p.add_argument("--swap", metavar="SIZE", help="swap per task beyond --mem, e.g. 200Mi or unlimited (default: none)")
     p.add_argument("--pids-max", type=int, metavar="N", help="processes+threads per task (default: the agent's, 4096)")
+    p.add_argument("--image", metavar="IMAGE", help="run each task in this docker image (on nodes with docker)")
+    p.add_argument("--network", choices=("host", "none", "bridge"),
+                   help="host (default), none (loopback only) or bridge (own address on the node's bridge)")
+    p.add_argument("--net", metavar="RATE", help="egress bandwidth per task, e.g. 50Mbit (implies --network bridge)")
+    p.add_argument("--net-limit", metavar="RATE", help="let a task burst up to RATE when the link is idle")
     p.add_argument("--retries", type=non_negative_int, metavar="N",
                    help="run a FAILED or LOST task again, up to N times (default: 0)")
     p.add_argument("--log-max", metavar="SIZE",

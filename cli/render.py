@@ -78,6 +78,10 @@ def usage_json(msg: common_pb2.TaskUsage) -> JsonDict:
         "io_write_bytes": msg.io_write_bytes,
         "oom_kills": msg.oom_kills,
         "pids_max_hits": msg.pids_max_hits,
+        "net_tx_bytes": msg.net_tx_bytes,
+        "net_rx_bytes": msg.net_rx_bytes,
+        "net_tx_rate": msg.net_tx_rate,
+        "net_rx_rate": msg.net_rx_rate,
     }
 
 
@@ -125,6 +129,9 @@ def job_json(msg: jobs_pb2.Job) -> JsonDict:
         "swap": spec.swap,
         "pids_max": spec.pids_max,
         "retries": spec.retries,
+        "image": spec.image,
+        "network": spec.network,
+        "net_limit": spec.net_limit,
         "log_max_bytes": spec.log_max_bytes,
         "tasks_total": tasks_total(msg),
         "pending_reason": msg.pending_reason,

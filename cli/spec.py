@@ -13,7 +13,7 @@ from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
 from tcluster.errors import InvalidArgument
 from tcluster.model import DEFAULT_QUEUE, JobSpec
 from tcluster.resources import CPU, MEMORY, Resources, parse_resource_string
-from tcluster.units import parse_bytes, parse_cpu
+from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 T = TypeVar("T")
 # Nomad-style defaults so `tcl submit -- cmd` just works; a kind given as 0 in a file or
@@ -52,6 +52,9 @@ def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
         constraints=tuple(job_file.constraints) + tuple(args.constraint or ()),
         weight=_first(getattr(args, "weight", None), job_file.weight, 1.0),
         retries=_first(getattr(args, "retries", None), job_file.retries, 0),
+        image=_first(getattr(args, "image", None), job_file.image, ""),
+        network=_first(getattr(args, "network", None), job_file.network, ""),
+        net_limit=_first(_bits(args, "net_limit", "--net-limit"), job_file.net_limit, 0.0),
         log_max_bytes=_first(_log_max(args), job_file.log_max_bytes, 0),
         **runtime_limits(args),
     )
@@ -70,6 +73,11 @@ def runtime_limits(args: argparse.Namespace) -> dict[str, float | int]:
     return limits
 
 
+def _bits(args: argparse.Namespace, attr: str, flag: str) -> float | None:
+    text = getattr(args, attr, None)
+    return None if text is None else parse_bits(text, flag)
+
+
 def _log_max(args: argparse.Namespace) -> int | None:
     text = getattr(args, "log_max", None)
     return None if text is None else parse_bytes(text, "--log-max")
@@ -85,6 +93,8 @@ def merge_resources(args: argparse.Namespace, from_file: Resources | None) -> Re
         amounts[CPU] = parse_cpu(args.cpu, "--cpu")
     if args.mem is not None:
         amounts[MEMORY] = float(parse_bytes(args.mem, "--mem"))
+    if getattr(args, "net", None) is not None:
+        amounts["net"] = parse_bits(args.net, "--net")
     return Resources.of(amounts)
 
 

@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass
 
 from tcluster.constraints import parse_constraints
-from tcluster.model import Job, Task, TaskState
+from tcluster.model import Job, Task, TaskState, node_requirements
 from tcluster.scheduler.fairness import FairnessPolicy
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.nodestate import NodeMatrix
@@ -59,12 +59,12 @@ def schedule_round(
     for job_id in book.overdue(now):   # a big task must not starve behind small ones
         spec = jobs[job_id].spec
         book.hold(job_id, view.request_vector(spec.resources),
-                  cache.eligible(parse_constraints(spec.constraints), nodes), view, now)
+                  cache.eligible(parse_constraints(node_requirements(spec)), nodes), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
     with nodes.tentative():
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec
-            constraints = parse_constraints(spec.constraints)
+            constraints = parse_constraints(node_requirements(spec))
             matching = cache.eligible(constraints, nodes)
             eligible = book.eligible(job_id, matching, view)   # minus nodes held for others
             request = view.request_vector(spec.resources)
@@ -94,7 +94,7 @@ def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, list[Task]], reaso
         if not left or job_id in reasons:
             continue
         spec = jobs[job_id].spec
-        constraints = parse_constraints(spec.constraints)
+        constraints = parse_constraints(node_requirements(spec))
         reason = unplaceable_reason(spec.resources, constraints, nodes, cache.eligible(constraints, nodes))
         holder = next((r for r in book.held.values() if r.job_id != job_id), None)
         if reason == WAITING_FOR_NEXT_ROUND and holder is not None:

@@ -121,6 +121,28 @@ class JobSpec:
             raise InvalidArgument("net_limit", f"{self.net_limit!r} must be bits/s >= 0 (0: the request)")
 
 
+DOCKER_LABEL = "tcluster.io/docker"      # set by agents with a usable docker engine
+NETNS_LABEL = "tcluster.io/netns"        # set by agents that give tasks their own network
+
+
+def node_requirements(spec: JobSpec) -> tuple[str, ...]:
+    """The job's constraints plus what its features need of a node: an image needs docker,
+    an own network (or bandwidth) needs network namespaces. Shown in pending reasons."""
+    implicit = []
+    if spec.image:
+        implicit.append(f"has {DOCKER_LABEL}")
+    if task_network(spec) != "host":
+        implicit.append(f"has {NETNS_LABEL}")
+    return tuple(spec.constraints) + tuple(implicit)
+
+
+def task_network(spec: JobSpec) -> str:
+    """host unless asked; a bandwidth request needs an own link to shape: bridge."""
+    if spec.network:
+        return spec.network
+    return "bridge" if spec.resources.get("net") > 0 else "host"
+
+
 @dataclass(frozen=True)
 class TaskUsage:
     cpu_seconds: float = 0.0
@@ -142,6 +164,10 @@ class TaskUsage:
     io_write_bytes: int = 0
     oom_kills: int = 0
     pids_max_hits: int = 0
+    net_tx_bytes: int = 0
+    net_rx_bytes: int = 0
+    net_tx_rate: float = 0.0       # bits/s
+    net_rx_rate: float = 0.0
 
 
 @dataclass(frozen=True)

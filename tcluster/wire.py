@@ -70,6 +70,7 @@ def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2
 _USAGE_DETAIL = (
     "cpu_user_seconds", "cpu_system_seconds", "cpu_user_rate", "cpu_system_rate", "cpu_throttled_seconds",
     "cpu_throttled_periods", "memory_swap_bytes", "io_read_bytes", "io_write_bytes", "oom_kills", "pids_max_hits",
+    "net_tx_bytes", "net_rx_bytes", "net_tx_rate", "net_rx_rate",
 )
 
 
