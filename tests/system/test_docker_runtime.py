@@ -25,7 +25,7 @@ from tcluster.agent.runtime.dockerspec import cgroup_roots
 from tests.system.cgroups import MI, SKIP_REASON, task, wait_exit
 
 WHY = SKIP_REASON or docker_missing(cli=False) or ""
-pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(WHY), reason=WHY)]
+pytestmark = [pytest.mark.system, pytest.mark.docker, pytest.mark.skipif(bool(WHY), reason=WHY)]
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from tcluster.agent.runtime.node import NodeRuntime
 from tests.system.cgroups import SKIP_REASON, leftovers, make_runtime, task, wait_exit
 
 WHY = SKIP_REASON or docker_missing(cli=False) or ""
-pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(WHY), reason=WHY)]
+pytestmark = [pytest.mark.system, pytest.mark.docker, pytest.mark.skipif(bool(WHY), reason=WHY)]
 PY = "/usr/bin/python3"
 
 

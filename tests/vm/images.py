@@ -32,9 +32,9 @@ SUITE = "bookworm"
 GUEST_PY = "3.11"
 MODULES = ("virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk "
            "crc16 crc32c_generic jbd2 mbcache ext4 netfs fscache 9pnet 9pnet_virtio 9p").split()
-PACKAGES = "systemd,systemd-sysv,python3,dbus,procps"
+PACKAGES = "systemd,systemd-sysv,python3,dbus,procps,iperf3,nftables"
 # What the guest needs to run the system tests (the project itself is shared read-only).
-GUEST_DEPS = ("grpcio", "protobuf", "pydantic", "psutil", "PyYAML", "pytest", "hypothesis")
+GUEST_DEPS = ("grpcio", "protobuf", "pydantic", "psutil", "PyYAML", "pytest", "hypothesis", "pyroute2", "docker")
 APT_ENV = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
 
 
