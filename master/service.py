@@ -255,6 +255,7 @@ class MasterService:
                                 self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock())
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
         self.state.set_pending_reasons(result.pending_reasons)
+        self.reservations = result.holds or self.reservations
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
 
     # ---- queues and shares ----

@@ -40,6 +40,11 @@ class Reservations:
         self.waiting_since: dict[str, float] = {}   # job -> when its next task first fitted nowhere
         self.held: dict[str, Reservation] = {}      # node -> its reservation
 
+    def copy(self) -> Reservations:
+        other = Reservations(self.reserve_after_s)
+        other.waiting_since, other.held = dict(self.waiting_since), dict(self.held)
+        return other
+
     def start_round(self, pending_jobs: Iterable[str], view: NodeMatrixView, now: float) -> None:
         """Starts the clock of newly pending jobs; forgets jobs with nothing pending and
         nodes that are not schedulable."""

@@ -22,8 +22,11 @@ from tcluster.scheduler.views import JobView
 
 @dataclass(frozen=True)
 class RoundResult:
+    """The plan of one round; the caller commits it (placements) and keeps `holds` as
+    the reservations in force for the next round."""
     placements: list[tuple[Task, str]]
     pending_reasons: dict[str, str]      # job id -> why its next task waits
+    holds: Reservations | None = None
 
 
 def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobView]:
@@ -49,12 +52,13 @@ def schedule_round(
     views = job_views(jobs, tasks)
     view = nodes.view()
     if not view.schedulable.any():
-        return RoundResult([], {v.job_id: "no nodes are ready" for v in views})
+        return RoundResult([], {v.job_id: "no nodes are ready" for v in views}, reservations)
     cache = eligible_cache or EligibleCache()
     waiting = {v.job_id: [t for t in tasks[v.job_id] if t.state is TaskState.PENDING] for v in views}
     placements: list[tuple[Task, str]] = []
     reasons: dict[str, str] = {}
-    book = reservations if reservations is not None else Reservations()
+    # A copy: the caller's ledger changes only when it adopts the plan's holds.
+    book = reservations.copy() if reservations is not None else Reservations()
     book.start_round(waiting, view, now)
     for job_id in book.overdue(now):   # a big task must not starve behind small ones
         spec = jobs[job_id].spec
@@ -83,7 +87,7 @@ def schedule_round(
             fairness_round.placed(job_id)
             fairness_round.limit(largest_free(view))   # saturated kinds block who needs them
         _explain_waiting(jobs, waiting, reasons, nodes, cache, book)
-    return RoundResult(placements, reasons)
+    return RoundResult(placements, reasons, book)
 
 
 def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, list[Task]], reasons: dict[str, str],

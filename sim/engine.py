@@ -124,6 +124,7 @@ class Simulator:
         self.counters["rounds"] += 1
         result = schedule_round(jobs, tasks, self.matrix, self.fairness, self.placement, self.rng, self.cache,
                                 queues=self.scenario.queues, reservations=self.book, now=now)
+        self.book = result.holds or self.book
         for task, node in result.placements:
             self._start(self.tracks[task.job_id], task.index, node, now)
 

@@ -96,3 +96,20 @@ def test_a_round_never_oversubscribes_and_is_deterministic(specs, caps, seed) ->
     assert len({t.id for t, _ in first.placements}) == len(first.placements)
     waiting = {t.job_id for ts in tasks.values() for t in ts} - {t.job_id for t, _ in first.placements}
     assert all(j in first.pending_reasons for j in waiting)
+
+
+def test_a_round_returns_its_holds_as_a_plan_and_leaves_the_callers_ledger_alone() -> None:
+    """Reservations are part of the plan: the caller adopts them; the round mutates nothing."""
+    from tcluster.scheduler.reservations import Reservations
+    matrix = NodeMatrix()
+    matrix.upsert("n1", Resources(4, 8 * GiB), {})
+    matrix.allocate("n1", Resources(3, GiB))           # a running task leaves 1 core free
+    big = Job("big", JobSpec(("x",), Resources(2, GiB)), 0.0)
+    book = Reservations(reserve_after_s=10)
+    first = schedule_round({"big": big}, {"big": [Task("big", 0)]}, matrix, FifoPolicy(), FirstFit(),
+                           random.Random(0), reservations=book, now=0.0)
+    assert first.placements == [] and book.waiting_since == {} and first.holds is not None
+    later = schedule_round({"big": big}, {"big": [Task("big", 0)]}, matrix, FifoPolicy(), FirstFit(),
+                           random.Random(0), reservations=first.holds, now=11.0)
+    assert later.holds is not None and [r.node for r in later.holds.held.values()] == ["n1"]
+    assert first.holds.held == {}                         # the earlier plan is untouched
