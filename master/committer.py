@@ -45,11 +45,18 @@ class Committer:
 
     def add(self, step: Step, new_jobs: list[str]) -> asyncio.Future[None]:
         """Queues a step applied in memory; its future completes once its rows are durable."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        if not step.durable and not self._writing and not self._queue:
+            # Nothing to write and nothing ahead of it (e.g. a heartbeat): effects go now.
+            self._send(step.actions)
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        done = loop.create_future()
         self._queue.append(_Pending(step, new_jobs, done, list(step.actions)))
         if not self._writing:
             self._writing = True
-            asyncio.get_running_loop().call_soon(self._start)
+            loop.call_soon(self._start)
         return done
 
     @property
