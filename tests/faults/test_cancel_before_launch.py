@@ -8,18 +8,22 @@ import pytest
 
 from tests.faults.cluster import Cluster, split_key, task_cgroups, wait_for
 from tests.faults.watch import Watch, check_consistent
-from tcluster.v1 import jobs_pb2
+from tcluster.v1 import common_pb2, jobs_pb2
 
 pytestmark = pytest.mark.system
-DELAYS_S = (0.0, 0.0, 0.02, 0.05, 0.1, 0.2, 0.4)   # submit -> cancel: pending, placed, launching, running
+# submit -> cancel: pending, placed, launching, running; None: as soon as a task is STARTING
+DELAYS_S: tuple[float | None, ...] = (0.0, 0.0, 0.02, 0.05, 0.1, 0.2, 0.4, None, None)
 KILL_BOUND_S = 25.0                                   # grace (10 s) + a bounded margin
 
 
-def _submit_and_cancel(cluster: Cluster, delay_s: float) -> str:
+def _submit_and_cancel(cluster: Cluster, delay_s: float | None) -> str:
     spec = jobs_pb2.JobSpec(command=["sleep", "300"], tasks=2)
     spec.resources.cpu, spec.resources.memory = 0.1, 64 * 2**20
     job = cluster.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=10)
-    time.sleep(delay_s)
+    if delay_s is None:
+        wait_for(lambda: _placed(cluster, job.id), 10, f"a task of {job.id} STARTING", interval_s=0.002)
+    else:
+        time.sleep(delay_s)
     cluster.jobs.Cancel(jobs_pb2.CancelJobRequest(id=job.id), timeout=10)
     return job.id
 
@@ -47,6 +51,11 @@ def test_cancel_racing_the_launch_leaves_no_process_and_ends_each_task_once(clus
         assert [t["state"] for t in job["tasks"]] == ["KILLED", "KILLED"], job
         assert check_consistent(job) == []
     assert violations == []
+
+
+def _placed(cluster: Cluster, job_id: str) -> bool:
+    tasks = cluster.jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=10).tasks
+    return any(t.state != common_pb2.TASK_PENDING for t in tasks)
 
 
 def _cgroups_of(node: str, job_ids: list[str]) -> list[str]:
