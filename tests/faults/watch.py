@@ -161,4 +161,6 @@ def check_consistent(job: dict, retries: int = 0) -> list[str]:
             continue
         if not 0 <= failures <= task["attempt"] or failures > retries + 1:
             problems.append(f"task {task['id']}: attempt {task['attempt']}, failures {failures}, retries {retries}")
+        if task["state"] in {"FAILED", "LOST"} and failures <= retries and job["state"] != "CANCELLED":
+            problems.append(f"task {task['id']} ended {task['state']} with retries left ({failures} of {retries})")
     return problems
