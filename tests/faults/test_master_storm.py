@@ -68,6 +68,21 @@ def test_every_acknowledged_submit_survives_a_master_sigkill(cluster: Cluster) -
     assert missing == [], f"{len(missing)} acknowledged jobs lost by the SIGKILL: {missing[:10]}"
     for job_id, n in acked.items():
         assert by_id[job_id]["command"] == ["echo", f"storm-{n}"], by_id[job_id]
+    for job_id in acked:   # each one by id too, through gRPC (200 `tcl status` runs would be slow)
+        assert cluster.jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=10).id == job_id
     newest = sorted(acked, key=lambda j: acked[j])[-5:]   # the last acks are the likeliest lost
     for job_id in newest:
         assert cluster.status(job_id)["id"] == job_id
+
+
+def test_jobs_lists_the_newest_100_by_default(cluster: Cluster) -> None:
+    """Proves the listing contract on a master with more than 100 jobs: `tcl jobs` gives the
+    100 newest, `--limit N` the N newest, `--all` every job."""
+    cluster.start_master()
+    ids = [cluster.jobs.Submit(jobs_pb2.SubmitRequest(spec=_spec(n)), timeout=10).id for n in range(120)]
+    default, limited, everything = (cluster.tcl_json("jobs", *flags) for flags in ((), ("--limit", "7"), ("--all",)))
+    assert isinstance(default, list) and isinstance(limited, list) and isinstance(everything, list)
+    assert len(default) == 100 and len(limited) == 7
+    assert sorted(j["id"] for j in everything) == sorted(ids)
+    newest = {job["id"] for job in everything if job["name"] in {f"storm-{n}" for n in range(113, 120)}}
+    assert {job["id"] for job in limited} == newest
