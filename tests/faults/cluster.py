@@ -1,0 +1,308 @@
+"""A cluster of REAL processes for fault tests: one `tcl-master`, several `tcl-agent`s
+(real cgroup runtime), each agent optionally behind its own TcpProxy; helpers to kill,
+pause and restart them, to run `tcl`, to read a node's task cgroups, and to wait with
+bounded timeouts. `close()` stops everything by pid and sweeps every node it started.
+
+Timeouts only bound waits; nothing here asserts how long something took.
+
+TCL_FAULTS_COMPAT=1 drops daemon flags the installed binaries do not know yet (and submits
+retries / log caps through gRPC when `tcl submit` lacks the flags): only for running this
+suite against code older than the interface it is written for. Off by default.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, TypeVar
+
+import grpc
+
+from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, sweep_node
+from tests.faults.proxy import TcpProxy
+from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
+
+T = TypeVar("T")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+JOB_DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
+TASK_DONE = {"SUCCEEDED", "FAILED", "KILLED", "LOST"}
+COMPAT = os.environ.get("TCL_FAULTS_COMPAT") == "1"
+
+
+def node_name(tag: str) -> str:
+    """Carries this pytest's pid, so the session sweep in tests/conftest.py finds it."""
+    return f"{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+def skip_reason() -> str | None:
+    return cgroup_v1_usable()
+
+
+@functools.cache
+def _known_flags(binary: str, *subcommand: str) -> frozenset[str]:
+    out = subprocess.run([str(BIN / binary), *subcommand, "--help"], capture_output=True, text=True, timeout=30)
+    return frozenset(re.findall(r"--[a-z][a-z0-9-]*", out.stdout))
+
+
+def _compat_args(binary: str, args: list[str]) -> list[str]:
+    """Without COMPAT: args as given. With it: drops `--flag value` pairs the binary lacks."""
+    if not COMPAT:
+        return args
+    known, kept, skip = _known_flags(binary), [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg.startswith("--") and arg not in known and i + 1 < len(args):
+            print(f"[compat] {binary} has no {arg}: dropped")
+            skip = True
+            continue
+        kept.append(arg)
+    return kept
+
+
+def wait_for(check: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.1) -> T:
+    """Polls `check` until it returns something truthy; fails naming `what` after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    last: T | None = None
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s}s: {what} (last: {last!r})")
+        time.sleep(interval_s)
+
+
+def task_cgroups(node: str) -> list[str]:
+    """The task keys (`<task_id>.<attempt>`) with a cgroup under tcluster/<node>, any hierarchy."""
+    keys: set[str] = set()
+    for hierarchy in CGROUP_ROOT.iterdir():
+        base = hierarchy / "tcluster" / node
+        try:
+            keys.update(p.name for p in base.iterdir() if p.is_dir())
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return sorted(keys)
+
+
+def split_key(key: str) -> tuple[str, int]:
+    """`job.0.2` -> (`job.0`, 2)."""
+    task_id, _, attempt = key.rpartition(".")
+    return task_id, int(attempt)
+
+
+@dataclass
+class Agent:
+    name: str
+    state_dir: Path
+    proxy: TcpProxy | None
+    extra: tuple[str, ...]
+    proc: Proc | None = None
+    starts: int = 0
+
+
+@dataclass
+class Cluster:
+    """Real master and agents under `tmp`. Build with `Cluster(tmp)`, then start_master()."""
+
+    tmp: Path
+    node_timeout_s: float = 2.0
+    lost_timeout_s: float = 2.0
+    start_timeout_s: float = 20.0
+    heartbeat_interval_s: float = 0.2
+    data_dir: Path | None = None
+    master: Proc | None = None
+    address: str = ""
+    agents: dict[str, Agent] = field(default_factory=dict)
+    _master_starts: int = 0
+    _channel: grpc.Channel | None = None
+
+    # ---- master ----
+
+    def master_args(self, listen: str) -> list[str]:
+        assert self.data_dir is not None
+        return _compat_args("tcl-master", [
+            "--listen", listen, "--data-dir", str(self.data_dir),
+            "--node-timeout-s", str(self.node_timeout_s), "--lost-timeout-s", str(self.lost_timeout_s),
+            "--start-timeout-s", str(self.start_timeout_s),
+            "--heartbeat-interval-s", str(self.heartbeat_interval_s)])
+
+    def start_master(self, data_dir: Path | None = None) -> str:
+        """Starts (or restarts, on the same port and data dir) the master; returns its address."""
+        self.data_dir = data_dir or self.data_dir or self.tmp / "master"
+        listen = self.address or "127.0.0.1:0"
+        self._master_starts += 1
+        log = self.tmp / f"master.{self._master_starts}.log"
+        self.master = Proc([str(BIN / "tcl-master"), *self.master_args(listen)], log)
+        try:
+            port = self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+        except BaseException:
+            self.master.stop(signal.SIGKILL)
+            raise
+        self.address = f"127.0.0.1:{port}"
+        for agent in self.agents.values():
+            if agent.proxy is not None:
+                agent.proxy.target = ("127.0.0.1", int(port))
+        return self.address
+
+    def kill_master(self, signum: int = signal.SIGKILL) -> None:
+        assert self.master is not None
+        self.master.stop(signum)
+        self.master = None
+        self._close_channel()
+
+    # ---- agents ----
+
+    def start_agent(self, tag: str, proxied: bool = False, cpus: str = "2", memory: str = "2Gi",
+                    *extra: str) -> Agent:
+        name = node_name(tag)
+        target = self.address.rpartition(":")
+        proxy = TcpProxy((target[0], int(target[2]))) if proxied else None
+        agent = Agent(name, self.tmp / "agents" / name, proxy, ("--cpus", cpus, "--memory", memory, *extra))
+        self.agents[name] = agent
+        self.restart_agent(name)
+        return agent
+
+    def restart_agent(self, name: str, wait_registered: bool = True) -> Agent:
+        agent = self.agents[name]
+        assert agent.proc is None or agent.proc.popen.poll() is not None, f"{name} still runs"
+        agent.starts += 1
+        master = agent.proxy.address if agent.proxy else self.address
+        args = _compat_args("tcl-agent", [
+            "--master", master, "--node", name, "--state-dir", str(agent.state_dir), "--runtime", "auto",
+            "--heartbeat-interval-s", "0.2", *agent.extra])
+        agent.proc = Proc([str(BIN / "tcl-agent"), *args], self.tmp / f"{name}.{agent.starts}.log")
+        if wait_registered:
+            self.wait_registered(name)
+        return agent
+
+    def wait_registered(self, name: str, timeout_s: float = 30.0) -> None:
+        proc = self.agents[name].proc
+        assert proc is not None
+        proc.wait_for_output(r"registered with", timeout_s)
+
+    def kill_agent(self, name: str, signum: int = signal.SIGKILL) -> None:
+        agent = self.agents[name]
+        if agent.proc is not None:
+            agent.proc.stop(signum)
+            agent.proc = None
+
+    def pause_agent(self, name: str) -> None:
+        proc = self.agents[name].proc
+        assert proc is not None
+        proc.popen.send_signal(signal.SIGSTOP)
+
+    def resume_agent(self, name: str) -> None:
+        proc = self.agents[name].proc
+        assert proc is not None
+        proc.popen.send_signal(signal.SIGCONT)
+
+    # ---- the client side ----
+
+    def tcl(self, *args: str, check: bool = True, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([str(BIN / "tcl"), "--master", self.address, *args], capture_output=True,
+                                text=True, timeout=timeout_s)
+        if check and result.returncode != 0:
+            raise AssertionError(f"tcl {' '.join(args)[:200]} exited {result.returncode}:\n"
+                                 f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+        return result
+
+    def tcl_json(self, *args: str) -> object:
+        return json.loads(self.tcl(*args, "-o", "json").stdout)
+
+    def status(self, job_id: str) -> dict:
+        job = self.tcl_json("status", job_id)
+        assert isinstance(job, dict)
+        return job
+
+    def nodes(self) -> dict[str, dict]:
+        listed = self.tcl_json("nodes")
+        assert isinstance(listed, list)
+        return {n["name"]: n for n in listed}
+
+    def submit(self, *command: str, retries: int | None = None, log_max: str | None = None,
+               cpu: str = "0.1", mem: str = "64Mi", tasks: int = 1) -> str:
+        """`tcl submit` with the issue's flags; prints nothing, returns the job id."""
+        flags = ["--cpu", cpu, "--mem", mem, "--tasks", str(tasks)]
+        flags += ["--retries", str(retries)] if retries is not None else []
+        flags += ["--log-max", log_max] if log_max is not None else []
+        if COMPAT and any(f not in _known_flags("tcl", "submit") for f in flags[::2]):
+            return self._grpc_submit(list(command), cpu, mem, tasks, retries, log_max)
+        return self.tcl("submit", *flags, "--", *command).stdout.strip()
+
+    def _grpc_submit(self, command: list[str], cpu: str, mem: str, tasks: int, retries: int | None,
+                     log_max: str | None) -> str:
+        from tcluster.units import parse_bytes, parse_cpu
+        spec = jobs_pb2.JobSpec(command=command, tasks=tasks, retries=retries or 0,
+                                log_max_bytes=parse_bytes(log_max, "log_max") if log_max else 0)
+        spec.resources.cpu, spec.resources.memory = parse_cpu(cpu, "cpu"), parse_bytes(mem, "mem")
+        print("[compat] submitted through gRPC: tcl submit lacks --retries/--log-max")
+        return self.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=30).id
+
+    @property
+    def jobs(self) -> jobs_pb2_grpc.JobServiceStub:
+        """A gRPC stub for fast polling and storms (a new channel after a master restart)."""
+        if self._channel is None:
+            self._channel = grpc.insecure_channel(self.address)
+        return jobs_pb2_grpc.JobServiceStub(self._channel)
+
+    def _close_channel(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def wait_job(self, job_id: str, states: set[str], timeout_s: float = 60.0) -> dict:
+        def check() -> dict | None:
+            job = self.status(job_id)
+            return job if job["state"] in states else None
+        return wait_for(check, timeout_s, f"job {job_id} in {sorted(states)}", interval_s=0.2)
+
+    def wait_task(self, job_id: str, predicate: Callable[[dict], bool], what: str, timeout_s: float = 60.0) -> dict:
+        """Waits until task 0 of the job satisfies `predicate`; returns the job."""
+        def check() -> dict | None:
+            job = self.status(job_id)
+            return job if job["tasks"] and predicate(job["tasks"][0]) else None
+        return wait_for(check, timeout_s, f"job {job_id} task 0 {what}", interval_s=0.2)
+
+    def wait_node(self, name: str, state: str, timeout_s: float = 30.0) -> dict:
+        def check() -> dict | None:
+            node = self.nodes().get(name)
+            return node if node is not None and node["state"] == state else None
+        return wait_for(check, timeout_s, f"node {name} {state}", interval_s=0.2)
+
+    # ---- teardown ----
+
+    def close(self) -> list[str]:
+        """Stops every process by pid, closes proxies, sweeps the nodes' cgroups; returns
+        what was still there before the sweep (a test fails on it when it cares)."""
+        for agent in self.agents.values():
+            if agent.proc is not None:
+                agent.proc.popen.send_signal(signal.SIGCONT)   # a paused agent cannot stop otherwise
+                agent.proc.stop()
+                agent.proc = None
+            if agent.proxy is not None:
+                agent.proxy.close()
+        if self.master is not None:
+            self.kill_master(signal.SIGTERM)
+        self._close_channel()
+        left: list[str] = []
+        for name, agent in self.agents.items():
+            left += leaked_cgroups(name)
+            sweep_node(name, agent.state_dir if agent.state_dir.exists() else None)
+        return left
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """The end of every process log, for failure messages."""
+        parts = []
+        for log in sorted(self.tmp.glob("*.log")):
+            parts.append(f"--- {log.name}\n{log.read_text(errors='replace')[-chars:]}")
+        return "\n".join(parts)
