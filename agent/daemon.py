@@ -34,6 +34,7 @@ GRPC_OPTIONS = [
 ]
 FENCE_FILE = "fence.json"
 HOUSEKEEPING_S = 60.0
+RESEND_AFTER_S = 10.0
 
 
 class Agent:
@@ -165,6 +166,8 @@ class Agent:
                 self._fenced = True
                 log.warning("no word from the master for %.0fs: stopping tasks that may run elsewhere", silent)
                 self.tasks.cut_off(silent)
+            if self.registered.is_set() and self.outbox.resend_if_stuck(time.monotonic(), RESEND_AFTER_S):
+                log.warning("the master acknowledged no task event for %.0fs: sending them again", RESEND_AFTER_S)
             if time.monotonic() - last_sweep > HOUSEKEEPING_S:
                 last_sweep = time.monotonic()
                 await asyncio.to_thread(self.tasks.sweep_old_logs)

@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ class Outbox:
         self._seq = 0
         self._unacked: list[tuple[int, TaskReport]] = []
         self._sent_upto = 0
+        self._progress_at = time.monotonic()   # the last ack, or the last full resend
         self._path = path
         self.ready = asyncio.Event()
         if path is not None:
@@ -83,8 +85,20 @@ class Outbox:
             fresh = fresh[:limit]
             self.ready.set()
         if fresh:
+            if fresh[0][0] == self._unacked[0][0]:
+                self._progress_at = time.monotonic()   # nothing older outstanding: the clock starts
             self._sent_upto = fresh[-1][0]
         return fresh
+
+    def resend_if_stuck(self, now: float, after_s: float) -> bool:
+        """Sends everything unacknowledged again when the master has acknowledged nothing
+        for `after_s` although reports were sent (it may have failed to store them)."""
+        if not self._unacked or self._sent_upto < self._unacked[0][0] or now - self._progress_at < after_s:
+            return False
+        self._sent_upto = 0
+        self._progress_at = now
+        self.ready.set()
+        return True
 
     def mark_sent(self, upto: int) -> None:
         """After a Register that carried the unacked reports up to `upto`; the rest go
@@ -95,6 +109,8 @@ class Outbox:
 
     def ack(self, seq: int) -> None:
         before = len(self._unacked)
+        if seq > 0:
+            self._progress_at = time.monotonic()
         self._unacked = [(s, r) for s, r in self._unacked if s > seq]
         if self._path is not None and len(self._unacked) != before:
             tmp = self._path.with_name(self._path.name + ".tmp")

@@ -87,13 +87,18 @@ class MasterService:
         return step, self.committer.add(step, new_jobs)
 
     def _recover(self) -> None:
-        """A write failed: memory may be ahead of the disk. Drop every agent stream (they
-        register again and reconcile) and rebuild the state from what is on disk."""
-        for link in list(self.links.values()):
-            link.close()
-        self.links.clear()
-        self.state = load_state(self.store, self.settings, self.monotonic())
-        log.error("state reloaded from the store after a failed write; agents will register again")
+        """A write failed: memory may be ahead of the disk, so the state is rebuilt from
+        what is on disk. Streams stay open (agents resend task events that were not
+        acknowledged); a node whose registration never reached the disk registers again."""
+        now = self.now()
+        self.state = load_state(self.store, self.settings, now.mono)
+        for name, link in list(self.links.items()):
+            if name in self.state.nodes:
+                self.state.reattach(name, now.mono, now.wall)
+            else:
+                del self.links[name]
+                link.close()
+        log.error("state reloaded from the store after a failed write")
 
     def _send(self, actions: list[Action]) -> None:
         for action in actions:

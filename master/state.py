@@ -151,6 +151,14 @@ class MasterState:
             if job is not None and job.finished_at == finished_at:
                 self._forget_job(job_id)
 
+    def reattach(self, name: str, mono: float, wall: float) -> None:
+        """After a reload from disk: a node whose stream stayed open is READY again (memory
+        only; its registration is on disk already)."""
+        node = self.nodes.get(name)
+        if node is not None:
+            self.live[name] = NodeLive(True, mono, wall)
+            self._apply_node(replace(node, state=NodeState.READY))
+
     def set_pending_reasons(self, reasons: dict[str, str]) -> None:
         """Memory only: reasons carry live numbers, recomputed every round."""
         self.pending_reasons.update({j: r for j, r in reasons.items() if j in self.pending_jobs})

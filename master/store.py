@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 from pathlib import Path
 from typing import Iterable
@@ -52,6 +53,13 @@ class StoreError(Unavailable):
     """The state could not be written; nothing changed."""
 
 
+def _on_read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _resources_json(r: Resources) -> str:
     return json.dumps(r.as_dict())
 
@@ -76,10 +84,19 @@ class Store:
 
     def __init__(self, path: Path | str) -> None:
         self._path = str(path)
-        self._db = self._open()
         self._broken = False
+        self._read_only = False
         self._reader: sqlite3.Connection | None = None
-        self._migrate()
+        try:
+            self._db = self._open()
+            self._migrate()
+        except sqlite3.OperationalError as error:
+            if not _on_read_only_fs(Path(path).parent):
+                raise
+            # Serve what is on disk; every write fails (and retries the open) until the
+            # filesystem is writable again.
+            log.error("the state directory is read-only (%s): serving reads, refusing writes", error)
+            self._read_only = self._broken = True
 
     def _open(self) -> sqlite3.Connection:
         db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
@@ -107,7 +124,8 @@ class Store:
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
-        self._db.close()
+        if not self._read_only:
+            self._db.close()
         if self._reader is not None:
             self._reader.close()
 
@@ -125,8 +143,13 @@ class Store:
             return
         try:
             if self._broken:
-                self._db.close()
+                if not self._read_only:
+                    self._db.close()
                 self._db = self._open()
+                if self._read_only:
+                    self._migrate()
+                    self._read_only = False
+                    self._reset_reader()
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
                 for step, new_jobs in steps:
@@ -164,10 +187,20 @@ class Store:
     # ---- reads (at start, and from the event loop on their own connection) ----
 
     def _reads(self) -> sqlite3.Connection:
-        """The loop thread's connection: the committer's thread writes on the other one."""
+        """The loop thread's connection: the committer's thread writes on the other one. On
+        a read-only filesystem, an immutable view (WAL's shared memory cannot be made there)."""
         if self._reader is None:
-            self._reader = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            if self._read_only:
+                self._reader = sqlite3.connect(f"file:{self._path}?mode=ro&immutable=1", uri=True,
+                                               isolation_level=None, check_same_thread=False)
+            else:
+                self._reader = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         return self._reader
+
+    def _reset_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def job_exists(self, job_id: str) -> bool:
         try:

@@ -103,7 +103,7 @@ def _submit(d: Draft, ev: Submit) -> None:
 
 def _cancel(d: Draft, ev: Cancel) -> None:
     if ev.job_id not in d.state.jobs:
-        raise NotFound(f"job {ev.job_id!r} not found")
+        raise NotFound(f"job {ev.job_id[:64]!r} not found")
     job = d.state.jobs[ev.job_id]
     if job.state.terminal and not job.cancelled:
         raise FailedPrecondition(f"job {ev.job_id} already ended: {job.state.value}")
@@ -128,7 +128,9 @@ def _place(d: Draft, ev: Place) -> None:
         task = d.task(task_id)
         if task is None or task.state is not TaskState.PENDING or not d.state.connected(node):
             continue       # the world moved since the round's snapshot: the next round retries
-        started = replace(task, state=TaskState.STARTING, node=node, attempt=task.attempt + 1, reason="")
+        # A retried task keeps the reason of the attempt that failed until this one ends.
+        started = replace(task, state=TaskState.STARTING, node=node, attempt=task.attempt + 1,
+                          reason=task.reason if task.failures else "")
         d.put(started)
         d.step.actions.append(Launch(node, task_id, task.job_id, task.index, started.attempt,
                                      d.job(task.job_id).spec))
@@ -227,7 +229,8 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
     if not can_transition(task.state, report.state):
         return            # a repeat (RUNNING again) or a late report after the end
     if report.state is TaskState.RUNNING:
-        d.put(replace(task, state=TaskState.RUNNING, reason="", started_at=task.started_at or report.at))
+        reason = task.reason if task.failures else ""
+        d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at))
         return
     final = task if report.usage is None else replace(task, usage=report.usage)
     if intent is not None and intent.retry and report.state is TaskState.KILLED:

@@ -93,7 +93,7 @@ class QueueTree:
         if self.is_leaf(path):
             return
         what = "is not a leaf queue" if self.node(path) is not None else "is not a queue"
-        raise InvalidArgument(field, f"{path!r} {what}; submit to one of: {', '.join(self.leaves)}")
+        raise InvalidArgument(field, f"{path[:64]!r} {what}; submit to one of: {', '.join(self.leaves[:50])}")
 
 
 def default_tree() -> QueueTree:

@@ -72,7 +72,7 @@ class _Cursor:
 
     def fail(self, message: str) -> None:
         pointer = f"{self.text}\n{' ' * self.pos}^"
-        raise InvalidArgument("constraint", f"{message} at position {self.pos + 1} of {self.text!r}\n{pointer}")
+        raise InvalidArgument("constraint", f"{message} at position {self.pos + 1} of {self.text[:200]!r}\n{pointer[:200]}")
 
 
 def parse_constraint(text: str) -> Constraint:

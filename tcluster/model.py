@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
-from tcluster.bounds import check_spec_bounds
+from tcluster.bounds import check_spec_bounds, quote
 from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
@@ -82,24 +82,24 @@ class JobSpec:
 
     def validate(self) -> None:
         """Raises InvalidArgument naming the first bad field."""
+        check_spec_bounds(self)         # sizes first: no later message quotes megabytes
         if not self.command or not self.command[0].strip():
             raise InvalidArgument("command", "is empty; give the program to run, e.g. `tcl submit -- python3 job.py`")
         if any("\x00" in part for part in self.command):
             raise InvalidArgument("command", "contains a NUL byte")
         if self.name and not _NAME.match(self.name):
-            raise InvalidArgument("name", f"{self.name!r} is not allowed; use 1-63 of A-Z a-z 0-9 _ . - starting with a letter or digit")
+            raise InvalidArgument("name", f"{quote(self.name)} is not allowed; use 1-63 of A-Z a-z 0-9 _ . - starting with a letter or digit")
         if not _QUEUE.match(self.queue):
-            raise InvalidArgument("queue", f"{self.queue!r} is not a queue path like 'default' or 'ads.prod'")
+            raise InvalidArgument("queue", f"{quote(self.queue)} is not a queue path like 'default' or 'ads.prod'")
         if not 1 <= self.tasks <= MAX_TASKS_PER_JOB:
             raise InvalidArgument("tasks", f"{self.tasks} is out of range; allowed 1..{MAX_TASKS_PER_JOB}")
         for key, _ in self.env:
             if not _ENV_KEY.match(key):
-                raise InvalidArgument("env", f"variable name {key!r} is not allowed; use [A-Za-z_][A-Za-z0-9_]*")
+                raise InvalidArgument("env", f"variable name {quote(key)} is not allowed; use [A-Za-z_][A-Za-z0-9_]*")
         if self.workdir and not self.workdir.startswith("/"):
-            raise InvalidArgument("workdir", f"{self.workdir!r} must be an absolute path")
+            raise InvalidArgument("workdir", f"{quote(self.workdir)} must be an absolute path")
         self.resources.validate_request("resources")
         parse_constraints(self.constraints)
-        check_spec_bounds(self)
         if not (0.0 < self.weight < float("inf")):
             raise InvalidArgument("weight", f"{self.weight!r} must be a number > 0 (default 1)")
         self._validate_limits()
@@ -116,7 +116,7 @@ class JobSpec:
         if self.log_max_bytes < 0:
             raise InvalidArgument("log_max_bytes", f"{self.log_max_bytes} must be bytes >= 0 (0: the agent's default)")
         if self.network not in NETWORK_MODES:
-            raise InvalidArgument("network", f"{self.network!r} is not one of: host, none, bridge")
+            raise InvalidArgument("network", f"{quote(self.network)} is not one of: host, none, bridge")
         if not (0.0 <= self.net_limit < float("inf")):
             raise InvalidArgument("net_limit", f"{self.net_limit!r} must be bits/s >= 0 (0: the request)")
 
@@ -197,7 +197,7 @@ def task_id(job_id: str, index: int) -> str:
 def split_task_id(value: str) -> tuple[str, int]:
     job_id, _, index = value.rpartition(".")
     if not job_id or not index.isdigit():
-        raise InvalidArgument("task_id", f"{value!r} is not of the form JOB.INDEX")
+        raise InvalidArgument("task_id", f"{quote(value)} is not of the form JOB.INDEX")
     return job_id, int(index)
 
 

@@ -95,7 +95,7 @@ def parse_amount(kind: str, value: str | float, field: str) -> float:
         try:
             number = float(str(value))
         except ValueError:
-            raise InvalidArgument(field, f"cannot parse {value!r} as a number") from None
+            raise InvalidArgument(field, f"cannot parse {str(value)[:40]!r} as a number") from None
     if not math.isfinite(number) or number < 0:
         raise InvalidArgument(field, f"{value!r} must be a finite amount >= 0")
     return number
@@ -107,7 +107,7 @@ def resources_from_mapping(amounts: Mapping[str, object], field: str = "resource
     for raw_kind, value in amounts.items():
         kind = _ALIASES.get(str(raw_kind).strip().lower(), str(raw_kind).strip().lower())
         if not _KIND.match(kind):
-            raise InvalidArgument(field, f"resource name {raw_kind!r} is not allowed; use lowercase letters, digits, _")
+            raise InvalidArgument(field, f"resource name {str(raw_kind)[:40]!r} is not allowed; use lowercase letters, digits, _")
         parsed[kind] = parse_amount(kind, value, f"{field}.{kind}")  # type: ignore[arg-type]
     return Resources.of(parsed)
 
@@ -120,7 +120,7 @@ def parse_resource_string(text: str, field: str = "resources") -> Resources:
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.strip() or not value.strip():
-            raise InvalidArgument(field, f"expected key=value, got {item.strip()!r} (e.g. 'cpu_num=0.5; memory=0.5GB')")
+            raise InvalidArgument(field, f"expected key=value, got {item.strip()[:40]!r} (e.g. 'cpu_num=0.5; memory=0.5GB')")
         amounts[key.strip()] = value.strip()
     if not amounts:
         raise InvalidArgument(field, "empty resource string (e.g. 'cpu_num=0.5; memory=0.5GB')")

@@ -10,7 +10,7 @@ def test_a_job_runs_through_a_proxied_agent(cluster: Cluster) -> None:
     cluster.start_master()
     agent = cluster.start_agent("smoke", proxied=True)
     watch = Watch(lambda: cluster.address, lambda: list(cluster.agents)).start()
-    job_id = cluster.submit("sh", "-c", "sleep 1; echo hi")
+    job_id = cluster.submit("sh", "-c", "sleep 3; echo hi")   # long enough for a `tcl status` poll to see RUNNING
     watch.watch(job_id)
     cluster.wait_task(job_id, lambda t: t["state"] == "RUNNING", "RUNNING")
     assert [k.startswith(f"{job_id}.0.") for k in task_cgroups(agent.name)] == [True]

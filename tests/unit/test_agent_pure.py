@@ -77,3 +77,18 @@ def test_labels_parse(text: str, expected: dict[str, str]) -> None:
 def test_labels_with_illegal_characters_are_refused(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_labels(bad)
+
+
+def test_reports_the_master_never_acknowledged_are_sent_again() -> None:
+    async def body() -> None:
+        box = Outbox()
+        box.add(TaskReport("j.0", 1, TaskState.RUNNING))
+        assert len(box.take_unsent()) == 1
+        import time as _time
+        now = _time.monotonic()
+        assert not box.resend_if_stuck(now, 10.0)             # just sent
+        assert box.resend_if_stuck(now + 11, 10.0)            # no ack for 11 s: everything again
+        assert [s for s, _ in box.take_unsent()] == [1]
+        box.ack(1)
+        assert not box.resend_if_stuck(now + 100, 10.0)       # nothing left to resend
+    asyncio.run(body())
