@@ -117,7 +117,7 @@ def test_namespaces_hostname_private_tmp_and_pid_1(tmp_path: Path) -> None:
     (Path("/tmp") / f"tcl-host-marker-{os.getpid()}").write_text("")
     try:
         script = "echo pid=$$; hostname; ls -A /tmp; ls /proc | grep -c '^[0-9]'; touch /tmp/mine"
-        run_shim(write_spec(tmp_path, ["sh", "-c", script], ns="1", hostname="job1.0", tmp=str(tmp)))
+        run_shim(write_spec(tmp_path, ["sh", "-c", script], ns="1", hostname="job1.0", tmp=str(tmp), cwd="/tmp"))
     finally:
         (Path("/tmp") / f"tcl-host-marker-{os.getpid()}").unlink()
     lines = (tmp_path / "out.log").read_text().splitlines()
