@@ -22,10 +22,12 @@
  * Logs are opened by the shim, owned by the task's user, mode 0600. Without log_max the
  * task writes straight to them. With log_max the task writes to pipes and the shim copies
  * them: a writer thread puts them on disk, rotating <file> to <file>.1 when it reaches
- * log_max (at most 2 x log_max per stream on disk), while the main thread keeps reading
- * into a 1 MiB buffer per stream, so a slow disk never blocks the task: when the buffer is
- * full the oldest unwritten output is dropped and a note in the log says how much. After
- * the container's first process has ended the shim drains the pipes for at most 2 s more
+ * log_max (at most 2 x log_max per stream on disk), while the main thread reads into a
+ * 1 MiB buffer per stream. A task that writes faster than the disk takes is slowed to its
+ * pace, as without a cap, and nothing is lost; but once the writer has made no room for
+ * STALL_S (a stalled disk, a slow rotation), the main thread reads on and drops the oldest
+ * unwritten output, with a note in the log saying how much: a stalled disk never holds
+ * the task longer than that. After the container's first process has ended the shim drains the pipes for at most 2 s more
  * (an orphan without namespaces may hold them forever), then records the exit. If the shim
  * itself is SIGKILLed, nobody reads the pipes any more: the task's next write to stdout or
  * stderr gets SIGPIPE (EPIPE if it ignores that), and no exit record is written.
@@ -72,6 +74,7 @@ static void reset_glibc_reserved_signals(void) {
 #define RING_SIZE (1 << 20)         /* per stream: output held while the disk is slow */
 #define CHUNK (1 << 16)
 #define DRAIN_AFTER_EXIT_S 2.0
+#define STALL_S 1.0                 /* no room in a ring for this long: drop, do not block */
 #define FLUSH_TIMEOUT_S 10          /* a hung disk must not cost the exit record */
 
 extern char **environ;
@@ -184,10 +187,12 @@ struct stream {
     size_t head, len;
     unsigned long long dropped;     /* overwritten before it reached the disk (under `lock`) */
     unsigned long long unsaved;     /* refused by the disk (writer thread only) */
+    double full_since;              /* since when the ring has had no room (main thread) */
 };
 
 static struct stream streams[2];
-static int nstreams, closing;
+static int nstreams, closing, reader_waiting;
+static int room_pipe[2] = {-1, -1};      /* the writer tells a waiting reader there is room */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 
@@ -226,6 +231,7 @@ static int open_outputs(struct task_fds *f) {
         s->in = p[0];
         wr[i] = p[1];
     }
+    if (S.log_max && pipe2(room_pipe, O_CLOEXEC | O_NONBLOCK) < 0) return -1;
     f->out = wr[0];
     f->err = wr[nstreams - 1];
     return 0;
@@ -236,6 +242,7 @@ static int open_outputs(struct task_fds *f) {
 static void close_shim_ends(void) {
     if (!S.log_max) return;
     for (int i = 0; i < nstreams; i++) { close(streams[i].fd); close(streams[i].in); }
+    close(room_pipe[0]); close(room_pipe[1]);
 }
 
 /* <file> becomes <file>.1 (replacing the older one) and a fresh <file> starts. Only a
@@ -294,6 +301,10 @@ static void *write_logs(void *unused) {
         s->len -= n;
         unsigned long long lost = s->dropped + s->unsaved;
         s->dropped = s->unsaved = 0;
+        if (reader_waiting) {
+            reader_waiting = 0;
+            if (write(room_pipe[1], "", 1) < 0) { /* full: a wake-up is pending already */ }
+        }
         pthread_mutex_unlock(&lock);
         if (lost) note_gap(s, lost);        /* where the lost bytes were: just before chunk */
         s->unsaved += log_write(s, chunk, n);
@@ -303,8 +314,8 @@ static void *write_logs(void *unused) {
     return unused;
 }
 
-/* Under `lock`. A full ring drops its oldest bytes: the newest output is what explains
- * how a task ended. */
+/* Under `lock`. Beyond the ring's room (only once the disk stalled) the oldest bytes go:
+ * the newest output is what explains how a task ended. */
 static void ring_put(struct stream *s, const char *p, size_t n) {
     size_t over = s->len + n > RING_SIZE ? s->len + n - RING_SIZE : 0;
     s->head = (s->head + over) % RING_SIZE;
@@ -316,9 +327,9 @@ static void ring_put(struct stream *s, const char *p, size_t n) {
     s->len += n;
 }
 
-static void take_in(struct stream *s) {
+static void take_in(struct stream *s, size_t want) {
     char buf[CHUNK];
-    ssize_t n = read(s->in, buf, sizeof buf);
+    ssize_t n = read(s->in, buf, want);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (n <= 0) { close(s->in); s->in = -1; return; }
     pthread_mutex_lock(&lock);
@@ -451,6 +462,37 @@ static int wait_for(pid_t pid) {
     return st;
 }
 
+/* Fills the poll set with the pipes to read now and how much of each. A stream whose ring
+ * is full waits for the writer (the pipe fills and the task waits too) until STALL_S: then
+ * it is read anyway and its oldest output dropped. *recheck: when that will be. */
+static int pipes_to_read(struct pollfd *p, struct stream **of, size_t *want, double now, double *recheck) {
+    int np = 0;
+    pthread_mutex_lock(&lock);      /* with the writer's check of reader_waiting: no lost wake-up */
+    for (int i = 0; i < nstreams; i++) {
+        struct stream *s = &streams[i];
+        if (s->in < 0) continue;
+        size_t room = RING_SIZE - s->len;
+        if (room) s->full_since = 0;
+        else if (!s->full_since) s->full_since = now;
+        if (!room && now < s->full_since + STALL_S) {
+            reader_waiting = 1;
+            if (s->full_since + STALL_S < *recheck) *recheck = s->full_since + STALL_S;
+            continue;
+        }
+        want[np] = room && room < CHUNK ? room : CHUNK;
+        of[np] = s;
+        p[np++] = (struct pollfd){s->in, POLLIN, 0};
+    }
+    pthread_mutex_unlock(&lock);
+    return np;
+}
+
+static int open_pipes(void) {
+    int n = 0;
+    for (int i = 0; i < nstreams; i++) n += streams[i].in >= 0;
+    return n;
+}
+
 /* With log_max: read the pipes until EOF on all of them, or until DRAIN_AFTER_EXIT_S after
  * `pid` (the container's first process) ended. Returns its wait status; *ended: when. */
 static int supervise_logs(pid_t pid, double *ended) {
@@ -458,21 +500,19 @@ static int supervise_logs(pid_t pid, double *ended) {
     int st = 0, exited = 0;
     double deadline = 0;
     for (;;) {
-        struct pollfd p[3];
+        struct pollfd p[4];
         struct stream *of[2];
-        int np = 0, timeout = 100;
-        for (int i = 0; i < nstreams; i++)
-            if (streams[i].in >= 0) { of[np] = &streams[i]; p[np++] = (struct pollfd){streams[i].in, POLLIN, 0}; }
-        int pipes = np;
-        if (exited) {
-            timeout = (int)((deadline - clock_s(CLOCK_MONOTONIC)) * 1000);
-            if (pipes == 0 || timeout <= 0) break;
-        } else if (pidfd >= 0) {
-            p[np++] = (struct pollfd){pidfd, POLLIN, 0};
-            timeout = -1;
-        }
-        if (poll(p, np, timeout) < 0 && errno != EINTR) usleep(10000);   /* ENOMEM: try again */
-        for (int i = 0; i < pipes; i++) if (p[i].revents) take_in(of[i]);
+        size_t want[2];
+        double now = clock_s(CLOCK_MONOTONIC), until = now + (pidfd >= 0 ? 3600 : 0.1);
+        if (exited && (!open_pipes() || now >= deadline)) break;
+        if (exited && deadline < until) until = deadline;
+        int pipes = pipes_to_read(p, of, want, now, &until), np = pipes;
+        p[np++] = (struct pollfd){room_pipe[0], POLLIN, 0};
+        if (!exited && pidfd >= 0) p[np++] = (struct pollfd){pidfd, POLLIN, 0};
+        if (poll(p, np, (int)((until - now) * 1000) + 1) < 0 && errno != EINTR) usleep(10000);   /* ENOMEM */
+        for (int i = 0; i < pipes; i++) if (p[i].revents) take_in(of[i], want[i]);
+        char drain[64];
+        if (p[pipes].revents) while (read(room_pipe[0], drain, sizeof drain) > 0) {}
         if (!exited && waitpid(pid, &st, WNOHANG) == pid) {
             exited = 1;
             *ended = clock_s(CLOCK_REALTIME);

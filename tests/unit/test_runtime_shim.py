@@ -209,6 +209,31 @@ def test_log_max_drain_is_bounded_when_an_orphan_holds_the_pipe(tmp_path: Path) 
             os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
+def test_log_max_stalled_disk_drops_the_oldest_output_instead_of_blocking(tmp_path: Path) -> None:
+    # A FIFO nobody reads stands in for a disk that stopped: the shim's writer blocks on it.
+    log = tmp_path / "out.log"
+    os.mkfifo(log)
+    held = os.open(log, os.O_RDONLY | os.O_NONBLOCK)
+    done = tmp_path / "done"
+    script = f"head -c {4 * 2**20} /dev/zero; echo END; touch {done}"     # beyond every buffer
+    proc = subprocess.Popen([str(SHIM), str(write_spec(tmp_path, ["sh", "-c", script], log_max=str(2**30)))],
+                            stdout=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert done.exists(), "the task was held by the stalled log"
+        os.set_blocking(held, True)
+        data = b"".join(iter(lambda: os.read(held, 2**16), b""))        # EOF: the shim has exited
+    finally:
+        proc.kill() if proc.poll() is None else None
+        proc.wait(TIMEOUT)
+        os.close(held)
+    assert b"bytes of output lost: the log disk was too slow or failing]" in data
+    assert data.endswith(b"\0END\n") and len(data) < 4 * 2**20
+    assert exit_record(tmp_path)["exit_code"] == 0
+
+
 def test_task_gets_epipe_once_a_capped_shim_is_killed(tmp_path: Path) -> None:
     # Nobody reads its pipes any more: SIGPIPE (ignored here, so EPIPE) on its next write.
     script = f"trap '' PIPE; while echo x; do sleep 0.01; done; echo gone > {tmp_path}/epipe"
