@@ -1,6 +1,7 @@
 /* tcl-shim: the per-task supervisor, in C so that it starts in ~1 ms and costs ~100 KiB
  * per task (a Python interpreter costs ~35 ms and ~9 MiB, and the container's init would
- * be charged to the task's memory limit). Built and cached by agent/runtime/shimbin.py.
+ * be charged to the task's memory limit); with log_max, up to ~2 MiB more of buffers while
+ * output flows. Built and cached by agent/runtime/shimbin.py.
  *
  *   tcl-shim SPEC      SPEC: NUL-separated key/value pairs written by the agent (0600,
  *                      so a task's environment is never visible in `ps`)
