@@ -8,6 +8,7 @@ import json
 import os
 import pwd
 import select
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
@@ -67,6 +68,43 @@ def _own_identity() -> Identity:
         return Identity(uid, os.getegid(), (), str(uid), "/")
 
 
+def default_cwd(ident: Identity | None, namespaces: bool) -> str:
+    """Where a task without a workdir starts. With namespaces: its private /tmp, by the
+    path it sees (the shim resolves cwd after binding it). Without: its home if the user
+    can reach it, else "/" (a host path under the agent's state dir is not reachable)."""
+    if namespaces:
+        return "/tmp"
+    home = (ident or _own_identity()).home
+    return home if reachable(home, ident) else "/"
+
+
+def reachable(path: str, ident: Identity | None) -> bool:
+    """Can `ident` (None: the agent's own user) enter `path`: is every directory from /
+    down to it searchable by its mode bits? ACLs are not read: the shim's chdir, done as
+    the task's user, is the final word and fails the start with a clear reason."""
+    p = Path(path)
+    if not p.is_absolute():
+        return False
+    for d in (*reversed(p.parents), p):
+        try:
+            st = os.stat(d)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        if ident is None or ident.uid == 0:
+            continue                   # root searches any directory
+        if st.st_uid == ident.uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid == ident.gid or st.st_gid in ident.groups:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
 def task_env(spec: TaskSpec, ident: Identity | None) -> dict[str, str]:
     """A clean environment: nothing leaks from the agent's; the task's own vars win."""
     if ident is None:
@@ -94,6 +132,9 @@ def shim_spec(spec: TaskSpec, ident: Identity | None, files: ShimFiles, cgroup_p
         pairs += [("ns", "1"), ("hostname", spec.task_id[:HOSTNAME_MAX])]
         if files.tmp is not None:
             pairs.append(("tmp", str(files.tmp)))
+    if spec.log_max_bytes > 0:
+        # The shim copies the output through pipes and rotates <file> to <file>.1 at the cap.
+        pairs.append(("log_max", str(spec.log_max_bytes)))
     if any("\0" in k or "\0" in v for k, v in pairs):
         raise LaunchError("the command or environment contains a NUL byte")
     return b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in pairs)

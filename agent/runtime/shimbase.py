@@ -16,8 +16,8 @@ from pathlib import Path
 
 from .base import ExitStatus, LaunchError, RuntimeSetupError, Started, TaskSpec
 from .cgfs import is_safe_name
-from .launch import (Identity, ShimFiles, ShimLaunch, open_live_pidfd, process_start_time, read_exit_record,
-                     resolve_user, shim_spec, spawn_shim, write_private)
+from .launch import (Identity, ShimFiles, ShimLaunch, default_cwd, open_live_pidfd, process_start_time,
+                     read_exit_record, resolve_user, shim_spec, spawn_shim, write_private)
 from .shimbin import shim_binary
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class ShimRuntime:
         cdir = self.container_dir(spec.key)
         if (cdir / SPEC_FILE).exists():
             raise LaunchError(f"container {spec.key} already exists ({cdir})")
-        files = self._make_dirs(spec, cdir)
+        files = self._make_dirs(spec, cdir, ident)
         procs = self._prepare(spec)
         try:
             write_private(files.spec, shim_spec(spec, ident, files, procs))
@@ -92,17 +92,22 @@ class ShimRuntime:
         self._shims[spec.key] = launch.proc
         return self._started(spec.key, launch)
 
-    def _make_dirs(self, spec: TaskSpec, cdir: Path) -> ShimFiles:
+    def _make_dirs(self, spec: TaskSpec, cdir: Path, ident: Identity | None) -> ShimFiles:
+        """The container's state directory, 0700: it holds the spec (the task's environment)
+        and the exit record. With namespaces also the task's private /tmp, owned by its
+        user and 0700 like a home: other tasks' users cannot look in."""
         tmp = cdir / TMP_DIR if spec.namespaces else None
         try:
-            cdir.mkdir(parents=True, exist_ok=True)
+            cdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(cdir, 0o700)            # mkdir's mode went through the umask
             if tmp is not None:
-                tmp.mkdir(exist_ok=True)
-                os.chmod(tmp, 0o1777)       # like /tmp: any user, sticky
+                tmp.mkdir(mode=0o700, exist_ok=True)
+                if ident is not None:
+                    os.chown(tmp, ident.uid, ident.gid)
+                os.chmod(tmp, 0o700)
         except OSError as e:
             raise LaunchError(f"cannot create the state directory {cdir}: {e.strerror}") from e
-        # The default working directory is the task's private /tmp (writable by its user).
-        cwd = spec.workdir or str(tmp or cdir)
+        cwd = spec.workdir or default_cwd(ident, spec.namespaces)
         return ShimFiles(cdir / SPEC_FILE, cdir / EXIT_FILE, cdir / SHIM_LOG, cwd, tmp)
 
     def _started(self, key: str, launch: ShimLaunch) -> Started:

@@ -48,9 +48,10 @@ def _compile(source: Path, out: Path) -> None:
     os.close(fd)
     try:
         # Static, so the same binary also runs in a guest with another libc (tests/vm).
+        # -pthread: the log writer thread (log_max).
         for extra in (["-static"], []):
             try:
-                done = subprocess.run([compiler, "-O2", "-Wall", *extra, "-o", tmp, str(source)],
+                done = subprocess.run([compiler, "-O2", "-Wall", "-pthread", *extra, "-o", tmp, str(source)],
                                       capture_output=True, text=True)
             except OSError as e:
                 raise RuntimeSetupError(f"cannot run the C compiler {compiler!r}: {e.strerror}; {_FIX}") from None
