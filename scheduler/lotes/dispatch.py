@@ -34,18 +34,21 @@ def roulette(weights: dict[int, float], rng: random.Random) -> int:
 
 
 def choose_row(k: int, fits: np.ndarray, config_rows: np.ndarray, target: np.ndarray, running: np.ndarray,
-               plan: Plan, view: NodeMatrixView, rng: random.Random) -> int | None:
-    """fits: (rows,) bool, the task fits and is eligible. target/running: (rows,) for class k."""
+               plan: Plan, view: NodeMatrixView, rng: random.Random,
+               members: np.ndarray | None = None) -> int | None:
+    """fits: (rows,) bool, the task fits and is eligible. target/running: (rows,) for class k.
+    members (optional, a cache): (J, rows) bool, row is in configuration j and its bin holds k."""
     weights = {j: float(plan.routing[j, k]) for j in range(len(plan.routing)) if plan.per_config[j, k] > 0}
     while weights:
         j = roulette(weights, rng)
         del weights[j]
-        chosen = fits & (config_rows == j) & (target >= 1)
+        member = members[j] if members is not None else (config_rows == j) & (target >= 1)
+        chosen = fits & member
         if chosen.any():
             rows = np.flatnonzero(chosen)
             v = target[rows] - running[rows]
             best = rows[v == v.max()]
-            return int(best[view.rank[best].argmin()])   # ties: first in name order
+            return int(best[0]) if len(best) == 1 else int(best[view.rank[best].argmin()])   # ties: name order
     if not fits.any():
         return None
     in_order = fits[view.order]
@@ -73,6 +76,7 @@ class LotesBook:
         self.running: dict[str, np.ndarray] = {}
         self._names: list[str | None] = []
         self._index: dict[str, int] = {}
+        self._view: NodeMatrixView | None = None
         self._config_rows = np.zeros(0, dtype=np.int64)
         self._target_rows = np.zeros((0, 0), dtype=np.int64)
         self._running_rows = np.zeros((0, 0), dtype=np.int64)
@@ -92,19 +96,26 @@ class LotesBook:
         k = len(plan.problem.classes)
         self.running = {n: _resized(c, k) for n, c in self.running.items()}
         self._means = np.array([c.request for c in plan.problem.classes], dtype=float)
-        self._names = []   # forces a rebuild
+        self._scale = plan.problem.scale()
+        self._classes_of: dict[bytes, int] = {}
+        self._names, self._view = [], None   # forces a rebuild
 
     def drop(self, reason: str) -> None:
         """No usable plan (infeasible, solver missing): the policy falls back and says why."""
         self.plan, self.reason, self.targets = None, reason, {}
-        self._names = []
+        self._names, self._view = [], None
 
     def classify(self, request: np.ndarray) -> int | None:
         if self.plan is None:
             return None
-        scale = self.plan.problem.scale()
-        width = min(len(request), self._means.shape[1])
-        return classify(request[:width], self._means[:, :width], scale[:width])
+        key = request.tobytes()
+        k = self._classes_of.get(key)
+        if k is None:
+            width = min(len(request), self._means.shape[1])
+            k = classify(request[:width], self._means[:, :width], self._scale[:width])
+            if len(self._classes_of) < 4096:   # a job's tasks share one request: remember it
+                self._classes_of[key] = k
+        return k
 
     def started(self, node: str, k: int) -> None:
         self._count(node, k, +1)
@@ -117,13 +128,24 @@ class LotesBook:
         self.running = {}
         for node, k in tasks:
             self._count(node, k, +1)
-        self._names = []
+        self._names, self._view = [], None
 
     def arrays(self, view: NodeMatrixView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(config per row, -1 if none; target (rows, K); running (rows, K))."""
-        if len(self._names) != len(view.names) or self._names != view.names:
+        # A view is current for a whole round: compare its rows with ours once per view.
+        if view is not self._view and (len(self._names) != len(view.names) or self._names != view.names):
             self._rebuild(view)
+        self._view = view
         return self._config_rows, self._target_rows, self._running_rows
+
+    def members(self, view: NodeMatrixView, k: int) -> np.ndarray:
+        """(J, rows) bool: row belongs to configuration j and its bin holds class k."""
+        config_rows, target, _ = self.arrays(view)
+        cached = self._members.get(k)
+        if cached is None:
+            cached = self._members[k] = np.array(
+                [(config_rows == j) & (target[:, k] >= 1) for j in range(len(self.plan.per_config))])
+        return cached
 
     def _count(self, node: str, k: int, sign: int) -> None:
         counts = self.running.setdefault(node, np.zeros(max(self.classes, k + 1), dtype=np.int64))
@@ -140,6 +162,7 @@ class LotesBook:
     def _rebuild(self, view: NodeMatrixView) -> None:
         rows, k = len(view.names), self.classes
         self._names = list(view.names)
+        self._members: dict[int, np.ndarray] = {}
         self._index = {n: i for i, n in enumerate(self._names) if n is not None}
         self._config_rows = np.full(rows, -1, dtype=np.int64)
         self._target_rows = np.zeros((rows, k), dtype=np.int64)

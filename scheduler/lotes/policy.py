@@ -25,7 +25,7 @@ class LotesPlacement(_Policy):
         super().__init__()
         self.book = book if book is not None else LotesBook()
         self._fallback = AffinityNumberBestFit()
-        self._round: dict[tuple[int, int], int] = {}   # (row, class) -> chosen this round
+        self._round: np.ndarray | None = None   # (rows, classes): chosen since begin_round()
 
     @property
     def fallback(self) -> str | None:
@@ -33,7 +33,7 @@ class LotesPlacement(_Policy):
         return None if self.book.plan is not None else f"lotes falls back to anbf: {self.book.reason}"
 
     def begin_round(self) -> None:
-        self._round.clear()
+        self._round = None
 
     def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
         plan = self.book.plan
@@ -42,13 +42,10 @@ class LotesPlacement(_Policy):
         k = self.book.classify(request)
         assert k is not None
         config_rows, target, running = self.book.arrays(view)
-        counts = running[:, k]
-        if self._round:
-            counts = counts.copy()
-            for (row, klass), n in self._round.items():
-                if klass == k:
-                    counts[row] += n
-        row = choose_row(k, s.ok, config_rows, target[:, k], counts, plan, view, rng)
+        if self._round is None or self._round.shape != running.shape:
+            self._round = np.zeros_like(running)
+        counts = running[:, k] + self._round[:, k]
+        row = choose_row(k, s.ok, config_rows, target[:, k], counts, plan, view, rng, self.book.members(view, k))
         if row is not None:
-            self._round[(row, k)] = self._round.get((row, k), 0) + 1
+            self._round[row, k] += 1
         return row
