@@ -117,7 +117,7 @@ def pack_table(results: list[dict[str, Any]]) -> str:
             *(f"{inflation[k]['factor']:.2f}" if k in inflation else "-"
               for k in ("horizontal_all", "horizontal_conforming", "vertical_conforming")),
             f"{r['monte_carlo']['utilization']['cpu']:.3f}" if "monte_carlo" in r else "-",
-            f"{c['p90']:.3f} ({c['min']:.3f}-{c['max']:.3f})" if c else "-",
+            f"{c['p90']:.3f} ({c['min']:.3f}-{c['max']:.3f})" if c and c["p90"] is not None else ("n/a" if c else "-"),
         ))
     head = (f"{results[0]['machines']} machines, {results[0]['tasks']} tasks; utilization and hole filling are cpu/memory; "
             "inflation is the largest factor with pending <= tau; compaction is the p90 (min-max) fraction of machines")

@@ -30,7 +30,7 @@ MAX_EXPANSION = 8                      # clone the cluster at most 3 times (8x) 
 
 
 def utilization(p: Pass) -> np.ndarray:
-    return (p.capacity - p.free).sum(axis=0) / p.capacity.sum(axis=0)
+    return p.allocated / p.capacity.sum(axis=0)
 
 
 def hole_filling(p: Pass, unit: float, median: np.ndarray) -> np.ndarray:
@@ -39,7 +39,7 @@ def hole_filling(p: Pass, unit: float, median: np.ndarray) -> np.ndarray:
     use = size > 0
     fit = np.floor((p.free[:, use] + 1e-9) / size[use]).min(axis=1) if use.any() else np.zeros(len(p.free))
     k = np.clip(fit, 0, None).sum()
-    return ((p.capacity - p.free).sum(axis=0) + k * size) / p.capacity.sum(axis=0)
+    return (p.allocated + k * size) / p.capacity.sum(axis=0)
 
 
 def conforming(packer: Packer, jobs: Sequence[PackJob]) -> list[bool]:
@@ -131,6 +131,7 @@ class Compaction:
     high: float
     sizes: tuple[int, ...]  # per trial, machines needed
     expanded: int         # times the cluster was doubled before the workload fit
+    feasible: bool = True   # False: even the largest expansion leaves more than tau pending
 
 
 def compaction_trial(packer: Packer, jobs: Sequence[PackJob], tau: float, mu: int, seed: int) -> int:
@@ -156,6 +157,8 @@ def compaction(machines: Sequence[Machine], jobs: Sequence[PackJob], policy: str
         cluster = cluster + [replace(m, name=f"{m.name}~{2 ** (expanded + 1)}") for m in cluster]   # steps 1-4
         expanded += 1
         packer = Packer(cluster, policy, order)
+    if packer.run(jobs, None, seed).pending_fraction > tau:   # constraints no machine meets, say
+        return Compaction(math.nan, math.nan, math.nan, (), expanded, feasible=False)
     sizes = sorted(compaction_trial(packer, jobs, tau, mu, seed * 1000 + t) for t in range(trials))
     n = len(machines)
     p90 = sizes[math.ceil(0.9 * trials) - 1]   # nearest rank: the 10th of 11

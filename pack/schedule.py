@@ -47,6 +47,8 @@ class Pass:
     free: np.ndarray          # (enabled machines, kinds) left after the pass
     capacity: np.ndarray      # (enabled machines, kinds)
     requested: int            # tasks in the workload
+    allocated: np.ndarray     # (kinds,) sum of placed requests, in workload order: the same
+                              # numbers, added the same way, for every policy that places all
 
     @property
     def pending(self) -> int:
@@ -106,7 +108,10 @@ class Packer:
                 placed[i] = self._place_job(jobs[i], on, rng)
             rows = np.flatnonzero(on)
             free, capacity = self.view.free[rows].copy(), self.view.capacity[rows].copy()
-        return Pass(placed, free, capacity, sum(j.tasks for j in jobs))
+        allocated = np.zeros(len(self.kinds))
+        for job, count in zip(jobs, placed.tolist()):
+            allocated += count * self.vector(job.request)
+        return Pass(placed, free, capacity, sum(j.tasks for j in jobs), allocated)
 
     def _place_job(self, job: PackJob, on: np.ndarray, rng: random.Random) -> int:
         request, mask = self.vector(job.request), self.eligible(job) & on

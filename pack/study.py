@@ -47,7 +47,8 @@ def study(machines: Sequence[Machine], jobs: Sequence[PackJob], policy: str, set
         out["monte_carlo"] = {"clones": added, "utilization": _per_kind(kinds, util)}
     if "compaction" in settings.metrics:
         c = compaction(machines, jobs, policy, settings.order, settings.tau, settings.trials, settings.mu, settings.seed)
-        out["compaction"] = {"p90": c.p90, "min": c.low, "max": c.high, "sizes": list(c.sizes), "expanded": c.expanded}
+        out["compaction"] = ({"p90": c.p90, "min": c.low, "max": c.high, "sizes": list(c.sizes), "expanded": c.expanded}
+                             if c.feasible else {"p90": None, "why": f"more than tau pending even at {2 ** c.expanded}x"})
     fallback = getattr(packer.chooser, "fallback", None)
     if fallback:
         out["note"] = fallback
