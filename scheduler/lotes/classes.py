@@ -84,6 +84,29 @@ def learn_classes(requests: Sequence[np.ndarray], scale: np.ndarray, k: int, rng
                  for i in range(len(centroids)))
 
 
+class ClassWindow:
+    """The requests of the last `size` submitted tasks, for learning classes and for
+    measuring drift. Owned by the master; a job of N tasks adds its request N times
+    (capped, so one huge job does not fill the window alone)."""
+
+    def __init__(self, size: int = 10_000, per_job: int = 100) -> None:
+        from collections import deque
+        self._requests: deque[np.ndarray] = deque(maxlen=size)
+        self.per_job = per_job
+
+    def add(self, request: np.ndarray, tasks: int = 1) -> None:
+        for _ in range(min(tasks, self.per_job)):
+            self._requests.append(request)
+
+    def requests(self) -> list[np.ndarray]:
+        return list(self._requests)
+
+    def shares(self, means: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """The observed class proportions in the window (nearest class mean)."""
+        labels = (classify(r[: means.shape[1]], means, scale[: means.shape[1]]) for r in self._requests)
+        return observed_shares(labels, len(means))
+
+
 def classify(request: np.ndarray, means: np.ndarray, scale: np.ndarray) -> int:
     """The nearest class mean (normalized Euclidean distance); ties go to the lower class."""
     return int((((means - request) / scale) ** 2).sum(axis=1).argmin())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tcluster.resources import Resources
-from tcluster.scheduler.lotes.classes import classify, drift, group_configurations, kmeans, learn_classes, parse_classes
+from tcluster.scheduler.lotes.classes import ClassWindow, classify, drift, group_configurations, kmeans, learn_classes, parse_classes
 from tcluster.scheduler.lotes.dispatch import LotesBook, offer_order, roulette
 from tcluster.scheduler.lotes.model import JobClass
 from tcluster.scheduler.lotes.resolve import plan_for, resolve_reason
@@ -156,3 +156,14 @@ def test_classes_file_errors_name_the_field() -> None:
         with pytest.raises(ConfigError) as info:
             parse_classes(text, "c.yaml", ("cpu", "memory"))
         assert where in str(info.value)
+
+
+def test_the_window_keeps_the_latest_requests_and_measures_shares() -> None:
+    window = ClassWindow(size=10, per_job=4)
+    window.add(np.array([1.0, 1.0]), tasks=50)    # capped at 4 copies
+    window.add(np.array([8.0, 8.0]), tasks=3)
+    assert len(window.requests()) == 7
+    window.add(np.array([8.0, 8.0]), tasks=4)     # the oldest fall out
+    assert len(window.requests()) == 10
+    shares = window.shares(np.array([[1.0, 1.0], [8.0, 8.0]]), np.array([8.0, 8.0]))
+    assert shares.tolist() == [0.3, 0.7]
