@@ -120,3 +120,34 @@ def test_tcl_pack_json_and_errors(tmp_path, capsys) -> None:  # type: ignore[no-
     assert main(["pack", str(scenario), "--order", "size"]) == 2
     assert main(["pack"]) == 2
     assert main(["pack", str(scenario), "--placement", "nope"]) == 2
+
+
+def test_from_master_reads_nodes_and_unfinished_tasks(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from tcluster.cli import client as client_module
+    from tcluster.v1 import common_pb2, jobs_pb2
+
+    class FakeClient:
+        def __init__(self, master: str) -> None:
+            pass
+
+        def __enter__(self):  # type: ignore[no-untyped-def]
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def list_nodes(self) -> list:
+            return [jobs_pb2.Node(name=f"n{i}", capacity=common_pb2.Resources(cpu=4, memory=4 * GiB),
+                                  labels={"rack": "r1"}) for i in range(3)]
+
+        def list_jobs(self, states, queue, limit) -> list:  # type: ignore[no-untyped-def]
+            spec = jobs_pb2.JobSpec(name="a", tasks=3, resources=common_pb2.Resources(cpu=2, memory=GiB))
+            tasks = [jobs_pb2.Task(index=i, state=s) for i, s in
+                     enumerate((common_pb2.TASK_RUNNING, common_pb2.TASK_SUCCEEDED, common_pb2.TASK_PENDING))]
+            return [jobs_pb2.Job(id="j1", spec=spec, tasks=tasks)]
+
+    monkeypatch.setattr(client_module, "MasterClient", FakeClient)
+    assert main(["pack", "--from-master", "--placement", "first-fit", "--metrics", "util", "-o", "json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["machines"] == 3 and result["tasks"] == 2     # the succeeded task is not packed
+    assert result["utilization"]["cpu"] == pytest.approx(4 / 12)
