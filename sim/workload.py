@@ -3,13 +3,17 @@ section 5.4), instead of a fixed job list.
 
     workload:
       horizon: 10               # time units (the unit of 1/speed; hours in the paper)
-      load: [0.90, 0.95]        # rho relative to LoTES's stage-2 capacity lambda* (after rounding)
+      load: [0.90, 0.95]        # rho relative to LoTES's stage-2 LP optimum lambda* (before rounding)
       # rate: 5000              # or: total arrivals per time unit (Poisson)
       work_mean: 1.0            # each task's work w ~ Exp(mean); its duration is w / speed(class, config)
       cv: 0.5                   # actual request per resource: Gaussian around the class mean, truncated to [0, largest node]
       classes:                  # explicit classes ...
         - {name: a, request: {cpu: 2, memory: 4Gi}, share: 0.5, speed: {c01: 2.0}}
       generate: {classes: 9, phi: 0.015, omega: 0.3, base: 0.025}   # ... or the paper's generator
+
+The load is relative to the stage-2 LP optimum before rounding: at a few machines per
+configuration the rounding loses up to a quarter of it (the paper's <0.001% holds at
+1,000 per configuration), and the rounded value would understate what the cluster serves.
 
 `generate` draws, per seed, r_kl = base + U[-phi, phi] as a fraction of the largest node,
 u_k ~ U[0, 1], omega_jk ~ U[1 - omega, 1 + omega] and speed mu_jk = omega_jk / u_k (the
