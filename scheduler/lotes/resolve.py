@@ -12,7 +12,6 @@ import numpy as np
 
 from tcluster.resources import Resources
 from tcluster.scheduler.lotes.classes import drift, group_configurations
-from tcluster.scheduler.lotes.lp import solve
 from tcluster.scheduler.lotes.model import Configuration, JobClass, LotesUnsolvable, Plan, Problem
 
 DEFAULT_DRIFT = 0.1   # total variation distance between planned and observed class shares
@@ -32,7 +31,7 @@ def plan_for(nodes: Iterable[tuple[str, Resources, Mapping[str, str]]], kinds: S
     if not classes:
         return Outcome(None, "no job classes yet (give --lotes-classes or submit tasks to learn from)")
     try:
-        import scipy.optimize  # noqa: F401
+        from tcluster.scheduler.lotes.lp import solve   # needs scipy's HiGHS
     except ImportError:
         return Outcome(None, "scipy (HiGHS) is not installed")
     try:
