@@ -93,3 +93,16 @@ def test_placement_lotes_in_the_job_list_simulator_reports_its_plan(capsys: pyte
     report = json.loads(capsys.readouterr().out)
     assert report["lotes"]["plan"] is True and report["lotes"]["lambda2"] <= report["lotes"]["lambda1"] + 1e-9
     assert report["metrics"]["placement"] == "lotes"
+
+
+def test_placement_lotes_takes_classes_from_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table3 = str(Path(__file__).resolve().parents[2] / "examples" / "tcluster-table3.yaml")
+    classes = tmp_path / "classes.yaml"
+    classes.write_text("classes:\n  - {name: small, request: {cpu: 0.8, memory: 600Mi}, share: 0.5}\n"
+                       "  - {name: large, request: {cpu: 2.5, memory: 1200Mi}, share: 0.5}\n")
+    assert main(["sim", table3, "--fairness", "fifo", "--placement", "lotes", "--lotes-classes", str(classes),
+                 "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["lotes"]["classes"] == ["small", "large"]
+    classes.write_text("classes:\n  - {name: small, request: {cpu: 0.8}, share: zero}\n")
+    assert main(["sim", table3, "--placement", "lotes", "--lotes-classes", str(classes)]) == 2
+    assert "classes[0].share" in capsys.readouterr().err
