@@ -113,3 +113,10 @@ def test_google_stage2_is_bounded_by_stage1_and_close_to_it() -> None:
 def test_rounding_keeps_the_machine_count() -> None:
     assert round_machines(np.array([1.4, 0.6, 2.0]), 4).tolist() == [1, 1, 2]
     assert round_machines(np.array([0.5, 0.5, 0.5, 0.5]), 2).tolist() == [1, 1, 0, 0]   # stable ties
+
+
+def test_a_capped_enumeration_still_solves_and_says_so() -> None:
+    problem = google(fit_fix=True)
+    capped = solve(Problem(problem.kinds, problem.configurations, problem.classes, bin_cap=5))
+    assert any("cap of 5 bins" in note and "c0" in note for note in capped.notes)
+    assert 0 < capped.lambda2 <= capped.lambda1
