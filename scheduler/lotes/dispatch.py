@@ -35,18 +35,18 @@ def roulette(weights: dict[int, float], rng: random.Random) -> int:
 
 def choose_row(k: int, fits: np.ndarray, config_rows: np.ndarray, target: np.ndarray, running: np.ndarray,
                plan: Plan, view: NodeMatrixView, rng: random.Random,
-               members: np.ndarray | None = None) -> int | None:
+               members: list[np.ndarray] | None = None, extra: np.ndarray | None = None) -> int | None:
     """fits: (rows,) bool, the task fits and is eligible. target/running: (rows,) for class k.
-    members (optional, a cache): (J, rows) bool, row is in configuration j and its bin holds k."""
+    members (optional, a cache): per configuration j, the rows of j whose bin holds k.
+    extra (optional): (rows,) more running class-k tasks (chosen earlier in this round)."""
     weights = {j: float(plan.routing[j, k]) for j in range(len(plan.routing)) if plan.per_config[j, k] > 0}
     while weights:
         j = roulette(weights, rng)
         del weights[j]
-        member = members[j] if members is not None else (config_rows == j) & (target >= 1)
-        chosen = fits & member
-        if chosen.any():
-            rows = np.flatnonzero(chosen)
-            v = target[rows] - running[rows]
+        rows = members[j] if members is not None else np.flatnonzero((config_rows == j) & (target >= 1))
+        rows = rows[fits[rows]]   # only the holders of the class are looked at: a tenth of the cluster or less
+        if len(rows):
+            v = target[rows] - running[rows] - (extra[rows] if extra is not None else 0)
             best = rows[v == v.max()]
             return int(best[0]) if len(best) == 1 else int(best[view.rank[best].argmin()])   # ties: name order
     if not fits.any():
@@ -138,13 +138,13 @@ class LotesBook:
         self._view = view
         return self._config_rows, self._target_rows, self._running_rows
 
-    def members(self, view: NodeMatrixView, k: int) -> np.ndarray:
-        """(J, rows) bool: row belongs to configuration j and its bin holds class k."""
+    def members(self, view: NodeMatrixView, k: int) -> list[np.ndarray]:
+        """Per configuration j, the rows of j whose bin holds class k."""
         config_rows, target, _ = self.arrays(view)
         cached = self._members.get(k)
         if cached is None:
-            cached = self._members[k] = np.array(
-                [(config_rows == j) & (target[:, k] >= 1) for j in range(len(self.plan.per_config))])
+            cached = self._members[k] = [np.flatnonzero((config_rows == j) & (target[:, k] >= 1))
+                                         for j in range(len(self.plan.per_config))]
         return cached
 
     def _count(self, node: str, k: int, sign: int) -> None:
@@ -162,7 +162,7 @@ class LotesBook:
     def _rebuild(self, view: NodeMatrixView) -> None:
         rows, k = len(view.names), self.classes
         self._names = list(view.names)
-        self._members: dict[int, np.ndarray] = {}
+        self._members: dict[int, list[np.ndarray]] = {}
         self._index = {n: i for i, n in enumerate(self._names) if n is not None}
         self._config_rows = np.full(rows, -1, dtype=np.int64)
         self._target_rows = np.zeros((rows, k), dtype=np.int64)

@@ -44,8 +44,8 @@ class LotesPlacement(_Policy):
         config_rows, target, running = self.book.arrays(view)
         if self._round is None or self._round.shape != running.shape:
             self._round = np.zeros_like(running)
-        counts = running[:, k] + self._round[:, k]
-        row = choose_row(k, s.ok, config_rows, target[:, k], counts, plan, view, rng, self.book.members(view, k))
+        row = choose_row(k, s.ok, config_rows, target[:, k], running[:, k], plan, view, rng,
+                         self.book.members(view, k), self._round[:, k])
         if row is not None:
             self._round[row, k] += 1
         return row
