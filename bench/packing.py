@@ -29,6 +29,8 @@ from bench.workloads import LOTES_JOB_CLASSES, LOTES_MACHINES, MAX_CORES, MAX_ME
 from tcluster.resources import Resources  # noqa: E402
 from tcluster.scheduler.nodestate import NodeMatrix  # noqa: E402
 from tcluster.scheduler.placement import PLACEMENT_POLICIES, make_placement  # noqa: E402
+from tcluster.scheduler.lotes.classes import learn_classes  # noqa: E402
+from tcluster.scheduler.lotes.resolve import plan_for  # noqa: E402
 
 MiB = 2**20
 FILL = 0.95   # the stream asks for this much of the cluster's capacity in its scarcest resource
@@ -74,6 +76,11 @@ def pack(policy: str, nodes: list[Resources], tasks: list[Resources], seed: int)
     for i, capacity in enumerate(nodes):
         matrix.upsert(f"n{i:03d}", capacity, {})
     chooser, rng, view = make_placement(policy), random.Random(seed), matrix.view()
+    if getattr(chooser, "book", None) is not None:   # lotes: classes by k-means over the stream
+        classes = learn_classes([view.request_vector(t) for t in tasks], view.scale, 4, random.Random(seed))
+        outcome = plan_for([(n, c, {}) for n, c in zip(matrix.names, nodes)], matrix.kinds, classes)
+        chooser.book.adopt(outcome.plan) if outcome.plan else chooser.book.drop(outcome.reason)
+        chooser.begin_round()   # one round: the policy counts its own choices
     pending, util = 0, None
     for task in tasks:
         row = chooser.choose(view.request_vector(task), view, None, rng)

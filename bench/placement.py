@@ -4,7 +4,10 @@ plain-Python loop reference that makes the same decisions, side by side in one r
 The cluster follows the LoTES paper's Table 1 shapes; tasks follow its Table 2 classes
 and 20% carry constraints. The stream keeps the cluster busy but not full: after each
 placement one earlier task may finish. Both sides replay the same operations; their
-decisions are compared and must be identical.
+decisions are compared and must be identical (lotes has no loop reference: it follows a
+plan solved for the cluster with Table 2's classes, and the book is told of every start
+and end as the master would). Last, the offline solve time (both LPs and the bins) for
+Table 1's ten configurations at full scale and 4-9 classes.
 
     .venv/bin/python bench/placement.py [--decisions 4000] [--sizes 100,1000,10000]
 """
@@ -24,6 +27,10 @@ from tcluster.scheduler.matching import EligibleCache  # noqa: E402
 from tcluster.scheduler.nodestate import NodeMatrix  # noqa: E402
 from tcluster.scheduler.placement import PLACEMENT_POLICIES, make_placement  # noqa: E402
 from tcluster.scheduler.placement_reference import reference_choose  # noqa: E402
+from bench.workloads import LOTES_JOB_CLASSES, LOTES_MACHINES, MAX_CORES, MAX_MEMORY  # noqa: E402
+from tcluster.scheduler.lotes.lp import solve  # noqa: E402
+from tcluster.scheduler.lotes.model import Configuration, JobClass, Problem  # noqa: E402
+from tcluster.scheduler.lotes.resolve import plan_for  # noqa: E402
 
 FINISH_PROBABILITY = 0.9   # per placement: one running task ends, so the cluster stays busy
 
@@ -38,6 +45,9 @@ def run_vectorized(policy: str, nodes: list[BenchNode], tasks: list[BenchTask],
         matrix.upsert(node.name, node.capacity, node.labels)
     chooser, cache, rng, churn = make_placement(policy), EligibleCache(), random.Random(seed), random.Random(seed + 1)
     view, running, decisions, in_policy, placing = matrix.view(), [], [], 0.0, 0.0
+    book = getattr(chooser, "book", None)
+    if book is not None:
+        book.adopt(lotes_plan(nodes, matrix.kinds))
     for task in tasks:
         start = time.perf_counter()
         eligible = cache.eligible(parse_constraints(task.constraints), matrix)
@@ -49,11 +59,41 @@ def run_vectorized(policy: str, nodes: list[BenchNode], tasks: list[BenchTask],
         if row is not None:
             matrix.allocate(view.names[row], task.request)
             running.append((view.names[row], task.request))
+            if book is not None:   # the master tells the book on commit
+                book.started(view.names[row], book.classify(request))
         placing += time.perf_counter() - start
         if running and churn.random() < FINISH_PROBABILITY:
             name, request = running.pop(churn.randrange(len(running)))
             matrix.release(name, request)
+            if book is not None:
+                book.ended(name, book.classify(view.request_vector(request)))
     return decisions, placing, in_policy
+
+
+def lotes_plan(nodes: list[BenchNode], kinds: list[str]):  # type: ignore[no-untyped-def]
+    classes = [JobClass(f"k{i + 1}", (c * MAX_CORES, m * MAX_MEMORY), share)
+               for i, (c, m, share) in enumerate(LOTES_JOB_CLASSES)]
+    outcome = plan_for([(n.name, n.capacity, n.labels) for n in nodes], kinds, classes)
+    assert outcome.plan is not None, outcome.reason
+    return outcome.plan
+
+
+def solve_times(seed: int) -> None:
+    """Both LPs and the bins for Table 1's ten configurations at full scale (12,583
+    machines), with Table 2's four classes and with 5-9 classes drawn around them."""
+    configs = tuple(Configuration(f"c{j + 1:02d}", (c, m), n) for j, (n, c, m) in enumerate(LOTES_MACHINES))
+    rng = random.Random(seed)
+    print("\noffline solve (stage 1 + bins + stage 2 + rounding), Table 1's ten configurations:")
+    print(f"{'classes':>8} {'bins':>7} {'lambda1*':>12} {'lambda2*':>12} {'seconds':>8}")
+    for k in range(4, 10):
+        base = LOTES_JOB_CLASSES + [rng.choice(LOTES_JOB_CLASSES) for _ in range(k - 4)]
+        classes = tuple(JobClass(f"k{i + 1}", (c * rng.uniform(0.7, 1.3) if i >= 4 else c,
+                                               m * rng.uniform(0.7, 1.3) if i >= 4 else m), share)
+                        for i, (c, m, share) in enumerate(base))
+        start = time.perf_counter()
+        plan = solve(Problem(("cpu", "memory"), configs, classes))
+        took = time.perf_counter() - start
+        print(f"{k:>8} {sum(len(b) for b in plan.bins):>7} {plan.lambda1:>12,.1f} {plan.lambda2:>12,.1f} {took:>8.2f}")
 
 
 def run_loop(policy: str, nodes: list[BenchNode], tasks: list[BenchTask], seed: int) -> tuple[list, float]:
@@ -101,16 +141,22 @@ def main() -> int:
         loop_tasks = tasks[: max(20, min(len(tasks), args.loop_budget // size))]
         for policy in sorted(PLACEMENT_POLICIES):
             fast, fast_s, policy_s = run_vectorized(policy, nodes, tasks, args.seed)
-            slow, slow_s = run_loop(policy, nodes, loop_tasks, args.seed)
-            fast_rate, slow_rate = len(tasks) / fast_s, len(loop_tasks) / slow_s
-            same = fast[: len(slow)] == slow
+            fast_rate = len(tasks) / fast_s
             placed = sum(d is not None for d in fast) / len(fast)
+            if policy == "lotes":   # no loop reference: it follows a solved plan
+                print(f"{size:>6} {policy:>10} {fast_rate:>13,.0f} {len(tasks) / policy_s:>12,.0f} "
+                      f"{'-':>9} {'-':>7} {placed:>6.0%}  n/a", flush=True)
+                continue
+            slow, slow_s = run_loop(policy, nodes, loop_tasks, args.seed)
+            slow_rate = len(loop_tasks) / slow_s
+            same = fast[: len(slow)] == slow
             print(f"{size:>6} {policy:>10} {fast_rate:>13,.0f} {len(tasks) / policy_s:>12,.0f} "
                   f"{slow_rate:>9,.0f} {fast_rate / slow_rate:>6.0f}x "
                   f"{placed:>6.0%}  {'yes' if same else 'NO'}", flush=True)
             if not same:
                 print("decisions differ from the reference", file=sys.stderr)
                 return 1
+    solve_times(args.seed)
     return 0
 
 

@@ -15,6 +15,7 @@ import grpc
 
 from tcluster.cli import commands
 from tcluster.cli.queues import add_queues, queues as queues_command
+from tcluster.cli.pack import add_pack, run_pack
 from tcluster.cli.sim import add_sim, run_sim
 from tcluster.cli.client import (
     EXIT_USAGE, MASTER_ENV, MasterClient, check_master_address, default_master, explain_rpc_error,
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dev(sub, common)
     add_queues(sub, common)
     add_sim(sub, common)
+    add_pack(sub, common)
     return parser
 
 
@@ -174,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
             return commands.dev(args)
         if args.command_name == "sim":   # local: no master
             return run_sim(args)
+        if args.command_name == "pack":   # local; --from-master only reads
+            return run_pack(args)
         handler = {**commands.MASTER_COMMANDS, "queues": queues_command}[args.command_name]
         with MasterClient(check_master_address(args.master)) as client:
             return handler(args, client)

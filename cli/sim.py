@@ -23,7 +23,10 @@ def add_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
         description="Discrete-event simulation of a scenario (nodes, queues, jobs) with the master's\n"
         "fairness and placement policies. Prints each job's state at the end of the run.",
         epilog="example:\n  tcl sim examples/mch-figure4.yaml --until 500 -o json\n"
-        "  tcl sim examples/mch-figure4.yaml --timeline f4.csv --plot f4.png",
+        "  tcl sim examples/mch-figure4.yaml --timeline f4.csv --plot f4.png\n"
+        "  tcl sim examples/tcluster-table3.yaml --fairness fifo --placement lotes --lotes-classes classes.yaml\n"
+        "a scenario with a `workload:` (generated arrivals) compares placement policies by response time:\n"
+        "  tcl sim examples/lotes-generated.yaml --compare lotes,tetris,first-fit --seeds 5 --plot lotes.png",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("scenario", metavar="SCENARIO.yaml")
@@ -33,6 +36,13 @@ def add_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     p.add_argument("--seed", type=int, default=0, help="for randomized placement (default 0)")
     p.add_argument("--timeline", metavar="FILE.csv", help="write each job's dominant share over time")
     p.add_argument("--plot", metavar="FILE.png", help="draw the timeline (needs matplotlib)")
+    p.add_argument("--lotes-classes", metavar="FILE", help="LoTES job classes (default: k-means over the scenario's jobs)")
+    p.add_argument("--lotes-k", type=int, default=4, metavar="K", help="classes to learn when no file is given (default 4)")
+    p.add_argument("--lotes-config-label", metavar="LABEL", help="group machines by this node label (default: by capacity)")
+    p.add_argument("--compare", metavar="P1,P2", help="workload scenarios: placement policies side by side "
+                   "(default lotes,tetris,first-fit)")
+    p.add_argument("--seeds", type=int, default=3, metavar="N", help="workload scenarios: seeds --seed .. --seed+N-1 (default 3)")
+    p.add_argument("--load", metavar="RHO,..", help="workload scenarios: loads relative to lambda* (default: the file's)")
 
 
 def run_sim(args: argparse.Namespace) -> int:
@@ -43,7 +53,10 @@ def run_sim(args: argparse.Namespace) -> int:
 
     placement = args.placement or DEFAULT_PLACEMENT
     scenario = load_scenario(args.scenario)   # InvalidArgument names the line: exit 2
-    run = simulate(scenario, args.fairness, placement, args.until, args.seed)   # unknown policy: exit 2
+    if scenario.workload is not None:
+        return run_comparison(args, scenario)
+    lotes = lotes_options(args, scenario) if placement == "lotes" else None
+    run = simulate(scenario, args.fairness, placement, args.until, args.seed, lotes)   # unknown policy: exit 2
     report = to_json(run, scenario, args.fairness, placement)
     if args.timeline:
         write_timeline(run, scenario, args.timeline)
@@ -54,6 +67,46 @@ def run_sim(args: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_FAILURE
     print(json.dumps(report, indent=2) if args.output == "json" else sim_table(report))
+    return EXIT_OK
+
+
+def lotes_options(args: argparse.Namespace, scenario: Any) -> Any:
+    from tcluster.scheduler.lotes.classes import load_classes
+    from tcluster.sim.engine import LotesOptions
+
+    kinds = tuple(dict.fromkeys(k for n in scenario.nodes for k in n.capacity.as_dict()))
+    classes = load_classes(args.lotes_classes, kinds) if args.lotes_classes else ()
+    return LotesOptions(classes, args.lotes_k, args.lotes_config_label)
+
+
+def run_comparison(args: argparse.Namespace, scenario: Any) -> int:
+    from tcluster.errors import InvalidArgument
+    from tcluster.scheduler.lotes.model import LotesUnsolvable
+    from tcluster.scheduler.placement import make_placement
+    from tcluster.sim.compare import DEFAULT_POLICIES, compare, to_json
+    from tcluster.sim.compare_report import comparison_table, parse_list, write_comparison_plot
+
+    policies = parse_list(args.compare) or ([args.placement] if args.placement else list(DEFAULT_POLICIES))
+    for policy in policies:
+        make_placement(policy)   # an unknown name: exit 2 with the list
+    try:
+        loads = parse_list(args.load, float)
+    except ValueError:
+        raise InvalidArgument("--load", f"{args.load!r} is not a list of numbers like 0.9,0.95") from None
+    if args.seeds < 1:
+        raise InvalidArgument("--seeds", "must be >= 1")
+    try:
+        runs, solves, timelines = compare(scenario, policies, range(args.seed, args.seed + args.seeds), loads)
+    except LotesUnsolvable as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    if args.plot:
+        try:
+            write_comparison_plot(runs, timelines, args.plot, str(args.scenario))
+        except RuntimeError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_FAILURE
+    print(json.dumps(to_json(runs, solves), indent=2) if args.output == "json" else comparison_table(runs, solves))
     return EXIT_OK
 
 

@@ -203,9 +203,15 @@ class Tetris(_Policy):
         return _highest(s, view.rank)
 
 
+def _lotes() -> PlacementPolicy:
+    """LoTES bin targets (scheduler/lotes); imported late: it builds on the classes above."""
+    from tcluster.scheduler.lotes.policy import LotesPlacement
+    return LotesPlacement()
+
+
 PLACEMENT_POLICIES: dict[str, Callable[[], PlacementPolicy]] = {
-    policy.name: policy
-    for policy in (AffinityNumberBestFit, FirstFit, RandomFit, BestFit, WorstFit, Tetris)
+    **{policy.name: policy for policy in (AffinityNumberBestFit, FirstFit, RandomFit, BestFit, WorstFit, Tetris)},
+    "lotes": _lotes,
 }
 DEFAULT_PLACEMENT = AffinityNumberBestFit.name
 

@@ -43,7 +43,7 @@ def reference_choose(policy: str, request: Row, free: Sequence[Row], scale: Row,
     if policy in ("best-fit", "worst-fit"):
         kind = _dominant(request, scale)
         return _best(rows, lambda i: free[i][kind] - request[kind], lowest=policy == "best-fit")
-    if policy == "anbf":
+    if policy in ("anbf", "lotes"):   # lotes without a plan decides as anbf
         def distance(i: int) -> float:
             total = 0.0
             for kind, amount in enumerate(request):

@@ -65,6 +65,9 @@ def schedule_round(
         book.hold(job_id, view.request_vector(spec.resources),
                   cache.eligible(parse_constraints(node_requirements(spec)), nodes), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
+    begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes)
+    if begin is not None:
+        begin()
     with nodes.tentative():
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec

@@ -54,6 +54,14 @@ class JobTrack:
 
 
 @dataclass(frozen=True)
+class LotesOptions:
+    """`--placement lotes` in the simulator: classes from a file, or k-means over the jobs."""
+    classes: tuple = ()
+    k: int = 4
+    config_label: str | None = None
+
+
+@dataclass(frozen=True)
 class SimRun:
     """Everything the report needs, taken when the run ended."""
     end: float
@@ -62,16 +70,20 @@ class SimRun:
     capacity: Resources
     counters: dict[str, int]
     timeline: tuple[tuple[float, tuple[float, ...]], ...]   # (time, share per scenario job)
+    lotes: dict | None = None              # the plan LoTES followed, or why it fell back
 
 
 class Simulator:
-    def __init__(self, scenario: Scenario, fairness: str, placement: str, seed: int = 0) -> None:
+    def __init__(self, scenario: Scenario, fairness: str, placement: str, seed: int = 0,
+                 lotes: LotesOptions | None = None) -> None:
         self.scenario = scenario
         self.fairness, self.placement = make_fairness(fairness), make_placement(placement)
         self.rng = random.Random(seed)
         self.matrix = NodeMatrix()
         for node in scenario.nodes:
             self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=True)
+        self.lotes_book = getattr(self.placement, "book", None)   # the LoTES policy's targets and counts
+        self.lotes = self._plan_lotes(lotes or LotesOptions(), seed) if self.lotes_book is not None else None
         self.capacity = self.matrix.total_capacity()
         self.cache = EligibleCache()
         self.book = Reservations(scenario.reserve_after_s)
@@ -81,6 +93,31 @@ class Simulator:
         self.counters = {"events": 0, "rounds": 0, "tasks_placed": 0, "tasks_done": 0}
         self.timeline: list[tuple[float, tuple[float, ...]]] = []
         self._mu = {j.name: j.resources.dominant_share(self.capacity) for j in scenario.jobs}
+
+    def _plan_lotes(self, options: LotesOptions, seed: int) -> dict:
+        """What the master does off its event loop: classes (file or learned), then stages 1-2."""
+        from tcluster.scheduler.lotes.classes import learn_classes
+        from tcluster.scheduler.lotes.resolve import plan_for
+
+        kinds = tuple(self.matrix.kinds)
+        nodes = [(n.name, n.capacity, dict(n.labels)) for n in self.scenario.nodes]
+        classes = options.classes
+        if not classes:   # k-means over the tasks the scenario will submit (one point per task, capped per job)
+            view = self.matrix.view()
+            points = [view.request_vector(j.resources) for j in self.scenario.jobs for _ in range(min(j.tasks, 100))]
+            classes = learn_classes([p for p in points if p is not None], view.scale, options.k, random.Random(seed))
+        outcome = plan_for(nodes, kinds, classes, options.config_label)
+        if outcome.plan is None:
+            self.lotes_book.drop(outcome.reason)
+            return {"plan": False, "reason": outcome.reason}
+        self.lotes_book.adopt(outcome.plan)
+        plan = outcome.plan
+        return {"plan": True, "classes": [c.name for c in plan.problem.classes], "lambda1": plan.lambda1,
+                "lambda2": plan.lambda2, "notes": list(plan.notes)}
+
+    def _classify(self, resources: Resources) -> int | None:
+        vector = self.matrix.view().request_vector(resources)
+        return None if vector is None or self.lotes_book is None else self.lotes_book.classify(vector)
 
     def run(self, until: float | None = None) -> SimRun:
         for job in self.scenario.jobs:
@@ -97,7 +134,7 @@ class Simulator:
         end = now if until is None else until
         self._sample(end, force=True)   # the last row is the state the report gives
         tracks = tuple(self.tracks[j.name] for j in self.scenario.jobs if j.name in self.tracks)
-        return SimRun(end, tracks, self.matrix, self.capacity, dict(self.counters), tuple(self.timeline))
+        return SimRun(end, tracks, self.matrix, self.capacity, dict(self.counters), tuple(self.timeline), self.lotes)
 
     def _push(self, time: float, kind: int, name: str, index: int) -> None:
         self.seq += 1
@@ -113,6 +150,8 @@ class Simulator:
         track = self.tracks[name]
         task = track.running.pop(index)
         self.matrix.release(task.node, track.spec.resources)
+        if (k := self._classify(track.spec.resources)) is not None:
+            self.lotes_book.ended(task.node, k)
         track.done += 1
         self.counters["tasks_done"] += 1
         next(r for r in reversed(track.runs) if r.task == index).end = now
@@ -146,6 +185,8 @@ class Simulator:
         track.running[index] = Task(track.spec.name, index, TaskState.RUNNING, node=node, attempt=1)
         track.runs.append(TaskRun(index, node, now))
         self.matrix.allocate(node, track.spec.resources)
+        if (k := self._classify(track.spec.resources)) is not None:
+            self.lotes_book.started(node, k)   # as the master tells the book on commit
         self.counters["tasks_placed"] += 1
         if track.spec.duration is not None:
             self._push(now + track.spec.duration, _END, track.spec.name, index)
@@ -170,5 +211,6 @@ def _window(request: np.ndarray | None, free_total: np.ndarray, pending: int) ->
     return min(pending, (min(bounds) if bounds else pending) + 1)
 
 
-def simulate(scenario: Scenario, fairness: str, placement: str, until: float | None = None, seed: int = 0) -> SimRun:
-    return Simulator(scenario, fairness, placement, seed).run(until)
+def simulate(scenario: Scenario, fairness: str, placement: str, until: float | None = None, seed: int = 0,
+             lotes: LotesOptions | None = None) -> SimRun:
+    return Simulator(scenario, fairness, placement, seed, lotes).run(until)

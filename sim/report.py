@@ -46,6 +46,7 @@ def to_json(run: SimRun, scenario: Scenario, fairness: str, placement: str) -> J
         "jobs": [job_json(t, run.capacity) for t in run.tracks],
         "nodes": nodes,
         "metrics": metrics(run, scenario, fairness, placement),
+        **({"lotes": run.lotes} if run.lotes is not None else {}),
     }
 
 

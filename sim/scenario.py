@@ -8,6 +8,9 @@
     jobs:
       - {name: a, queue: ads.prod, submit: 0, tasks: 100, resources: {cpu: 1, memory: 2Gi}, duration: 30}
 
+A scenario may give a `workload:` (arrival processes over job classes, see
+sim/workload.py) instead of, or beside, `jobs`.
+
 `duration` is seconds per task, or null to run until the end. Optional per job:
 `weight` (default 1) and `constraints` (as `tcl submit --constraint`). Optional at the
 top: `reserve_after_s`. Every error names the line and the path, e.g.
@@ -28,8 +31,9 @@ from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_locat
 from tcluster.scheduler.reasons import never_fits_reason
 from tcluster.scheduler.reservations import DEFAULT_RESERVE_AFTER_S
 from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, format_path, load_located
+from tcluster.sim.workload import Workload, parse_workload
 
-_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s")
+_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
 _JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints")
 
@@ -60,6 +64,7 @@ class Scenario:
     jobs: tuple[SimJob, ...]
     reserve_after_s: float = DEFAULT_RESERVE_AFTER_S
     source: str = ""
+    workload: Workload | None = None     # generated arrivals (sim/workload.py) instead of `jobs`
 
 
 def load_scenario(path: FsPath | str) -> Scenario:
@@ -79,9 +84,13 @@ def parse_scenario(text: str, source: str) -> Scenario:
             raise doc.error((key,), f"unknown key; a scenario has {', '.join(_TOP_KEYS)}")
     nodes = _nodes(doc)
     queues = QueueTree(queues_from_located(doc, ("queues",)), source) if "queues" in doc.value else default_tree()
-    jobs = _jobs(doc, queues, nodes)
+    workload = None
+    if "workload" in doc.value:
+        kinds = tuple(dict.fromkeys(k for n in nodes for k in n.capacity.as_dict()))
+        workload = parse_workload(doc, kinds)
+    jobs = _jobs(doc, queues, nodes) if workload is None or "jobs" in doc.value else ()
     reserve = doc.value.get("reserve_after_s", DEFAULT_RESERVE_AFTER_S)
-    return Scenario(nodes, queues, jobs, _number(doc, ("reserve_after_s",), reserve, minimum=0.0), source)
+    return Scenario(nodes, queues, jobs, _number(doc, ("reserve_after_s",), reserve, minimum=0.0), source, workload)
 
 
 def _list(doc: Located, key: str) -> list[Any]:
