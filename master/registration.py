@@ -10,6 +10,7 @@ import re
 from tcluster.bounds import MAX_LABELS, check_count, check_name, quote
 from tcluster.errors import InvalidArgument
 from tcluster.master.actions import Registration
+from tcluster.resources import MAX_AMOUNT
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$")
 _TASK_ID = re.compile(r"^[0-9a-f]{8}\.[0-9]{1,5}$")
@@ -22,8 +23,10 @@ def check_registration(reg: Registration) -> None:
                               "starting with a letter or digit")
     for field, res in (("capacity", reg.capacity), ("reserved", reg.reserved)):
         for kind, amount in res.as_dict().items():
-            if not math.isfinite(amount) or amount < 0:
-                raise InvalidArgument(f"register.{field}.{kind[:40]}", f"{amount!r} must be a finite amount >= 0")
+            if not math.isfinite(amount) or amount < 0 or amount > MAX_AMOUNT:
+                raise InvalidArgument(f"register.{field}.{kind[:40]}",
+                                      f"{amount!r} must be a finite amount from 0 to {MAX_AMOUNT:g}")
+        check_count(f"register.{field}", res.other, 32)
     if reg.capacity.cpu <= 0 or reg.capacity.memory <= 0:
         raise InvalidArgument("register.capacity", "cpu and memory must be > 0")
     if reg.reserved.shortfall(reg.capacity):

@@ -15,6 +15,7 @@ MEMORY = "memory"
 # Float slack for fractional cores, so 0.1 + 0.2 fits in 0.3.
 _EPSILON = 1e-9
 _KIND = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+MAX_AMOUNT = 2.0**60          # of any kind (an EiB of memory, 10^18 cores): beyond it int64 wire fields overflow
 
 
 @dataclass(frozen=True)
@@ -73,8 +74,8 @@ class Resources:
 
     def validate_request(self, field: str = "resources") -> None:
         for kind, amount in self.as_dict().items():
-            if not math.isfinite(amount) or amount < 0:
-                raise InvalidArgument(f"{field}.{kind}", f"{amount!r} must be a finite amount >= 0")
+            if not math.isfinite(amount) or amount < 0 or amount > MAX_AMOUNT:
+                raise InvalidArgument(f"{field}.{kind[:40]}", f"{amount!r} must be a finite amount from 0 to {MAX_AMOUNT:g}")
         if self.cpu == 0 and self.memory == 0 and not self.other:
             raise InvalidArgument(field, "request is empty; ask for some cpu and/or memory (e.g. --cpu 0.5 --mem 256Mi)")
 
