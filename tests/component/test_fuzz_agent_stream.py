@@ -12,6 +12,7 @@ last test restarts the master and finds every job and node as they were."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import grpc
@@ -20,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.component.fuzz_strategies import (
-    EXAMPLES, FUZZ, RPC_TIMEOUT_S, BackgroundMaster, Shown, check_alive, check_restart_keeps_everything,
+    EXAMPLES, FUZZ, RPC_TIMEOUT_S, SCALE, BackgroundMaster, Shown, check_alive, check_restart_keeps_everything,
     floats, int32s, int64s, register_summary, reply_problem, resources, shown, small_texts, str_maps, texts,
     uint64s,
 )
@@ -28,7 +29,7 @@ from tcluster.v1 import agent_pb2, agent_pb2_grpc, common_pb2, jobs_pb2
 
 T = TypeVar("T")
 STREAM_TIMEOUT_S = 5.0
-AGENT_FUZZ = FUZZ.__class__(FUZZ, max_examples=80)
+AGENT_FUZZ = FUZZ.__class__(FUZZ, max_examples=int(80 * SCALE))
 NODES = [f"fz-{i}" for i in range(6)]
 REAL_NODE = "real-agent"
 REAL: dict[str, list[str]] = {"job": [], "tasks": []}     # the real agent's running job and task ids
@@ -46,9 +47,19 @@ def master(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
         job = running.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=RPC_TIMEOUT_S)
         REAL["job"], REAL["tasks"] = [job.id], [t.id for t in job.tasks]
         _wait_real_running(running)
+        _submit_bait(running)
         yield running
     finally:
         running.close()
+
+
+def _submit_bait(master: BackgroundMaster) -> None:
+    """200 tasks of 3 cpus: they fit the real node's size but not its 1 free cpu, so they
+    wait, and every fuzzed node that registers (inf capacity, odd free resources from its
+    heartbeats) goes through placement."""
+    spec = jobs_pb2.JobSpec(command=["sleep"], tasks=200)
+    spec.resources.cpu, spec.resources.memory = 3, 2**20
+    master.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=RPC_TIMEOUT_S)
 
 
 def _real_job(master: BackgroundMaster) -> jobs_pb2.Job:
@@ -221,6 +232,54 @@ def test_mixed_streams(master: BackgroundMaster, messages: list[Shown]) -> None:
 def test_first_message_alone(master: BackgroundMaster, message: Shown) -> None:
     """A stream of one message of any kind: a non-Register first is refused, nothing else."""
     _exercise(master, "alone", [message])
+
+
+def _register(node: str, **fields: object) -> agent_pb2.AgentMessage:
+    reg = agent_pb2.Register(node=node)
+    reg.capacity.cpu, reg.capacity.memory = 4, 2**33
+    for path, value in fields.items():
+        holder, _, name = path.rpartition("__")
+        target = getattr(reg, holder) if holder else reg
+        if name in ("cpu", "memory"):
+            setattr(target, name, value)
+        else:
+            target.other[name] = value
+    return agent_pb2.AgentMessage(register=reg)
+
+
+def _beat(cpu: float, memory: int) -> agent_pb2.AgentMessage:
+    beat = agent_pb2.Heartbeat(sent_at=time.time())
+    beat.free.cpu, beat.free.memory = cpu, memory
+    return agent_pb2.AgentMessage(heartbeat=beat)
+
+
+EXTREMES: dict[str, list[agent_pb2.AgentMessage]] = {
+    "memory int64 max": [_register("extreme", capacity__memory=2**63 - 1)],
+    "memory int64 max, reserved -1": [_register("extreme", capacity__memory=2**63 - 1, reserved__memory=-1)],
+    "cpu inf": [_register("extreme", capacity__cpu=float("inf"))],
+    "cpu 1e308": [_register("extreme", capacity__cpu=1e308)],
+    "reserved negative": [_register("extreme", reserved__cpu=-5.0, reserved__memory=-(2**40))],
+    "other inf": [_register("extreme", capacity__net=float("inf"))],
+    "heartbeat free int64 max": [_register("extreme"), _beat(4, 2**63 - 1)],
+    "heartbeat free nan/-inf": [_register("extreme"), _beat(float("nan"), -(2**63))],
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXTREMES))
+def test_extreme_capacity_keeps_every_read_working(tmp_path: Path, case: str) -> None:
+    """A node registering an extreme but well-formed capacity is accepted or refused, and
+    then Submit, Get, List, ListNodes and ListQueues still answer, also after a restart
+    (the node is stored): one agent cannot break `tcl nodes` for good."""
+    running = BackgroundMaster(tmp_path)
+    try:
+        EXAMPLES["Connect/extreme"] += 1
+        code, details = _connect(running, EXTREMES[case])
+        assert reply_problem(code, details) is None, f"{case}: {reply_problem(code, details)}"
+        check_alive(running, case)
+        running.restart()
+        check_alive(running, f"{case}, after a restart")
+    finally:
+        running.close()
 
 
 def test_zz_restart_finds_everything_as_it_was(master: BackgroundMaster) -> None:
