@@ -12,7 +12,6 @@ last test restarts the master and finds every job and node as they were."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import grpc
@@ -232,54 +231,6 @@ def test_mixed_streams(master: BackgroundMaster, messages: list[Shown]) -> None:
 def test_first_message_alone(master: BackgroundMaster, message: Shown) -> None:
     """A stream of one message of any kind: a non-Register first is refused, nothing else."""
     _exercise(master, "alone", [message])
-
-
-def _register(node: str, **fields: object) -> agent_pb2.AgentMessage:
-    reg = agent_pb2.Register(node=node)
-    reg.capacity.cpu, reg.capacity.memory = 4, 2**33
-    for path, value in fields.items():
-        holder, _, name = path.rpartition("__")
-        target = getattr(reg, holder) if holder else reg
-        if name in ("cpu", "memory"):
-            setattr(target, name, value)
-        else:
-            target.other[name] = value
-    return agent_pb2.AgentMessage(register=reg)
-
-
-def _beat(cpu: float, memory: int) -> agent_pb2.AgentMessage:
-    beat = agent_pb2.Heartbeat(sent_at=time.time())
-    beat.free.cpu, beat.free.memory = cpu, memory
-    return agent_pb2.AgentMessage(heartbeat=beat)
-
-
-EXTREMES: dict[str, list[agent_pb2.AgentMessage]] = {
-    "memory int64 max": [_register("extreme", capacity__memory=2**63 - 1)],
-    "memory int64 max, reserved -1": [_register("extreme", capacity__memory=2**63 - 1, reserved__memory=-1)],
-    "cpu inf": [_register("extreme", capacity__cpu=float("inf"))],
-    "cpu 1e308": [_register("extreme", capacity__cpu=1e308)],
-    "reserved negative": [_register("extreme", reserved__cpu=-5.0, reserved__memory=-(2**40))],
-    "other inf": [_register("extreme", capacity__net=float("inf"))],
-    "heartbeat free int64 max": [_register("extreme"), _beat(4, 2**63 - 1)],
-    "heartbeat free nan/-inf": [_register("extreme"), _beat(float("nan"), -(2**63))],
-}
-
-
-@pytest.mark.parametrize("case", sorted(EXTREMES))
-def test_extreme_capacity_keeps_every_read_working(tmp_path: Path, case: str) -> None:
-    """A node registering an extreme but well-formed capacity is accepted or refused, and
-    then Submit, Get, List, ListNodes and ListQueues still answer, also after a restart
-    (the node is stored): one agent cannot break `tcl nodes` for good."""
-    running = BackgroundMaster(tmp_path)
-    try:
-        EXAMPLES["Connect/extreme"] += 1
-        code, details = _connect(running, EXTREMES[case])
-        assert reply_problem(code, details) is None, f"{case}: {reply_problem(code, details)}"
-        check_alive(running, case)
-        running.restart()
-        check_alive(running, f"{case}, after a restart")
-    finally:
-        running.close()
 
 
 def test_zz_restart_finds_everything_as_it_was(master: BackgroundMaster) -> None:
