@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.component.fuzz_strategies import (
-    EXAMPLES, FUZZ, RPC_TIMEOUT_S, BackgroundMaster, Shown, check_alive, check_restart_keeps_everything,
+    EXAMPLES, FUZZ, RPC_TIMEOUT_S, SCALE, BackgroundMaster, Shown, check_alive, check_restart_keeps_everything,
     floats, int32s, int64s, register_summary, reply_problem, resources, shown, small_texts, str_maps, texts,
     uint64s,
 )
@@ -28,7 +28,7 @@ from tcluster.v1 import agent_pb2, agent_pb2_grpc, common_pb2, jobs_pb2
 
 T = TypeVar("T")
 STREAM_TIMEOUT_S = 5.0
-AGENT_FUZZ = FUZZ.__class__(FUZZ, max_examples=80)
+AGENT_FUZZ = FUZZ.__class__(FUZZ, max_examples=int(80 * SCALE))
 NODES = [f"fz-{i}" for i in range(6)]
 REAL_NODE = "real-agent"
 REAL: dict[str, list[str]] = {"job": [], "tasks": []}     # the real agent's running job and task ids
@@ -46,9 +46,19 @@ def master(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
         job = running.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=RPC_TIMEOUT_S)
         REAL["job"], REAL["tasks"] = [job.id], [t.id for t in job.tasks]
         _wait_real_running(running)
+        _submit_bait(running)
         yield running
     finally:
         running.close()
+
+
+def _submit_bait(master: BackgroundMaster) -> None:
+    """200 tasks of 3 cpus: they fit the real node's size but not its 1 free cpu, so they
+    wait, and every fuzzed node that registers (inf capacity, odd free resources from its
+    heartbeats) goes through placement."""
+    spec = jobs_pb2.JobSpec(command=["sleep"], tasks=200)
+    spec.resources.cpu, spec.resources.memory = 3, 2**20
+    master.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=RPC_TIMEOUT_S)
 
 
 def _real_job(master: BackgroundMaster) -> jobs_pb2.Job:

@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.component.fuzz_strategies import (
-    EXAMPLES, FUZZ, RPC_TIMEOUT_S, BackgroundMaster, Shown, check_alive, check_reply, check_restart_keeps_everything,
+    EXAMPLES, FUZZ, RPC_TIMEOUT_S, SCALE, BackgroundMaster, Shown, check_alive, check_reply, check_restart_keeps_everything,
     full_spec, int32s, int64s, job_specs, outcome, register_summary, shown, small_texts, texts,
 )
 from tcluster.v1 import jobs_pb2
@@ -53,7 +53,13 @@ def _exercise(master: BackgroundMaster, name: str, call: Callable[[], object]) -
 
 
 def _logs(master: BackgroundMaster, request: jobs_pb2.LogsRequest) -> bytes:
-    return b"".join(chunk.data for chunk in master.jobs.Logs(request, timeout=RPC_TIMEOUT_S))
+    """A followed log may legitimately stay open: then our own short deadline ends it."""
+    try:
+        return b"".join(chunk.data for chunk in master.jobs.Logs(request, timeout=2 if request.follow else RPC_TIMEOUT_S))
+    except grpc.RpcError as error:
+        if request.follow and error.code() is grpc.StatusCode.DEADLINE_EXCEEDED:  # type: ignore[attr-defined]
+            return b""
+        raise
 
 
 @FUZZ
@@ -99,7 +105,7 @@ def test_cluster_service(master: BackgroundMaster, calls: list[str]) -> None:
         _exercise(master, name, lambda: rpc(request, timeout=RPC_TIMEOUT_S))
 
 
-@FUZZ.__class__(FUZZ, max_examples=60)
+@FUZZ.__class__(FUZZ, max_examples=int(60 * SCALE))
 @given(ops=st.lists(st.tuples(st.sampled_from(["submit", "get", "cancel", "list"]), shown(job_specs(huge=False)),
                               st.one_of(st.just(""), job_ids(huge=False))),
                     min_size=2, max_size=5))

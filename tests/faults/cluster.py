@@ -163,7 +163,8 @@ class Cluster:
     # ---- agents ----
 
     def start_agent(self, tag: str, proxied: bool = False, cpus: str = "2", memory: str = "2Gi",
-                    *extra: str) -> Agent:
+                    extra: tuple[str, ...] = ()) -> Agent:
+        """A new node named after `tag` (and this pid), behind its own proxy if `proxied`."""
         name = node_name(tag)
         target = self.address.rpartition(":")
         proxy = TcpProxy((target[0], int(target[2]))) if proxied else None

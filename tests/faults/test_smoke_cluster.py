@@ -1,20 +1,31 @@
-"""The cluster helper itself: a master and a proxied agent run one job; the watch sees it."""
+"""The cluster helper itself: a master and a proxied agent run jobs; the watch sees them."""
 
 from __future__ import annotations
 
-from tests.faults.cluster import Cluster, task_cgroups
+from tests.faults.cluster import Cluster, split_key, task_cgroups, wait_for
 from tests.faults.watch import Watch, check_consistent
 
 
-def test_a_job_runs_through_a_proxied_agent(cluster: Cluster) -> None:
+def test_jobs_run_through_a_proxied_agent(cluster: Cluster) -> None:
+    """Proves the helpers work: a running task shows as one cgroup key of its attempt, a
+    cancel removes it, a job's output comes back through `tcl logs`, the watch saw no breach."""
     cluster.start_master()
     agent = cluster.start_agent("smoke", proxied=True)
     watch = Watch(lambda: cluster.address, lambda: list(cluster.agents)).start()
-    job_id = cluster.submit("sh", "-c", "sleep 3; echo hi")   # long enough for a `tcl status` poll to see RUNNING
-    watch.watch(job_id)
-    cluster.wait_task(job_id, lambda t: t["state"] == "RUNNING", "RUNNING")
-    assert [k.startswith(f"{job_id}.0.") for k in task_cgroups(agent.name)] == [True]
-    job = cluster.wait_job(job_id, {"SUCCEEDED", "FAILED"})
-    assert job["state"] == "SUCCEEDED" and job["tasks"][0]["node"] == agent.name
-    assert watch.stop() == [] and watch.samples > 0
-    assert cluster.tcl("logs", job_id).stdout == "hi\n"
+    sleeper = cluster.submit("sleep", "300")
+    echo = cluster.submit("sh", "-c", "echo hi")
+    watch.watch(sleeper, echo)
+    try:
+        job = cluster.wait_task(sleeper, lambda t: t["state"] == "RUNNING", "RUNNING")
+        task = job["tasks"][0]
+        assert [split_key(k) for k in task_cgroups(agent.name) if k.startswith(sleeper)] == [(task["id"], 1)]
+        cluster.tcl("cancel", sleeper)
+        wait_for(lambda: not [k for k in task_cgroups(agent.name) if k.startswith(sleeper)], 30, "cgroup removed")
+        done = cluster.wait_job(echo, {"SUCCEEDED", "FAILED"})
+        killed = cluster.wait_task(sleeper, lambda t: t["state"] == "KILLED", "KILLED")
+    finally:
+        violations = watch.stop()
+    assert done["state"] == "SUCCEEDED" and done["tasks"][0]["node"] == agent.name
+    assert cluster.tcl("logs", echo).stdout == "hi\n"
+    assert killed["state"] == "CANCELLED" and check_consistent(killed) == []
+    assert violations == [] and watch.samples > 0
