@@ -1,0 +1,235 @@
+"""Bounded usage history: per task, per node, per queue and for the whole cluster.
+
+Sans-IO: plain data structures fed from the master's applied steps; `historydb` persists
+them in batches. Every series keeps two tiers of fixed-size rings:
+
+- recent: one bucket per heartbeat interval, for `recent_s` (default 10 min);
+- long:   one bucket per `long_step_s` (default 5 min), for `long_s` (default 24 h).
+
+A bucket holds the mean of the rates (CPU, I/O: a counter's mean rate over the bucket)
+and the maximum of the levels (memory, pids: what a limit or the OOM killer sees). Values
+are stored as bfloat16 (the upper half of a float32: 8-bit exponent, 3 significant
+digits), so a 1 GiB figure is kept to within 0.4% in 2 bytes. That, and implicit bucket
+times, is what keeps a task's full retention near 18 KiB (`bench/dashboard.py`).
+
+Windows are relative to a series' newest bucket, so a finished task's history stays
+readable (from the database) for as long as its job is retained."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Iterable, Sequence
+
+import numpy as np
+
+MEAN, MAX = 0, 1
+NAN_BF16 = 0x7FC0
+
+
+@dataclass(frozen=True)
+class Schema:
+    fields: tuple[str, ...]
+    aggs: tuple[int, ...]          # MEAN or MAX, per field
+
+    def index(self, name: str) -> int:
+        return self.fields.index(name)
+
+
+TASK = Schema(
+    ("cpu_user", "cpu_system", "cpu_throttled", "memory_working_set", "memory_anon", "memory_cache",
+     "memory_swap", "pids", "io_read", "io_write"),
+    (MEAN, MEAN, MEAN, MAX, MAX, MAX, MAX, MAX, MEAN, MEAN))
+NODE = Schema(
+    ("cpu_used", "memory_used", "cpu_allocated", "memory_allocated", "cpu_capacity", "memory_capacity", "tasks"),
+    (MEAN, MAX, MAX, MAX, MAX, MAX, MAX))
+QUEUE = Schema(("dominant_share", "guaranteed_share", "cpu_used", "memory_used", "running_tasks"),
+               (MEAN, MAX, MEAN, MAX, MAX))
+CLUSTER = Schema(
+    ("cpu_capacity", "cpu_allocated", "cpu_used", "memory_capacity", "memory_allocated", "memory_used",
+     "running_tasks", "pending_tasks"),
+    (MAX, MAX, MEAN, MAX, MAX, MAX, MAX, MAX))
+
+
+@dataclass(frozen=True)
+class HistoryConfig:
+    step_s: float = 1.0            # the heartbeat interval: the recent tier's resolution
+    recent_s: float = 600.0
+    long_step_s: float = 300.0
+    long_s: float = 86400.0
+
+    def tiers(self) -> list[tuple[float, int]]:
+        """(bucket seconds, buckets) per tier."""
+        return [(self.step_s, max(2, math.ceil(self.recent_s / self.step_s))),
+                (self.long_step_s, max(2, math.ceil(self.long_s / self.long_step_s)))]
+
+
+def to_bf16(values: np.ndarray) -> np.ndarray:
+    """float -> bfloat16 bits, rounded to nearest even (NaN stays NaN)."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+class Tier:
+    """A ring of `size` buckets of `step` seconds; bucket b lives at row b % size."""
+
+    __slots__ = ("step", "size", "data", "last", "acc", "count", "flushed", "aggs")
+
+    def __init__(self, step: float, size: int, schema: Schema) -> None:
+        self.step, self.size, self.aggs = step, size, schema.aggs
+        self.data = np.full((size, len(schema.fields)), NAN_BF16, dtype=np.uint16)
+        self.last = -1                 # the newest bucket (absolute number); -1: empty
+        self.acc: list[float] = []     # the newest bucket's sums (MEAN) and maxima (MAX)
+        self.count = 0
+        self.flushed = -1              # buckets up to this one are on disk (it may change again)
+
+    def add(self, t: float, values: Sequence[float]) -> None:
+        b = int(t // self.step)
+        if b < self.last:
+            return                     # late: its bucket is already closed
+        if b == self.last and self.count:
+            self.count += 1
+            self.acc = [a + v if agg == MEAN else max(a, v) for a, v, agg in zip(self.acc, values, self.aggs)]
+        else:
+            self._clear_between(self.last, b)
+            self.last, self.count, self.acc = b, 1, list(values)
+        row = [a / self.count if agg == MEAN else a for a, agg in zip(self.acc, self.aggs)]
+        self.data[b % self.size] = to_bf16(np.array(row, dtype=np.float32))
+
+    def _clear_between(self, last: int, b: int) -> None:
+        """Buckets nobody reported (a node down, a restart) become gaps."""
+        if last < 0:
+            return
+        if b - last > self.size:
+            self.data[:] = NAN_BF16
+        elif b - last > 1:
+            rows = np.arange(last + 1, b) % self.size
+            self.data[rows] = NAN_BF16
+
+    def put_rows(self, first: int, rows: np.ndarray) -> None:
+        """Restores buckets first.. from disk (a later chunk overwrites an earlier one)."""
+        end = first + len(rows) - 1
+        if end > self.last:
+            self._clear_between(self.last, first)
+            self.last, self.count, self.acc = end, 0, []
+        keep = [i for i in range(len(rows)) if first + i > self.last - self.size]
+        for i in keep:
+            self.data[(first + i) % self.size] = rows[i]
+        self.flushed = max(self.flushed, end)
+
+    def unflushed(self) -> tuple[int, np.ndarray] | None:
+        """(first bucket, rows) not yet on disk; the newest flushed bucket is resent since it
+        may have grown."""
+        if self.last < 0 or self.last < self.flushed:
+            return None
+        first = max(self.flushed, self.last - self.size + 1, 0)
+        rows = self.data[np.arange(first, self.last + 1) % self.size].copy()
+        return first, rows
+
+    def read(self, since: float, until: float) -> tuple[np.ndarray, np.ndarray]:
+        """(bucket start times, float32 rows) within [since, until], empty buckets dropped."""
+        if self.last < 0:
+            return np.empty(0), np.empty((0, self.data.shape[1]), dtype=np.float32)
+        lo = max(self.last - self.size + 1, math.floor(since / self.step), 0)
+        hi = min(self.last, math.floor(until / self.step))
+        if hi < lo:
+            return np.empty(0), np.empty((0, self.data.shape[1]), dtype=np.float32)
+        index = np.arange(lo, hi + 1)
+        rows = from_bf16(self.data[index % self.size])
+        present = ~np.isnan(rows).all(axis=1)
+        return index[present] * self.step, rows[present]
+
+    @property
+    def newest_time(self) -> float:
+        return (self.last + 1) * self.step if self.last >= 0 else 0.0
+
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+
+class Series:
+    """One thing's usage over time in every tier."""
+
+    __slots__ = ("schema", "tiers", "dirty")
+
+    def __init__(self, schema: Schema, config: HistoryConfig) -> None:
+        self.schema = schema
+        self.tiers = [Tier(step, size, schema) for step, size in config.tiers()]
+        self.dirty = False
+
+    def add(self, t: float, values: Sequence[float]) -> None:
+        for tier in self.tiers:
+            tier.add(t, values)
+        self.dirty = True
+
+    def newest(self) -> float:
+        return max(tier.newest_time for tier in self.tiers)
+
+    def read(self, since: float, until: float) -> dict[str, object]:
+        """The finest tier that covers `since`, else the coarsest: {"t": [...], field: [...]}."""
+        tier = next((t for t in self.tiers if t.last >= 0 and since >= (t.last - t.size + 1) * t.step),
+                    self.tiers[-1])
+        times, rows = tier.read(since, until)
+        out: dict[str, object] = {"step_s": tier.step, "t": [round(x, 3) for x in times.tolist()]}
+        for i, name in enumerate(self.schema.fields):
+            out[name] = [None if v != v else v for v in rows[:, i].tolist()]
+        return out
+
+
+_USAGE = attrgetter("cpu_user_rate", "cpu_system_rate", "cpu_throttled_seconds", "memory_bytes",
+                    "memory_anon_bytes", "memory_file_bytes", "memory_swap_bytes", "pids",
+                    "io_read_bytes", "io_write_bytes", "sampled_at", "oom_kills", "cpu_rate", "memory_peak_bytes")
+
+
+@dataclass
+class TaskRecord:
+    """A task's series plus what turns its counters into rates and its OOM kills into events."""
+    job_id: str
+    node: str = ""
+    queue: str = ""
+    attempt: int = 0
+    series: Series | None = None
+    prev: tuple[float, float, float, float] | None = None   # (t, throttled s, read B, written B)
+    oom_seen: int = 0
+    ooms: list[tuple[float, int, str]] = field(default_factory=list)    # (time, kills, node)
+    peak: float = 0.0
+    ended: bool = False
+
+    def sample(self, t: float, usage: object) -> tuple[list[float], int]:
+        """The series row for one usage sample, and the OOM kills it shows that were new."""
+        (user, system, throttled, memory, anon, cache, swap, pids, read, written, at, ooms, rate,
+         peak) = _USAGE(usage)
+        t = at or t
+        if not user and not system:
+            user = rate                   # a runtime without the user/system split
+        throttle_rate = read_rate = write_rate = 0.0
+        if self.prev is not None and t > self.prev[0]:
+            dt = t - self.prev[0]
+            throttle_rate = max(0.0, throttled - self.prev[1]) / dt
+            read_rate, write_rate = max(0.0, read - self.prev[2]) / dt, max(0.0, written - self.prev[3]) / dt
+        self.prev = (t, throttled, read, written)
+        self.peak = max(self.peak, peak)
+        new_ooms = max(0, ooms - self.oom_seen)
+        self.oom_seen = max(self.oom_seen, ooms)
+        # Working set: usage minus page cache. The agent reports all file pages, not just
+        # the inactive ones, so this is a lower bound that never counts cache as usage.
+        working_set = max(0, memory - cache)
+        return [user, system, throttle_rate, working_set, anon, cache, swap, pids, read_rate, write_rate], new_ooms
+
+
+def node_values(used_cpu: float, used_memory: float, allocated: tuple[float, float],
+                capacity: tuple[float, float], tasks: int) -> list[float]:
+    return [used_cpu, used_memory, allocated[0], allocated[1], capacity[0], capacity[1], tasks]
+
+
+def sum_usage(records: Iterable[tuple[float, float]]) -> tuple[float, float]:
+    cpu = memory = 0.0
+    for c, m in records:
+        cpu += c
+        memory += m
+    return cpu, memory

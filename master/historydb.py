@@ -1,0 +1,135 @@
+"""The usage history on disk: its own SQLite file beside the master's state, written in
+batches (every `flush_s`, and at stop), never once per heartbeat.
+
+Each flush appends, per changed series and tier, the buckets since the last flush as one
+blob (bfloat16 rows), and drops chunks that fell out of the tier's window. A finished
+task is written once more and then leaves memory; it is read back from here on request
+until its job is forgotten. History is not state: `synchronous=NORMAL`, and a write error
+is logged, never fatal (the rings stay in memory and the next flush tries again)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from tcluster.master.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord
+from tcluster.master.recorder import Recorder
+
+log = logging.getLogger(__name__)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (key TEXT NOT NULL, tier INTEGER NOT NULL, first INTEGER NOT NULL,
+    last INTEGER NOT NULL, rows BLOB NOT NULL, PRIMARY KEY (key, tier, first));
+CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, info TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS oom_kills (node TEXT NOT NULL, queue TEXT NOT NULL, kills INTEGER NOT NULL,
+    PRIMARY KEY (node, queue));
+"""
+
+
+def _task_info(rec: TaskRecord) -> str:
+    return json.dumps({"job_id": rec.job_id, "node": rec.node, "queue": rec.queue, "attempt": rec.attempt,
+                       "prev": rec.prev, "oom_seen": rec.oom_seen, "ooms": rec.ooms, "peak": rec.peak,
+                       "ended": rec.ended})
+
+
+class HistoryStore:
+    def __init__(self, path: Path | str, config: HistoryConfig) -> None:
+        self.config = config
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ---- writing ----
+
+    def flush(self, rec: Recorder) -> int:
+        """Writes what changed; returns the number of series written."""
+        dirty = [(f"task:{tid}", r.series, r) for tid, r in rec.tasks.items() if r.series.dirty]
+        dirty += [(f"node:{n}", s, None) for n, s in rec.nodes.items() if s.dirty]
+        dirty += [(f"queue:{q}", s, None) for q, s in rec.queues.items() if s.dirty]
+        if rec.cluster.dirty:
+            dirty.append(("cluster", rec.cluster, None))
+        try:
+            with self._db:
+                self._db.execute("BEGIN")
+                for key, series, task in dirty:
+                    self._write_series(key, series)
+                    if task is not None:
+                        self._db.execute("INSERT OR REPLACE INTO tasks VALUES (?,?,?)",
+                                         (key[5:], task.job_id, _task_info(task)))
+                self._db.executemany("INSERT OR REPLACE INTO oom_kills VALUES (?,?,?)",
+                                     [(n, q, k) for (n, q), k in rec.oom_kills.items()])
+                for job_id in rec.forgotten:
+                    self._db.execute("DELETE FROM chunks WHERE key >= ? AND key < ?",
+                                     (f"task:{job_id}.", f"task:{job_id}/"))
+                    self._db.execute("DELETE FROM tasks WHERE job_id=?", (job_id,))
+        except sqlite3.Error as error:
+            log.error("usage history not written (kept in memory, retried at the next flush): %s", error)
+            return 0
+        for _, series, _ in dirty:
+            series.dirty = False
+            for tier in series.tiers:
+                tier.flushed = tier.last
+        rec.forgotten.clear()
+        for task_id in [t for t, r in rec.tasks.items() if r.ended]:
+            del rec.tasks[task_id]       # on disk now; read back on request
+        return len(dirty)
+
+    def _write_series(self, key: str, series: Series) -> None:
+        for number, tier in enumerate(series.tiers):
+            pending = tier.unflushed()
+            if pending is None:
+                continue
+            first, rows = pending
+            self._db.execute("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)",
+                             (key, number, first, first + len(rows) - 1, rows.tobytes()))
+            self._db.execute("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?",
+                             (key, number, tier.last - tier.size))
+
+    # ---- reading ----
+
+    def load_series(self, key: str, schema: Schema) -> Series | None:
+        rows = self._db.execute("SELECT tier, first, rows FROM chunks WHERE key=? ORDER BY tier, first",
+                                (key,)).fetchall()
+        if not rows:
+            return None
+        series = Series(schema, self.config)
+        width = len(schema.fields)
+        for tier, first, blob in rows:
+            if tier < len(series.tiers):
+                series.tiers[tier].put_rows(first, np.frombuffer(blob, dtype=np.uint16).reshape(-1, width))
+        return series
+
+    def load_task(self, task_id: str) -> TaskRecord | None:
+        row = self._db.execute("SELECT info FROM tasks WHERE id=?", (task_id,)).fetchone()
+        series = self.load_series(f"task:{task_id}", TASK)
+        if row is None or series is None:
+            return None
+        info = json.loads(row[0])
+        return TaskRecord(info["job_id"], info["node"], info["queue"], info["attempt"], series,
+                          tuple(info["prev"]) if info["prev"] else None, info["oom_seen"],
+                          [tuple(o) for o in info["ooms"]], info["peak"], info["ended"])
+
+    def restore(self, rec: Recorder, running: set[str]) -> None:
+        """After a restart: counters, node/queue/cluster series and the running tasks'."""
+        for node, queue, kills in self._db.execute("SELECT node, queue, kills FROM oom_kills"):
+            rec.oom_kills[(node, queue)] = kills
+        for (key,) in self._db.execute("SELECT DISTINCT key FROM chunks WHERE key NOT LIKE 'task:%'").fetchall():
+            kind, _, name = key.partition(":")
+            if kind == "node":
+                rec.nodes[name] = self.load_series(key, NODE)
+            elif kind == "queue":
+                rec.queues[name] = self.load_series(key, QUEUE)
+            elif kind == "cluster":
+                rec.cluster = self.load_series(key, CLUSTER) or rec.cluster
+        for task_id in running:
+            task = self.load_task(task_id)
+            if task is not None:
+                task.ended = False
+                rec.tasks[task_id] = task
