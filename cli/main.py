@@ -137,6 +137,7 @@ def add_dev(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     p.add_argument("--cpus", type=argument_type(parse_cpu, "cores, e.g. 2 or 500m"), help="CPU capacity to offer (default: detected)")
     p.add_argument("--memory", type=argument_type(parse_bytes, "a size, e.g. 4Gi"), help="memory to offer (default: detected)")
     p.add_argument("--node", metavar="NAME", help="node name (default: chosen by dev mode)")
+    p.add_argument("--http", metavar="HOST:PORT", help="dashboard address (default: 127.0.0.1:7080; `off` for none)")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper, default="WARNING",
                    help="daemon log level (default: WARNING)")
 

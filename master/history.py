@@ -171,11 +171,26 @@ class Series:
         return max(tier.newest_time for tier in self.tiers)
 
     def read(self, since: float, until: float) -> dict[str, object]:
-        """The finest tier that covers `since`, else the coarsest: {"t": [...], field: [...]}."""
-        tier = next((t for t in self.tiers if t.last >= 0 and since >= (t.last - t.size + 1) * t.step),
-                    self.tiers[-1])
-        times, rows = tier.read(since, until)
-        out: dict[str, object] = {"step_s": tier.step, "t": [round(x, 3) for x in times.tolist()]}
+        """{"t": [...], field: [...]} over [since, until]: the recent tier where it has data,
+        the coarser tiers before that (so a 24 h view ends in heartbeat detail)."""
+        parts: list[tuple[np.ndarray, np.ndarray]] = []
+        cutoff, finest = until + 1.0, 0.0
+        window_start = until + 1.0      # where the finer tier's ring begins: older data is only coarse
+        for tier in self.tiers:
+            times, rows = tier.read(since, until)
+            # a coarse bucket that overlaps finer data is left out, unless it is older than
+            # anything the finer ring can hold
+            keep = (times + tier.step <= cutoff) | (times < window_start) if parts else times <= until
+            if keep.any():
+                parts.append((times[keep], rows[keep]))
+                finest = finest or tier.step
+                cutoff = min(cutoff, float(times[keep][0]))
+            if tier.last >= 0:
+                window_start = min(window_start, (tier.last - tier.size + 1) * tier.step)
+        parts.reverse()
+        times = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
+        rows = np.concatenate([p[1] for p in parts]) if parts else np.empty((0, len(self.schema.fields)))
+        out: dict[str, object] = {"step_s": finest or self.tiers[0].step, "t": [round(x, 3) for x in times.tolist()]}
         for i, name in enumerate(self.schema.fields):
             out[name] = [None if v != v else v for v in rows[:, i].tolist()]
         return out

@@ -47,15 +47,16 @@ def test_a_ring_forgets_what_falls_out_of_its_window_and_shows_gaps() -> None:
     assert tier.data.nbytes == 5 * 2
 
 
-def test_series_reads_the_finest_tier_that_covers_the_range() -> None:
+def test_series_reads_coarse_buckets_then_the_recent_tier() -> None:
     series = Series(Schema(("x",), (MEAN,)), HistoryConfig(step_s=1.0, recent_s=60, long_step_s=10, long_s=3600))
     for t in range(0, 600):
         series.add(float(t), [float(t % 20)])
     recent = series.read(600 - 30, 600)
     assert recent["step_s"] == 1.0 and len(recent["t"]) == 30
-    old = series.read(0, 600)
-    assert old["step_s"] == 10 and len(old["t"]) == 60
-    assert old["x"][0] == pytest.approx(4.5)
+    whole = series.read(0, 600)               # 10 s buckets until the recent tier's first second
+    assert whole["t"][:3] == [0.0, 10.0, 20.0] and whole["x"][0] == pytest.approx(4.5)
+    assert whole["t"][-60:] == [float(t) for t in range(540, 600)] and whole["t"][-61] == 530.0
+    assert whole["t"] == sorted(whole["t"])
 
 
 def _state() -> MasterState:
