@@ -74,6 +74,7 @@ class Dashboard:
         app = web.Application(middlewares=[auth_middleware, errors_middleware])
         app.add_routes(Api(self.service, self).routes())
         app.add_routes([web.get("/metrics", self.metrics), web.get("/", self.index),
+                        web.get("/favicon.ico", self.no_icon),
                         web.static("/static", STATIC, follow_symlinks=False)])
         return app
 
@@ -126,6 +127,9 @@ class Dashboard:
     async def metrics(self, request: web.Request) -> web.Response:
         self.drain()
         return web.Response(body=self.exposition.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def no_icon(self, request: web.Request) -> web.Response:
+        return web.Response(status=204)
 
     async def index(self, request: web.Request) -> web.FileResponse:
         return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})

@@ -8,12 +8,14 @@ const COLORS = ["#2c6fbb", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"
                 "#ccb974", "#64b5cd"];
 const main = document.getElementById("main");
 const charts = {};          // key -> uPlot, reused across refreshes
+const oomsByKey = {};       // key -> OOM kill times: drawn as markers, and the time axis reaches them
 let page = { key: "", refresh: null, stop: null };
 
 const esc = s => String(s ?? "").replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 const bytes = b => { if (b == null) return "-"; const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
   while (Math.abs(b) >= 1024 && i < u.length - 1) { b /= 1024; i++; } return (i ? b.toFixed(1) : b.toFixed(0)) + " " + u[i]; };
 const cores = c => c == null ? "-" : (+c).toFixed(2);
+const count = v => Number.isInteger(v) ? String(v) : v.toFixed(1);
 const pct = x => (100 * (x || 0)).toFixed(1) + "%";
 const when = s => s ? new Date(s).toLocaleString() : "-";
 const rangeS = () => +document.getElementById("range").value;
@@ -59,15 +61,17 @@ function chart(key, el, title, data, labels, fmt, opts = {}) {
   const ooms = opts.ooms || [];
   box.dataset.points = data[0].length ? data.slice(1).reduce((n, ys) => n + ys.filter(v => v != null).length, 0) : 0;
   box.dataset.ooms = ooms.length;
+  oomsByKey[key] = ooms;
   const sig = labels.join("|");
   let u = charts[key];
   if (u && (u._sig !== sig || !document.body.contains(u.root))) { u.destroy(); u = null; }
   if (!u) {
     const width = Math.max(320, box.clientWidth - 12);
     u = new uPlot({ width, height: opts.height || 200,
-      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(max * 1.05, opts.minMax || 1e-9)] } },
+      scales: { x: { time: true, range: (u, min, max) => { const o = oomsByKey[key] || [];
+                                 return [Math.min(min, ...o), Math.max(max, ...o.map(t => t + 1))]; } }, y: { range: (u, min, max) => [0, Math.max(max * 1.05, opts.minMax || 1e-9)] } },
       series: [{}, ...seriesOpts(labels, { ...opts, fmt })],
-      axes: [{}, { values: (u, vals) => vals.map(fmt), size: 70 }],
+      axes: [{}, { values: (u, vals) => vals.map(fmt), size: 80 }],
       hooks: { draw: [u => drawOOMs(u, u._ooms || [])] } }, data, box.querySelector(".plot"));
     u._sig = sig; charts[key] = u;
   } else {
@@ -104,7 +108,7 @@ async function overview() {
   const s = c.series, el = document.getElementById("ov-charts");
   chart("ov-cpu", el, "CPU: capacity, allocated, used (cores)", [s.t, s.cpu_capacity, s.cpu_allocated, s.cpu_used], ["capacity", "allocated", "used"], cores, { dashes: [[6, 4]] });
   chart("ov-mem", el, "Memory: capacity, allocated, used (working set)", [s.t, s.memory_capacity, s.memory_allocated, s.memory_used], ["capacity", "allocated", "used"], bytes, { dashes: [[6, 4]] });
-  chart("ov-tasks", el, "Tasks", [s.t, s.running_tasks, s.pending_tasks], ["running", "pending"], v => v.toFixed(0));
+  chart("ov-tasks", el, "Tasks", [s.t, s.running_tasks, s.pending_tasks], ["running", "pending"], count);
 }
 
 function queueTable(queues) {
@@ -215,7 +219,7 @@ function drawJobCharts(id, u, oomTimes, sel) {
   chart("job-cpu1:" + id, el, `CPU of task ${t.index}: user, system, throttled (cores)`,
     [s.t, s.cpu_user, s.cpu_system, s.cpu_throttled], ["user", "system", "throttled"], cores, { ooms: oomTimes });
   chart("job-pids:" + id, el, `Processes of task ${t.index}` + (u.limits.pids_max ? ` (max ${u.limits.pids_max})` : ""),
-    [s.t, s.pids], ["pids"], v => v.toFixed(0), { ooms: oomTimes });
+    [s.t, s.pids], ["pids"], count, { ooms: oomTimes });
   chart("job-io:" + id, el, `I/O of task ${t.index} (bytes/s)`, [s.t, s.io_read, s.io_write], ["read", "write"], bytes, { ooms: oomTimes });
 }
 
