@@ -16,6 +16,7 @@ import grpc
 from tcluster.cli import commands
 from tcluster.cli.queues import add_queues, queues as queues_command
 from tcluster.cli.sim import add_sim, run_sim
+from tcluster.cli.top import add_top, top as top_command
 from tcluster.cli.client import (
     EXIT_USAGE, MASTER_ENV, MasterClient, check_master_address, default_master, explain_rpc_error,
 )
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dev(sub, common)
     add_queues(sub, common)
     add_sim(sub, common)
+    add_top(sub, common)
     return parser
 
 
@@ -170,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
             return commands.dev(args)
         if args.command_name == "sim":   # local: no master
             return run_sim(args)
-        handler = {**commands.MASTER_COMMANDS, "queues": queues_command}[args.command_name]
+        handler = {**commands.MASTER_COMMANDS, "queues": queues_command, "top": top_command}[args.command_name]
         with MasterClient(check_master_address(args.master)) as client:
             return handler(args, client)
     except InvalidArgument as exc:

@@ -220,8 +220,10 @@ class TaskRecord:
         (user, system, throttled, memory, anon, cache, swap, pids, read, written, at, ooms, rate,
          peak) = _USAGE(usage)
         t = at or t
-        if not user and not system:
-            user = rate                   # a runtime without the user/system split
+        # The total is cpu_rate (cpuacct.usage / cpu.stat usage_usec, the counter Prometheus
+        # sees); the tick-based user/system figures only split it.
+        split = user + system
+        user, system = (rate * user / split, rate * system / split) if split > 0 else (rate, 0.0)
         throttle_rate = read_rate = write_rate = 0.0
         if self.prev is not None and t > self.prev[0]:
             dt = t - self.prev[0]
