@@ -75,10 +75,25 @@ def from_bf16(bits: np.ndarray) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32)
 
 
-class Tier:
-    """A ring of `size` buckets of `step` seconds; bucket b lives at row b % size."""
+# Bucket rows waiting for their bfloat16 conversion: one numpy call per drain instead of
+# one per sample (a small-array numpy call costs more than all the Python around it).
+_STAGED: dict[int, list[tuple[np.ndarray, int, list[float]]]] = {}
 
-    __slots__ = ("step", "size", "data", "last", "acc", "count", "flushed", "aggs")
+
+def settle() -> None:
+    """Writes every staged bucket row."""
+    for width in list(_STAGED):
+        staged = _STAGED.pop(width)
+        bits = to_bf16(np.array([row for _, _, row in staged], dtype=np.float32))
+        for (data, pos, _), row in zip(staged, bits):
+            data[pos] = row
+
+
+class Tier:
+    """A ring of `size` buckets of `step` seconds; bucket b lives at row b % size. The newest
+    bucket is kept as Python sums/maxima and written when it closes or is read."""
+
+    __slots__ = ("step", "size", "data", "last", "acc", "count", "flushed", "aggs", "staged")
 
     def __init__(self, step: float, size: int, schema: Schema) -> None:
         self.step, self.size, self.aggs = step, size, schema.aggs
@@ -87,6 +102,7 @@ class Tier:
         self.acc: list[float] = []     # the newest bucket's sums (MEAN) and maxima (MAX)
         self.count = 0
         self.flushed = -1              # buckets up to this one are on disk (it may change again)
+        self.staged = True             # the newest bucket's row is written (or staged) as it is now
 
     def add(self, t: float, values: Sequence[float]) -> None:
         b = int(t // self.step)
@@ -95,11 +111,19 @@ class Tier:
         if b == self.last and self.count:
             self.count += 1
             self.acc = [a + v if agg == MEAN else max(a, v) for a, v, agg in zip(self.acc, values, self.aggs)]
-        else:
+            self.staged = False
+            return
+        self.stage_open()
+        if self.last >= 0 and b - self.last > 1:
+            settle()                   # before the gap is cleared: nothing staged may land in it
             self._clear_between(self.last, b)
-            self.last, self.count, self.acc = b, 1, list(values)
-        row = [a / self.count if agg == MEAN else a for a, agg in zip(self.acc, self.aggs)]
-        self.data[b % self.size] = to_bf16(np.array(row, dtype=np.float32))
+        self.last, self.count, self.acc, self.staged = b, 1, list(values), False
+
+    def stage_open(self) -> None:
+        if self.count and not self.staged:
+            row = [a / self.count if agg == MEAN else a for a, agg in zip(self.acc, self.aggs)]
+            _STAGED.setdefault(len(row), []).append((self.data, self.last % self.size, row))
+            self.staged = True
 
     def _clear_between(self, last: int, b: int) -> None:
         """Buckets nobody reported (a node down, a restart) become gaps."""
@@ -113,6 +137,8 @@ class Tier:
 
     def put_rows(self, first: int, rows: np.ndarray) -> None:
         """Restores buckets first.. from disk (a later chunk overwrites an earlier one)."""
+        self.stage_open()
+        settle()
         end = first + len(rows) - 1
         if end > self.last:
             self._clear_between(self.last, first)
@@ -127,12 +153,16 @@ class Tier:
         may have grown."""
         if self.last < 0 or self.last < self.flushed:
             return None
+        self.stage_open()
+        settle()
         first = max(self.flushed, self.last - self.size + 1, 0)
         rows = self.data[np.arange(first, self.last + 1) % self.size].copy()
         return first, rows
 
     def read(self, since: float, until: float) -> tuple[np.ndarray, np.ndarray]:
         """(bucket start times, float32 rows) within [since, until], empty buckets dropped."""
+        self.stage_open()
+        settle()
         if self.last < 0:
             return np.empty(0), np.empty((0, self.data.shape[1]), dtype=np.float32)
         lo = max(self.last - self.size + 1, math.floor(since / self.step), 0)
@@ -170,7 +200,7 @@ class Series:
     def newest(self) -> float:
         return max(tier.newest_time for tier in self.tiers)
 
-    def read(self, since: float, until: float) -> dict[str, object]:
+    def read(self, since: float, until: float, fields: Sequence[str] | None = None) -> dict[str, object]:
         """{"t": [...], field: [...]} over [since, until]: the recent tier where it has data,
         the coarser tiers before that (so a 24 h view ends in heartbeat detail)."""
         parts: list[tuple[np.ndarray, np.ndarray]] = []
@@ -191,8 +221,10 @@ class Series:
         times = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
         rows = np.concatenate([p[1] for p in parts]) if parts else np.empty((0, len(self.schema.fields)))
         out: dict[str, object] = {"step_s": finest or self.tiers[0].step, "t": [round(x, 3) for x in times.tolist()]}
-        for i, name in enumerate(self.schema.fields):
-            out[name] = [None if v != v else v for v in rows[:, i].tolist()]
+        for name in fields or self.schema.fields:
+            column = rows[:, self.schema.index(name)]
+            values = column.tolist()
+            out[name] = [None if v != v else v for v in values] if np.isnan(column).any() else values
         return out
 
 

@@ -18,6 +18,7 @@ whole output with prometheus_client's own parser."""
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -32,17 +33,17 @@ TASK_LABELS = ["job_id", "job_name", "task", "node", "queue", "user"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # (name, help, counter?, value of a TaskUsage)
 TASK_METRICS: list[tuple[str, str, bool, Callable[[object], float]]] = [
-    ("cpu_usage_seconds", "CPU time used by the task's container", True, lambda u: u.cpu_seconds),
-    ("cpu_user_seconds", "CPU time in user mode", True, lambda u: u.cpu_user_seconds),
-    ("cpu_system_seconds", "CPU time in kernel mode", True, lambda u: u.cpu_system_seconds),
-    ("cpu_throttled_seconds", "time the CFS quota held the container back", True, lambda u: u.cpu_throttled_seconds),
+    ("cpu_usage_seconds", "CPU time used by the task's container", True, attrgetter("cpu_seconds")),
+    ("cpu_user_seconds", "CPU time in user mode", True, attrgetter("cpu_user_seconds")),
+    ("cpu_system_seconds", "CPU time in kernel mode", True, attrgetter("cpu_system_seconds")),
+    ("cpu_throttled_seconds", "time the CFS quota held the container back", True, attrgetter("cpu_throttled_seconds")),
     ("memory_working_set_bytes", "memory usage minus page cache (what the OOM killer weighs)", False,
      lambda u: max(0, u.memory_bytes - u.memory_file_bytes)),
-    ("memory_rss_bytes", "anonymous memory (RSS)", False, lambda u: u.memory_anon_bytes),
-    ("memory_cache_bytes", "page cache", False, lambda u: u.memory_file_bytes),
-    ("memory_swap_bytes", "swap used", False, lambda u: u.memory_swap_bytes),
-    ("memory_max_usage_bytes", "peak memory usage", False, lambda u: u.memory_peak_bytes),
-    ("pids", "processes and threads in the container", False, lambda u: u.pids),
+    ("memory_rss_bytes", "anonymous memory (RSS)", False, attrgetter("memory_anon_bytes")),
+    ("memory_cache_bytes", "page cache", False, attrgetter("memory_file_bytes")),
+    ("memory_swap_bytes", "swap used", False, attrgetter("memory_swap_bytes")),
+    ("memory_max_usage_bytes", "peak memory usage", False, attrgetter("memory_peak_bytes")),
+    ("pids", "processes and threads in the container", False, attrgetter("pids")),
 ]
 
 

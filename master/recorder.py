@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from tcluster.master.events import Beat, Step
-from tcluster.master.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Series, TaskRecord
+from tcluster.master.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Series, TaskRecord, settle
 from tcluster.model import Task, TaskState, TaskUsage
 
 # Scheduling round latency buckets (seconds), as in a Prometheus histogram.
@@ -74,19 +74,19 @@ class Recorder:
         for job_id in self.forgotten:
             for task_id in [t for t in self.tasks if t.rpartition(".")[0] == job_id]:
                 del self.tasks[task_id]
+        settle()
 
     def _record(self, state: object, task_id: str, node: str) -> TaskRecord | None:
+        rec = self.tasks.get(task_id)
+        if rec is not None:            # a retry's new attempt resets it in _ingest_end
+            rec.node = node or rec.node
+            return rec
         task = state.task(task_id)
         if task is None:
             return None
-        rec = self.tasks.get(task_id)
-        if rec is None:
-            job = state.jobs[task.job_id]
-            rec = self.tasks[task_id] = TaskRecord(task.job_id, node, job.spec.queue, task.attempt,
-                                                   Series(TASK, self.config))
-        if rec.attempt != task.attempt:     # a retry: new cgroup, new counters
-            rec.attempt, rec.prev, rec.oom_seen, rec.ended = task.attempt, None, 0, False
-        rec.node = node or rec.node
+        job = state.jobs[task.job_id]
+        rec = self.tasks[task_id] = TaskRecord(task.job_id, node or task.node, job.spec.queue, task.attempt,
+                                               Series(TASK, self.config))
         return rec
 
     def _ingest_beat(self, state: object, wall: float, node: str, usage: dict[str, TaskUsage]) -> None:
@@ -107,10 +107,10 @@ class Recorder:
         info = state.nodes.get(node)
         if info is None:
             return
-        held = state.tasks_on(node)
+        held = state.by_node.get(node, ())
         alloc_cpu = alloc_mem = 0.0
-        for task in held:
-            request = state.jobs[task.job_id].spec.resources
+        for task_id in held:
+            request = state.jobs[task_id.rpartition(".")[0]].spec.resources
             alloc_cpu += request.cpu
             alloc_mem += request.memory
         series = self.nodes.get(node)
@@ -135,6 +135,8 @@ class Recorder:
             self._oom(rec, task.finished_at or wall, new)
         rec.peak = max(rec.peak, task.usage.memory_peak_bytes)
         rec.ended = task.state.terminal
+        if not rec.ended:              # requeued for a retry: the next attempt has a new cgroup
+            rec.attempt, rec.prev, rec.oom_seen = task.attempt + 1, None, 0
         rec.series.dirty = True
 
     @staticmethod

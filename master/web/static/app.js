@@ -174,7 +174,7 @@ async function jobs() {
 }
 
 async function job(id) {
-  const [j, u] = await Promise.all([api("jobs/" + id), api(`jobs/${id}/usage`, { since: Date.now() / 1000 - rangeS() })]);
+  const [j, u] = await Promise.all([api("jobs/" + id), api(`jobs/${id}/usage`, { since: Date.now() / 1000 - rangeS(), detail: page.task ?? 0 })]);
   const sel = page.task ?? 0;
   const ooms = u.tasks.flatMap(t => t.ooms.map(o => ({ ...o, task: t.index })));
   setMain("job:" + id, `<h1>Job ${esc(j.id)} ${esc(j.name)} <span class="state ${j.state}">${j.state}</span></h1>
