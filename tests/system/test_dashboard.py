@@ -153,8 +153,11 @@ def test_prometheus_rate_matches_the_agents_cpu_rate_and_every_grafana_query_wor
         prom_rate = float(sample["value"][1])
         assert sample["metric"]["node"] == live.node and sample["metric"]["job_name"] == "burner"
         usage = _get(f"{live.http}/api/v1/jobs/{burner}/usage?since={at - 20}&until={at}")["tasks"][0]["series"]
-        rates = [u + s for u, s in zip(usage["cpu_user"], usage["cpu_system"]) if u is not None]
-        agent_rate = sum(rates) / len(rates)
+        points = [(t, u + s) for t, u, s in zip(usage["t"], usage["cpu_user"], usage["cpu_system"]) if u is not None]
+        # Each reported rate covers the time since the sample before it: weigh it by that time,
+        # as Prometheus's counter rate does (a starved agent samples late, and unevenly).
+        weights = [usage["step_s"]] + [b[0] - a[0] for a, b in zip(points, points[1:])]
+        agent_rate = sum(w * r for w, (_, r) in zip(weights, points)) / sum(weights)
         print(f"CPU rate of the burner: Prometheus {prom_rate:.3f}, agent {agent_rate:.3f} cores "
               f"(ratio {prom_rate / agent_rate:.3f})")
         assert abs(prom_rate - agent_rate) <= 0.15 * agent_rate

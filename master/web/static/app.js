@@ -14,7 +14,7 @@ let page = { key: "", refresh: null, stop: null };
 const esc = s => String(s ?? "").replace(/[&<>"']/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"}[c]));
 const bytes = b => { if (b == null) return "-"; const u = ["B", "KiB", "MiB", "GiB", "TiB"]; let i = 0;
   while (Math.abs(b) >= 1024 && i < u.length - 1) { b /= 1024; i++; } return (i ? b.toFixed(1) : b.toFixed(0)) + " " + u[i]; };
-const cores = c => c == null ? "-" : (+c).toFixed(2);
+const cores = c => c == null ? "-" : Math.abs(c) >= 0.1 || c === 0 ? (+c).toFixed(2) : (+c).toPrecision(2);
 const count = v => Number.isInteger(v) ? String(v) : v.toFixed(1);
 const pct = x => (100 * (x || 0)).toFixed(1) + "%";
 const when = s => s ? new Date(s).toLocaleString() : "-";
