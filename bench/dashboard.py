@@ -26,7 +26,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
 from tcluster.master.actions import Heartbeat, Registration
-from tcluster.master.history import TASK, HistoryConfig, Series, TaskRecord
+from tcluster.master.history import TASK, HistoryConfig, Series, TaskRecord, settle
+from tcluster.master.historydb import HistoryStore
 from tcluster.master.metrics import TASK_LABELS, TASK_METRICS, Exposition
 from tcluster.master.recorder import Recorder
 from tcluster.master.service import MasterService
@@ -147,7 +148,7 @@ def bench_job_api(state: MasterState, tmp: Path, job_tasks: int) -> None:
     dashboard.store.close()
 
 
-def bench_memory(tasks: int) -> None:
+def bench_memory(tasks: int, tmp: Path) -> None:
     """Every ring full: 24 h of 5-min buckets, then 10 min of 1 s samples."""
     config = HistoryConfig()
     tracemalloc.start()
@@ -161,12 +162,28 @@ def bench_memory(tasks: int) -> None:
         for t in range(int(now - 600), int(now)):
             record.series.add(float(t), [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
         record.ooms.append((now, 1, "n1"))
+    settle()
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     total = sum(s.size_diff for s in after.compare_to(before, "filename"))
     print(f"history memory at the default retention ({config.recent_s:.0f} s at the heartbeat, "
           f"{config.long_s:.0f} s in {config.long_step_s:.0f} s buckets), rings full: "
           f"{total / tasks / 1024:.1f} KiB per running task (target <= 20 KiB)")
+    recorder = Recorder(config)
+    recorder.tasks.update(records)
+    store = HistoryStore(tmp / "history.db", config)
+    first = timed(lambda: store.flush(recorder), 1)
+    for record in records.values():               # 30 s more of samples: what a periodic flush writes
+        for t in range(int(now), int(now) + 30):
+            record.series.add(float(t), [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
+    settle()
+    batches: list[Any] = []
+    on_loop = timed(lambda: batches.append(store.collect(recorder, len(batches), 30)), 30)
+    in_thread = [sum(timed(lambda: store.write(b), 1)) for b in batches]
+    store.close()
+    print(f"history flush of {tasks} running tasks (whole rings the first time: {ms(first)}); then every 30 s "
+          f"in 30 one-second parts: on the loop {1000 * max(on_loop):.1f} ms at most per part "
+          f"({1e6 * sum(on_loop) / tasks:.0f} us per task), in the writer thread {1000 * sum(in_thread):.0f} ms in all")
 
 
 def bench_heartbeats(tmp: Path, beats: int) -> None:
@@ -214,7 +231,8 @@ def main() -> None:
         (tmp / "m").mkdir(), (tmp / "j").mkdir(), (tmp / "h").mkdir()
         bench_metrics(state, tmp / "m")
         bench_job_api(state, tmp / "j", args.job_tasks)
-        bench_memory(args.memory_tasks)
+        (tmp / "s").mkdir()
+        bench_memory(args.memory_tasks, tmp / "s")
         bench_heartbeats(tmp / "h", args.beats)
 
 

@@ -148,13 +148,14 @@ class Tier:
             self.data[(first + i) % self.size] = rows[i]
         self.flushed = max(self.flushed, end)
 
-    def unflushed(self) -> tuple[int, np.ndarray] | None:
+    def unflushed(self, settled: bool = False) -> tuple[int, np.ndarray] | None:
         """(first bucket, rows) not yet on disk; the newest flushed bucket is resent since it
-        may have grown."""
+        may have grown. `settled`: the caller staged and settled every open bucket already."""
         if self.last < 0 or self.last < self.flushed:
             return None
-        self.stage_open()
-        settle()
+        if not settled:
+            self.stage_open()
+            settle()
         first = max(self.flushed, self.last - self.size + 1, 0)
         rows = self.data[np.arange(first, self.last + 1) % self.size].copy()
         return first, rows

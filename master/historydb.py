@@ -1,5 +1,6 @@
 """The usage history on disk: its own SQLite file beside the master's state, written in
-batches (every `flush_s`, and at stop), never once per heartbeat.
+batches (each series every `history_flush_s`, spread over that period, and all at stop),
+never once per heartbeat. The loop only copies the new buckets; a worker thread writes.
 
 Each flush appends, per changed series and tier, the buckets since the last flush as one
 blob (bfloat16 rows), and drops chunks that fell out of the tier's window. A finished
@@ -12,11 +13,14 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from tcluster.master.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord
+from tcluster.master.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord, settle
 from tcluster.master.recorder import Recorder
 
 log = logging.getLogger(__name__)
@@ -27,6 +31,18 @@ CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, inf
 CREATE TABLE IF NOT EXISTS oom_kills (node TEXT NOT NULL, queue TEXT NOT NULL, kills INTEGER NOT NULL,
     PRIMARY KEY (node, queue));
 """
+
+
+@dataclass
+class Batch:
+    chunks: list[tuple[str, int, int, int, bytes]] = field(default_factory=list)
+    prune: list[tuple[str, int, int]] = field(default_factory=list)
+    tasks: list[tuple[str, str, str]] = field(default_factory=list)
+    counters: list[tuple[str, str, int]] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    marks: list[tuple[Any, int]] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
 
 
 def _task_info(rec: TaskRecord) -> str:
@@ -46,51 +62,80 @@ class HistoryStore:
     def close(self) -> None:
         self._db.close()
 
-    # ---- writing ----
+    # ---- writing: collect on the loop (cheap copies), write in a thread, finish on the loop ----
 
-    def flush(self, rec: Recorder) -> int:
-        """Writes what changed; returns the number of series written."""
-        dirty = [(f"task:{tid}", r.series, r) for tid, r in rec.tasks.items() if r.series.dirty]
-        dirty += [(f"node:{n}", s, None) for n, s in rec.nodes.items() if s.dirty]
-        dirty += [(f"queue:{q}", s, None) for q, s in rec.queues.items() if s.dirty]
-        if rec.cluster.dirty:
-            dirty.append(("cluster", rec.cluster, None))
+    def collect(self, rec: Recorder, part: int = 0, parts: int = 1) -> Batch:
+        """What changed among the series in `part` of `parts` (by key), so that a periodic
+        flush spreads over its period instead of stalling the loop once."""
+        def mine(key: str) -> bool:
+            return parts <= 1 or zlib.crc32(key.encode()) % parts == part
+        batch = Batch()
+        candidates = [(f"task:{tid}", r.series, r) for tid, r in rec.tasks.items() if r.series.dirty]
+        candidates += [(f"node:{n}", s, None) for n, s in rec.nodes.items() if s.dirty]
+        candidates += [(f"queue:{q}", s, None) for q, s in rec.queues.items() if s.dirty]
+        candidates += [("cluster", rec.cluster, None)] if rec.cluster.dirty else []
+        chosen = [c for c in candidates if mine(c[0])]
+        for _, series, _ in chosen:           # one bfloat16 conversion for all open buckets
+            for tier in series.tiers:
+                tier.stage_open()
+        settle()
+        for key, series, task in chosen:
+            series.dirty = False
+            batch.series.append(series)
+            for number, tier in enumerate(series.tiers):
+                pending = tier.unflushed(settled=True)
+                if pending is not None:
+                    first, rows = pending
+                    last = first + len(rows) - 1
+                    batch.chunks.append((key, number, first, last, rows.tobytes()))
+                    batch.prune.append((key, number, tier.last - tier.size))
+                    batch.marks.append((tier, last))
+            if task is not None:
+                batch.tasks.append((key[5:], task.job_id, _task_info(task)))
+                if task.ended:
+                    batch.ended.append(key[5:])
+        batch.counters = [(n, q, k) for (n, q), k in rec.oom_kills.items()]
+        batch.forgotten, rec.forgotten = sorted(rec.forgotten), set()
+        return batch
+
+    def write(self, batch: Batch) -> bool:
+        """One transaction; safe to run in a worker thread (one write at a time)."""
         try:
             with self._db:
                 self._db.execute("BEGIN")
-                for key, series, task in dirty:
-                    self._write_series(key, series)
-                    if task is not None:
-                        self._db.execute("INSERT OR REPLACE INTO tasks VALUES (?,?,?)",
-                                         (key[5:], task.job_id, _task_info(task)))
-                self._db.executemany("INSERT OR REPLACE INTO oom_kills VALUES (?,?,?)",
-                                     [(n, q, k) for (n, q), k in rec.oom_kills.items()])
-                for job_id in rec.forgotten:
+                self._db.executemany("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)", batch.chunks)
+                self._db.executemany("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?", batch.prune)
+                self._db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?)", batch.tasks)
+                self._db.executemany("INSERT OR REPLACE INTO oom_kills VALUES (?,?,?)", batch.counters)
+                for job_id in batch.forgotten:
                     self._db.execute("DELETE FROM chunks WHERE key >= ? AND key < ?",
                                      (f"task:{job_id}.", f"task:{job_id}/"))
                     self._db.execute("DELETE FROM tasks WHERE job_id=?", (job_id,))
+            return True
         except sqlite3.Error as error:
             log.error("usage history not written (kept in memory, retried at the next flush): %s", error)
-            return 0
-        for _, series, _ in dirty:
-            series.dirty = False
-            for tier in series.tiers:
-                tier.flushed = tier.last
-        rec.forgotten.clear()
-        for task_id in [t for t, r in rec.tasks.items() if r.ended]:
-            del rec.tasks[task_id]       # on disk now; read back on request
-        return len(dirty)
+            return False
 
-    def _write_series(self, key: str, series: Series) -> None:
-        for number, tier in enumerate(series.tiers):
-            pending = tier.unflushed()
-            if pending is None:
-                continue
-            first, rows = pending
-            self._db.execute("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)",
-                             (key, number, first, first + len(rows) - 1, rows.tobytes()))
-            self._db.execute("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?",
-                             (key, number, tier.last - tier.size))
+    @staticmethod
+    def finish(rec: Recorder, batch: Batch, ok: bool) -> None:
+        if not ok:
+            for series in batch.series:
+                series.dirty = True
+            rec.forgotten.update(batch.forgotten)
+            return
+        for tier, last in batch.marks:
+            tier.flushed = max(tier.flushed, last)
+        for task_id in batch.ended:       # on disk now; read back on request
+            record = rec.tasks.get(task_id)
+            if record is not None and record.ended and not record.series.dirty:
+                del rec.tasks[task_id]
+
+    def flush(self, rec: Recorder) -> int:
+        """Everything that changed, synchronously (at stop, and in tests); returns the series written."""
+        batch = self.collect(rec)
+        ok = self.write(batch)
+        self.finish(rec, batch, ok)
+        return len(batch.series) if ok else 0
 
     # ---- reading ----
 

@@ -57,6 +57,7 @@ class Dashboard:
         self.exposition = Exposition(service, self.recorder, task_metrics=settings.task_metrics)
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task[None] | None = None
+        self._writing: asyncio.Future[bool] | None = None
         self.port = 0
 
     # ---- what the API reads ----
@@ -100,6 +101,8 @@ class Dashboard:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        if self._writing is not None:
+            await asyncio.shield(self._writing)     # one writer on the connection at a time
         if self._runner is not None:
             await self._runner.cleanup()
         self.drain()
@@ -107,20 +110,34 @@ class Dashboard:
         self.store.close()
 
     async def _loop(self) -> None:
-        last_sample = last_flush = 0.0
+        last_sample, tick = 0.0, 0
+        parts = max(1, round(self.settings.history_flush_s / DRAIN_S))
         while True:
             await asyncio.sleep(DRAIN_S)
+            tick += 1
             try:
                 self.drain()
                 now = time.monotonic()
                 if now - last_sample >= SAMPLE_S:
                     last_sample = now
                     self.recorder.sample_cluster(time.time(), self.service.state, self.service.list_queues())
-                if now - last_flush >= self.settings.history_flush_s:
-                    last_flush = now
-                    self.store.flush(self.recorder)
+                await self._flush_part(tick % parts, parts)
+            except asyncio.CancelledError:
+                raise
             except Exception:      # the dashboard must never take the master down
                 log.exception("dashboard background step failed")
+
+    async def _flush_part(self, part: int, parts: int) -> None:
+        """Every second, 1/parts of the changed series: each is written once per flush period."""
+        batch = self.store.collect(self.recorder, part, parts)
+        if not (batch.chunks or batch.tasks or batch.forgotten):
+            self.store.finish(self.recorder, batch, True)
+            return
+        # If the loop is cancelled meanwhile, _writing stays set and stop() waits for it.
+        self._writing = asyncio.ensure_future(asyncio.to_thread(self.store.write, batch))
+        ok = await asyncio.shield(self._writing)
+        self._writing = None
+        self.store.finish(self.recorder, batch, ok)
 
     # ---- handlers outside the API ----
 
