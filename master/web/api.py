@@ -162,15 +162,18 @@ class Api:
         stderr = request.query.get("stream", "stdout") == "stderr"
         tail = int(_float(request, "tail", 65536))
         pieces = self.service.logs(request.match_info["job_id"], int(index), stderr, tail, follow)
-        first = await anext(pieces, b"")          # errors (no such task, node away) before the headers
-        response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
-                                               "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
-        await response.prepare(request)
-        await response.write(first)
-        async for piece in pieces:
-            await response.write(piece)
-        await response.write_eof()
-        return response
+        try:
+            first = await anext(pieces, b"")      # errors (no such task, node away) before the headers
+            response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
+                                                   "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+            await response.prepare(request)
+            await response.write(first)
+            async for piece in pieces:
+                await response.write(piece)
+            await response.write_eof()
+            return response
+        finally:
+            await pieces.aclose()                 # a reader that left stops the node's follow
 
     async def nodes(self, request: web.Request) -> web.Response:
         return _json([node_json(node_to_pb(n, self.service.free(n), tasks)) for n, tasks in self.service.nodes()])
