@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import add, attrgetter
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -93,35 +93,39 @@ class Tier:
     """A ring of `size` buckets of `step` seconds; bucket b lives at row b % size. The newest
     bucket is kept as Python sums/maxima and written when it closes or is read."""
 
-    __slots__ = ("step", "size", "data", "last", "acc", "count", "flushed", "aggs", "staged")
+    __slots__ = ("step", "size", "data", "last", "sums", "maxs", "count", "flushed", "aggs", "staged")
 
     def __init__(self, step: float, size: int, schema: Schema) -> None:
         self.step, self.size, self.aggs = step, size, schema.aggs
         self.data = np.full((size, len(schema.fields)), NAN_BF16, dtype=np.uint16)
         self.last = -1                 # the newest bucket (absolute number); -1: empty
-        self.acc: list[float] = []     # the newest bucket's sums (MEAN) and maxima (MAX)
+        self.sums: list[float] = []    # the newest bucket's sums and maxima, per field
+        self.maxs: list[float] = []
         self.count = 0
         self.flushed = -1              # buckets up to this one are on disk (it may change again)
         self.staged = True             # the newest bucket's row is written (or staged) as it is now
 
-    def add(self, t: float, values: Sequence[float]) -> None:
+    def add(self, t: float, values: list[float]) -> None:
         b = int(t // self.step)
         if b < self.last:
             return                     # late: its bucket is already closed
         if b == self.last and self.count:
-            self.count += 1
-            self.acc = [a + v if agg == MEAN else max(a, v) for a, v, agg in zip(self.acc, values, self.aggs)]
+            self.count += 1            # map over two lists: the per-sample cost is the point here
+            self.sums = list(map(add, self.sums, values))
+            self.maxs = list(map(max, self.maxs, values))
             self.staged = False
             return
         self.stage_open()
         if self.last >= 0 and b - self.last > 1:
             settle()                   # before the gap is cleared: nothing staged may land in it
             self._clear_between(self.last, b)
-        self.last, self.count, self.acc, self.staged = b, 1, list(values), False
+        self.last, self.count, self.sums, self.maxs, self.staged = b, 1, values, values, False
 
     def stage_open(self) -> None:
         if self.count and not self.staged:
-            row = [a / self.count if agg == MEAN else a for a, agg in zip(self.acc, self.aggs)]
+            n = self.count
+            row = self.sums if n == 1 else [s / n if agg == MEAN else m
+                                            for s, m, agg in zip(self.sums, self.maxs, self.aggs)]
             _STAGED.setdefault(len(row), []).append((self.data, self.last % self.size, row))
             self.staged = True
 
@@ -142,7 +146,7 @@ class Tier:
         end = first + len(rows) - 1
         if end > self.last:
             self._clear_between(self.last, first)
-            self.last, self.count, self.acc = end, 0, []
+            self.last, self.count, self.sums, self.maxs = end, 0, [], []
         keep = [i for i in range(len(rows)) if first + i > self.last - self.size]
         for i in keep:
             self.data[(first + i) % self.size] = rows[i]
@@ -193,7 +197,8 @@ class Series:
         self.tiers = [Tier(step, size, schema) for step, size in config.tiers()]
         self.dirty = False
 
-    def add(self, t: float, values: Sequence[float]) -> None:
+    def add(self, t: float, values: list[float]) -> None:
+        """`values` is kept (not copied): callers hand over a fresh list."""
         for tier in self.tiers:
             tier.add(t, values)
         self.dirty = True
