@@ -71,7 +71,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         lost_timeout_s=args.lost_timeout_s, start_timeout_s=args.start_timeout_s,
         job_retention_s=args.job_retention_s,
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
-        http=http_address(args), task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
+        http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
     )
 

@@ -69,8 +69,13 @@ async def start_master(settings: MasterSettings) -> RunningMaster:
         if dashboard is not None:
             await dashboard.start(settings.http)
     except OSError as error:
-        store.close()
-        raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
+        if not settings.http_optional:
+            store.close()
+            raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
+        # --http was not asked for: a second master on one host still starts, without a dashboard
+        log.warning("no dashboard: cannot serve HTTP on %s (%s); use --http ADDR", settings.http,
+                    error.strerror or error)
+        dashboard = None
     await server.start()
     loop_task = asyncio.create_task(service.run(), name="master-loop")
     log.info("gRPC bound to port %d; state in %s", port, settings.db_path)

@@ -37,6 +37,7 @@ class MasterSettings(BaseModel):
     seed: int = 0
     # dashboards: HTTP (UI, /api/v1/, /metrics); "" = no HTTP server and no usage history
     http: str = ""
+    http_optional: bool = False                      # the default address: if taken, run without it
     task_metrics: bool = True                        # per-task series on /metrics
     history_recent_s: float = Field(600.0, gt=0)     # at heartbeat resolution
     history_long_s: float = Field(86400.0, gt=0)     # downsampled

@@ -69,7 +69,8 @@ def run_dev(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir).resolve()
     try:
         http = getattr(args, "http", None) or ("127.0.0.1:0" if args.listen.endswith(":0") else "127.0.0.1:7080")
-        master_settings = MasterSettings(listen=args.listen, data_dir=data_dir, http="" if http == "off" else http)
+        master_settings = MasterSettings(listen=args.listen, data_dir=data_dir, http="" if http == "off" else http,
+                                         http_optional=not getattr(args, "http", None))
         return asyncio.run(_run(master_settings, _agent_args(args, data_dir)))
     except ValidationError as error:
         print(explain_settings_error("tcl dev", error), file=sys.stderr)
