@@ -20,9 +20,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from operator import add, attrgetter
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tcluster.model import TaskUsage
 
 MEAN, MAX = 0, 1
 NAN_BF16 = 0x7FC0
@@ -253,7 +256,7 @@ class TaskRecord:
     peak: float = 0.0
     ended: bool = False
 
-    def sample(self, t: float, usage: object) -> tuple[list[float], int]:
+    def sample(self, t: float, usage: TaskUsage) -> tuple[list[float], int]:
         """The series row for one usage sample, and the OOM kills it shows that were new."""
         (user, system, throttled, memory, anon, cache, swap, pids, read, written, at, ooms, rate,
          peak) = _USAGE(usage)
@@ -277,14 +280,3 @@ class TaskRecord:
         return [user, system, throttle_rate, working_set, anon, cache, swap, pids, read_rate, write_rate], new_ooms
 
 
-def node_values(used_cpu: float, used_memory: float, allocated: tuple[float, float],
-                capacity: tuple[float, float], tasks: int) -> list[float]:
-    return [used_cpu, used_memory, allocated[0], allocated[1], capacity[0], capacity[1], tasks]
-
-
-def sum_usage(records: Iterable[tuple[float, float]]) -> tuple[float, float]:
-    cpu = memory = 0.0
-    for c, m in records:
-        cpu += c
-        memory += m
-    return cpu, memory

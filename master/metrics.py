@@ -19,7 +19,7 @@ whole output with prometheus_client's own parser."""
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 
@@ -48,7 +48,7 @@ TASK_METRICS: list[tuple[str, str, bool, Callable[[object], float]]] = [
 
 
 class MasterCollector(Collector):
-    def __init__(self, service: object, recorder: Recorder) -> None:
+    def __init__(self, service: Any, recorder: Recorder) -> None:
         self.service, self.recorder = service, recorder
 
     def describe(self) -> list[Metric]:
@@ -60,7 +60,7 @@ class MasterCollector(Collector):
         yield from self._queues()
         yield from self._scheduler(state)
 
-    def _nodes(self, state: object) -> Iterator[Metric]:
+    def _nodes(self, state: Any) -> Iterator[Metric]:
         gauges = {key: GaugeMetricFamily(f"tcluster_node_{key}", text, labels=["node"]) for key, text in [
             ("cpu_capacity_cores", "CPU cores tasks may use"), ("cpu_allocated_cores", "CPU cores requested by tasks"),
             ("cpu_free_cores", "CPU cores free for new tasks"),
@@ -96,7 +96,7 @@ class MasterCollector(Collector):
                 family.add_metric([row.path, str(row.leaf).lower()], get(row))
             yield family
 
-    def _scheduler(self, state: object) -> Iterator[Metric]:
+    def _scheduler(self, state: Any) -> Iterator[Metric]:
         stats = self.recorder.scheduler
         yield CounterMetricFamily("tcluster_scheduler_rounds", "scheduling rounds that had pending tasks",
                                   value=stats.rounds)
@@ -134,7 +134,7 @@ class TaskSeriesRenderer:
     def __init__(self) -> None:
         self._cache: dict[str, tuple[str, str, list[str]]] = {}   # task id -> (node, labels, spec lines)
 
-    def _entry(self, state: object, task_id: str) -> tuple[str, str, list[str]] | None:
+    def _entry(self, state: Any, task_id: str) -> tuple[str, str, list[str]] | None:
         task = state.task(task_id)
         if task is None:
             return None
@@ -148,7 +148,7 @@ class TaskSeriesRenderer:
         entry = self._cache[task_id] = (task.node, labels, lines)
         return entry
 
-    def render(self, state: object) -> str:
+    def render(self, state: Any) -> str:
         labels: list[str] = []
         usages: list[object] = []
         fixed: list[list[str]] = []
@@ -175,7 +175,7 @@ class TaskSeriesRenderer:
 class Exposition:
     """The whole /metrics text: the collector's families, then the per-task ones."""
 
-    def __init__(self, service: object, recorder: Recorder, task_metrics: bool = True) -> None:
+    def __init__(self, service: Any, recorder: Recorder, task_metrics: bool = True) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(MasterCollector(service, recorder))
         self.service = service

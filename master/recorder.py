@@ -15,6 +15,7 @@ from typing import Iterable
 
 from tcluster.master.events import Beat, Step
 from tcluster.master.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Series, TaskRecord, settle
+from tcluster.master.state import MasterState
 from tcluster.model import Task, TaskState, TaskUsage
 
 # Scheduling round latency buckets (seconds), as in a Prometheus histogram.
@@ -64,7 +65,7 @@ class Recorder:
 
     # ---- batched work ----
 
-    def drain(self, state: object) -> None:
+    def drain(self, state: MasterState) -> None:
         beats, self._beats = self._beats, []
         ends, self._ends = self._ends, []
         for wall, node, usage in beats:
@@ -76,7 +77,7 @@ class Recorder:
                 del self.tasks[task_id]
         settle()
 
-    def _record(self, state: object, task_id: str, node: str) -> TaskRecord | None:
+    def _record(self, state: MasterState, task_id: str, node: str) -> TaskRecord | None:
         rec = self.tasks.get(task_id)
         if rec is not None:            # a retry's new attempt resets it in _ingest_end
             rec.node = node or rec.node
@@ -89,7 +90,7 @@ class Recorder:
                                                Series(TASK, self.config))
         return rec
 
-    def _ingest_beat(self, state: object, wall: float, node: str, usage: dict[str, TaskUsage]) -> None:
+    def _ingest_beat(self, state: MasterState, wall: float, node: str, usage: dict[str, TaskUsage]) -> None:
         cpu_used = memory_used = 0.0
         for task_id, sample in usage.items():
             rec = self._record(state, task_id, node)
@@ -103,7 +104,7 @@ class Recorder:
                 self._oom(rec, sample.sampled_at or wall, new_ooms)
         self._node_sample(state, node, wall, cpu_used, memory_used)
 
-    def _node_sample(self, state: object, node: str, wall: float, cpu: float, memory: float) -> None:
+    def _node_sample(self, state: MasterState, node: str, wall: float, cpu: float, memory: float) -> None:
         info = state.nodes.get(node)
         if info is None:
             return
@@ -118,7 +119,7 @@ class Recorder:
             series = self.nodes[node] = Series(NODE, self.config)
         series.add(wall, [cpu, memory, alloc_cpu, alloc_mem, info.capacity.cpu, info.capacity.memory, len(held)])
 
-    def _ingest_end(self, state: object, wall: float, task: Task) -> None:
+    def _ingest_end(self, state: MasterState, wall: float, task: Task) -> None:
         rec = self.tasks.get(task.id)
         if rec is None:
             if OOM_REASON not in task.reason:
@@ -150,7 +151,7 @@ class Recorder:
 
     # ---- cluster and queues: sampled by the dashboard loop ----
 
-    def sample_cluster(self, wall: float, state: object, queue_rows: Iterable[object]) -> None:
+    def sample_cluster(self, wall: float, state: MasterState, queue_rows: Iterable[object]) -> None:
         cap_cpu = cap_mem = alloc_cpu = alloc_mem = 0.0
         for name, node in state.nodes.items():
             if state.connected(name):
@@ -185,7 +186,7 @@ class Recorder:
             series.add(wall, [row.dominant_share, row.guaranteed_share, cpu, mem, row.running_tasks])
 
     @staticmethod
-    def _job_usage(state: object, tasks: list[Task]) -> tuple[float, float]:
+    def _job_usage(state: MasterState, tasks: list[Task]) -> tuple[float, float]:
         cpu = memory = 0.0
         for task in tasks:
             usage = state.usage.get(task.id)
