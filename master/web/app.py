@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from tcluster.master.web.api import Api, errors_middleware
 log = logging.getLogger(__name__)
 DRAIN_S = 1.0
 SAMPLE_S = 2.0
+FINISHED_CACHE = 256
+FINISHED_TTL_S = 30.0
 STATIC = Path(str(files("tcluster.master.web") / "static"))
 
 
@@ -58,6 +61,7 @@ class Dashboard:
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task[None] | None = None
         self._writing: asyncio.Future[bool] | None = None
+        self._finished: OrderedDict[str, tuple[float, TaskRecord]] = OrderedDict()
         self.port = 0
 
     # ---- what the API reads ----
@@ -66,8 +70,22 @@ class Dashboard:
         self.recorder.drain(self.service.state)
 
     def task_record(self, task_id: str) -> TaskRecord | None:
-        """In memory while running; a finished task's comes back from disk."""
-        return self.recorder.tasks.get(task_id) or self.store.load_task(task_id)
+        """In memory while running; a finished task's comes back from disk (and is kept in a
+        small cache: it no longer changes, and a job page asks again every 2 s)."""
+        record = self.recorder.tasks.get(task_id)
+        if record is not None:
+            return record
+        if task_id.rpartition(".")[0] not in self.service.state.jobs:
+            return None
+        now = time.monotonic()
+        loaded, record = self._finished.pop(task_id, (0.0, None))
+        if record is None or now - loaded > FINISHED_TTL_S:     # a retry may have run it again since
+            loaded, record = now, self.store.load_task(task_id)
+        if record is not None:
+            self._finished[task_id] = (loaded, record)
+            while len(self._finished) > FINISHED_CACHE:
+                self._finished.popitem(last=False)
+        return record
 
     # ---- lifecycle ----
 
