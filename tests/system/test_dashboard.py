@@ -213,7 +213,7 @@ def test_the_web_ui_shows_jobs_charts_oom_and_follows_a_log(live: Live) -> None:
     try:
         burner, hog, ticker = live.jobs["burner"], live.jobs["hog"], live.jobs["ticker"]
         driver.get(f"{live.http}/#/jobs")
-        _until(lambda: driver.execute_script(f"return !!document.querySelector('[data-job=\"{burner}\"]')"), 20,
+        _until(lambda: driver.execute_script(f"return !!document.querySelector('[data-job=\"{burner}\"]')"), 30,
                "the burner in the job list")
         assert driver.execute_script(f"return !!document.querySelector('[data-job=\"{live.jobs['readme']}\"]')")
         _shot(driver, "jobs")
@@ -224,9 +224,12 @@ def test_the_web_ui_shows_jobs_charts_oom_and_follows_a_log(live: Live) -> None:
         _shot(driver, "job")
         driver.get(f"{live.http}/#/jobs/{hog}")
         _until(lambda: _chart(driver, f"job-mem:{hog}")[1] >= 1, 30, "an OOM marker on the memory chart")
-        table = driver.find_element("id", "tasks").text
+        # One script call: the page redraws every 2 s, so a found element may be replaced
+        # before its text is read.
+        table, ooms = driver.execute_script("return [document.getElementById('tasks').innerText,"
+                                            " document.getElementById('oom-list').innerText]")
         assert "OOMKilled" in table and "FAILED" in table
-        assert "OOM kill: task 0" in driver.find_element("id", "oom-list").text
+        assert "OOM kill: task 0" in ooms
         _shot(driver, "oom")
         driver.get(f"{live.http}/#/")
         _until(lambda: _chart(driver, "ov-cpu")[0] > 0, 30, "the overview's CPU chart")
