@@ -17,6 +17,7 @@ from tcluster.cli import commands
 from tcluster.cli.queues import add_queues, queues as queues_command
 from tcluster.cli.pack import add_pack, run_pack
 from tcluster.cli.sim import add_sim, run_sim
+from tcluster.cli.top import add_top, top as top_command
 from tcluster.cli.client import (
     EXIT_USAGE, MASTER_ENV, MasterClient, check_master_address, default_master, explain_rpc_error,
 )
@@ -143,6 +144,7 @@ def add_dev(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     p.add_argument("--cpus", type=argument_type(parse_cpu, "cores, e.g. 2 or 500m"), help="CPU capacity to offer (default: detected)")
     p.add_argument("--memory", type=argument_type(parse_bytes, "a size, e.g. 4Gi"), help="memory to offer (default: detected)")
     p.add_argument("--node", metavar="NAME", help="node name (default: chosen by dev mode)")
+    p.add_argument("--http", metavar="HOST:PORT", help="dashboard address (default: 127.0.0.1:7080; `off` for none)")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), type=str.upper, default="WARNING",
                    help="daemon log level (default: WARNING)")
 
@@ -159,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_queues(sub, common)
     add_sim(sub, common)
     add_pack(sub, common)
+    add_top(sub, common)
     return parser
 
 
@@ -179,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         if args.command_name == "pack":   # local; --from-master only reads
             return run_pack(args)
         handler = {**commands.MASTER_COMMANDS, "queues": queues_command}[args.command_name]
+        handler = {**commands.MASTER_COMMANDS, "queues": queues_command, "top": top_command}[args.command_name]
         with MasterClient(check_master_address(args.master)) as client:
             return handler(args, client)
     except InvalidArgument as exc:

@@ -42,8 +42,26 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default %(default)s)")
     p.add_argument("--job-retention-s", type=float, default=7 * 86400.0,
                    help="finished jobs are kept this long, then forgotten (default 7 days)")
+    p.add_argument("--http", metavar="ADDR",
+                   help="dashboard, JSON API and /metrics (default 127.0.0.1:7080; port 0 when --listen has "
+                        "port 0; `off` for none)")
+    p.add_argument("--no-task-metrics", action="store_true",
+                   help="no per-task series on /metrics (for very large clusters)")
+    p.add_argument("--history-recent-s", type=float, default=600.0,
+                   help="usage history kept at heartbeat resolution (default %(default)s)")
+    p.add_argument("--history-long-s", type=float, default=86400.0,
+                   help="usage history kept downsampled (default %(default)s: 24 h)")
+    p.add_argument("--history-long-step-s", type=float, default=300.0,
+                   help="bucket of the downsampled history: means of rates, maxima of levels (default %(default)s)")
     p.add_argument("--log-level", default="INFO")
     return p
+
+
+def http_address(args: argparse.Namespace) -> str:
+    """--http, else 127.0.0.1:7080; a master on port 0 (tests) gets its dashboard on port 0 too."""
+    if args.http is not None:
+        return "" if args.http.lower() in ("off", "none", "") else args.http
+    return "127.0.0.1:0" if args.listen.endswith(":0") else "127.0.0.1:7080"
 
 
 def settings_from_args(args: argparse.Namespace) -> MasterSettings:
@@ -53,6 +71,8 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         lost_timeout_s=args.lost_timeout_s, start_timeout_s=args.start_timeout_s,
         job_retention_s=args.job_retention_s,
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
+        http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
+        history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
     )
 
 
@@ -60,6 +80,9 @@ async def _serve(settings: MasterSettings) -> None:
     master = await start_master(settings)
     host = settings.listen.rpartition(":")[0]
     print(f"tcl-master listening on {host}:{master.port}; state in {settings.db_path}", file=sys.stderr, flush=True)
+    if master.dashboard is not None:
+        http_host = settings.http.rpartition(":")[0]
+        print(f"tcl-master dashboard on http://{http_host}:{master.http_port}/", file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, master.service.reload_queues)
     try:

@@ -13,6 +13,7 @@ from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store import Store
+from tcluster.master.web.app import Dashboard
 from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,19 @@ class RunningMaster:
     store: Store
     port: int
     loop_task: asyncio.Task[None]
+    dashboard: Dashboard | None = None
+
+    @property
+    def http_port(self) -> int:
+        return self.dashboard.port if self.dashboard is not None else 0
 
     async def stop(self, grace_s: float = 1.0) -> None:
         self.loop_task.cancel()
         for link in list(self.service.links.values()):
             link.close()
         await self.server.stop(grace_s)
+        if self.dashboard is not None:
+            await self.dashboard.stop()
         # The committer's thread may be writing: the store closes only once it is idle.
         for _ in range(500):
             if self.service.committer.idle:
@@ -61,7 +69,19 @@ async def start_master(settings: MasterSettings) -> RunningMaster:
     if port == 0:
         store.close()
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
+    dashboard = Dashboard(service, settings) if settings.http else None
+    try:
+        if dashboard is not None:
+            await dashboard.start(settings.http)
+    except OSError as error:
+        if not settings.http_optional:
+            store.close()
+            raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
+        # --http was not asked for: a second master on one host still starts, without a dashboard
+        log.warning("no dashboard: cannot serve HTTP on %s (%s); use --http ADDR", settings.http,
+                    error.strerror or error)
+        dashboard = None
     await server.start()
     loop_task = asyncio.create_task(service.run(), name="master-loop")
     log.info("gRPC bound to port %d; state in %s", port, settings.db_path)
-    return RunningMaster(server, service, store, port, loop_task)
+    return RunningMaster(server, service, store, port, loop_task, dashboard)

@@ -11,7 +11,7 @@ import random
 import secrets
 import time
 from dataclasses import replace
-from typing import AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable
 
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from tcluster.master.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
@@ -72,6 +72,7 @@ class MasterService:
         self._eligible = EligibleCache()
         self.queues = load_tree(settings.queues_file)
         self.reservations = Reservations(settings.reserve_after_s)
+        self.observer: Any = None     # dashboards (master/recorder.py): told of every applied step and round
 
     # ---- the one way to change state ----
 
@@ -84,6 +85,8 @@ class MasterService:
         step = handle(self.state, event, self.now())
         new_jobs = [j for j in step.jobs if j not in self.state.jobs]
         self.state.apply(step)
+        if self.observer is not None:
+            self.observer.on_step(event, step, self.clock())
         return step, self.committer.add(step, new_jobs)
 
     def _recover(self) -> None:
@@ -256,11 +259,14 @@ class MasterService:
         pending = {job_id: state.tasks[job_id] for job_id in sorted(state.pending_jobs)}
         if not pending:
             return []
+        started = time.perf_counter()
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
                                 self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock())
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
         self.state.set_pending_reasons(result.pending_reasons)
         self.reservations = result.holds or self.reservations
+        if self.observer is not None:
+            self.observer.on_round(time.perf_counter() - started, len(result.placements))
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
 
     # ---- queues and shares ----

@@ -36,8 +36,17 @@ class MasterSettings(BaseModel):
     kill_grace_s: float = Field(10.0, ge=0)
     log_max_bytes: int = Field(16 * 2**20, gt=0)
     seed: int = 0
+    # dashboards: HTTP (UI, /api/v1/, /metrics); "" = no HTTP server and no usage history
+    http: str = ""
+    http_optional: bool = False                      # the default address: if taken, run without it
+    task_metrics: bool = True                        # per-task series on /metrics
+    history_recent_s: float = Field(600.0, gt=0)     # at heartbeat resolution
+    history_long_s: float = Field(86400.0, gt=0)     # downsampled
+    history_long_step_s: float = Field(300.0, gt=0)
+    history_flush_s: float = Field(30.0, gt=0)       # history is written in batches this often
 
     _listen = field_validator("listen")(lambda cls, v: _check_listen(v))
+    _http = field_validator("http")(lambda cls, v: _check_listen(v) if v else v)
 
     @field_validator("fairness")
     @classmethod

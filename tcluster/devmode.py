@@ -27,10 +27,11 @@ def _agent_args(args: argparse.Namespace, data_dir: Path) -> argparse.Namespace:
     )
 
 
-def _banner(listen: str, data_dir: Path, node: str, runtime: str) -> str:
+def _banner(listen: str, data_dir: Path, node: str, runtime: str, url: str = "") -> str:
+    dashboard = f"\n  Dashboard: {url}   (Prometheus: {url}metrics)\n" if url else ""
     return f"""
 tcluster dev: master on {listen}, agent '{node}' (runtime {runtime}), state in {data_dir}
-
+{dashboard}
   In another shell:
     .venv/bin/tcl submit --cpu 0.5 --mem 256Mi -- python3 -c 'print(42)'
     .venv/bin/tcl status <ID>      .venv/bin/tcl logs <ID>      .venv/bin/tcl nodes
@@ -51,7 +52,8 @@ async def _run(master_settings: MasterSettings, agent_args: argparse.Namespace) 
         raise
     runner = asyncio.create_task(agent.run(), name="agent")
     listen = f"{master_settings.listen.rpartition(':')[0]}:{master.port}"
-    print(_banner(listen, master_settings.data_dir, agent.settings.node, agent.runtime.name), flush=True)
+    url = f"http://{master_settings.http.rpartition(':')[0]}:{master.http_port}/" if master.dashboard else ""
+    print(_banner(listen, master_settings.data_dir, agent.settings.node, agent.runtime.name, url), flush=True)
     try:
         await wait_for_stop_signal()
         print("\nstopping: killing tasks, then the agent and the master", file=sys.stderr, flush=True)
@@ -66,7 +68,9 @@ def run_dev(args: argparse.Namespace) -> int:
     setup_logging(getattr(args, "log_level", "WARNING") or "WARNING")
     data_dir = Path(args.data_dir).resolve()
     try:
-        master_settings = MasterSettings(listen=args.listen, data_dir=data_dir)
+        http = getattr(args, "http", None) or ("127.0.0.1:0" if args.listen.endswith(":0") else "127.0.0.1:7080")
+        master_settings = MasterSettings(listen=args.listen, data_dir=data_dir, http="" if http == "off" else http,
+                                         http_optional=not getattr(args, "http", None))
         return asyncio.run(_run(master_settings, _agent_args(args, data_dir)))
     except ValidationError as error:
         print(explain_settings_error("tcl dev", error), file=sys.stderr)

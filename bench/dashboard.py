@@ -1,0 +1,240 @@
+"""Dashboard costs, measured side by side in one run (the machine is shared: ratios and
+medians, no absolute assertions):
+
+1. /metrics with 10,000 running tasks (target <= 200 ms), and what prometheus_client's
+   own formatting of the same per-task series costs;
+2. the job page's API calls for a 1,000-task job (target <= 100 ms);
+3. history memory per running task at the default retention, rings full (<= 20 KiB);
+4. heartbeat handling with history on vs off (target <= 1.3x), plus the batched drain.
+
+    .venv/bin/python bench/dashboard.py [--tasks 10000] [--job-tasks 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Callable
+
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily
+
+from tcluster.master.actions import Heartbeat, Registration
+from tcluster.master.history import TASK, HistoryConfig, Series, TaskRecord, settle
+from tcluster.master.historydb import HistoryStore
+from tcluster.master.metrics import TASK_LABELS, TASK_METRICS, Exposition
+from tcluster.master.recorder import Recorder
+from tcluster.master.service import MasterService
+from tcluster.master.settings import MasterSettings
+from tcluster.master.state import MasterState, Timeouts
+from tcluster.master.store import Store
+from tcluster.master.web.app import Dashboard
+from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
+from tcluster.resources import Resources
+
+GiB = 2**30
+JOB0 = f"{0:08x}"      # job ids are 8 hex digits
+TASKS_PER_NODE = 100
+
+
+def usage(i: int, t: float) -> TaskUsage:
+    return TaskUsage(cpu_seconds=100.0 + i, cpu_rate=0.4, cpu_user_rate=0.3, cpu_system_rate=0.1,
+                     cpu_user_seconds=75.0, cpu_system_seconds=25.0, memory_bytes=(300 + i % 50) * 2**20,
+                     memory_anon_bytes=250 * 2**20, memory_file_bytes=50 * 2**20, memory_peak_bytes=400 * 2**20,
+                     pids=4, sampled_at=t, io_read_bytes=i * 4096)
+
+
+def synthetic_state(tasks: int, job_tasks: int) -> MasterState:
+    """`tasks` running tasks on nodes of 100, the first job with `job_tasks` of them."""
+    nodes = [Node(f"node{n:05d}", Resources.of({"cpu": 64, "memory": 256 * GiB}))
+             for n in range((tasks + TASKS_PER_NODE - 1) // TASKS_PER_NODE)]
+    jobs, all_tasks, sizes = [], [], [job_tasks] + [100] * ((tasks - job_tasks) // 100)
+    placed = 0
+    for j, size in enumerate(sizes):
+        spec = JobSpec(command=("train",), resources=Resources.of({"cpu": 0.5, "memory": GiB}), name=f"job{j}",
+                       queue="default", tasks=size)
+        jobs.append(Job(id=f"{j:08x}", spec=spec, submitted_at=1.0))
+        for i in range(size):
+            all_tasks.append(Task(f"{j:08x}", i, TaskState.RUNNING, node=nodes[placed // TASKS_PER_NODE].name,
+                                  attempt=1, started_at=2.0))
+            placed += 1
+    state = MasterState(jobs, all_tasks, nodes, [], Timeouts(), 0.0)
+    now = time.time()
+    for k, task in enumerate(all_tasks):
+        state.usage[task.id] = usage(k, now)
+    return state
+
+
+def timed(fn: Callable[[], Any], runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def ms(values: list[float]) -> str:
+    return f"median {1000 * statistics.median(values):.1f} ms (min {1000 * min(values):.1f})"
+
+
+def service_with(state: MasterState, tmp: Path) -> MasterService:
+    settings = MasterSettings(data_dir=tmp, http="127.0.0.1:0")
+    service = MasterService(settings, Store(tmp / "master.db"))
+    service.state = state
+    return service
+
+
+def bench_metrics(state: MasterState, tmp: Path) -> None:
+    service = service_with(state, tmp)
+    exposition = Exposition(service, Recorder(HistoryConfig()))
+    exposition.render()                      # label strings built once, as after the first scrape
+    fast = timed(exposition.render, 7)
+    size = len(exposition.render())
+
+    class Plain:                             # the same per-task series through prometheus_client
+        def collect(self) -> Any:
+            for name, text, counter, get in TASK_METRICS:
+                family = CounterMetricFamily(f"tcluster_task_{name}", text, labels=TASK_LABELS)
+                for task_id, u in state.usage.items():
+                    task = state.task(task_id)
+                    spec = state.jobs[task.job_id].spec
+                    family.add_metric([task.job_id, spec.name, str(task.index), task.node, spec.queue, spec.user],
+                                      get(u))
+                yield family
+    registry = CollectorRegistry()
+    registry.register(Plain())
+    plain = timed(lambda: generate_latest(registry), 1)
+    print(f"/metrics, {len(state.usage)} running tasks: {ms(fast)}, {size / 2**20:.1f} MiB "
+          f"(target <= 200 ms); prometheus_client formatting the per-task series alone: {ms(plain)} "
+          f"({statistics.median(plain) / statistics.median(fast):.1f}x)")
+
+
+def bench_job_api(state: MasterState, tmp: Path, job_tasks: int) -> None:
+    service = service_with(state, tmp)
+    dashboard = Dashboard(service, service.settings)
+    config, start = dashboard.config, time.time() - 600
+    for task in state.tasks[JOB0][:40]:              # the charts' 40 tasks with 10 min of history
+        record = dashboard.recorder.tasks[task.id] = TaskRecord(JOB0, task.node, "default", 1,
+                                                                Series(TASK, config))
+        for s in range(600):
+            record.series.add(start + s, [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
+
+    async def run() -> tuple[list[float], list[float]]:
+        client = TestClient(TestServer(dashboard.app()))
+        await client.start_server()
+        try:
+            async def call(path: str) -> float:
+                started = time.perf_counter()
+                response = await client.get(path)
+                await response.read()
+                assert response.status == 200, await response.text()
+                return time.perf_counter() - started
+            await call(f"/api/v1/jobs/{JOB0}")
+            job = [await call(f"/api/v1/jobs/{JOB0}") for _ in range(7)]
+            charts = [await call(f"/api/v1/jobs/{JOB0}/usage?detail=0") for _ in range(7)]
+            return job, charts
+        finally:
+            await client.close()
+    job, charts = asyncio.run(run())
+    print(f"job page API, a {job_tasks}-task job: /api/v1/jobs/ID {ms(job)}; /usage (40 tasks x 10 min) {ms(charts)} "
+          f"(target <= 100 ms each)")
+    dashboard.store.close()
+
+
+def bench_memory(tasks: int, tmp: Path) -> None:
+    """Every ring full: 24 h of 5-min buckets, then 10 min of 1 s samples."""
+    config = HistoryConfig()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    records = {}
+    now = time.time()
+    for i in range(tasks):
+        record = records[f"j.{i}"] = TaskRecord("j", "n1", "default", 1, Series(TASK, config))
+        for t in range(int(now - 86400), int(now - 600), int(config.long_step_s)):
+            record.series.add(float(t), [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
+        for t in range(int(now - 600), int(now)):
+            record.series.add(float(t), [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
+        record.ooms.append((now, 1, "n1"))
+    settle()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    total = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    print(f"history memory at the default retention ({config.recent_s:.0f} s at the heartbeat, "
+          f"{config.long_s:.0f} s in {config.long_step_s:.0f} s buckets), rings full: "
+          f"{total / tasks / 1024:.1f} KiB per running task (target <= 20 KiB)")
+    recorder = Recorder(config)
+    recorder.tasks.update(records)
+    store = HistoryStore(tmp / "history.db", config)
+    first = timed(lambda: store.flush(recorder), 1)
+    for record in records.values():               # 30 s more of samples: what a periodic flush writes
+        for t in range(int(now), int(now) + 30):
+            record.series.add(float(t), [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
+    settle()
+    batches: list[Any] = []
+    on_loop = timed(lambda: batches.append(store.collect(recorder, len(batches), 30)), 30)
+    in_thread = [sum(timed(lambda: store.write(b), 1)) for b in batches]
+    store.close()
+    print(f"history flush of {tasks} running tasks (whole rings the first time: {ms(first)}); then every 30 s "
+          f"in 30 one-second parts: on the loop {1000 * max(on_loop):.1f} ms at most per part "
+          f"({1e6 * sum(on_loop) / tasks:.0f} us per task), in the writer thread {1000 * sum(in_thread):.0f} ms in all")
+
+
+def bench_heartbeats(tmp: Path, beats: int) -> None:
+    state = synthetic_state(TASKS_PER_NODE, TASKS_PER_NODE)
+    service = service_with(state, tmp)
+    node = state.nodes["node00000"]
+    running = tuple((t.id, 1) for t in state.tasks[JOB0])
+    link = service.attach(Registration("node00000", node.capacity, Resources(), (), "bench", running))
+    recorder = Recorder(HistoryConfig(step_s=1.0))
+    free = Resources.of({"cpu": 14, "memory": 150 * GiB})
+    now = time.time()
+    samples = [{t.id: (1, usage(k, now + b)) for k, t in enumerate(state.tasks[JOB0])} for b in range(beats)]
+
+    def run(observer: Recorder | None) -> float:
+        service.observer = observer
+        started = time.perf_counter()
+        for beat in samples:
+            service.on_heartbeat(link, Heartbeat(free, beat))
+        return time.perf_counter() - started
+    off, on, drain = [], [], []
+    for _ in range(5):                           # interleaved, so noise hits both alike
+        off.append(run(None))
+        on.append(run(recorder))
+        started = time.perf_counter()
+        recorder.drain(state)
+        drain.append(time.perf_counter() - started)
+    per = lambda xs: 1e6 * statistics.median(xs) / beats
+    print(f"heartbeat handling, {TASKS_PER_NODE} tasks per beat: history off {per(off):.0f} us, on {per(on):.0f} us "
+          f"-> {statistics.median(on) / statistics.median(off):.2f}x (target <= 1.3x); the batched drain, off the "
+          f"heartbeat path: {per(drain):.0f} us per beat ({(statistics.median(on) + statistics.median(drain)) / statistics.median(off):.2f}x "
+          f"all told)")
+    service.observer = None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--job-tasks", type=int, default=1_000)
+    parser.add_argument("--memory-tasks", type=int, default=200)
+    parser.add_argument("--beats", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch)
+        state = synthetic_state(args.tasks, args.job_tasks)
+        (tmp / "m").mkdir(), (tmp / "j").mkdir(), (tmp / "h").mkdir()
+        bench_metrics(state, tmp / "m")
+        bench_job_api(state, tmp / "j", args.job_tasks)
+        (tmp / "s").mkdir()
+        bench_memory(args.memory_tasks, tmp / "s")
+        bench_heartbeats(tmp / "h", args.beats)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""The dashboard's runtime on the master's own event loop: the recorder (fed by the
+service), the history store, the aiohttp app (UI, /api/v1/, /metrics) and one background
+task that drains the recorder every second, samples the cluster and the queues every
+2 s and flushes history to disk every `history_flush_s`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from tcluster.master.history import HistoryConfig, TaskRecord
+from tcluster.master.historydb import HistoryStore
+from tcluster.master.metrics import CONTENT_TYPE, Exposition
+from tcluster.master.recorder import Recorder
+from tcluster.master.web.api import Api, errors_middleware
+
+log = logging.getLogger(__name__)
+DRAIN_S = 1.0
+SAMPLE_S = 2.0
+FINISHED_CACHE = 256
+FINISHED_TTL_S = 30.0
+STATIC = Path(str(files("tcluster.master.web") / "static"))
+
+
+def history_config(settings: Any) -> HistoryConfig:
+    return HistoryConfig(step_s=settings.heartbeat_interval_s, recent_s=settings.history_recent_s,
+                         long_step_s=settings.history_long_step_s, long_s=settings.history_long_s)
+
+
+def authorize(request: web.Request) -> str:
+    """The one place that decides who may see what. There is no identity yet, so everyone
+    is `anonymous` and sees everything; with tokens, check `Authorization: Bearer` (or the
+    session cookie the login form sets) here, raise web.HTTPUnauthorized, and let the
+    handlers filter by `request[PRINCIPAL]`."""
+    return "anonymous"
+
+
+PRINCIPAL = web.RequestKey("principal", str)
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+    request[PRINCIPAL] = authorize(request)
+    return await handler(request)
+
+
+class Dashboard:
+    def __init__(self, service: Any, settings: Any) -> None:
+        self.service, self.settings = service, settings
+        self.config = history_config(settings)
+        self.recorder = Recorder(self.config)
+        self.store = HistoryStore(settings.data_dir / "history.db", self.config)
+        self.exposition = Exposition(service, self.recorder, task_metrics=settings.task_metrics)
+        self._runner: web.AppRunner | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._writing: asyncio.Future[bool] | None = None
+        self._finished: OrderedDict[str, tuple[float, TaskRecord]] = OrderedDict()
+        self.port = 0
+
+    # ---- what the API reads ----
+
+    def drain(self) -> None:
+        self.recorder.drain(self.service.state)
+
+    def task_record(self, task_id: str) -> TaskRecord | None:
+        """In memory while running; a finished task's comes back from disk (and is kept in a
+        small cache: it no longer changes, and a job page asks again every 2 s)."""
+        record = self.recorder.tasks.get(task_id)
+        if record is not None:
+            return record
+        if task_id.rpartition(".")[0] not in self.service.state.jobs:
+            return None
+        now = time.monotonic()
+        loaded, record = self._finished.pop(task_id, (0.0, None))
+        if record is None or now - loaded > FINISHED_TTL_S:     # a retry may have run it again since
+            loaded, record = now, self.store.load_task(task_id)
+        if record is not None:
+            self._finished[task_id] = (loaded, record)
+            while len(self._finished) > FINISHED_CACHE:
+                self._finished.popitem(last=False)
+        return record
+
+    # ---- lifecycle ----
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[auth_middleware, errors_middleware])
+        app.add_routes(Api(self.service, self).routes())
+        app.add_routes([web.get("/metrics", self.metrics), web.get("/", self.index),
+                        web.get("/favicon.ico", self.no_icon),
+                        web.static("/static", STATIC, follow_symlinks=False)])
+        return app
+
+    async def start(self, address: str) -> int:
+        running = {t.id for ts in self.service.state.tasks.values() for t in ts if t.state.holds_resources}
+        self.store.restore(self.recorder, running)
+        self.service.observer = self.recorder
+        host, _, port = address.rpartition(":")
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host.strip("[]"), int(port))
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            self.service.observer = None
+            self.store.close()
+            raise
+        self.port = self._runner.addresses[0][1]
+        self._task = asyncio.create_task(self._loop(), name="dashboard")
+        return self.port
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._writing is not None:
+            await asyncio.shield(self._writing)     # one writer on the connection at a time
+        if self._runner is not None:
+            await self._runner.cleanup()
+        self.drain()
+        self.store.flush(self.recorder)
+        self.store.close()
+
+    async def _loop(self) -> None:
+        last_sample, tick = 0.0, 0
+        parts = max(1, round(self.settings.history_flush_s / DRAIN_S))
+        while True:
+            await asyncio.sleep(DRAIN_S)
+            tick += 1
+            try:
+                self.drain()
+                now = time.monotonic()
+                if now - last_sample >= SAMPLE_S:
+                    last_sample = now
+                    self.recorder.sample_cluster(time.time(), self.service.state, self.service.list_queues())
+                await self._flush_part(tick % parts, parts)
+            except asyncio.CancelledError:
+                raise
+            except Exception:      # the dashboard must never take the master down
+                log.exception("dashboard background step failed")
+
+    async def _flush_part(self, part: int, parts: int) -> None:
+        """Every second, 1/parts of the changed series: each is written once per flush period."""
+        batch = self.store.collect(self.recorder, part, parts)
+        if not (batch.chunks or batch.tasks or batch.forgotten):
+            self.store.finish(self.recorder, batch, True)
+            return
+        # If the loop is cancelled meanwhile, _writing stays set and stop() waits for it.
+        self._writing = asyncio.ensure_future(asyncio.to_thread(self.store.write, batch))
+        ok = await asyncio.shield(self._writing)
+        self._writing = None
+        self.store.finish(self.recorder, batch, ok)
+
+    # ---- handlers outside the API ----
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        self.drain()
+        return web.Response(body=self.exposition.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def no_icon(self, request: web.Request) -> web.Response:
+        return web.Response(status=204)
+
+    async def index(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,143 @@
+"""The usage history: bfloat16 rings, downsampling, windows, OOM events, persistence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tcluster.master.events import Beat, Step
+from tcluster.master.history import TASK, HistoryConfig, Schema, Series, Tier, from_bf16, to_bf16, MAX, MEAN
+from tcluster.master.historydb import HistoryStore
+from tcluster.master.recorder import Recorder
+from tcluster.master.state import MasterState, Timeouts
+from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
+from tcluster.resources import Resources
+
+GiB = 2**30
+
+
+def test_bfloat16_keeps_three_significant_digits_over_any_range() -> None:
+    values = np.array([0.0, 0.25, 1.5, 3.7, 1234.0, 1 * GiB, 3.3 * GiB, 1e12], dtype=np.float32)
+    back = from_bf16(to_bf16(values))
+    assert np.all(np.abs(back - values) <= values * 0.004)
+    assert np.isnan(from_bf16(to_bf16(np.array([np.nan]))))[0]
+
+
+def test_a_bucket_keeps_the_mean_of_rates_and_the_max_of_levels() -> None:
+    schema = Schema(("rate", "level"), (MEAN, MAX))
+    tier = Tier(10.0, 6, schema)
+    for t, rate, level in [(100.0, 1.0, 5.0), (103.0, 3.0, 9.0), (109.9, 2.0, 7.0), (111.0, 8.0, 1.0)]:
+        tier.add(t, [rate, level])
+    times, rows = tier.read(0, 1e9)
+    assert times.tolist() == [100.0, 110.0]
+    assert rows.tolist() == [[2.0, 9.0], [8.0, 1.0]]
+
+
+def test_a_ring_forgets_what_falls_out_of_its_window_and_shows_gaps() -> None:
+    tier = Tier(1.0, 5, Schema(("x",), (MAX,)))
+    for t in range(10):
+        tier.add(float(t), [float(t)])
+    times, rows = tier.read(0, 100)
+    assert times.tolist() == [5.0, 6.0, 7.0, 8.0, 9.0]
+    tier.add(12.0, [12.0])                    # nothing at 10 and 11: a gap, not old values
+    times, _ = tier.read(0, 100)
+    assert times.tolist() == [8.0, 9.0, 12.0]
+    assert tier.data.nbytes == 5 * 2
+
+
+def test_series_reads_coarse_buckets_then_the_recent_tier() -> None:
+    series = Series(Schema(("x",), (MEAN,)), HistoryConfig(step_s=1.0, recent_s=60, long_step_s=10, long_s=3600))
+    for t in range(0, 600):
+        series.add(float(t), [float(t % 20)])
+    recent = series.read(600 - 30, 600)
+    assert recent["step_s"] == 1.0 and len(recent["t"]) == 30
+    whole = series.read(0, 600)               # 10 s buckets until the recent tier's first second
+    assert whole["t"][:3] == [0.0, 10.0, 20.0] and whole["x"][0] == pytest.approx(4.5)
+    assert whole["t"][-60:] == [float(t) for t in range(540, 600)] and whole["t"][-61] == 530.0
+    assert whole["t"] == sorted(whole["t"])
+
+
+def _state() -> MasterState:
+    spec = JobSpec(command=("x",), resources=Resources.of({"cpu": 1, "memory": GiB}), queue="a.b", name="burn")
+    job = Job(id="j1", spec=spec, submitted_at=1.0)
+    tasks = [Task("j1", i, TaskState.RUNNING, node="n1", attempt=1) for i in range(2)]
+    node = Node("n1", Resources.of({"cpu": 4, "memory": 8 * GiB}))
+    return MasterState([job], tasks, [node], [], Timeouts(), 0.0)
+
+
+def _usage(t: float, cpu_s: float, memory: int, cache: int, ooms: int = 0, io: int = 0) -> TaskUsage:
+    return TaskUsage(cpu_seconds=cpu_s, cpu_rate=1.0, cpu_user_rate=0.75, cpu_system_rate=0.25,
+                     memory_bytes=memory, memory_file_bytes=cache, memory_anon_bytes=memory - cache,
+                     sampled_at=t, oom_kills=ooms, io_read_bytes=io, pids=3)
+
+
+def _beat(rec: Recorder, state: MasterState, t: float, usage: dict[str, TaskUsage]) -> None:
+    rec.on_step(Beat("n1", Resources(), {k: (1, u) for k, u in usage.items()}), Step(usage=usage), t)
+
+
+def test_recorder_derives_working_set_rates_node_series_and_oom_events() -> None:
+    state, rec = _state(), Recorder(HistoryConfig(step_s=1.0))
+    for i in range(5):
+        t = 1000.0 + i
+        _beat(rec, state, t, {"j1.0": _usage(t, i, 300 * 2**20, 100 * 2**20, ooms=1 if i >= 3 else 0, io=i * 4096),
+                              "j1.1": _usage(t, i, 50 * 2**20, 0)})
+    rec.drain(state)
+    data = rec.tasks["j1.0"].series.read(995, 2000)   # the recent tier
+    assert data["memory_working_set"][-1] == pytest.approx(200 * 2**20, rel=0.005)
+    assert data["memory_cache"][-1] == pytest.approx(100 * 2**20, rel=0.005)
+    assert data["io_read"][-1] == pytest.approx(4096)
+    assert data["cpu_user"][-1] == 0.75
+    assert rec.tasks["j1.0"].ooms == [(1003.0, 1, "n1")]
+    assert rec.oom_kills[("n1", "a.b")] == 1
+    node = rec.nodes["n1"].read(995, 2000)
+    assert node["cpu_used"][-1] == 2.0 and node["cpu_allocated"][-1] == 2.0 and node["cpu_capacity"][-1] == 4.0
+    assert node["tasks"][-1] == 2
+
+
+def test_an_oom_exit_the_heartbeats_missed_is_still_an_event_and_counted_once() -> None:
+    state, rec = _state(), Recorder(HistoryConfig())
+    _beat(rec, state, 10.0, {"j1.0": _usage(10.0, 1, GiB // 2, 0)})
+    ended = Task("j1", 0, TaskState.FAILED, node="n1", attempt=1, reason="OOMKilled", finished_at=11.5,
+                 usage=_usage(11.0, 1, GiB, 0, ooms=1))
+    rec.on_step(object(), Step(tasks={"j1.0": ended}), 11.6)
+    rec.drain(state)
+    assert rec.tasks["j1.0"].ooms == [(11.5, 1, "n1")] and rec.tasks["j1.0"].ended
+    assert rec.oom_kills[("n1", "a.b")] == 1
+
+
+def test_history_survives_a_restart_and_a_finished_task_is_read_back(tmp_path: Path) -> None:
+    config = HistoryConfig(step_s=1.0)
+    state, rec = _state(), Recorder(config)
+    store = HistoryStore(tmp_path / "history.db", config)
+    for i in range(20):
+        _beat(rec, state, 100.0 + i, {"j1.0": _usage(100.0 + i, i, (i + 1) * 2**20, 0),
+                                      "j1.1": _usage(100.0 + i, i, 2**20, 0)})
+    rec.drain(state)
+    rec.sample_cluster(120.0, state, [])
+    assert store.flush(rec) == 4                 # two tasks, the node, the cluster: one batch
+    ended = Task("j1", 1, TaskState.SUCCEEDED, node="n1", attempt=1, finished_at=121.0)
+    rec.on_step(object(), Step(tasks={"j1.1": ended}), 121.0)
+    rec.drain(state)
+    store.flush(rec)
+    assert "j1.1" not in rec.tasks               # finished: out of memory, on disk
+    store.close()
+
+    again = Recorder(config)
+    store = HistoryStore(tmp_path / "history.db", config)
+    store.restore(again, {"j1.0"})
+    before = rec.tasks["j1.0"].series.read(0, 1e9)
+    assert again.tasks["j1.0"].series.read(0, 1e9) == before
+    assert again.nodes["n1"].read(0, 1e9)["memory_used"] == rec.nodes["n1"].read(0, 1e9)["memory_used"]
+    finished = store.load_task("j1.1")
+    assert finished is not None and finished.ended and len(finished.series.read(0, 1e9)["t"]) == 20
+    again.forgotten.add("j1")
+    store.flush(again)
+    assert store.load_task("j1.1") is None
+    store.close()
+
+
+def test_task_history_fits_the_memory_budget_at_default_retention() -> None:
+    series = Series(TASK, HistoryConfig())
+    assert sum(t.nbytes() for t in series.tiers) <= 18 * 1024

@@ -1,0 +1,69 @@
+"""`tcl top` over a fake client: sorting, requested vs used, the JSON snapshot, the views."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+
+from tcluster.cli.main import build_parser
+from tcluster.cli.top import render, snapshot, top
+from tcluster.v1 import common_pb2, jobs_pb2
+
+MiB = 2**20
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        burn = jobs_pb2.Job(id="aaaa0001", spec=jobs_pb2.JobSpec(name="burn", queue="ads.prod"))
+        burn.spec.resources.cpu, burn.spec.resources.memory = 1, 512 * MiB
+        for index, (rate, memory) in enumerate([(0.1, 300 * MiB), (0.95, 50 * MiB)]):
+            task = burn.tasks.add(index=index, state=common_pb2.TASK_RUNNING, node="n1")
+            task.usage.cpu_rate, task.usage.memory_bytes, task.usage.memory_file_bytes = rate, memory, 10 * MiB
+        burn.tasks.add(index=2, state=common_pb2.TASK_PENDING)
+        self.jobs = [burn]
+
+    def list_jobs(self, states: list[int], queue: str, limit: int, all_jobs: bool = False) -> tuple[list, int]:
+        return self.jobs, len(self.jobs)
+
+    def list_nodes(self) -> list[jobs_pb2.Node]:
+        node = jobs_pb2.Node(name="n1", state="READY", tasks=["aaaa0001.0", "aaaa0001.1"])
+        node.capacity.cpu, node.capacity.memory, node.free.cpu, node.free.memory = 4, 8 * 2**30, 2, 7 * 2**30
+        return [node]
+
+    def list_queues(self) -> jobs_pb2.ListQueuesResponse:
+        return jobs_pb2.ListQueuesResponse(queues=[
+            jobs_pb2.Queue(path="ads", depth=1, guaranteed_share=0.6, dominant_share=0.5, running_tasks=2),
+            jobs_pb2.Queue(path="ads.prod", depth=2, guaranteed_share=0.54, dominant_share=0.5, running_tasks=2),
+            jobs_pb2.Queue(path="dev", depth=1, guaranteed_share=0.4)])
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    return build_parser().parse_args(["top", *argv])
+
+
+def test_the_busiest_task_is_first_and_shows_used_against_requested() -> None:
+    kind, rows = snapshot(_args(), FakeClient())
+    assert kind == "tasks" and [r["task"] for r in rows] == [1, 0]     # pending tasks are not shown
+    screen = render(kind, rows, 0).splitlines()
+    assert screen[0].split()[:6] == ["JOB", "NAME", "TASK", "NODE", "CPU", "/REQ"]
+    assert screen[1].split()[:7] == ["aaaa0001", "burn", "1", "n1", "0.95", "1", "95%"]
+    _, by_memory = snapshot(_args("--sort", "memory"), FakeClient())
+    assert by_memory[0]["task"] == 0 and by_memory[0]["memory_working_set_bytes"] == 290 * MiB
+
+
+def test_nodes_and_queues_views_sum_their_tasks() -> None:
+    _, nodes = snapshot(_args("--nodes"), FakeClient())
+    assert nodes[0]["cpu_used"] == 1.05 and nodes[0]["cpu_allocated"] == 2 and nodes[0]["tasks"] == 2
+    _, queues = snapshot(_args("--queues"), FakeClient())
+    assert [q["path"] for q in queues] == ["ads", "ads.prod", "dev"] and queues[2]["cpu_used"] == 0
+    assert "GUARANTEED" in render("queues", queues, 0)
+
+
+def test_json_prints_one_snapshot_and_once_draws_one_screen() -> None:
+    out = io.StringIO()
+    assert top(_args("-o", "json"), FakeClient(), out=out) == 0
+    assert [r["task"] for r in json.loads(out.getvalue())["tasks"]] == [1, 0]
+    out = io.StringIO()
+    assert top(_args("--once"), FakeClient(), sleep=lambda s: None, out=out) == 0
+    assert "sorted by cpu" in out.getvalue() and "\x1b[2J" not in out.getvalue()
