@@ -191,6 +191,7 @@ class SimAgent:
                 stats.events_acked += 1
                 if state == TASK_RUNNING:
                     stats.running_acked.append((task_id, attempt, now))
+                    self.fleet.total_running_acked += 1
         elif kind == "launch":
             self._launch(message.launch, now)
         elif kind == "kill":
@@ -228,6 +229,7 @@ class SimAgent:
         self.used_memory += res.memory
         stats.max_used_fraction = max(stats.max_used_fraction, self.used_cpu / self.cpu, self.used_memory / self.memory)
         stats.launches.append((task_id, attempt, self.name, now))
+        self.fleet.total_launches += 1
         duration = task_duration(launch.spec.command)
         if math.isfinite(duration):
             task.timer = self.fleet.loop.call_later(duration, self._finish, task_id, attempt)
@@ -324,6 +326,8 @@ class Fleet:
         self.streams_per_channel = max(1, streams_per_channel)
         self.interval_s = interval_s
         self.stats = FleetStats()
+        self.total_launches = 0          # since start, never reset (cheap progress counters)
+        self.total_running_acked = 0
         self.stopping = False
         self.agents: list[SimAgent] = []
         self.channels: list[grpc.aio.Channel] = []
@@ -365,8 +369,8 @@ class Fleet:
         n = len(self.agents)
         t0 = time.monotonic()
         cycle, index = 0, 0
-        stats = self.stats
         while not self.stopping:
+            stats = self.stats               # a snapshot swaps it
             interval = self.interval_s
             now = time.monotonic()
             while True:
@@ -380,6 +384,12 @@ class Fleet:
                 if index == n:
                     index, cycle = 0, cycle + 1
             await asyncio.sleep(max(0.0, min(0.02, due - time.monotonic())))
+
+    def counts(self) -> dict[str, int]:
+        return {"launches": self.total_launches, "running_acked": self.total_running_acked,
+                "running_now": sum(len(a.tasks) for a in self.agents),
+                "unacked": sum(len(a.unacked) for a in self.agents),
+                "registered": sum(a.registered for a in self.agents)}
 
     def snapshot(self, reset: bool = True) -> FleetStats:
         """The counters since the last snapshot, plus the gauges now."""

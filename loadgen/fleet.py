@@ -49,8 +49,8 @@ async def _serve(conn: Connection, config: FleetConfig, worker: int) -> None:
                 conn.send(fleet.snapshot())
             elif command == "peek":
                 conn.send(fleet.snapshot(reset=False))
-            elif command == "registered":
-                conn.send(sum(a.registered for a in fleet.agents))
+            elif command == "counts":
+                conn.send(fleet.counts())
     finally:
         starter.cancel()
         loop.remove_reader(conn.fileno())
@@ -82,8 +82,15 @@ class FleetProcesses:
             conn.send(command)
         return [conn.recv() for conn in self.conns]
 
+    def counts(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for part in self._ask("counts"):
+            for key, value in part.items():  # type: ignore[attr-defined]
+                total[key] = total.get(key, 0) + value
+        return total
+
     def registered(self) -> int:
-        return sum(self._ask("registered"))  # type: ignore[arg-type]
+        return self.counts()["registered"]
 
     def wait_registered(self, timeout_s: float) -> int:
         deadline = time.monotonic() + timeout_s
