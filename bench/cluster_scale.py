@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -94,11 +95,11 @@ class Window:
 
 def hb_figures(stats: FleetStats, seconds: float, interval: float) -> dict[str, float]:
     within = sum(1 for r in stats.hb_rtt if r <= interval)
-    sent = max(1, stats.heartbeats_sent)
+    answered_or_due = max(1, len(stats.hb_rtt) + stats.hb_overdue_now)
     return {
         "hb_sent_per_s": stats.heartbeats_sent / seconds,
         "hb_acked_per_s": stats.heartbeats_acked / seconds,
-        "hb_within_interval": within / sent,
+        "hb_within_interval": within / answered_or_due,     # late or never answered count against
         "hb_rtt_p50_ms": pct(stats.hb_rtt, 50) * 1000,
         "hb_rtt_p99_ms": pct(stats.hb_rtt, 99) * 1000,
         "harness_lag_p99_ms": pct(stats.hb_lag, 99) * 1000,
@@ -151,6 +152,7 @@ class Driver:
         self.steps: dict[str, list[str]] = {}
         self.profiles: dict[str, Path] = {}
         self.disconnects = 0
+        self.submit_errors = 0
         self.results: dict[str, float] = {}
         self.notes: list[str] = []
         self.job_times: dict[str, tuple[float, float]] = {}     # job id -> (sent, returned), monotonic
@@ -162,11 +164,19 @@ class Driver:
         print(f"[{self.label} {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
     async def submit(self, stub: jobs_pb2_grpc.JobServiceStub, command: list[str], cpu: float, memory: int,
-                     tasks: int, name: str = "") -> str:
+                     tasks: int, name: str = "") -> str | None:
+        """The job id, or None when the master failed the Submit (counted, and the error kept)."""
         spec = jobs_pb2.JobSpec(command=command, tasks=tasks, name=name)
         spec.resources.cpu, spec.resources.memory = cpu, memory
         sent = time.monotonic()
-        job = await stub.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=120)
+        try:
+            job = await stub.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=120)
+        except grpc.aio.AioRpcError as error:
+            self.submit_errors += 1
+            text = f"Submit failed after {time.monotonic() - sent:.1f}s: {error.code().name} {error.details()}"
+            if text.split(" after")[0] not in " ".join(self.notes):
+                self.notes.append(text)
+            return None
         self.job_times[job.id] = (sent, time.monotonic())
         return job.id
 
@@ -203,6 +213,7 @@ class Driver:
             self.results["invariant_rejected"] = final.rejected_oversubscribed + final.rejected_conflict
             self.results["invariant_duplicates"] = final.duplicate_launches
             self.results["disconnects"] = self.disconnects + final.disconnects
+            self.results["submit_errors"] = self.submit_errors
             if final.errors:
                 self.notes.append(f"agent errors: {final.errors[:3]}")
         finally:
@@ -258,6 +269,8 @@ class Driver:
         ids = await asyncio.gather(*(self.submit(stub, ["sleep", "inf"], 1.0, GiB, n, f"burst-{i}")
                                      for i, n in enumerate(sizes)))
         submitted = time.monotonic()
+        total = sum(n for n, job in zip(sizes, ids) if job is not None)
+        self.results["burst.failed_submits"] = sum(job is None for job in ids)
         deadline = start + a.burst_timeout_s
         launched_at = acked_at = None
         while time.monotonic() < deadline:
@@ -323,7 +336,8 @@ class Driver:
                     task = asyncio.create_task(self.submit(stub, ["sleep", str(a.task_s)], 0.05, 64 * MiB, k))
                     inflight.add(task)
                     task.add_done_callback(inflight.discard)
-                    task.add_done_callback(lambda t: churn_ids.append(t.result()) if not t.exception() else None)
+                    task.add_done_callback(lambda t: churn_ids.append(t.result())
+                                           if not t.cancelled() and t.result() else None)
                 else:
                     failures += 1       # the master is not keeping up with submissions: skipped
                 i += 1
@@ -380,7 +394,9 @@ class Driver:
         async def probing() -> None:
             t0 = time.monotonic()
             while time.monotonic() - t0 < a.window_s:
-                probes.append(await self.submit(stub, ["sleep", "0.5"], 0.05, 64 * MiB, 1, "probe"))
+                probe = await self.submit(stub, ["sleep", "0.5"], 0.05, 64 * MiB, 1, "probe")
+                if probe is not None:
+                    probes.append(probe)
                 await asyncio.sleep(0.25)
 
         runner = asyncio.create_task(probing())
@@ -391,12 +407,13 @@ class Driver:
         launches = {t.rpartition(".")[0]: tm for t, _, _, tm in stats.launches + more.launches}
         lat = [launches[p] - self.job_times[p][1] for p in probes if p in launches]
         self.record("pending", stats, cpu, timings)
-        self.results["pending.jobs"] = a.pending_jobs
         self.results["pending.probe_p50_ms"] = pct(lat, 50) * 1000
         self.results["pending.probe_p99_ms"] = pct(lat, 99) * 1000
         self.log(f"pending ({a.pending_jobs} jobs): round p50 {self.results.get('pending.round_p50_ms', 0):.1f} ms "
                  f"p99 {self.results.get('pending.round_p99_ms', 0):.1f} ms; probe p50 "
                  f"{self.results['pending.probe_p50_ms']:.0f} ms")
+        blocked = [j for j in blocked if j is not None]
+        self.results["pending.jobs"] = len(blocked)
         for i in range(0, len(blocked + blocked_ids), 32):
             await asyncio.gather(*(stub.Cancel(jobs_pb2.CancelJobRequest(id=j), timeout=60)
                                    for j in (blocked + blocked_ids)[i:i + 32]), return_exceptions=True)
@@ -434,6 +451,7 @@ ROWS = [
     ("steady.master_main_thread_cores", "    of which the Python thread", "{:.2f}", "", -1),
     ("steady.master_rss_mb", "  master RSS (MiB)", "{:.0f}", "", -1),
     ("steady.harness_cores", "  harness CPU (cores)", "{:.2f}", "", 0),
+    ("steady.harness_lag_p99_ms", "  harness lateness sending, p99 (ms)", "{:.0f}", "", -1),
     ("steady.machine_cores", "  whole machine busy (cores of 2)", "{:.2f}", "", 0),
     ("churn.submitted_tasks_per_s", "CHURN arrivals (tasks/s)", "{:,.0f}", "1,000", 1),
     ("churn.finished_per_s", "  tasks finished/s", "{:,.0f}", "", 1),
@@ -446,6 +464,7 @@ ROWS = [
     ("churn.round_p99_ms", "  round p99 (ms)", "{:.1f}", "", -1),
     ("churn.master_rss_mb", "  master RSS (MiB)", "{:.0f}", "", -1),
     ("pending.jobs", "PENDING jobs waiting", "{:,.0f}", "", 0),
+    ("pending.round_pending_jobs", "  pending jobs a round saw (mean)", "{:,.0f}", "", 0),
     ("pending.round_p50_ms", "  round p50 (ms)", "{:.1f}", "", -1),
     ("pending.round_p99_ms", "  round p99 (ms)", "{:.1f}", "", -1),
     ("pending.round_once_p99_ms", "  round + write + send p99 (ms)", "{:.1f}", "", -1),
@@ -456,6 +475,8 @@ ROWS = [
     ("invariant_rejected", "launches refused by agents (oversubscribed/conflict)", "{:,.0f}", "0", -1),
     ("invariant_duplicates", "duplicate launches", "{:,.0f}", "0", -1),
     ("disconnects", "agent streams lost", "{:,.0f}", "0", -1),
+    ("submit_errors", "Submit RPCs failed", "{:,.0f}", "0", -1),
+    ("burst.failed_submits", "  of which burst jobs", "{:,.0f}", "0", -1),
 ]
 
 
@@ -503,6 +524,20 @@ def print_profile(label: str, name: str, path: Path, limit: int) -> None:
         print(f"  {n / total:>7.1%}  {func}")
 
 
+async def guarded(driver: Driver) -> dict[str, float]:
+    """A pair that fails keeps what it measured; the others still run."""
+    try:
+        return await driver.run()
+    except Exception as error:  # noqa: BLE001 - reported in the output
+        driver.notes.append(f"run failed: {type(error).__name__}: {error}")
+        driver.log(f"FAILED: {type(error).__name__}: {error}")
+        return driver.results
+
+
+def save(tmp: Path, results: dict[str, dict[str, float]], name: str = "pairs") -> None:
+    (tmp / f"results-{name}.json").write_text(json.dumps(results, indent=1, default=str))
+
+
 async def run_all(args: argparse.Namespace) -> int:
     pairs = [(f, p) for f in args.fairness.split(",") for p in args.placement.split(",")]
     with tempfile.TemporaryDirectory(prefix="tcl-scale-") as tmp_name:
@@ -514,9 +549,9 @@ async def run_all(args: argparse.Namespace) -> int:
             for fairness, placement in pairs:
                 label = f"{fairness}/{placement}"
                 driver = Driver(args, fairness, placement, tmp, label.replace("/", "-"))
-                driver.label = label.replace("/", "-")
-                results[label] = await driver.run()
+                results[label] = await guarded(driver)
                 drivers[label] = driver
+                save(tmp, results)
                 args.profile = args.profile and args.profile_all   # profile the first pair unless --profile-all
         hist: dict[str, dict[str, float]] = {}
         if args.history:
@@ -529,8 +564,9 @@ async def run_all(args: argparse.Namespace) -> int:
             fairness, placement = pairs[0]
             for name, source in (("fresh", None), (f"{args.history:,} done", db)):
                 driver = Driver(hargs, fairness, placement, tmp, "hist-" + name.split()[0].replace(",", ""), source)
-                hist[name] = await driver.run()
+                hist[name] = await guarded(driver)
                 drivers["history " + name] = driver
+                save(tmp, hist, "history")
     print(f"\ncluster_scale: {args.agents:,} agents in {args.processes} processes ({args.streams_per_channel} "
           f"streams per channel), heartbeat {args.heartbeat_s}s, {args.tasks_per_agent} tasks/agent, "
           f"{args.jobs} burst jobs, churn {args.rate:,.0f} tasks/s x {args.churn_s:.0f}s of {args.task_s}s tasks, "

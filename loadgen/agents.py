@@ -82,6 +82,7 @@ class FleetStats:
     events_sent: int = 0
     events_acked: int = 0
     events_unacked_now: int = 0       # gauge: sent, not yet acknowledged
+    hb_overdue_now: int = 0           # gauge: heartbeats unanswered for longer than the interval
     running_now: int = 0              # gauge: tasks running on these agents
     max_used_fraction: float = 0.0    # gauge: highest sum(requests)/capacity seen on any agent
     errors: list[str] = field(default_factory=list)
@@ -396,6 +397,8 @@ class Fleet:
         stats = self.stats
         stats.events_unacked_now = sum(len(a.unacked) for a in self.agents)
         stats.running_now = sum(len(a.tasks) for a in self.agents)
+        now, interval = time.monotonic(), self.interval_s
+        stats.hb_overdue_now = sum(1 for a in self.agents for t in a.hb_times if now - t > interval)
         if reset:
             self.stats = FleetStats(registered=stats.registered, connected=stats.connected)
         return stats

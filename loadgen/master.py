@@ -21,11 +21,11 @@ BIN = Path(sys.executable).parent
 
 class MasterProc:
     def __init__(self, data_dir: Path, log: Path, *, fairness: str, placement: str, heartbeat_s: float = 1.0,
-                 probe: bool = True, extra: list[str] | None = None) -> None:
+                 probe: bool = True, extra: list[str] | None = None, log_level: str = "WARNING") -> None:
         self.data_dir, self.log_path = data_dir, log
         self.stats_path = str(log.with_suffix(".stats.json"))
         args = ["--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--fairness", fairness,
-                "--placement", placement, "--heartbeat-interval-s", str(heartbeat_s), "--log-level", "WARNING",
+                "--placement", placement, "--heartbeat-interval-s", str(heartbeat_s), "--log-level", log_level,
                 *(extra or [])]
         if probe:
             cmd = [sys.executable, "-m", "tcluster.loadgen.probe", "--stats", self.stats_path,
