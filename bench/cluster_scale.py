@@ -515,7 +515,8 @@ def print_profile(label: str, name: str, path: Path, limit: int) -> None:
     if not total:
         print(f"\n(py-spy {label}/{name}: no samples)")
         return
-    print(f"\npy-spy, master, {label}, phase {name}: {total:,} samples (all threads; idle excluded)")
+    print(f"\npy-spy, master, {label}, phase {name}: {total:,} samples of non-idle threads; % of those. "
+          f"'select' = the loop waiting in epoll; 'Thread.run' = gRPC's poller thread (native code)")
     print(f"  {'self %':>7}  function (file)")
     for func, n in own:
         print(f"  {n / total:>7.1%}  {func}")
@@ -567,7 +568,8 @@ async def run_all(args: argparse.Namespace) -> int:
                 hist[name] = await guarded(driver)
                 drivers["history " + name] = driver
                 save(tmp, hist, "history")
-    print(f"\ncluster_scale: {args.agents:,} agents in {args.processes} processes ({args.streams_per_channel} "
+    shown_agents = args.history_agents if args.only == "history" else args.agents
+    print(f"\ncluster_scale: {shown_agents:,} agents in {args.processes} processes ({args.streams_per_channel} "
           f"streams per channel), heartbeat {args.heartbeat_s}s, {args.tasks_per_agent} tasks/agent, "
           f"{args.jobs} burst jobs, churn {args.rate:,.0f} tasks/s x {args.churn_s:.0f}s of {args.task_s}s tasks, "
           f"{args.pending_jobs} pending jobs x {args.pending_tasks_per_job} tasks, windows {args.window_s:.0f}s")
