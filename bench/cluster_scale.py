@@ -202,12 +202,19 @@ class Driver:
             channel = grpc.aio.insecure_channel(self.master.address)
             stub = jobs_pb2_grpc.JobServiceStub(channel)
             await asyncio.sleep(2 * self.interval)
-            await self.phase_idle()
-            await self.phase_burst(stub)
-            await self.phase_steady()
-            if "history" not in a.only_phases:
+            phases = set(a.phases.split(","))
+            if "history" in a.only_phases:
+                phases.discard("churn")
+            if "idle" in phases:
+                await self.phase_idle()
+            if "burst" in phases:
+                await self.phase_burst(stub)
+            if "steady" in phases:
+                await self.phase_steady()
+            if "churn" in phases:
                 await self.phase_churn(stub)
-            await self.phase_pending(stub)
+            if "pending" in phases:
+                await self.phase_pending(stub)
             await channel.close()
             final = await asyncio.to_thread(self.fleet.snapshot)
             self.results["invariant_rejected"] = final.rejected_oversubscribed + final.rejected_conflict
@@ -614,6 +621,8 @@ def main() -> int:
     p.add_argument("--history-agents", type=int, default=500)
     p.add_argument("--history-cache", default="/tmp/tcl-scale-history")
     p.add_argument("--history-profile", action="store_true")
+    p.add_argument("--phases", default="idle,burst,steady,churn,pending",
+                   help="which phases (pending needs burst: its jobs wait because every node is busy)")
     p.add_argument("--only", choices=["all", "history"], default="all")
     p.add_argument("--profile", action="store_true", help="py-spy the master (first pair) in steady/churn/pending")
     p.add_argument("--profile-all", action="store_true")
