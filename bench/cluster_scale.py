@@ -348,7 +348,11 @@ class Driver:
                 else:
                     failures += 1       # the master is not keeping up with submissions: skipped
                 i += 1
-            await asyncio.gather(*inflight, return_exceptions=True)
+            try:
+                await asyncio.wait_for(asyncio.gather(*inflight, return_exceptions=True), a.phase_budget_s)
+            except asyncio.TimeoutError:
+                for task in inflight:
+                    task.cancel()
 
         runner = asyncio.create_task(arrivals())
         stats, cpu, timings = await self.measure(a.churn_s, "churn", profile=True)
@@ -392,6 +396,10 @@ class Driver:
         blocked_ids: list[str] = []
         started = time.monotonic()
         for i in range(0, a.pending_jobs, 32):
+            if time.monotonic() - started > a.phase_budget_s:
+                self.notes.append(f"pending: only {len(blocked)} of {a.pending_jobs} jobs submitted within "
+                                  f"{a.phase_budget_s:.0f}s (the master is saturated)")
+                break
             blocked += await asyncio.gather(*(self.submit(stub, ["sleep", "inf"], big, GiB, a.pending_tasks_per_job,
                                                          f"blocked-{j}") for j in range(i, min(a.pending_jobs, i + 32))))
         self.results["pending.submit_s"] = time.monotonic() - started
@@ -421,8 +429,12 @@ class Driver:
                  f"{self.results['pending.probe_p50_ms']:.0f} ms")
         blocked = [j for j in blocked if j is not None]
         self.results["pending.jobs"] = len(blocked)
+        started = time.monotonic()
         for i in range(0, len(blocked + blocked_ids), 32):
-            await asyncio.gather(*(stub.Cancel(jobs_pb2.CancelJobRequest(id=j), timeout=60)
+            if time.monotonic() - started > a.phase_budget_s:
+                self.notes.append("pending: cancelling the waiting jobs ran out of time (the master is saturated)")
+                break
+            await asyncio.gather(*(stub.Cancel(jobs_pb2.CancelJobRequest(id=j), timeout=30)
                                    for j in (blocked + blocked_ids)[i:i + 32]), return_exceptions=True)
 
 
@@ -628,6 +640,8 @@ def main() -> int:
     p.add_argument("--profile-all", action="store_true")
     p.add_argument("--profile-top", type=int, default=25)
     p.add_argument("--pyspy-rate", type=int, default=100)
+    p.add_argument("--phase-budget-s", type=float, default=60.0,
+                   help="a saturated master: stop submitting/cancelling after this long in a phase")
     p.add_argument("--register-timeout-s", type=float, default=600.0)
     p.add_argument("--burst-timeout-s", type=float, default=300.0)
     p.add_argument("--keep", help="keep logs, databases and profiles in this directory")
