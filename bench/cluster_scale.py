@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tcluster.loadgen.agents import FleetStats  # noqa: E402
 from tcluster.loadgen.fleet import FleetConfig, FleetProcesses  # noqa: E402
 from tcluster.loadgen.history import cached_history, install_history  # noqa: E402
-from tcluster.loadgen.master import MasterProc, collapsed_self, collapsed_top  # noqa: E402
+from tcluster.loadgen.master import MasterProc, categorize, collapsed_self, collapsed_top  # noqa: E402
 from tcluster.loadgen.procstat import machine_busy_seconds  # noqa: E402
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc  # noqa: E402
 
@@ -536,6 +536,10 @@ def print_profile(label: str, name: str, path: Path, limit: int) -> None:
         return
     print(f"\npy-spy, master, {label}, phase {name}: {total:,} samples of non-idle threads; % of those. "
           f"'select' = the loop waiting in epoll; 'Thread.run' = gRPC's poller thread (native code)")
+    _, cats = categorize(path)
+    print(f"  {'share':>7}  where (each sample counted once, by its innermost known frame)")
+    for name, n in cats:
+        print(f"  {n / total:>7.1%}  {name}")
     print(f"  {'self %':>7}  function (file)")
     for func, n in own:
         print(f"  {n / total:>7.1%}  {func}")

@@ -156,3 +156,48 @@ def _short(frame: str) -> str:
     parts = Path(path).parts
     tail = "/".join(parts[-2:]) if len(parts) >= 2 else path
     return f"{func} ({tail})"
+
+
+# Where a py-spy stack's time goes, by the first of these met from the leaf up.
+CATEGORIES = [
+    ("SQLite write (Store.apply: the fsync'd transaction)", r"Store\.apply|Store\._write"),
+    ("scheduling round (schedule_round)", r"schedule_round \(scheduler"),
+    ("rest of schedule_once (Place step)", r"MasterService\.schedule_once"),
+    ("pb -> domain (inbound_from_pb, usage/resources_from_pb)",
+     r"inbound_from_pb|usage_from_pb|resources_from_pb|report_from_pb"),
+    ("domain -> pb (outbound_to_pb, job_to_pb)", r"outbound_to_pb|job_to_pb|spec_to_pb"),
+    ("transitions.handle (Draft, _beat, _reports, ...)", r"handle \(master/transitions"),
+    ("MasterState.apply", r"MasterState\.apply"),
+    ("MasterService._send (links, queues)", r"MasterService\._send"),
+    ("Tick", r"MasterService\.tick"),
+    ("rest of the service and _do", r"MasterService\.|AgentServicer\._handle"),
+    ("gRPC aio: agent stream read loop (cython)", r"AgentServicer\._read"),
+    ("gRPC aio: agent stream write loop (Connect)", r"AgentServicer\.Connect"),
+    ("gRPC unary handlers (Submit/Get/Cancel/List)", r"JobServicer\.|ClusterServicer\."),
+    ("gRPC poller thread (native)", r"^Thread\.run"),
+    ("loop idle (epoll)", r"EpollSelector\.select"),
+    ("asyncio / gRPC cython callbacks (Handle._run)", r"Handle\._run|_run_once"),
+]
+
+
+def categorize(path: Path) -> tuple[int, list[tuple[str, int]]]:
+    counts: dict[str, int] = {}
+    total = 0
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return 0, []
+    for line in lines:
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        name = "other"
+        for frame in reversed(stack.split(";")):
+            hit = next((n for n, pattern in CATEGORIES if re.search(pattern, frame)), None)
+            if hit:
+                name = hit
+                break
+        counts[name] = counts.get(name, 0) + count
+    return total, sorted(counts.items(), key=lambda kv: -kv[1])
