@@ -1,0 +1,203 @@
+"""A real `tcl-master` process for the harness: started (plain, or through
+`tcluster.loadgen.probe` for round and step timings), watched through /proc, profiled
+with py-spy, stopped by its pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tcluster.loadgen.procstat import cpu_seconds, rss_bytes, thread_cpu_seconds
+
+BIN = Path(sys.executable).parent
+
+
+class MasterProc:
+    def __init__(self, data_dir: Path, log: Path, *, fairness: str, placement: str, heartbeat_s: float = 1.0,
+                 probe: bool = True, extra: list[str] | None = None, log_level: str = "WARNING") -> None:
+        self.data_dir, self.log_path = data_dir, log
+        self.stats_path = str(log.with_suffix(".stats.json"))
+        args = ["--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--fairness", fairness,
+                "--placement", placement, "--heartbeat-interval-s", str(heartbeat_s), "--log-level", log_level,
+                *(extra or [])]
+        if probe:
+            cmd = [sys.executable, "-m", "tcluster.loadgen.probe", "--stats", self.stats_path,
+                   "--cprofile", str(log.with_suffix(".cprofile")), "--", *args]
+        else:
+            cmd = [str(BIN / "tcl-master"), *args]
+        self.probe = probe
+        self._log = open(log, "wb")
+        self.started = time.monotonic()
+        self.popen = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.port = 0
+        self._stats_seq = 0
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def wait_listening(self, timeout_s: float = 600.0) -> float:
+        """Seconds from start until it listens (loading its state is part of that)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            match = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.log_path.read_text(errors="replace"))
+            if match:
+                self.port = int(match.group(1))
+                return time.monotonic() - self.started
+            if self.popen.poll() is not None:
+                raise RuntimeError(f"tcl-master exited {self.popen.returncode}:\n{self.log_path.read_text()}")
+            time.sleep(0.05)
+        raise RuntimeError(f"tcl-master not listening within {timeout_s}s")
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def thread_cpu(self) -> dict[str, float]:
+        return thread_cpu_seconds(self.pid)
+
+    def rss(self) -> int:
+        return rss_bytes(self.pid)
+
+    def timings(self, timeout_s: float = 10.0) -> dict[str, object] | None:
+        """What the probe timed since the last call (None for a plain master)."""
+        if not self.probe:
+            return None
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                data = json.loads(Path(self.stats_path).read_text())
+                if data["seq"] > self._stats_seq:
+                    self._stats_seq = data["seq"]
+                    return data
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.02)
+        return None
+
+    def toggle_cprofile(self) -> None:
+        os.kill(self.pid, signal.SIGUSR2)
+
+    def pyspy(self, seconds: float, out: Path, rate: int = 100) -> subprocess.Popen[bytes] | None:
+        """py-spy record (collapsed stacks, GIL-holding and idle samples apart) in the
+        background; None if py-spy is not installed."""
+        exe = shutil.which("py-spy") or str(BIN / "py-spy")
+        if not os.path.exists(exe):
+            return None
+        return subprocess.Popen([exe, "record", "--pid", str(self.pid), "--duration", str(int(seconds)),
+                                 "--rate", str(rate), "--format", "raw", "--output", str(out), "--nonblocking"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def stop(self) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(10)
+        self._log.close()
+        return self.popen.returncode
+
+
+def collapsed_top(path: Path, limit: int = 25) -> tuple[int, list[tuple[str, int, int]]]:
+    """From py-spy's raw (collapsed) output: total samples, and per function
+    (self samples, inclusive samples), by inclusive."""
+    total = 0
+    own: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return 0, []
+    for line in lines:
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        frames = [_short(f) for f in stack.split(";") if f]
+        if frames:
+            own[frames[-1]] = own.get(frames[-1], 0) + count
+        for frame in set(frames):
+            incl[frame] = incl.get(frame, 0) + count
+    ranked = sorted(incl, key=lambda f: -incl[f])[:limit]
+    return total, [(f, own.get(f, 0), incl[f]) for f in ranked]
+
+
+def collapsed_self(path: Path, limit: int = 25) -> tuple[int, list[tuple[str, int]]]:
+    total, _ = collapsed_top(path, 0)
+    own: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if count_text.isdigit() and stack:
+            leaf = _short(stack.split(";")[-1])
+            own[leaf] = own.get(leaf, 0) + int(count_text)
+    return total, sorted(own.items(), key=lambda kv: -kv[1])[:limit]
+
+
+def _short(frame: str) -> str:
+    """`func (path/to/tcluster/master/state.py:123)` -> `func (master/state.py)`."""
+    match = re.match(r"(.*) \((.*?):\d+\)$", frame)
+    if not match:
+        return frame
+    func, path = match.groups()
+    parts = Path(path).parts
+    tail = "/".join(parts[-2:]) if len(parts) >= 2 else path
+    return f"{func} ({tail})"
+
+
+# Where a py-spy stack's time goes, by the first of these met from the leaf up.
+CATEGORIES = [
+    ("SQLite write (Store.apply: the fsync'd transaction)", r"Store\.apply|Store\._write"),
+    ("scheduling round (schedule_round)", r"schedule_round \(scheduler"),
+    ("rest of schedule_once (Place step)", r"MasterService\.schedule_once"),
+    ("pb -> domain (inbound_from_pb, usage/resources_from_pb)",
+     r"inbound_from_pb|usage_from_pb|resources_from_pb|report_from_pb"),
+    ("domain -> pb (outbound_to_pb, job_to_pb)", r"outbound_to_pb|job_to_pb|spec_to_pb"),
+    ("transitions.handle (Draft, _beat, _reports, ...)", r"handle \(master/transitions"),
+    ("MasterState.apply", r"MasterState\.apply"),
+    ("MasterService._send (links, queues)", r"MasterService\._send"),
+    ("Tick", r"MasterService\.tick"),
+    ("rest of the service and _do", r"MasterService\.|AgentServicer\._handle"),
+    ("gRPC aio: agent stream read loop (cython)", r"AgentServicer\._read"),
+    ("gRPC aio: agent stream write loop (Connect)", r"AgentServicer\.Connect"),
+    ("gRPC unary handlers (Submit/Get/Cancel/List)", r"JobServicer\.|ClusterServicer\."),
+    ("gRPC poller thread (native)", r"^Thread\.run"),
+    ("loop idle (epoll)", r"EpollSelector\.select"),
+    ("asyncio / gRPC cython callbacks (Handle._run)", r"Handle\._run|_run_once"),
+]
+
+
+def categorize(path: Path) -> tuple[int, list[tuple[str, int]]]:
+    counts: dict[str, int] = {}
+    total = 0
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return 0, []
+    for line in lines:
+        stack, _, count_text = line.rpartition(" ")
+        if not count_text.isdigit():
+            continue
+        count = int(count_text)
+        total += count
+        name = "other"
+        for frame in reversed(stack.split(";")):
+            hit = next((n for n, pattern in CATEGORIES if re.search(pattern, frame)), None)
+            if hit:
+                name = hit
+                break
+        counts[name] = counts.get(name, 0) + count
+    return total, sorted(counts.items(), key=lambda kv: -kv[1])

@@ -1,0 +1,171 @@
+"""`tcl-master`, with timers: the real master's main and code, unchanged, with a few of
+its functions wrapped to time them (two perf_counter calls each):
+
+- every scheduling round (`schedule_round`, the pure part) and every `schedule_once`
+  (the round plus writing and sending its placements), with the pending-job count;
+- every state step `MasterService._do`, by event type, and the SQLite write within it;
+- the gRPC message conversions (`inbound_from_pb`, `outbound_to_pb`).
+
+SIGUSR1 writes what was timed since the last SIGUSR1 to the --stats file (JSON, written
+whole then renamed) and starts afresh. SIGUSR2 starts/stops cProfile (main thread only)
+when --cprofile FILE is given; the profile is written when it stops.
+
+    python -m tcluster.loadgen.probe --stats /tmp/s.json -- --listen 127.0.0.1:0 ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import signal
+import sys
+import time
+from collections import defaultdict
+
+perf = time.perf_counter
+
+
+class Timers:
+    def __init__(self) -> None:
+        self.reset()
+        self.seq = 0
+
+    def reset(self) -> None:
+        self.rounds: list[tuple[float, int, int]] = []          # seconds, pending jobs, placements
+        self.schedule_once: list[float] = []
+        self.steps: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])  # n, total s, store s, max s
+        self.convert: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        self.since = time.monotonic()
+
+    def dump(self) -> dict[str, object]:
+        self.seq += 1
+        out = {"seq": self.seq, "window_s": time.monotonic() - self.since, "rounds": self.rounds,
+               "schedule_once": self.schedule_once, "steps": dict(self.steps), "convert": dict(self.convert)}
+        self.reset()
+        return out
+
+
+TIMERS = Timers()
+
+
+def install() -> None:
+    from tcluster.master import grpc_api, service, store
+
+    current = {"event": "?"}
+    round_fn = service.schedule_round
+
+    def schedule_round(jobs, pending, *args, **kwargs):  # type: ignore[no-untyped-def]
+        start = perf()
+        result = round_fn(jobs, pending, *args, **kwargs)
+        TIMERS.rounds.append((perf() - start, len(pending), len(result.placements)))
+        return result
+
+    service.schedule_round = schedule_round
+
+    once_fn = service.MasterService.schedule_once
+
+    def schedule_once(self):  # type: ignore[no-untyped-def]
+        start = perf()
+        result = once_fn(self)
+        if self.state.pending_jobs or result:
+            TIMERS.schedule_once.append(perf() - start)
+        return result
+
+    service.MasterService.schedule_once = schedule_once
+
+    do_fn = service.MasterService._do
+
+    def _do(self, event):  # type: ignore[no-untyped-def]
+        name = type(event).__name__
+        current["event"] = name
+        start = perf()
+        try:
+            return do_fn(self, event)
+        finally:
+            took = perf() - start
+            row = TIMERS.steps[name]
+            row[0] += 1
+            row[1] += took
+            row[3] = max(row[3], took)
+
+    service.MasterService._do = _do
+
+    apply_fn = store.Store.apply
+
+    def apply(self, step, new_jobs=()):  # type: ignore[no-untyped-def]
+        start = perf()
+        try:
+            return apply_fn(self, step, new_jobs)
+        finally:
+            TIMERS.steps[current["event"]][2] += perf() - start
+
+    store.Store.apply = apply
+
+    attach_fn = service.MasterService.attach
+
+    def attach(self, reg):  # type: ignore[no-untyped-def]
+        current["event"] = "AgentJoined"
+        start = perf()
+        try:
+            return attach_fn(self, reg)
+        finally:
+            row = TIMERS.steps["AgentJoined"]
+            row[0] += 1
+            row[1] += perf() - start
+
+    service.MasterService.attach = attach
+
+    for name in ("inbound_from_pb", "outbound_to_pb"):
+        fn = getattr(grpc_api, name)
+
+        def timed(message, _fn=fn, _name=name):  # type: ignore[no-untyped-def]
+            start = perf()
+            try:
+                return _fn(message)
+            finally:
+                row = TIMERS.convert[_name]
+                row[0] += 1
+                row[1] += perf() - start
+
+        setattr(grpc_api, name, timed)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stats", required=True, help="where SIGUSR1 writes the timings (JSON)")
+    parser.add_argument("--cprofile", help="SIGUSR2 toggles cProfile; written here when toggled off")
+    parser.add_argument("master_args", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    install()
+
+    def on_usr1(signum: int, frame: object) -> None:
+        data = TIMERS.dump()
+        tmp = args.stats + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, args.stats)
+
+    signal.signal(signal.SIGUSR1, on_usr1)
+    profiler: dict[str, cProfile.Profile | None] = {"p": None}
+
+    def on_usr2(signum: int, frame: object) -> None:
+        if not args.cprofile:
+            return
+        if profiler["p"] is None:
+            profiler["p"] = cProfile.Profile()
+            profiler["p"].enable()
+        else:
+            profiler["p"].disable()
+            profiler["p"].dump_stats(args.cprofile)
+            profiler["p"] = None
+
+    signal.signal(signal.SIGUSR2, on_usr2)
+    from tcluster.master.main import main as master_main
+    master_args = args.master_args[1:] if args.master_args[:1] == ["--"] else args.master_args
+    return master_main(master_args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
