@@ -261,7 +261,8 @@ class MasterService:
             return []
         started = time.perf_counter()
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
-                                self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock())
+                                self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock(),
+                                views=state.pending_views())
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
         self.state.set_pending_reasons(result.pending_reasons)
         self.reservations = result.holds or self.reservations

@@ -16,6 +16,7 @@ from tcluster.master.events import KillIntent, NodeLive, Step
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
+from tcluster.scheduler.views import JobView
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,16 @@ class MasterState:
 
     def has_schedulable_nodes(self) -> bool:
         return bool(self.matrix.view().schedulable.any())
+
+    def pending_views(self) -> list[JobView]:
+        """What fairness needs of every waiting job, from the per-job counts: O(jobs)."""
+        views = []
+        for job_id in sorted(self.pending_jobs):
+            job, counts = self.jobs[job_id], self.counts[job_id]
+            running = counts[TaskState.STARTING] + counts[TaskState.RUNNING]
+            views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources,
+                                 counts[TaskState.PENDING], running, job.spec.weight))
+        return views
 
     def _has_pending(self, job_id: str) -> bool:
         return not self.jobs[job_id].cancelled and self.counts[job_id][TaskState.PENDING] > 0

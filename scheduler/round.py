@@ -6,6 +6,7 @@ caller commits the placements it gets back."""
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass
 
 from tcluster.constraints import parse_constraints
@@ -41,25 +42,42 @@ def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobVie
     return views
 
 
+class _Waiting(dict):  # type: ignore[type-arg]
+    """A job's pending tasks, found only when the round first places one of its tasks:
+    a round costs what it places, not the size of every waiting job."""
+
+    def __init__(self, tasks: dict[str, list[Task]]) -> None:
+        super().__init__()
+        self._tasks = tasks
+
+    def __missing__(self, job_id: str) -> deque[Task]:
+        found = deque(t for t in self._tasks[job_id] if t.state is TaskState.PENDING)
+        self[job_id] = found
+        return found
+
+
 def schedule_round(
     jobs: dict[str, Job], tasks: dict[str, list[Task]], nodes: NodeMatrix,
     fairness: FairnessPolicy, placement: PlacementPolicy, rng: random.Random,
     eligible_cache: EligibleCache | None = None, queues: QueueTree | None = None,
-    reservations: Reservations | None = None, now: float = 0.0,
+    reservations: Reservations | None = None, now: float = 0.0, views: list[JobView] | None = None,
 ) -> RoundResult:
     """`queues` is the fairness tree; `reservations` (kept by the caller across rounds)
-    holds nodes for jobs whose next task has waited long enough; `now` dates the waits."""
-    views = job_views(jobs, tasks)
+    holds nodes for jobs whose next task has waited long enough; `now` dates the waits.
+    `views` (pending and running counts per waiting job) saves a scan when the caller
+    keeps counts, as the master does."""
+    views = job_views(jobs, tasks) if views is None else views
     view = nodes.view()
     if not view.schedulable.any():
         return RoundResult([], {v.job_id: "no nodes are ready" for v in views}, reservations)
     cache = eligible_cache or EligibleCache()
-    waiting = {v.job_id: [t for t in tasks[v.job_id] if t.state is TaskState.PENDING] for v in views}
+    waiting = _Waiting(tasks)
+    placed: dict[str, int] = {}
     placements: list[tuple[Task, str]] = []
     reasons: dict[str, str] = {}
     # A copy: the caller's ledger changes only when it adopts the plan's holds.
     book = reservations.copy() if reservations is not None else Reservations()
-    book.start_round(waiting, view, now)
+    book.start_round([v.job_id for v in views], view, now)
     for job_id in book.overdue(now):   # a big task must not starve behind small ones
         spec = jobs[job_id].spec
         book.hold(job_id, view.request_vector(spec.resources),
@@ -85,20 +103,22 @@ def schedule_round(
                 continue
             node = view.names[row]
             nodes.allocate(node, spec.resources)
-            placements.append((waiting[job_id].pop(0), node))
+            placements.append((waiting[job_id].popleft(), node))
+            placed[job_id] = placed.get(job_id, 0) + 1
             book.placed(job_id)
             fairness_round.placed(job_id)
             fairness_round.limit(largest_free(view))   # saturated kinds block who needs them
-        _explain_waiting(jobs, waiting, reasons, nodes, cache, book)
+        left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
+        _explain_waiting(jobs, left, reasons, nodes, cache, book)
     return RoundResult(placements, reasons, book)
 
 
-def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, list[Task]], reasons: dict[str, str],
+def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dict[str, str],
                      nodes: NodeMatrix, cache: EligibleCache, book: Reservations) -> None:
     """Every job still waiting gets a reason, from the state after this round's placements:
     the fairness round stops offering a job whose resource saturated without skipping it."""
     for job_id, left in waiting.items():
-        if not left or job_id in reasons:
+        if left <= 0 or job_id in reasons:
             continue
         spec = jobs[job_id].spec
         constraints = parse_constraints(node_requirements(spec))

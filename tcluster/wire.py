@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.queuestats import QueueRow
@@ -74,13 +76,16 @@ _USAGE_DETAIL = (
 )
 
 
+_USAGE_FIELDS = tuple(f.name for f in fields(TaskUsage))
+_new_usage = object.__new__
+
+
 def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
-    return TaskUsage(
-        cpu_seconds=msg.cpu_seconds, cpu_rate=msg.cpu_rate, memory_bytes=msg.memory_bytes,
-        memory_peak_bytes=msg.memory_peak_bytes, memory_anon_bytes=msg.memory_anon_bytes,
-        memory_file_bytes=msg.memory_file_bytes, pids=msg.pids, sampled_at=msg.sampled_at,
-        **{name: getattr(msg, name) for name in _USAGE_DETAIL},
-    )
+    """Hot: one per task per heartbeat. Builds the frozen value without its __init__ (which
+    sets 24 fields one by one through object.__setattr__); every field is the proto's own."""
+    usage = _new_usage(TaskUsage)
+    usage.__dict__.update({name: getattr(msg, name) for name in _USAGE_FIELDS})
+    return usage
 
 
 def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
