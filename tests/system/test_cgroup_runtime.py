@@ -125,7 +125,7 @@ def test_busy_loop_shows_cpu_and_memory(runtime: Runtime, tmp_path: Path) -> Non
 def test_cpu_limit_is_a_hard_cap_and_throttles(runtime: Runtime, tmp_path: Path) -> None:
     loop = "import time\nwhile time.process_time() < 0.6: pass"
     started = runtime.start(task(tmp_path, "cap.0", (PY, "-c", loop), cpu=1.0, cpu_limit=0.2))
-    assert wait_for(lambda: (u := runtime.sample("cap.0")) is not None and u.nr_throttled > 0)
+    assert wait_for(lambda: (u := runtime.sample("cap.0")) is not None and u.nr_throttled > 0 and u.throttled_ns > 0)
     usage = runtime.sample("cap.0")
     assert usage is not None and usage.throttled_ns > 0
     runtime.remove("cap.0")
