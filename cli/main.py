@@ -181,7 +181,6 @@ def run(args: argparse.Namespace) -> int:
             return run_sim(args)
         if args.command_name == "pack":   # local; --from-master only reads
             return run_pack(args)
-        handler = {**commands.MASTER_COMMANDS, "queues": queues_command}[args.command_name]
         handler = {**commands.MASTER_COMMANDS, "queues": queues_command, "top": top_command}[args.command_name]
         with MasterClient(check_master_address(args.master)) as client:
             return handler(args, client)

@@ -54,13 +54,28 @@ def _task_info(rec: TaskRecord) -> str:
 class HistoryStore:
     def __init__(self, path: Path | str, config: HistoryConfig) -> None:
         self.config = config
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._path = str(path)
+        self._db: sqlite3.Connection | None = None
+        self._open()
+
+    def _open(self) -> sqlite3.Connection | None:
+        """The history is a convenience: a disk that refuses it (read-only, full) leaves the
+        master running, with history in memory only until the file can be opened."""
+        if self._db is None:
+            try:
+                db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA)
+                self._db = db
+            except sqlite3.Error as error:
+                log.error("usage history file %s cannot be opened (%s): kept in memory only for now",
+                          self._path, error)
+        return self._db
 
     def close(self) -> None:
-        self._db.close()
+        if self._db is not None:
+            self._db.close()
 
     # ---- writing: collect on the loop (cheap copies), write in a thread, finish on the loop ----
 
@@ -100,17 +115,20 @@ class HistoryStore:
 
     def write(self, batch: Batch) -> bool:
         """One transaction; safe to run in a worker thread (one write at a time)."""
+        db = self._open()
+        if db is None:
+            return False
         try:
-            with self._db:
-                self._db.execute("BEGIN")
-                self._db.executemany("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)", batch.chunks)
-                self._db.executemany("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?", batch.prune)
-                self._db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?)", batch.tasks)
-                self._db.executemany("INSERT OR REPLACE INTO oom_kills VALUES (?,?,?)", batch.counters)
+            with db:
+                db.execute("BEGIN")
+                db.executemany("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)", batch.chunks)
+                db.executemany("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?", batch.prune)
+                db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?)", batch.tasks)
+                db.executemany("INSERT OR REPLACE INTO oom_kills VALUES (?,?,?)", batch.counters)
                 for job_id in batch.forgotten:
-                    self._db.execute("DELETE FROM chunks WHERE key >= ? AND key < ?",
+                    db.execute("DELETE FROM chunks WHERE key >= ? AND key < ?",
                                      (f"task:{job_id}.", f"task:{job_id}/"))
-                    self._db.execute("DELETE FROM tasks WHERE job_id=?", (job_id,))
+                    db.execute("DELETE FROM tasks WHERE job_id=?", (job_id,))
             return True
         except sqlite3.Error as error:
             log.error("usage history not written (kept in memory, retried at the next flush): %s", error)
@@ -140,6 +158,8 @@ class HistoryStore:
     # ---- reading ----
 
     def load_series(self, key: str, schema: Schema) -> Series | None:
+        if self._db is None:
+            return None
         rows = self._db.execute("SELECT tier, first, rows FROM chunks WHERE key=? ORDER BY tier, first",
                                 (key,)).fetchall()
         if not rows:
@@ -152,6 +172,8 @@ class HistoryStore:
         return series
 
     def load_task(self, task_id: str) -> TaskRecord | None:
+        if self._db is None:
+            return None
         row = self._db.execute("SELECT info FROM tasks WHERE id=?", (task_id,)).fetchone()
         series = self.load_series(f"task:{task_id}", TASK)
         if row is None or series is None:
@@ -163,6 +185,8 @@ class HistoryStore:
 
     def restore(self, rec: Recorder, running: set[str]) -> None:
         """After a restart: counters, node/queue/cluster series and the running tasks'."""
+        if self._db is None:
+            return
         for node, queue, kills in self._db.execute("SELECT node, queue, kills FROM oom_kills"):
             rec.oom_kills[(node, queue)] = kills
         for (key,) in self._db.execute("SELECT DISTINCT key FROM chunks WHERE key NOT LIKE 'task:%'").fetchall():
