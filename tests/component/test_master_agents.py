@@ -224,3 +224,25 @@ def test_malformed_client_requests_get_invalid_argument_and_change_nothing(tmp_p
             await h.jobs.List(jobs_pb2.ListJobsRequest(states=[42]))
         assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     run(scenario, tmp_path)
+
+
+def test_logs_follow_streams_new_output_until_the_task_ends(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        agent = await h.add_agent("n1")
+        job = await h.submit(["sleep"])
+        await h.wait_job(job.id, lambda j: j.tasks[0].state == common_pb2.TASK_RUNNING)
+        spec = agent.runtime.started[-1]
+        Path(spec.stdout_path).write_bytes(b"first\n")
+        stream = h.jobs.Logs(jobs_pb2.LogsRequest(job_id=job.id, follow=True))
+        got = b""
+        async for chunk in stream:
+            got += chunk.data
+            if got == b"first\n":
+                with open(spec.stdout_path, "ab") as f:
+                    f.write(b"second\n")
+            if b"second\n" in got:
+                agent.runtime.finish(spec.key, 0)        # the stream ends after the task does
+        assert got == b"first\nsecond\n"
+        await h.wait_job(job.id, _done)
+    run(scenario, tmp_path)
