@@ -142,3 +142,16 @@ def test_learned_classes_solve_once_tasks_arrive(tmp_path: Path) -> None:
             return sum(sum(n.lotes.counted.values()) for n in nodes) == 4
         await wait_until(counted)
     run(scenario, tmp_path)
+
+
+def test_a_bad_classes_file_stops_the_master_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tcluster.master.main import build_parser, main as master_main, settings_from_args
+    bad = tmp_path / "classes.yaml"
+    bad.write_text("classes:\n  - {name: a, request: {cpu: 1}, share: -1}\n")
+    assert master_main(["--placement", "lotes", "--lotes-classes", str(bad), "--data-dir", str(tmp_path),
+                        "--listen", "127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert "--lotes-classes" in err and "classes.yaml:2" in err
+    args = build_parser().parse_args(["--placement", "lotes", "--lotes-k", "3", "--lotes-config-label", "rack"])
+    settings = settings_from_args(args)
+    assert (settings.lotes_k, settings.lotes_config_label, settings.lotes_classes_file) == (3, "rack", None)
