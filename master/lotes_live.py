@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 PER_JOB = 100          # a job of N tasks adds its request min(N, 100) times to the window
+INPUTS_EVERY_S = 0.5   # the ready nodes are regrouped into configurations at most this often
+NO_NODES = "no nodes are ready"
 
 
 def holder(task: Task | None) -> str | None:
@@ -150,6 +152,7 @@ class LotesLive:
         self._inputs: _Inputs | None = None
         self._failed_key: tuple | None = None
         self._last_start = -float("inf")
+        self._inputs_at = -float("inf")
         self._checked_generation = -1
         if not book.reason or book.reason == "no LoTES plan yet":
             book.reason = "no LoTES plan yet (waiting for nodes" + ("" if classes_text else " and submitted tasks") + ")"
@@ -179,6 +182,8 @@ class LotesLive:
         state = self.service.state
         if step.nodes or any(live.connected != state.connected(name) for name, live in step.live.items()):
             self._nodes_dirty = True
+            if self.book.plan is None and self.book.reason == NO_NODES:
+                self.book.reason = "no plan yet (the first solve is due)"
             for name, live in step.live.items():
                 if not live.connected:
                     self.reported.pop(name, None)
@@ -221,25 +226,27 @@ class LotesLive:
 
     def check(self) -> None:
         """On the loop, cheap: start a solve if one is due and none is running."""
-        if self._solving is not None:
+        if self._solving is not None or time.monotonic() - self._last_start < self.min_interval_s:
             return
         inputs = self._current_inputs()
         if not inputs.nodes:
             if self.book.plan is None:
-                self.book.reason = "no nodes are ready"
+                self.book.reason = NO_NODES
             return
         why = self._due(inputs)
         if why is None:
             return
         if self.book.plan is None and inputs.key == self._failed_key:
             return                    # the same inputs failed already: wait for a change
-        if time.monotonic() - self._last_start < self.min_interval_s:
-            return
         self._last_start = time.monotonic()
         self._solving = asyncio.get_running_loop().create_task(self._solve(why, inputs), name="lotes-solve")
 
     def _current_inputs(self) -> _Inputs:
-        if self._nodes_dirty or self._inputs is None:
+        """The ready nodes and their configurations: O(nodes), so recomputed only after a
+        node change and at most every INPUTS_EVERY_S (a registration burst costs one pass)."""
+        stale = self._nodes_dirty and time.monotonic() - self._inputs_at >= INPUTS_EVERY_S
+        if stale or self._inputs is None:
+            self._inputs_at = time.monotonic()
             state = self.service.state
             nodes = [(n.name, n.capacity, dict(n.labels)) for n in sorted(state.nodes.values(), key=lambda n: n.name)
                      if n.state is NodeState.READY and state.connected(n.name)]
