@@ -168,3 +168,26 @@ def test_request_window_slides_and_counts_distinct_requests() -> None:
     window.add(small, tasks=2)
     window.add(big, tasks=2)
     assert len(window) == 3 and window.counts == {small: 1, big: 2}
+
+
+def test_learned_classes_resolve_when_their_shares_drift() -> None:
+    from tcluster.master.lotes_live import offline
+    from tcluster.model import JobSpec
+    w = World()
+    w.join("n1")
+    w.join("n2")
+    book = LotesBook()
+    lotes = LotesLive(FakeService(w), book, k=2, drift_threshold=0.1)  # type: ignore[arg-type]
+    small, big = JobSpec(("x",), Resources(1, 2**20), tasks=50), JobSpec(("x",), Resources(3, 2**30), tasks=50)
+    lotes.submitted(small)
+    lotes.submitted(big)
+    inputs = lotes._current_inputs()
+    assert lotes._due(inputs) == "no plan yet"
+    outcome, classes = offline(inputs.nodes, inputs.kinds, None, "", lotes.window.requests(), 2, 0, None)
+    assert len(classes) == 2 and outcome.plan is not None
+    lotes.adopt(outcome, "no plan yet", 0.01)
+    assert lotes._due(lotes._current_inputs()) is None            # shares as planned: 0.5 / 0.5
+    lotes.submitted(replace(big, tasks=100))                       # now 50 small, 150 big
+    why = lotes._due(lotes._current_inputs())
+    assert why is not None and "drifted by 0.25" in why
+    assert list(lotes.observed_shares()) == [0.25, 0.75]
