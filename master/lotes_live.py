@@ -153,6 +153,8 @@ class LotesLive:
         self._failed_key: tuple | None = None
         self._last_start = -float("inf")
         self._inputs_at = -float("inf")
+        self._nodes_changed_at = -float("inf")
+        self._settle_since: float | None = None
         self._checked_generation = -1
         if not book.reason or book.reason == "no LoTES plan yet":
             book.reason = "no LoTES plan yet (waiting for nodes" + ("" if classes_text else " and submitted tasks") + ")"
@@ -182,6 +184,7 @@ class LotesLive:
         state = self.service.state
         if step.nodes or any(live.connected != state.connected(name) for name, live in step.live.items()):
             self._nodes_dirty = True
+            self._nodes_changed_at = time.monotonic()
             if self.book.plan is None and self.book.reason == NO_NODES:
                 self.book.reason = "no plan yet (the first solve is due)"
             for name, live in step.live.items():
@@ -236,10 +239,24 @@ class LotesLive:
         why = self._due(inputs)
         if why is None:
             return
+        if self._settling():
+            return                    # nodes are still registering: one solve for the whole burst
         if self.book.plan is None and inputs.key == self._failed_key:
             return                    # the same inputs failed already: wait for a change
         self._last_start = time.monotonic()
         self._solving = asyncio.get_running_loop().create_task(self._solve(why, inputs), name="lotes-solve")
+
+    def _settling(self) -> bool:
+        """A node changed less than settle_s ago (min_interval_s / 2, at most 1 s): wait,
+        unless changes have kept coming for 10 s."""
+        now = time.monotonic()
+        settle = min(1.0, self.min_interval_s / 2)
+        if now - self._nodes_changed_at >= settle:
+            self._settle_since = None
+            return False
+        if self._settle_since is None:
+            self._settle_since = now
+        return now - self._settle_since < 10.0
 
     def _current_inputs(self) -> _Inputs:
         """The ready nodes and their configurations: O(nodes), so recomputed only after a
