@@ -34,10 +34,12 @@ def register_to_pb(node: str, capacity: Resources, reserved: Resources, labels: 
     ))
 
 
-def heartbeat_to_pb(free: Resources, usage: dict[str, tuple[int, TaskUsage]], now: float) -> agent_pb2.AgentMessage:
+def heartbeat_to_pb(free: Resources, usage: dict[str, tuple[int, TaskUsage]], now: float,
+                    class_mix: dict[int, int] | None = None) -> agent_pb2.AgentMessage:
     return agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
         free=resources_to_pb(free), sent_at=now,
         usage=[usage_to_pb(u, task_id, attempt) for task_id, (attempt, u) in usage.items()],
+        class_mix=class_mix or {},
     ))
 
 

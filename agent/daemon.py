@@ -51,6 +51,9 @@ class Agent:
         self._fenced = False
         self.registered = asyncio.Event()   # set while a session is up (tests wait on it)
         self._writes: asyncio.Queue[agent_pb2.AgentMessage] = asyncio.Queue()
+        # LoTES (memory only): the bin this node emulates, and each task's class
+        self.bin_target: agent_pb2.BinTarget | None = None
+        self.classes: dict[str, int] = {}
 
     async def run(self) -> None:
         """Stays connected until cancelled; backoff 0.2 s doubling to reconnect_max_s, with jitter.
@@ -119,7 +122,11 @@ class Agent:
             if kind == "registered":
                 self._on_registered(message.registered)
             elif kind == "launch":
+                if message.launch.HasField("lotes_class"):
+                    self.classes[message.launch.task_id] = message.launch.lotes_class
                 self.tasks.launch(codec.launch_from_pb(message.launch))
+            elif kind == "bin_target":
+                self._on_bin_target(message.bin_target)
             elif kind == "kill":
                 self.tasks.kill(message.kill.task_id, message.kill.attempt, message.kill.reason)
             elif kind == "log_request":
@@ -136,8 +143,32 @@ class Agent:
             self._save_fence()
         for kill in msg.kills:
             self.tasks.kill(kill.task_id, kill.attempt, kill.reason)
+        if msg.HasField("bin_target"):
+            self._on_bin_target(msg.bin_target)
         log.info("registered with %s as %s", self.settings.master, self.settings.node)
         self.registered.set()
+
+    def _on_bin_target(self, msg: agent_pb2.BinTarget) -> None:
+        """LoTES: the master's target mix for this node; it also re-tags running tasks."""
+        self.classes.update(msg.classes)
+        changed = self.bin_target is None or self.bin_target.config != msg.config \
+            or dict(self.bin_target.counts) != dict(msg.counts)
+        self.bin_target = msg
+        if changed:
+            mix = " ".join(f"c{k}:{n}" for k, n in sorted(msg.counts.items()))
+            log.info("LoTES bin: %s", f"{msg.config} {mix}" if msg.config else f"none ({msg.fallback or 'not in the plan'})")
+
+    def class_mix(self) -> dict[int, int]:
+        """Running tasks per LoTES class (tasks without a class are left out)."""
+        running = {r.task_id for r in self.tasks.running()}
+        for task_id in [t for t in self.classes if t not in running]:
+            del self.classes[task_id]
+        mix: dict[int, int] = {}
+        for task_id in running:
+            k = self.classes.get(task_id, -1)
+            if k >= 0:
+                mix[k] = mix.get(k, 0) + 1
+        return mix
 
     async def _writer(self, call: grpc.aio.StreamStreamCall) -> None:
         while True:
@@ -153,7 +184,7 @@ class Agent:
     async def _heartbeats(self) -> None:
         while True:
             usage = await asyncio.to_thread(self.tasks.sample_all)
-            self._writes.put_nowait(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time()))
+            self._writes.put_nowait(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix()))
             await asyncio.sleep(self.heartbeat_interval_s)
 
     async def _watchdog(self) -> None:

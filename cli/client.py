@@ -127,4 +127,8 @@ class MasterClient:
         return self._cluster.ListQueues(jobs_pb2.ListQueuesRequest(), timeout=self.timeout)
 
     def list_nodes(self) -> list[jobs_pb2.Node]:
-        return list(self._cluster.ListNodes(jobs_pb2.ListNodesRequest(), timeout=self.timeout).nodes)
+        return list(self.nodes_response().nodes)
+
+    def nodes_response(self) -> jobs_pb2.ListNodesResponse:
+        """The nodes, the placement policy in force and (lotes) its plan status."""
+        return self._cluster.ListNodes(jobs_pb2.ListNodesRequest(), timeout=self.timeout)

@@ -17,7 +17,7 @@ import grpc
 from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, is_unreachable
 from tcluster.cli.render import job_json, job_state_name, node_json
 from tcluster.cli.spec import submission_spec
-from tcluster.cli.tables import failure_summary, job_view, jobs_table, nodes_table, progress_line
+from tcluster.cli.tables import failure_summary, job_view, jobs_table, lotes_line, nodes_table, progress_line
 from tcluster.model import JobState
 from tcluster.units import parse_bytes
 from tcluster.v1 import jobs_pb2
@@ -137,11 +137,15 @@ def binary_stdout() -> BinaryIO:
 
 
 def nodes(args: argparse.Namespace, client: MasterClient) -> int:
-    listed = sorted(client.list_nodes(), key=lambda node: node.name)
+    response = client.nodes_response()
+    listed = sorted(response.nodes, key=lambda node: node.name)
+    lotes = response.lotes if response.HasField("lotes") else None
     if args.output == JSON_OUTPUT:
-        print_json([node_json(node) for node in listed])
+        print_json([node_json(node, lotes) for node in listed])
     else:
-        print(nodes_table(listed))
+        print(nodes_table(listed, lotes=lotes is not None))
+        if lotes is not None:
+            print(lotes_line(lotes))
     return EXIT_OK
 
 

@@ -100,6 +100,7 @@ def task_json(msg: jobs_pb2.Task) -> JsonDict:
         "started_at": timestamp(msg.started_at),
         "finished_at": timestamp(msg.finished_at),
         "usage": usage_json(msg.usage),
+        "lotes_class": msg.lotes_class if msg.HasField("lotes_class") else None,
     }
 
 
@@ -145,7 +146,31 @@ def used_resources(msg: jobs_pb2.Node) -> common_pb2.Resources:
     return resources_to_pb(used.clamp_nonnegative())
 
 
-def node_json(msg: jobs_pb2.Node) -> JsonDict:
+def mix_json(mix: Any) -> JsonDict:
+    """A LoTES class mix {class: count} with string keys, in class order."""
+    return {str(k): int(n) for k, n in sorted(mix.items()) if n}
+
+
+def lotes_json(msg: jobs_pb2.NodeLotes, status: jobs_pb2.LotesStatus | None) -> JsonDict:
+    return {
+        "config": msg.config or None,
+        "target": mix_json(msg.target),
+        "actual": mix_json(msg.actual),
+        "counted": mix_json(msg.counted),
+        "fallback": (status.fallback or None) if status is not None else None,
+        "classes": list(status.classes) if status is not None else [],
+    }
+
+
+def node_json(msg: jobs_pb2.Node, lotes: jobs_pb2.LotesStatus | None = None) -> JsonDict:
+    """`lotes` (the plan status) adds a "lotes" object: the node's bin and class mixes."""
+    body = _node_json(msg)
+    if msg.HasField("lotes") or lotes is not None:
+        body["lotes"] = lotes_json(msg.lotes, lotes)
+    return body
+
+
+def _node_json(msg: jobs_pb2.Node) -> JsonDict:
     return {
         "name": msg.name,
         "state": msg.state,

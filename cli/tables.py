@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from tcluster.cli.render import (
     job_state_name, signal_name, task_state_name, tasks_total, timestamp, used_resources,
@@ -98,7 +98,15 @@ def tasks_table(tasks: Sequence[jobs_pb2.Task]) -> str:
          exit_cell(task), *usage_cells(task), task.reason or EMPTY)
         for task in sorted(tasks, key=lambda t: t.index)
     ]
+    if any(task.HasField("lotes_class") for task in tasks):   # LoTES: each task's class
+        headers = (*headers[:4], "CLASS", *headers[4:])
+        classes = [class_cell(task) for task in sorted(tasks, key=lambda t: t.index)]
+        rows = [(*row[:4], k, *row[4:]) for row, k in zip(rows, classes)]
     return format_table(headers, rows)
+
+
+def class_cell(task: jobs_pb2.Task) -> str:
+    return f"c{task.lotes_class}" if task.HasField("lotes_class") and task.lotes_class >= 0 else EMPTY
 
 
 def when_cell(moment: float, now: float) -> str:
@@ -141,18 +149,41 @@ def labels_cell(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or EMPTY
 
 
-def nodes_table(nodes: Sequence[jobs_pb2.Node]) -> str:
-    headers = ("NAME", "STATE", "CPU", "MEM", "FREE CPU", "FREE MEM", "TASKS", "LABELS")
+def nodes_table(nodes: Sequence[jobs_pb2.Node], lotes: bool = False) -> str:
+    """lotes: add the LoTES columns (configuration, target and actual class mixes)."""
+    headers: tuple[str, ...] = ("NAME", "STATE", "CPU", "MEM", "FREE CPU", "FREE MEM", "TASKS", "LABELS")
+    if lotes:
+        headers = (*headers[:7], "CONFIG", "TARGET", "ACTUAL", headers[7])
     rows = []
     for node in sorted(nodes, key=lambda n: n.name):
         used_cpu, used_mem = resource_cells(used_resources(node))
         cap_cpu, cap_mem = resource_cells(node.capacity)
         free_cpu, free_mem = resource_cells(node.free)
-        rows.append((
+        row: tuple[str, ...] = (
             node.name, node.state or EMPTY, f"{used_cpu}/{cap_cpu}", f"{used_mem}/{cap_mem}",
             free_cpu, free_mem, str(len(node.tasks)), labels_cell(dict(node.labels)),
-        ))
+        )
+        if lotes:
+            row = (*row[:7], node.lotes.config or EMPTY, mix_cell(node.lotes.target), mix_cell(node.lotes.actual), row[7])
+        rows.append(row)
     return format_table(headers, rows)
+
+
+def mix_cell(mix: Mapping[int, int]) -> str:
+    """A LoTES class mix: 'c0:2 c1:1'."""
+    return " ".join(f"c{k}:{n}" for k, n in sorted(mix.items()) if n) or EMPTY
+
+
+def lotes_line(status: jobs_pb2.LotesStatus) -> str:
+    """Under `tcl nodes` with --placement lotes: the plan in force, or why there is none."""
+    head = status.fallback or "placement lotes: following the plan"
+    classes = " ".join(f"c{k}={name}" for k, name in enumerate(status.classes))
+    parts = [head]
+    if status.last_solve:
+        parts.append(f"last solve: {status.last_solve}")
+    if classes:
+        parts.append(f"classes: {classes} ({status.classes_source})")
+    return "\n".join(parts)
 
 
 def progress_line(job: jobs_pb2.Job) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tcluster.model import JobSpec, TaskUsage
 from tcluster.reports import TaskReport
@@ -17,6 +17,7 @@ class Launch:
     index: int
     attempt: int
     spec: JobSpec
+    lotes_class: int | None = None     # LoTES: the task's class (-1: none; None: not lotes)
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,23 @@ class FetchLog:
     attempt: int = 0
 
 
-Outbound = Launch | Kill | AckReports | FetchLog | object   # + events.Welcome
+@dataclass(frozen=True)
+class BinTarget:
+    """LoTES: the bin a node emulates (class -> count), and its tasks' classes now."""
+    config: str                              # "": no target
+    counts: dict[int, int]
+    classes: dict[str, int] = field(default_factory=dict)
+    fallback: str = ""
+
+
+Outbound = Launch | Kill | AckReports | FetchLog | BinTarget | object   # + events.Welcome
 
 
 @dataclass(frozen=True)
 class Heartbeat:
     free: Resources
     usage: dict[str, tuple[int, TaskUsage]]   # task id -> (attempt, usage)
+    class_mix: dict[int, int] = field(default_factory=dict)   # LoTES: running tasks per class
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import math
 
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.actions import (
-    AckReports, FetchLog, Heartbeat, Kill, Launch, LogPiece, Outbound, Registration, ReportBatch, TaskReport,
+    AckReports, BinTarget, FetchLog, Heartbeat, Kill, Launch, LogPiece, Outbound, Registration, ReportBatch, TaskReport,
 )
 from tcluster.master.events import Welcome
 from tcluster.v1 import agent_pb2
@@ -14,6 +14,7 @@ from tcluster.model import TaskState
 from tcluster.wire import resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
+MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
 
 
 def report_from_pb(event: agent_pb2.TaskEvent) -> TaskReport:
@@ -52,7 +53,10 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
         if len(msg.heartbeat.usage) > MAX_USAGE_PER_HEARTBEAT:
             raise ValueError(f"heartbeat carries {len(msg.heartbeat.usage)} usage samples")
         usage = {u.task_id: (u.attempt, usage_from_pb(u)) for u in msg.heartbeat.usage if u.task_id}
-        return Heartbeat(free=resources_from_pb(msg.heartbeat.free), usage=usage)
+        if len(msg.heartbeat.class_mix) > MAX_CLASSES:
+            raise ValueError(f"heartbeat carries {len(msg.heartbeat.class_mix)} classes; at most {MAX_CLASSES}")
+        mix = {int(k): int(n) for k, n in msg.heartbeat.class_mix.items() if k >= 0 and n > 0}
+        return Heartbeat(free=resources_from_pb(msg.heartbeat.free), usage=usage, class_mix=mix)
     if kind == "events":
         events = msg.events.events
         if len(events) > MAX_EVENTS_PER_MESSAGE:
@@ -66,17 +70,25 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
 
 def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, Launch):
-        return agent_pb2.MasterMessage(launch=agent_pb2.LaunchTask(
+        launch = agent_pb2.LaunchTask(
             task_id=message.task_id, attempt=message.attempt, job_id=message.job_id, index=message.index,
             spec=spec_to_pb(message.spec),
-        ))
+        )
+        if message.lotes_class is not None:
+            launch.lotes_class = message.lotes_class
+        return agent_pb2.MasterMessage(launch=launch)
     if isinstance(message, Kill):
         return agent_pb2.MasterMessage(kill=agent_pb2.KillTask(
             task_id=message.task_id, attempt=message.attempt, reason=message.reason))
     if isinstance(message, Welcome):
-        return agent_pb2.MasterMessage(registered=agent_pb2.Registered(
+        registered = agent_pb2.Registered(
             heartbeat_interval_s=message.heartbeat_interval_s, fence_after_s=message.fence_after_s,
-            kills=[agent_pb2.KillTask(task_id=k.task_id, attempt=k.attempt, reason=k.reason) for k in message.kills]))
+            kills=[agent_pb2.KillTask(task_id=k.task_id, attempt=k.attempt, reason=k.reason) for k in message.kills])
+        if isinstance(message.bin_target, BinTarget):
+            registered.bin_target.CopyFrom(bin_target_to_pb(message.bin_target))
+        return agent_pb2.MasterMessage(registered=registered)
+    if isinstance(message, BinTarget):
+        return agent_pb2.MasterMessage(bin_target=bin_target_to_pb(message))
     if isinstance(message, AckReports):
         return agent_pb2.MasterMessage(ack=agent_pb2.Ack(seq=message.seq))
     if isinstance(message, FetchLog):
@@ -84,3 +96,8 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
             request_id=message.request_id, task_id=message.task_id, stderr=message.stderr,
             tail_bytes=message.tail_bytes, max_bytes=message.max_bytes, follow=message.follow))
     raise TypeError(f"cannot send {type(message).__name__}")
+
+
+def bin_target_to_pb(target: BinTarget) -> agent_pb2.BinTarget:
+    return agent_pb2.BinTarget(config=target.config, counts=target.counts, classes=target.classes,
+                               fallback=target.fallback)

@@ -76,6 +76,7 @@ class Welcome:
     heartbeat_interval_s: float
     kills: tuple[Kill, ...]
     fence_after_s: float
+    bin_target: object = None          # LoTES: an actions.BinTarget, added by the I/O layer
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ from tcluster.master.links import AgentLink
 from tcluster.master.service import MasterService
 from tcluster.model import Job, Task
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from tcluster.wire import job_state_from_pb, job_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb
+from tcluster.wire import (
+    job_state_from_pb, job_to_pb, lotes_status_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb,
+)
 
 log = logging.getLogger(__name__)
 REGISTER_TIMEOUT_S = 30.0
@@ -49,7 +51,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         self.service = service
 
     def _job(self, pair: tuple[Job, list[Task]]) -> jobs_pb2.Job:
-        return job_to_pb(*pair, dominant_share=self.service.dominant_share(*pair))
+        lotes = self.service.lotes
+        return job_to_pb(*pair, dominant_share=self.service.dominant_share(*pair),
+                         lotes_class=lotes.klass(pair[0].spec.resources) if lotes is not None else None)
 
     async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
@@ -100,8 +104,13 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
         self.service = service
 
     async def ListNodes(self, request: jobs_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListNodesResponse:
-        nodes = [node_to_pb(n, self.service.free(n), tasks) for n, tasks in self.service.nodes()]
-        return jobs_pb2.ListNodesResponse(nodes=nodes)
+        lotes = self.service.lotes
+        nodes = [node_to_pb(n, self.service.free(n), tasks, lotes.node_view(n.name) if lotes is not None else None)
+                 for n, tasks in self.service.nodes()]
+        response = jobs_pb2.ListNodesResponse(nodes=nodes, placement=self.service.placement.name)
+        if lotes is not None:
+            response.lotes.CopyFrom(lotes_status_to_pb(lotes.status_view()))
+        return response
 
     async def ListQueues(self, request: jobs_pb2.ListQueuesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListQueuesResponse:
         return jobs_pb2.ListQueuesResponse(

@@ -16,6 +16,7 @@ from tcluster.master.queues import load_tree
 from tcluster.master.server import start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
+from tcluster.scheduler.lotes.classes import load_classes
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
 
@@ -31,6 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a job whose next task waited this long gets a node held for it (default %(default)s)")
     p.add_argument("--placement", default=DEFAULT_PLACEMENT,
                    help=f"which node: {', '.join(sorted(PLACEMENT_POLICIES))} (default %(default)s)")
+    p.add_argument("--lotes-classes", metavar="FILE", type=Path,
+                   help="--placement lotes: job classes (YAML: classes: [{name, request, share, speed}]); "
+                        "default: learned by k-means over recently submitted tasks")
+    p.add_argument("--lotes-k", type=int, default=4, metavar="K",
+                   help="--placement lotes: classes to learn when no file is given (default %(default)s)")
+    p.add_argument("--lotes-config-label", metavar="LABEL",
+                   help="--placement lotes: group machines into configurations by this node label "
+                        "(default: by identical capacity)")
+    p.add_argument("--lotes-drift", type=float, default=0.1, metavar="D",
+                   help="--placement lotes: re-solve when learned class shares drift this far "
+                        "(total variation; default %(default)s)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0, help="asked of agents (default %(default)s)")
     p.add_argument("--node-timeout-s", type=float, default=15.0,
                    help="a node silent this long is DOWN (default %(default)s)")
@@ -73,6 +85,8 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
         http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
+        lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,
+        lotes_drift=args.lotes_drift,
     )
 
 
@@ -105,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     except InvalidArgument as error:
         print(f"tcl-master: --queues: {error}", file=sys.stderr)
         return 2
+    if settings.lotes_classes_file is not None:   # a bad classes file stops the start, naming the line
+        try:
+            load_classes(settings.lotes_classes_file, ("cpu", "memory"))
+        except InvalidArgument as error:
+            print(f"tcl-master: --lotes-classes: {error}", file=sys.stderr)
+            return 2
     try:
         asyncio.run(_serve(settings))
     except OSError as error:

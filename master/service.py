@@ -21,6 +21,7 @@ from tcluster.master.events import (
 )
 from tcluster.master.committer import Committer
 from tcluster.master.links import AgentLink
+from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
 from tcluster.master.registration import check_registration
@@ -73,6 +74,7 @@ class MasterService:
         self.queues = load_tree(settings.queues_file)
         self.reservations = Reservations(settings.reserve_after_s)
         self.observer: Any = None     # dashboards (master/recorder.py): told of every applied step and round
+        self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
 
     # ---- the one way to change state ----
 
@@ -84,9 +86,12 @@ class MasterService:
         future) wait until its rows are durable. StoreError: nothing of it was visible."""
         step = handle(self.state, event, self.now())
         new_jobs = [j for j in step.jobs if j not in self.state.jobs]
+        before = self.lotes.snapshot(step) if self.lotes is not None else None   # LoTES: the book follows steps
         self.state.apply(step)
         if self.observer is not None:
             self.observer.on_step(event, step, self.clock())
+        if self.lotes is not None:
+            self.lotes.on_step(before, step)
         return step, self.committer.add(step, new_jobs)
 
     def _recover(self) -> None:
@@ -101,10 +106,14 @@ class MasterService:
             else:
                 del self.links[name]
                 link.close()
+        if self.lotes is not None:
+            self.lotes.reloaded()
         log.error("state reloaded from the store after a failed write")
 
     def _send(self, actions: list[Action]) -> None:
         for action in actions:
+            if self.lotes is not None:
+                action = self.lotes.decorate(action)   # LoTES: a launch's class, a welcome's bin
             link = self.links.get(action.node)
             if isinstance(action, Disconnect):
                 if link is not None:
@@ -123,6 +132,8 @@ class MasterService:
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
         _, durable = self._do(Submit(job_id, spec))
+        if self.lotes is not None:
+            self.lotes.submitted(spec)
         self.kick()
         await durable
         return self.get(job_id)
@@ -213,6 +224,8 @@ class MasterService:
     def on_heartbeat(self, link: AgentLink, beat: Heartbeat) -> None:
         if self.links.get(link.node) is link:
             self._do(Beat(link.node, beat.free, beat.usage))
+            if self.lotes is not None:
+                self.lotes.heartbeat(link.node, beat.class_mix)
 
     def on_reports(self, link: AgentLink, batch: ReportBatch) -> None:
         if self.links.get(link.node) is not link:
@@ -243,6 +256,8 @@ class MasterService:
                 if self.monotonic() - last_tick >= TICK_INTERVAL_S:
                     last_tick = self.monotonic()
                     self.tick()
+                if self.lotes is not None:
+                    self.lotes.check()   # starts a solve off the loop when one is due
                 self.schedule_once()
             except StoreError as error:
                 log.error("%s", error)

@@ -44,6 +44,13 @@ class MasterSettings(BaseModel):
     history_long_s: float = Field(86400.0, gt=0)     # downsampled
     history_long_step_s: float = Field(300.0, gt=0)
     history_flush_s: float = Field(30.0, gt=0)       # history is written in batches this often
+    # --placement lotes: classes from a file, or k-means over the last lotes_window tasks
+    lotes_classes_file: Path | None = None
+    lotes_k: int = Field(4, ge=1, le=32)
+    lotes_config_label: str | None = None           # group machines by this node label (default: by capacity)
+    lotes_drift: float = Field(0.1, gt=0, le=1)     # re-solve past this drift of learned class shares
+    lotes_window: int = Field(10_000, ge=1)
+    lotes_min_interval_s: float = Field(2.0, ge=0)  # between two solves
 
     _listen = field_validator("listen")(lambda cls, v: _check_listen(v))
     _http = field_validator("http")(lambda cls, v: _check_listen(v) if v else v)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import fields
+from typing import Any
 
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
@@ -131,20 +132,39 @@ def task_from_pb(job_id: str, msg: jobs_pb2.Task) -> Task:
     )
 
 
-def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0) -> jobs_pb2.Job:
-    return jobs_pb2.Job(
+def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_class: int | None = None) -> jobs_pb2.Job:
+    """lotes_class: the LoTES class of the job's tasks (one request, one class), if any."""
+    msg = jobs_pb2.Job(
         id=job.id, spec=spec_to_pb(job.spec), state=job_state_to_pb(job.state),
         submitted_at=job.submitted_at, finished_at=job.finished_at,
         pending_reason=job.pending_reason, tasks=[task_to_pb(t) for t in tasks],
         dominant_share=dominant_share,
     )
+    if lotes_class is not None:
+        for task in msg.tasks:
+            task.lotes_class = lotes_class
+    return msg
 
 
-def node_to_pb(node: Node, free: Resources, task_ids: list[str]) -> jobs_pb2.Node:
-    return jobs_pb2.Node(
+def node_to_pb(node: Node, free: Resources, task_ids: list[str], lotes: Any = None) -> jobs_pb2.Node:
+    """lotes: a master.lotes_live.NodeLotesView (config, target, actual, counted) or None."""
+    msg = jobs_pb2.Node(
         name=node.name, state=node.state.value, capacity=resources_to_pb(node.capacity),
         free=resources_to_pb(free), labels=dict(node.labels), tasks=task_ids,
         last_seen=node.last_seen, reserved=resources_to_pb(node.reserved),
+    )
+    if lotes is not None:
+        msg.lotes.CopyFrom(jobs_pb2.NodeLotes(config=lotes.config, target=lotes.target, actual=lotes.actual,
+                                              counted=lotes.counted))
+    return msg
+
+
+def lotes_status_to_pb(status: Any) -> jobs_pb2.LotesStatus:
+    """status: a master.lotes_live.LotesStatusView."""
+    return jobs_pb2.LotesStatus(
+        fallback=status.fallback, last_solve=status.last_solve, solve_seconds=status.solve_seconds,
+        solves=status.solves, solved_at=status.solved_at, classes=list(status.classes),
+        classes_source=status.classes_source,
     )
 
 

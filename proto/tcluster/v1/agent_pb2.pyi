@@ -58,14 +58,23 @@ class RunningTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("free", "usage", "sent_at")
+    __slots__ = ("free", "usage", "sent_at", "class_mix")
+    class ClassMixEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
     FREE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     SENT_AT_FIELD_NUMBER: _ClassVar[int]
+    CLASS_MIX_FIELD_NUMBER: _ClassVar[int]
     free: _common_pb2.Resources
     usage: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskUsage]
     sent_at: float
-    def __init__(self, free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., usage: _Optional[_Iterable[_Union[_common_pb2.TaskUsage, _Mapping]]] = ..., sent_at: _Optional[float] = ...) -> None: ...
+    class_mix: _containers.ScalarMap[int, int]
+    def __init__(self, free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., usage: _Optional[_Iterable[_Union[_common_pb2.TaskUsage, _Mapping]]] = ..., sent_at: _Optional[float] = ..., class_mix: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
     __slots__ = ("seq", "task_id", "attempt", "state", "has_exit_code", "exit_code", "signal", "reason", "at", "usage", "rejected")
@@ -112,42 +121,74 @@ class LogData(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("registered", "launch", "kill", "log_request", "ack")
+    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     KILL_FIELD_NUMBER: _ClassVar[int]
     LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
+    BIN_TARGET_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     launch: LaunchTask
     kill: KillTask
     log_request: LogRequest
     ack: Ack
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ...) -> None: ...
+    bin_target: BinTarget
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("heartbeat_interval_s", "kills", "fence_after_s")
+    __slots__ = ("heartbeat_interval_s", "kills", "fence_after_s", "bin_target")
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     KILLS_FIELD_NUMBER: _ClassVar[int]
     FENCE_AFTER_S_FIELD_NUMBER: _ClassVar[int]
+    BIN_TARGET_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_s: float
     kills: _containers.RepeatedCompositeFieldContainer[KillTask]
     fence_after_s: float
-    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., kills: _Optional[_Iterable[_Union[KillTask, _Mapping]]] = ..., fence_after_s: _Optional[float] = ...) -> None: ...
+    bin_target: BinTarget
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., kills: _Optional[_Iterable[_Union[KillTask, _Mapping]]] = ..., fence_after_s: _Optional[float] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ...) -> None: ...
+
+class BinTarget(_message.Message):
+    __slots__ = ("config", "counts", "classes", "fallback")
+    class CountsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    class ClassesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    config: str
+    counts: _containers.ScalarMap[int, int]
+    classes: _containers.ScalarMap[str, int]
+    fallback: str
+    def __init__(self, config: _Optional[str] = ..., counts: _Optional[_Mapping[int, int]] = ..., classes: _Optional[_Mapping[str, int]] = ..., fallback: _Optional[str] = ...) -> None: ...
 
 class LaunchTask(_message.Message):
-    __slots__ = ("task_id", "attempt", "job_id", "index", "spec")
+    __slots__ = ("task_id", "attempt", "job_id", "index", "spec", "lotes_class")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    LOTES_CLASS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     attempt: int
     job_id: str
     index: int
     spec: _jobs_pb2.JobSpec
-    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., spec: _Optional[_Union[_jobs_pb2.JobSpec, _Mapping]] = ...) -> None: ...
+    lotes_class: int
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., spec: _Optional[_Union[_jobs_pb2.JobSpec, _Mapping]] = ..., lotes_class: _Optional[int] = ...) -> None: ...
 
 class KillTask(_message.Message):
     __slots__ = ("task_id", "attempt", "grace_s", "reason")

@@ -89,7 +89,7 @@ class JobSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage", "failures")
+    __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage", "failures", "lotes_class")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -103,6 +103,7 @@ class Task(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
+    LOTES_CLASS_FIELD_NUMBER: _ClassVar[int]
     index: int
     id: str
     state: _common_pb2.TaskState
@@ -116,7 +117,8 @@ class Task(_message.Message):
     finished_at: float
     usage: _common_pb2.TaskUsage
     failures: int
-    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., failures: _Optional[int] = ...) -> None: ...
+    lotes_class: int
+    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., failures: _Optional[int] = ..., lotes_class: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share")
@@ -205,7 +207,7 @@ class ListNodesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("name", "state", "capacity", "free", "labels", "tasks", "last_seen", "reserved")
+    __slots__ = ("name", "state", "capacity", "free", "labels", "tasks", "last_seen", "reserved", "lotes")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +223,7 @@ class Node(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
+    LOTES_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     capacity: _common_pb2.Resources
@@ -229,13 +232,69 @@ class Node(_message.Message):
     tasks: _containers.RepeatedScalarFieldContainer[str]
     last_seen: float
     reserved: _common_pb2.Resources
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., tasks: _Optional[_Iterable[str]] = ..., last_seen: _Optional[float] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+    lotes: NodeLotes
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., tasks: _Optional[_Iterable[str]] = ..., last_seen: _Optional[float] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., lotes: _Optional[_Union[NodeLotes, _Mapping]] = ...) -> None: ...
+
+class NodeLotes(_message.Message):
+    __slots__ = ("config", "target", "actual", "counted")
+    class TargetEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    class ActualEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    class CountedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    ACTUAL_FIELD_NUMBER: _ClassVar[int]
+    COUNTED_FIELD_NUMBER: _ClassVar[int]
+    config: str
+    target: _containers.ScalarMap[int, int]
+    actual: _containers.ScalarMap[int, int]
+    counted: _containers.ScalarMap[int, int]
+    def __init__(self, config: _Optional[str] = ..., target: _Optional[_Mapping[int, int]] = ..., actual: _Optional[_Mapping[int, int]] = ..., counted: _Optional[_Mapping[int, int]] = ...) -> None: ...
+
+class LotesStatus(_message.Message):
+    __slots__ = ("fallback", "last_solve", "solve_seconds", "solves", "solved_at", "classes", "classes_source")
+    FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    LAST_SOLVE_FIELD_NUMBER: _ClassVar[int]
+    SOLVE_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    SOLVES_FIELD_NUMBER: _ClassVar[int]
+    SOLVED_AT_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    CLASSES_SOURCE_FIELD_NUMBER: _ClassVar[int]
+    fallback: str
+    last_solve: str
+    solve_seconds: float
+    solves: int
+    solved_at: float
+    classes: _containers.RepeatedScalarFieldContainer[str]
+    classes_source: str
+    def __init__(self, fallback: _Optional[str] = ..., last_solve: _Optional[str] = ..., solve_seconds: _Optional[float] = ..., solves: _Optional[int] = ..., solved_at: _Optional[float] = ..., classes: _Optional[_Iterable[str]] = ..., classes_source: _Optional[str] = ...) -> None: ...
 
 class ListNodesResponse(_message.Message):
-    __slots__ = ("nodes",)
+    __slots__ = ("nodes", "placement", "lotes")
     NODES_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    LOTES_FIELD_NUMBER: _ClassVar[int]
     nodes: _containers.RepeatedCompositeFieldContainer[Node]
-    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
+    placement: str
+    lotes: LotesStatus
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ..., placement: _Optional[str] = ..., lotes: _Optional[_Union[LotesStatus, _Mapping]] = ...) -> None: ...
 
 class ListQueuesRequest(_message.Message):
     __slots__ = ()
