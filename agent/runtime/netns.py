@@ -27,7 +27,7 @@ from typing import Callable, Iterable, TypeVar
 from pyroute2 import IPRoute, NetlinkError
 
 from .base import LaunchError
-from .netplan import HTB_HANDLE, NETNS_DIR, TASK_IF, NatRule, NetPlan, bridge_name, host_veth, node_prefix
+from .netplan import HTB_CLASS, HTB_HANDLE, NETNS_DIR, TASK_IF, NatRule, NetPlan, bridge_name, host_veth, node_prefix
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -171,7 +171,8 @@ def _inside(plan: NetPlan) -> None:
         ipr.link("set", index=idx, state="up")
         ipr.route("add", dst="0.0.0.0/0", gateway=str(plan.gateway.ip))
         if plan.shaping is not None:
-            ipr.tc("add", "htb", index=idx, handle=HTB_HANDLE, default=1)
+            ipr.tc("add", "htb", index=idx, handle=HTB_HANDLE, default=HTB_CLASS & 0xFFFF)
+            ipr.tc("add-class", "htb", index=idx, **plan.shaping.htb_parent())
             ipr.tc("add-class", "htb", index=idx, **plan.shaping.htb_class())
 
 

@@ -25,7 +25,8 @@ NETNS_DIR = "/run/netns"
 IFNAMSIZ = 15
 TASK_IF = "eth0"                 # names are per namespace: every task sees its own eth0
 HTB_HANDLE = 0x10000             # 1:
-HTB_CLASS = 0x10001              # 1:1, the default class: all of the task's traffic
+HTB_PARENT = 0x10001             # 1:1, rate = ceil: what the task's class may borrow from
+HTB_CLASS = 0x10010              # 1:10, the default class: all of the task's traffic
 BURST_S = 0.01                   # tokens for 10 ms at the rate...
 MIN_BURST = 2 * 65536            # ...but at least two GSO segments (veth sends 64 KiB skbs)
 MAX_RATE_BPS = 100e9
@@ -62,9 +63,16 @@ class Shaping:
     burst_bytes: int
     cburst_bytes: int
 
+    def htb_parent(self) -> dict[str, object]:
+        """A root class at the ceiling: HTB lets only a class with a parent borrow above its
+        rate, so without it the ceiling would change nothing."""
+        return {"handle": HTB_PARENT, "parent": HTB_HANDLE, "rate": f"{int(self.ceil_bps)}bit",
+                "ceil": f"{int(self.ceil_bps)}bit", "burst": self.cburst_bytes, "cburst": self.cburst_bytes,
+                "mtu": 65536}
+
     def htb_class(self) -> dict[str, object]:
         """pyroute2 tc('add-class', 'htb', ...) keywords."""
-        return {"handle": HTB_CLASS, "parent": HTB_HANDLE, "rate": f"{int(self.rate_bps)}bit",
+        return {"handle": HTB_CLASS, "parent": HTB_PARENT, "rate": f"{int(self.rate_bps)}bit",
                 "ceil": f"{int(self.ceil_bps)}bit", "burst": self.burst_bytes,
                 "cburst": self.cburst_bytes, "mtu": 65536}
 

@@ -27,7 +27,7 @@ from tests.system.cgroups import leftovers, sweep_node
 from tests.system.cluster import node_name, wait_state
 
 SKIP = cgroup_v1_usable()
-pytestmark = [pytest.mark.system, pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]
+pytestmark = [pytest.mark.system, pytest.mark.dashboard, pytest.mark.skipif(SKIP is not None, reason=str(SKIP))]
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("TCL_TEST_ARTIFACTS", ROOT / "build" / "test-artifacts" / "dashboard"))
 GRAFANA = ROOT / "dashboards" / "grafana" / "tcluster.json"

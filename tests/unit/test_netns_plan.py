@@ -111,7 +111,10 @@ def test_shaping_rate_ceil_and_burst() -> None:
     assert big is not None and big.burst_bytes == int(10e9 / 8 * 0.01) and big.cburst_bytes == int(20e9 / 8 * 0.01)
     cls = big.htb_class()
     assert (cls["rate"], cls["ceil"], cls["parent"], cls["handle"]) == ("10000000000bit", "20000000000bit",
-                                                                         0x10000, 0x10001)
+                                                                         0x10001, 0x10010)
+    parent = big.htb_parent()        # the task's class can borrow up to the ceiling from it
+    assert (parent["rate"], parent["ceil"], parent["parent"], parent["handle"]) == (
+        "20000000000bit", "20000000000bit", 0x10000, 0x10001)
     assert shaping(0, 0) is None
 
 
