@@ -40,9 +40,22 @@ def enable_swap() -> None:
         subprocess.run(args, check=False, capture_output=True)
 
 
+NET_MODULES = ("veth", "bridge", "sch_htb", "nf_tables", "nft_chain_nat", "nft_masq")
+
+
+def net_modules() -> dict[str, object]:
+    """The task-network modules (images.py puts them in the rootfs; systemd-modules-load
+    loads them at boot): modprobe'd again to be sure, and listed from /proc/modules."""
+    done = subprocess.run(["modprobe", "-a", *NET_MODULES], capture_output=True, text=True)
+    loaded = {line.split()[0] for line in Path("/proc/modules").read_text().splitlines()}
+    return {"modprobe_rc": done.returncode, "modprobe_stderr": done.stderr.strip(),
+            "loaded": sorted(m for m in NET_MODULES if m in loaded)}
+
+
 def system_tests() -> dict[str, object]:
     enable_swap()
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # TCL_VM_GUEST: the tests that change the real firewall (masquerade) run here only.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TCL_VM_GUEST": "1"}
     started = time.monotonic()
     rc, out = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "-rs",
                    "--junitxml", str(SHARE / "junit.xml"), "-m", "not docker", "tests/system"], "system-tests.log", env=env)
@@ -122,6 +135,7 @@ def main() -> int:
     os.chdir(REPO)
     results: dict[str, object] = {"kernel": os.uname().release,
                                   "controllers": Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()}
+    results["net_modules"] = net_modules()
     results["system_tests"] = system_tests()
     results["systemd"] = systemd_units()
     (SHARE / "results.json").write_text(json.dumps(results, indent=1))
