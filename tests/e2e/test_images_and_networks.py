@@ -97,13 +97,21 @@ def engine() -> Iterator[Dockerd]:
         print(f"\n[e2e] image job skipped: {why}")
         pytest.skip(why)
     root = Path(tempfile.mkdtemp(prefix="tcl-e2e-dk-"))
+    engine = Dockerd(root / "d")
     try:
-        with Dockerd(root / "d") as d:
-            yield d
+        engine.__enter__()          # stops what it started if it cannot come up
     except RuntimeError as e:
+        shutil.rmtree(root, ignore_errors=True)
         print(f"\n[e2e] image job skipped: cannot start dockerd: {e}")
         pytest.skip(f"cannot start dockerd: {e}")
+    except BaseException:           # e.g. the image import failed: stop the engine, then fail
+        engine.__exit__(None, None, None)
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    try:
+        yield engine
     finally:
+        engine.__exit__(None, None, None)
         shutil.rmtree(root, ignore_errors=True)
 
 
