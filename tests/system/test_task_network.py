@@ -40,6 +40,14 @@ IN_VM_GUEST = os.environ.get("TCL_VM_GUEST") == "1"
 pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP), reason=SKIP)]
 MBIT = 1e6
 SECONDS = 5
+# The two senders' rates, 1:4. Under qemu's software emulation (the tests/vm guest, on a
+# busy host) timers fire late and the CPU is slow: a shaped sender then gets at most a
+# burst (128 KiB) per late wakeup, and the guest measured 14 + 43 Mbit/s when 20 + 80
+# were asked, 4.9 + 15 for 5 + 20. So the guest runs the same test at a tenth of the
+# rates, leaving out the first second (the initial burst weighs more at low rates); the
+# bounds (15%, ratio 4 +- 15%) are the same.
+SLOW, FAST = (2 * MBIT, 8 * MBIT) if IN_VM_GUEST else (20 * MBIT, 80 * MBIT)
+OMIT_S = 1 if IN_VM_GUEST else 0
 
 
 def spec(key: str, network: str = "bridge", rate: float = 0.0, ceil: float = 0.0) -> TaskSpec:
@@ -102,10 +110,11 @@ def iperf_pair(rx_path: str, rx_ip: str, senders: dict[str, str]) -> dict[str, f
                 break
             subprocess.run(["sleep", "0.02"])
         for port, (key, path) in enumerate(senders.items(), 5301):
-            clients[key] = popen_in(path, ["iperf3", "-c", rx_ip, "-p", str(port), "-t", str(SECONDS), "-J"])
+            clients[key] = popen_in(path, ["iperf3", "-c", rx_ip, "-p", str(port), "-t", str(SECONDS), "-O", str(OMIT_S),
+                                            "-J"])
         out = {}
         for key, proc in clients.items():
-            stdout, _ = proc.communicate(timeout=SECONDS + 30)
+            stdout, _ = proc.communicate(timeout=SECONDS + OMIT_S + 30)
             out[key] = json.loads(stdout)["end"]["sum_received"]["bits_per_second"]
         return out
     finally:
@@ -116,16 +125,17 @@ def iperf_pair(rx_path: str, rx_ip: str, senders: dict[str, str]) -> dict[str, f
 
 
 def test_two_shaped_senders_get_their_rates(nets: TaskNetworks) -> None:
-    rx, slow, fast = nets.prepare(spec("rx.0")), nets.prepare(spec("slow.0", rate=20 * MBIT)), \
-        nets.prepare(spec("fast.0", rate=80 * MBIT))
+    rx, slow, fast = nets.prepare(spec("rx.0")), nets.prepare(spec("slow.0", rate=SLOW)), \
+        nets.prepare(spec("fast.0", rate=FAST))
     assert rx and slow and fast and rx.address
     try:
         rates = iperf_pair(rx.netns_path, str(rx.address.ip), {"slow": slow.netns_path, "fast": fast.netns_path})
         sent = {k: nets.counters(f"{k}.0") for k in ("slow", "fast")}
-        print(f"\nmeasured: slow {rates['slow'] / MBIT:.2f} Mbit/s (asked 20), fast {rates['fast'] / MBIT:.2f} "
-              f"Mbit/s (asked 80), ratio {rates['fast'] / rates['slow']:.3f}; veth bytes sent {sent}")
-        assert rates["slow"] == pytest.approx(20 * MBIT, rel=0.15)
-        assert rates["fast"] == pytest.approx(80 * MBIT, rel=0.15)
+        print(f"\nmeasured: slow {rates['slow'] / MBIT:.2f} Mbit/s (asked {SLOW / MBIT:g}), fast "
+              f"{rates['fast'] / MBIT:.2f} Mbit/s (asked {FAST / MBIT:g}), ratio {rates['fast'] / rates['slow']:.3f}; "
+              f"veth bytes sent {sent}")
+        assert rates["slow"] == pytest.approx(SLOW, rel=0.15)
+        assert rates["fast"] == pytest.approx(FAST, rel=0.15)
         assert rates["fast"] / rates["slow"] == pytest.approx(4, rel=0.15)
         assert sent["slow"] and sent["fast"] and sent["fast"].tx_bytes > 3 * sent["slow"].tx_bytes
     finally:
