@@ -58,7 +58,8 @@ def system_tests() -> dict[str, object]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TCL_VM_GUEST": "1"}
     started = time.monotonic()
     rc, out = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "-rs",
-                   "--junitxml", str(SHARE / "junit.xml"), "-m", "not docker", "tests/system"], "system-tests.log", env=env)
+                   "--junitxml", str(SHARE / "junit.xml"), "-m", "not docker", "tests/system"], "system-tests.log",
+                  timeout=1200, env=env)
     tail = [line for line in out.splitlines() if " passed" in line or " failed" in line or "error" in line.lower()]
     return {"rc": rc, "summary": tail[-1] if tail else out[-300:], "seconds": round(time.monotonic() - started, 1)}
 
