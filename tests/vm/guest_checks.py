@@ -106,7 +106,9 @@ def systemd_units() -> dict[str, object]:
     result: dict[str, object] = {"verify_rc": verify.returncode, "verify_stderr": verify.stderr.strip()}
     subprocess.run(["systemctl", "start", *UNITS], check=False)
     result["nodes_ready"] = wait_until(lambda: json.loads(tcl("nodes", "-o", "json").stdout)[0]["state"] == "READY")
-    job = tcl("submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c", "cat /proc/self/cgroup; sleep 4; echo done")
+    # 15 s: long enough to be seen RUNNING and restarted under, even when every `tcl` call
+    # takes seconds (software emulation on a busy host; with 4 s the RUNNING state was missed).
+    job = tcl("submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c", "cat /proc/self/cgroup; sleep 15; echo done")
     job_id = job.stdout.strip()
     result["submitted"] = job.returncode == 0
     result["running"] = wait_until(lambda: job_state(job_id)["state"] == "RUNNING")
