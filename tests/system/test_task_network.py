@@ -2,7 +2,10 @@
 measured with iperf3, a `none` task cut off, masquerade, and nothing left behind. All
 traffic stays inside the namespaces and the bridge this test creates; the host firewall
 is not touched (the masquerade test builds its own "host" namespace, and checks that the
-real host's ip_forward and nftables tables are as they were)."""
+real host's ip_forward and nftables tables are as they were). Only inside the tests/vm
+guest (TCL_VM_GUEST=1, set by tests/vm/guest_checks.py) does one more test put the NAT
+rule where the agent puts it, into the real root namespace's firewall: the guest is the
+place for firewall changes."""
 
 from __future__ import annotations
 
@@ -33,9 +36,18 @@ def _why_not() -> str:
 
 
 SKIP = _why_not()
+IN_VM_GUEST = os.environ.get("TCL_VM_GUEST") == "1"
 pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP), reason=SKIP)]
 MBIT = 1e6
 SECONDS = 5
+# The two senders' rates, 1:4. Under qemu's software emulation (the tests/vm guest, on a
+# busy 2-core host) the guest's CPU is slow and shared: there one unshaped sender carried
+# 130 Mbit/s and a lone 20 Mbit/s sender got 19.1, but two concurrent senders got 14 + 43
+# when 20 + 80 were asked, 4.9 + 15 for 5 + 20. So the guest runs the same test at a
+# tenth of the rates, leaving out the first second (the initial burst weighs more at low
+# rates); the bounds (15%, ratio 4 +- 15%) are the same.
+SLOW, FAST = (2 * MBIT, 8 * MBIT) if IN_VM_GUEST else (20 * MBIT, 80 * MBIT)
+OMIT_S = 1 if IN_VM_GUEST else 0
 
 
 def spec(key: str, network: str = "bridge", rate: float = 0.0, ceil: float = 0.0) -> TaskSpec:
@@ -98,10 +110,11 @@ def iperf_pair(rx_path: str, rx_ip: str, senders: dict[str, str]) -> dict[str, f
                 break
             subprocess.run(["sleep", "0.02"])
         for port, (key, path) in enumerate(senders.items(), 5301):
-            clients[key] = popen_in(path, ["iperf3", "-c", rx_ip, "-p", str(port), "-t", str(SECONDS), "-J"])
+            clients[key] = popen_in(path, ["iperf3", "-c", rx_ip, "-p", str(port), "-t", str(SECONDS), "-O", str(OMIT_S),
+                                            "-J"])
         out = {}
         for key, proc in clients.items():
-            stdout, _ = proc.communicate(timeout=SECONDS + 30)
+            stdout, _ = proc.communicate(timeout=SECONDS + OMIT_S + 30)
             out[key] = json.loads(stdout)["end"]["sum_received"]["bits_per_second"]
         return out
     finally:
@@ -112,16 +125,17 @@ def iperf_pair(rx_path: str, rx_ip: str, senders: dict[str, str]) -> dict[str, f
 
 
 def test_two_shaped_senders_get_their_rates(nets: TaskNetworks) -> None:
-    rx, slow, fast = nets.prepare(spec("rx.0")), nets.prepare(spec("slow.0", rate=20 * MBIT)), \
-        nets.prepare(spec("fast.0", rate=80 * MBIT))
+    rx, slow, fast = nets.prepare(spec("rx.0")), nets.prepare(spec("slow.0", rate=SLOW)), \
+        nets.prepare(spec("fast.0", rate=FAST))
     assert rx and slow and fast and rx.address
     try:
         rates = iperf_pair(rx.netns_path, str(rx.address.ip), {"slow": slow.netns_path, "fast": fast.netns_path})
         sent = {k: nets.counters(f"{k}.0") for k in ("slow", "fast")}
-        print(f"\nmeasured: slow {rates['slow'] / MBIT:.2f} Mbit/s (asked 20), fast {rates['fast'] / MBIT:.2f} "
-              f"Mbit/s (asked 80), ratio {rates['fast'] / rates['slow']:.3f}; veth bytes sent {sent}")
-        assert rates["slow"] == pytest.approx(20 * MBIT, rel=0.15)
-        assert rates["fast"] == pytest.approx(80 * MBIT, rel=0.15)
+        print(f"\nmeasured: slow {rates['slow'] / MBIT:.2f} Mbit/s (asked {SLOW / MBIT:g}), fast "
+              f"{rates['fast'] / MBIT:.2f} Mbit/s (asked {FAST / MBIT:g}), ratio {rates['fast'] / rates['slow']:.3f}; "
+              f"veth bytes sent {sent}")
+        assert rates["slow"] == pytest.approx(SLOW, rel=0.15)
+        assert rates["fast"] == pytest.approx(FAST, rel=0.15)
         assert rates["fast"] / rates["slow"] == pytest.approx(4, rel=0.15)
         assert sent["slow"] and sent["fast"] and sent["fast"].tx_bytes > 3 * sent["slow"].tx_bytes
     finally:
@@ -254,3 +268,70 @@ def _tables() -> list[str]:
         return [str(t.get("NFTA_TABLE_NAME")) for t in nft.get_tables()]
     finally:
         nft.close()
+
+
+def _nft_table(table: str) -> str | None:
+    """`nft list table ip T` (the nft CLI, independent of pyroute2); None: no such table."""
+    done = subprocess.run(["nft", "list", "table", "ip", table], capture_output=True, text=True)
+    return done.stdout if done.returncode == 0 else None
+
+
+@pytest.mark.skipif(not IN_VM_GUEST, reason="changes the real firewall and ip_forward: runs in the tests/vm guest only")
+def test_masquerade_in_the_guests_own_firewall(tmp_path: Path) -> None:
+    """--masquerade as the agent does it, in the VM guest's real root namespace: the rule
+    `nft list` shows is the one NatRule.nft_script() describes, it is there while a task
+    runs (and stays while a task is still on the bridge), a task's connection to a
+    namespace behind the guest's uplink arrives from the uplink address, and close()
+    after the task is gone removes the table and the bridge."""
+    assert shutil.which("nft"), "the guest image has nftables"
+    tag = f"tcl-t{os.getpid()}-{uuid.uuid4().hex[:4]}"
+    out = create_netns(f"{tag}-out")
+    node = f"g{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    nets = TaskNetworks(node, tmp_path / "state", f"10.67.{uuid.uuid4().int % 250}.0/24", masquerade=True)
+    rule = nat_rule(node, nets.subnet)
+    sleeper: subprocess.Popen[bytes] | None = None
+    try:
+        _uplink(out)                                          # in the guest's root namespace
+        nets.setup()
+        listed = _nft_table(rule.table)
+        print(f"\nnft list table ip {rule.table}:\n{listed}")
+        assert listed == rule.nft_script()
+        assert Path("/proc/sys/net/ipv4/ip_forward").read_text().strip() == "1"
+        task = nets.prepare(spec("t.0"))
+        assert task is not None and task.address is not None
+        sleeper = popen_in(task.netns_path, ["sleep", "120"])   # a task running in its namespace
+        listener = run_in_netns(out, socket.create_server, ("198.51.100.2", 7080))
+        try:
+            assert reaches(task.netns_path, "198.51.100.2", 7080)
+            listener.settimeout(5)
+            conn, peer = listener.accept()
+            conn.close()
+        finally:
+            listener.close()
+        assert peer[0] == "198.51.100.1" != str(task.address.ip)      # masqueraded
+        assert _nft_table(rule.table) == rule.nft_script()             # while the task runs
+        nets.close()                         # an agent stopping while the task still runs...
+        assert _nft_table(rule.table) == rule.nft_script()             # ...leaves rule and bridge
+        assert Path(f"/sys/class/net/{bridge_name(node)}").exists()
+        sleeper.kill()
+        sleeper.wait()
+        nets.release("t.0")
+        nets.close()                                          # the task is gone: so are they
+        assert _nft_table(rule.table) is None
+        assert not Path(f"/sys/class/net/{bridge_name(node)}").exists()
+    finally:
+        if sleeper is not None and sleeper.poll() is None:
+            sleeper.kill()
+            sleeper.wait()
+        nets.setup(keep=())
+        nets.close()
+        _drop_uplink()
+        remove_netns(f"{tag}-out")
+    assert node_namespaces(node) == [] and _nft_table(rule.table) is None
+
+
+def _drop_uplink() -> None:
+    from pyroute2 import IPRoute
+    with IPRoute() as ipr:
+        for idx in ipr.link_lookup(ifname="up0"):
+            ipr.link("del", index=idx)

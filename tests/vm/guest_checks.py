@@ -40,12 +40,26 @@ def enable_swap() -> None:
         subprocess.run(args, check=False, capture_output=True)
 
 
+NET_MODULES = ("veth", "bridge", "sch_htb", "nf_tables", "nft_chain_nat", "nft_masq")
+
+
+def net_modules() -> dict[str, object]:
+    """The task-network modules (images.py puts them in the rootfs; systemd-modules-load
+    loads them at boot): modprobe'd again to be sure, and listed from /proc/modules."""
+    done = subprocess.run(["modprobe", "-a", *NET_MODULES], capture_output=True, text=True)
+    loaded = {line.split()[0] for line in Path("/proc/modules").read_text().splitlines()}
+    return {"modprobe_rc": done.returncode, "modprobe_stderr": done.stderr.strip(),
+            "loaded": sorted(m for m in NET_MODULES if m in loaded)}
+
+
 def system_tests() -> dict[str, object]:
     enable_swap()
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # TCL_VM_GUEST: the tests that change the real firewall (masquerade) run here only.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TCL_VM_GUEST": "1"}
     started = time.monotonic()
     rc, out = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "-rs",
-                   "--junitxml", str(SHARE / "junit.xml"), "-m", "not docker and not dashboard", "tests/system"], "system-tests.log", env=env)
+                   "--junitxml", str(SHARE / "junit.xml"), "-m", "not docker and not dashboard", "tests/system"],
+                  "system-tests.log", timeout=1200, env=env)
     tail = [line for line in out.splitlines() if " passed" in line or " failed" in line or "error" in line.lower()]
     return {"rc": rc, "summary": tail[-1] if tail else out[-300:], "seconds": round(time.monotonic() - started, 1)}
 
@@ -92,7 +106,9 @@ def systemd_units() -> dict[str, object]:
     result: dict[str, object] = {"verify_rc": verify.returncode, "verify_stderr": verify.stderr.strip()}
     subprocess.run(["systemctl", "start", *UNITS], check=False)
     result["nodes_ready"] = wait_until(lambda: json.loads(tcl("nodes", "-o", "json").stdout)[0]["state"] == "READY")
-    job = tcl("submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c", "cat /proc/self/cgroup; sleep 4; echo done")
+    # 15 s: long enough to be seen RUNNING and restarted under, even when every `tcl` call
+    # takes seconds (software emulation on a busy host; with 4 s the RUNNING state was missed).
+    job = tcl("submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c", "cat /proc/self/cgroup; sleep 15; echo done")
     job_id = job.stdout.strip()
     result["submitted"] = job.returncode == 0
     result["running"] = wait_until(lambda: job_state(job_id)["state"] == "RUNNING")
@@ -122,6 +138,7 @@ def main() -> int:
     os.chdir(REPO)
     results: dict[str, object] = {"kernel": os.uname().release,
                                   "controllers": Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()}
+    results["net_modules"] = net_modules()
     results["system_tests"] = system_tests()
     results["systemd"] = systemd_units()
     (SHARE / "results.json").write_text(json.dumps(results, indent=1))

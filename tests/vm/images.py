@@ -8,9 +8,14 @@ on it. Recipes are the measured ones from ../shared/HOST.md:
 - kernel: Debian's linux-image package (the version linux-image-amd64 names), unpacked
   with dpkg-deb; the uncompressed ELF is cut out of vmlinuz (boots directly, ~6 s faster).
 - initramfs: busybox-static, the virtio/ext4/9p modules, an init that switch_roots.
-- rootfs: debootstrap minbase + systemd + python3, the guest runner unit, and the
-  project's Python dependencies installed for the guest's interpreter from PyPI wheels
-  (pip --target on the host, so nothing runs inside a chroot).
+- net modules: the kernel's networking modules the task-network tests need (veth, bridge,
+  HTB, nf_tables and NAT, with every module they depend on), laid out as
+  /lib/modules/<version> for the rootfs, where the guest's own depmod (run on the host with
+  -b) indexes them, so `modprobe` and the kernel's module autoloading work in the guest.
+- rootfs: debootstrap minbase + systemd + python3, the guest runner unit, the net modules
+  (loaded at boot by systemd-modules-load), and the project's Python dependencies
+  installed for the guest's interpreter from PyPI wheels (pip --target on the host, so
+  nothing runs inside a chroot).
 """
 
 from __future__ import annotations
@@ -32,7 +37,12 @@ SUITE = "bookworm"
 GUEST_PY = "3.11"
 MODULES = ("virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk "
            "crc16 crc32c_generic jbd2 mbcache ext4 netfs fscache 9pnet 9pnet_virtio 9p").split()
-PACKAGES = "systemd,systemd-sysv,python3,dbus,procps,iperf3,nftables"
+PACKAGES = "systemd,systemd-sysv,python3,dbus,procps,kmod,iperf3,nftables"
+# Task networks in the guest: these trees of the kernel package (and whatever their modules
+# depend on) go into the rootfs; NET_BOOT_MODULES are loaded at boot (the rest on demand).
+NET_MODULE_TREES = ("net/netfilter", "net/sched", "net/bridge", "net/ipv4/netfilter", "net/ipv6/netfilter",
+                    "net/802", "net/llc", "drivers/net/veth.ko")
+NET_BOOT_MODULES = ("veth", "bridge", "sch_htb", "nf_tables", "nft_chain_nat", "nft_masq")
 # What the guest needs to run the system tests (the project itself is shared read-only).
 GUEST_DEPS = ("grpcio", "protobuf", "pydantic", "psutil", "PyYAML", "pytest", "hypothesis", "pyroute2", "docker")
 APT_ENV = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -86,6 +96,14 @@ def _extract_vmlinux(vmlinuz: Path, out: Path) -> None:
     out.write_bytes(lzma.LZMADecompressor().decompress(data[start:]))
 
 
+def _unpack_kernel(package: str, work: Path) -> Path:
+    """The kernel package downloaded and unpacked under work/x; returns work/x."""
+    _run("apt-get", "download", package, cwd=work, env=APT_ENV)
+    deb = next(work.glob("*.deb"))
+    _run("dpkg-deb", "-x", str(deb), str(work / "x"))
+    return work / "x"
+
+
 def build_kernel() -> Path:
     """Directory with vmlinux and modules/<name>.ko."""
     package = kernel_package()
@@ -96,19 +114,87 @@ def build_kernel() -> Path:
     tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix=".kernel-"))
     work = tmp / "pkg"
     work.mkdir()
-    _run("apt-get", "download", package, cwd=work, env=APT_ENV)
-    deb = next(work.glob("*.deb"))
-    _run("dpkg-deb", "-x", str(deb), str(work / "x"))
-    _extract_vmlinux(next((work / "x" / "boot").glob("vmlinuz-*")), tmp / "vmlinux")
+    x = _unpack_kernel(package, work)
+    _extract_vmlinux(next((x / "boot").glob("vmlinuz-*")), tmp / "vmlinux")
     (tmp / "modules").mkdir()
     for name in MODULES:
-        found = [p for p in (work / "x" / "lib" / "modules").rglob(f"{name}.ko*") if p.name.split(".ko")[0] == name]
+        found = [p for p in (x / "lib" / "modules").rglob(f"{name}.ko*") if p.name.split(".ko")[0] == name]
         if not found:
             raise RuntimeError(f"module {name} not in {package}")
         data = found[0].read_bytes()
         (tmp / "modules" / f"{name}.ko").write_bytes(lzma.decompress(data) if found[0].name.endswith(".xz") else data)
     shutil.rmtree(work)
     return _publish(tmp, final)
+
+
+def _module_name(path: Path) -> str:
+    return path.name.split(".ko")[0].replace("-", "_")
+
+
+def _depends(ko: Path) -> list[str]:
+    """The `depends=` field of a module's .modinfo section (NUL-separated key=value)."""
+    data = ko.read_bytes()
+    if ko.name.endswith(".xz"):
+        data = lzma.decompress(data)
+    at = data.find(b"\0depends=")
+    if at < 0:
+        return []
+    value = data[at + len(b"\0depends="):data.index(b"\0", at + 1)].decode()
+    return [name.replace("-", "_") for name in value.split(",") if name]
+
+
+def build_net_modules() -> Path:
+    """Directory holding lib/modules/<version>/: NET_MODULE_TREES and the closure of their
+    dependencies, plus the package's modules.order/modules.builtin* (depmod reads those)."""
+    package = kernel_package()
+    final = CACHE / f"netmodules-{package}-{_key(*NET_MODULE_TREES)[:8]}"
+    if final.exists():
+        return final
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix=".netmodules-"))
+    work = tmp / "pkg"
+    work.mkdir()
+    x = _unpack_kernel(package, work)
+    (version_dir,) = (x / "lib" / "modules").iterdir()
+    kernel = version_dir / "kernel"
+    every = {_module_name(p): p for p in kernel.rglob("*.ko*")}
+    wanted = [p for tree in NET_MODULE_TREES for p in
+              ([kernel / tree] if (kernel / tree).is_file() else sorted((kernel / tree).rglob("*.ko*")))]
+    chosen: dict[str, Path] = {}
+    todo = [_module_name(p) for p in wanted]
+    while todo:
+        name = todo.pop()
+        if name in chosen:
+            continue
+        if name not in every:
+            raise RuntimeError(f"module {name} (a dependency) not in {package}")
+        chosen[name] = every[name]
+        todo += _depends(every[name])
+    out = tmp / "lib" / "modules" / version_dir.name
+    for path in chosen.values():
+        target = out / path.relative_to(version_dir)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    for meta in ("modules.order", "modules.builtin", "modules.builtin.modinfo"):
+        if (version_dir / meta).exists():
+            shutil.copy2(version_dir / meta, out / meta)
+    shutil.rmtree(work)
+    return _publish(tmp, final)
+
+
+def _install_modules(root: Path, net_modules: Path) -> None:
+    """The net modules into the rootfs, indexed by the guest's own depmod (run here with
+    -b, so nothing runs in a chroot), and loaded at boot by systemd-modules-load."""
+    (version_dir,) = (net_modules / "lib" / "modules").iterdir()
+    target = root / "lib" / "modules" / version_dir.name      # usr/lib/modules (merged /usr)
+    shutil.copytree(version_dir, target)
+    kmod = root / "usr" / "bin" / "kmod"
+    done = subprocess.run(["depmod", "-b", str(root), version_dir.name], executable=str(kmod),
+                          capture_output=True, text=True)
+    if done.returncode != 0 or not (target / "modules.dep").exists():
+        raise RuntimeError(f"depmod -b {root} {version_dir.name} failed ({done.returncode}): {done.stderr[-2000:]}")
+    (root / "etc" / "modules-load.d").mkdir(parents=True, exist_ok=True)
+    (root / "etc" / "modules-load.d" / "tcl-net.conf").write_text("\n".join(NET_BOOT_MODULES) + "\n")
 
 
 def build_initrd(kernel_dir: Path) -> Path:
@@ -188,9 +274,9 @@ def _configure_rootfs(root: Path) -> None:
     (root / "etc" / "machine-id").write_text("")
 
 
-def build_rootfs() -> Path:
+def build_rootfs(net_modules: Path) -> Path:
     requirements = _guest_requirements()
-    inputs = [SUITE, PACKAGES, *requirements] + [p.read_bytes().decode() for p in sorted(GUEST.iterdir()) if p.is_file()]
+    inputs = [SUITE, PACKAGES, net_modules.name, *NET_BOOT_MODULES, *requirements] + [p.read_bytes().decode() for p in sorted(GUEST.iterdir()) if p.is_file()]
     final = CACHE / f"rootfs-{_key(*inputs)}.img"
     if final.exists():
         return final
@@ -200,6 +286,7 @@ def build_rootfs() -> Path:
         _run("debootstrap", "--variant=minbase", f"--include={PACKAGES}", SUITE, str(root), _mirror(), env=APT_ENV)
         shutil.rmtree(root / "var" / "cache" / "apt" / "archives", ignore_errors=True)
         _configure_rootfs(root)
+        _install_modules(root, net_modules)
         _install_guest_python(root, requirements)
         img = Path(tmp_name) / "rootfs.img"
         _run("mkfs.ext4", "-q", "-F", "-L", "tclroot", "-d", str(root), str(img), "1536M")
@@ -209,7 +296,7 @@ def build_rootfs() -> Path:
 
 def build_all() -> Images:
     kernel_dir = build_kernel()
-    return Images(kernel_dir / "vmlinux", build_initrd(kernel_dir), build_rootfs())
+    return Images(kernel_dir / "vmlinux", build_initrd(kernel_dir), build_rootfs(build_net_modules()))
 
 
 if __name__ == "__main__":
