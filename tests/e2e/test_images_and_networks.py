@@ -294,9 +294,6 @@ def test_two_senders_get_the_bandwidth_they_asked_for(tmp_path: Path, states: Pa
     assert not Path(f"/sys/class/net/{bridge_name(node)}").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="agent bug (shim.c): the default working directory, the task's private "
-                   "/tmp, is opened before the task's mount namespace exists, so in the task getcwd() fails with "
-                   "EACCES and `python3 -c 'import json'` (user nobody) fails; the tests above pass --workdir /")
 def test_python_imports_in_the_default_working_directory(tmp_path: Path, states: Path) -> None:
     node = _node("cwd")
     master, address = _start_master(tmp_path)
@@ -319,9 +316,6 @@ def test_python_imports_in_the_default_working_directory(tmp_path: Path, states:
     assert leaked_cgroups(node) == []
 
 
-@pytest.mark.xfail(strict=True, reason="agent bug (netplan/netns): the task's HTB class is a root class, which "
-                   "cannot borrow, so --net-limit above --net changes nothing (measured: --net 20Mbit "
-                   "--net-limit 80Mbit alone on the link gets ~19 Mbit/s)")
 def test_a_net_limit_lets_a_lone_sender_go_above_its_rate(tmp_path: Path, states: Path) -> None:
     node = _node("ceil")
     subnet = f"10.{200 + os.getpid() % 50}.{uuid.uuid4().int % 250}.0/24"
