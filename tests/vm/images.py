@@ -35,6 +35,9 @@ GUEST = HERE / "guest"
 CACHE = Path(os.environ.get("TCL_VM_CACHE", "/var/cache/tcluster-vm"))
 SUITE = "bookworm"
 GUEST_PY = "3.11"
+# Room for the guest's Python deps (~450 MB) plus what the system tests write there (the
+# Figure 4 swap file, the log-cap test's files, pytest's temporary directories).
+ROOTFS_SIZE = "3072M"
 MODULES = ("virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk "
            "crc16 crc32c_generic jbd2 mbcache ext4 netfs fscache 9pnet 9pnet_virtio 9p").split()
 PACKAGES = "systemd,systemd-sysv,python3,dbus,procps,kmod,iperf3,nftables"
@@ -276,7 +279,7 @@ def _configure_rootfs(root: Path) -> None:
 
 def build_rootfs(net_modules: Path) -> Path:
     requirements = _guest_requirements()
-    inputs = [SUITE, PACKAGES, net_modules.name, *NET_BOOT_MODULES, *requirements] + [p.read_bytes().decode() for p in sorted(GUEST.iterdir()) if p.is_file()]
+    inputs = [SUITE, PACKAGES, ROOTFS_SIZE, net_modules.name, *NET_BOOT_MODULES, *requirements] + [p.read_bytes().decode() for p in sorted(GUEST.iterdir()) if p.is_file()]
     final = CACHE / f"rootfs-{_key(*inputs)}.img"
     if final.exists():
         return final
@@ -289,7 +292,7 @@ def build_rootfs(net_modules: Path) -> Path:
         _install_modules(root, net_modules)
         _install_guest_python(root, requirements)
         img = Path(tmp_name) / "rootfs.img"
-        _run("mkfs.ext4", "-q", "-F", "-L", "tclroot", "-d", str(root), str(img), "1536M")
+        _run("mkfs.ext4", "-q", "-F", "-L", "tclroot", "-d", str(root), str(img), ROOTFS_SIZE)
         os.replace(img, final)
     return final
 
