@@ -59,6 +59,8 @@ def running_tasks(client: MasterClient) -> list[dict[str, Any]]:
                 "memory_working_set_bytes": max(0, u.memory_bytes - u.memory_file_bytes),
                 "memory_cache_bytes": u.memory_file_bytes, "memory_limit_bytes": int(request.memory),
                 "memory_peak_bytes": u.memory_peak_bytes, "pids": u.pids, "oom_kills": u.oom_kills,
+                "net_tx_rate": u.net_tx_rate, "net_rx_rate": u.net_rx_rate,
+                "net_request": request.other.get("net", 0.0),
             })
     return rows
 
@@ -115,10 +117,20 @@ def render(kind: str, rows: list[dict[str, Any]], limit: int) -> str:
             ("  " * (r["depth"] - 1) + r["path"], f"{r['guaranteed_share']:.3f}", f"{r['dominant_share']:.3f}",
              f"{r['cpu_used']:.2f}", _mib(r["memory_used_bytes"]), str(r["running_tasks"]), str(r["pending_tasks"]))
             for r in rows])
-    return format_table(("JOB", "NAME", "TASK", "NODE", "CPU", "/REQ", "CPU%", "MEM", "/LIMIT", "MEM%", "PIDS"), [
+    return format_table(("JOB", "NAME", "TASK", "NODE", "CPU", "/REQ", "CPU%", "MEM", "/LIMIT", "MEM%", "PIDS",
+                         "NET TX", "/REQ"), [
         (r["job_id"], r["name"] or "-", str(r["task"]), r["node"], f"{r['cpu_rate']:.2f}", f"{r['cpu_request']:g}",
          _ratio(r["cpu_rate"], r["cpu_request"]), _mib(r["memory_working_set_bytes"]), _mib(r["memory_limit_bytes"]),
-         _ratio(r["memory_working_set_bytes"], r["memory_limit_bytes"]), str(r["pids"])) for r in rows])
+         _ratio(r["memory_working_set_bytes"], r["memory_limit_bytes"]), str(r["pids"]),
+         _bits(r["net_tx_rate"]), _bits(r["net_request"])) for r in rows])
+
+
+def _bits(rate: float) -> str:
+    """bits/s the way `--net` takes them: 19.2Mbit; '-' for none."""
+    for unit, size in (("Gbit", 1e9), ("Mbit", 1e6), ("Kbit", 1e3)):
+        if rate >= size:
+            return f"{rate / size:.1f}{unit}"
+    return f"{rate:.0f}bit" if rate else "-"
 
 
 def top(args: argparse.Namespace, client: MasterClient,

@@ -67,3 +67,12 @@ def test_json_prints_one_snapshot_and_once_draws_one_screen() -> None:
     out = io.StringIO()
     assert top(_args("--once"), FakeClient(), sleep=lambda s: None, out=out) == 0
     assert "sorted by cpu" in out.getvalue() and "\x1b[2J" not in out.getvalue()
+
+
+def test_top_shows_network_rates_against_the_request() -> None:
+    from tcluster.cli.top import render
+    row = {"job_id": "0123abcd", "name": "", "task": 0, "node": "n1", "cpu_rate": 0.5, "cpu_request": 1.0,
+           "memory_working_set_bytes": 2**20, "memory_limit_bytes": 2**26, "pids": 3,
+           "net_tx_rate": 19.2e6, "net_request": 20e6}
+    table = render("tasks", [row], 10)
+    assert "NET TX" in table.splitlines()[0] and "19.2Mbit" in table and "20.0Mbit" in table
