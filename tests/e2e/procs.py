@@ -82,13 +82,15 @@ def wait_job(master: str, job_id: str, states: set[str], timeout_s: float = 60.0
     raise AssertionError(f"job {job_id} not in {states} within {timeout_s}s: {job}")
 
 
+def node_subtrees(node: str) -> list[Path]:
+    """tcluster/<node> in every v1 hierarchy, and at the root of a cgroup v2 mount."""
+    root = Path("/sys/fs/cgroup")
+    candidates = [h / "tcluster" / node for h in root.iterdir()] + [root / "tcluster" / node]
+    return [p for p in candidates if p.is_dir()]
+
+
 def leaked_cgroups(node: str) -> list[str]:
-    found = []
-    for hierarchy in Path("/sys/fs/cgroup").iterdir():
-        path = hierarchy / "tcluster" / node
-        if path.is_dir():
-            found += [str(p) for p in path.iterdir() if p.is_dir()]
-    return found
+    return [str(p) for base in node_subtrees(node) for p in base.iterdir() if p.is_dir()]
 
 
 def sweep_node(node: str, state_dir: Path | None = None) -> None:

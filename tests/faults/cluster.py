@@ -26,7 +26,7 @@ from typing import Callable, TypeVar
 
 import grpc
 
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, sweep_node
+from tests.e2e.procs import BIN, Proc, leaked_cgroups, node_subtrees, sweep_node
 from tests.faults.proxy import TcpProxy
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
@@ -43,7 +43,9 @@ def node_name(tag: str) -> str:
 
 
 def skip_reason() -> str | None:
-    return cgroup_v1_usable()
+    """Runs wherever the agent's cgroup backend works: v1 on the host, v2 in the VM guest."""
+    from tests.system.cgroups import SKIP_REASON
+    return SKIP_REASON or None
 
 
 @functools.cache
@@ -85,8 +87,7 @@ def wait_for(check: Callable[[], T], timeout_s: float, what: str, interval_s: fl
 def task_cgroups(node: str) -> list[str]:
     """The task keys (`<task_id>.<attempt>`) with a cgroup under tcluster/<node>, any hierarchy."""
     keys: set[str] = set()
-    for hierarchy in CGROUP_ROOT.iterdir():
-        base = hierarchy / "tcluster" / node
+    for base in node_subtrees(node):
         try:
             keys.update(p.name for p in base.iterdir() if p.is_dir())
         except (FileNotFoundError, NotADirectoryError):
