@@ -52,7 +52,8 @@ def timeouts_of(settings: MasterSettings) -> Timeouts:
 def load_state(store: Store, settings: MasterSettings, mono: float) -> MasterState:
     """Unfinished jobs and the most recently finished ones; older ones are read on demand."""
     timeouts = timeouts_of(settings)
-    jobs = store.load_jobs(finished_limit=timeouts.resident_finished_jobs)
+    jobs = store.load_jobs(finished_limit=timeouts.resident_finished_jobs,
+                           finished_tasks=timeouts.resident_finished_tasks)
     tasks = store.load_tasks({j.id for j in jobs})
     return MasterState(jobs, tasks, store.load_nodes(), store.load_kills(), timeouts, mono)
 

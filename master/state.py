@@ -27,6 +27,7 @@ class Timeouts:
     job_retention_s: float = 7 * 86400.0
     heartbeat_interval_s: float = 1.0
     resident_finished_jobs: int = 1000     # finished jobs kept in memory; older ones are read from disk
+    resident_finished_tasks: int = 20_000  # ...and at most this many of their tasks
     purge_interval_s: float = 60.0
 
     @property
@@ -56,6 +57,7 @@ class MasterState:
         # on disk until the retention ends), so memory follows what can change, not history.
         self.finished: list[tuple[float, str]] = [(j.finished_at, j.id) for j in jobs if j.finished_at]
         heapq.heapify(self.finished)
+        self.finished_tasks = sum(len(self.tasks.get(j.id, ())) for j in jobs if j.finished_at)
         self.purged_at = 0.0
         # Nodes loaded from disk are DOWN until they register; their clock starts now.
         self.nodes: dict[str, Node] = {n.name: replace(n, state=NodeState.DOWN) for n in nodes}
@@ -151,12 +153,12 @@ class MasterState:
         self._evict_finished(step.purge_before)
 
     def _evict_finished(self, purge_before: float) -> None:
-        cap = self.timeouts.resident_finished_jobs
+        t = self.timeouts
         while self.finished:
             finished_at, job_id = self.finished[0]
             job = self.jobs.get(job_id)
-            if job is not None and job.finished_at == finished_at and len(self.finished) <= cap \
-                    and finished_at >= purge_before:
+            within = len(self.finished) <= t.resident_finished_jobs and self.finished_tasks <= t.resident_finished_tasks
+            if job is not None and job.finished_at == finished_at and within and finished_at >= purge_before:
                 break
             heapq.heappop(self.finished)
             if job is not None and job.finished_at == finished_at:
@@ -190,6 +192,7 @@ class MasterState:
             self.counts[job.id] = Counter()
         if job.finished_at and (before is None or not before.finished_at):
             heapq.heappush(self.finished, (job.finished_at, job.id))
+            self.finished_tasks += job.spec.tasks
 
     def _apply_task(self, task: Task) -> None:
         tasks = self.tasks[task.job_id]
@@ -224,6 +227,9 @@ class MasterState:
             self.pending_reasons.pop(job_id, None)
 
     def _forget_job(self, job_id: str) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.finished_at:
+            self.finished_tasks -= job.spec.tasks
         for task in self.tasks.pop(job_id, []):
             self._release(task)
             self.usage.pop(task.id, None)

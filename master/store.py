@@ -211,15 +211,22 @@ class Store:
     _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled"
     _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures"
 
-    def load_jobs(self, finished_limit: int | None = None) -> list[Job]:
-        """Every unfinished job, and the `finished_limit` most recently finished (all if None)."""
+    def load_jobs(self, finished_limit: int | None = None, finished_tasks: int | None = None) -> list[Job]:
+        """Every unfinished job, and the `finished_limit` most recently finished (all if None),
+        as long as their tasks stay within `finished_tasks`."""
         db = self._reads()
         if finished_limit is None:
             rows = db.execute(f"SELECT {self._JOB_COLUMNS} FROM jobs ORDER BY submitted_at, id").fetchall()
         else:
             rows = db.execute(f"SELECT {self._JOB_COLUMNS} FROM jobs WHERE finished_at = 0").fetchall()
-            rows += db.execute(f"SELECT {self._JOB_COLUMNS} FROM jobs WHERE finished_at > 0 "
-                               "ORDER BY finished_at DESC LIMIT ?", (finished_limit,)).fetchall()
+            recent = db.execute(f"SELECT {self._JOB_COLUMNS}, json_extract(spec, '$.tasks') FROM jobs "
+                                "WHERE finished_at > 0 ORDER BY finished_at DESC LIMIT ?", (finished_limit,)).fetchall()
+            budget = finished_tasks if finished_tasks is not None else float("inf")
+            for row in recent:
+                budget -= row[-1] or 1
+                if budget < 0:
+                    break
+                rows.append(row[:-1])
             rows.sort(key=lambda r: (r[3], r[0]))
         return [_job(r) for r in rows]
 

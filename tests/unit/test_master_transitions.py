@@ -248,3 +248,14 @@ def test_launch_action_carries_the_whole_spec() -> None:
     step = w.do(Place(((T, "n1"),)))
     launch = next(a for a in step.actions if isinstance(a, Launch))
     assert (launch.spec.pids_max, launch.spec.cpu_limit, launch.attempt) == (77, 0.5, 1)
+
+
+def test_finished_jobs_in_memory_are_bounded_by_their_tasks_too() -> None:
+    w = World()
+    w.join("n1")
+    w.state.timeouts = replace(TIMEOUTS, resident_finished_jobs=100, resident_finished_tasks=5)
+    ids = [f"0000001{i}" for i in range(3)]
+    for i, job_id in enumerate(ids):
+        w.do(Submit(job_id, replace(spec(), tasks=3)), at=i)
+        w.do(Cancel(job_id), at=i + 0.5)
+    assert [j for j in ids if j in w.state.jobs] == ids[2:] and w.state.finished_tasks == 3
