@@ -217,6 +217,11 @@ class TaskManager:
         live = {r.key for r in self.state.live()}
         return logfiles.sweep(self.logs_root, live, self.settings.task_retention_s, time.time())
 
+    async def settle(self) -> None:
+        """Waits for the runtime calls already under way (starts, signals, removals)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
     async def shutdown(self, timeout_s: float = 10.0) -> None:
         """Kills every task (short grace) and waits, bounded, for their exits to be reported."""
         for request in self.state.live():

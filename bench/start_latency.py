@@ -88,6 +88,7 @@ async def measure_agent(state: Path, starts: int, exits: int) -> tuple[str, list
         running = await agent_starts(manager, starts, ("sleep", "1000"), False)
         exited = await agent_starts(manager, max(exits, 20), ("true",), True)
     finally:
+        await manager.settle()       # the last removals run in the background
         runtime.close()
     return runtime.name, running, exited
 
