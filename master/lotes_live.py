@@ -314,12 +314,12 @@ class LotesLive:
         loop = asyncio.get_running_loop()
         started = time.perf_counter()
         try:
-            outcome, classes = await loop.run_in_executor(
+            outcome, _ = await loop.run_in_executor(
                 None, offline, inputs.nodes, inputs.kinds, self.classes_text, self.status.classes_source,
                 self.window.requests() if self.classes_text is None else [], self.k, self.seed, self.label)
         except Exception as error:   # a bug in a solve must not stop the master
             log.exception("LoTES solve failed")
-            outcome, classes = Outcome(None, f"the solve failed: {error}"), ()
+            outcome = Outcome(None, f"the solve failed: {error}")
         finally:
             self._solving = None
         seconds = time.perf_counter() - started

@@ -13,11 +13,11 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable
 
-from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.master.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.events import (
-    Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Kill, Launch, Now, Place, Reports, Step,
-    Submit, Tick, Welcome,
+    Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Launch, Now, Place, Reports, Step,
+    Submit, Tick,
 )
 from tcluster.master.committer import Committer
 from tcluster.master.links import AgentLink
@@ -305,4 +305,4 @@ class MasterService:
         return dominant_share(job, tasks, self.state.matrix.total_capacity())
 
 
-__all__ = ["MasterService", "InvalidArgument", "Kill", "Welcome"]
+__all__ = ["MasterService"]

@@ -24,7 +24,7 @@ from tcluster.master.events import (
 )
 from tcluster.master.actions import TaskReport
 from tcluster.master.state import MasterState, derive_job
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
+from tcluster.model import Job, Node, NodeState, Task, TaskState
 from tcluster.scheduler.reasons import never_fits_reason
 
 log = logging.getLogger(__name__)
@@ -322,4 +322,4 @@ _HANDLERS = {
     Reports: _reports, Beat: _beat, Tick: _tick,
 }
 
-__all__ = ["Draft", "handle", "JobState"]
+__all__ = ["Draft", "handle"]
