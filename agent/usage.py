@@ -29,6 +29,7 @@ def to_task_usage(previous: RawUsage | None, current: RawUsage, peak_seen: int) 
         memory_peak_bytes=max(current.memory_peak_bytes, peak_seen, current.memory_bytes),
         memory_anon_bytes=current.anon_bytes,
         memory_file_bytes=current.file_bytes,
+        memory_inactive_file_bytes=current.inactive_file_bytes,
         pids=current.pids,
         sampled_at=current.at,
         cpu_user_seconds=current.user_ns / 1e9,

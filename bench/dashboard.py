@@ -218,6 +218,10 @@ def bench_heartbeats(tmp: Path, beats: int) -> None:
     service.observer = None
 
 
+async def _on_loop(fn: Callable[..., None], *args: Any) -> None:
+    fn(*args)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=10_000)
@@ -233,7 +237,7 @@ def main() -> None:
         bench_job_api(state, tmp / "j", args.job_tasks)
         (tmp / "s").mkdir()
         bench_memory(args.memory_tasks, tmp / "s")
-        bench_heartbeats(tmp / "h", args.beats)
+        asyncio.run(_on_loop(bench_heartbeats, tmp / "h", args.beats))   # the committer needs a running loop
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from tcluster.cli.client import EXIT_OK, MasterClient
 from tcluster.cli.tables import format_table
 from tcluster.model import JobState
 from tcluster.v1 import common_pb2
-from tcluster.wire import job_state_to_pb
+from tcluster.wire import job_state_to_pb, usage_from_pb
 
 CLEAR = "\x1b[H\x1b[2J"
 
@@ -56,7 +56,7 @@ def running_tasks(client: MasterClient) -> list[dict[str, Any]]:
                 "job_id": job.id, "name": job.spec.name, "task": task.index, "node": task.node,
                 "queue": job.spec.queue, "user": job.spec.user, "cpu_rate": u.cpu_rate,
                 "cpu_request": request.cpu, "cpu_limit": job.spec.cpu_limit,
-                "memory_working_set_bytes": max(0, u.memory_bytes - u.memory_file_bytes),
+                "memory_working_set_bytes": usage_from_pb(u).working_set_bytes,
                 "memory_cache_bytes": u.memory_file_bytes, "memory_limit_bytes": int(request.memory),
                 "memory_peak_bytes": u.memory_peak_bytes, "pids": u.pids, "oom_kills": u.oom_kills,
                 "net_tx_rate": u.net_tx_rate, "net_rx_rate": u.net_rx_rate,

@@ -192,7 +192,7 @@ class Recorder:
             usage = state.usage.get(task.id)
             if usage is not None:
                 cpu += usage.cpu_rate
-                memory += max(0, usage.memory_bytes - usage.memory_file_bytes)
+                memory += usage.working_set_bytes
         return cpu, memory
 
 

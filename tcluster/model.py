@@ -168,6 +168,14 @@ class TaskUsage:
     net_rx_bytes: int = 0
     net_tx_rate: float = 0.0       # bits/s
     net_rx_rate: float = 0.0
+    memory_inactive_file_bytes: int = -1    # -1: not reported (older agents, the process runtime)
+
+    @property
+    def working_set_bytes(self) -> int:
+        """memory.current minus inactive file pages, as cAdvisor and the kubelet count it;
+        without that figure, minus all page cache (a lower bound that never counts cache)."""
+        inactive = self.memory_inactive_file_bytes
+        return max(0, self.memory_bytes - (inactive if inactive >= 0 else self.memory_file_bytes))
 
 
 @dataclass(frozen=True)

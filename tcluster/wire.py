@@ -61,12 +61,15 @@ def job_state_from_pb(value: int) -> JobState:
 
 
 def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2.TaskUsage:
-    return common_pb2.TaskUsage(
+    msg = common_pb2.TaskUsage(
         task_id=task_id, attempt=attempt, cpu_seconds=u.cpu_seconds, cpu_rate=u.cpu_rate,
         memory_bytes=u.memory_bytes, memory_peak_bytes=u.memory_peak_bytes,
         memory_anon_bytes=u.memory_anon_bytes, memory_file_bytes=u.memory_file_bytes,
         pids=u.pids, sampled_at=u.sampled_at, **{name: getattr(u, name) for name in _USAGE_DETAIL},
     )
+    if u.memory_inactive_file_bytes >= 0:        # unset means "not read" (-1 in the domain)
+        msg.memory_inactive_file_bytes = u.memory_inactive_file_bytes
+    return msg
 
 
 # TaskUsage fields the proto spells the same way (the node runtime's detail).
@@ -85,7 +88,10 @@ def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
     """Hot: one per task per heartbeat. Builds the frozen value without its __init__ (which
     sets 24 fields one by one through object.__setattr__); every field is the proto's own."""
     usage = _new_usage(TaskUsage)
-    usage.__dict__.update({name: getattr(msg, name) for name in _USAGE_FIELDS})
+    values = {name: getattr(msg, name) for name in _USAGE_FIELDS}
+    if not values["memory_inactive_file_bytes"] and not msg.HasField("memory_inactive_file_bytes"):
+        values["memory_inactive_file_bytes"] = -1     # an agent that does not read it
+    usage.__dict__.update(values)
     return usage
 
 

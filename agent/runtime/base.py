@@ -74,6 +74,7 @@ class RawUsage:
     memory_peak_bytes: int = 0     # 0 when the kernel keeps none (v2 before memory.peak)
     anon_bytes: int = 0            # current
     file_bytes: int = 0            # current
+    inactive_file_bytes: int = -1  # current (memory.stat inactive_file); -1 where not read
     pids: int = 0                  # current
     oom_kills: int = 0
     throttled_ns: int = 0

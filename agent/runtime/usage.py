@@ -80,6 +80,8 @@ def usage_v1(files: Mapping[str, str], at: float, clk_tck: int) -> RawUsage:
         memory_peak_bytes=_int(files.get("memory.max_usage_in_bytes")),
         anon_bytes=mem.get("rss", 0),
         file_bytes=mem.get("cache", 0),
+        # total_: the hierarchical figure, as memory.usage_in_bytes counts the whole subtree
+        inactive_file_bytes=mem.get("total_inactive_file", mem.get("inactive_file", -1)),
         pids=_int(files.get("pids.current")),
         oom_kills=oom_kills_v1(files.get("memory.oom_control", "")),
         throttled_ns=throttle.get("throttled_time", 0),
@@ -107,6 +109,7 @@ def usage_v2(files: Mapping[str, str], at: float) -> RawUsage:
         memory_peak_bytes=_int(files.get("memory.peak")),
         anon_bytes=mem.get("anon", 0),
         file_bytes=mem.get("file", 0),
+        inactive_file_bytes=mem.get("inactive_file", -1),
         pids=_int(files.get("pids.current")),
         oom_kills=oom_kills_v2(files.get("memory.events", "")),
         throttled_ns=cpu.get("throttled_usec", 0) * 1000,

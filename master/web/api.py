@@ -209,7 +209,7 @@ class Api:
 def _usage_now(usage: Any) -> dict[str, float] | None:
     if usage is None:
         return None
-    return {"cpu_rate": usage.cpu_rate, "memory_working_set_bytes": max(0, usage.memory_bytes - usage.memory_file_bytes)}
+    return {"cpu_rate": usage.cpu_rate, "memory_working_set_bytes": usage.working_set_bytes}
 
 
 def task_usage_doc(task: Task, record: TaskRecord | None, since: float, until: float,

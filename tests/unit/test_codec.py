@@ -44,3 +44,15 @@ def test_old_records_take_defaults_and_unknown_fields_are_refused() -> None:
     assert (spec.pids_max, spec.cpu_limit, spec.retries) == (77, 0.5, 0)
     with pytest.raises(ValueError, match="bogus"):
         spec_from_dict({**spec_to_dict(spec), "bogus": 1})
+
+
+def test_working_set_uses_inactive_file_and_falls_back_when_an_agent_does_not_send_it() -> None:
+    known = TaskUsage(memory_bytes=1000, memory_file_bytes=600, memory_inactive_file_bytes=400)
+    assert known.working_set_bytes == 600
+    assert TaskUsage(memory_bytes=1000, memory_file_bytes=600).working_set_bytes == 400   # -1: minus all cache
+    assert TaskUsage(memory_bytes=1000, memory_file_bytes=600, memory_inactive_file_bytes=0).working_set_bytes == 1000
+    unknown = usage_to_pb(TaskUsage(memory_bytes=1000, memory_file_bytes=600))
+    assert not unknown.HasField("memory_inactive_file_bytes")
+    assert usage_from_pb(unknown).memory_inactive_file_bytes == -1
+    zero = usage_to_pb(TaskUsage(memory_bytes=1000, memory_inactive_file_bytes=0))
+    assert usage_from_pb(zero).memory_inactive_file_bytes == 0    # read and zero is not "not read"

@@ -118,3 +118,12 @@ def test_closable(subtree: str, created: list[str], expected: list[str]) -> None
     root = Path("/cg")
     got = closable(root, subtree, root / subtree, [root / c for c in created])
     assert got == [root / e for e in expected]
+
+
+def test_inactive_file_is_read_for_the_working_set_v2_and_hierarchical_v1() -> None:
+    v2 = usage_v2({**V2_FILES, "memory.stat": "anon 1048576\nfile 4096\ninactive_file 3072\nactive_file 1024\n"}, 1.0)
+    assert v2.inactive_file_bytes == 3072
+    v1 = usage_v1({**V1_FILES, "memory.stat": "cache 4096\nrss 1048576\ninactive_file 0\ntotal_inactive_file 2048\n"},
+                  1.0, 100)
+    assert v1.inactive_file_bytes == 2048         # the subtree's, as memory.usage_in_bytes counts it
+    assert usage_v1(V1_FILES, 1.0, 100).inactive_file_bytes == -1    # not in memory.stat: not known
