@@ -18,15 +18,18 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
-from tcluster.master.actions import Heartbeat, Registration
-from tcluster.master.history import TASK, HistoryConfig, Series, TaskRecord, settle
+from tcluster.master.actions import Registration
+from tcluster.master.agent_codec import inbound_from_pb
+from tcluster.master.history import HistoryConfig, TaskRecord
 from tcluster.master.historydb import HistoryStore
 from tcluster.master.metrics import TASK_LABELS, TASK_METRICS, Exposition
 from tcluster.master.recorder import Recorder
@@ -37,8 +40,11 @@ from tcluster.master.store import Store
 from tcluster.master.web.app import Dashboard
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
+from tcluster.v1 import agent_pb2
+from tcluster.wire import resources_to_pb, usage_to_pb
 
 GiB = 2**30
+ROW = np.array([0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0], dtype=np.float32)   # one task's bucket
 JOB0 = f"{0:08x}"      # job ids are 8 hex digits
 TASKS_PER_NODE = 100
 
@@ -119,12 +125,12 @@ def bench_metrics(state: MasterState, tmp: Path) -> None:
 def bench_job_api(state: MasterState, tmp: Path, job_tasks: int) -> None:
     service = service_with(state, tmp)
     dashboard = Dashboard(service, service.settings)
-    config, start = dashboard.config, time.time() - 600
-    for task in state.tasks[JOB0][:40]:              # the charts' 40 tasks with 10 min of history
-        record = dashboard.recorder.tasks[task.id] = TaskRecord(JOB0, task.node, "default", 1,
-                                                                Series(TASK, config))
-        for s in range(600):
-            record.series.add(start + s, [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
+    start = time.time() - 600
+    recorder = dashboard.recorder
+    slots = np.array([recorder.add_record(task.id, TaskRecord(JOB0, task.node, "default", 1)).slot
+                      for task in state.tasks[JOB0][:40]])   # the charts' 40 tasks with 10 min of history
+    for s in range(600):
+        recorder.rings.add(slots, np.full(len(slots), start + s), np.tile(ROW, (len(slots), 1)))
 
     async def run() -> tuple[list[float], list[float]]:
         client = TestClient(TestServer(dashboard.app()))
@@ -153,30 +159,25 @@ def bench_memory(tasks: int, tmp: Path) -> None:
     config = HistoryConfig()
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
-    records = {}
+    recorder = Recorder(config)
     now = time.time()
-    for i in range(tasks):
-        record = records[f"j.{i}"] = TaskRecord("j", "n1", "default", 1, Series(TASK, config))
-        for t in range(int(now - 86400), int(now - 600), int(config.long_step_s)):
-            record.series.add(float(t), [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
-        for t in range(int(now - 600), int(now)):
-            record.series.add(float(t), [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
+    slots = np.array([recorder.add_record(f"j.{i}", TaskRecord("j", "n1", "default", 1)).slot
+                      for i in range(tasks)])
+    rows = np.tile(ROW, (tasks, 1))
+    for t in [*range(int(now - 86400), int(now - 600), int(config.long_step_s)), *range(int(now - 600), int(now))]:
+        recorder.rings.add(slots, np.full(tasks, float(t)), rows)
+    for record in recorder.tasks.values():
         record.ooms.append((now, 1, "n1"))
-    settle()
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     total = sum(s.size_diff for s in after.compare_to(before, "filename"))
     print(f"history memory at the default retention ({config.recent_s:.0f} s at the heartbeat, "
           f"{config.long_s:.0f} s in {config.long_step_s:.0f} s buckets), rings full: "
           f"{total / tasks / 1024:.1f} KiB per running task (target <= 20 KiB)")
-    recorder = Recorder(config)
-    recorder.tasks.update(records)
     store = HistoryStore(tmp / "history.db", config)
     first = timed(lambda: store.flush(recorder), 1)
-    for record in records.values():               # 30 s more of samples: what a periodic flush writes
-        for t in range(int(now), int(now) + 30):
-            record.series.add(float(t), [0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0])
-    settle()
+    for t in range(int(now), int(now) + 30):      # 30 s more of samples: what a periodic flush writes
+        recorder.rings.add(slots, np.full(tasks, float(t)), rows)
     batches: list[Any] = []
     on_loop = timed(lambda: batches.append(store.collect(recorder, len(batches), 30)), 30)
     in_thread = [sum(timed(lambda: store.write(b), 1)) for b in batches]
@@ -186,35 +187,67 @@ def bench_memory(tasks: int, tmp: Path) -> None:
           f"({1e6 * sum(on_loop) / tasks:.0f} us per task), in the writer thread {1000 * sum(in_thread):.0f} ms in all")
 
 
-def bench_heartbeats(tmp: Path, beats: int) -> None:
-    state = synthetic_state(TASKS_PER_NODE, TASKS_PER_NODE)
-    service = service_with(state, tmp)
-    node = state.nodes["node00000"]
-    running = tuple((t.id, 1) for t in state.tasks[JOB0])
-    link = service.attach(Registration("node00000", node.capacity, Resources(), (), "bench", running))
-    recorder = Recorder(HistoryConfig(step_s=1.0))
-    free = Resources.of({"cpu": 14, "memory": 150 * GiB})
-    now = time.time()
-    samples = [{t.id: (1, usage(k, now + b)) for k, t in enumerate(state.tasks[JOB0])} for b in range(beats)]
+def heartbeat_bytes(state: MasterState, node: str, t: float) -> bytes:
+    """A node's heartbeat as its agent sends it (sampled_at 0: the master's clock buckets it)."""
+    usage_pb = [usage_to_pb(replace(usage(k, 0.0), memory_inactive_file_bytes=20 * 2**20), task_id, 1)
+                for k, task_id in enumerate(sorted(state.by_node.get(node, ())))]
+    beat = agent_pb2.Heartbeat(free=resources_to_pb(Resources.of({"cpu": 14, "memory": 150 * GiB})), usage=usage_pb,
+                               sent_at=t)
+    return agent_pb2.AgentMessage(heartbeat=beat).SerializeToString()
 
-    def run(observer: Recorder | None) -> float:
+
+def bench_heartbeats(tmp: Path, nodes: int, rounds: int) -> None:
+    """`nodes` agents of 100 tasks; each round every node beats once and the recorder drains,
+    as the dashboard loop does every second. Off and on interleaved, the same messages."""
+    state = synthetic_state(nodes * TASKS_PER_NODE, TASKS_PER_NODE)
+    service = service_with(state, tmp)
+    links = {}
+    for name, node in state.nodes.items():
+        running = tuple((task_id, 1) for task_id in sorted(state.by_node.get(name, ())))
+        links[name] = service.attach(Registration(name, node.capacity, Resources(), (), "bench", running))
+    wire = [(links[name], heartbeat_bytes(state, name, 0.0)) for name in state.nodes]
+    decoded = [(link, inbound_from_pb(agent_pb2.AgentMessage.FromString(data))) for link, data in wire]
+    clock = [time.time()]
+    service.clock = lambda: clock[0]       # one beat per node per second, in history's time
+    history_time = [clock[0]]
+    recorder = Recorder(HistoryConfig(step_s=1.0))
+
+    def run(observer: Recorder | None, from_wire: bool) -> tuple[float, float]:
         service.observer = observer
-        started = time.perf_counter()
-        for beat in samples:
-            service.on_heartbeat(link, Heartbeat(free, beat))
-        return time.perf_counter() - started
-    off, on, drain = [], [], []
-    for _ in range(5):                           # interleaved, so noise hits both alike
-        off.append(run(None))
-        on.append(run(recorder))
-        started = time.perf_counter()
-        recorder.drain(state)
-        drain.append(time.perf_counter() - started)
-    per = lambda xs: 1e6 * statistics.median(xs) / beats
-    print(f"heartbeat handling, {TASKS_PER_NODE} tasks per beat: history off {per(off):.0f} us, on {per(on):.0f} us "
-          f"-> {statistics.median(on) / statistics.median(off):.2f}x (target <= 1.3x); the batched drain, off the "
-          f"heartbeat path: {per(drain):.0f} us per beat ({(statistics.median(on) + statistics.median(drain)) / statistics.median(off):.2f}x "
-          f"all told)")
+        beats = drain = 0.0
+        clock[0] = history_time[0]
+        for _ in range(rounds):
+            clock[0] += 1.0
+            started = time.perf_counter()
+            if from_wire:
+                for link, data in wire:
+                    service.on_heartbeat(link, inbound_from_pb(agent_pb2.AgentMessage.FromString(data)))
+            else:
+                for link, beat in decoded:
+                    service.on_heartbeat(link, beat)
+            beats += time.perf_counter() - started
+            if observer is not None:
+                started = time.perf_counter()
+                observer.drain(state)
+                drain += time.perf_counter() - started
+        if observer is not None:
+            history_time[0] = clock[0]         # the runs without history leave no gap in it
+        return beats, drain
+    run(recorder, True)                       # every task has its slot, as after its first beat
+    for from_wire in (True, False):
+        off, on, drain = [], [], []
+        for _ in range(5):                    # interleaved, so noise hits both alike
+            off.append(run(None, from_wire)[0])
+            beats, drained = run(recorder, from_wire)
+            on.append(beats)
+            drain.append(drained)
+        per = lambda xs: 1e6 * statistics.median(xs) / (rounds * nodes)
+        what = ("from the wire (decode + service)" if from_wire else "the service alone (beats decoded beforehand)")
+        print(f"heartbeat handling, {what}, {nodes} nodes x {TASKS_PER_NODE} tasks, a drain per round of beats: "
+              f"history off {per(off):.0f} us per beat, on {per(on):.0f} us + drain {per(drain):.0f} us "
+              f"-> {statistics.median(on) / statistics.median(off):.2f}x on the heartbeat path, "
+              f"{(statistics.median(on) + statistics.median(drain)) / statistics.median(off):.2f}x all told "
+              f"(target <= 1.3x)")
     service.observer = None
 
 
@@ -227,7 +260,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--job-tasks", type=int, default=1_000)
     parser.add_argument("--memory-tasks", type=int, default=200)
-    parser.add_argument("--beats", type=int, default=200)
+    parser.add_argument("--nodes", type=int, default=100, help="heartbeat bench: agents of 100 tasks")
+    parser.add_argument("--rounds", type=int, default=10, help="heartbeat bench: beats per node per run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)
@@ -237,7 +271,7 @@ def main() -> None:
         bench_job_api(state, tmp / "j", args.job_tasks)
         (tmp / "s").mkdir()
         bench_memory(args.memory_tasks, tmp / "s")
-        asyncio.run(_on_loop(bench_heartbeats, tmp / "h", args.beats))   # the committer needs a running loop
+        asyncio.run(_on_loop(bench_heartbeats, tmp / "h", args.nodes, args.rounds))   # the committer needs a running loop
 
 
 if __name__ == "__main__":

@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from operator import add, attrgetter
-from typing import TYPE_CHECKING, Sequence
+from operator import add
+from typing import Any, Sequence
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from tcluster.model import TaskUsage
 
 MEAN, MAX = 0, 1
 NAN_BF16 = 0x7FC0
@@ -69,9 +66,16 @@ class HistoryConfig:
 
 
 def to_bf16(values: np.ndarray) -> np.ndarray:
-    """float -> bfloat16 bits, rounded to nearest even (NaN stays NaN)."""
-    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    """float -> bfloat16 bits, rounded to nearest even (NaN stays NaN). In uint32 and in
+    place (a drain converts every sample): only negative NaNs with a mantissa above
+    0x7F8000 could wrap, and no figure here is negative."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32)
+    out = bits >> 16
+    out &= 1
+    out += 0x7FFF
+    out += bits
+    out >>= 16
+    return out.astype(np.uint16)
 
 
 def from_bf16(bits: np.ndarray) -> np.ndarray:
@@ -210,36 +214,36 @@ class Series:
         return max(tier.newest_time for tier in self.tiers)
 
     def read(self, since: float, until: float, fields: Sequence[str] | None = None) -> dict[str, object]:
-        """{"t": [...], field: [...]} over [since, until]: the recent tier where it has data,
-        the coarser tiers before that (so a 24 h view ends in heartbeat detail)."""
-        parts: list[tuple[np.ndarray, np.ndarray]] = []
-        cutoff, finest = until + 1.0, 0.0
-        window_start = until + 1.0      # where the finer tier's ring begins: older data is only coarse
-        for tier in self.tiers:
-            times, rows = tier.read(since, until)
-            # a coarse bucket that overlaps finer data is left out, unless it is older than
-            # anything the finer ring can hold
-            keep = (times + tier.step <= cutoff) | (times < window_start) if parts else times <= until
-            if keep.any():
-                parts.append((times[keep], rows[keep]))
-                finest = finest or tier.step
-                cutoff = min(cutoff, float(times[keep][0]))
-            if tier.last >= 0:
-                window_start = min(window_start, (tier.last - tier.size + 1) * tier.step)
-        parts.reverse()
-        times = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
-        rows = np.concatenate([p[1] for p in parts]) if parts else np.empty((0, len(self.schema.fields)))
-        out: dict[str, object] = {"step_s": finest or self.tiers[0].step, "t": [round(x, 3) for x in times.tolist()]}
-        for name in fields or self.schema.fields:
-            column = rows[:, self.schema.index(name)]
-            values = column.tolist()
-            out[name] = [None if v != v else v for v in values] if np.isnan(column).any() else values
-        return out
+        return read_tiers(self.schema, self.tiers, since, until, fields)
 
 
-_USAGE = attrgetter("cpu_user_rate", "cpu_system_rate", "cpu_throttled_seconds", "memory_bytes",
-                    "memory_anon_bytes", "memory_file_bytes", "memory_swap_bytes", "pids",
-                    "io_read_bytes", "io_write_bytes", "sampled_at", "oom_kills", "cpu_rate", "memory_peak_bytes")
+def read_tiers(schema: Schema, tiers: Sequence[Any], since: float, until: float,
+               fields: Sequence[str] | None = None) -> dict[str, object]:
+    """{"t": [...], field: [...]} over [since, until]: the recent tier where it has data,
+    the coarser tiers before that (so a 24 h view ends in heartbeat detail)."""
+    parts: list[tuple[np.ndarray, np.ndarray]] = []
+    cutoff, finest = until + 1.0, 0.0
+    window_start = until + 1.0      # where the finer tier's ring begins: older data is only coarse
+    for tier in tiers:
+        times, rows = tier.read(since, until)
+        # a coarse bucket that overlaps finer data is left out, unless it is older than
+        # anything the finer ring can hold
+        keep = (times + tier.step <= cutoff) | (times < window_start) if parts else times <= until
+        if keep.any():
+            parts.append((times[keep], rows[keep]))
+            finest = finest or tier.step
+            cutoff = min(cutoff, float(times[keep][0]))
+        if tier.last >= 0:
+            window_start = min(window_start, (tier.last - tier.size + 1) * tier.step)
+    parts.reverse()
+    times = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
+    rows = np.concatenate([p[1] for p in parts]) if parts else np.empty((0, len(schema.fields)))
+    out: dict[str, object] = {"step_s": finest or tiers[0].step, "t": [round(x, 3) for x in times.tolist()]}
+    for name in fields or schema.fields:
+        column = rows[:, schema.index(name)]
+        values = column.tolist()
+        out[name] = [None if v != v else v for v in values] if np.isnan(column).any() else values
+    return out
 
 
 @dataclass
@@ -255,28 +259,4 @@ class TaskRecord:
     ooms: list[tuple[float, int, str]] = field(default_factory=list)    # (time, kills, node)
     peak: float = 0.0
     ended: bool = False
-
-    def sample(self, t: float, usage: TaskUsage) -> tuple[list[float], int]:
-        """The series row for one usage sample, and the OOM kills it shows that were new."""
-        (user, system, throttled, memory, anon, cache, swap, pids, read, written, at, ooms, rate,
-         peak) = _USAGE(usage)
-        t = at or t
-        # The total is cpu_rate (cpuacct.usage / cpu.stat usage_usec, the counter Prometheus
-        # sees); the tick-based user/system figures only split it.
-        split = user + system
-        user, system = (rate * user / split, rate * system / split) if split > 0 else (rate, 0.0)
-        throttle_rate = read_rate = write_rate = 0.0
-        if self.prev is not None and t > self.prev[0]:
-            dt = t - self.prev[0]
-            throttle_rate = max(0.0, throttled - self.prev[1]) / dt
-            read_rate, write_rate = max(0.0, read - self.prev[2]) / dt, max(0.0, written - self.prev[3]) / dt
-        self.prev = (t, throttled, read, written)
-        self.peak = max(self.peak, peak)
-        new_ooms = max(0, ooms - self.oom_seen)
-        self.oom_seen = max(self.oom_seen, ooms)
-        # Working set: usage minus page cache. The agent reports all file pages, not just
-        # the inactive ones, so this is a lower bound that never counts cache as usage.
-        working_set = max(0, memory - cache)
-        return [user, system, throttle_rate, working_set, anon, cache, swap, pids, read_rate, write_rate], new_ooms
-
-
+    slot: int = -1             # its row in the recorder's TaskRings; -1: read back from disk

@@ -90,10 +90,12 @@ class HistoryStore:
         candidates += [(f"queue:{q}", s, None) for q, s in rec.queues.items() if s.dirty]
         candidates += [("cluster", rec.cluster, None)] if rec.cluster.dirty else []
         chosen = [c for c in candidates if mine(c[0])]
-        for _, series, _ in chosen:           # one bfloat16 conversion for all open buckets
-            for tier in series.tiers:
-                tier.stage_open()
+        for _, series, task in chosen:        # one bfloat16 conversion for all open buckets
+            if task is None or task.slot < 0:
+                for tier in series.tiers:
+                    tier.stage_open()
         settle()
+        rec.rings.settle([task.slot for _, _, task in chosen if task is not None and task.slot >= 0])
         for key, series, task in chosen:
             series.dirty = False
             batch.series.append(series)
@@ -106,7 +108,7 @@ class HistoryStore:
                     batch.prune.append((key, number, tier.last - tier.size))
                     batch.marks.append((tier, last))
             if task is not None:
-                batch.tasks.append((key[5:], task.job_id, _task_info(task)))
+                batch.tasks.append((key[5:], task.job_id, _task_info(rec.sync(task))))
                 if task.ended:
                     batch.ended.append(key[5:])
         batch.counters = [(n, q, k) for (n, q), k in rec.oom_kills.items()]
@@ -146,7 +148,7 @@ class HistoryStore:
         for task_id in batch.ended:       # on disk now; read back on request
             record = rec.tasks.get(task_id)
             if record is not None and record.ended and not record.series.dirty:
-                del rec.tasks[task_id]
+                rec.release(task_id)
 
     def flush(self, rec: Recorder) -> int:
         """Everything that changed, synchronously (at stop, and in tests); returns the series written."""
@@ -201,4 +203,4 @@ class HistoryStore:
             task = self.load_task(task_id)
             if task is not None:
                 task.ended = False
-                rec.tasks[task_id] = task
+                rec.add_record(task_id, task)

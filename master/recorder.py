@@ -13,8 +13,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable
 
+import numpy as np
+
 from tcluster.master.events import Beat, Step
-from tcluster.master.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Series, TaskRecord, settle
+from tcluster.master.history import CLUSTER, NODE, QUEUE, HistoryConfig, Series, TaskRecord, settle
+from tcluster.master.ingest import CPU, Counters, extract, working_set
+from tcluster.master.taskrings import TaskRings
 from tcluster.master.state import MasterState
 from tcluster.model import Task, TaskState, TaskUsage
 
@@ -41,6 +45,12 @@ class Recorder:
     def __init__(self, config: HistoryConfig) -> None:
         self.config = config
         self.tasks: dict[str, TaskRecord] = {}          # running tasks (and ended ones until flushed)
+        self.rings = TaskRings(config)                  # their series, one slot each
+        self.counters = Counters()
+        self._by_slot: list[TaskRecord | None] = []
+        self._slot_of: dict[str, int] = {}
+        self._node_codes: dict[str, int] = {}            # node name -> code, in order of first sight
+        self._slot_node = np.empty(0, dtype=np.int32)    # each slot's node code (-1: not yet seen)
         self.nodes: dict[str, Series] = {}
         self.queues: dict[str, Series] = {}
         self.cluster = Series(CLUSTER, config)
@@ -63,61 +73,151 @@ class Recorder:
     def on_round(self, seconds: float, placed: int) -> None:
         self.scheduler.observe(seconds, placed)
 
-    # ---- batched work ----
+    # ---- task records and their slots ----
 
-    def drain(self, state: MasterState) -> None:
-        beats, self._beats = self._beats, []
-        ends, self._ends = self._ends, []
-        for wall, node, usage in beats:
-            self._ingest_beat(state, wall, node, usage)
-        for wall, task in ends:
-            self._ingest_end(state, wall, task)
-        for job_id in self.forgotten:
-            for task_id in [t for t in self.tasks if t.rpartition(".")[0] == job_id]:
-                del self.tasks[task_id]
-        settle()
+    def add_record(self, task_id: str, rec: TaskRecord) -> TaskRecord:
+        """Gives `rec` a slot; a record loaded from disk brings its rings and counters along."""
+        loaded = rec.series
+        slot = self.rings.take()
+        self.counters.grow(self.rings.capacity)
+        self._by_slot.extend([None] * (self.rings.capacity - len(self._by_slot)))
+        self._by_slot[slot], self._slot_of[task_id] = rec, slot
+        rec.slot, rec.series = slot, self.rings.series(slot)
+        if loaded is not None:
+            for number, tier in enumerate(loaded.tiers):
+                if tier.last >= 0:
+                    first = max(tier.last - tier.size + 1, 0)
+                    rec.series.tiers[number].put_rows(first, tier.data[np.arange(first, tier.last + 1) % tier.size])
+                    rec.series.tiers[number].flushed = tier.flushed
+            rec.series.dirty = False
+        if rec.prev is not None:
+            self.counters.prev[slot] = rec.prev
+        self.counters.oom_seen[slot] = rec.oom_seen
+        self.tasks[task_id] = rec
+        return rec
+
+    def release(self, task_id: str) -> None:
+        """The task's history is on disk (or forgotten): its slot goes back."""
+        rec = self.tasks.pop(task_id, None)
+        slot = self._slot_of.pop(task_id, None)
+        if slot is not None:
+            self.rings.give_back(slot)
+            self.counters.reset(slot)
+            self._by_slot[slot] = None
+            if slot < len(self._slot_node):
+                self._slot_node[slot] = -1
+        if rec is not None:
+            rec.slot = -1
+
+    def sync(self, rec: TaskRecord) -> TaskRecord:
+        """Copies the slot's counters into the record (to persist them)."""
+        if rec.slot >= 0:
+            prev = self.counters.prev[rec.slot]
+            rec.prev = tuple(prev.tolist()) if prev[0] > 0 else None
+            rec.oom_seen = int(self.counters.oom_seen[rec.slot])
+        return rec
 
     def _record(self, state: MasterState, task_id: str, node: str) -> TaskRecord | None:
         rec = self.tasks.get(task_id)
-        if rec is not None:            # a retry's new attempt resets it in _ingest_end
-            rec.node = node or rec.node
+        if rec is not None:
             return rec
         task = state.task(task_id)
         if task is None:
             return None
         job = state.jobs[task.job_id]
-        rec = self.tasks[task_id] = TaskRecord(task.job_id, node or task.node, job.spec.queue, task.attempt,
-                                               Series(TASK, self.config))
-        return rec
+        return self.add_record(task_id, TaskRecord(task.job_id, node or task.node, job.spec.queue, task.attempt))
 
-    def _ingest_beat(self, state: MasterState, wall: float, node: str, usage: dict[str, TaskUsage]) -> None:
-        cpu_used = memory_used = 0.0
-        for task_id, sample in usage.items():
-            rec = self._record(state, task_id, node)
-            if rec is None:
-                continue
-            values, new_ooms = rec.sample(wall, sample)
-            rec.series.add(sample.sampled_at or wall, values)
-            cpu_used += values[0] + values[1]
-            memory_used += values[3]
-            if new_ooms:
-                self._oom(rec, sample.sampled_at or wall, new_ooms)
-        self._node_sample(state, node, wall, cpu_used, memory_used)
+    # ---- batched work ----
+
+    def drain(self, state: MasterState) -> None:
+        beats, self._beats = self._beats, []
+        ends, self._ends = self._ends, []
+        if beats:
+            self._ingest_beats(state, beats)
+        for wall, task in ends:
+            self._ingest_end(state, wall, task)
+        for job_id in self.forgotten:
+            for task_id in [t for t in self.tasks if t.rpartition(".")[0] == job_id]:
+                self.release(task_id)
+        settle()
+
+    def _slots(self, state: MasterState, beats: list[tuple[float, str, dict[str, TaskUsage]]],
+               ids: list[str]) -> list[int]:
+        """The slot of every sample (-1: a task the state no longer knows); a task seen
+        first gets one, and one that moved to another node (a retry) its new node."""
+        slots = list(map(self._slot_of.get, ids))
+        if None in slots:
+            i = 0
+            for _, node, usage in beats:
+                for task_id in usage:
+                    if slots[i] is None:
+                        rec = self._record(state, task_id, node)
+                        slots[i] = rec.slot if rec is not None else -1
+                    i += 1
+        return slots
+
+    def _ingest_beats(self, state: MasterState, beats: list[tuple[float, str, dict[str, TaskUsage]]]) -> None:
+        ids: list[str] = []
+        usages: list[TaskUsage] = []
+        for _, _, usage in beats:
+            ids.extend(usage)
+            usages.extend(usage.values())
+        slots = np.array(self._slots(state, beats, ids), dtype=np.int64)
+        sizes = [len(usage) for _, _, usage in beats]
+        raw = extract(usages)
+        ws = working_set(raw)
+        known = slots >= 0
+        self._node_samples(state, beats, sizes, np.where(known, raw[:, CPU], 0.0), np.where(known, ws, 0.0))
+        walls = np.repeat([wall for wall, _, _ in beats], sizes)
+        if not known.all():
+            slots, raw, ws, walls = slots[known], raw[known], ws[known], walls[known]
+        if not len(slots):
+            return
+        self._follow_nodes(beats, sizes, slots, known)
+        derived = self.counters.derive(slots, raw, walls, ws)
+        self.rings.add(derived.slots, derived.times, derived.rows, derived.first)
+        for slot, at, kills in derived.ooms:
+            self._oom(self._by_slot[slot], at, kills)
+
+    def _follow_nodes(self, beats: list[tuple[float, str, dict[str, TaskUsage]]], sizes: list[int],
+                      slots: np.ndarray, known: np.ndarray) -> None:
+        """A record keeps the node of its newest sample (a retry may run elsewhere)."""
+        codes = [self._node_codes.setdefault(node, len(self._node_codes)) for _, node, _ in beats]
+        sample_codes = np.repeat(np.array(codes, dtype=np.int32), sizes)[known]
+        if len(self._slot_node) < self.rings.capacity:
+            self._slot_node = np.concatenate([self._slot_node, np.full(self.rings.capacity - len(self._slot_node), -1,
+                                                                       dtype=np.int32)])
+        moved = np.flatnonzero(self._slot_node[slots] != sample_codes)
+        if len(moved):
+            names = list(self._node_codes)
+            for i in moved.tolist():
+                slot, code = int(slots[i]), int(sample_codes[i])
+                self._by_slot[slot].node = names[code]
+                self._slot_node[slot] = code
+
+    def _node_samples(self, state: MasterState, beats: list[tuple[float, str, dict[str, TaskUsage]]],
+                      sizes: list[int], cpu: np.ndarray, memory: np.ndarray) -> None:
+        starts = np.cumsum([0] + sizes[:-1])
+        nonempty = np.array(sizes) > 0
+        cpu_sums = np.zeros(len(beats))
+        mem_sums = np.zeros(len(beats))
+        if len(cpu):
+            cpu_sums[nonempty] = np.add.reduceat(cpu, starts[nonempty])
+            mem_sums[nonempty] = np.add.reduceat(memory, starts[nonempty])
+        for (wall, node, _), c, m in zip(beats, cpu_sums.tolist(), mem_sums.tolist()):
+            self._node_sample(state, node, wall, c, m)
 
     def _node_sample(self, state: MasterState, node: str, wall: float, cpu: float, memory: float) -> None:
         info = state.nodes.get(node)
         if info is None:
             return
-        held = state.by_node.get(node, ())
-        alloc_cpu = alloc_mem = 0.0
-        for task_id in held:
-            request = state.jobs[task_id.rpartition(".")[0]].spec.resources
-            alloc_cpu += request.cpu
-            alloc_mem += request.memory
+        free = state.free(node)
+        capacity = info.capacity
         series = self.nodes.get(node)
         if series is None:
             series = self.nodes[node] = Series(NODE, self.config)
-        series.add(wall, [cpu, memory, alloc_cpu, alloc_mem, info.capacity.cpu, info.capacity.memory, len(held)])
+        series.add(wall, [cpu, memory, max(0.0, capacity.cpu - free.cpu), max(0.0, capacity.memory - free.memory),
+                          capacity.cpu, capacity.memory, len(state.by_node.get(node, ()))])
 
     def _ingest_end(self, state: MasterState, wall: float, task: Task) -> None:
         rec = self.tasks.get(task.id)
@@ -127,17 +227,19 @@ class Recorder:
             rec = self._record(state, task.id, task.node)    # killed before its first heartbeat
             if rec is None:
                 return
+        seen = int(self.counters.oom_seen[rec.slot])
         final = task.usage.oom_kills
-        new = max(0, final - rec.oom_seen)
+        new = max(0, final - seen)
         if not new and OOM_REASON in task.reason and not self._oom_after(rec, wall - 60.0):
             new = 1                      # the kernel's counter was not read in time; the exit says it
-        rec.oom_seen = max(rec.oom_seen, final)
+        self.counters.oom_seen[rec.slot] = max(seen, final)
         if new:
             self._oom(rec, task.finished_at or wall, new)
         rec.peak = max(rec.peak, task.usage.memory_peak_bytes)
         rec.ended = task.state.terminal
         if not rec.ended:              # requeued for a retry: the next attempt has a new cgroup
-            rec.attempt, rec.prev, rec.oom_seen = task.attempt + 1, None, 0
+            rec.attempt = task.attempt + 1
+            self.counters.reset(rec.slot)
         rec.series.dirty = True
 
     @staticmethod

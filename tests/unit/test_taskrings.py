@@ -1,0 +1,88 @@
+"""TaskRings: every task's rings in shared arrays, fed a whole drain at once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tcluster.master.history import MAX, MEAN, HistoryConfig, Schema, Series
+from tcluster.master.taskrings import MIN_BLOCK, TaskRings
+
+RATE_LEVEL = Schema(("rate", "level"), (MEAN, MAX))
+
+
+def _rings(step: float = 1.0, recent: float = 5.0, long_step: float = 10.0, long: float = 60.0) -> TaskRings:
+    return TaskRings(HistoryConfig(step_s=step, recent_s=recent, long_step_s=long_step, long_s=long), RATE_LEVEL)
+
+
+def _add(rings: TaskRings, samples: list[tuple[int, float, float, float]]) -> None:
+    """(slot, t, rate, level) samples, in arrival order; sorted by slot as the recorder does."""
+    order = sorted(range(len(samples)), key=lambda i: samples[i][0])
+    rows = np.array([[samples[i][2], samples[i][3]] for i in order], dtype=np.float32)
+    rings.add(np.array([samples[i][0] for i in order]), np.array([samples[i][1] for i in order]), rows)
+
+
+def test_a_ring_wraps_forgets_its_oldest_buckets_and_clears_gaps() -> None:
+    rings = _rings()
+    slot = rings.take()
+    _add(rings, [(slot, float(t), 1.0, float(t)) for t in range(10)])
+    times, rows = rings.series(slot).tiers[0].read(0, 100)
+    assert times.tolist() == [5.0, 6.0, 7.0, 8.0, 9.0] and rows[:, 1].tolist() == [5.0, 6.0, 7.0, 8.0, 9.0]
+    _add(rings, [(slot, 12.0, 1.0, 12.0)])         # nothing at 10 and 11: a gap, not what the ring held
+    times, _ = rings.series(slot).tiers[0].read(0, 100)
+    assert times.tolist() == [8.0, 9.0, 12.0]
+
+
+def test_downsampling_keeps_means_of_rates_and_maxima_of_levels_whatever_the_batching() -> None:
+    samples = [(0, 100.0, 1.0, 5.0), (0, 103.0, 3.0, 9.0), (0, 109.9, 2.0, 7.0), (0, 111.0, 8.0, 1.0)]
+    for batches in ([samples], [[s] for s in samples], [samples[:2], samples[2:]]):
+        rings = _rings()
+        rings.take()
+        for batch in batches:
+            _add(rings, batch)
+        times, rows = rings.series(0).tiers[1].read(0, 1e9)
+        assert times.tolist() == [100.0, 110.0]
+        assert rows.tolist() == [[2.0, 9.0], [8.0, 1.0]]
+
+
+def test_one_drain_of_many_slots_and_beats_matches_a_series_fed_one_sample_at_a_time() -> None:
+    config = HistoryConfig(step_s=1.0, recent_s=30, long_step_s=10, long_s=120)
+    rings, reference = TaskRings(config, RATE_LEVEL), {}
+    rng = np.random.default_rng(7)
+    samples = []
+    for slot in range(3):
+        rings.take()
+        reference[slot] = Series(RATE_LEVEL, config)
+    for beat in range(50):                       # beats of three tasks, one skipping some
+        for slot in range(3):
+            if slot == 2 and beat % 7 == 3:
+                continue
+            t = 1000.0 + beat + 0.1 * slot
+            samples.append((slot, t, float(rng.integers(0, 8)), float(rng.integers(0, 100))))
+    for chunk in (samples[:40], samples[40:41], samples[41:]):
+        _add(rings, chunk)
+    for slot, t, rate, level in samples:
+        reference[slot].add(t, [rate, level])
+    for slot in range(3):
+        assert rings.series(slot).read(0, 1e9) == reference[slot].read(0, 1e9)
+
+
+def test_a_late_sample_is_dropped_and_a_given_back_slot_comes_back_empty() -> None:
+    rings = _rings()
+    a, b = rings.take(), rings.take()
+    _add(rings, [(a, 20.0, 1.0, 1.0), (b, 20.0, 2.0, 2.0)])
+    _add(rings, [(a, 5.0, 9.0, 9.0)])              # its buckets closed long ago
+    assert rings.series(a).read(0, 100)["level"] == [1.0]
+    rings.give_back(a)
+    assert rings.take() == a and rings.series(a).read(0, 100)["t"] == []
+    assert rings.series(b).read(0, 100)["rate"] == [2.0]
+
+
+def test_storage_grows_in_blocks_without_moving_what_is_there() -> None:
+    rings = _rings()
+    slots = [rings.take() for _ in range(MIN_BLOCK + 1)]
+    assert len(rings.tiers[0].blocks) == 2 and rings.capacity == 2 * MIN_BLOCK
+    _add(rings, [(s, 50.0, float(s), float(s)) for s in slots])
+    assert [rings.series(s).read(0, 100)["rate"] for s in (0, MIN_BLOCK)] == [[0.0], [float(MIN_BLOCK)]]
+    with pytest.raises(IndexError):
+        rings.ring(0, rings.capacity)
