@@ -19,6 +19,8 @@ RAW_FIELDS = ("cpu_rate", "cpu_system_rate", "cpu_throttled_seconds", "memory_by
               "io_write_bytes", "oom_kills", "sampled_at")
 RAW = attrgetter(*RAW_FIELDS)
 CPU, SYS, THROTTLED, MEM, INACTIVE, FILE, ANON, SWAP, PIDS, READ, WRITE, OOM, AT = range(13)
+_COUNTERS = [AT, THROTTLED, READ, WRITE]
+_ROWS = [CPU, SYS, THROTTLED, MEM, ANON, FILE, SWAP, PIDS, READ, WRITE]   # history.TASK's order
 
 
 def extract(usages: list[object]) -> np.ndarray:
@@ -83,9 +85,9 @@ class Counters:
         if order is not None:
             slots, raw, ws, walls = slots[order], raw[order], ws[order], walls[order]
         n = len(slots)
-        times = raw[:, AT]
-        times = np.where(times > 0, times, walls)
-        current = np.column_stack([times, raw[:, THROTTLED], raw[:, READ], raw[:, WRITE]])
+        current = raw[:, _COUNTERS]
+        times = current[:, 0]
+        np.copyto(times, walls, where=times <= 0)
         if order is None:                 # each slot once: its previous sample is the kept one
             prev = self.prev[slots]
         else:
@@ -99,8 +101,12 @@ class Counters:
         # The total is cpu_rate (cpuacct.usage / cpu.stat usage_usec, the counter Prometheus
         # sees); the tick-based system figure only splits it.
         system = np.minimum(raw[:, SYS], raw[:, CPU])
-        rows = np.column_stack([raw[:, CPU] - system, system, rates[:, 0], ws, raw[:, ANON], raw[:, FILE],
-                                raw[:, SWAP], raw[:, PIDS], rates[:, 1], rates[:, 2]]).astype(np.float32)
+        rows = raw[:, _ROWS].astype(np.float32)     # then the derived columns
+        rows[:, 0] = raw[:, CPU] - system
+        rows[:, 1] = system
+        rows[:, 2] = rates[:, 0]
+        rows[:, 3] = ws
+        rows[:, 8:10] = rates[:, 1:3]
         return Derived(slots, first, times, rows, self._new_ooms(slots, raw[:, OOM], times))
 
     def _new_ooms(self, slots: np.ndarray, ooms: np.ndarray, times: np.ndarray) -> list[tuple[int, float, int]]:

@@ -37,7 +37,9 @@ class TierArrays:
         self.flushed = np.empty(0, dtype=np.int64)        # buckets up to this one are on disk
 
     def grow(self, capacity: int, block: int) -> None:
-        self.blocks.append(np.full((block, self.size, self.width), NAN_BF16, dtype=np.uint16))
+        # Bucket-major: a drain writes one bucket of many slots, next to each other in memory
+        # (slot-major, every row written would be on a page of its own).
+        self.blocks.append(np.full((self.size, block, self.width), NAN_BF16, dtype=np.uint16))
         extra = capacity - len(self.last)
         self.last = np.concatenate([self.last, np.full(extra, -1, dtype=np.int64)])
         self.acc = np.concatenate([self.acc, np.zeros((extra, self.width), dtype=np.float32)])
@@ -45,7 +47,7 @@ class TierArrays:
         self.flushed = np.concatenate([self.flushed, np.full(extra, -1, dtype=np.int64)])
 
     def reset(self, slot: int, block: int, row: int) -> None:
-        self.blocks[block][row] = NAN_BF16
+        self.blocks[block][:, row] = NAN_BF16
         self.last[slot], self.count[slot], self.flushed[slot] = -1, 0, -1
         self.acc[slot] = 0.0
 
@@ -109,7 +111,7 @@ class TaskRings:
     def _put_bits(self, tier: TierArrays, slots: np.ndarray, buckets: np.ndarray, bits: np.ndarray | int) -> None:
         pos = buckets % tier.size
         if len(self.starts) == 1:
-            tier.blocks[0][slots, pos] = bits
+            tier.blocks[0][pos, slots] = bits
             return
         which = np.searchsorted(self.starts, slots, side="right") - 1
         if (np.diff(which) < 0).any():
@@ -119,7 +121,7 @@ class TaskRings:
         cuts = np.flatnonzero(np.diff(which)) + 1
         for lo, hi in zip(np.concatenate([[0], cuts]).tolist(), np.concatenate([cuts, [len(slots)]]).tolist()):
             k = int(which[lo])
-            tier.blocks[k][slots[lo:hi] - self.starts[k], pos[lo:hi]] = (
+            tier.blocks[k][pos[lo:hi], slots[lo:hi] - self.starts[k]] = (
                 bits[lo:hi] if isinstance(bits, np.ndarray) else bits)
 
     def _clear(self, tier: TierArrays, slots: np.ndarray, after: np.ndarray, before: np.ndarray) -> None:
@@ -143,9 +145,38 @@ class TaskRings:
             order, first, _ = group(slots)
             if order is not None:
                 slots, times, rows = slots[order], times[order], rows[order]
+        once = bool(first.all())
         for tier in self.tiers:
-            self._add_tier(tier, slots, first, np.floor(times / tier.step).astype(np.int64), rows)
+            buckets = np.floor(times / tier.step).astype(np.int64)
+            if once and not (buckets < tier.last[slots]).any():
+                self._add_once(tier, slots, buckets, rows)
+            else:
+                self._add_tier(tier, slots, first, buckets, rows)
         self.dirty[slots] = True
+
+    def _add_once(self, tier: TierArrays, slots: np.ndarray, buckets: np.ndarray, rows: np.ndarray) -> None:
+        """The usual drain: each slot once, none late. A sample continues its slot's open
+        bucket, or closes it and opens the next."""
+        last, counts = tier.last[slots], tier.count[slots]
+        cont = (buckets == last) & (counts > 0)
+        if cont.all():
+            s, acc = slots, tier.acc[slots]
+            tier.acc[s] = np.where(tier.mean, acc + rows, np.maximum(acc, rows))
+            tier.count[s] = counts + 1
+            return
+        if cont.any():
+            s, acc = slots[cont], tier.acc[slots[cont]]
+            tier.acc[s] = np.where(tier.mean, acc + rows[cont], np.maximum(acc, rows[cont]))
+            tier.count[s] = counts[cont] + 1
+            fresh = ~cont
+            slots, buckets, rows, last, counts = slots[fresh], buckets[fresh], rows[fresh], last[fresh], counts[fresh]
+        closing = counts > 0
+        s = slots if closing.all() else slots[closing]
+        self._put(tier, s, tier.last[s], tier.rows_of(tier.count[s], tier.acc[s]))
+        gap = (buckets - last > 1) & (last >= 0)
+        if gap.any():
+            self._clear(tier, slots[gap], last[gap], buckets[gap])
+        tier.last[slots], tier.acc[slots], tier.count[slots] = buckets, rows, 1
 
     def _add_tier(self, tier: TierArrays, slots: np.ndarray, first: np.ndarray, buckets: np.ndarray,
                   rows: np.ndarray) -> None:
@@ -213,7 +244,7 @@ class TaskRings:
 
     def ring(self, tier: int, slot: int) -> np.ndarray:
         block, row = self.locate(slot)
-        return self.tiers[tier].blocks[block][row]
+        return self.tiers[tier].blocks[block][:, row]
 
     def series(self, slot: int) -> SlotSeries:
         return SlotSeries(self, slot)
