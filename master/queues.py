@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from tcluster.errors import InvalidArgument
 from tcluster.model import Job, Task, TaskState
@@ -52,14 +52,16 @@ def reload_tree(current: QueueTree, path: Path | None, jobs: Iterable[Job]) -> t
     return tree, f"queues reloaded from {path}: {len(tree.leaves)} leaves"
 
 
-def job_usage(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobUsage]:
+def job_usage(jobs: dict[str, Job], counts: Mapping[str, Mapping[TaskState, int]]) -> list[JobUsage]:
+    """From the per-job task counts the state keeps: O(jobs), not O(tasks) (the dashboard
+    and /metrics ask every few seconds)."""
     usage = []
     for job_id, job in jobs.items():
         if job.state.terminal:
             continue
-        job_tasks = tasks.get(job_id, [])
-        running = sum(1 for t in job_tasks if t.state.holds_resources)
-        pending = 0 if job.cancelled else sum(1 for t in job_tasks if t.state is TaskState.PENDING)
+        job_counts = counts.get(job_id, {})
+        running = job_counts.get(TaskState.STARTING, 0) + job_counts.get(TaskState.RUNNING, 0)
+        pending = 0 if job.cancelled else job_counts.get(TaskState.PENDING, 0)
         usage.append(JobUsage(job.spec.queue, job.spec.resources, running, pending))
     return usage
 
@@ -69,5 +71,6 @@ def dominant_share(job: Job, tasks: list[Task], capacity: Resources) -> float:
     return job.spec.resources.times(running).dominant_share(capacity)
 
 
-def rows(tree: QueueTree, jobs: dict[str, Job], tasks: dict[str, list[Task]], capacity: Resources) -> list[QueueRow]:
-    return queue_rows(tree, job_usage(jobs, tasks), capacity)
+def rows(tree: QueueTree, jobs: dict[str, Job], counts: Mapping[str, Mapping[TaskState, int]],
+         capacity: Resources) -> list[QueueRow]:
+    return queue_rows(tree, job_usage(jobs, counts), capacity)

@@ -59,10 +59,15 @@ class Recorder:
         self.forgotten: set[str] = set()                 # jobs whose history the store must drop
         self._beats: list[tuple[float, str, dict[str, TaskUsage]]] = []
         self._ends: list[tuple[float, Task]] = []
+        self.generation = 0                              # steps and rounds seen: /metrics is cached per value
+        self._changed: set[str] = set()                  # tasks changed (placed, ended) since last asked
 
     # ---- called by the service: O(1) ----
 
     def on_step(self, event: object, step: Step, wall: float) -> None:
+        self.generation += 1
+        if step.tasks:
+            self._changed.update(step.tasks)
         if step.usage and isinstance(event, Beat):
             self._beats.append((wall, event.node, step.usage))
         if step.tasks:
@@ -71,7 +76,12 @@ class Recorder:
             self.forgotten |= step.jobs_del
 
     def on_round(self, seconds: float, placed: int) -> None:
+        self.generation += 1
         self.scheduler.observe(seconds, placed)
+
+    def take_changed_tasks(self) -> set[str]:
+        changed, self._changed = self._changed, set()
+        return changed
 
     # ---- task records and their slots ----
 

@@ -295,7 +295,7 @@ class MasterService:
         return message
 
     def list_queues(self) -> list[QueueRow]:
-        return rows(self.queues, self.state.jobs, self.state.tasks, self.state.matrix.total_capacity())
+        return rows(self.queues, self.state.jobs, self.state.counts, self.state.matrix.total_capacity())
 
     def total_capacity(self) -> object:
         return self.state.matrix.total_capacity()

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from tcluster.master.events import Step
 from tcluster.master.history import HistoryConfig
 from tcluster.master.metrics import Exposition
 from tcluster.master.recorder import Recorder
@@ -65,11 +66,13 @@ def test_task_series_carry_cadvisor_like_names_units_and_labels() -> None:
 
 
 def test_a_task_that_moves_node_gets_new_labels_and_the_flag_drops_task_series() -> None:
-    service = _service()
-    exposition = Exposition(service, Recorder(HistoryConfig()))
-    exposition.render()
-    moved = service.state.tasks["0000abcd"][0]
-    service.state.tasks["0000abcd"][0] = Task(moved.job_id, 0, TaskState.RUNNING, node="n2", attempt=2)
+    service, recorder = _service(), Recorder(HistoryConfig())
+    exposition = Exposition(service, recorder)
+    first = exposition.render()
+    assert exposition.render() is first                  # nothing happened since: the same bytes
+    moved = Task("0000abcd", 0, TaskState.RUNNING, node="n2", attempt=2)
+    service.state.tasks["0000abcd"][0] = moved           # as a step applies it, and the recorder hears
+    recorder.on_step(object(), Step(tasks={moved.id: moved}), 5.0)
     nodes = {s.labels["node"] for s in _families(exposition.render())["tcluster_task_pids"].samples}
     assert nodes == {"n1", "n2"}
     quiet = Exposition(service, Recorder(HistoryConfig()), task_metrics=False).render().decode()
