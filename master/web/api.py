@@ -8,18 +8,21 @@ Who may see what is decided in one place, `authorize` (see app.py)."""
 from __future__ import annotations
 
 import time
+from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 import orjson
 from aiohttp import web
+from google.protobuf.descriptor import FieldDescriptor
 
 from tcluster.cli.queues import queues_json
-from tcluster.cli.render import job_json, node_json, resources_json, timestamp
+from tcluster.cli.render import job_json, node_json, resources_json, task_json, timestamp, usage_json
 from tcluster.errors import InvalidArgument, NotFound, TclusterError
 from tcluster.master.history import TASK, Series, TaskRecord
-from tcluster.model import Job, JobState, Task, TaskState
-from tcluster.v1 import jobs_pb2
-from tcluster.wire import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb
+from tcluster.model import Job, JobState, Task, TaskState, TaskUsage
+from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.wire import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb, task_to_pb
 
 DEFAULT_RANGE_S = 900.0
 MAX_JOBS = 1000
@@ -47,9 +50,61 @@ def time_range(request: web.Request) -> tuple[float, float]:
     return since, until
 
 
+class TaskDocs:
+    """Each task's JSON (the shape `tcl -o json` prints), kept while the task and its usage
+    sample are the same objects: a job page asks every 2 s, and between two asks most of a
+    job's tasks changed only their usage (rebuilt alone, without the proto round trip)."""
+
+    LIMIT = 50_000
+
+    def __init__(self) -> None:
+        self._docs: dict[str, tuple[Task, object, dict[str, Any]]] = {}
+
+    def docs(self, state: Any, tasks: list[Task]) -> list[dict[str, Any]]:
+        if len(self._docs) > self.LIMIT:
+            self._docs.clear()
+        usage_of, cache = state.usage.get, self._docs
+        out = []
+        for task in tasks:
+            usage = usage_of(task.id) if task.state.holds_resources else None
+            cached = cache.get(task.id)
+            if cached is not None and cached[0] is task:
+                if cached[1] is usage:
+                    out.append(cached[2])
+                    continue
+                doc = {**cached[2], "usage": usage_doc(usage if usage is not None else task.usage)}
+            else:
+                doc = task_json(task_to_pb(state.task_view(task)))
+            cache[task.id] = (task, usage, doc)
+            out.append(doc)
+        return out
+
+
+_USAGE_KEYS = [(name, float if common_pb2.TaskUsage.DESCRIPTOR.fields_by_name[name].type
+                == FieldDescriptor.TYPE_DOUBLE else int) for name in usage_json(common_pb2.TaskUsage())]
+
+
+@lru_cache(maxsize=64)
+def _second(whole: int) -> str:
+    return f"{datetime.fromtimestamp(whole, tz=timezone.utc):%Y-%m-%dT%H:%M:%S}"
+
+
+def usage_doc(usage: TaskUsage) -> dict[str, Any]:
+    """usage_json(usage_to_pb(usage)), without building the message (tested equal)."""
+    doc: dict[str, Any] = {name: kind(getattr(usage, name)) for name, kind in _USAGE_KEYS}
+    seconds = usage.sampled_at
+    if seconds:
+        whole, ms = divmod(round(seconds * 1000), 1000)
+        doc["sampled_at"] = f"{_second(whole)}.{ms:03d}Z"
+    else:
+        doc["sampled_at"] = None
+    return doc
+
+
 class Api:
     def __init__(self, service: Any, dashboard: Any) -> None:
         self.service, self.dashboard = service, dashboard
+        self.task_docs = TaskDocs()
 
     @property
     def state(self) -> Any:
@@ -73,10 +128,10 @@ class Api:
 
     def job_doc(self, job: Job, tasks: list[Task], with_tasks: bool = True) -> dict[str, Any]:
         view = self.state.job_view(job)
-        views = [self.state.task_view(t) for t in tasks] if with_tasks else []
-        doc = job_json(job_to_pb(view, views, dominant_share=self.service.dominant_share(job, tasks)))
-        if not with_tasks:
-            doc["tasks_total"] = len(tasks)
+        doc = job_json(job_to_pb(view, [], dominant_share=self.service.dominant_share(job, tasks)))
+        doc["tasks_total"] = job.spec.tasks or len(tasks) if with_tasks else len(tasks)
+        if with_tasks:
+            doc["tasks"] = self.task_docs.docs(self.state, tasks)
         counts = self.state.counts.get(job.id, {})
         doc["task_states"] = {s.value: counts.get(s, 0) for s in TaskState if counts.get(s, 0)}
         return doc
