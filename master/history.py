@@ -238,7 +238,7 @@ def read_tiers(schema: Schema, tiers: Sequence[Any], since: float, until: float,
     parts.reverse()
     times = np.concatenate([p[0] for p in parts]) if parts else np.empty(0)
     rows = np.concatenate([p[1] for p in parts]) if parts else np.empty((0, len(schema.fields)))
-    out: dict[str, object] = {"step_s": finest or tiers[0].step, "t": [round(x, 3) for x in times.tolist()]}
+    out: dict[str, object] = {"step_s": finest or tiers[0].step, "t": np.round(times, 3).tolist()}
     for name in fields or schema.fields:
         column = rows[:, schema.index(name)]
         values = column.tolist()

@@ -15,6 +15,7 @@ exists, at least 16), so growing never copies the rings and never leaves much un
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import Sequence
 
 import numpy as np
@@ -94,7 +95,7 @@ class TaskRings:
         self.used -= 1
 
     def locate(self, slot: int) -> tuple[int, int]:
-        block = int(np.searchsorted(self.starts, slot, side="right")) - 1
+        block = bisect_right(self.starts, slot) - 1
         return block, slot - self.starts[block]
 
     def nbytes(self) -> int:
@@ -257,6 +258,7 @@ class SlotTier:
         self.rings, self.number, self.slot = rings, number, slot
         self.arrays = rings.tiers[number]
         self.step, self.size = self.arrays.step, self.arrays.size
+        self._ring: np.ndarray | None = None
 
     @property
     def last(self) -> int:
@@ -272,10 +274,17 @@ class SlotTier:
 
     @property
     def data(self) -> np.ndarray:
-        return self.rings.ring(self.number, self.slot)
+        if self._ring is None:       # a view: blocks never move, so it stays valid
+            self._ring = self.rings.ring(self.number, self.slot)
+        return self._ring
 
     def stage_open(self) -> None:
-        self.rings.settle([self.slot])
+        """This tier's open bucket into the ring (it may still grow)."""
+        arrays, slot = self.arrays, self.slot
+        count = int(arrays.count[slot])
+        if count:
+            row = arrays.rows_of(arrays.count[slot:slot + 1], arrays.acc[slot:slot + 1])
+            self.data[int(arrays.last[slot]) % self.size] = to_bf16(row)[0]
 
     def unflushed(self, settled: bool = False) -> tuple[int, np.ndarray] | None:
         last, flushed = self.last, self.flushed
