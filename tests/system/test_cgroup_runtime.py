@@ -14,6 +14,8 @@ import pytest
 from tcluster.agent.runtime.base import LaunchError
 from tcluster.agent.runtime.cgroup1 import Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
+from tcluster.agent.usage import to_task_usage
+from tcluster.wire import usage_from_pb, usage_to_pb
 from tests.system.cgroups import (MI, MODE, SKIP_REASON, alive, group_dirs, leftovers, make_runtime, procs_file,
                                   read_limit, task, wait_exit)
 
@@ -120,6 +122,24 @@ def test_busy_loop_shows_cpu_and_memory(runtime: Runtime, tmp_path: Path) -> Non
     runtime.remove("busy.0")
     wait_exit(started)
     assert runtime.sample("busy.0") is None
+
+
+def test_page_cache_a_task_wrote_is_not_in_its_working_set(runtime: Runtime, tmp_path: Path) -> None:
+    # 32 MiB written to its stdout file stay in the page cache, charged to the task's group,
+    # on the inactive file list: usage counts them, the working set must not.
+    write = ("import sys, time\nsys.stdout.buffer.write(b'x' * (32 << 20)); sys.stdout.flush()\n"
+             "open('/dev/stderr', 'w').write('written\\n')\ntime.sleep(60)")
+    started = runtime.start(task(tmp_path, "cache.0", (PY, "-c", write), memory=256 * MI))
+    assert wait_for(lambda: (tmp_path / "cache.0.err").exists() and b"written" in (tmp_path / "cache.0.err").read_bytes())
+    assert wait_for(lambda: (u := runtime.sample("cache.0")) is not None and u.inactive_file_bytes >= 16 * MI)
+    raw = runtime.sample("cache.0")
+    assert raw is not None
+    usage = to_task_usage(None, raw, 0)
+    assert usage.memory_inactive_file_bytes == raw.inactive_file_bytes <= usage.memory_file_bytes
+    assert 0 < usage.working_set_bytes <= usage.memory_bytes - 16 * MI
+    assert usage_from_pb(usage_to_pb(usage)).working_set_bytes == usage.working_set_bytes   # as the master sees it
+    runtime.remove("cache.0")
+    wait_exit(started)
 
 
 def test_cpu_limit_is_a_hard_cap_and_throttles(runtime: Runtime, tmp_path: Path) -> None:
