@@ -148,7 +148,10 @@ class TaskSeriesRenderer:
         return entry
 
     def _entries(self, state: Any) -> tuple[list[str], list[object], list[list[str]]]:
-        for task_id in self.recorder.take_changed_tasks():
+        changed = self.recorder.take_changed_tasks()
+        if changed is None:
+            self._cache.clear()
+        for task_id in changed or ():
             self._cache.pop(task_id, None)
         ids, usages = list(state.usage), list(state.usage.values())
         entries = list(map(self._cache.get, ids))

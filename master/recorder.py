@@ -25,6 +25,7 @@ from tcluster.model import Task, TaskState, TaskUsage
 # Scheduling round latency buckets (seconds), as in a Prometheus histogram.
 ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 OOM_REASON = "OOMKilled"
+CHANGED_MAX = 100_000
 
 
 @dataclass
@@ -60,14 +61,16 @@ class Recorder:
         self._beats: list[tuple[float, str, dict[str, TaskUsage]]] = []
         self._ends: list[tuple[float, Task]] = []
         self.generation = 0                              # steps and rounds seen: /metrics is cached per value
-        self._changed: set[str] = set()                  # tasks changed (placed, ended) since last asked
+        self._changed: set[str] | None = set()           # tasks changed (placed, ended) since asked; None: any
 
     # ---- called by the service: O(1) ----
 
     def on_step(self, event: object, step: Step, wall: float) -> None:
         self.generation += 1
-        if step.tasks:
+        if step.tasks and self._changed is not None:
             self._changed.update(step.tasks)
+            if len(self._changed) > CHANGED_MAX:     # nobody asks (no scrapes): say "all", stay small
+                self._changed = None
         if step.usage and isinstance(event, Beat):
             self._beats.append((wall, event.node, step.usage))
         if step.tasks:
@@ -79,7 +82,8 @@ class Recorder:
         self.generation += 1
         self.scheduler.observe(seconds, placed)
 
-    def take_changed_tasks(self) -> set[str]:
+    def take_changed_tasks(self) -> set[str] | None:
+        """Tasks changed since the last call; None: too many to list, take all as changed."""
         changed, self._changed = self._changed, set()
         return changed
 

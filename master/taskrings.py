@@ -71,6 +71,7 @@ class TaskRings:
         self.free: list[int] = []
         self.used = 0
         self.dirty = np.empty(0, dtype=bool)
+        self.owners = np.empty(0, dtype=np.int64)   # bumped at each take: a view of a slot given back goes stale
 
     # ---- slots ----
 
@@ -83,8 +84,11 @@ class TaskRings:
             for tier in self.tiers:
                 tier.grow(self.capacity, block)
             self.dirty = np.concatenate([self.dirty, np.zeros(block, dtype=bool)])
+            self.owners = np.concatenate([self.owners, np.zeros(block, dtype=np.int64)])
         self.used += 1
-        return self.free.pop()
+        slot = self.free.pop()
+        self.owners[slot] += 1
+        return slot
 
     def give_back(self, slot: int) -> None:
         block, row = self.locate(slot)
@@ -181,15 +185,50 @@ class TaskRings:
 
     def _add_tier(self, tier: TierArrays, slots: np.ndarray, first: np.ndarray, buckets: np.ndarray,
                   rows: np.ndarray) -> None:
+        """The general case: several samples of a slot, late ones (slots grouped, each's in
+        arrival order)."""
+        runs = self._runs(tier, slots, first, buckets, rows)
+        if runs is None:
+            return
+        r_slots, r_buckets, r_first, agg, counts = runs
+        # A slot's first run either continues its open bucket or closes it.
+        open_slots = r_slots[r_first]
+        has_open = tier.count[open_slots] > 0
+        cont = np.zeros(len(r_slots), dtype=bool)
+        cont[r_first] = has_open & (r_buckets[r_first] == tier.last[open_slots])
+        if cont.any():
+            s = r_slots[cont]
+            agg[cont] = np.where(tier.mean, agg[cont] + tier.acc[s], np.maximum(agg[cont], tier.acc[s]))
+            counts[cont] += tier.count[s]
+        closing = open_slots[has_open & ~cont[r_first]]
+        self._put(tier, closing, tier.last[closing], tier.rows_of(tier.count[closing], tier.acc[closing]))
+        # The last run of each slot stays open; the others are closed buckets.
+        r_last = np.empty(len(r_slots), dtype=bool)
+        r_last[-1] = True
+        np.not_equal(r_slots[1:], r_slots[:-1], out=r_last[:-1])
+        self._gaps(tier, r_slots, r_buckets, r_first)
+        done = ~r_last
+        if done.any():
+            newest = np.repeat(r_buckets[r_last], np.diff(np.append(np.flatnonzero(r_first), len(r_slots))))
+            done &= r_buckets > newest - tier.size    # older than the ring: would land on newer rows
+            self._put(tier, r_slots[done], r_buckets[done], tier.rows_of(counts[done], agg[done]))
+        s = r_slots[r_last]
+        tier.last[s], tier.acc[s], tier.count[s] = r_buckets[r_last], agg[r_last], counts[r_last]
+
+    @staticmethod
+    def _runs(tier: TierArrays, slots: np.ndarray, first: np.ndarray, buckets: np.ndarray,
+              rows: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """Samples of one slot in one bucket, reduced: (slots, buckets, first of its slot,
+        sums/maxima, counts) per run; None if every sample was late."""
         prev = np.empty_like(buckets)
         prev[1:] = buckets[:-1]
         prev[first] = tier.last[slots[first]]
-        if (buckets < prev).any():                    # late: its bucket is closed already
-            keep = buckets >= prev
+        while (buckets < prev).any():                 # late: its bucket is closed already
+            keep = buckets >= prev                    # (again: one after a late one may be late too)
             slots, buckets, rows = slots[keep], buckets[keep], rows[keep]
-            first = np.empty(len(slots), dtype=bool)
             if not len(slots):
-                return
+                return None
+            first = np.empty(len(slots), dtype=bool)
             first[0] = True
             np.not_equal(slots[1:], slots[:-1], out=first[1:])
             prev = np.empty_like(buckets)
@@ -201,30 +240,7 @@ class TaskRings:
         else:
             agg = np.where(tier.mean, np.add.reduceat(rows, starts), np.maximum.reduceat(rows, starts))
             counts = np.diff(np.append(starts, len(slots))).astype(np.int32)
-        r_slots, r_buckets, r_first = slots[starts], buckets[starts], first[starts]
-        # A slot's first run either continues its open bucket or closes it.
-        open_slots = r_slots[r_first]
-        has_open = tier.count[open_slots] > 0
-        cont = np.zeros(len(starts), dtype=bool)
-        cont[r_first] = has_open & (r_buckets[r_first] == tier.last[open_slots])
-        if cont.any():
-            s = r_slots[cont]
-            agg[cont] = np.where(tier.mean, agg[cont] + tier.acc[s], np.maximum(agg[cont], tier.acc[s]))
-            counts[cont] += tier.count[s]
-        closing = open_slots[has_open & ~cont[r_first]]
-        self._put(tier, closing, tier.last[closing], tier.rows_of(tier.count[closing], tier.acc[closing]))
-        # The last run of each slot stays open; the others are closed buckets.
-        r_last = np.empty(len(starts), dtype=bool)
-        r_last[-1] = True
-        np.not_equal(r_slots[1:], r_slots[:-1], out=r_last[:-1])
-        self._gaps(tier, r_slots, r_buckets, r_first)
-        done = ~r_last
-        if done.any():
-            newest = np.repeat(r_buckets[r_last], np.diff(np.append(np.flatnonzero(r_first), len(starts))))
-            done &= r_buckets > newest - tier.size    # older than the ring: would land on newer rows
-            self._put(tier, r_slots[done], r_buckets[done], tier.rows_of(counts[done], agg[done]))
-        s = r_slots[r_last]
-        tier.last[s], tier.acc[s], tier.count[s] = r_buckets[r_last], agg[r_last], counts[r_last]
+        return slots[starts], buckets[starts], first[starts], agg, counts
 
     def _gaps(self, tier: TierArrays, r_slots: np.ndarray, r_buckets: np.ndarray, r_first: np.ndarray) -> None:
         before = np.empty_like(r_buckets)
@@ -259,6 +275,13 @@ class SlotTier:
         self.arrays = rings.tiers[number]
         self.step, self.size = self.arrays.step, self.arrays.size
         self._ring: np.ndarray | None = None
+        self.owner = int(rings.owners[slot])
+
+    @property
+    def current(self) -> bool:
+        """Still the slot of the task it was made for (a flush that finishes after the slot
+        went to another task must not mark that task's buckets as written)."""
+        return int(self.rings.owners[self.slot]) == self.owner
 
     @property
     def last(self) -> int:
@@ -270,7 +293,8 @@ class SlotTier:
 
     @flushed.setter
     def flushed(self, value: int) -> None:
-        self.arrays.flushed[self.slot] = value
+        if self.current:
+            self.arrays.flushed[self.slot] = value
 
     @property
     def data(self) -> np.ndarray:
@@ -336,11 +360,12 @@ class SlotSeries:
 
     @property
     def dirty(self) -> bool:
-        return bool(self.rings.dirty[self.slot])
+        return self.tiers[0].current and bool(self.rings.dirty[self.slot])
 
     @dirty.setter
     def dirty(self, value: bool) -> None:
-        self.rings.dirty[self.slot] = value
+        if self.tiers[0].current:
+            self.rings.dirty[self.slot] = value
 
     def read(self, since: float, until: float, fields: Sequence[str] | None = None) -> dict[str, object]:
         return read_tiers(self.schema, self.tiers, since, until, fields)

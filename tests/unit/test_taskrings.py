@@ -72,7 +72,9 @@ def test_a_late_sample_is_dropped_and_a_given_back_slot_comes_back_empty() -> No
     a, b = rings.take(), rings.take()
     _add(rings, [(a, 20.0, 1.0, 1.0), (b, 20.0, 2.0, 2.0)])
     _add(rings, [(a, 5.0, 9.0, 9.0)])              # its buckets closed long ago
+    _add(rings, [(a, 5.0, 9.0, 9.0), (a, 8.0, 9.0, 9.0), (b, 6.0, 9.0, 9.0)])
     assert rings.series(a).read(0, 100)["level"] == [1.0]
+    assert rings.series(a).tiers[0].last == 20
     rings.give_back(a)
     assert rings.take() == a and rings.series(a).read(0, 100)["t"] == []
     assert rings.series(b).read(0, 100)["rate"] == [2.0]
@@ -86,3 +88,17 @@ def test_storage_grows_in_blocks_without_moving_what_is_there() -> None:
     assert [rings.series(s).read(0, 100)["rate"] for s in (0, MIN_BLOCK)] == [[0.0], [float(MIN_BLOCK)]]
     with pytest.raises(IndexError):
         rings.ring(0, rings.capacity)
+
+
+def test_a_view_of_a_slot_given_back_and_taken_again_changes_nothing() -> None:
+    rings = _rings()
+    slot = rings.take()
+    old = rings.series(slot)
+    _add(rings, [(slot, 30.0, 1.0, 1.0)])
+    rings.give_back(slot)
+    assert rings.take() == slot
+    _add(rings, [(slot, 31.0, 2.0, 2.0)])
+    old.tiers[0].flushed = 10**6               # a flush of the old task finishing late
+    old.dirty = False
+    new = rings.series(slot)
+    assert new.tiers[0].flushed == -1 and new.dirty
