@@ -185,7 +185,11 @@ class Api:
         return _json(docs, headers={"X-Total-Count": str(len(found))})
 
     async def job(self, request: web.Request) -> web.Response:
-        job, tasks = self.service.get(request.match_info["job_id"])
+        job_id = request.match_info["job_id"]
+        job = self.state.jobs.get(job_id)
+        if job is not None:        # the state's own task objects: TaskDocs keeps their JSON
+            return _json(self.job_doc(job, self.state.tasks[job_id]))
+        job, tasks = self.service.get(job_id)        # finished a while ago: from the store
         return _json(self.job_doc(job, tasks))
 
     async def job_usage(self, request: web.Request) -> web.Response:

@@ -40,7 +40,9 @@ def test_task_docs_follow_usage_and_task_changes() -> None:
     def reference() -> list[dict]:
         return [task_json(task_to_pb(state.task_view(t))) for t in state.tasks["j1"]]
     state.usage["j1.0"] = TaskUsage(cpu_rate=0.5, sampled_at=10.0)
-    assert docs.docs(state, state.tasks["j1"]) == reference()
+    first = docs.docs(state, state.tasks["j1"])
+    assert first == reference()
+    assert all(a is b for a, b in zip(docs.docs(state, state.tasks["j1"]), first))   # nothing new: kept
     state.usage["j1.0"] = TaskUsage(cpu_rate=0.75, memory_bytes=7, sampled_at=11.0)      # a heartbeat later
     assert docs.docs(state, state.tasks["j1"]) == reference()
     state.tasks["j1"][0] = replace(tasks[0], state=TaskState.FAILED, exit_code=1, finished_at=12.0,
