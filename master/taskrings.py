@@ -6,11 +6,13 @@ of bfloat16 rows per slot, plus one float32 accumulator row per slot for its ope
 the sums of the rate fields and the maxima of the level fields, and how many samples.
 
 A drain's samples, from every heartbeat since the last one, go in with a fixed number of
-array operations whatever their count: sorted by slot, runs of samples in one bucket
-reduced with `reduceat`, a run that continues the open bucket merged with its accumulator,
-closed buckets written with one fancy-indexed assignment. Python only loops over the rare
-cases (a gap to clear, a late sample). Storage grows in blocks of slots (an eighth of what
-exists, at least 16), so growing never copies the rings and never leaves much unused."""
+array operations whatever their count. Usually each slot is in a drain once: its sample
+continues the open bucket (merged into the accumulator) or closes it (the closed rows of
+all slots written with one fancy-indexed assignment). When a slot comes several times the
+samples are grouped by slot and runs in one bucket reduced with `reduceat` first. Rings
+are bucket-major, so one bucket of many slots is contiguous; gaps (buckets nobody
+reported) are cleared in one assignment too. Storage grows in blocks of slots (an eighth
+of what exists, at least 16): growing never copies the rings nor leaves much unused."""
 
 from __future__ import annotations
 

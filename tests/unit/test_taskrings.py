@@ -102,3 +102,10 @@ def test_a_view_of_a_slot_given_back_and_taken_again_changes_nothing() -> None:
     old.dirty = False
     new = rings.series(slot)
     assert new.tiers[0].flushed == -1 and new.dirty
+
+
+def test_a_slot_fits_the_memory_budget_at_default_retention() -> None:
+    rings = TaskRings(HistoryConfig())
+    for _ in range(100):
+        rings.take()
+    assert rings.nbytes() / rings.used <= 20 * 1024      # the budget per running task, unused slots counted
