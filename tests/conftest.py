@@ -7,6 +7,12 @@ from collections import Counter
 from typing import Iterator
 
 import pytest
+from hypothesis import settings
+
+# No wall-clock limits in tests: Hypothesis's 200 ms per-example deadline fails on a
+# loaded shared machine without saying anything about the code under test.
+settings.register_profile("tcluster", deadline=None)
+settings.load_profile("tcluster")
 
 
 @pytest.fixture(scope="session", autouse=True)
