@@ -209,8 +209,7 @@ class MchState:
                 self._stale_factor.add(node)
             old = norms[node]
             if mu > 0:
-                inverse = 1.0 / mu
-                norm = [x * inverse for x in total]
+                norm = [x / mu for x in total]   # as the fresh flattening divides
             else:
                 norm = list(zero)
             norms[node] = norm
@@ -247,8 +246,7 @@ class MchState:
                 self._stale_factor.add(node)
             o0, o1 = norms[node]
             if mu > 0:
-                inverse = 1.0 / mu
-                n0, n1 = t0 * inverse, t1 * inverse
+                n0, n1 = t0 / mu, t1 / mu
             else:
                 n0 = n1 = 0.0
             norms[node] = [n0, n1]
