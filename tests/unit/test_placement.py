@@ -119,3 +119,49 @@ def test_vectorized_policies_decide_like_the_loop_reference(nodes, tasks, policy
             assert Resources(cpu, mem * MiB).fits_in(matrix.free(view.names[fast]))
             matrix.allocate(view.names[fast], Resources(cpu, mem * MiB))
     assert (view.free >= -1e-9).all(), "nothing is oversubscribed"
+
+
+def _job_stream_agrees(policy: str, seed: int, nodes: int, jobs: int) -> int:
+    """Jobs of 1-40 identical tasks placed through choose_each, with labels, down nodes
+    and tasks ending between jobs, against reference_choose called once per task.
+    Returns how many tasks were placed."""
+    rng = random.Random(seed)
+    matrix = NodeMatrix()
+    names = [f"n{i:04d}" for i in range(nodes)]
+    rng.shuffle(names)   # join order differs from name order
+    for name in names:   # few shapes, so exact ties happen; some nodes half full
+        cpu, mem = rng.choice([(4.0, 4096), (8.0, 8192), (8.0, 2048), (16.0, 16384), (3.8, 1847)])
+        matrix.upsert(name, Resources(cpu, mem * MiB), {"zone": rng.choice("ab")}, schedulable=rng.random() > 0.1)
+        if rng.random() < 0.5:
+            matrix.allocate(name, Resources(rng.choice([0.5, 1.0, 2.0]), rng.choice([256, 512, 1000]) * MiB))
+    view, chooser = matrix.view(), make_placement(policy)
+    fast_rng, slow_rng, running, placed = random.Random(seed), random.Random(seed), [], 0
+    zone_a = np.array([name is not None and matrix.labels[i].get("zone") == "a" for i, name in enumerate(view.names)])
+    for _ in range(jobs):
+        # the shapes of the initial allocations: a used row often ties with an untouched one
+        request = Resources(rng.choice([0.5, 1.0, 2.0, 3.9]), rng.choice([256, 512, 1000, 1900]) * MiB)
+        eligible = zone_a if rng.random() < 0.3 else None
+        vector, order = view.request_vector(request), view.order
+        rows = chooser.choose_each(vector, view, eligible, fast_rng)
+        for _task in range(rng.randint(1, 40)):
+            allowed = view.schedulable & (True if eligible is None else eligible)
+            slow = reference_choose(policy, vector.tolist(), view.free[order].tolist(), view.scale.tolist(),
+                                    allowed[order].tolist(), slow_rng)
+            fast = next(rows)
+            assert fast == (None if slow is None else int(order[slow]))
+            if fast is None:
+                break
+            matrix.allocate(view.names[fast], request)
+            running.append((view.names[fast], request))
+            placed += 1
+        for _ in range(rng.randint(0, 30)):   # tasks end between jobs
+            if running:
+                matrix.release(*running.pop(rng.randrange(len(running))))
+    assert (view.free >= -1e-9).all(), "nothing is oversubscribed"
+    return placed
+
+
+@pytest.mark.parametrize("policy", sorted(set(PLACEMENT_POLICIES) - {"lotes"}))
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_placing_a_whole_job_decides_like_the_reference_task_by_task(policy: str, seed: int) -> None:
+    assert _job_stream_agrees(policy, seed, nodes=300, jobs=60) > 0
