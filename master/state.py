@@ -142,10 +142,7 @@ class MasterState:
         for name, free in step.free.items():
             if name in self.nodes:
                 self.matrix.report_free(name, free)
-        for task_id, usage in step.usage.items():
-            task = self.task(task_id)
-            if task is not None and task.state.holds_resources:
-                self.usage[task_id] = usage
+        self.usage.update(step.usage)   # only samples of tasks holding resources (transitions._beat)
         for job_id in step.jobs_del:
             self._forget_job(job_id)
         if step.purge_before:

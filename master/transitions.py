@@ -65,6 +65,8 @@ class Draft:
 
     def finish(self) -> Step:
         """Derives the state of every job whose tasks changed, from counts."""
+        if not self.step.tasks and not self.step.jobs:
+            return self.step   # heartbeats: nothing to derive
         deltas: dict[str, Counter[TaskState]] = {}
         for task_id, task in self.step.tasks.items():
             delta = deltas.setdefault(task.job_id, Counter())
@@ -261,11 +263,13 @@ def _beat(d: Draft, ev: Beat) -> None:
     live = d.live(ev.node)
     if live is None or not live.connected:
         return
-    d.step.live[ev.node] = replace(live, last_seen=d.now.mono, last_seen_wall=d.now.wall)
+    # Hot (every node, every interval): the constructor, not replace(), and each task
+    # looked up once; apply() stores the samples as they are.
+    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall)
     d.step.free[ev.node] = ev.free
     for task_id, (attempt, usage) in ev.usage.items():
         task = d.state.task(task_id)
-        if task is not None and task.node == ev.node and task.attempt == attempt:
+        if task is not None and task.node == ev.node and task.attempt == attempt and task.state.holds_resources:
             d.step.usage[task_id] = usage
     d.step.actions.append(Ack(ev.node, 0))     # proof of life for the agent's fence
 
