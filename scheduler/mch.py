@@ -18,7 +18,7 @@ MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
   flattened again over the jobs that can still grow. For the paper's case (Figures 3
   and 4) that gives exactly the weight 1. Before k' saturates, such a job keeps the
   product weight, the way H-DRF treats it. So `mch` makes the same picks as `hdrf` on
-  every input, not only on those where the end state is the same. `paper_weights` below
+  every input, not only on those where the end state is the same. `mch_paper.paper_weights`
   gives the static weights of section III: 1, 1, 0.5, 0.5, 1, 1 for Figure 4.
 * Heap: each queue keeps a heap of its jobs, keyed by running x mu / w. A global heap
   holds each queue's best job, keyed by F times that. A pick is O(log p). When a job
@@ -397,30 +397,3 @@ class MchPolicy:
             self._queues, self._capacity = queues, capacity
         self._state.sync(jobs)
         return _MchRound(self._state, jobs)
-
-
-def paper_weights(jobs: Sequence[JobView], capacity: Resources,
-                  queues: QueueTree | None) -> tuple[dict[str, float], str | None]:
-    """Section III's static weights of `jobs` (all taken as active), and k'.
-
-    k' is the kind the root's normalized demand is largest in: the first to saturate
-    when every job grows at its flattened weight from an empty cluster. Jobs that need
-    k' (full-type, and partial-type sub-case 2) get the product weight. The others
-    (sub-case 1) get their weight in the tree flattened again without the k' jobs."""
-    state = MchState(queues, capacity)
-    for job in jobs:
-        state.add(job if job.pending > 0 else _with_pending(job))
-    full = state.weights()
-    demand = state.root_demand()
-    if not any(demand):
-        return full, None
-    k = max(range(len(demand)), key=lambda i: demand[i])
-    needs_k = [j.job_id for j in jobs if state.axes.shape(j.demand).shares[k] > 0]
-    for job_id in needs_k:
-        state.block(job_id)
-    residual = state.weights()
-    return {j.job_id: full[j.job_id] if j.job_id in needs_k else residual[j.job_id] for j in jobs}, state.axes.kinds[k]
-
-
-def _with_pending(job: JobView) -> JobView:
-    return JobView(job.job_id, job.queue, job.submitted_at, job.demand, 1, job.running, job.weight)

@@ -11,7 +11,8 @@ from tcluster.scheduler.round import schedule_round
 from tcluster.model import Job, JobSpec, Task
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import FAIRNESS_POLICIES, FairnessPolicy, make_fairness
-from tcluster.scheduler.mch import MchState, paper_weights
+from tcluster.scheduler.mch import MchState
+from tcluster.scheduler.mch_paper import paper_weights
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.queues import QueueNode, QueueTree, parse_queue_text
