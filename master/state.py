@@ -50,7 +50,9 @@ class MasterState:
             jid: Counter(t.state for t in ts) for jid, ts in self.tasks.items()}
         self.pending_jobs: set[str] = {jid for jid in self.jobs if self._has_pending(jid)}
         self.pending_reasons: dict[str, str] = {}
-        self.kills: dict[tuple[str, int], KillIntent] = {(k.task_id, k.attempt): k for k in kills}
+        self.kills: dict[tuple[str, int], KillIntent] = {}
+        self._kills_by_node: dict[str, set[tuple[str, int]]] = {}   # a join looks at its node's only
+        self._put_kills({(k.task_id, k.attempt): k for k in kills})
         self.usage: dict[str, TaskUsage] = {}
         self.starting_since: dict[str, float] = {}
         # Finished jobs in memory, oldest end first: beyond the cap they leave memory (they stay
@@ -102,6 +104,26 @@ class MasterState:
     def kill_wanted(self, task_id: str, attempt: int) -> KillIntent | None:
         return self.kills.get((task_id, attempt))
 
+    def kills_on(self, node: str) -> list[tuple[tuple[str, int], KillIntent]]:
+        return [(key, self.kills[key]) for key in self._kills_by_node.get(node, ())]
+
+    def _put_kills(self, put: dict[tuple[str, int], KillIntent]) -> None:
+        for key, intent in put.items():
+            old = self.kills.get(key)
+            if old is not None:
+                self._kills_by_node.get(old.node, set()).discard(key)
+            self.kills[key] = intent
+            self._kills_by_node.setdefault(intent.node, set()).add(key)
+
+    def _drop_kill(self, key: tuple[str, int]) -> None:
+        intent = self.kills.pop(key, None)
+        if intent is not None:
+            keys = self._kills_by_node.get(intent.node)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._kills_by_node[intent.node]
+
     def free(self, node: str) -> Resources:
         return self.matrix.free(node)
 
@@ -137,8 +159,8 @@ class MasterState:
         for job_id in step.jobs:
             self._index_job(job_id)
         for key in step.kills_del:
-            self.kills.pop(key, None)
-        self.kills.update(step.kills_put)
+            self._drop_kill(key)
+        self._put_kills(step.kills_put)
         for name, free in step.free.items():
             if name in self.nodes:
                 self.matrix.report_free(name, free)

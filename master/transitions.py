@@ -175,8 +175,8 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
             d.put(replace(current, state=TaskState.PENDING, node="", reason=f"requeued: node {node} never got it"))
         else:
             _end_attempt(d, current, TaskState.LOST, f"node {node} no longer runs it", None, 0, d.now.wall)
-    for (task_id, attempt), intent in list(d.state.kills.items()):
-        if intent.node == node and (task_id, attempt) not in running:
+    for (task_id, attempt), _ in d.state.kills_on(node):   # this node's, not every intent
+        if (task_id, attempt) not in running:
             d.drop_intent(task_id, attempt)
 
 
