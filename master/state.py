@@ -149,7 +149,7 @@ class MasterState:
         for node in step.nodes.values():
             self._apply_node(node)
         for name, live in step.live.items():
-            self.live[name] = live
+            self._set_live(name, live)
             if name in self.nodes:
                 self.matrix.set_schedulable(name, live.connected and self.nodes[name].state is NodeState.READY)
         for job in step.jobs.values():
@@ -188,7 +188,7 @@ class MasterState:
         only; its registration is on disk already)."""
         node = self.nodes.get(name)
         if node is not None:
-            self.live[name] = NodeLive(True, mono, wall)
+            self._set_live(name, NodeLive(True, mono, wall))
             self._apply_node(replace(node, state=NodeState.READY))
 
     def set_pending_reasons(self, reasons: dict[str, str]) -> None:
@@ -196,6 +196,14 @@ class MasterState:
         self.pending_reasons.update({j: r for j, r in reasons.items() if j in self.pending_jobs})
 
     # ---- internals ----
+
+    def _set_live(self, name: str, live: NodeLive) -> None:
+        """`live` stays ordered by last_seen, oldest first (every new last_seen is the
+        step's now), so the tick stops at the first node heard from recently."""
+        old = self.live.get(name)
+        if old is not None and old.last_seen != live.last_seen:
+            del self.live[name]
+        self.live[name] = live
 
     def _apply_node(self, node: Node) -> None:
         self.nodes[node.name] = node

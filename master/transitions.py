@@ -278,8 +278,10 @@ def _beat(d: Draft, ev: Beat) -> None:
 
 def _tick(d: Draft, ev: Tick) -> None:
     t = d.state.timeouts
-    for name, live in d.state.live.items():
+    for name, live in d.state.live.items():   # oldest first (MasterState._set_live)
         silent = d.now.mono - live.last_seen
+        if silent <= t.node_timeout_s:
+            break   # every node after this one was heard from since: O(silent nodes), not O(nodes)
         if live.connected and silent > t.node_timeout_s:
             log.warning("node %s silent for %.1fs: DOWN", name, silent)
             d.step.actions.append(Disconnect(name, f"silent for {silent:.0f}s"))
