@@ -16,7 +16,7 @@ from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.queues import QueueTree
-from tcluster.scheduler.reservations import Reservations, largest_free
+from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
 
@@ -87,6 +87,7 @@ def schedule_round(
     if begin is not None:
         begin()
     with nodes.tentative():
+        most = LargestFree(view)
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec
             constraints = parse_constraints(node_requirements(spec))
@@ -107,7 +108,9 @@ def schedule_round(
             placed[job_id] = placed.get(job_id, 0) + 1
             book.placed(job_id)
             fairness_round.placed(job_id)
-            fairness_round.limit(largest_free(view))   # saturated kinds block who needs them
+            most.allocated(row)
+            if most.changed:   # the same room again blocks nobody new
+                fairness_round.limit(most.resources())   # saturated kinds block who needs them
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
         _explain_waiting(jobs, left, reasons, nodes, cache, book)
     return RoundResult(placements, reasons, book)

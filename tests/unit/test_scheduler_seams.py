@@ -13,6 +13,7 @@ from tcluster.scheduler.placement import FirstFit
 from tcluster.constraints import parse_constraint
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.reasons import never_fits_reason, unplaceable_reason
+from tcluster.scheduler.reservations import LargestFree, largest_free
 from tcluster.scheduler.views import JobView, NodeView
 
 GiB = 2**30
@@ -113,3 +114,22 @@ def test_a_round_returns_its_holds_as_a_plan_and_leaves_the_callers_ledger_alone
                            random.Random(0), reservations=first.holds, now=11.0)
     assert later.holds is not None and [r.node for r in later.holds.held.values()] == ["n1"]
     assert first.holds.held == {}                         # the earlier plan is untouched
+
+
+@given(st.integers(0, 2**16), st.integers(1, 30))
+def test_largest_free_kept_through_a_round_is_the_full_scan(seed: int, nodes: int) -> None:
+    rng = random.Random(seed)
+    matrix = NodeMatrix(("cpu", "memory", "gpu"))
+    for i in range(nodes):   # few shapes: maxima are often tied between nodes
+        matrix.upsert(f"n{i:02d}", Resources(rng.choice([2, 4, 8]), rng.choice([1, 2]) * 2**30,
+                                             (("gpu", float(rng.choice([0, 1, 2]))),)),
+                      {}, schedulable=rng.random() > 0.2)
+    view = matrix.view()
+    most = LargestFree(view)
+    with matrix.tentative():
+        for _ in range(3 * nodes):
+            assert most.values() == [largest_free(view).get(kind) for kind in view.kinds]
+            name = rng.choice([n for n in view.names if n is not None])
+            matrix.allocate(name, Resources(rng.choice([0.5, 1, 2]), rng.choice([0, 2**28]),
+                                            (("gpu", float(rng.choice([0, 1]))),)))
+            most.allocated(view.rows[name])
