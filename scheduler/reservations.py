@@ -130,6 +130,7 @@ class LargestFree:
     def __init__(self, view: NodeMatrixView) -> None:
         self._view = view
         self._holders = [self._holder(kind) for kind in range(len(view.kinds))]
+        self._most = [self._value(kind, row) for kind, row in enumerate(self._holders)]
         self.changed = True
 
     def _holder(self, kind: int) -> int | None:
@@ -137,15 +138,21 @@ class LargestFree:
             return None
         return int(np.where(self._view.schedulable, self._view.free_by_kind[kind], -np.inf).argmax())
 
+    def _value(self, kind: int, row: int | None) -> float:
+        return 0.0 if row is None else float(self._view.free_by_kind[kind, row])
+
     def allocated(self, row: int) -> None:
         """The round put a task on `row`; `changed` says whether any maximum moved."""
-        before = self.values()
-        self._holders = [self._holder(kind) if holder == row else holder for kind, holder in enumerate(self._holders)]
-        self.changed = self.values() != before
+        self.changed = False
+        for kind, holder in enumerate(self._holders):
+            if holder == row:   # other rows did not change: only a held maximum can move
+                self._holders[kind] = holder = self._holder(kind)
+                most = self._value(kind, holder)
+                self.changed |= most != self._most[kind]
+                self._most[kind] = most
 
     def values(self) -> list[float]:
-        free = self._view.free_by_kind
-        return [0.0 if row is None else float(free[kind, row]) for kind, row in enumerate(self._holders)]
+        return list(self._most)
 
     def resources(self) -> Resources:
-        return Resources.of(dict(zip(self._view.kinds, self.values())))
+        return Resources.of(dict(zip(self._view.kinds, self._most)))

@@ -132,4 +132,6 @@ def test_largest_free_kept_through_a_round_is_the_full_scan(seed: int, nodes: in
             name = rng.choice([n for n in view.names if n is not None])
             matrix.allocate(name, Resources(rng.choice([0.5, 1, 2]), rng.choice([0, 2**28]),
                                             (("gpu", float(rng.choice([0, 1]))),)))
+            before = most.values()
             most.allocated(view.rows[name])
+            assert most.changed == (most.values() != before)
