@@ -42,8 +42,7 @@ TIMEOUTS = Timeouts(node_timeout_s=10, lost_timeout_s=20, start_timeout_s=30, jo
 
 
 def cluster(nodes: int, per_node: int) -> tuple[MasterState, list[bytes]]:
-    """Nodes joined, one job of nodes x per_node tasks placed and RUNNING; each node's
-    heartbeat bytes."""
+    """Nodes joined, nodes x per_node tasks placed and RUNNING; each node's heartbeat bytes."""
     state = MasterState([], [], [], [], TIMEOUTS, started_mono=0.0)
     now = Now(1000.0, 1.0)
 
@@ -53,8 +52,11 @@ def cluster(nodes: int, per_node: int) -> tuple[MasterState, list[bytes]]:
     for name in names:
         do(AgentJoined(Registration(name, Resources(per_node + 0.5, (per_node + 2) * GiB), Resources(), (),
                                     "fake", (), (), 0)))
-    do(Submit("0123abcd", JobSpec(("sleep", "inf"), Resources(1, GiB), tasks=nodes * per_node)))
-    task_ids = [t.id for t in state.tasks["0123abcd"]]
+    total, task_ids = nodes * per_node, []
+    for j, start in enumerate(range(0, total, 10_000)):   # at most 10,000 tasks a job
+        job_id = f"{j:08x}"
+        do(Submit(job_id, JobSpec(("sleep", "inf"), Resources(1, GiB), tasks=min(10_000, total - start))))
+        task_ids += [t.id for t in state.tasks[job_id]]
     do(Place(tuple((task_id, names[i // per_node]) for i, task_id in enumerate(task_ids))))
     beats = []
     for n, name in enumerate(names):
