@@ -165,3 +165,38 @@ def _job_stream_agrees(policy: str, seed: int, nodes: int, jobs: int) -> int:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_placing_a_whole_job_decides_like_the_reference_task_by_task(policy: str, seed: int) -> None:
     assert _job_stream_agrees(policy, seed, nodes=300, jobs=60) > 0
+
+
+class _ChooseOnly:
+    """anbf as a caller without rounds sees it: choose() alone, nothing kept."""
+
+    def __init__(self) -> None:
+        self._policy = make_placement("anbf")
+
+    def choose(self, request, view, eligible, rng):  # type: ignore[no-untyped-def]
+        return self._policy.choose(request, view, eligible, rng)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_anbf_scores_kept_through_a_round_place_as_choose_alone(seed: int) -> None:
+    from tcluster.model import Job, JobSpec, Task
+    from tcluster.scheduler.fairness import make_fairness
+    from tcluster.scheduler.round import schedule_round
+    rng = random.Random(seed)
+    shapes = [(4.0, 4096), (8.0, 8192), (8.0, 2048), (16.0, 16384)]
+    nodes = [(f"n{i:03d}", rng.choice(shapes), rng.choice("ab"), rng.random() > 0.1) for i in range(120)]
+    rng.shuffle(nodes)   # join order differs from name order
+    jobs, tasks = {}, {}
+    for j in range(rng.randint(5, 40)):   # few request shapes, some constrained: cache hits and misses
+        spec = JobSpec(("x",), Resources(rng.choice([0.5, 1.0, 2.0]), rng.choice([256, 512, 1000]) * MiB),
+                       tasks=rng.randint(1, 60), constraints=(("zone=a",) if rng.random() < 0.3 else ()))
+        jobs[f"j{j:02d}"] = Job(f"j{j:02d}", spec, float(j))
+        tasks[f"j{j:02d}"] = [Task(f"j{j:02d}", k) for k in range(spec.tasks)]
+    placed = []
+    for placement in (make_placement("anbf"), _ChooseOnly()):
+        matrix = NodeMatrix()
+        for name, (cpu, mem), zone, up in nodes:
+            matrix.upsert(name, Resources(cpu, mem * MiB), {"zone": zone}, schedulable=up)
+        result = schedule_round(jobs, tasks, matrix, make_fairness("drf"), placement, random.Random(seed))  # type: ignore[arg-type]
+        placed.append([(t.id, n) for t, n in result.placements])
+    assert placed[0] == placed[1] and placed[0]
