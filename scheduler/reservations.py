@@ -131,6 +131,7 @@ class LargestFree:
         self._view = view
         self._holders = [self._holder(kind) for kind in range(len(view.kinds))]
         self._most = [self._value(kind, row) for kind, row in enumerate(self._holders)]
+        self._told = False   # the first placement always reports, as a scan after it did
         self.changed = True
 
     def _holder(self, kind: int) -> int | None:
@@ -142,8 +143,8 @@ class LargestFree:
         return 0.0 if row is None else float(self._view.free_by_kind[kind, row])
 
     def allocated(self, row: int) -> None:
-        """The round put a task on `row`; `changed` says whether any maximum moved."""
-        self.changed = False
+        """The round put a task on `row`; `changed`: a maximum moved (or none was reported yet)."""
+        self.changed, self._told = not self._told, True
         for kind, holder in enumerate(self._holders):
             if holder == row:   # other rows did not change: only a held maximum can move
                 self._holders[kind] = holder = self._holder(kind)
