@@ -290,6 +290,8 @@ class AffinityNumberBestFit(_Policy):
 
 def _first_lowest(ordered: np.ndarray, order: np.ndarray) -> int | None:
     """The row of the lowest finite score in name order; the first of equals wins."""
+    if not len(ordered):
+        return None   # no nodes at all
     position = int(ordered.argmin())
     return None if ordered[position] == np.inf else int(order[position])
 
