@@ -265,7 +265,8 @@ class Driver:
     async def phase_burst(self, stub: jobs_pb2_grpc.JobServiceStub) -> None:
         a = self.args
         assert self.fleet is not None
-        total = a.agents * a.tasks_per_agent
+        # the agents that registered (a saturated master may not take them all in time)
+        total = int(self.results.get("registered", a.agents)) * a.tasks_per_agent
         jobs = max(1, min(a.jobs, total))
         sizes = [total // jobs + (1 if i < total % jobs else 0) for i in range(jobs)]
         before = await asyncio.to_thread(self.fleet.counts)

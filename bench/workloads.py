@@ -59,6 +59,12 @@ def lotes_tasks(count: int, rng: random.Random, constrained: float = 0.2) -> lis
     return tasks
 
 
+def trace_job_sizes(count: int, rng: random.Random) -> list[int]:
+    """Tasks per job, heavy-tailed as in the Google trace: most jobs have 1-3 tasks, a
+    few have up to 200 (the same draw as bench/fairness.py)."""
+    return [min(200, int(rng.paretovariate(1.2))) for _ in range(count)]
+
+
 def _constraints(rng: random.Random) -> tuple[str, ...]:
     return rng.choice([
         (f"rack in (r{rng.randrange(40)},r{rng.randrange(40)},r{rng.randrange(40)})",),

@@ -50,7 +50,9 @@ class MasterState:
             jid: Counter(t.state for t in ts) for jid, ts in self.tasks.items()}
         self.pending_jobs: set[str] = {jid for jid in self.jobs if self._has_pending(jid)}
         self.pending_reasons: dict[str, str] = {}
-        self.kills: dict[tuple[str, int], KillIntent] = {(k.task_id, k.attempt): k for k in kills}
+        self.kills: dict[tuple[str, int], KillIntent] = {}
+        self._kills_by_node: dict[str, set[tuple[str, int]]] = {}   # a join looks at its node's only
+        self._put_kills({(k.task_id, k.attempt): k for k in kills})
         self.usage: dict[str, TaskUsage] = {}
         self.starting_since: dict[str, float] = {}
         # Finished jobs in memory, oldest end first: beyond the cap they leave memory (they stay
@@ -102,6 +104,26 @@ class MasterState:
     def kill_wanted(self, task_id: str, attempt: int) -> KillIntent | None:
         return self.kills.get((task_id, attempt))
 
+    def kills_on(self, node: str) -> list[tuple[tuple[str, int], KillIntent]]:
+        return [(key, self.kills[key]) for key in self._kills_by_node.get(node, ())]
+
+    def _put_kills(self, put: dict[tuple[str, int], KillIntent]) -> None:
+        for key, intent in put.items():
+            old = self.kills.get(key)
+            if old is not None:
+                self._kills_by_node.get(old.node, set()).discard(key)
+            self.kills[key] = intent
+            self._kills_by_node.setdefault(intent.node, set()).add(key)
+
+    def _drop_kill(self, key: tuple[str, int]) -> None:
+        intent = self.kills.pop(key, None)
+        if intent is not None:
+            keys = self._kills_by_node.get(intent.node)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._kills_by_node[intent.node]
+
     def free(self, node: str) -> Resources:
         return self.matrix.free(node)
 
@@ -127,7 +149,7 @@ class MasterState:
         for node in step.nodes.values():
             self._apply_node(node)
         for name, live in step.live.items():
-            self.live[name] = live
+            self._set_live(name, live)
             if name in self.nodes:
                 self.matrix.set_schedulable(name, live.connected and self.nodes[name].state is NodeState.READY)
         for job in step.jobs.values():
@@ -137,15 +159,12 @@ class MasterState:
         for job_id in step.jobs:
             self._index_job(job_id)
         for key in step.kills_del:
-            self.kills.pop(key, None)
-        self.kills.update(step.kills_put)
+            self._drop_kill(key)
+        self._put_kills(step.kills_put)
         for name, free in step.free.items():
             if name in self.nodes:
                 self.matrix.report_free(name, free)
-        for task_id, usage in step.usage.items():
-            task = self.task(task_id)
-            if task is not None and task.state.holds_resources:
-                self.usage[task_id] = usage
+        self.usage.update(step.usage)   # only samples of tasks holding resources (transitions._beat)
         for job_id in step.jobs_del:
             self._forget_job(job_id)
         if step.purge_before:
@@ -169,7 +188,7 @@ class MasterState:
         only; its registration is on disk already)."""
         node = self.nodes.get(name)
         if node is not None:
-            self.live[name] = NodeLive(True, mono, wall)
+            self._set_live(name, NodeLive(True, mono, wall))
             self._apply_node(replace(node, state=NodeState.READY))
 
     def set_pending_reasons(self, reasons: dict[str, str]) -> None:
@@ -177,6 +196,14 @@ class MasterState:
         self.pending_reasons.update({j: r for j, r in reasons.items() if j in self.pending_jobs})
 
     # ---- internals ----
+
+    def _set_live(self, name: str, live: NodeLive) -> None:
+        """`live` stays ordered by last_seen, oldest first (every new last_seen is the
+        step's now), so the tick stops at the first node heard from recently."""
+        old = self.live.get(name)
+        if old is not None and old.last_seen != live.last_seen:
+            del self.live[name]
+        self.live[name] = live
 
     def _apply_node(self, node: Node) -> None:
         self.nodes[node.name] = node

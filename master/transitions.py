@@ -65,6 +65,8 @@ class Draft:
 
     def finish(self) -> Step:
         """Derives the state of every job whose tasks changed, from counts."""
+        if not self.step.tasks and not self.step.jobs:
+            return self.step   # heartbeats: nothing to derive
         deltas: dict[str, Counter[TaskState]] = {}
         for task_id, task in self.step.tasks.items():
             delta = deltas.setdefault(task.job_id, Counter())
@@ -91,9 +93,11 @@ def handle(state: MasterState, event: Event, now: Now) -> Step:
 
 def _submit(d: Draft, ev: Submit) -> None:
     ev.spec.validate()
-    reason = never_fits_reason(ev.spec.resources, [(n.name, n.capacity) for n in d.state.nodes.values()])
-    if reason:
-        raise InvalidArgument("", reason)
+    # Usually the first node holds it: the reason (a pass over every node) only when none does.
+    if not any(ev.spec.resources.fits_in(n.capacity) for n in d.state.nodes.values()):
+        reason = never_fits_reason(ev.spec.resources, [(n.name, n.capacity) for n in d.state.nodes.values()])
+        if reason:
+            raise InvalidArgument("", reason)
     if ev.job_id in d.state.jobs:
         raise FailedPrecondition(f"job id {ev.job_id} is taken")
     d.step.jobs[ev.job_id] = Job(id=ev.job_id, spec=ev.spec, submitted_at=d.now.wall)
@@ -173,8 +177,8 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
             d.put(replace(current, state=TaskState.PENDING, node="", reason=f"requeued: node {node} never got it"))
         else:
             _end_attempt(d, current, TaskState.LOST, f"node {node} no longer runs it", None, 0, d.now.wall)
-    for (task_id, attempt), intent in list(d.state.kills.items()):
-        if intent.node == node and (task_id, attempt) not in running:
+    for (task_id, attempt), _ in d.state.kills_on(node):   # this node's, not every intent
+        if (task_id, attempt) not in running:
             d.drop_intent(task_id, attempt)
 
 
@@ -261,11 +265,13 @@ def _beat(d: Draft, ev: Beat) -> None:
     live = d.live(ev.node)
     if live is None or not live.connected:
         return
-    d.step.live[ev.node] = replace(live, last_seen=d.now.mono, last_seen_wall=d.now.wall)
+    # Hot (every node, every interval): the constructor, not replace(), and each task
+    # looked up once; apply() stores the samples as they are.
+    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall)
     d.step.free[ev.node] = ev.free
     for task_id, (attempt, usage) in ev.usage.items():
         task = d.state.task(task_id)
-        if task is not None and task.node == ev.node and task.attempt == attempt:
+        if task is not None and task.node == ev.node and task.attempt == attempt and task.state.holds_resources:
             d.step.usage[task_id] = usage
     d.step.actions.append(Ack(ev.node, 0))     # proof of life for the agent's fence
 
@@ -274,8 +280,10 @@ def _beat(d: Draft, ev: Beat) -> None:
 
 def _tick(d: Draft, ev: Tick) -> None:
     t = d.state.timeouts
-    for name, live in d.state.live.items():
+    for name, live in d.state.live.items():   # oldest first (MasterState._set_live)
         silent = d.now.mono - live.last_seen
+        if silent <= t.node_timeout_s:
+            break   # every node after this one was heard from since: O(silent nodes), not O(nodes)
         if live.connected and silent > t.node_timeout_s:
             log.warning("node %s silent for %.1fs: DOWN", name, silent)
             d.step.actions.append(Disconnect(name, f"silent for {silent:.0f}s"))

@@ -18,7 +18,7 @@ MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
   flattened again over the jobs that can still grow. For the paper's case (Figures 3
   and 4) that gives exactly the weight 1. Before k' saturates, such a job keeps the
   product weight, the way H-DRF treats it. So `mch` makes the same picks as `hdrf` on
-  every input, not only on those where the end state is the same. `paper_weights` below
+  every input, not only on those where the end state is the same. `mch_paper.paper_weights`
   gives the static weights of section III: 1, 1, 0.5, 0.5, 1, 1 for Figure 4.
 * Heap: each queue keeps a heap of its jobs, keyed by running x mu / w. A global heap
   holds each queue's best job, keyed by F times that. A pick is O(log p). When a job
@@ -186,6 +186,12 @@ class MchState:
         """Adds `delta` to the demand of `node` and carries the change of its normalized
         demand up the path, stopping as soon as nothing changes (eq. 2, incrementally).
         The hot path of every arrival, departure and block: kept to plain loops."""
+        if len(delta) == 2:   # cpu and memory: most clusters, unrolled
+            self._propagate_pair(node, delta[0], delta[1], count_delta)
+        else:
+            self._propagate_any(node, delta, count_delta)
+
+    def _propagate_any(self, node: int, delta: list[float], count_delta: int) -> None:
         parent, weight = self.index.parent, self.index.weight
         sums, counts, mus, norms, zero = self._sum, self._count, self._mu, self._norm, self._zero
         while True:
@@ -203,8 +209,7 @@ class MchState:
                 self._stale_factor.add(node)
             old = norms[node]
             if mu > 0:
-                inverse = 1.0 / mu
-                norm = [x * inverse for x in total]
+                norm = [x / mu for x in total]   # as the fresh flattening divides
             else:
                 norm = list(zero)
             norms[node] = norm
@@ -212,6 +217,43 @@ class MchState:
             delta = [w * (a - b) for a, b in zip(norm, old)]
             count_delta = 0 if active == was_active else (1 if active else -1)
             if count_delta == 0 and not any(delta):
+                return
+            node = parent[node]
+
+    def _propagate_pair(self, node: int, d0: float, d1: float, count_delta: int) -> None:
+        """_propagate for two kinds, the same float operations in the same order without
+        building lists per level: a deactivation walks the whole path, so this is about
+        half of what MCH adds to a DRF decision."""
+        parent, weight = self.index.parent, self.index.weight
+        sums, counts, mus, norms = self._sum, self._count, self._mu, self._norm
+        while True:
+            was_active = counts[node] > 0
+            counts[node] += count_delta
+            active = counts[node] > 0
+            if active:
+                total = sums[node]
+                t0, t1 = total[0] + d0, total[1] + d1
+            else:
+                t0 = t1 = 0.0
+            sums[node] = [t0, t1]
+            if node == 0:
+                return
+            mu = t1 if t1 > t0 else t0   # max(max(total), 0.0), as the builtins pick
+            if 0.0 > mu:
+                mu = 0.0
+            if mu != mus[node]:
+                mus[node] = mu
+                self._stale_factor.add(node)
+            o0, o1 = norms[node]
+            if mu > 0:
+                n0, n1 = t0 / mu, t1 / mu
+            else:
+                n0 = n1 = 0.0
+            norms[node] = [n0, n1]
+            w = weight[node]
+            d0, d1 = w * (n0 - o0), w * (n1 - o1)
+            count_delta = 0 if active == was_active else (1 if active else -1)
+            if count_delta == 0 and not (d0 or d1):
                 return
             node = parent[node]
 
@@ -249,9 +291,12 @@ class MchState:
 
     def _flush(self) -> None:
         stale, parent = self._stale_factor, self.index.parent
-        for top in [n for n in stale if not _below_any(n, stale, parent)]:
-            self._recompute_factors(top)
-        stale.clear()
+        if len(stale) == 1:   # the common case: one queue's mu changed
+            self._recompute_factors(stale.pop())
+        elif stale:
+            for top in [n for n in stale if not _below_any(n, stale, parent)]:
+                self._recompute_factors(top)
+            stale.clear()
         for node in self._dirty:
             self._refresh(node)
         self._dirty.clear()
@@ -274,20 +319,21 @@ class MchState:
         """Re-files `node`'s best active job in the global heap."""
         heap, jobs = self._heaps[node], self._jobs
         while heap:
-            _, _, job_id, version, _ = heap[0]
-            job = jobs.get(job_id)
-            if job is not None and job.active and job.version == version:
+            best = heap[0]
+            job = jobs.get(best[2])
+            if job is not None and job.active and job.version == best[3]:
                 break
             heapq.heappop(heap)
-        self._qversion[node] += 1
+        qversion = self._qversion
+        version = qversion[node] = qversion[node] + 1
         if not heap:
             return
-        entry = (share_key(self._factor[node] * heap[0][4]), heap[0][1], heap[0][2], node, self._qversion[node])
-        top = self._global[0] if self._global else None
-        if top is not None and top[3] == node and top[4] == self._qversion[node] - 1:
-            heapq.heapreplace(self._global, entry)
+        entry = (share_key(self._factor[node] * best[4]), best[1], best[2], node, version)
+        glob = self._global
+        if glob and glob[0][3] == node and glob[0][4] == version - 1:
+            heapq.heapreplace(glob, entry)
         else:
-            heapq.heappush(self._global, entry)
+            heapq.heappush(glob, entry)
 
     # ---- reading ----
 
@@ -351,30 +397,3 @@ class MchPolicy:
             self._queues, self._capacity = queues, capacity
         self._state.sync(jobs)
         return _MchRound(self._state, jobs)
-
-
-def paper_weights(jobs: Sequence[JobView], capacity: Resources,
-                  queues: QueueTree | None) -> tuple[dict[str, float], str | None]:
-    """Section III's static weights of `jobs` (all taken as active), and k'.
-
-    k' is the kind the root's normalized demand is largest in: the first to saturate
-    when every job grows at its flattened weight from an empty cluster. Jobs that need
-    k' (full-type, and partial-type sub-case 2) get the product weight. The others
-    (sub-case 1) get their weight in the tree flattened again without the k' jobs."""
-    state = MchState(queues, capacity)
-    for job in jobs:
-        state.add(job if job.pending > 0 else _with_pending(job))
-    full = state.weights()
-    demand = state.root_demand()
-    if not any(demand):
-        return full, None
-    k = max(range(len(demand)), key=lambda i: demand[i])
-    needs_k = [j.job_id for j in jobs if state.axes.shape(j.demand).shares[k] > 0]
-    for job_id in needs_k:
-        state.block(job_id)
-    residual = state.weights()
-    return {j.job_id: full[j.job_id] if j.job_id in needs_k else residual[j.job_id] for j in jobs}, state.axes.kinds[k]
-
-
-def _with_pending(job: JobView) -> JobView:
-    return JobView(job.job_id, job.queue, job.submitted_at, job.demand, 1, job.running, job.weight)

@@ -119,3 +119,41 @@ def largest_free(view: NodeMatrixView) -> Resources:
     rows = view.free[view.schedulable]
     most = rows.max(axis=0) if len(rows) else np.zeros(len(view.kinds))
     return Resources.of(dict(zip(view.kinds, most.tolist())))
+
+
+class LargestFree:
+    """largest_free through one round, without scanning every node after each placement:
+    within a round free space only shrinks, and only on the node that got the task, so a
+    kind's maximum changes only when the node holding it got one; then that kind alone is
+    searched again. The same values as largest_free(view) after each allocation."""
+
+    def __init__(self, view: NodeMatrixView) -> None:
+        self._view = view
+        self._holders = [self._holder(kind) for kind in range(len(view.kinds))]
+        self._most = [self._value(kind, row) for kind, row in enumerate(self._holders)]
+        self._told = False   # the first placement always reports, as a scan after it did
+        self.changed = True
+
+    def _holder(self, kind: int) -> int | None:
+        if not self._view.schedulable.any():
+            return None
+        return int(np.where(self._view.schedulable, self._view.free_by_kind[kind], -np.inf).argmax())
+
+    def _value(self, kind: int, row: int | None) -> float:
+        return 0.0 if row is None else float(self._view.free_by_kind[kind, row])
+
+    def allocated(self, row: int) -> None:
+        """The round put a task on `row`; `changed`: a maximum moved (or none was reported yet)."""
+        self.changed, self._told = not self._told, True
+        for kind, holder in enumerate(self._holders):
+            if holder == row:   # other rows did not change: only a held maximum can move
+                self._holders[kind] = holder = self._holder(kind)
+                most = self._value(kind, holder)
+                self.changed |= most != self._most[kind]
+                self._most[kind] = most
+
+    def values(self) -> list[float]:
+        return list(self._most)
+
+    def resources(self) -> Resources:
+        return Resources.of(dict(zip(self._view.kinds, self._most)))

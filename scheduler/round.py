@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from contextlib import contextmanager
+from typing import Callable, Iterator
 from dataclasses import dataclass
 
 from tcluster.constraints import parse_constraints
@@ -16,7 +18,7 @@ from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.queues import QueueTree
-from tcluster.scheduler.reservations import Reservations, largest_free
+from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
 
@@ -83,10 +85,12 @@ def schedule_round(
         book.hold(job_id, view.request_vector(spec.resources),
                   cache.eligible(parse_constraints(node_requirements(spec)), nodes), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
-    begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes)
+    begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes, anbf)
     if begin is not None:
         begin()
-    with nodes.tentative():
+    end = getattr(placement, "end_round", None)
+    with nodes.tentative(), _finally(end):
+        most = LargestFree(view)
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec
             constraints = parse_constraints(node_requirements(spec))
@@ -107,10 +111,21 @@ def schedule_round(
             placed[job_id] = placed.get(job_id, 0) + 1
             book.placed(job_id)
             fairness_round.placed(job_id)
-            fairness_round.limit(largest_free(view))   # saturated kinds block who needs them
+            most.allocated(row)
+            if most.changed:   # the same room again blocks nobody new
+                fairness_round.limit(most.resources())   # saturated kinds block who needs them
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
         _explain_waiting(jobs, left, reasons, nodes, cache, book)
     return RoundResult(placements, reasons, book)
+
+
+@contextmanager
+def _finally(call: Callable[[], None] | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if call is not None:
+            call()
 
 
 def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dict[str, str],

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tcluster.resources import MEMORY, Resources
-from tcluster.scheduler.mch import paper_weights
+from tcluster.scheduler.mch_paper import paper_weights
 from tcluster.scheduler.queuestats import JobUsage, queue_rows
 from tcluster.scheduler.views import JobView
 from tcluster.sim.engine import JobTrack, SimRun

@@ -11,7 +11,8 @@ from tcluster.scheduler.round import schedule_round
 from tcluster.model import Job, JobSpec, Task
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import FAIRNESS_POLICIES, FairnessPolicy, make_fairness
-from tcluster.scheduler.mch import MchState, paper_weights
+from tcluster.scheduler.mch import MchState
+from tcluster.scheduler.mch_paper import paper_weights
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.queues import QueueNode, QueueTree, parse_queue_text
@@ -257,3 +258,34 @@ def test_mch_incremental_updates_match_a_fresh_flattening(case, changes) -> None
     fresh.sync(current.values())
     assert state.weights() == pytest.approx(fresh.weights(), rel=1e-9)
     assert state.pick() == fresh.pick()
+
+
+class _AnyKinds(MchState):
+    """The general propagation for every number of kinds: the reference for the
+    unrolled two-kind path."""
+
+    def _propagate(self, node: int, delta: list[float], count_delta: int) -> None:
+        self._propagate_any(node, delta, count_delta)
+
+
+@settings(max_examples=150, deadline=None)
+@given(workloads(st.integers(1, 30)), st.lists(st.tuples(st.integers(0, 6), st.integers(0, 4)), max_size=40))
+def test_mch_two_kind_propagation_is_exactly_the_general_one(case, ops) -> None:  # type: ignore[no-untyped-def]
+    tree, views, capacity = case
+    fast, reference = MchState(tree, capacity), _AnyKinds(tree, capacity)
+    picks: list[list[str | None]] = [[], []]
+    for state, seen in zip((fast, reference), picks):
+        state.sync(views)
+        for index, op in ops:   # picks with placements, blocks, leaves and returns
+            job_id = f"j{index}"
+            if op == 0 and index < len(views):
+                state.remove(job_id)
+                state.add(views[index])
+            elif op == 1:
+                state.block(job_id)
+            elif (job := state.pick()) is not None:
+                state.placed(job)
+            seen.append(state.pick())
+    assert picks[0] == picks[1]
+    assert (fast._sum, fast._mu, fast._norm, fast._factor) == (reference._sum, reference._mu,
+                                                                  reference._norm, reference._factor)

@@ -259,3 +259,28 @@ def test_finished_jobs_in_memory_are_bounded_by_their_tasks_too() -> None:
         w.do(Submit(job_id, replace(spec(), tasks=3)), at=i)
         w.do(Cancel(job_id), at=i + 0.5)
     assert [j for j in ids if j in w.state.jobs] == ids[2:] and w.state.finished_tasks == 3
+
+
+def test_a_join_looks_only_at_its_own_nodes_kill_intents() -> None:
+    w = running_world()
+    w.do(Cancel(J))
+    intent = w.state.kill_wanted(T, 1)
+    assert intent is not None and intent.node == "n1"
+    w.join("n2")   # another node: the intent on n1 stays, and the index says where it is
+    assert w.state.kills_on("n1") == [((T, 1), intent)] and w.state.kills_on("n2") == []
+    w.join("n1")   # n1 no longer runs the task: its intent is settled and leaves the index
+    assert w.state.kill_wanted(T, 1) is None and w.state.kills_on("n1") == []
+
+
+def test_the_tick_finds_silent_nodes_from_the_oldest_and_stops_at_a_recent_one() -> None:
+    w = World()
+    for name in ("a", "b", "c"):
+        w.join(name, at=0.0)
+    w.do(Beat("c", Resources(), {}), at=5.0)
+    w.do(AgentLeft("a"), at=6.0)          # gone: keeps its last_seen, stays oldest
+    w.do(Beat("b", Resources(), {}), at=8.0)
+    assert list(w.state.live) == ["a", "c", "b"]   # ordered by last_seen
+    assert not w.do(Tick(), at=12.0).actions        # a waits for the lost timeout; c, b are recent
+    step = w.do(Tick(), at=16.0)                     # c silent 11 s: down; b (8 s) is not
+    assert [a.node for a in step.actions if isinstance(a, Disconnect)] == ["c"]
+    assert not w.state.connected("c") and w.state.connected("b")

@@ -119,3 +119,84 @@ def test_vectorized_policies_decide_like_the_loop_reference(nodes, tasks, policy
             assert Resources(cpu, mem * MiB).fits_in(matrix.free(view.names[fast]))
             matrix.allocate(view.names[fast], Resources(cpu, mem * MiB))
     assert (view.free >= -1e-9).all(), "nothing is oversubscribed"
+
+
+def _job_stream_agrees(policy: str, seed: int, nodes: int, jobs: int) -> int:
+    """Jobs of 1-40 identical tasks placed through choose_each, with labels, down nodes
+    and tasks ending between jobs, against reference_choose called once per task.
+    Returns how many tasks were placed."""
+    rng = random.Random(seed)
+    matrix = NodeMatrix()
+    names = [f"n{i:04d}" for i in range(nodes)]
+    rng.shuffle(names)   # join order differs from name order
+    for name in names:   # few shapes, so exact ties happen; some nodes half full
+        cpu, mem = rng.choice([(4.0, 4096), (8.0, 8192), (8.0, 2048), (16.0, 16384), (3.8, 1847)])
+        matrix.upsert(name, Resources(cpu, mem * MiB), {"zone": rng.choice("ab")}, schedulable=rng.random() > 0.1)
+        if rng.random() < 0.5:
+            matrix.allocate(name, Resources(rng.choice([0.5, 1.0, 2.0]), rng.choice([256, 512, 1000]) * MiB))
+    view, chooser = matrix.view(), make_placement(policy)
+    fast_rng, slow_rng, running, placed = random.Random(seed), random.Random(seed), [], 0
+    zone_a = np.array([name is not None and matrix.labels[i].get("zone") == "a" for i, name in enumerate(view.names)])
+    for _ in range(jobs):
+        # the shapes of the initial allocations: a used row often ties with an untouched one
+        request = Resources(rng.choice([0.5, 1.0, 2.0, 3.9]), rng.choice([256, 512, 1000, 1900]) * MiB)
+        eligible = zone_a if rng.random() < 0.3 else None
+        vector, order = view.request_vector(request), view.order
+        rows = chooser.choose_each(vector, view, eligible, fast_rng)
+        for _task in range(rng.randint(1, 40)):
+            allowed = view.schedulable & (True if eligible is None else eligible)
+            slow = reference_choose(policy, vector.tolist(), view.free[order].tolist(), view.scale.tolist(),
+                                    allowed[order].tolist(), slow_rng)
+            fast = next(rows)
+            assert fast == (None if slow is None else int(order[slow]))
+            if fast is None:
+                break
+            matrix.allocate(view.names[fast], request)
+            running.append((view.names[fast], request))
+            placed += 1
+        for _ in range(rng.randint(0, 30)):   # tasks end between jobs
+            if running:
+                matrix.release(*running.pop(rng.randrange(len(running))))
+    assert (view.free >= -1e-9).all(), "nothing is oversubscribed"
+    return placed
+
+
+@pytest.mark.parametrize("policy", sorted(set(PLACEMENT_POLICIES) - {"lotes"}))
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_placing_a_whole_job_decides_like_the_reference_task_by_task(policy: str, seed: int) -> None:
+    assert _job_stream_agrees(policy, seed, nodes=300, jobs=60) > 0
+
+
+class _ChooseOnly:
+    """anbf as a caller without rounds sees it: choose() alone, nothing kept."""
+
+    def __init__(self) -> None:
+        self._policy = make_placement("anbf")
+
+    def choose(self, request, view, eligible, rng):  # type: ignore[no-untyped-def]
+        return self._policy.choose(request, view, eligible, rng)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_anbf_scores_kept_through_a_round_place_as_choose_alone(seed: int) -> None:
+    from tcluster.model import Job, JobSpec, Task
+    from tcluster.scheduler.fairness import make_fairness
+    from tcluster.scheduler.round import schedule_round
+    rng = random.Random(seed)
+    shapes = [(4.0, 4096), (8.0, 8192), (8.0, 2048), (16.0, 16384)]
+    nodes = [(f"n{i:03d}", rng.choice(shapes), rng.choice("ab"), rng.random() > 0.1) for i in range(120)]
+    rng.shuffle(nodes)   # join order differs from name order
+    jobs, tasks = {}, {}
+    for j in range(rng.randint(5, 40)):   # few request shapes, some constrained: cache hits and misses
+        spec = JobSpec(("x",), Resources(rng.choice([0.5, 1.0, 2.0]), rng.choice([256, 512, 1000]) * MiB),
+                       tasks=rng.randint(1, 60), constraints=(("zone=a",) if rng.random() < 0.3 else ()))
+        jobs[f"j{j:02d}"] = Job(f"j{j:02d}", spec, float(j))
+        tasks[f"j{j:02d}"] = [Task(f"j{j:02d}", k) for k in range(spec.tasks)]
+    placed = []
+    for placement in (make_placement("anbf"), _ChooseOnly()):
+        matrix = NodeMatrix()
+        for name, (cpu, mem), zone, up in nodes:
+            matrix.upsert(name, Resources(cpu, mem * MiB), {"zone": zone}, schedulable=up)
+        result = schedule_round(jobs, tasks, matrix, make_fairness("drf"), placement, random.Random(seed))  # type: ignore[arg-type]
+        placed.append([(t.id, n) for t, n in result.placements])
+    assert placed[0] == placed[1] and placed[0]

@@ -13,6 +13,7 @@ from tcluster.scheduler.placement import FirstFit
 from tcluster.constraints import parse_constraint
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.reasons import never_fits_reason, unplaceable_reason
+from tcluster.scheduler.reservations import LargestFree, largest_free
 from tcluster.scheduler.views import JobView, NodeView
 
 GiB = 2**30
@@ -113,3 +114,63 @@ def test_a_round_returns_its_holds_as_a_plan_and_leaves_the_callers_ledger_alone
                            random.Random(0), reservations=first.holds, now=11.0)
     assert later.holds is not None and [r.node for r in later.holds.held.values()] == ["n1"]
     assert first.holds.held == {}                         # the earlier plan is untouched
+
+
+@given(st.integers(0, 2**16), st.integers(1, 30))
+def test_largest_free_kept_through_a_round_is_the_full_scan(seed: int, nodes: int) -> None:
+    rng = random.Random(seed)
+    matrix = NodeMatrix(("cpu", "memory", "gpu"))
+    for i in range(nodes):   # few shapes: maxima are often tied between nodes
+        matrix.upsert(f"n{i:02d}", Resources(rng.choice([2, 4, 8]), rng.choice([1, 2]) * 2**30,
+                                             (("gpu", float(rng.choice([0, 1, 2]))),)),
+                      {}, schedulable=rng.random() > 0.2)
+    view = matrix.view()
+    most = LargestFree(view)
+    with matrix.tentative():
+        for step in range(3 * nodes):
+            assert most.values() == [largest_free(view).get(kind) for kind in view.kinds]
+            name = rng.choice([n for n in view.names if n is not None])
+            matrix.allocate(name, Resources(rng.choice([0.5, 1, 2]), rng.choice([0, 2**28]),
+                                            (("gpu", float(rng.choice([0, 1]))),)))
+            before, first = most.values(), step == 0
+            most.allocated(view.rows[name])
+            assert most.changed == (first or most.values() != before)
+
+
+class _ScanEveryTime:
+    """The round before LargestFree: a full scan after every placement, always reported."""
+
+    def __init__(self, view) -> None:  # type: ignore[no-untyped-def]
+        self._view, self.changed = view, True
+
+    def allocated(self, row: int) -> None:
+        self.changed = True
+
+    def resources(self) -> Resources:
+        return largest_free(self._view)
+
+
+@given(st.integers(0, 2**16), st.sampled_from(["mch", "drf"]), st.sampled_from(["anbf", "first-fit"]))
+def test_a_round_with_largest_free_kept_decides_as_with_a_scan_after_each_placement(seed, fairness, placement) -> None:  # type: ignore[no-untyped-def]
+    import tcluster.scheduler.round as round_module
+    from tcluster.scheduler.fairness import make_fairness
+    from tcluster.scheduler.placement import make_placement
+    rng = random.Random(seed)
+    nodes = [(f"n{i:02d}", rng.choice([2, 4, 8]), rng.choice([1, 2, 4]), rng.choice([0, 1, 2])) for i in range(rng.randint(1, 12))]
+    jobs = {f"j{j}": Job(f"j{j}", JobSpec(("x",), Resources(rng.choice([0.5, 1, 3, 6]), rng.choice([1, 3]) * 2**29),
+                                          tasks=rng.randint(1, 8)), float(j)) for j in range(rng.randint(1, 8))}
+    results = []
+    for keeper in (round_module.LargestFree, _ScanEveryTime):
+        matrix = NodeMatrix()
+        for name, cpu, gib, used in nodes:   # some nodes part used: the largest free starts below capacity
+            matrix.upsert(name, Resources(cpu, gib * 2**30), {})
+            matrix.allocate(name, Resources(used, used * 2**28))
+        tasks = {j: [Task(j, k) for k in range(job.spec.tasks)] for j, job in jobs.items()}
+        original, round_module.LargestFree = round_module.LargestFree, keeper
+        try:
+            result = schedule_round(jobs, tasks, matrix, make_fairness(fairness), make_placement(placement),
+                                    random.Random(seed))
+        finally:
+            round_module.LargestFree = original
+        results.append(([(t.id, n) for t, n in result.placements], result.pending_reasons))
+    assert results[0] == results[1]

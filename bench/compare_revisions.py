@@ -1,0 +1,149 @@
+"""The same code at an older revision and now, side by side in one run (issue 11): the
+module is loaded from `git show REV:PATH` next to today's package, runs interleaved on the
+same inputs, and the decisions are compared.
+
+  mch    per-decision time of `mch` then and now, and flat `drf`, on bench/fairness.py's
+         workloads (binary trees of 2-5 levels, 100-10,000 trace-shaped jobs)
+  round  one scheduling round placing --tasks tasks of --jobs jobs on --nodes nodes
+         (the burst of bench/cluster_scale.py), scheduler/round.py then and now
+
+    .venv/bin/python bench/compare_revisions.py mch [--rev e307186]
+    .venv/bin/python bench/compare_revisions.py round [--rev e307186] [--nodes 10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.fairness import binary_tree, google_jobs, pool  # noqa: E402
+from tcluster.model import Job, JobSpec, Task  # noqa: E402
+from tcluster.resources import Resources  # noqa: E402
+from tcluster.scheduler.fairness import make_fairness  # noqa: E402
+from tcluster.scheduler.nodestate import NodeMatrix  # noqa: E402
+from tcluster.scheduler.placement import make_placement  # noqa: E402
+from tcluster.scheduler.round import schedule_round  # noqa: E402
+
+GiB = 2**30
+
+
+def load_old(rev: str, path: str, name: str) -> ModuleType:
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], check=True,
+                            capture_output=True, text=True).stdout
+    file = Path(tempfile.mkdtemp()) / f"{name}.py"
+    file.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def decide(policy, jobs, capacity, tree, most: int = 20000) -> tuple[float, list[str]]:  # type: ignore[no-untyped-def]
+    """Seconds per decision in the policy's calls (as bench/fairness.py), and the picks."""
+    rnd = policy.start_round(jobs, capacity, tree)
+    demand = {j.job_id: (j.demand.cpu, j.demand.memory) for j in jobs}
+    free_cpu, free_mem, spent, picks = capacity.cpu, capacity.memory, 0.0, []
+    while len(picks) < most:
+        t0 = time.perf_counter()
+        job = rnd.next_job()
+        t1 = time.perf_counter()
+        if job is None:
+            break
+        picks.append(job)
+        cpu, mem = demand[job]
+        if cpu > free_cpu or mem > free_mem:
+            t2 = time.perf_counter()
+            rnd.skip(job)
+        else:
+            free_cpu, free_mem = free_cpu - cpu, free_mem - mem
+            room = Resources(free_cpu, int(free_mem))
+            t2 = time.perf_counter()
+            rnd.placed(job)
+            rnd.limit(room)
+        spent += (t1 - t0) + (time.perf_counter() - t2)
+    return spent / max(1, len(picks)), picks
+
+
+def compare_mch(args: argparse.Namespace) -> int:
+    old = load_old(args.rev, "scheduler/mch.py", "mch_then")
+    print(f"mch at {args.rev} vs now, per decision; fastest of {args.repeat} interleaved runs; "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"{'levels':>6} {'jobs':>6} {'drf us':>7} {'mch then':>9} {'mch now':>8} {'then/drf':>9} {'now/drf':>8} "
+          f"{'speedup':>8}  same picks")
+    capacity, same = pool(), True
+    for levels in (2, 3, 4, 5):
+        tree = binary_tree(levels)
+        for count in (100, 1000, 10000):
+            jobs = google_jobs(count, tree.leaves, random.Random(1))
+            best: dict[str, tuple[float, list[str]]] = {}
+            for _ in range(args.repeat):
+                for name, make in (("drf", lambda: make_fairness("drf")), ("then", old.MchPolicy),
+                                   ("now", lambda: make_fairness("mch"))):
+                    got = decide(make(), jobs, capacity, tree)
+                    if name not in best or got[0] < best[name][0]:
+                        best[name] = got
+            d, t, n = best["drf"][0], best["then"][0], best["now"][0]
+            equal = best["then"][1] == best["now"][1]
+            same &= equal
+            print(f"{levels:>6} {count:>6} {d * 1e6:>7.2f} {t * 1e6:>9.2f} {n * 1e6:>8.2f} {t / d:>8.2f}x "
+                  f"{n / d:>7.2f}x {t / n:>7.2f}x  {'yes' if equal else 'NO'}", flush=True)
+    return 0 if same else 1
+
+
+def burst(nodes: int, jobs: int, tasks: int) -> tuple[NodeMatrix, dict[str, Job], dict[str, list[Task]]]:
+    matrix = NodeMatrix()
+    for i in range(nodes):   # bench/cluster_scale.py's agents: 5 one-core tasks fit each
+        matrix.upsert(f"sim-{i:05d}", Resources(5.5, 7 * GiB), {})
+    per = tasks // jobs
+    job_map = {f"j{i:02d}": Job(f"j{i:02d}", JobSpec(("sleep", "inf"), Resources(1, GiB), tasks=per), float(i))
+               for i in range(jobs)}
+    return matrix, job_map, {j: [Task(j, k) for k in range(per)] for j in job_map}
+
+
+def compare_round(args: argparse.Namespace) -> int:
+    old = load_old(args.rev, "scheduler/round.py", "round_then")
+    print(f"one round placing {args.tasks:,} tasks of {args.jobs} jobs on {args.nodes:,} nodes, scheduler/round.py "
+          f"at {args.rev} vs now; CPU seconds (thread); load average {os.getloadavg()[0]:.2f}")
+    print(f"{'pair':>16} {'then s':>7} {'now s':>7} {'then/s':>9} {'now/s':>9} {'speedup':>8}  same placements")
+    same = True
+    for fairness, placement in (("mch", "anbf"), ("drf", "anbf"), ("mch", "first-fit")):
+        results = {}
+        for name, fn in (("then", old.schedule_round), ("now", schedule_round)):
+            matrix, jobs, tasks = burst(args.nodes, args.jobs, args.tasks)
+            start = time.thread_time()
+            result = fn(jobs, tasks, matrix, make_fairness(fairness), make_placement(placement), random.Random(0))
+            results[name] = (time.thread_time() - start, [(t.id, n) for t, n in result.placements])
+        (t, p_then), (n, p_now) = results["then"], results["now"]
+        equal = p_then == p_now
+        same &= equal
+        print(f"{fairness + '/' + placement:>16} {t:>7.2f} {n:>7.2f} {len(p_then) / t:>9,.0f} {len(p_now) / n:>9,.0f} "
+              f"{t / n:>7.1f}x  {'yes' if equal else 'NO'}", flush=True)
+    return 0 if same else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["mch", "round"])
+    parser.add_argument("--rev", default="e307186")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--tasks", type=int, default=50_000)
+    args = parser.parse_args()
+    return compare_mch(args) if args.what == "mch" else compare_round(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
