@@ -65,7 +65,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     pki = init_pki(args.data_dir, advertise)
     NodeAuth(args.data_dir).close()   # auth.db with its tables (0600)
     # secuser: the first admin's token is created here (bootstrap_admin(args.data_dir)) and printed below.
-    names = ", ".join(["master.tcluster", "localhost", "127.0.0.1", "::1", *advertise])
+    names = ", ".join(advertise + ["master.tcluster", "localhost", "127.0.0.1", "::1"])
     d = args.data_dir
     print(f"""tcl-master: initialised a new cluster in {d}
   CA fingerprint: {pki.fingerprint}
