@@ -16,7 +16,8 @@ import grpc
 
 from tcluster import __version__
 from tcluster.agent import codec
-from tcluster.agent.outbox import Outbox
+from tcluster.agent.joinstate import TLS_OPTIONS, load_credentials
+from tcluster.agent.outbox import Outbox, private_opener
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.tasks import TaskManager, state_dir_path
@@ -82,13 +83,22 @@ class Agent:
 
     def _log_session_end(self, error: Exception) -> None:
         code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
-        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
             log.error("master refused this agent: %s", error.details())  # type: ignore[union-attr]
         else:
-            log.info("master unreachable (%s); retrying", code.name if code else error)
+            detail = f"{code.name}: {error.details()}"[:300] if code else str(error)  # type: ignore[union-attr]
+            log.info("master unreachable (%s); retrying", detail)
+
+    def _channel(self) -> grpc.aio.Channel:
+        """Mutual TLS once joined (the credentials are read at each connect), else plaintext."""
+        if self.settings.tls_dir is None:
+            return grpc.aio.insecure_channel(self.settings.master, options=GRPC_OPTIONS)
+        creds = load_credentials(self.settings.tls_dir).channel_credentials()
+        return grpc.aio.secure_channel(self.settings.master, creds, options=GRPC_OPTIONS + TLS_OPTIONS)
 
     async def _session(self) -> None:
-        async with grpc.aio.insecure_channel(self.settings.master, options=GRPC_OPTIONS) as channel:
+        async with self._channel() as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
             self._writes = asyncio.Queue()
             pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)
@@ -221,7 +231,8 @@ class Agent:
     def _save_fence(self) -> None:
         path = self.settings.state_dir / FENCE_FILE
         tmp = path.with_name(FENCE_FILE + ".tmp")
-        tmp.write_text(json.dumps({"fence_after_s": self.fence_after_s}))
+        with open(tmp, "w", opener=private_opener) as out:
+            out.write(json.dumps({"fence_after_s": self.fence_after_s}))
         tmp.replace(path)
 
     async def shutdown(self) -> None:
