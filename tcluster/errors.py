@@ -25,3 +25,11 @@ class FailedPrecondition(TclusterError):
 
 class Unavailable(TclusterError):
     """A dependency (an agent, the store) cannot be reached right now."""
+
+
+class Unauthenticated(TclusterError):
+    """No credentials, or credentials the master does not know."""
+
+
+class PermissionDenied(TclusterError):
+    """The caller is known but may not do this; the message says what is missing."""
