@@ -1,0 +1,69 @@
+"""Trust on first use, pinned: fetch the cluster CA from a master and keep it only if its
+fingerprint is the one the operator gave (in a join token, or to `tcl login`).
+
+The TLS handshake here is unverified on purpose (we do not have the CA yet); nothing is
+sent over it. The chain the server presents must contain a certificate whose sha256
+matches the pin, and that certificate must have signed the server's leaf."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from tcluster.security.pki import cert_fingerprint, cert_to_pem, issued_by
+
+FINGERPRINT_PREFIX = "sha256:"
+
+
+class PinMismatch(Exception):
+    """The master did not present the pinned CA: do not talk to it."""
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"{address[:80]!r} is not HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+def normalize_fingerprint(fingerprint: str) -> str:
+    """`sha256:<64 hex>` whether given with or without the prefix; ValueError otherwise."""
+    hexpart = fingerprint.lower().removeprefix(FINGERPRINT_PREFIX)
+    if len(hexpart) != 64 or any(c not in "0123456789abcdef" for c in hexpart):
+        raise ValueError("a CA fingerprint is sha256: followed by 64 hex digits")
+    return FINGERPRINT_PREFIX + hexpart
+
+
+def _server_chain(address: str, timeout_s: float) -> list[x509.Certificate]:
+    host, port = split_address(address)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])   # gRPC servers refuse a handshake without it
+    with socket.create_connection((host, port), timeout=timeout_s) as raw:
+        with context.wrap_socket(raw, server_hostname=None) as tls:
+            # CPython 3.11 keeps the unverified chain on the internal object only.
+            chain = tls._sslobj.get_unverified_chain() or []  # type: ignore[union-attr]
+            ders = [c.public_bytes(ssl._ssl.ENCODING_DER) if hasattr(c, "public_bytes") else c  # type: ignore[attr-defined]
+                    for c in chain]
+    return [x509.load_der_x509_certificate(bytes(d)) for d in ders]
+
+
+def fetch_pinned_ca(address: str, fingerprint: str, timeout_s: float = 10.0) -> bytes:
+    """The PEM of the CA the master at `address` presents, if its sha256 is `fingerprint`.
+    Raises PinMismatch (the master is not who the token says) or OSError (unreachable)."""
+    pin = normalize_fingerprint(fingerprint)
+    try:
+        chain = _server_chain(address, timeout_s)
+    except ssl.SSLError as error:
+        raise PinMismatch(f"the master at {address} did not complete a TLS handshake ({error.reason or error}); "
+                          "is it initialised (`tcl-master init`) and is this its client port?") from None
+    for cert in chain:
+        if cert_fingerprint(cert) == pin:
+            ca_pem = cert_to_pem(cert)
+            if chain and issued_by(chain[0].public_bytes(serialization.Encoding.PEM), ca_pem):
+                return ca_pem
+    raise PinMismatch(f"the master at {address} does not present the CA {pin}; refusing to connect")

@@ -1,0 +1,289 @@
+"""The cluster's PKI: one CA, a master certificate, node certificates (ECDSA P-256).
+
+Roles are told apart by names, as Nomad's `server.<region>.nomad` rule does: only the
+master's certificate carries the DNS name `master.tcluster` (and serverAuth), and our
+clients verify that name whatever address they dial. A node certificate has CN
+`node:<name>` and clientAuth only, so it can never pass as the master.
+
+State lives under DATA_DIR/pki/ (0700): ca.crt, ca.key, master.crt (leaf + CA), master.key
+(keys 0600). Nothing here logs, and keys never appear in a repr."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import ipaddress
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from tcluster.errors import FailedPrecondition, InvalidArgument
+
+MASTER_ROLE_NAME = "master.tcluster"   # clients set ssl_target_name_override to this
+NODE_CN_PREFIX = "node:"
+PKI_DIR = "pki"
+CA_VALIDITY = dt.timedelta(days=20 * 365)
+LEAF_VALIDITY = dt.timedelta(days=10 * 365)   # no rotation yet: long-lived, revocable by name
+CLOCK_SKEW = dt.timedelta(minutes=5)           # a node whose clock lags a little still accepts
+# A certificate's CN holds at most 64 characters: `node:` plus the name.
+NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,58}$")
+_DNS_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+
+
+@dataclass(frozen=True)
+class MasterPki:
+    """What the master serves with, and what it signs node certificates with."""
+
+    directory: Path
+    ca_pem: bytes
+    cert_chain_pem: bytes                            # master leaf + CA
+    key_pem: bytes = field(repr=False)
+    ca_key_pem: bytes = field(repr=False)
+
+    @property
+    def fingerprint(self) -> str:
+        return ca_fingerprint(self.ca_pem)
+
+
+def check_node_name(name: str, field_name: str = "node") -> str:
+    if not NODE_NAME.match(name):
+        shown = name if len(name) <= 40 else name[:40] + "..."
+        raise InvalidArgument(field_name, f"{shown!r} is not a node name that can join; use 1-59 of "
+                                          "A-Z a-z 0-9 _ . - starting with a letter or digit")
+    return name
+
+
+def ca_fingerprint(ca_pem: bytes) -> str:
+    """`sha256:<hex>` of the (first) certificate's DER: what join tokens pin."""
+    return cert_fingerprint(x509.load_pem_x509_certificate(ca_pem))
+
+
+def cert_fingerprint(cert: x509.Certificate) -> str:
+    return "sha256:" + hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+
+
+def new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def key_to_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def cert_to_pem(cert: x509.Certificate) -> bytes:
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def make_node_csr(node: str) -> tuple[bytes, bytes]:
+    """A fresh key and a CSR for `node:<node>`: (key_pem, csr_pem). The key never leaves the node."""
+    check_node_name(node)
+    key = new_key()
+    csr = (x509.CertificateSigningRequestBuilder()
+           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NODE_CN_PREFIX + node)]))
+           .sign(key, hashes.SHA256()))
+    return key_to_pem(key), csr.public_bytes(serialization.Encoding.PEM)
+
+
+def _now(now: dt.datetime | None) -> dt.datetime:
+    return now if now is not None else dt.datetime.now(dt.timezone.utc)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key: object, now: dt.datetime,
+             validity: dt.timedelta) -> x509.CertificateBuilder:
+    return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+            .public_key(public_key).serial_number(x509.random_serial_number())   # type: ignore[arg-type]
+            .not_valid_before(now - CLOCK_SKEW).not_valid_after(now + validity)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False))  # type: ignore[arg-type]
+
+
+def _leaf_extensions(builder: x509.CertificateBuilder, ca_cert: x509.Certificate,
+                     usage: x509.ObjectIdentifier) -> x509.CertificateBuilder:
+    ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    return (builder
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=False,
+                                         crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False))
+
+
+def make_ca(now: dt.datetime | None = None) -> tuple[bytes, bytes]:
+    """A new self-signed CA: (ca_pem, ca_key_pem)."""
+    now = _now(now)
+    key = new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tcluster CA"),
+                      x509.NameAttribute(NameOID.SERIAL_NUMBER, os.urandom(8).hex())])
+    cert = (_builder(name, name, key.public_key(), now, CA_VALIDITY)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+                                         data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                         crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+            .sign(key, hashes.SHA256()))
+    return cert_to_pem(cert), key_to_pem(key)
+
+
+def master_sans(advertise: list[str]) -> list[x509.GeneralName]:
+    """The role name first, then loopback, then every advertised name or IP (in order, once)."""
+    names: list[x509.GeneralName] = [x509.DNSName(MASTER_ROLE_NAME), x509.DNSName("localhost"),
+                                     x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                     x509.IPAddress(ipaddress.ip_address("::1"))]
+    for item in (a.strip() for a in advertise):
+        if not item:
+            continue
+        try:
+            general: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(item.strip("[]")))
+        except ValueError:
+            if not _DNS_NAME.match(item):
+                shown = item if len(item) <= 40 else item[:40] + "..."
+                raise InvalidArgument("--advertise", f"{shown!r} is neither an IP address nor a DNS name") from None
+            general = x509.DNSName(item.lower())
+        if general not in names:
+            names.append(general)
+    return names
+
+
+def make_master_cert(ca_pem: bytes, ca_key_pem: bytes, advertise: list[str],
+                     now: dt.datetime | None = None) -> tuple[bytes, bytes]:
+    """The master's serving certificate: (chain_pem = leaf + CA, key_pem)."""
+    ca_cert, ca_key = _load_ca(ca_pem, ca_key_pem)
+    key = new_key()
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, MASTER_ROLE_NAME)])
+    cert = (_leaf_extensions(_builder(subject, ca_cert.subject, key.public_key(), _now(now), LEAF_VALIDITY),
+                             ca_cert, ExtendedKeyUsageOID.SERVER_AUTH)
+            .add_extension(x509.SubjectAlternativeName(master_sans(advertise)), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return cert_to_pem(cert) + ca_pem, key_to_pem(key)
+
+
+def _load_ca(ca_pem: bytes, ca_key_pem: bytes) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = serialization.load_pem_private_key(ca_key_pem, password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise FailedPrecondition("the CA key is not an EC key")
+    return x509.load_pem_x509_certificate(ca_pem), key
+
+
+def load_csr(csr_pem: bytes, node: str) -> x509.CertificateSigningRequest:
+    """The CSR, checked: parses, self-signed by its key, a P-256 key, CN `node:<node>`."""
+    check_node_name(node)
+    try:
+        csr = x509.load_pem_x509_csr(csr_pem)
+    except ValueError:
+        raise InvalidArgument("csr_pem", "not a PEM certificate signing request") from None
+    if not csr.is_signature_valid:
+        raise InvalidArgument("csr_pem", "the request's signature does not match its key")
+    public = csr.public_key()
+    if not isinstance(public, ec.EllipticCurvePublicKey) or public.curve.name != "secp256r1":
+        raise InvalidArgument("csr_pem", "the key must be ECDSA P-256")
+    cns = [a.value for a in csr.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    if cns != [NODE_CN_PREFIX + node]:
+        shown = str(cns[0])[:40] if cns else "none"
+        raise InvalidArgument("csr_pem", f"the request's common name is {shown!r}; it must be "
+                                         f"{NODE_CN_PREFIX + node!r} (the node that joins)")
+    return csr
+
+
+def issue_node_cert(pki: MasterPki, csr_pem: bytes, node: str, now: dt.datetime | None = None) -> bytes:
+    """Signs a checked CSR as node `node`: CN node:<node>, clientAuth only, no SANs."""
+    csr = load_csr(csr_pem, node)
+    ca_cert, ca_key = _load_ca(pki.ca_pem, pki.ca_key_pem)
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NODE_CN_PREFIX + node)])
+    cert = (_leaf_extensions(_builder(subject, ca_cert.subject, csr.public_key(), _now(now), LEAF_VALIDITY),
+                             ca_cert, ExtendedKeyUsageOID.CLIENT_AUTH)
+            .sign(ca_key, hashes.SHA256()))
+    return cert_to_pem(cert)
+
+
+def node_of_cert(cert_pem: bytes) -> str | None:
+    """The node a certificate names (`node:<name>` CN), or None for any other certificate."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    cns = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    if len(cns) != 1 or not isinstance(cns[0], str) or not cns[0].startswith(NODE_CN_PREFIX):
+        return None
+    return cns[0][len(NODE_CN_PREFIX):]
+
+
+def serial_of_cert(cert_pem: bytes) -> str:
+    return format(x509.load_pem_x509_certificate(cert_pem).serial_number, "x")
+
+
+def issued_by(cert_pem: bytes, ca_pem: bytes) -> bool:
+    """True if the CA signed this certificate (signature only; dates and names are TLS's job)."""
+    cert, ca = x509.load_pem_x509_certificate(cert_pem), x509.load_pem_x509_certificate(ca_pem)
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+# --- files -------------------------------------------------------------------------------
+
+def write_private(path: Path, data: bytes) -> None:
+    """Creates a file readable by its owner only (0600), atomically; never widens an existing one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+def make_private_dir(path: Path) -> Path:
+    """A directory only its owner can enter (0700), also when it existed with wider modes."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+def init_pki(data_dir: Path, advertise: list[str], now: dt.datetime | None = None) -> MasterPki:
+    """Creates DATA_DIR/pki with a new CA and master certificate; refuses to overwrite one."""
+    final = data_dir / PKI_DIR
+    if final.exists():
+        raise FailedPrecondition(f"{final} already exists: this master is initialised (CA "
+                                 f"{_existing_fingerprint(final)}); remove the directory to start a new cluster")
+    ca_pem, ca_key_pem = make_ca(now)
+    chain_pem, key_pem = make_master_cert(ca_pem, ca_key_pem, advertise, now)
+    make_private_dir(data_dir)
+    staging = make_private_dir(data_dir / (PKI_DIR + ".new"))
+    try:
+        write_private(staging / "ca.key", ca_key_pem)
+        write_private(staging / "master.key", key_pem)
+        write_private(staging / "ca.crt", ca_pem)
+        write_private(staging / "master.crt", chain_pem)
+        os.rename(staging, final)   # all or nothing: a crash leaves no half-made pki/
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    return MasterPki(final, ca_pem, chain_pem, key_pem, ca_key_pem)
+
+
+def _existing_fingerprint(directory: Path) -> str:
+    try:
+        return ca_fingerprint((directory / "ca.crt").read_bytes())
+    except (OSError, ValueError):
+        return "unreadable"
+
+
+def load_master_pki(data_dir: Path) -> MasterPki | None:
+    """The master's PKI if `init` made one, else None (an insecure master)."""
+    directory = data_dir / PKI_DIR
+    if not directory.exists():
+        return None
+    try:
+        return MasterPki(directory, (directory / "ca.crt").read_bytes(), (directory / "master.crt").read_bytes(),
+                         (directory / "master.key").read_bytes(), (directory / "ca.key").read_bytes())
+    except OSError as error:
+        raise FailedPrecondition(f"{directory} is incomplete ({error.strerror}: {error.filename}); "
+                                 "restore it, or remove it and run `tcl-master init` again") from None
