@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="usage history kept downsampled (default %(default)s: 24 h)")
     p.add_argument("--history-long-step-s", type=float, default=300.0,
                    help="bucket of the downsampled history: means of rates, maxima of levels (default %(default)s)")
+    p.add_argument("--status-visibility", choices=("all", "own"), default="all",
+                   help="whose jobs a user (not an admin) may see in status and lists (default %(default)s)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -86,7 +88,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
         lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,
-        lotes_drift=args.lotes_drift,
+        lotes_drift=args.lotes_drift, status_visibility=args.status_visibility,
     )
 
 

@@ -13,6 +13,7 @@ from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store import Store
+from tcluster.master.users import UserDirectory
 from tcluster.master.web.app import Dashboard
 from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
 
@@ -55,12 +56,16 @@ class RunningMaster:
                 break
             await asyncio.sleep(0.01)
         self.store.close()
+        if self.service.gate.users is not None:
+            self.service.gate.users.close()
 
 
 async def start_master(settings: MasterSettings) -> RunningMaster:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(settings.db_path)
     service = MasterService(settings, store)
+    if (settings.data_dir / "pki").is_dir():     # a secure master: callers need a user token
+        service.gate.users = UserDirectory(settings.data_dir)
     server = grpc.aio.server(options=GRPC_OPTIONS)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(service), server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(service), server)
