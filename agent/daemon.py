@@ -16,6 +16,7 @@ import grpc
 
 from tcluster import __version__
 from tcluster.agent import codec
+from tcluster.agent.joinstate import TLS_OPTIONS, load_credentials
 from tcluster.agent.outbox import Outbox
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.settings import AgentSettings
@@ -82,13 +83,22 @@ class Agent:
 
     def _log_session_end(self, error: Exception) -> None:
         code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
-        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                    grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
             log.error("master refused this agent: %s", error.details())  # type: ignore[union-attr]
         else:
-            log.info("master unreachable (%s); retrying", code.name if code else error)
+            detail = f"{code.name}: {error.details()}"[:300] if code else str(error)  # type: ignore[union-attr]
+            log.info("master unreachable (%s); retrying", detail)
+
+    def _channel(self) -> grpc.aio.Channel:
+        """Mutual TLS once joined (the credentials are read at each connect), else plaintext."""
+        if self.settings.tls_dir is None:
+            return grpc.aio.insecure_channel(self.settings.master, options=GRPC_OPTIONS)
+        creds = load_credentials(self.settings.tls_dir).channel_credentials()
+        return grpc.aio.secure_channel(self.settings.master, creds, options=GRPC_OPTIONS + TLS_OPTIONS)
 
     async def _session(self) -> None:
-        async with grpc.aio.insecure_channel(self.settings.master, options=GRPC_OPTIONS) as channel:
+        async with self._channel() as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
             self._writes = asyncio.Queue()
             pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)

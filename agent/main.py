@@ -12,6 +12,7 @@ import psutil
 from pydantic import ValidationError
 
 from tcluster.agent.daemon import Agent
+from tcluster.agent.joinstate import PKI_DIR, JoinedStateError, agent_address, load_joined
 from tcluster.agent.tasks import state_dir_path
 from tcluster.agent.runtime import make_node_runtime, make_runtime
 from tcluster.agent.runtime.base import Runtime
@@ -23,9 +24,14 @@ from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tcl-agent", description="tcluster agent: runs tasks in cgroup containers.")
-    p.add_argument("--master", default="127.0.0.1:7070", help="master address (default %(default)s)")
-    p.add_argument("--node", default=socket.gethostname(), help="node name, unique in the cluster (default: hostname)")
+    p = argparse.ArgumentParser(prog="tcl-agent", description="tcluster agent: runs tasks in cgroup containers.",
+                                epilog="join a secure cluster first: tcl-agent join --master HOST:PORT --token TOKEN "
+                                       "(see tcl-agent join --help)")
+    p.add_argument("--master", default=None,
+                   help="master address (default 127.0.0.1:7070; once joined: the master's host and agent port "
+                        "from the join)")
+    p.add_argument("--node", default=None,
+                   help="node name, unique in the cluster (default: hostname; once joined: the certificate's)")
     p.add_argument("--cpus", help="declared CPU capacity in cores (default: detected)")
     p.add_argument("--memory", help="declared memory capacity, e.g. 8Gi (default: detected)")
     p.add_argument("--reserve-cpus", default="0", help="cores kept back for the agent itself")
@@ -67,21 +73,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSettings:
-    """Parses the human forms once; InvalidArgument names the flag."""
+    """Parses the human forms once; InvalidArgument names the flag. Joined state (STATE_DIR/
+    joined.json) fixes the node name, the master's agent address and mutual TLS."""
     cpus = parse_cpu(args.cpus, "--cpus") if args.cpus else float(psutil.cpu_count() or 1)
     memory = parse_bytes(args.memory, "--memory") if args.memory else psutil.virtual_memory().total
     try:
         labels = parse_labels(args.labels)
     except ValueError as error:
         raise InvalidArgument("--labels", str(error)) from None
+    identity = identity_from_args(args, labels)
     return AgentSettings(
-        master=args.master, node=args.node, cpus=cpus, memory_bytes=memory,
+        **identity, cpus=cpus, memory_bytes=memory,
         reserve_cpus=parse_cpu(args.reserve_cpus, "--reserve-cpus"),
         reserve_memory_bytes=parse_bytes(args.reserve_memory, "--reserve-memory"),
-        labels=labels, state_dir=args.state_dir, runtime=args.runtime, cgroup_parent=args.cgroup_parent,
+        state_dir=args.state_dir, runtime=args.runtime, cgroup_parent=args.cgroup_parent,
         heartbeat_interval_s=args.heartbeat_interval_s, **_runtime_options(args), **overrides,
         **_log_options(args), **_network_options(args),
     )
+
+
+def identity_from_args(args: argparse.Namespace, labels: dict[str, str]) -> dict[str, object]:
+    """master, node, labels and tls_dir: from the flags, or from the join (which wins)."""
+    joined = load_joined(args.state_dir) if getattr(args, "state_dir", None) else None
+    if joined is None:
+        return {"master": args.master or "127.0.0.1:7070", "node": args.node or socket.gethostname(),
+                "labels": labels, "tls_dir": None}
+    state, _ = joined
+    if args.node and args.node != state.node:
+        raise InvalidArgument("--node", f"{args.node[:60]!r} contradicts this node's certificate "
+                                        f"({args.state_dir}/pki/node.crt names {state.node}); leave --node out")
+    master = state.agent_address
+    if args.master:   # dial this host (another route to the master), still at the agent port
+        master = agent_address(args.master, int(state.agent_address.rpartition(":")[2]))
+    return {"master": master, "node": state.node, "labels": {**labels, **state.labels},
+            "tls_dir": args.state_dir / PKI_DIR}
 
 
 def _network_options(args: argparse.Namespace) -> dict[str, object]:
@@ -151,11 +176,18 @@ async def run_agent(agent: Agent) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "join":
+        from tcluster.agent.joincmd import main as join_main
+        return join_main(argv[1:])
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
     try:
         settings = settings_from_args(args)
         agent = build_agent(settings)
+    except JoinedStateError as error:
+        print(f"tcl-agent: cannot start: {error}", file=sys.stderr)
+        return 1
     except InvalidArgument as error:
         print(f"tcl-agent: {error}", file=sys.stderr)
         return 2
@@ -165,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeSetupError, OSError) as error:
         print(f"tcl-agent: cannot start: {error}", file=sys.stderr)
         return 1
-    print(f"tcl-agent {settings.node}: runtime {agent.runtime.name}, master {settings.master}", file=sys.stderr, flush=True)
+    tls = " (mutual TLS)" if settings.tls_dir is not None else ""
+    print(f"tcl-agent {settings.node}: runtime {agent.runtime.name}, master {settings.master}{tls}", file=sys.stderr,
+          flush=True)
     return asyncio.run(run_agent(agent))
 
 

@@ -66,6 +66,8 @@ class AgentSettings(BaseModel):
     deny_uids: str = "0-999"                    # never run tasks as these (system users), except nobody
     namespaces: bool = True                     # own PID, mount, UTS, IPC namespaces per task
     reconnect_max_s: float = Field(5.0, gt=0)
+    # After `tcl-agent join`: STATE_DIR/pki; the stream then only ever uses mutual TLS.
+    tls_dir: Path | None = None
 
     @field_validator("node")
     @classmethod

@@ -68,8 +68,11 @@ def login(args: argparse.Namespace) -> int:
         raise InvalidArgument("--token", str(error)) from None
     try:
         ca_pem = _cluster_ca(master, pin, args.ca)
-    except (PinMismatch, OSError) as error:
-        print(f"error: cannot verify the master at {master}: {error}", file=sys.stderr)
+    except PinMismatch as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as error:
+        print(f"error: cannot reach the master at {master}: {error.strerror or error}", file=sys.stderr)
         return EXIT_FAILURE
     credentials = Credentials(token, ca_pem)
     with MasterClient(master, credentials=credentials) as client:

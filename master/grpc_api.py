@@ -15,7 +15,9 @@ from tcluster.errors import (
 from tcluster.master.actions import Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.agent_codec import inbound_from_pb, outbound_to_pb
 from tcluster.master.auth import bearer_token
+from tcluster.master.joining import NodeGuard
 from tcluster.master.links import AgentLink
+from tcluster.master.peer import peer_cert
 from tcluster.master.service import MasterService
 from tcluster.model import Job, Task
 from tcluster.security.authz import Caller, ReadCluster
@@ -155,10 +157,12 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
-    """One Connect stream per agent: Register first, then heartbeats, events and log data."""
+    """One Connect stream per agent: Register first, then heartbeats, events and log data.
+    With a guard (a secure master), the stream's client certificate must name the node."""
 
-    def __init__(self, service: MasterService) -> None:
+    def __init__(self, service: MasterService, guard: NodeGuard | None = None) -> None:
         self.service = service
+        self.guard = guard
 
     async def Connect(self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.MasterMessage]:
         link = await self._register(request_iterator, context)
@@ -166,16 +170,25 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         try:
             while (message := await link.next_outbound()) is not None:
                 yield outbound_to_pb(message)
+            if self.guard is not None and self.guard.forget(link):
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"node {link.node}'s certificate was revoked")
         finally:
             reader.cancel()
             self.service.detach(link)
+            if self.guard is not None:
+                self.guard.forget(link)
 
     async def _register(self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AgentLink:
         try:
             first = inbound_from_pb(await asyncio.wait_for(requests.__anext__(), REGISTER_TIMEOUT_S))
             if not isinstance(first, Registration):
                 raise InvalidArgument("register", "the first message on a stream must be Register")
-            return self.service.attach(first)
+            if self.guard is None:
+                return self.service.attach(first)
+            admitted, serial = self.guard.admit(peer_cert(context), first)
+            link = self.service.attach(admitted)
+            self.guard.track(link, serial)
+            return link
         except StopAsyncIteration:
             await context.abort(grpc.StatusCode.CANCELLED, "stream closed before Register")
         except asyncio.TimeoutError:

@@ -11,18 +11,29 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
-from tcluster.errors import InvalidArgument
+from tcluster.errors import InvalidArgument, TclusterError
+from tcluster.master.admin import add_admin_commands, run_admin
 from tcluster.master.queues import load_tree
 from tcluster.master.server import start_master
 from tcluster.master.settings import MasterSettings
+from tcluster.master.users import add_user_commands
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.lotes.classes import load_classes
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: schedules jobs onto agents.")
-    p.add_argument("--listen", default="127.0.0.1:7070", help="gRPC address (default %(default)s)")
+    p = argparse.ArgumentParser(
+        prog="tcl-master", description="tcluster master: schedules jobs onto agents.",
+        epilog="identity commands (offline, on the data dir): tcl-master init | join-token create | node revoke "
+               "| user add/list/remove "
+               "(each with --help)")
+    p.add_argument("--listen", default="127.0.0.1:7070",
+                   help="gRPC address for clients (default %(default)s); TLS once `tcl-master init` ran")
+    p.add_argument("--agent-listen", default="", metavar="ADDR",
+                   help="with TLS: the mutual-TLS address for agents (default: the --listen host, port + 1)")
+    p.add_argument("--insecure", action="store_true",
+                   help="serve a non-loopback --listen without TLS (anyone who reaches it controls the cluster)")
     p.add_argument("--data-dir", default=".tcluster", type=Path, help="state directory (SQLite); default %(default)s")
     p.add_argument("--fairness", default=DEFAULT_FAIRNESS,
                    help=f"which pending task next: {', '.join(sorted(FAIRNESS_POLICIES))} (default %(default)s)")
@@ -71,6 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def build_admin_parser() -> argparse.ArgumentParser:
+    """The offline subcommands; `tcl-master [flags]` without one serves."""
+    p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: cluster identity commands.")
+    sub = p.add_subparsers(dest="command", required=True)
+    add_admin_commands(sub)
+    add_user_commands(sub)
+    return p
+
+
+def admin_commands(parser: argparse.ArgumentParser) -> set[str]:
+    return {name for action in parser._subparsers._group_actions for name in action.choices}  # type: ignore[union-attr]
+
+
 def http_address(args: argparse.Namespace) -> str:
     """--http, else 127.0.0.1:7080; a master on port 0 (tests) gets its dashboard on port 0 too."""
     if args.http is not None:
@@ -81,6 +105,7 @@ def http_address(args: argparse.Namespace) -> str:
 def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     return MasterSettings(
         listen=args.listen, data_dir=args.data_dir, fairness=args.fairness, placement=args.placement,
+        agent_listen=getattr(args, "agent_listen", ""), insecure=getattr(args, "insecure", False),
         heartbeat_interval_s=args.heartbeat_interval_s, node_timeout_s=args.node_timeout_s,
         lost_timeout_s=args.lost_timeout_s, start_timeout_s=args.start_timeout_s,
         job_retention_s=args.job_retention_s,
@@ -95,7 +120,11 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
 async def _serve(settings: MasterSettings) -> None:
     master = await start_master(settings)
     host = settings.listen.rpartition(":")[0]
-    print(f"tcl-master listening on {host}:{master.port}; state in {settings.db_path}", file=sys.stderr, flush=True)
+    if master.secure:
+        print(f"tcl-master listening on {host}:{master.port} (TLS), agents on port {master.agent_port} (mutual TLS); "
+              f"state in {settings.db_path}", file=sys.stderr, flush=True)
+    else:
+        print(f"tcl-master listening on {host}:{master.port}; state in {settings.db_path}", file=sys.stderr, flush=True)
     if master.dashboard is not None:
         http_host = settings.http.rpartition(":")[0]
         print(f"tcl-master dashboard on http://{http_host}:{master.http_port}/", file=sys.stderr, flush=True)
@@ -109,6 +138,10 @@ async def _serve(settings: MasterSettings) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    admin = build_admin_parser()
+    if argv and argv[0] in admin_commands(admin):
+        return run_admin(admin, argv)
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
     try:
@@ -129,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         asyncio.run(_serve(settings))
-    except OSError as error:
+    except (OSError, TclusterError) as error:
         print(f"tcl-master: {error}", file=sys.stderr)
         return 1
     return 0

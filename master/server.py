@@ -10,11 +10,13 @@ import grpc
 
 from tcluster.bounds import MAX_MESSAGE_BYTES
 from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
+from tcluster.master.listeners import SecureParts, bind_secure, check_exposure
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store import Store
 from tcluster.master.users import UserDirectory
 from tcluster.master.web.app import Dashboard
+from tcluster.security.pki import load_master_pki
 from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -38,16 +40,28 @@ class RunningMaster:
     port: int
     loop_task: asyncio.Task[None]
     dashboard: Dashboard | None = None
+    secure_parts: SecureParts | None = None   # TLS and the agent port (DATA_DIR/pki exists)
 
     @property
     def http_port(self) -> int:
         return self.dashboard.port if self.dashboard is not None else 0
+
+    @property
+    def secure(self) -> bool:
+        return self.secure_parts is not None
+
+    @property
+    def agent_port(self) -> int:
+        """Where agents connect: the client port itself on an insecure master."""
+        return self.secure_parts.agent_port if self.secure_parts is not None else self.port
 
     async def stop(self, grace_s: float = 1.0) -> None:
         self.loop_task.cancel()
         for link in list(self.service.links.values()):
             link.close()
         await self.server.stop(grace_s)
+        if self.secure_parts is not None:
+            await self.secure_parts.stop(grace_s)
         if self.dashboard is not None:
             await self.dashboard.stop()
         # The committer's thread may be writing: the store closes only once it is idle.
@@ -61,16 +75,28 @@ class RunningMaster:
 
 
 async def start_master(settings: MasterSettings) -> RunningMaster:
+    pki = load_master_pki(settings.data_dir)
+    check_exposure(settings, pki)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(settings.db_path)
     service = MasterService(settings, store)
-    if (settings.data_dir / "pki").is_dir():     # a secure master: callers need a user token
+    if pki is not None:     # a secure master: callers need a user token
         service.gate.users = UserDirectory(settings.data_dir)
     server = grpc.aio.server(options=GRPC_OPTIONS)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(service), server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(service), server)
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(service), server)
-    port = server.add_insecure_port(settings.listen)
+    secure: SecureParts | None = None
+    if pki is None:
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(service), server)
+        port = server.add_insecure_port(settings.listen)
+    else:
+        try:
+            port, secure = bind_secure(settings, pki, server, GRPC_OPTIONS, lambda agent_server, guard:
+                                       agent_pb2_grpc.add_AgentServiceServicer_to_server(
+                                           AgentServicer(service, guard), agent_server))
+        except OSError:
+            store.close()
+            raise
     if port == 0:
         store.close()
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
@@ -81,12 +107,18 @@ async def start_master(settings: MasterSettings) -> RunningMaster:
     except OSError as error:
         if not settings.http_optional:
             store.close()
+            if secure is not None:
+                secure.auth.close()
             raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
         # --http was not asked for: a second master on one host still starts, without a dashboard
         log.warning("no dashboard: cannot serve HTTP on %s (%s); use --http ADDR", settings.http,
                     error.strerror or error)
         dashboard = None
     await server.start()
+    if secure is not None:
+        await secure.agent_server.start()
+        secure.start_sweeper()
     loop_task = asyncio.create_task(service.run(), name="master-loop")
-    log.info("gRPC bound to port %d; state in %s", port, settings.db_path)
-    return RunningMaster(server, service, store, port, loop_task, dashboard)
+    log.info("gRPC bound to port %d%s; state in %s", port,
+             f" (TLS; agents on port {secure.agent_port}, mutual TLS)" if secure else "", settings.db_path)
+    return RunningMaster(server, service, store, port, loop_task, dashboard, secure)

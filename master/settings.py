@@ -22,6 +22,10 @@ class MasterSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     listen: str = "127.0.0.1:7070"
+    # With DATA_DIR/pki (`tcl-master init`) `listen` is TLS and agents use mutual TLS here;
+    # "" = the listen host, port + 1 (port 0 when listen's is 0).
+    agent_listen: str = ""
+    insecure: bool = False                          # serve a non-loopback address without TLS
     data_dir: Path = Path(".tcluster")
     fairness: str = DEFAULT_FAIRNESS
     queues_file: Path | None = None                 # the queue tree (YAML); None: one queue, `default`
@@ -56,6 +60,7 @@ class MasterSettings(BaseModel):
 
     _listen = field_validator("listen")(lambda cls, v: _check_listen(v))
     _http = field_validator("http")(lambda cls, v: _check_listen(v) if v else v)
+    _agent_listen = field_validator("agent_listen")(lambda cls, v: _check_listen(v) if v else v)
 
     @field_validator("fairness")
     @classmethod
