@@ -5,13 +5,23 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import asyncio
+import time
+
 import grpc
 import pytest
 
+from tcluster.agent.daemon import Agent
+from tcluster.agent.joinclient import join
+from tcluster.agent.joinstate import TLS_OPTIONS, load_joined
+from tcluster.agent.runtime.fake import FakeRuntime
+from tcluster.agent.settings import AgentSettings
+from tcluster.master.nodeauth import NodeAuth
 from tcluster.master.users import add_user, bootstrap_admin
+from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import init_pki
 from tcluster.v1 import jobs_pb2
-from tests.component.harness import Harness, run
+from tests.component.harness import WAIT_S, Harness, RunningAgent, run
 
 QUEUES = """
 queues:
@@ -30,16 +40,53 @@ def auth(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
 
 
+async def start_secure(h: Harness, **overrides: object) -> None:
+    """The master with TLS material (real TLS on 127.0.0.1); the harness's client channel
+    becomes TLS with the cluster CA as its only root."""
+    pki = init_pki(h.tmp / "master", [])
+    await h.start_master(**overrides)
+    assert h.master is not None and h.master.secure and h.channel is not None
+    await h.channel.close()
+    h.channel = grpc.aio.secure_channel(h.address, grpc.ssl_channel_credentials(pki.ca_pem), options=TLS_OPTIONS)
+
+
+async def join_agent(h: Harness, node: str) -> None:
+    """An agent that joined with a join token and talks mutual TLS to the agent port."""
+    auth = NodeAuth(h.tmp / "master")
+    try:
+        token_id, secret = auth.create_token(3600, {}, time.time())
+    finally:
+        auth.close()
+    fingerprint = init_fingerprint(h)
+    state_dir = h.tmp / "agents" / node
+    await join(h.address, str(JoinTokenText(fingerprint, token_id, secret)), node, state_dir)
+    loaded = load_joined(state_dir)
+    assert loaded is not None
+    settings = AgentSettings(master=loaded[0].agent_address, node=node, cpus=4, memory_bytes=8 * 2**30,
+                             state_dir=state_dir, tls_dir=state_dir / "pki", heartbeat_interval_s=0.2,
+                             reconnect_max_s=0.5, kill_grace_s=0.5)
+    runtime = FakeRuntime()
+    agent = Agent(settings, runtime)
+    h.agents[node] = RunningAgent(agent, runtime, asyncio.create_task(agent.run()))
+    await asyncio.wait_for(agent.registered.wait(), WAIT_S)
+
+
+def init_fingerprint(h: Harness) -> str:
+    from tcluster.security.pki import load_master_pki
+    pki = load_master_pki(h.tmp / "master")
+    assert pki is not None
+    return pki.fingerprint
+
+
 async def secure_master(h: Harness) -> dict[str, str]:
     data_dir = h.tmp / "master"
-    init_pki(data_dir, ["127.0.0.1"])
     queues = h.tmp / "queues.yaml"
     queues.write_text(QUEUES)
-    tokens = {"admin": bootstrap_admin(data_dir),
+    await start_secure(h, queues_file=queues)
+    tokens = {"admin": bootstrap_admin(data_dir),       # added while the master runs: work at once
               "alice": add_user(data_dir, "alice", "nobody", ("ads.*",), admin=False),
               "bob": add_user(data_dir, "bob", "nobody", ("eng",), admin=False)}
-    await h.start_master(queues_file=queues, data_dir=data_dir)
-    await h.add_agent("n1")
+    await join_agent(h, "n1")
     return tokens
 
 
@@ -115,10 +162,10 @@ async def _drain(stream: object) -> None:
 def test_status_visibility_own(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         data_dir = h.tmp / "master"
-        init_pki(data_dir, ["127.0.0.1"])
+        await start_secure(h, status_visibility="own")
         alice = add_user(data_dir, "alice", "nobody", ("*",), admin=False)
         bob = add_user(data_dir, "bob", "nobody", ("*",), admin=False)
-        await h.start_master(data_dir=data_dir, status_visibility="own")
+        await join_agent(h, "n1")
         a = await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec("default")), metadata=auth(alice))
         code, why = await code_of(h.jobs.Get(jobs_pb2.GetJobRequest(id=a.id), metadata=auth(bob)))
         assert code == grpc.StatusCode.PERMISSION_DENIED and "status visibility: own" in why
