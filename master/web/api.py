@@ -15,9 +15,10 @@ from aiohttp import web
 
 from tcluster.cli.queues import queues_json
 from tcluster.cli.render import job_json, node_json, resources_json, timestamp
-from tcluster.errors import InvalidArgument, NotFound, TclusterError
+from tcluster.errors import InvalidArgument, NotFound, PermissionDenied, TclusterError, Unauthenticated
 from tcluster.master.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState
+from tcluster.security.authz import Caller
 from tcluster.v1 import jobs_pb2
 from tcluster.wire import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb
 
@@ -25,6 +26,9 @@ DEFAULT_RANGE_S = 900.0
 MAX_JOBS = 1000
 MAX_CHART_TASKS = 40          # a stacked chart of more tasks is unreadable
 CPU_FIELDS = ("cpu_user", "cpu_system")
+
+# Who is asking: set by the app's auth middleware (master/web/app.py authorize).
+CALLER = web.RequestKey("caller", Caller)
 
 
 def _json(value: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -161,7 +165,8 @@ class Api:
         follow = request.query.get("follow", "") in ("1", "true")
         stderr = request.query.get("stream", "stdout") == "stderr"
         tail = int(_float(request, "tail", 65536))
-        pieces = self.service.logs(request.match_info["job_id"], int(index), stderr, tail, follow)
+        pieces = self.service.logs(request.match_info["job_id"], int(index), stderr, tail, follow,
+                                   request[CALLER])
         try:
             first = await anext(pieces, b"")      # errors (no such task, node away) before the headers
             response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
@@ -233,6 +238,10 @@ async def errors_middleware(request: web.Request, handler: Any) -> web.StreamRes
         return await handler(request)
     except NotFound as error:
         return web.json_response({"error": str(error)}, status=404)
+    except Unauthenticated as error:
+        return web.json_response({"error": str(error)}, status=401)
+    except PermissionDenied as error:
+        return web.json_response({"error": str(error)}, status=403)
     except (InvalidArgument, ValueError) as error:
         return web.json_response({"error": str(error)}, status=400)
     except TclusterError as error:

@@ -182,3 +182,28 @@ def test_a_master_without_tls_material_treats_everyone_as_admin(tmp_path: Path) 
         who = await h.cluster.WhoAmI(jobs_pb2.WhoAmIRequest())
         assert (who.name, who.admin, who.secure) == ("anonymous", True, False)
     run(scenario, tmp_path)
+
+
+def test_the_dashboard_api_serves_logs_only_to_their_owner(tmp_path: Path) -> None:
+    import aiohttp
+
+    async def scenario(h: Harness) -> None:
+        await start_secure(h, http="127.0.0.1:0")
+        alice = add_user(h.tmp / "master", "alice", "nobody", ("*",), admin=False)
+        bob = add_user(h.tmp / "master", "bob", "nobody", ("*",), admin=False)
+        await join_agent(h, "n1")
+        job = await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec("default")), metadata=auth(alice))
+        assert h.master is not None
+        url = f"http://127.0.0.1:{h.master.http_port}/api/v1/jobs/{job.id}/tasks/0/logs"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url) as reply:              # no token: the viewer, who owns nothing
+                assert reply.status == 403 and "may not read the logs" in (await reply.json())["error"]
+            async with http.get(url, headers={"Authorization": f"Bearer {bob}"}) as reply:
+                assert reply.status == 403 and "it belongs to alice" in (await reply.json())["error"]
+            async with http.get(url, headers={"Authorization": "Bearer tcu..forged"}) as reply:
+                assert reply.status == 401
+            async with http.get(url, headers={"Authorization": f"Bearer {alice}"}) as reply:
+                assert reply.status not in (401, 403)        # past the check (the fake runtime has no files)
+            async with http.get(f"http://127.0.0.1:{h.master.http_port}/api/v1/jobs/{job.id}") as reply:
+                assert reply.status == 200                   # status stays readable on the dashboard's address
+    run(scenario, tmp_path)
