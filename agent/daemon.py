@@ -17,7 +17,7 @@ import grpc
 from tcluster import __version__
 from tcluster.agent import codec
 from tcluster.agent.joinstate import TLS_OPTIONS, load_credentials
-from tcluster.agent.outbox import Outbox
+from tcluster.agent.outbox import Outbox, private_opener
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.tasks import TaskManager, state_dir_path
@@ -231,7 +231,8 @@ class Agent:
     def _save_fence(self) -> None:
         path = self.settings.state_dir / FENCE_FILE
         tmp = path.with_name(FENCE_FILE + ".tmp")
-        tmp.write_text(json.dumps({"fence_after_s": self.fence_after_s}))
+        with open(tmp, "w", opener=private_opener) as out:
+            out.write(json.dumps({"fence_after_s": self.fence_after_s}))
         tmp.replace(path)
 
     async def shutdown(self) -> None:

@@ -29,7 +29,7 @@ def task_dir(root: Path, key: str) -> Path:
 
 def mark_finished(root: Path, key: str) -> None:
     try:
-        (root / key / FINISHED).touch()
+        (root / key / FINISHED).touch(mode=0o600)   # an empty marker, still nobody else's business
     except OSError:
         pass                      # no directory (e.g. a container without a record)
 

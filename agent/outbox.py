@@ -47,6 +47,8 @@ class Outbox:
         self.ready = asyncio.Event()
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if path.exists():   # made by an older agent under a looser umask
+                os.chmod(path, 0o600)
             self._load(path)
 
     def _load(self, path: Path) -> None:
@@ -68,7 +70,7 @@ class Outbox:
         self._unacked.append((self._seq, report))
         if self._path is not None:
             # Appended and fsynced before anyone can see it: a report on its way is on disk.
-            with open(self._path, "a") as f:
+            with open(self._path, "a", opener=private_opener) as f:
                 f.write(report_to_json(self._seq, report) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
@@ -114,13 +116,18 @@ class Outbox:
         self._unacked = [(s, r) for s, r in self._unacked if s > seq]
         if self._path is not None and len(self._unacked) != before:
             tmp = self._path.with_name(self._path.name + ".tmp")
-            with open(tmp, "w") as f:
+            with open(tmp, "w", opener=private_opener) as f:
                 f.write("".join(report_to_json(s, r) + "\n" for s, r in self._unacked))
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self._path)
             _fsync_dir(self._path.parent)
 
+
+
+def private_opener(path: str, flags: int) -> int:
+    """For open(): files the agent creates are root's alone (0600), whatever the umask."""
+    return os.open(path, flags, 0o600)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -213,7 +213,8 @@ def _apply_reports(d: Draft, node: str, reports: tuple[TaskReport, ...]) -> None
     for report in reports:
         task = d.task(report.task_id)
         intent = d.intent(report.task_id, report.attempt)
-        if report.state.terminal or report.rejected:
+        # Only the node the attempt was sent to ends its kill intent: another node's word is no proof.
+        if (report.state.terminal or report.rejected) and intent is not None and intent.node == node:
             d.drop_intent(report.task_id, report.attempt)
         if task is None or task.node != node or task.attempt != report.attempt:
             log.info("ignoring stale report %s attempt %s from %s", report.task_id, report.attempt, node)

@@ -190,7 +190,7 @@ def spawn_shim(binary: Path, spec_path: Path, shim_log: Path, timeout: float = S
     """Start the shim in its own session (a terminal's Ctrl-C and the agent's death never
     reach it) and wait for its one line. On failure the shim has been waited for (so its
     task is gone too) and LaunchError says why."""
-    with open(shim_log, "ab") as log:
+    with open(shim_log, "ab", opener=lambda p, f: os.open(p, f, 0o600)) as log:
         proc = subprocess.Popen(
             [str(binary), str(spec_path)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             bufsize=0, close_fds=True, start_new_session=True, env={"PATH": DEFAULT_PATH}, cwd="/")

@@ -63,7 +63,7 @@ class ShimRuntime:
             self._binary = shim_binary()
         except OSError as e:
             raise RuntimeSetupError(f"cannot prepare the task supervisor: {e}") from e
-        (self._state_dir / "containers").mkdir(parents=True, exist_ok=True)
+        (self._state_dir / "containers").mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def container_dir(self, key: str) -> Path:
         return self._state_dir / "containers" / key

@@ -32,14 +32,16 @@ def qemu_missing() -> str | None:
 
 
 def boot(images: Images, share: Path, script: str, timeout_s: float = 1200, memory_mb: int = 2048,
-         cpus: int = 2) -> GuestRun:
+         cpus: int = 2, allow_reboot: bool = False) -> GuestRun:
+    """allow_reboot: a reboot in the guest resets it on the same (snapshot) disk and run.sh
+    runs again in the new boot; otherwise a reboot ends the run like a poweroff."""
     share.mkdir(parents=True, exist_ok=True)
     (share / "run.sh").write_text(script)
     for name in ("rc", "out.log"):
         (share / name).unlink(missing_ok=True)
     args = [
         "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", str(memory_mb), "-smp", str(cpus), "-nographic",
-        "-no-reboot", "-net", "none", "-kernel", str(images.kernel), "-initrd", str(images.initrd),
+        *([] if allow_reboot else ["-no-reboot"]), "-net", "none", "-kernel", str(images.kernel), "-initrd", str(images.initrd),
         "-append", "console=ttyS0 vmroot=ext4 panic=-1 quiet systemd.show_status=false",
         "-drive", f"file={images.rootfs},format=raw,if=virtio,snapshot=on",
         "-virtfs", f"local,path={share},mount_tag=share,security_model=none,id=share",

@@ -4,7 +4,8 @@ One boot per run (module fixture): inside, tests/system runs against cgroup v2 (
 tests that run against v1 on this host), then systemd/'s unit files are verified with
 `systemd-analyze verify` (any stderr fails) and started: a job runs, the agent is
 restarted with `systemctl restart` while the job's task runs, and the task finishes and
-is reported. Images are built once and cached outside the repo (tests/vm/images.py)."""
+is reported. Then the secure join flow on the same units, across a reboot of the guest
+(tests/vm/guest_secure.py). Images are built once and cached outside the repo (tests/vm/images.py)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     shutil.copy(shim_binary(), share / "tcl-shim")      # static: runs in the guest as is
     # A cap, not the expected time: on a busy 2-core host software emulation is several times
     # slower; the guest's runner unit stops run.sh after 1500 s in any case.
-    run = boot(images, share, GUEST_SCRIPT, timeout_s=1620)
+    run = boot(images, share, GUEST_SCRIPT, timeout_s=1620, allow_reboot=True)   # one reboot: guest_secure.py
     print(f"\n[vm] images ready in {build_s:.1f}s; guest ran in {run.seconds:.1f}s; rc={run.rc}")
     results_file = share / "results.json"
     if not results_file.exists():
@@ -106,3 +107,15 @@ def test_units_start_run_a_job_and_survive_an_agent_restart(guest: dict[str, Any
     assert units["succeeded"], (units["job"], journal[-3000:])
     assert "/tcluster/vm1/" in units["logs"] and units["logs"].endswith("done\n"), units["logs"]
     assert units["leftover_groups"] == []
+
+
+def test_a_joined_agent_unit_reconnects_with_its_certificate_after_a_reboot(guest: dict[str, Any]) -> None:
+    secure = guest["secure"]
+    before, after = secure["before"], secure.get("after")
+    assert (before["init_rc"], before["token_rc"], before["join_rc"], before["enable_rc"]) == (0, 0, 0, 0), before
+    assert before["key_mode"] == "0o600" and before["ready_before"], before
+    assert after is not None, "the guest did not come back from its reboot"
+    journal = (Path(guest["share"]) / "journal-after-reboot.log").read_text()
+    assert after["boot_id"] != before["boot_id"], (before, after)
+    assert after["enabled"] == ["enabled", "enabled"], after
+    assert after["ready_after"] and after["agent_mtls"] and after["registered"], (after, journal[-3000:])
