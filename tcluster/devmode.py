@@ -17,11 +17,12 @@ from tcluster.agent.joinclient import JoinError, join
 from tcluster.agent.joinstate import load_joined
 from tcluster.agent.main import build_agent, settings_from_args as agent_settings_from_args
 from tcluster.agent.runtime.base import RuntimeSetupError
+from tcluster.cli.credentials import credentials_path
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.devsecure import deny_uids_except, ensure_login, ensure_pki, invoking_user, join_token
 from tcluster.errors import InvalidArgument
 from tcluster.master.server import start_master
 from tcluster.master.settings import MasterSettings
-from tcluster.devsecure import deny_uids_except, ensure_login, ensure_pki, invoking_user, join_token
 
 
 def _agent_args(args: argparse.Namespace, data_dir: Path) -> argparse.Namespace:
@@ -35,7 +36,7 @@ def _agent_args(args: argparse.Namespace, data_dir: Path) -> argparse.Namespace:
 
 def _banner(listen: str, data_dir: Path, node: str, runtime: str, url: str = "", user: str = "") -> str:
     dashboard = f"\n  Dashboard: {url}   (Prometheus: {url}metrics)\n" if url else ""
-    login = (f"\n  You are admin '{user}' of this cluster (TLS; your token is in ~/.config/tcluster/credentials.json);"
+    login = (f"\n  You are admin '{user}' of this cluster (TLS; your token is in {credentials_path()});"
              f"\n  tasks run as your Unix user.\n") if user else ""
     return f"""
 tcluster dev: master on {listen}, agent '{node}' (runtime {runtime}), state in {data_dir}
