@@ -13,8 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, check_master_address
-from tcluster.cli.credentials import Credentials, save_credentials
+import grpc
+
+from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, check_master_address, rpc_status
+from tcluster.cli.credentials import Credentials, credentials_for, save_credentials
 from tcluster.errors import InvalidArgument, Unauthenticated
 from tcluster.security.tokens import parse_token
 
@@ -80,6 +82,20 @@ def login(args: argparse.Namespace) -> int:
     path = save_credentials(master, credentials)
     print(f"logged in to {master} as {who.name} ({_role(who)}); credentials in {path}", file=sys.stderr)
     return EXIT_OK
+
+
+def login_hint(error: grpc.RpcError, master: str) -> str:
+    """A plaintext call that a TLS master hung up on reads like an unreachable master: say
+    what is more likely missing. "" when it does not apply."""
+    code, details = rpc_status(error)
+    if code != grpc.StatusCode.UNAVAILABLE or "socket closed" not in details.lower():
+        return ""
+    try:
+        if credentials_for(master).ca_pem:
+            return ""
+    except InvalidArgument:
+        return ""
+    return f"hint: a master with TLS (after `tcl-master init`) needs a login first: tcl login --master {master}"
 
 
 def _role(who: object) -> str:

@@ -14,7 +14,7 @@ from typing import Callable, Sequence, TypeVar
 import grpc
 
 from tcluster.cli import commands
-from tcluster.cli.login import add_login, login as login_command, whoami as whoami_command
+from tcluster.cli.login import add_login, login as login_command, login_hint, whoami as whoami_command
 from tcluster.cli.queues import add_queues, queues as queues_command
 from tcluster.cli.pack import add_pack, run_pack
 from tcluster.cli.sim import add_sim, run_sim
@@ -196,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
     except grpc.RpcError as exc:
         exit_code, message = explain_rpc_error(exc, args.master)
         print(message, file=sys.stderr)
+        if hint := login_hint(exc, args.master):
+            print(hint, file=sys.stderr)
         return exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

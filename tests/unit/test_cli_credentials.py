@@ -58,3 +58,15 @@ def test_refusals_print_the_masters_reason_and_exit_1(code: grpc.StatusCode, pri
     exit_code, message = explain_rpc_error(_Error(code, "no token: log in"), "m:1")  # type: ignore[abstract]
     assert exit_code == 1 and message.startswith(printed)
     assert os.environ.get("TCL_TOKEN") is None
+
+
+def test_a_plaintext_call_to_a_tls_master_gets_a_login_hint() -> None:
+    from tcluster.cli.login import login_hint
+    closed = _Error(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: UNAVAILABLE: "
+                                                 "ipv4:127.0.0.1:7397: Socket closed")
+    assert login_hint(closed, "127.0.0.1:7397") == ("hint: a master with TLS (after `tcl-master init`) needs a login "
+                                                    "first: tcl login --master 127.0.0.1:7397")
+    refused = _Error(grpc.StatusCode.UNAVAILABLE, "Failed to connect to remote host: Connection refused")
+    assert login_hint(refused, "127.0.0.1:7397") == ""                 # nobody listens: the usual message says it
+    save_credentials("127.0.0.1:7397", Credentials("tcu..t", b"PEM"))
+    assert login_hint(closed, "127.0.0.1:7397") == ""                  # logged in: TLS was tried
