@@ -185,6 +185,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
     print(f"user {args.name} added (runs as {args.unix_user}, queues: {args.queues or 'none'}"
           f"{', admin' if args.admin else ''}). The token above is shown only once; they log in with\n"
           f"  tcl login --master HOST:PORT    (and paste it)", file=sys.stderr)
+    if not ca_pin(args.data_dir):
+        print(f"note: {args.data_dir} has no cluster CA yet: until `tcl-master init` there, the master checks no "
+              "tokens (everyone is an admin) and this token pins no CA (`tcl login` then needs --ca)", file=sys.stderr)
     return 0
 
 

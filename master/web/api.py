@@ -117,7 +117,7 @@ class Api:
 
     async def jobs(self, request: web.Request) -> web.Response:
         states = {JobState(s.upper()) for s in request.query.getall("state", []) if s}
-        queue, user = request.query.get("queue", ""), request.query.get("user", "")
+        queue, user, owner = request.query.get("queue", ""), request.query.get("user", ""), request.query.get("owner", "")
         needle = request.query.get("q", "").lower()
         limit = min(int(_float(request, "limit", 100)), MAX_JOBS)
         found = []
@@ -126,7 +126,8 @@ class Api:
             if (states and job.state not in states) or (queue and not (spec.queue == queue or
                                                                        spec.queue.startswith(queue + "."))):
                 continue
-            if (user and spec.user != user) or (needle and needle not in spec.name.lower() and needle not in job.id):
+            if (user and spec.user != user) or (owner and spec.owner != owner) or \
+                    (needle and needle not in spec.name.lower() and needle not in job.id):
                 continue
             found.append(job)
         with_tasks = request.query.get("tasks", "true").lower() not in ("0", "false", "no")

@@ -206,4 +206,8 @@ def test_the_dashboard_api_serves_logs_only_to_their_owner(tmp_path: Path) -> No
                 assert reply.status not in (401, 403)        # past the check (the fake runtime has no files)
             async with http.get(f"http://127.0.0.1:{h.master.http_port}/api/v1/jobs/{job.id}") as reply:
                 assert reply.status == 200                   # status stays readable on the dashboard's address
+                assert (await reply.json())["owner"] == "alice"
+            for owner, ids in (("alice", [job.id]), ("bob", [])):
+                async with http.get(f"http://127.0.0.1:{h.master.http_port}/api/v1/jobs?owner={owner}") as reply:
+                    assert [j["id"] for j in await reply.json()] == ids
     run(scenario, tmp_path)
