@@ -16,7 +16,7 @@ from tcluster.master.settings import MasterSettings
 from tcluster.master.store import Store
 from tcluster.master.users import UserDirectory
 from tcluster.master.web.app import Dashboard
-from tcluster.security.pki import load_master_pki
+from tcluster.security.pki import MasterPki, load_master_pki
 from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -74,6 +74,16 @@ class RunningMaster:
             self.service.gate.users.close()
 
 
+def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server,
+          service: MasterService) -> tuple[int, SecureParts | None]:
+    """Plaintext, everything on one port; or TLS for clients and a mutual-TLS agent server."""
+    if pki is None:
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(service), server)
+        return server.add_insecure_port(settings.listen), None
+    return bind_secure(settings, pki, server, GRPC_OPTIONS, lambda agent_server, guard:
+                       agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(service, guard), agent_server))
+
+
 async def start_master(settings: MasterSettings) -> RunningMaster:
     pki = load_master_pki(settings.data_dir)
     check_exposure(settings, pki)
@@ -85,18 +95,11 @@ async def start_master(settings: MasterSettings) -> RunningMaster:
     server = grpc.aio.server(options=GRPC_OPTIONS)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(service), server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(service), server)
-    secure: SecureParts | None = None
-    if pki is None:
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(service), server)
-        port = server.add_insecure_port(settings.listen)
-    else:
-        try:
-            port, secure = bind_secure(settings, pki, server, GRPC_OPTIONS, lambda agent_server, guard:
-                                       agent_pb2_grpc.add_AgentServiceServicer_to_server(
-                                           AgentServicer(service, guard), agent_server))
-        except OSError:
-            store.close()
-            raise
+    try:
+        port, secure = _bind(settings, pki, server, service)
+    except OSError:
+        store.close()
+        raise
     if port == 0:
         store.close()
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
