@@ -12,7 +12,6 @@ from pydantic import ValidationError
 
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument, TclusterError
-from tcluster.master.admin import add_admin_commands, run_admin
 from tcluster.master.queues import load_tree
 from tcluster.master.server import start_master
 from tcluster.master.settings import MasterSettings
@@ -84,15 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_admin_parser() -> argparse.ArgumentParser:
     """The offline subcommands; `tcl-master [flags]` without one serves."""
+    from tcluster.master.admin import add_admin_commands   # only when asked: the daemon starts without it
     p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: cluster identity commands.")
     sub = p.add_subparsers(dest="command", required=True)
     add_admin_commands(sub)
     add_user_commands(sub)
     return p
-
-
-def admin_commands(parser: argparse.ArgumentParser) -> set[str]:
-    return {name for action in parser._subparsers._group_actions for name in action.choices}  # type: ignore[union-attr]
 
 
 def http_address(args: argparse.Namespace) -> str:
@@ -139,9 +135,9 @@ async def _serve(settings: MasterSettings) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    admin = build_admin_parser()
-    if argv and argv[0] in admin_commands(admin):
-        return run_admin(admin, argv)
+    if argv and not argv[0].startswith("-"):   # a subcommand (the daemon's own arguments are all flags)
+        from tcluster.master.admin import run_admin
+        return run_admin(build_admin_parser(), argv)
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)
     try:
