@@ -15,7 +15,6 @@ from tcluster.errors import InvalidArgument, TclusterError
 from tcluster.master.queues import load_tree
 from tcluster.master.server import start_master
 from tcluster.master.settings import MasterSettings
-from tcluster.master.users import add_user_commands
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.lotes.classes import load_classes
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
@@ -84,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 def build_admin_parser() -> argparse.ArgumentParser:
     """The offline subcommands; `tcl-master [flags]` without one serves."""
     from tcluster.master.admin import add_admin_commands   # only when asked: the daemon starts without it
+    from tcluster.master.users import add_user_commands
     p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: cluster identity commands.")
     sub = p.add_subparsers(dest="command", required=True)
     add_admin_commands(sub)
