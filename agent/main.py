@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--default-user", default="nobody",
                    help="user for tasks that name none (default %(default)s; '' = the agent's own)")
     p.add_argument("--allow-root", action="store_true", help="let tasks run as root (default: refused)")
+    p.add_argument("--deny-uids", metavar="RANGES",
+                   help="never run tasks as these uids, whatever the master asks, except the nobody user "
+                        "(default 0-999: system users; `none` for no range; root still needs --allow-root)")
     p.add_argument("--pids-max", type=int, default=4096, help="processes+threads per task unless the job "
                    "sets its own (default %(default)s)")
     p.add_argument("--log-max", default="64Mi",
@@ -133,7 +136,8 @@ def _log_options(args: argparse.Namespace) -> dict[str, object]:
 def _runtime_options(args: argparse.Namespace) -> dict[str, object]:
     """The task-isolation flags; absent (e.g. `tcl dev`'s namespace) keeps the defaults."""
     out: dict[str, object] = {}
-    for flag, key in (("default_user", "default_user"), ("allow_root", "allow_root"), ("pids_max", "pids_max")):
+    for flag, key in (("default_user", "default_user"), ("allow_root", "allow_root"), ("pids_max", "pids_max"),
+                      ("deny_uids", "deny_uids")):
         if getattr(args, flag, None) is not None:
             out[key] = getattr(args, flag)
     if getattr(args, "no_namespaces", False):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tcluster.agent.requests import parse_uid_ranges
 from tcluster.agent.runtime.base import DEFAULT_PIDS_MAX
 
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_./-]{0,61}[A-Za-z0-9])?$")
@@ -62,6 +63,7 @@ class AgentSettings(BaseModel):
     # Like Nomad's exec driver: tasks that name no user run as `nobody`; root only if allowed.
     default_user: str = "nobody"
     allow_root: bool = False
+    deny_uids: str = "0-999"                    # never run tasks as these (system users), except nobody
     namespaces: bool = True                     # own PID, mount, UTS, IPC namespaces per task
     reconnect_max_s: float = Field(5.0, gt=0)
     # After `tcl-agent join`: STATE_DIR/pki; the stream then only ever uses mutual TLS.
@@ -73,6 +75,16 @@ class AgentSettings(BaseModel):
         if not _NODE.match(value):
             raise ValueError(f"{value!r} is not a valid node name; use 1-63 of A-Z a-z 0-9 _ . - starting with a letter or digit")
         return value
+
+    @field_validator("deny_uids")
+    @classmethod
+    def _deny_uids(cls, value: str) -> str:
+        parse_uid_ranges(value)
+        return value
+
+    @property
+    def denied_uids(self) -> tuple[tuple[int, int], ...]:
+        return parse_uid_ranges(self.deny_uids)
 
     @field_validator("runtime")
     @classmethod

@@ -110,7 +110,7 @@ class TaskManager:
         assert request.spec is not None
         spec = request.spec
         log_dir = logfiles.task_dir(self.logs_root, request.key)
-        user = task_user(spec.user, self.settings.default_user, self.settings.allow_root)
+        user = task_user(spec.user, self.settings.default_user, self.settings.allow_root, self.settings.denied_uids)
         save_request(log_dir, request)
         return TaskSpec(
             key=request.key, task_id=request.task_id, attempt=request.attempt, command=spec.command,

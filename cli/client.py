@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import grpc
 
+from tcluster.cli.credentials import DEFAULT_MASTER, MASTER_ENV, MASTER_NAME, Credentials, credentials_for
+from tcluster.cli.credentials import default_master as default_master
 from tcluster.errors import InvalidArgument
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
-DEFAULT_MASTER = "127.0.0.1:7070"
-MASTER_ENV = "TCL_MASTER"
 # Unary calls are quick reads/writes on the master; a hung master should not hang scripts.
 UNARY_TIMEOUT_SECONDS = 10.0
 
@@ -33,6 +32,8 @@ _STATUS_OUTCOMES: dict[grpc.StatusCode, tuple[int, str]] = {
         EXIT_FAILURE, "the master at {master} does not support this call (version mismatch?): {details}",
     ),
     grpc.StatusCode.CANCELLED: (EXIT_FAILURE, "the call to the master at {master} was cancelled: {details}"),
+    grpc.StatusCode.UNAUTHENTICATED: (EXIT_FAILURE, "the master at {master} does not know you: {details}"),
+    grpc.StatusCode.PERMISSION_DENIED: (EXIT_FAILURE, "permission denied: {details}"),
 }
 # gRPC's own wording when no connection was made at all. An UNAVAILABLE the master sends
 # on purpose (e.g. an agent it must reach is down) carries its own details instead.
@@ -42,10 +43,6 @@ _TRANSPORT_FAILURE = re.compile(
     re.IGNORECASE,
 )
 _HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
-
-
-def default_master() -> str:
-    return os.environ.get(MASTER_ENV) or DEFAULT_MASTER
 
 
 def check_master_address(address: str) -> str:
@@ -86,9 +83,16 @@ class MasterClient:
 
     master: str
     timeout: float = UNARY_TIMEOUT_SECONDS
+    credentials: Credentials | None = None     # None: from the environment and `tcl login`
 
     def __post_init__(self) -> None:
-        self._channel = grpc.insecure_channel(self.master)
+        creds = self.credentials if self.credentials is not None else credentials_for(self.master)
+        self._metadata = creds.metadata
+        if creds.ca_pem:      # the cluster CA is the only root; every master's cert names the role
+            self._channel = grpc.secure_channel(self.master, grpc.ssl_channel_credentials(creds.ca_pem),
+                                                options=[("grpc.ssl_target_name_override", MASTER_NAME)])
+        else:
+            self._channel = grpc.insecure_channel(self.master)
         self._jobs = jobs_pb2_grpc.JobServiceStub(self._channel)
         self._cluster = jobs_pb2_grpc.ClusterServiceStub(self._channel)
 
@@ -99,36 +103,40 @@ class MasterClient:
         self._channel.close()
 
     def submit(self, spec: jobs_pb2.JobSpec) -> jobs_pb2.Job:
-        return self._jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=self.timeout)
+        return self._jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=self.timeout, metadata=self._metadata)
 
     def get(self, job_id: str) -> jobs_pb2.Job:
-        return self._jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=self.timeout)
+        return self._jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=self.timeout, metadata=self._metadata)
 
-    def list_jobs(self, states: Iterable[int], queue: str, limit: int, all_jobs: bool = False
+    def list_jobs(self, states: Iterable[int], queue: str, limit: int, all_jobs: bool = False, owner: str = ""
                   ) -> tuple[list[jobs_pb2.Job], int]:
         """(jobs, how many match in all); with all_jobs, page through every one."""
-        request = jobs_pb2.ListJobsRequest(states=list(states), queue=queue, limit=limit if not all_jobs else 1000)
+        request = jobs_pb2.ListJobsRequest(states=list(states), queue=queue, limit=limit if not all_jobs else 1000,
+                                           owner=owner)
         jobs: list[jobs_pb2.Job] = []
         while True:
-            reply = self._jobs.List(request, timeout=self.timeout)
+            reply = self._jobs.List(request, timeout=self.timeout, metadata=self._metadata)
             jobs += reply.jobs
             if not all_jobs or not reply.next_page_token:
                 return jobs, reply.total
             request.page_token = reply.next_page_token
 
     def cancel(self, job_id: str) -> jobs_pb2.Job:
-        return self._jobs.Cancel(jobs_pb2.CancelJobRequest(id=job_id), timeout=self.timeout)
+        return self._jobs.Cancel(jobs_pb2.CancelJobRequest(id=job_id), timeout=self.timeout, metadata=self._metadata)
 
     def logs(self, request: jobs_pb2.LogsRequest) -> Iterator[jobs_pb2.LogChunk]:
         # No deadline: a large log may take longer than any fixed bound to stream.
-        return self._jobs.Logs(request)
+        return self._jobs.Logs(request, metadata=self._metadata)
+
+    def whoami(self) -> jobs_pb2.WhoAmIResponse:
+        return self._cluster.WhoAmI(jobs_pb2.WhoAmIRequest(), timeout=self.timeout, metadata=self._metadata)
 
     def list_queues(self) -> jobs_pb2.ListQueuesResponse:
-        return self._cluster.ListQueues(jobs_pb2.ListQueuesRequest(), timeout=self.timeout)
+        return self._cluster.ListQueues(jobs_pb2.ListQueuesRequest(), timeout=self.timeout, metadata=self._metadata)
 
     def list_nodes(self) -> list[jobs_pb2.Node]:
         return list(self.nodes_response().nodes)
 
     def nodes_response(self) -> jobs_pb2.ListNodesResponse:
         """The nodes, the placement policy in force and (lotes) its plan status."""
-        return self._cluster.ListNodes(jobs_pb2.ListNodesRequest(), timeout=self.timeout)
+        return self._cluster.ListNodes(jobs_pb2.ListNodesRequest(), timeout=self.timeout, metadata=self._metadata)

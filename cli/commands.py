@@ -87,7 +87,7 @@ def wait_for_job(
 
 def jobs(args: argparse.Namespace, client: MasterClient) -> int:
     wanted = [job_state_to_pb(JobState(name)) for name in args.state or ()]
-    listed, total = client.list_jobs(wanted, args.queue or "", args.limit, args.all)
+    listed, total = client.list_jobs(wanted, args.queue or "", args.limit, args.all, getattr(args, "owner", "") or "")
     # Newest first even if the master returned another order.
     listed.sort(key=lambda job: job.submitted_at, reverse=True)
     if args.output == JSON_OUTPUT:

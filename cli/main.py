@@ -14,6 +14,7 @@ from typing import Callable, Sequence, TypeVar
 import grpc
 
 from tcluster.cli import commands
+from tcluster.cli.login import add_login, login as login_command, login_hint, whoami as whoami_command
 from tcluster.cli.queues import add_queues, queues as queues_command
 from tcluster.cli.pack import add_pack, run_pack
 from tcluster.cli.sim import add_sim, run_sim
@@ -43,7 +44,7 @@ def add_global_options(parser: argparse.ArgumentParser, with_defaults: bool) -> 
     output_default = "table" if with_defaults else argparse.SUPPRESS
     parser.add_argument(
         "--master", metavar="HOST:PORT", default=master_default,
-        help=f"the tcl-master to talk to (default: ${MASTER_ENV}, else 127.0.0.1:7070)",
+        help=f"the tcl-master to talk to (default: ${MASTER_ENV}, else the last `tcl login`'s, else 127.0.0.1:7070)",
     )
     parser.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default=output_default, help="table (default) or json")
 
@@ -90,7 +91,7 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     p.add_argument("--resources", metavar="SPEC", help="per task, the paper's form: 'cpu_num=0.5; memory=0.5GB; net=10Mbit'")
     p.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
     p.add_argument("--label", action="append", metavar="KEY=VALUE", help="free-form job label (repeatable)")
-    p.add_argument("--user", help="run tasks as this user (default: the agent's)")
+    p.add_argument("--user", help="run tasks as this Unix user (admins only; default: your own mapping)")
     p.add_argument("--workdir", metavar="DIR", help="absolute working directory of each task")
     p.add_argument("--cpu-limit", metavar="CORES", help="hard CPU cap per task, e.g. 0.5 (default: none, only the weight)")
     p.add_argument("--swap", metavar="SIZE", help="swap per task beyond --mem, e.g. 200Mi or unlimited (default: none)")
@@ -116,6 +117,7 @@ def add_query_commands(sub: argparse._SubParsersAction, common: argparse.Argumen
     p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
     p.add_argument("--state", action="append", type=str.upper, choices=JOB_STATE_NAMES, help="only jobs in this state (repeatable)")
     p.add_argument("--queue", help="only jobs of this queue")
+    p.add_argument("--owner", help="only jobs of this user")
     p.add_argument("--limit", type=non_negative_int, default=0,
                    help="at most N jobs, newest first (default: 100; the master's page size)")
     p.add_argument("-a", "--all", action="store_true", help="every job, not just the newest 100")
@@ -162,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sim(sub, common)
     add_pack(sub, common)
     add_top(sub, common)
+    add_login(sub, common)
     return parser
 
 
@@ -181,7 +184,10 @@ def run(args: argparse.Namespace) -> int:
             return run_sim(args)
         if args.command_name == "pack":   # local; --from-master only reads
             return run_pack(args)
-        handler = {**commands.MASTER_COMMANDS, "queues": queues_command, "top": top_command}[args.command_name]
+        if args.command_name == "login":  # its own credentials, not the stored ones
+            return login_command(args)
+        handler = {**commands.MASTER_COMMANDS, "queues": queues_command, "top": top_command,
+                   "whoami": whoami_command}[args.command_name]
         with MasterClient(check_master_address(args.master)) as client:
             return handler(args, client)
     except InvalidArgument as exc:
@@ -190,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
     except grpc.RpcError as exc:
         exit_code, message = explain_rpc_error(exc, args.master)
         print(message, file=sys.stderr)
+        if hint := login_hint(exc, args.master):
+            print(hint, file=sys.stderr)
         return exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

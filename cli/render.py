@@ -121,6 +121,7 @@ def job_json(msg: jobs_pb2.Job) -> JsonDict:
         "command": list(spec.command),
         "env": dict(sorted(spec.env.items())),
         "user": spec.user,
+        "owner": spec.owner,
         "workdir": spec.workdir,
         "labels": dict(sorted(spec.labels.items())),
         "constraints": list(spec.constraints),

@@ -59,12 +59,12 @@ def resource_cells(msg: common_pb2.Resources) -> tuple[str, str]:
 
 
 def jobs_table(jobs: Sequence[jobs_pb2.Job], now: float) -> str:
-    headers = ("ID", "NAME", "QUEUE", "STATE", "TASKS", "CPU", "MEM", "SUBMITTED")
+    headers = ("ID", "NAME", "QUEUE", "OWNER", "STATE", "TASKS", "CPU", "MEM", "SUBMITTED")
     rows = []
     for job in jobs:
         cpu, mem = resource_cells(job.spec.resources)
         rows.append((
-            job.id, job.spec.name or EMPTY, job.spec.queue or EMPTY, job_state_name(job.state),
+            job.id, job.spec.name or EMPTY, job.spec.queue or EMPTY, job.spec.owner or EMPTY, job_state_name(job.state),
             tasks_cell(job), cpu, mem, age_cell(job.submitted_at, now),
         ))
     return format_table(headers, rows)
@@ -128,6 +128,7 @@ def job_view(job: jobs_pb2.Job, now: float) -> str:
         ("ID", job.id),
         ("Name", spec.name or EMPTY),
         ("Queue", spec.queue or EMPTY),
+        ("Owner", f"{spec.owner or EMPTY} (runs as {spec.user or 'the agent default user'})"),
         ("State", job_state_name(job.state)),
         ("Submitted", when_cell(job.submitted_at, now)),
         ("Finished", when_cell(job.finished_at, now)),

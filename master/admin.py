@@ -16,6 +16,7 @@ from pathlib import Path
 from tcluster.agent.settings import parse_labels
 from tcluster.errors import FailedPrecondition, InvalidArgument, TclusterError
 from tcluster.master.nodeauth import NodeAuth
+from tcluster.master.users import bootstrap_admin
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import MasterPki, check_node_name, init_pki, load_master_pki, master_sans
 
@@ -64,13 +65,15 @@ def cmd_init(args: argparse.Namespace) -> int:
     master_sans(advertise)   # a bad name stops here, before anything is written
     pki = init_pki(args.data_dir, advertise)
     NodeAuth(args.data_dir).close()   # auth.db with its tables (0600)
-    # secuser: the first admin's token is created here (bootstrap_admin(args.data_dir)) and printed below.
+    admin_token = bootstrap_admin(args.data_dir)
     names = ", ".join(advertise + ["master.tcluster", "localhost", "127.0.0.1", "::1"])
     d = args.data_dir
     print(f"""tcl-master: initialised a new cluster in {d}
   CA fingerprint: {pki.fingerprint}
   master certificate valid for: {names}
   keys: {d}/pki/*.key (0600; never leave this directory)
+  first admin user `admin` (its token is shown only this once):
+    {admin_token}
 
 Next:
   1. start the master (client port TLS; agents use the next port with mutual TLS):

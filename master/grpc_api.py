@@ -14,11 +14,13 @@ from tcluster.errors import (
 )
 from tcluster.master.actions import Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.agent_codec import inbound_from_pb, outbound_to_pb
+from tcluster.master.auth import bearer_token
 from tcluster.master.joining import NodeGuard
 from tcluster.master.links import AgentLink
 from tcluster.master.peer import peer_cert
 from tcluster.master.service import MasterService
 from tcluster.model import Job, Task
+from tcluster.security.authz import Caller, ReadCluster
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from tcluster.wire import (
     job_state_from_pb, job_to_pb, lotes_status_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb,
@@ -52,6 +54,11 @@ async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
     await context.abort(code, str(error))
 
 
+def caller_of(service: MasterService, context: grpc.aio.ServicerContext, call: str) -> Caller:
+    """From the `authorization: Bearer` metadata; Unauthenticated without a valid token."""
+    return service.gate.caller(bearer_token(context.invocation_metadata()), context.peer(), call)
+
+
 class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, service: MasterService) -> None:
         self.service = service
@@ -63,14 +70,15 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return self._job(await self.service.submit(spec_from_pb(request.spec)))
+            caller = caller_of(self.service, context, "Submit")
+            return self._job(await self.service.submit(spec_from_pb(request.spec), caller))
         except (TclusterError, ValueError) as error:
             await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)[:200]))
             raise AssertionError("unreachable")
 
     async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return self._job(self.service.get(request.id))
+            return self._job(self.service.read(request.id, caller_of(self.service, context, "Get")))
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
@@ -81,8 +89,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         except ValueError as error:
             await _abort(context, InvalidArgument("states", str(error)))
         try:
+            caller = caller_of(self.service, context, "List")
             pairs, next_token, total = self.service.list_jobs(states, request.queue, request.limit, request.all,
-                                                              request.page_token)
+                                                              request.page_token, request.owner, caller)
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
@@ -90,7 +99,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return self._job(await self.service.cancel(request.id))
+            return self._job(await self.service.cancel(request.id, caller_of(self.service, context, "Cancel")))
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
@@ -98,8 +107,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     async def Logs(self, request: jobs_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[jobs_pb2.LogChunk]:
         stderr = request.stream == jobs_pb2.LOG_STDERR
         try:
+            caller = caller_of(self.service, context, "Logs")
             async for data in self.service.logs(request.job_id, request.task_index, stderr, request.tail_bytes,
-                                                request.follow):
+                                                request.follow, caller):
                 yield jobs_pb2.LogChunk(data=data)
         except TclusterError as error:
             await _abort(context, error)
@@ -111,19 +121,39 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
 
     async def ListNodes(self, request: jobs_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListNodesResponse:
         lotes = self.service.lotes
+        try:
+            listed = self.service.nodes(caller_of(self.service, context, "ListNodes"))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
         nodes = [node_to_pb(n, self.service.free(n), tasks, lotes.node_view(n.name) if lotes is not None else None)
-                 for n, tasks in self.service.nodes()]
+                 for n, tasks in listed]
         response = jobs_pb2.ListNodesResponse(nodes=nodes, placement=self.service.placement.name)
         if lotes is not None:
             response.lotes.CopyFrom(lotes_status_to_pb(lotes.status_view()))
         return response
 
     async def ListQueues(self, request: jobs_pb2.ListQueuesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListQueuesResponse:
+        try:
+            listed = self.service.list_queues(caller_of(self.service, context, "ListQueues"))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
         return jobs_pb2.ListQueuesResponse(
-            queues=[queue_to_pb(row) for row in self.service.list_queues()],
+            queues=[queue_to_pb(row) for row in listed],
             fairness=self.service.fairness.name, source=self.service.queues.source,
             capacity=resources_to_pb(self.service.total_capacity()),
         )
+
+    async def WhoAmI(self, request: jobs_pb2.WhoAmIRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.WhoAmIResponse:
+        try:
+            caller = caller_of(self.service, context, "WhoAmI")
+            self.service.gate.check(caller, ReadCluster("whoami"))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+        return jobs_pb2.WhoAmIResponse(name=caller.name, admin=caller.admin, unix_user=caller.unix_user,
+                                       queues=list(caller.grants), secure=self.service.gate.secure)
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):

@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tcl-master", description="tcluster master: schedules jobs onto agents.",
         epilog="identity commands (offline, on the data dir): tcl-master init | join-token create | node revoke "
+               "| user add/list/remove "
                "(each with --help)")
     p.add_argument("--listen", default="127.0.0.1:7070",
                    help="gRPC address for clients (default %(default)s); TLS once `tcl-master init` ran")
@@ -73,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="usage history kept downsampled (default %(default)s: 24 h)")
     p.add_argument("--history-long-step-s", type=float, default=300.0,
                    help="bucket of the downsampled history: means of rates, maxima of levels (default %(default)s)")
+    p.add_argument("--status-visibility", choices=("all", "own"), default="all",
+                   help="whose jobs a user (not an admin) may see in status and lists (default %(default)s)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -80,10 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
 def build_admin_parser() -> argparse.ArgumentParser:
     """The offline subcommands; `tcl-master [flags]` without one serves."""
     from tcluster.master.admin import add_admin_commands   # only when asked: the daemon starts without it
+    from tcluster.master.users import add_user_commands
     p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: cluster identity commands.")
     sub = p.add_subparsers(dest="command", required=True)
     add_admin_commands(sub)
-    # secuser: add_user_commands(sub) here
+    add_user_commands(sub)
     return p
 
 
@@ -105,7 +109,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
         lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,
-        lotes_drift=args.lotes_drift,
+        lotes_drift=args.lotes_drift, status_visibility=args.status_visibility,
     )
 
 

@@ -18,7 +18,7 @@ MAX_PAGE = 1000
 
 class JobIndex(Protocol):
     def job_keys(self, states: list[str], queue: str, before: tuple[float, str] | None,
-                 limit: int) -> tuple[list[tuple[float, str]], int]: ...
+                 limit: int, owner: str = "") -> tuple[list[tuple[float, str]], int]: ...
 
 
 def _token(key: tuple[float, str]) -> str:
@@ -36,7 +36,7 @@ def _parse_token(token: str) -> tuple[float, str]:
 
 
 def page_of_jobs(jobs: dict[str, Job], index: JobIndex, states: set[JobState], queue: str, limit: int,
-                 all_jobs: bool, page_token: str) -> tuple[list[str], str, int]:
+                 all_jobs: bool, page_token: str, owner: str = "") -> tuple[list[str], str, int]:
     """(job ids of this page, the next page's token or "", how many match in all)."""
     if limit < 0 or limit > MAX_PAGE:
         raise InvalidArgument("limit", f"{limit} is out of range; allowed 0..{MAX_PAGE} (0: {DEFAULT_PAGE}), "
@@ -44,8 +44,9 @@ def page_of_jobs(jobs: dict[str, Job], index: JobIndex, states: set[JobState], q
     size = MAX_PAGE if all_jobs else (limit or DEFAULT_PAGE)
     before = _parse_token(page_token) if page_token else None
     in_memory = {(j.submitted_at, j.id) for j in jobs.values()
-                 if (not states or j.state in states) and (not queue or j.spec.queue == queue)}
-    stored, total = index.job_keys(sorted(s.value for s in states), queue, before, size + len(jobs))
+                 if (not states or j.state in states) and (not queue or j.spec.queue == queue)
+                 and (not owner or j.spec.owner == owner)}
+    stored, total = index.job_keys(sorted(s.value for s in states), queue, before, size + len(jobs), owner)
     keys = {k for k in stored if k[1] not in jobs} | {k for k in in_memory if before is None or k < before}
     ordered = sorted(keys, reverse=True)
     total = max(total, len(in_memory))

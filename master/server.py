@@ -14,6 +14,7 @@ from tcluster.master.listeners import SecureParts, bind_secure, check_exposure
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store import Store
+from tcluster.master.users import UserDirectory
 from tcluster.master.web.app import Dashboard
 from tcluster.security.pki import MasterPki, load_master_pki
 from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
@@ -69,6 +70,8 @@ class RunningMaster:
                 break
             await asyncio.sleep(0.01)
         self.store.close()
+        if self.service.gate.users is not None:
+            self.service.gate.users.close()
 
 
 def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server,
@@ -87,6 +90,8 @@ async def start_master(settings: MasterSettings) -> RunningMaster:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = Store(settings.db_path)
     service = MasterService(settings, store)
+    if pki is not None:     # a secure master: callers need a user token
+        service.gate.users = UserDirectory(settings.data_dir)
     server = grpc.aio.server(options=GRPC_OPTIONS)
     jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(service), server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(service), server)

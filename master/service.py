@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any, AsyncIterator, Callable
 
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
+from tcluster.master.auth import Gate
 from tcluster.master.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.events import (
     Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Launch, Now, Place, Reports, Step,
@@ -36,6 +37,9 @@ from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.queuestats import QueueRow
 from tcluster.scheduler.reservations import Reservations
 from tcluster.scheduler.round import schedule_round
+from tcluster.security.authz import (
+    ANONYMOUS, CancelJob, Caller, ListJobs, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, run_as, sees_only_own,
+)
 
 log = logging.getLogger(__name__)
 LOG_PIECE_TIMEOUT_S = 15.0
@@ -76,6 +80,8 @@ class MasterService:
         self.reservations = Reservations(settings.reserve_after_s)
         self.observer: Any = None     # dashboards (master/recorder.py): told of every applied step and round
         self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
+        # Who may do what; the server gives it a user directory when the master is secure.
+        self.gate = Gate(Policy(settings.status_visibility))
 
     # ---- the one way to change state ----
 
@@ -126,9 +132,12 @@ class MasterService:
 
     # ---- jobs ----
 
-    async def submit(self, spec: JobSpec) -> tuple[Job, list[Task]]:
+    async def submit(self, spec: JobSpec, caller: Caller = ANONYMOUS) -> tuple[Job, list[Task]]:
+        spec = replace(spec, owner=caller.name)
         spec.validate()
         self.queues.check_leaf(spec.queue)
+        self.gate.check(caller, SubmitJob(spec.queue, spec.user, spec.weight, self.queues.max_job_weight(spec.queue)))
+        spec = replace(spec, user=run_as(caller, spec.user))
         job_id = secrets.token_hex(4)
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
@@ -139,7 +148,13 @@ class MasterService:
         await durable
         return self.get(job_id)
 
+    def read(self, job_id: str, caller: Caller) -> tuple[Job, list[Task]]:
+        pair = self.get(job_id)
+        self.gate.check(caller, ReadJob(job_id, pair[0].spec.owner))
+        return pair
+
     def get(self, job_id: str) -> tuple[Job, list[Task]]:
+        """Unchecked: for the master's own use (callers go through `read`)."""
         job = self.state.jobs.get(job_id)
         if job is not None:
             return self.state.job_view(job), [self.state.task_view(t) for t in self.state.tasks[job_id]]
@@ -149,20 +164,26 @@ class MasterService:
         return stored
 
     def list_jobs(self, states: set[JobState], queue: str, limit: int, all_jobs: bool = False,
-                  page_token: str = "") -> tuple[list[tuple[Job, list[Task]]], str, int]:
+                  page_token: str = "", owner: str = "",
+                  caller: Caller = ANONYMOUS) -> tuple[list[tuple[Job, list[Task]]], str, int]:
+        self.gate.check(caller, ListJobs(owner))
+        if sees_only_own(caller, self.gate.policy):
+            owner = caller.name
         ids, next_token, total = page_of_jobs(self.state.jobs, self.store, states, queue, limit, all_jobs,
-                                              page_token)
+                                              page_token, owner)
         return [self.get(job_id) for job_id in ids], next_token, total
 
-    async def cancel(self, job_id: str) -> tuple[Job, list[Task]]:
+    async def cancel(self, job_id: str, caller: Caller = ANONYMOUS) -> tuple[Job, list[Task]]:
+        self.gate.check(caller, CancelJob(job_id, self.get(job_id)[0].spec.owner))
         _, durable = self._do(Cancel(job_id))
         self.kick()
         await durable
         return self.get(job_id)
 
     async def logs(self, job_id: str, index: int, stderr: bool, tail_bytes: int,
-                   follow: bool = False) -> AsyncIterator[bytes]:
-        _, tasks = self.get(job_id)
+                   follow: bool = False, caller: Caller = ANONYMOUS) -> AsyncIterator[bytes]:
+        job, tasks = self.get(job_id)
+        self.gate.check(caller, ReadLogs(job_id, job.spec.owner))
         if not 0 <= index < len(tasks):
             raise NotFound(f"job {job_id} has no task {index} (it has {len(tasks)})")
         task = tasks[index]
@@ -189,8 +210,9 @@ class MasterService:
         finally:
             link.close_log(request_id)
 
-    def nodes(self) -> list[tuple[Node, list[str]]]:
+    def nodes(self, caller: Caller = ANONYMOUS) -> list[tuple[Node, list[str]]]:
         """With the newest contact time (kept in memory: heartbeats are not written)."""
+        self.gate.check(caller, ReadCluster("nodes"))
         out = []
         for node in sorted(self.state.nodes.values(), key=lambda n: n.name):
             live = self.state.live.get(node.name)
@@ -294,7 +316,8 @@ class MasterService:
         self.kick()
         return message
 
-    def list_queues(self) -> list[QueueRow]:
+    def list_queues(self, caller: Caller = ANONYMOUS) -> list[QueueRow]:
+        self.gate.check(caller, ReadCluster("queues"))
         return rows(self.queues, self.state.jobs, self.state.counts, self.state.matrix.total_capacity())
 
     def total_capacity(self) -> object:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tcluster.security.authz import STATUS_VISIBILITIES
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
@@ -55,6 +56,7 @@ class MasterSettings(BaseModel):
     lotes_drift: float = Field(0.1, gt=0, le=1)     # re-solve past this drift of learned class shares
     lotes_window: int = Field(10_000, ge=1)
     lotes_min_interval_s: float = Field(2.0, ge=0)  # between two solves
+    status_visibility: str = "all"                  # all | own: whose job status a (non-admin) user may read
 
     _listen = field_validator("listen")(lambda cls, v: _check_listen(v))
     _http = field_validator("http")(lambda cls, v: _check_listen(v) if v else v)
@@ -65,6 +67,13 @@ class MasterSettings(BaseModel):
     def _known_fairness(cls, value: str) -> str:
         if value not in FAIRNESS_POLICIES:
             raise ValueError(f"unknown fairness policy {value!r}; choose one of: {', '.join(sorted(FAIRNESS_POLICIES))}")
+        return value
+
+    @field_validator("status_visibility")
+    @classmethod
+    def _known_visibility(cls, value: str) -> str:
+        if value not in STATUS_VISIBILITIES:
+            raise ValueError(f"{value!r} is not one of: {', '.join(STATUS_VISIBILITIES)}")
         return value
 
     @field_validator("placement")

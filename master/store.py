@@ -253,7 +253,7 @@ class Store:
         return _job(row), [_task(r) for r in rows]
 
     def job_keys(self, states: list[str], queue: str, before: tuple[float, str] | None,
-                 limit: int) -> tuple[list[tuple[float, str]], int]:
+                 limit: int, owner: str = "") -> tuple[list[tuple[float, str]], int]:
         """(submitted_at, id) newest first, strictly before `before`; and how many match in all."""
         where, args = ["1=1"], []
         if states:
@@ -262,6 +262,9 @@ class Store:
         if queue:
             where.append("json_extract(spec, '$.queue') = ?")
             args.append(queue)
+        if owner:    # older records have no owner: they match no owner filter
+            where.append("json_extract(spec, '$.owner') = ?")
+            args.append(owner)
         total = self._reads().execute(f"SELECT COUNT(*) FROM jobs WHERE {' AND '.join(where)}", args).fetchone()[0]
         if before is not None:
             where.append("(submitted_at < ? OR (submitted_at = ? AND id < ?))")

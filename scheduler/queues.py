@@ -8,7 +8,9 @@
           test: {weight: 10}
       dev: {weight: 40, queues: {prod: {weight: 90}, test: {weight: 10}}}
 
-A queue is a mapping with `weight` (default 1, must be > 0) and optional child `queues`.
+A queue is a mapping with `weight` (default 1, must be > 0) and optional child `queues`;
+`max_job_weight` (default 1, > 0) caps the weight a non-admin's job may ask for in it, so
+nobody buys a bigger share of the queue by asking.
 A queue may instead name its parent (`prod: {parent: ads}` at the top level), which is
 how a cycle or an unknown parent can be written, and both are refused. A leaf is named
 by its path (`ads.prod`). Without a file there is one leaf, `default`."""
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path as FsPath
 from typing import Any, Iterator
@@ -27,7 +29,7 @@ from tcluster.model import DEFAULT_QUEUE
 from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, load_located
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
-_QUEUE_KEYS = ("weight", "queues", "parent")
+_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class QueueNode:
     weight: float = 1.0
     children: tuple[QueueNode, ...] = ()
     line: int = 0
+    max_job_weight: float = 1.0        # a non-admin's job may ask at most this weight here
 
     @property
     def leaf(self) -> bool:
@@ -88,6 +91,10 @@ class QueueTree:
             share *= self._by_path[path].weight / sum(c.weight for c in parent.children)
             path = parent.path
         return share
+
+    def max_job_weight(self, path: str) -> float:
+        node = self.node(path)
+        return node.max_job_weight if node is not None else 1.0
 
     def check_leaf(self, path: str, field: str = "queue") -> None:
         if self.is_leaf(path):
@@ -155,11 +162,12 @@ def _queue(doc: Located, where: Path, name: str, path: str) -> tuple[QueueNode, 
         if key not in _QUEUE_KEYS:
             raise doc.error((*where, key), f"unknown key; a queue has {', '.join(_QUEUE_KEYS)}")
     weight = _weight(doc, (*where, "weight"), body.get("weight", 1))
+    max_job_weight = _weight(doc, (*where, "max_job_weight"), body.get("max_job_weight", 1))
     parent = body.get("parent")
     if parent is not None and (not isinstance(parent, str) or len(where) > 2):
         raise doc.error((*where, "parent"), "`parent` is a queue path, allowed on top-level queues only")
     children = _children(doc, (*where, "queues"), body, path)
-    return QueueNode(name, path, weight, children, doc.line(where)), parent
+    return QueueNode(name, path, weight, children, doc.line(where), max_job_weight), parent
 
 
 def _weight(doc: Located, where: Path, value: object) -> float:
@@ -225,8 +233,8 @@ def _attach(doc: Located, node: QueueNode, parent: str, child: QueueNode, where:
 
 def _rebase(node: QueueNode, path: str) -> QueueNode:
     children = tuple(_rebase(c, f"{path}.{c.name}") for c in node.children)
-    return QueueNode(node.name, path, node.weight, children, node.line)
+    return replace(node, path=path, children=children)
 
 
 def _replace_children(node: QueueNode, children: tuple[QueueNode, ...]) -> QueueNode:
-    return QueueNode(node.name, node.path, node.weight, children, node.line)
+    return replace(node, children=children)

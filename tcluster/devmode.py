@@ -1,4 +1,6 @@
-"""`tcl dev`: one master and one local agent in a single process, for trying tcluster."""
+"""`tcl dev`: one master and one local agent in a single process, for trying tcluster.
+Secure by default (tcluster/devsecure.py): TLS, a joined agent, and a token for the
+invoking user only; tasks run as that user."""
 
 from __future__ import annotations
 
@@ -7,12 +9,17 @@ import asyncio
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
+from tcluster.agent.joinclient import JoinError, join
+from tcluster.agent.joinstate import load_joined
 from tcluster.agent.main import build_agent, settings_from_args as agent_settings_from_args
 from tcluster.agent.runtime.base import RuntimeSetupError
+from tcluster.cli.credentials import credentials_path
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.devsecure import deny_uids_except, ensure_login, ensure_pki, invoking_user, join_token
 from tcluster.errors import InvalidArgument
 from tcluster.master.server import start_master
 from tcluster.master.settings import MasterSettings
@@ -27,11 +34,13 @@ def _agent_args(args: argparse.Namespace, data_dir: Path) -> argparse.Namespace:
     )
 
 
-def _banner(listen: str, data_dir: Path, node: str, runtime: str, url: str = "") -> str:
+def _banner(listen: str, data_dir: Path, node: str, runtime: str, url: str = "", user: str = "") -> str:
     dashboard = f"\n  Dashboard: {url}   (Prometheus: {url}metrics)\n" if url else ""
+    login = (f"\n  You are admin '{user}' of this cluster (TLS; your token is in {credentials_path()});"
+             f"\n  tasks run as your Unix user.\n") if user else ""
     return f"""
 tcluster dev: master on {listen}, agent '{node}' (runtime {runtime}), state in {data_dir}
-{dashboard}
+{dashboard}{login}
   In another shell:
     .venv/bin/tcl submit --cpu 0.5 --mem 256Mi -- python3 -c 'print(42)'
     .venv/bin/tcl status <ID>      .venv/bin/tcl logs <ID>      .venv/bin/tcl nodes
@@ -40,20 +49,36 @@ tcluster dev: master on {listen}, agent '{node}' (runtime {runtime}), state in {
 """
 
 
+async def _local_agent(master_settings: MasterSettings, agent_args: argparse.Namespace, client: str,
+                       agent_port: int) -> object:
+    """The local agent joins like any node (first start), then talks mutual TLS. Tasks run as
+    the developer (root only if the developer is root) and stop on Ctrl-C."""
+    if load_joined(agent_args.state_dir) is None:
+        node = agent_args.node
+        await join(client, join_token(master_settings.data_dir), node, agent_args.state_dir)
+        agent_args.node = None        # from now on the certificate names it
+    _, uid = invoking_user()
+    settings = agent_settings_from_args(agent_args, allow_process_runtime=True, kill_tasks_on_exit=True,
+                                        default_user="", allow_root=uid == 0, deny_uids=deny_uids_except(uid),
+                                        kill_grace_s=2.0)
+    # this start's agent port (port 0 in tests), not the one recorded at the join
+    return build_agent(settings.model_copy(update={"master": f"127.0.0.1:{agent_port}"}))
+
+
 async def _run(master_settings: MasterSettings, agent_args: argparse.Namespace) -> int:
+    ensure_pki(master_settings.data_dir)
     master = await start_master(master_settings)
-    agent_args.master = f"127.0.0.1:{master.port}"
+    host = master_settings.listen.rpartition(":")[0]
+    client = f"{'127.0.0.1' if host in ('0.0.0.0', '::', '[::]') else host}:{master.port}"
     try:
-        # Dev mode runs tasks as the developer (root included) and stops them on Ctrl-C.
-        agent = build_agent(agent_settings_from_args(agent_args, allow_process_runtime=True, kill_tasks_on_exit=True,
-                                                     default_user="", allow_root=True, kill_grace_s=2.0))
+        user = ensure_login(master_settings.data_dir, client)
+        agent: Any = await _local_agent(master_settings, agent_args, client, master.agent_port)
     except BaseException:
         await master.stop()
         raise
     runner = asyncio.create_task(agent.run(), name="agent")
-    listen = f"{master_settings.listen.rpartition(':')[0]}:{master.port}"
     url = f"http://{master_settings.http.rpartition(':')[0]}:{master.http_port}/" if master.dashboard else ""
-    print(_banner(listen, master_settings.data_dir, agent.settings.node, agent.runtime.name, url), flush=True)
+    print(_banner(client, master_settings.data_dir, agent.settings.node, agent.runtime.name, url, user), flush=True)
     try:
         await wait_for_stop_signal()
         print("\nstopping: killing tasks, then the agent and the master", file=sys.stderr, flush=True)
@@ -78,6 +103,6 @@ def run_dev(args: argparse.Namespace) -> int:
     except InvalidArgument as error:
         print(f"tcl dev: {error}", file=sys.stderr)
         return 2
-    except (RuntimeSetupError, OSError) as error:
+    except (RuntimeSetupError, OSError, JoinError) as error:
         print(f"tcl dev: cannot start: {error}", file=sys.stderr)
         return 1

@@ -79,6 +79,7 @@ class JobSpec:
     image: str = ""                       # docker image; "" = the node's native runtime
     network: str = ""                     # host | none | bridge; "" = host (bridge if `net` is asked)
     net_limit: float = 0.0                # egress cap in bits/s when the link is idle; 0 = the request
+    owner: str = ""                       # the submitting user: set by the master, never taken from a client
 
     def validate(self) -> None:
         """Raises InvalidArgument naming the first bad field."""

@@ -16,6 +16,23 @@ settings.load_profile("tcluster")
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _own_credentials_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`tcl dev` writes a login into the invoking user's config dir and `tcl` reads it: the
+    suite (and every process it starts) uses a directory of its own, never the real
+    ~/.config/tcluster, and no token from the environment."""
+    saved = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "TCL_TOKEN", "TCL_CA")}
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+    os.environ.pop("TCL_TOKEN", None)
+    os.environ.pop("TCL_CA", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _sweep_this_runs_nodes() -> Iterator[None]:
     """Safety net: tasks outlive a stopped agent by design, so a test that fails half-way
     could leave containers running. Test node names carry this process's pid; at the end

@@ -18,9 +18,10 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from tcluster.cli.queues import queues_json
 from tcluster.cli.render import job_json, node_json, resources_json, task_json, timestamp, usage_json
-from tcluster.errors import InvalidArgument, NotFound, TclusterError
+from tcluster.errors import InvalidArgument, NotFound, PermissionDenied, TclusterError, Unauthenticated
 from tcluster.master.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState, TaskUsage
+from tcluster.security.authz import Caller
 from tcluster.v1 import common_pb2, jobs_pb2
 from tcluster.wire import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb, task_to_pb
 
@@ -28,6 +29,9 @@ DEFAULT_RANGE_S = 900.0
 MAX_JOBS = 1000
 MAX_CHART_TASKS = 40          # a stacked chart of more tasks is unreadable
 CPU_FIELDS = ("cpu_user", "cpu_system")
+
+# Who is asking: set by the app's auth middleware (master/web/app.py authorize).
+CALLER = web.RequestKey("caller", Caller)
 
 
 def _json(value: Any, headers: dict[str, str] | None = None) -> web.Response:
@@ -168,7 +172,7 @@ class Api:
 
     async def jobs(self, request: web.Request) -> web.Response:
         states = {JobState(s.upper()) for s in request.query.getall("state", []) if s}
-        queue, user = request.query.get("queue", ""), request.query.get("user", "")
+        queue, user, owner = request.query.get("queue", ""), request.query.get("user", ""), request.query.get("owner", "")
         needle = request.query.get("q", "").lower()
         limit = min(int(_float(request, "limit", 100)), MAX_JOBS)
         found = []
@@ -177,7 +181,8 @@ class Api:
             if (states and job.state not in states) or (queue and not (spec.queue == queue or
                                                                        spec.queue.startswith(queue + "."))):
                 continue
-            if (user and spec.user != user) or (needle and needle not in spec.name.lower() and needle not in job.id):
+            if (user and spec.user != user) or (owner and spec.owner != owner) or \
+                    (needle and needle not in spec.name.lower() and needle not in job.id):
                 continue
             found.append(job)
         with_tasks = request.query.get("tasks", "true").lower() not in ("0", "false", "no")
@@ -220,7 +225,8 @@ class Api:
         follow = request.query.get("follow", "") in ("1", "true")
         stderr = request.query.get("stream", "stdout") == "stderr"
         tail = int(_float(request, "tail", 65536))
-        pieces = self.service.logs(request.match_info["job_id"], int(index), stderr, tail, follow)
+        pieces = self.service.logs(request.match_info["job_id"], int(index), stderr, tail, follow,
+                                   request[CALLER])
         try:
             first = await anext(pieces, b"")      # errors (no such task, node away) before the headers
             response = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8",
@@ -292,6 +298,10 @@ async def errors_middleware(request: web.Request, handler: Any) -> web.StreamRes
         return await handler(request)
     except NotFound as error:
         return web.json_response({"error": str(error)}, status=404)
+    except Unauthenticated as error:
+        return web.json_response({"error": str(error)}, status=401)
+    except PermissionDenied as error:
+        return web.json_response({"error": str(error)}, status=403)
     except (InvalidArgument, ValueError) as error:
         return web.json_response({"error": str(error)}, status=400)
     except TclusterError as error:

@@ -16,6 +16,7 @@ from tcluster.agent.joinstate import TLS_OPTIONS, NodeCredentials, load_joined
 from tcluster.agent.runtime.fake import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.nodeauth import NodeAuth
+from tcluster.master.users import bootstrap_admin
 from tcluster.resources import Resources
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import MasterPki, init_pki
@@ -31,11 +32,14 @@ class SecureCluster:
     @classmethod
     async def start(cls, h: Harness, **overrides: object) -> "SecureCluster":
         pki = init_pki(h.tmp / "master", [])
+        admin = bootstrap_admin(h.tmp / "master")     # clients of a secure master need a user token
         await h.start_master(**overrides)
         assert h.master is not None and h.master.secure
         assert h.channel is not None
         await h.channel.close()   # the harness opened a plaintext channel: clients use TLS here
-        h.channel = grpc.aio.secure_channel(h.address, grpc.ssl_channel_credentials(pki.ca_pem), options=TLS_OPTIONS)
+        creds = grpc.composite_channel_credentials(grpc.ssl_channel_credentials(pki.ca_pem),
+                                                   grpc.access_token_call_credentials(admin))
+        h.channel = grpc.aio.secure_channel(h.address, creds, options=TLS_OPTIONS)
         return cls(h, pki)
 
     @property

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -42,8 +43,10 @@ def _until(check, what: str, timeout_s: float = WAIT_S):  # type: ignore[no-unty
 class Client:
     """What `tcl` will do: TLS with the cluster CA as the only root and the master's role name."""
 
-    def __init__(self, address: str, ca_pem: bytes) -> None:
-        self.channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(ca_pem), options=TLS_OPTIONS)
+    def __init__(self, address: str, ca_pem: bytes, token: str) -> None:
+        creds = grpc.composite_channel_credentials(grpc.ssl_channel_credentials(ca_pem),
+                                                   grpc.access_token_call_credentials(token))
+        self.channel = grpc.secure_channel(address, creds, options=TLS_OPTIONS)
         self.jobs = jobs_pb2_grpc.JobServiceStub(self.channel)
         self.cluster = jobs_pb2_grpc.ClusterServiceStub(self.channel)
 
@@ -83,7 +86,9 @@ def test_init_join_three_agents_run_a_job_and_revoke_one(tmp_path: Path) -> None
                                tmp_path / f"{node}.log"))
         for agent in agents:
             agent.wait_for_output(r"registered with 127\.0\.0\.1:" + agent_port)
-        client = Client(address, (data / "pki" / "ca.crt").read_bytes())
+        admin = re.search(r"^\s+(tcu\.\S+)$", init.stdout, re.M)     # the first admin's token
+        assert admin is not None, init.stdout
+        client = Client(address, (data / "pki" / "ca.crt").read_bytes(), admin.group(1))
         seen = _until(lambda: (lambda n: n if all(n.get(x) and n[x].state == "READY" for x in nodes) else None)(
             client.nodes()), "three READY nodes")
         assert [dict(seen[x].labels)["slot"] for x in nodes] == ["s0", "s1", "s2"]

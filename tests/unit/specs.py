@@ -30,6 +30,7 @@ SPEC_FIELDS = {
     # env and labels are maps: canonical as sorted pairs with unique keys
     "env": st.dictionaries(_word, _text, max_size=4).map(lambda d: tuple(sorted(d.items()))),
     "user": _word | st.just(""),
+    "owner": _word | st.just(""),
     "workdir": st.just("") | st.from_regex(r"/[a-z]{1,8}", fullmatch=True),
     "labels": st.dictionaries(_word, _word, max_size=3).map(lambda d: tuple(sorted(d.items()))),
     "constraints": st.lists(st.sampled_from(["rack=r1", "disk!=hdd", "has gpu", "arch in (x86_64,arm64)"]),

@@ -159,8 +159,8 @@ def row_of(table: str, first_cell: str) -> list[str]:
 
 def test_jobs_table_cells():
     table = jobs_table([make_job()], now=NOW)
-    assert table.splitlines()[0].split() == ["ID", "NAME", "QUEUE", "STATE", "TASKS", "CPU", "MEM", "SUBMITTED"]
-    assert row_of(table, "j1") == ["j1", "train", "ads.prod", "RUNNING", "2/4", "done", "0.5", "512Mi", "5m"]
+    assert table.splitlines()[0].split() == ["ID", "NAME", "QUEUE", "OWNER", "STATE", "TASKS", "CPU", "MEM", "SUBMITTED"]
+    assert row_of(table, "j1") == ["j1", "train", "ads.prod", "-", "RUNNING", "2/4", "done", "0.5", "512Mi", "5m"]
 
 
 def test_tasks_cell_counts_terminal_tasks():

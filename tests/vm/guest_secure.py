@@ -10,6 +10,7 @@ again, over mutual TLS with the certificate it got before the reboot."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ AGENT_DIR = Path("/var/lib/tcluster/agent")
 REBOOT_MARKER = SHARE / "secure-reboot-pending"
 NODE = "vm2"
 UNITS = ("tcl-master.service", "tcl-agent.service")
+ADMIN_TOKEN = "admin.token"
 
 
 def _sh(*args: str) -> subprocess.CompletedProcess[str]:
@@ -36,7 +38,9 @@ def _sh(*args: str) -> subprocess.CompletedProcess[str]:
 def node_state(node: str = NODE) -> str:
     """The node's state as the master reports it over TLS (trusting only the cluster CA)."""
     ca = (MASTER_DIR / "pki" / "ca.crt").read_bytes()
-    with grpc.secure_channel("127.0.0.1:7070", grpc.ssl_channel_credentials(ca), options=TLS_OPTIONS) as channel:
+    creds = grpc.composite_channel_credentials(grpc.ssl_channel_credentials(ca), grpc.access_token_call_credentials(
+        (MASTER_DIR / ADMIN_TOKEN).read_text().strip()))
+    with grpc.secure_channel("127.0.0.1:7070", creds, options=TLS_OPTIONS) as channel:
         nodes = jobs_pb2_grpc.ClusterServiceStub(channel).ListNodes(jobs_pb2.ListNodesRequest(), timeout=10).nodes
     return next((n.state for n in nodes if n.name == node), "")
 
@@ -63,6 +67,10 @@ def before_reboot() -> dict[str, object]:
     Path("/etc/tcluster/master.env").write_text('TCL_MASTER_ARGS="--listen 127.0.0.1:7070 --heartbeat-interval-s 0.5"\n')
     init = _sh(str(BIN / "tcl-master"), "init", "--data-dir", str(MASTER_DIR))
     out: dict[str, object] = {"init_rc": init.returncode, "init_err": init.stderr[-500:]}
+    admin = re.search(r"^\s+(tcu\.\S+)$", init.stdout, re.M)    # the first admin's token: kept for node_state
+    if admin is not None:
+        (MASTER_DIR / ADMIN_TOKEN).write_text(admin.group(1))
+        (MASTER_DIR / ADMIN_TOKEN).chmod(0o600)
     subprocess.run(["systemctl", "start", "tcl-master.service"], check=False)
     token = _sh(str(BIN / "tcl-master"), "join-token", "create", "--data-dir", str(MASTER_DIR), "--labels", "site=vm")
     out["token_rc"] = token.returncode

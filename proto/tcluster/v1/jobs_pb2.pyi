@@ -33,7 +33,7 @@ LOG_STDOUT: LogStream
 LOG_STDERR: LogStream
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit")
+    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "owner", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +62,7 @@ class JobSpec(_message.Message):
     RETRIES_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     CPU_LIMIT_FIELD_NUMBER: _ClassVar[int]
     SWAP_FIELD_NUMBER: _ClassVar[int]
     PIDS_MAX_FIELD_NUMBER: _ClassVar[int]
@@ -81,12 +82,13 @@ class JobSpec(_message.Message):
     retries: int
     image: str
     network: str
+    owner: str
     cpu_limit: float
     swap: int
     pids_max: int
     log_max_bytes: int
     net_limit: float
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., owner: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ...) -> None: ...
 
 class Task(_message.Message):
     __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage", "failures", "lotes_class")
@@ -153,18 +155,20 @@ class GetJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("states", "queue", "limit", "all", "page_token")
+    __slots__ = ("states", "queue", "limit", "all", "page_token", "owner")
     STATES_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     ALL_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[JobState]
     queue: str
     limit: int
     all: bool
     page_token: str
-    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., queue: _Optional[str] = ..., limit: _Optional[int] = ..., all: _Optional[bool] = ..., page_token: _Optional[str] = ...) -> None: ...
+    owner: str
+    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., queue: _Optional[str] = ..., limit: _Optional[int] = ..., all: _Optional[bool] = ..., page_token: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token", "total")
@@ -341,3 +345,21 @@ class ListQueuesResponse(_message.Message):
     source: str
     capacity: _common_pb2.Resources
     def __init__(self, queues: _Optional[_Iterable[_Union[Queue, _Mapping]]] = ..., fairness: _Optional[str] = ..., source: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
+
+class WhoAmIRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WhoAmIResponse(_message.Message):
+    __slots__ = ("name", "admin", "unix_user", "queues", "secure")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    UNIX_USER_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    SECURE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    admin: bool
+    unix_user: str
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    secure: bool
+    def __init__(self, name: _Optional[str] = ..., admin: _Optional[bool] = ..., unix_user: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., secure: _Optional[bool] = ...) -> None: ...

@@ -292,6 +292,11 @@ class ClusterServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesResponse.FromString,
                 _registered_method=True)
+        self.WhoAmI = channel.unary_unary(
+                '/tcluster.v1.ClusterService/WhoAmI',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.WhoAmIRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.WhoAmIResponse.FromString,
+                _registered_method=True)
 
 
 class ClusterServiceServicer:
@@ -310,6 +315,13 @@ class ClusterServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WhoAmI(self, request, context):
+        """Who the master takes the caller to be (`tcl whoami`, and `tcl login`'s check).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ClusterServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -322,6 +334,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.ListQueues,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'WhoAmI': grpc.unary_unary_rpc_method_handler(
+                    servicer.WhoAmI,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.WhoAmIRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.WhoAmIResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -378,6 +395,33 @@ class ClusterService:
             '/tcluster.v1.ClusterService/ListQueues',
             tcluster_dot_v1_dot_jobs__pb2.ListQueuesRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WhoAmI(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.ClusterService/WhoAmI',
+            tcluster_dot_v1_dot_jobs__pb2.WhoAmIRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.WhoAmIResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,72 @@
+"""Where `tcl` finds its token and CA, and how refusals print."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tcluster.cli.client import explain_rpc_error
+from tcluster.cli.credentials import Credentials, credentials_for, save_credentials
+from tcluster.errors import InvalidArgument
+
+
+@pytest.fixture(autouse=True)
+def _config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    for key in ("TCL_TOKEN", "TCL_CA", "TCL_MASTER"):
+        monkeypatch.delenv(key, raising=False)
+
+
+def test_the_environment_overrides_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = save_credentials("m:7070", Credentials("tcu..stored", b"PEM"))
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    assert credentials_for("m:7070") == Credentials("tcu..stored", b"PEM")
+    assert credentials_for("other:1") == Credentials()
+    monkeypatch.setenv("TCL_TOKEN", "tcu..env")
+    (tmp_path / "ca.pem").write_bytes(b"OTHER")
+    monkeypatch.setenv("TCL_CA", str(tmp_path / "ca.pem"))
+    assert credentials_for("m:7070") == Credentials("tcu..env", b"OTHER")
+    assert Credentials("t").metadata == (("authorization", "Bearer t"),) and Credentials().metadata == ()
+
+
+def test_a_token_never_travels_in_clear_text_off_this_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TCL_TOKEN", "tcu..x")
+    with pytest.raises(InvalidArgument, match="no cluster CA for 10.0.0.1:7070: the token would travel in clear text"):
+        credentials_for("10.0.0.1:7070")
+    assert credentials_for("127.0.0.1:7070").token == "tcu..x"       # loopback: the master may be insecure
+
+
+class _Error(grpc.RpcError, grpc.Call):  # type: ignore[misc]
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+@pytest.mark.parametrize("code, printed", [
+    (grpc.StatusCode.UNAUTHENTICATED, "error: the master at m:1 does not know you: no token: log in"),
+    (grpc.StatusCode.PERMISSION_DENIED, "error: permission denied: no token: log in"),
+])
+def test_refusals_print_the_masters_reason_and_exit_1(code: grpc.StatusCode, printed: str) -> None:
+    exit_code, message = explain_rpc_error(_Error(code, "no token: log in"), "m:1")  # type: ignore[abstract]
+    assert exit_code == 1 and message.startswith(printed)
+    assert os.environ.get("TCL_TOKEN") is None
+
+
+def test_a_plaintext_call_to_a_tls_master_gets_a_login_hint() -> None:
+    from tcluster.cli.login import login_hint
+    closed = _Error(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses; last error: UNAVAILABLE: "
+                                                 "ipv4:127.0.0.1:7397: Socket closed")
+    assert login_hint(closed, "127.0.0.1:7397") == ("hint: a master with TLS (after `tcl-master init`) needs a login "
+                                                    "first: tcl login --master 127.0.0.1:7397")
+    refused = _Error(grpc.StatusCode.UNAVAILABLE, "Failed to connect to remote host: Connection refused")
+    assert login_hint(refused, "127.0.0.1:7397") == ""                 # nobody listens: the usual message says it
+    save_credentials("127.0.0.1:7397", Credentials("tcu..t", b"PEM"))
+    assert login_hint(closed, "127.0.0.1:7397") == ""                  # logged in: TLS was tried
