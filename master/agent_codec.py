@@ -11,7 +11,7 @@ from tcluster.master.actions import (
 from tcluster.master.events import Welcome
 from tcluster.v1 import agent_pb2
 from tcluster.model import TaskState
-from tcluster.wire import resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb
+from tcluster.wire import resources_from_pb, spec_to_pb, task_state_from_pb, usage_block_from_pb, usage_from_pb
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
@@ -52,7 +52,7 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
     if kind == "heartbeat":
         if len(msg.heartbeat.usage) > MAX_USAGE_PER_HEARTBEAT:
             raise ValueError(f"heartbeat carries {len(msg.heartbeat.usage)} usage samples")
-        usage = {u.task_id: (u.attempt, usage_from_pb(u)) for u in msg.heartbeat.usage if u.task_id}
+        usage = usage_block_from_pb(msg.heartbeat.usage)   # columns; TaskUsage only when read
         if len(msg.heartbeat.class_mix) > MAX_CLASSES:
             raise ValueError(f"heartbeat carries {len(msg.heartbeat.class_mix)} classes; at most {MAX_CLASSES}")
         mix = {int(k): int(n) for k, n in msg.heartbeat.class_mix.items() if k >= 0 and n > 0}

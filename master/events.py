@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tcluster.master.actions import AckReports, Kill, Launch, Registration, TaskReport
-from tcluster.model import Job, JobSpec, Node, Task, TaskUsage
+from tcluster.model import Job, JobSpec, Node, Task
 from tcluster.resources import Resources
+from tcluster.usageblock import UsageBlock
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Reports:
 class Beat:
     node: str
     free: Resources
-    usage: dict[str, tuple[int, TaskUsage]]
+    usage: UsageBlock
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class Step:
     purge_before: float = 0.0      # forget every job that finished before this (unix seconds)
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
-    usage: dict[str, TaskUsage] = field(default_factory=dict)
+    usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there
     free: dict[str, Resources] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
 

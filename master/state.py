@@ -13,10 +13,11 @@ from dataclasses import dataclass, replace
 
 from tcluster.lifecycle import job_state_from_counts
 from tcluster.master.events import KillIntent, NodeLive, Step
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.views import JobView
+from tcluster.usageblock import UsageIndex
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class MasterState:
         self.kills: dict[tuple[str, int], KillIntent] = {}
         self._kills_by_node: dict[str, set[tuple[str, int]]] = {}   # a join looks at its node's only
         self._put_kills({(k.task_id, k.attempt): k for k in kills})
-        self.usage: dict[str, TaskUsage] = {}
+        self.usage = UsageIndex()     # task id -> newest sample; TaskUsage built when read
         self.starting_since: dict[str, float] = {}
         # Finished jobs in memory, oldest end first: beyond the cap they leave memory (they stay
         # on disk until the retention ends), so memory follows what can change, not history.
@@ -164,7 +165,8 @@ class MasterState:
         for name, free in step.free.items():
             if name in self.nodes:
                 self.matrix.report_free(name, free)
-        self.usage.update(step.usage)   # only samples of tasks holding resources (transitions._beat)
+        if step.usage is not None:
+            self.usage.put(step.usage)   # only samples of tasks holding resources (transitions._beat)
         for job_id in step.jobs_del:
             self._forget_job(job_id)
         if step.purge_before:
@@ -238,7 +240,7 @@ class MasterState:
         else:
             self.starting_since.pop(task.id, None)
         if not task.state.holds_resources:
-            self.usage.pop(task.id, None)
+            self.usage.discard(task.id)
         self._index_job(task.job_id)
 
     def live_clock(self, node: str) -> float:
@@ -259,7 +261,7 @@ class MasterState:
             self.finished_tasks -= job.spec.tasks
         for task in self.tasks.pop(job_id, []):
             self._release(task)
-            self.usage.pop(task.id, None)
+            self.usage.discard(task.id)
             self.starting_since.pop(task.id, None)
         self.jobs.pop(job_id, None)
         self.counts.pop(job_id, None)

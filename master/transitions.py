@@ -269,10 +269,13 @@ def _beat(d: Draft, ev: Beat) -> None:
     # looked up once; apply() stores the samples as they are.
     d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall)
     d.step.free[ev.node] = ev.free
-    for task_id, (attempt, usage) in ev.usage.items():
+    block, kept = ev.usage, []
+    for row, (task_id, attempt) in enumerate(zip(block.ids, block.attempts)):
         task = d.state.task(task_id)
         if task is not None and task.node == ev.node and task.attempt == attempt and task.state.holds_resources:
-            d.step.usage[task_id] = usage
+            kept.append(row)
+    if kept:      # the block itself when every sample is kept (usually): no copy
+        d.step.usage = block if len(kept) == len(block) else block.take(kept)
     d.step.actions.append(Ack(ev.node, 0))     # proof of life for the agent's fence
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from operator import attrgetter
+from typing import Any, Sequence
 
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.queuestats import QueueRow
+from tcluster.usageblock import UsageBlock
 from tcluster.v1 import common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -35,7 +37,10 @@ def resources_to_pb(r: Resources) -> common_pb2.Resources:
 
 
 def resources_from_pb(msg: common_pb2.Resources) -> Resources:
-    return Resources.of({"cpu": msg.cpu, "memory": msg.memory, **dict(msg.other)})
+    other = msg.other
+    if not other:        # the usual case, every heartbeat: what Resources.of makes of cpu and memory alone
+        return Resources(float(msg.cpu), int(msg.memory))
+    return Resources.of({"cpu": msg.cpu, "memory": msg.memory, **dict(other)})
 
 
 def task_state_to_pb(state: TaskState) -> int:
@@ -93,6 +98,25 @@ def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
         values["memory_inactive_file_bytes"] = -1     # an agent that does not read it
     usage.__dict__.update(values)
     return usage
+
+
+_ID, _ATTEMPT = attrgetter("task_id"), attrgetter("attempt")
+
+
+def _inactive_unset(msg: common_pb2.TaskUsage) -> bool:
+    return not msg.HasField("memory_inactive_file_bytes")
+
+
+def usage_block_from_pb(samples: Sequence[common_pb2.TaskUsage]) -> UsageBlock:
+    """A heartbeat's samples kept as messages; each reads as `usage_from_pb` of it, when
+    read. Hot: two attrgetter passes (ids, attempts), nothing per field. Samples without a
+    task id are dropped; a task sent twice keeps its last sample (at its first place)."""
+    ids, attempts = tuple(map(_ID, samples)), tuple(map(_ATTEMPT, samples))
+    block = UsageBlock(ids, attempts, samples, usage_from_pb, _inactive_unset)
+    if "" in ids or len(set(ids)) != len(ids):
+        last = dict(zip(ids, range(len(ids))))
+        return block.take([row for task_id, row in last.items() if task_id])
+    return block
 
 
 def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
