@@ -127,6 +127,7 @@ class Step:
     kills_del: set[tuple[str, int]] = field(default_factory=set)
     jobs_del: set[str] = field(default_factory=set)
     purge_before: float = 0.0      # forget every job that finished before this (unix seconds)
+    ticked: float | None = None    # a Tick's monotonic time: apply files away the launches it found overdue
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
     usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there

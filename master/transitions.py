@@ -310,9 +310,11 @@ def _lose(d: Draft, task: Task, reason: str) -> None:
 
 def _start_deadlines(d: Draft) -> None:
     limit = d.state.timeouts.start_timeout_s
-    for task_id, since in d.state.starting_since.items():
+    d.step.ticked = d.now.mono
+    # Only launches past the deadline (StartIndex), in the order they began: O(those), not O(STARTING)
+    for task_id, _ in d.state.starts.due(d.now.mono, limit):
         task = d.state.task(task_id)
-        if task is None or d.now.mono - since <= limit or not d.state.connected(task.node):
+        if task is None or not d.state.connected(task.node):
             continue
         if d.intent(task_id, task.attempt) is None:
             reason = f"did not start within {limit:.0f}s on node {task.node}"
