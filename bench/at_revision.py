@@ -6,7 +6,7 @@ package assembled there as `setuptools`' package-dir mapping does (tcluster.mast
 master/, ...) with symlinks, so `import tcluster` there loads the old code only. Each run
 is a fresh process: the old script under the old package, then the new under the new.
 
-    .venv/bin/python bench/at_revision.py [--rev main] [--times 2] -- bench/heartbeat_path.py --nodes 10000
+    .venv/bin/python bench/at_revision.py [--rev main] [--times 2] [--script-now] -- bench/heartbeat_path.py --nodes 10000
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rev", default="main")
     parser.add_argument("--times", type=int, default=2, help="runs of each, alternating")
+    parser.add_argument("--script-now", action="store_true", help="today's script on the old package too")
     parser.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS]: a path under the repository")
     args = parser.parse_args()
     script = [a for a in args.script if a != "--"]
@@ -61,9 +62,9 @@ def main() -> int:
         old = Path(scratch)
         short = unpack(args.rev, old)
         env = {**os.environ, "PYTHONPATH": str(old)}
-        if not (old / script[0]).exists():      # a bench newer than the revision: today's script, old package
+        if args.script_now or not (old / script[0]).exists():   # a bench newer than the revision
             shutil.copy(ROOT / script[0], old / script[0])
-            print(f"({script[0]} is not in {args.rev}: today's script runs on the old package)")
+            print(f"(today's {script[0]} runs on the old package too)")
         for _ in range(args.times):
             run(f"then ({args.rev} = {short})", [sys.executable, str(old / script[0]), *script[1:]], env)
             run("now (this tree)", [sys.executable, str(ROOT / script[0]), *script[1:]], None)
