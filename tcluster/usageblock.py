@@ -6,12 +6,13 @@ read 13 figures back off every object. A `UsageBlock` keeps the decoded samples 
 are (protobuf messages from the wire; opaque here, only their field names are used, so
 `_pb2` stays in tcluster/wire.py) with their task ids and attempts. The state keeps a
 reference to the block per task (`UsageIndex`); a `TaskUsage` is built (by the block's
-`to_usage`, i.e. `usage_from_pb`) only when someone reads one task's usage, and the
-recorder reads the figures it needs for a whole drain as one array (`figures`)."""
+`to_usage`, i.e. `usage_from_pb`) only when someone reads one task's usage. The 13
+figures the usage history needs are read once, at the decode, into one float64 array
+(`raw`: one attrgetter call per sample), so the recorder's drain is array operations only
+(and history on costs the heartbeat path nothing it would not pay with history off)."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from itertools import chain, repeat
@@ -23,6 +24,12 @@ import numpy as np
 from tcluster.model import TaskUsage
 
 INACTIVE = "memory_inactive_file_bytes"   # optional on the wire: unset reads 0, the domain says -1
+# The figures of a sample the usage history reads (master/ingest.py), in `UsageBlock.raw`'s order
+RAW_FIELDS = ("cpu_rate", "cpu_system_rate", "cpu_throttled_seconds", "memory_bytes", INACTIVE,
+              "memory_file_bytes", "memory_anon_bytes", "memory_swap_bytes", "pids", "io_read_bytes",
+              "io_write_bytes", "oom_kills", "sampled_at")
+_RAW = attrgetter(*RAW_FIELDS)
+_RAW_INACTIVE = RAW_FIELDS.index(INACTIVE)
 
 
 def _same(usage: Any) -> TaskUsage:
@@ -38,6 +45,7 @@ class UsageBlock:
     ids: tuple[str, ...]
     attempts: tuple[int, ...]
     samples: Sequence[Any]
+    raw: np.ndarray                   # (n, len(RAW_FIELDS)) float64: float() of each TaskUsage's figures
     to_usage: Callable[[Any], TaskUsage] = _same
     unset: Callable[[Any], bool] | None = None
 
@@ -50,7 +58,7 @@ class UsageBlock:
     def take(self, rows: list[int]) -> UsageBlock:
         """The block of these rows only (a heartbeat's samples the master did not keep)."""
         return UsageBlock(tuple(self.ids[i] for i in rows), tuple(self.attempts[i] for i in rows),
-                          [self.samples[i] for i in rows], self.to_usage, self.unset)
+                          [self.samples[i] for i in rows], self.raw[rows], self.to_usage, self.unset)
 
     def cpu_and_working_set(self, row: int) -> tuple[float, float]:
         """`(u.cpu_rate, u.working_set_bytes)` of the row's TaskUsage u, without building it."""
@@ -64,35 +72,28 @@ class UsageBlock:
     @staticmethod
     def of(samples: Mapping[str, tuple[int, TaskUsage]]) -> UsageBlock:
         """From domain values (tests, benches, in-process callers): task id -> (attempt, usage)."""
-        return UsageBlock(tuple(samples), tuple(a for a, _ in samples.values()), [u for _, u in samples.values()])
+        usages = [u for _, u in samples.values()]
+        return UsageBlock(tuple(samples), tuple(a for a, _ in samples.values()), usages, figures(usages, None))
 
 
-EMPTY = UsageBlock((), (), ())
+def figures(samples: Sequence[Any], unset: Callable[[Any], bool] | None) -> np.ndarray:
+    """(n, len(RAW_FIELDS)) float64: float() of each sample's RAW figures as its TaskUsage
+    holds them. One attrgetter call per sample, two numpy calls per block (a heartbeat
+    holds a few samples: numpy's fixed cost per call would outweigh them); the inactive
+    figure is asked again only where it reads 0."""
+    width = len(RAW_FIELDS)
+    flat = list(chain.from_iterable(map(_RAW, samples)))
+    inactive = flat[_RAW_INACTIVE::width]
+    if unset is not None and 0 in inactive:
+        for row, value in enumerate(inactive):
+            if value == 0 and unset(samples[row]):
+                flat[row * width + _RAW_INACTIVE] = -1     # an agent that does not read it
+    raw = np.array(flat, dtype=np.float64).reshape(len(samples), width)
+    raw.flags.writeable = False          # shared by the state and the recorder's drains
+    return raw
 
 
-def figures(blocks: Sequence[UsageBlock], names: tuple[str, ...]) -> np.ndarray:
-    """(n, len(names)) float64: the named fields of every sample of the blocks, in order,
-    each as float() of what the TaskUsage would hold. One attrgetter call per sample (all
-    blocks chained); the inactive figure is looked at again only where it reads 0."""
-    n, width = sum(len(b) for b in blocks), len(names)
-    flat = np.fromiter(chain.from_iterable(map(attrgetter(*names), chain.from_iterable(b.samples for b in blocks))),
-                       np.float64, n * width)
-    out = flat.reshape(n, width)
-    if INACTIVE in names:
-        col = names.index(INACTIVE)
-        zero = np.flatnonzero(out[:, col] == 0)
-        if len(zero):
-            _mark_unset(blocks, out, col, zero.tolist())
-    return out
-
-
-def _mark_unset(blocks: Sequence[UsageBlock], out: np.ndarray, col: int, rows: list[int]) -> None:
-    starts = np.cumsum([0] + [len(b) for b in blocks]).tolist()
-    for row in rows:
-        b = bisect_right(starts, row) - 1
-        block = blocks[b]
-        if block.unset is not None and block.unset(block.samples[row - starts[b]]):
-            out[row, col] = -1.0     # an agent that does not read it
+EMPTY = UsageBlock((), (), (), figures((), None))
 
 
 class UsageIndex(MutableMapping[str, TaskUsage]):
@@ -128,7 +129,7 @@ class UsageIndex(MutableMapping[str, TaskUsage]):
 
     def __setitem__(self, task_id: str, usage: TaskUsage) -> None:
         """A single domain value (tests, benches): a one-row block, read back as itself."""
-        at = (UsageBlock((task_id,), (0,), (usage,)), 0)
+        at = (UsageBlock.of({task_id: (0, usage)}), 0)
         self._at[task_id] = at
         self._built[task_id] = (at, usage)
 
