@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from tcluster.model import JobSpec
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
-from tcluster.usageblock import UsageBlock
+from tcluster.master.usageblock import UsageBlock
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from tcluster.master.actions import AckReports, Kill, Launch, Registration, TaskReport
 from tcluster.model import Job, JobSpec, Node, Task
 from tcluster.resources import Resources
-from tcluster.usageblock import UsageBlock
+from tcluster.master.usageblock import UsageBlock
 
 
 @dataclass(frozen=True)

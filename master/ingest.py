@@ -1,6 +1,6 @@
 """Heartbeat samples -> history rows, for every sample of a drain at once.
 
-The samples come as the heartbeats' blocks (tcluster.usageblock), their figures read into
+The samples come as the heartbeats' blocks (tcluster.master.usageblock), their figures read into
 arrays at the decode: the only per-sample Python left is finding each sample's slot (one
 dict lookup); the rest is a fixed number of array
 operations: CPU split, working set, counter differences turned into rates (against the
@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from tcluster.usageblock import RAW_FIELDS, UsageBlock
+from tcluster.master.usageblock import RAW_FIELDS, UsageBlock
 
 CPU, SYS, THROTTLED, MEM, INACTIVE, FILE, ANON, SWAP, PIDS, READ, WRITE, OOM, AT = range(13)
 _COUNTERS = [AT, THROTTLED, READ, WRITE]

@@ -18,7 +18,7 @@ from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.views import JobView
-from tcluster.usageblock import UsageIndex
+from tcluster.master.usageblock import UsageIndex
 
 
 @dataclass(frozen=True)

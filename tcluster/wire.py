@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from operator import attrgetter
-from typing import Any, Sequence
+from typing import Any
 
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.queuestats import QueueRow
-from tcluster.usageblock import UsageBlock, figures
 from tcluster.v1 import common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -98,26 +96,6 @@ def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
         values["memory_inactive_file_bytes"] = -1     # an agent that does not read it
     usage.__dict__.update(values)
     return usage
-
-
-_ID, _ATTEMPT = attrgetter("task_id"), attrgetter("attempt")
-
-
-def _inactive_unset(msg: common_pb2.TaskUsage) -> bool:
-    return not msg.HasField("memory_inactive_file_bytes")
-
-
-def usage_block_from_pb(samples: Sequence[common_pb2.TaskUsage]) -> UsageBlock:
-    """A heartbeat's samples kept as messages; each reads as `usage_from_pb` of it, when
-    read, with the history's figures as an array. Hot: one attrgetter call per sample for
-    each of ids, attempts and the figures, nothing per field in Python. Samples without a
-    task id are dropped; a task sent twice keeps its last sample (at its first place)."""
-    ids, attempts = tuple(map(_ID, samples)), tuple(map(_ATTEMPT, samples))
-    block = UsageBlock(ids, attempts, samples, figures(samples, _inactive_unset), usage_from_pb, _inactive_unset)
-    if "" in ids or len(set(ids)) != len(ids):
-        last = dict(zip(ids, range(len(ids))))
-        return block.take([row for task_id, row in last.items() if task_id])
-    return block
 
 
 def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:

@@ -14,7 +14,7 @@ from tcluster.master.recorder import Recorder
 from tcluster.master.state import MasterState, Timeouts
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.usageblock import UsageBlock
+from tcluster.master.usageblock import UsageBlock
 
 GiB = 2**30
 

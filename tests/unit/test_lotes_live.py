@@ -16,7 +16,7 @@ from tcluster.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook
 from tcluster.scheduler.lotes.model import JobClass
 from tcluster.scheduler.lotes.resolve import Outcome, plan_for
-from tcluster.usageblock import EMPTY
+from tcluster.master.usageblock import EMPTY
 from tests.unit.test_master_transitions import J, T, World, ended, spec
 
 

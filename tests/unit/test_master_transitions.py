@@ -18,7 +18,7 @@ from tcluster.master.state import MasterState, Timeouts
 from tcluster.master.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
-from tcluster.usageblock import EMPTY, UsageBlock
+from tcluster.master.usageblock import EMPTY, UsageBlock
 
 J = "0123abcd"
 T = f"{J}.0"

@@ -22,9 +22,10 @@ from tcluster.master.transitions import handle
 from tcluster.master.web.api import TaskDocs
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.usageblock import EMPTY, UsageBlock, UsageIndex
+from tcluster.master.usageblock import EMPTY, UsageBlock, UsageIndex
 from tcluster.v1 import common_pb2
-from tcluster.wire import usage_block_from_pb, usage_from_pb, usage_to_pb
+from tcluster.master.agent_codec import usage_block_from_pb
+from tcluster.wire import usage_from_pb, usage_to_pb
 
 GiB = 2**30
 INT64 = st.integers(-2**63, 2**63 - 1)

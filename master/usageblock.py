@@ -4,7 +4,7 @@ A heartbeat carries one sample per running task. Converting each into a `TaskUsa
 field by field was half of the master's own cost per heartbeat, and the recorder then
 read 13 figures back off every object. A `UsageBlock` keeps the decoded samples as they
 are (protobuf messages from the wire; opaque here, only their field names are used, so
-`_pb2` stays in tcluster/wire.py) with their task ids and attempts. The state keeps a
+`_pb2` stays in master/agent_codec.py) with their task ids and attempts. The state keeps a
 reference to the block per task (`UsageIndex`); a `TaskUsage` is built (by the block's
 `to_usage`, i.e. `usage_from_pb`) only when someone reads one task's usage. The 13
 figures the usage history needs are read once, at the decode, into one float64 array
