@@ -55,6 +55,15 @@ class UsageBlock:
     def usage(self, row: int) -> TaskUsage:
         return self.to_usage(self.samples[row])
 
+    def row_of(self, task_id: str) -> int:
+        """The row of a task of this block. The index is made on the first read: a beat
+        only files the block under its tasks (no per-row object on the hot path)."""
+        rows = self.__dict__.get("_rows")
+        if rows is None:
+            rows = dict(zip(self.ids, range(len(self.ids))))
+            object.__setattr__(self, "_rows", rows)    # a cache, not a field
+        return rows[task_id]
+
     def take(self, rows: list[int]) -> UsageBlock:
         """The block of these rows only (a heartbeat's samples the master did not keep)."""
         return UsageBlock(tuple(self.ids[i] for i in rows), tuple(self.attempts[i] for i in rows),
@@ -97,41 +106,42 @@ EMPTY = UsageBlock((), (), (), figures((), None))
 
 
 class UsageIndex(MutableMapping[str, TaskUsage]):
-    """Task id -> its newest sample, as (block, row): a heartbeat's samples go in by
+    """Task id -> the block of its newest sample: a heartbeat's samples go in by
     reference (`put`). Reading a task builds its TaskUsage once per sample: the same
     sample reads as the same object (the API's caches compare by identity)."""
 
     def __init__(self) -> None:
-        self._at: dict[str, tuple[UsageBlock, int]] = {}
-        self._built: dict[str, tuple[tuple[UsageBlock, int], TaskUsage]] = {}
+        self._at: dict[str, UsageBlock] = {}
+        self._built: dict[str, tuple[UsageBlock, TaskUsage]] = {}
 
     def put(self, block: UsageBlock) -> None:
         """Every row of `block` becomes its task's newest sample: one dict update, no
-        per-sample Python."""
-        self._at.update(zip(block.ids, zip(repeat(block), range(len(block.ids)))))
+        per-sample Python nor object."""
+        self._at.update(zip(block.ids, repeat(block)))
 
     def where(self, task_id: str) -> tuple[UsageBlock, int] | None:
-        return self._at.get(task_id)
+        block = self._at.get(task_id)
+        return (block, block.row_of(task_id)) if block is not None else None
 
     def cpu_and_working_set(self, task_id: str) -> tuple[float, float] | None:
         """What the cluster sample sums, every second, without building a TaskUsage."""
-        at = self._at.get(task_id)
-        return at[0].cpu_and_working_set(at[1]) if at is not None else None
+        block = self._at.get(task_id)
+        return block.cpu_and_working_set(block.row_of(task_id)) if block is not None else None
 
     def __getitem__(self, task_id: str) -> TaskUsage:
-        at = self._at[task_id]
+        block = self._at[task_id]
         built = self._built.get(task_id)
-        if built is not None and built[0] is at:
+        if built is not None and built[0] is block:     # a block holds a task once: same block, same sample
             return built[1]
-        usage = at[0].usage(at[1])
-        self._built[task_id] = (at, usage)
+        usage = block.usage(block.row_of(task_id))
+        self._built[task_id] = (block, usage)
         return usage
 
     def __setitem__(self, task_id: str, usage: TaskUsage) -> None:
         """A single domain value (tests, benches): a one-row block, read back as itself."""
-        at = (UsageBlock.of({task_id: (0, usage)}), 0)
-        self._at[task_id] = at
-        self._built[task_id] = (at, usage)
+        block = UsageBlock.of({task_id: (0, usage)})
+        self._at[task_id] = block
+        self._built[task_id] = (block, usage)
 
     def __delitem__(self, task_id: str) -> None:
         del self._at[task_id]
