@@ -20,8 +20,8 @@ from tcluster.master.history import CLUSTER, NODE, QUEUE, HistoryConfig, Series,
 from tcluster.master.ingest import CPU, Counters, extract, working_set
 from tcluster.master.taskrings import TaskRings
 from tcluster.master.state import MasterState
-from tcluster.model import Task, TaskState
 from tcluster.master.usageblock import UsageBlock
+from tcluster.model import Task, TaskState
 
 # Scheduling round latency buckets (seconds), as in a Prometheus histogram.
 ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from tcluster.lifecycle import job_state_from_counts
 from tcluster.master.events import KillIntent, NodeLive, Step
 from tcluster.master.startindex import StartIndex
+from tcluster.master.usageblock import UsageIndex
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.views import JobView
-from tcluster.master.usageblock import UsageIndex
 
 
 @dataclass(frozen=True)
