@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tcluster.model import JobSpec, TaskUsage
+from tcluster.model import JobSpec
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
+from tcluster.master.usageblock import UsageBlock
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ Outbound = Launch | Kill | AckReports | FetchLog | BinTarget | object   # + even
 @dataclass(frozen=True)
 class Heartbeat:
     free: Resources
-    usage: dict[str, tuple[int, TaskUsage]]   # task id -> (attempt, usage)
+    usage: UsageBlock                          # the samples, by task id and attempt
     class_mix: dict[int, int] = field(default_factory=dict)   # LoTES: running tasks per class
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tcluster.master.actions import AckReports, Kill, Launch, Registration, TaskReport
-from tcluster.model import Job, JobSpec, Node, Task, TaskUsage
+from tcluster.model import Job, JobSpec, Node, Task
 from tcluster.resources import Resources
+from tcluster.master.usageblock import UsageBlock
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class Reports:
 class Beat:
     node: str
     free: Resources
-    usage: dict[str, tuple[int, TaskUsage]]
+    usage: UsageBlock
 
 
 @dataclass(frozen=True)
@@ -126,9 +127,10 @@ class Step:
     kills_del: set[tuple[str, int]] = field(default_factory=set)
     jobs_del: set[str] = field(default_factory=set)
     purge_before: float = 0.0      # forget every job that finished before this (unix seconds)
+    ticked: float | None = None    # a Tick's monotonic time: apply files away the launches it found overdue
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
-    usage: dict[str, TaskUsage] = field(default_factory=dict)
+    usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there
     free: dict[str, Resources] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
 

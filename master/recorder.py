@@ -20,12 +20,14 @@ from tcluster.master.history import CLUSTER, NODE, QUEUE, HistoryConfig, Series,
 from tcluster.master.ingest import CPU, Counters, extract, working_set
 from tcluster.master.taskrings import TaskRings
 from tcluster.master.state import MasterState
-from tcluster.model import Task, TaskState, TaskUsage
+from tcluster.master.usageblock import UsageBlock
+from tcluster.model import Task, TaskState
 
 # Scheduling round latency buckets (seconds), as in a Prometheus histogram.
 ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 OOM_REASON = "OOMKilled"
 CHANGED_MAX = 100_000
+BeatRef = tuple[float, str, UsageBlock]     # (wall, node, the samples the step kept)
 
 
 @dataclass
@@ -58,7 +60,7 @@ class Recorder:
         self.oom_kills: Counter[tuple[str, str]] = Counter()   # (node, queue) -> kills; never reset
         self.scheduler = SchedulerStats()
         self.forgotten: set[str] = set()                 # jobs whose history the store must drop
-        self._beats: list[tuple[float, str, dict[str, TaskUsage]]] = []
+        self._beats: list[BeatRef] = []
         self._ends: list[tuple[float, Task]] = []
         self.generation = 0                              # steps and rounds seen: /metrics is cached per value
         self._changed: set[str] | None = set()           # tasks changed (placed, ended) since asked; None: any
@@ -71,7 +73,7 @@ class Recorder:
             self._changed.update(step.tasks)
             if len(self._changed) > CHANGED_MAX:     # nobody asks (no scrapes): say "all", stay small
                 self._changed = None
-        if step.usage and isinstance(event, Beat):
+        if step.usage is not None and isinstance(event, Beat):
             self._beats.append((wall, event.node, step.usage))
         if step.tasks:
             self._ends.extend((wall, t) for t in step.tasks.values() if not t.state.holds_resources)
@@ -155,30 +157,28 @@ class Recorder:
                 self.release(task_id)
         settle()
 
-    def _slots(self, state: MasterState, beats: list[tuple[float, str, dict[str, TaskUsage]]],
+    def _slots(self, state: MasterState, beats: list[BeatRef],
                ids: list[str]) -> list[int]:
         """The slot of every sample (-1: a task the state no longer knows); a task seen
         first gets one, and one that moved to another node (a retry) its new node."""
         slots = list(map(self._slot_of.get, ids))
         if None in slots:
             i = 0
-            for _, node, usage in beats:
-                for task_id in usage:
+            for _, node, block in beats:
+                for task_id in block.ids:
                     if slots[i] is None:
                         rec = self._record(state, task_id, node)
                         slots[i] = rec.slot if rec is not None else -1
                     i += 1
         return slots
 
-    def _ingest_beats(self, state: MasterState, beats: list[tuple[float, str, dict[str, TaskUsage]]]) -> None:
+    def _ingest_beats(self, state: MasterState, beats: list[BeatRef]) -> None:
         ids: list[str] = []
-        usages: list[TaskUsage] = []
-        for _, _, usage in beats:
-            ids.extend(usage)
-            usages.extend(usage.values())
+        for _, _, block in beats:
+            ids.extend(block.ids)
         slots = np.array(self._slots(state, beats, ids), dtype=np.int64)
-        sizes = [len(usage) for _, _, usage in beats]
-        raw = extract(usages)
+        sizes = [len(block) for _, _, block in beats]
+        raw = extract([block for _, _, block in beats])
         ws = working_set(raw)
         known = slots >= 0
         self._node_samples(state, beats, sizes, np.where(known, raw[:, CPU], 0.0), np.where(known, ws, 0.0))
@@ -193,7 +193,7 @@ class Recorder:
         for slot, at, kills in derived.ooms:
             self._oom(self._by_slot[slot], at, kills)
 
-    def _follow_nodes(self, beats: list[tuple[float, str, dict[str, TaskUsage]]], sizes: list[int],
+    def _follow_nodes(self, beats: list[BeatRef], sizes: list[int],
                       slots: np.ndarray, known: np.ndarray) -> None:
         """A record keeps the node of its newest sample (a retry may run elsewhere)."""
         codes = [self._node_codes.setdefault(node, len(self._node_codes)) for _, node, _ in beats]
@@ -209,7 +209,7 @@ class Recorder:
                 self._by_slot[slot].node = names[code]
                 self._slot_node[slot] = code
 
-    def _node_samples(self, state: MasterState, beats: list[tuple[float, str, dict[str, TaskUsage]]],
+    def _node_samples(self, state: MasterState, beats: list[BeatRef],
                       sizes: list[int], cpu: np.ndarray, memory: np.ndarray) -> None:
         starts = np.cumsum([0] + sizes[:-1])
         nonempty = np.array(sizes) > 0
@@ -304,11 +304,12 @@ class Recorder:
     @staticmethod
     def _job_usage(state: MasterState, tasks: list[Task]) -> tuple[float, float]:
         cpu = memory = 0.0
+        figures = state.usage.cpu_and_working_set     # every second: no TaskUsage built
         for task in tasks:
-            usage = state.usage.get(task.id)
-            if usage is not None:
-                cpu += usage.cpu_rate
-                memory += usage.working_set_bytes
+            found = figures(task.id)
+            if found is not None:
+                cpu += found[0]
+                memory += found[1]
         return cpu, memory
 
 

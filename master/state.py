@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 
 from tcluster.lifecycle import job_state_from_counts
 from tcluster.master.events import KillIntent, NodeLive, Step
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.master.startindex import StartIndex
+from tcluster.master.usageblock import UsageIndex
+from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.views import JobView
@@ -53,8 +55,8 @@ class MasterState:
         self.kills: dict[tuple[str, int], KillIntent] = {}
         self._kills_by_node: dict[str, set[tuple[str, int]]] = {}   # a join looks at its node's only
         self._put_kills({(k.task_id, k.attempt): k for k in kills})
-        self.usage: dict[str, TaskUsage] = {}
-        self.starting_since: dict[str, float] = {}
+        self.usage = UsageIndex()     # task id -> newest sample; TaskUsage built when read
+        self.starts = StartIndex()    # STARTING tasks by when their launch began (the tick's deadlines)
         # Finished jobs in memory, oldest end first: beyond the cap they leave memory (they stay
         # on disk until the retention ends), so memory follows what can change, not history.
         self.finished: list[tuple[float, str]] = [(j.finished_at, j.id) for j in jobs if j.finished_at]
@@ -71,7 +73,7 @@ class MasterState:
         for task in (t for ts in self.tasks.values() for t in ts):
             self._hold(task)
             if task.state is TaskState.STARTING:
-                self.starting_since[task.id] = started_mono
+                self.starts.add(task.id, started_mono)
 
     # ---- queries ----
 
@@ -164,9 +166,12 @@ class MasterState:
         for name, free in step.free.items():
             if name in self.nodes:
                 self.matrix.report_free(name, free)
-        self.usage.update(step.usage)   # only samples of tasks holding resources (transitions._beat)
+        if step.usage is not None:
+            self.usage.put(step.usage)   # only samples of tasks holding resources (transitions._beat)
         for job_id in step.jobs_del:
             self._forget_job(job_id)
+        if step.ticked is not None:     # launches past the start timeout at this tick: overdue from now on
+            self.starts.settle(step.ticked, self.timeouts.start_timeout_s)
         if step.purge_before:
             self.purged_at = step.purge_before + self.timeouts.job_retention_s
         self._evict_finished(step.purge_before)
@@ -234,11 +239,11 @@ class MasterState:
         counts[task.state] += 1
         self._hold(task)
         if task.state is TaskState.STARTING:
-            self.starting_since.setdefault(task.id, self.live_clock(task.node))
+            self.starts.add(task.id, self.live_clock(task.node))
         else:
-            self.starting_since.pop(task.id, None)
+            self.starts.discard(task.id)
         if not task.state.holds_resources:
-            self.usage.pop(task.id, None)
+            self.usage.discard(task.id)
         self._index_job(task.job_id)
 
     def live_clock(self, node: str) -> float:
@@ -259,8 +264,8 @@ class MasterState:
             self.finished_tasks -= job.spec.tasks
         for task in self.tasks.pop(job_id, []):
             self._release(task)
-            self.usage.pop(task.id, None)
-            self.starting_since.pop(task.id, None)
+            self.usage.discard(task.id)
+            self.starts.discard(task.id)
         self.jobs.pop(job_id, None)
         self.counts.pop(job_id, None)
         self.pending_jobs.discard(job_id)

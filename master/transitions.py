@@ -270,10 +270,13 @@ def _beat(d: Draft, ev: Beat) -> None:
     # looked up once; apply() stores the samples as they are.
     d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall)
     d.step.free[ev.node] = ev.free
-    for task_id, (attempt, usage) in ev.usage.items():
+    block, kept = ev.usage, []
+    for row, (task_id, attempt) in enumerate(zip(block.ids, block.attempts)):
         task = d.state.task(task_id)
         if task is not None and task.node == ev.node and task.attempt == attempt and task.state.holds_resources:
-            d.step.usage[task_id] = usage
+            kept.append(row)
+    if kept:      # the block itself when every sample is kept (usually): no copy
+        d.step.usage = block if len(kept) == len(block) else block.take(kept)
     d.step.actions.append(Ack(ev.node, 0))     # proof of life for the agent's fence
 
 
@@ -308,9 +311,11 @@ def _lose(d: Draft, task: Task, reason: str) -> None:
 
 def _start_deadlines(d: Draft) -> None:
     limit = d.state.timeouts.start_timeout_s
-    for task_id, since in d.state.starting_since.items():
+    d.step.ticked = d.now.mono
+    # Only launches past the deadline (StartIndex), in the order they began: O(those), not O(STARTING)
+    for task_id, _ in d.state.starts.due(d.now.mono, limit):
         task = d.state.task(task_id)
-        if task is None or d.now.mono - since <= limit or not d.state.connected(task.node):
+        if task is None or not d.state.connected(task.node):
             continue
         if d.intent(task_id, task.attempt) is None:
             reason = f"did not start within {limit:.0f}s on node {task.node}"

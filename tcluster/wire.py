@@ -35,7 +35,10 @@ def resources_to_pb(r: Resources) -> common_pb2.Resources:
 
 
 def resources_from_pb(msg: common_pb2.Resources) -> Resources:
-    return Resources.of({"cpu": msg.cpu, "memory": msg.memory, **dict(msg.other)})
+    other = msg.other
+    if not other:        # the usual case, every heartbeat: what Resources.of makes of cpu and memory alone
+        return Resources(float(msg.cpu), int(msg.memory))
+    return Resources.of({"cpu": msg.cpu, "memory": msg.memory, **dict(other)})
 
 
 def task_state_to_pb(state: TaskState) -> int:

@@ -14,6 +14,7 @@ from tcluster.master.recorder import Recorder
 from tcluster.master.state import MasterState, Timeouts
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
+from tcluster.master.usageblock import UsageBlock
 
 GiB = 2**30
 
@@ -74,7 +75,8 @@ def _usage(t: float, cpu_s: float, memory: int, cache: int, ooms: int = 0, io: i
 
 
 def _beat(rec: Recorder, state: MasterState, t: float, usage: dict[str, TaskUsage]) -> None:
-    rec.on_step(Beat("n1", Resources(), {k: (1, u) for k, u in usage.items()}), Step(usage=usage), t)
+    block = UsageBlock.of({k: (1, u) for k, u in usage.items()})
+    rec.on_step(Beat("n1", Resources(), block), Step(usage=block), t)
 
 
 def test_recorder_derives_working_set_rates_node_series_and_oom_events() -> None:

@@ -16,6 +16,7 @@ from tcluster.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook
 from tcluster.scheduler.lotes.model import JobClass
 from tcluster.scheduler.lotes.resolve import Outcome, plan_for
+from tcluster.master.usageblock import EMPTY
 from tests.unit.test_master_transitions import J, T, World, ended, spec
 
 
@@ -90,7 +91,7 @@ def test_a_placement_starts_once_and_running_changes_nothing() -> None:
     assert w.book.calls == [("started", "n1", 0)]
     w.do(Reports("n1", (TaskReport(T, 1, TaskState.RUNNING, at=1.0),), 1))
     w.do(Reports("n1", (TaskReport(T, 1, TaskState.RUNNING, at=1.0),), 2))   # a repeat
-    w.do(Beat("n1", Resources(3, 2**33), {}))
+    w.do(Beat("n1", Resources(3, 2**33), EMPTY))
     assert w.book.calls == [("started", "n1", 0)] and list(w.book.running["n1"]) == [1, 0]
 
 
@@ -116,7 +117,7 @@ def test_a_requeue_and_a_retry_elsewhere_end_then_start() -> None:
 
 def test_lost_tasks_leave_the_book_once() -> None:
     w = _w(retries=0)
-    w.do(Beat("n2", Resources(4, 2**33), {}), at=9)
+    w.do(Beat("n2", Resources(4, 2**33), EMPTY), at=9)
     w.do(Tick(), at=10.5)                                      # n1 DOWN: still holding
     assert w.book.calls == [("started", "n1", 0)]
     w.do(Tick(), at=31)                                        # LOST

@@ -18,6 +18,7 @@ from tcluster.master.state import MasterState, Timeouts
 from tcluster.master.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
+from tcluster.master.usageblock import EMPTY, UsageBlock
 
 J = "0123abcd"
 T = f"{J}.0"
@@ -177,7 +178,7 @@ def test_registration_without_a_task_the_master_placed(before: TaskState, retrie
 
 def test_a_silent_node_goes_down_then_its_tasks_are_lost_then_retried() -> None:
     w = running_world(retries=1)
-    w.do(Beat("n2", Resources(4, 2**33), {}), at=9)
+    w.do(Beat("n2", Resources(4, 2**33), EMPTY), at=9)
     step = w.do(Tick(), at=10.5)
     assert Disconnect("n1", "silent for 10s") in step.actions and w.state.nodes["n1"].state is NodeState.DOWN
     assert w.task().state is TaskState.RUNNING
@@ -202,7 +203,7 @@ def test_nodes_loaded_at_start_are_down_and_their_clock_starts_then() -> None:
 
 def test_a_launch_that_never_starts_is_stopped_then_counted_lost() -> None:
     w = running_world(retries=1, state=TaskState.STARTING)
-    w.do(Beat("n1", Resources(4, 2**33), {}), at=30)
+    w.do(Beat("n1", Resources(4, 2**33), EMPTY), at=30)
     step = w.do(Tick(), at=31)
     assert Kill("n1", T, 1, "did not start within 30s on node n1") in step.actions
     assert w.task().state is TaskState.STARTING                 # until the node confirms it is gone
@@ -236,7 +237,8 @@ def test_only_the_newest_finished_jobs_stay_in_memory() -> None:
 def test_heartbeats_write_nothing_and_keep_usage_in_memory() -> None:
     from tcluster.model import TaskUsage
     w = running_world()
-    step = w.do(Beat("n1", Resources(3, 2**33), {T: (1, TaskUsage(cpu_seconds=2.0)), "0123abcd.9": (1, TaskUsage())}))
+    step = w.do(Beat("n1", Resources(3, 2**33), UsageBlock.of({T: (1, TaskUsage(cpu_seconds=2.0)),
+                                                             "0123abcd.9": (1, TaskUsage())})))
     assert not step.durable and Ack("n1", 0) in step.actions
     assert w.state.task_view(w.task()).usage.cpu_seconds == 2.0
 
@@ -276,9 +278,9 @@ def test_the_tick_finds_silent_nodes_from_the_oldest_and_stops_at_a_recent_one()
     w = World()
     for name in ("a", "b", "c"):
         w.join(name, at=0.0)
-    w.do(Beat("c", Resources(), {}), at=5.0)
+    w.do(Beat("c", Resources(), EMPTY), at=5.0)
     w.do(AgentLeft("a"), at=6.0)          # gone: keeps its last_seen, stays oldest
-    w.do(Beat("b", Resources(), {}), at=8.0)
+    w.do(Beat("b", Resources(), EMPTY), at=8.0)
     assert list(w.state.live) == ["a", "c", "b"]   # ordered by last_seen
     assert not w.do(Tick(), at=12.0).actions        # a waits for the lost timeout; c, b are recent
     step = w.do(Tick(), at=16.0)                     # c silent 11 s: down; b (8 s) is not
