@@ -17,7 +17,7 @@ from tcluster.agent.joinclient import JoinError, join
 from tcluster.agent.joinstate import load_joined
 from tcluster.agent.main import build_agent, settings_from_args as agent_settings_from_args
 from tcluster.agent.runtime.base import RuntimeSetupError
-from tcluster.cli.credentials import credentials_path
+from tcluster.cli.credentials import credentials_for, credentials_path
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.devsecure import deny_uids_except, ensure_login, ensure_pki, invoking_user, join_token
 from tcluster.errors import InvalidArgument
@@ -34,8 +34,14 @@ def _agent_args(args: argparse.Namespace, data_dir: Path) -> argparse.Namespace:
     )
 
 
-def _banner(listen: str, data_dir: Path, node: str, runtime: str, url: str = "", user: str = "") -> str:
-    dashboard = f"\n  Dashboard: {url}   (Prometheus: {url}metrics)\n" if url else ""
+def _banner(listen: str, data_dir: Path, node: str, runtime: str, url: str = "", user: str = "",
+            token: str = "") -> str:
+    # Like Jupyter's ?token= link, but in the fragment, which browsers never send: the page
+    # trades it for a session cookie and drops it from the address bar.
+    link = f"{url}#login={token}" if url and token else url
+    dashboard = (f"\n  Dashboard: {url}   (Prometheus: {url}metrics)\n"
+                 + (f"  Log in to it with this link (it holds your token): {link}\n" if link != url else "")
+                 if url else "")
     login = (f"\n  You are admin '{user}' of this cluster (TLS; your token is in {credentials_path()});"
              f"\n  tasks run as your Unix user.\n") if user else ""
     return f"""
@@ -78,7 +84,9 @@ async def _run(master_settings: MasterSettings, agent_args: argparse.Namespace) 
         raise
     runner = asyncio.create_task(agent.run(), name="agent")
     url = f"http://{master_settings.http.rpartition(':')[0]}:{master.http_port}/" if master.dashboard else ""
-    print(_banner(client, master_settings.data_dir, agent.settings.node, agent.runtime.name, url, user), flush=True)
+    token = credentials_for(client).token
+    print(_banner(client, master_settings.data_dir, agent.settings.node, agent.runtime.name, url, user, token),
+          flush=True)
     try:
         await wait_for_stop_signal()
         print("\nstopping: killing tasks, then the agent and the master", file=sys.stderr, flush=True)

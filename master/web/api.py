@@ -3,7 +3,8 @@ prints (built by the same functions in cli/render.py from the same proto message
 usage endpoints add the history. Everything the web UI shows comes from here.
 
 Handlers run on the master's loop and read its state directly: no locks, no copies.
-Who may see what is decided in one place, `authorize` (see app.py)."""
+Who is asking is decided in one place, `authorize` (login.py); what they may see by the
+service's gate, as over gRPC."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from tcluster.cli.render import job_json, node_json, resources_json, task_json, 
 from tcluster.errors import InvalidArgument, NotFound, PermissionDenied, TclusterError, Unauthenticated
 from tcluster.master.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState, TaskUsage
-from tcluster.security.authz import Caller
+from tcluster.security.authz import Caller, ReadJob, sees_only_own
 from tcluster.v1 import common_pb2, jobs_pb2
 from tcluster.wire import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb, task_to_pb
 
@@ -30,7 +31,7 @@ MAX_JOBS = 1000
 MAX_CHART_TASKS = 40          # a stacked chart of more tasks is unreadable
 CPU_FIELDS = ("cpu_user", "cpu_system")
 
-# Who is asking: set by the app's auth middleware (master/web/app.py authorize).
+# Who is asking: set by the app's auth middleware (master/web/login.py authorize).
 CALLER = web.RequestKey("caller", Caller)
 
 
@@ -128,6 +129,13 @@ class Api:
             web.get("/api/v1/cluster/usage", self.cluster_usage),
         ]
 
+    def _own_only(self, request: web.Request) -> bool:
+        gate = getattr(self.service, "gate", None)
+        return gate is not None and sees_only_own(request[CALLER], gate.policy)
+
+    def _may_see(self, request: web.Request, job_id: str) -> bool:
+        return not self._own_only(request) or self.state.jobs[job_id].spec.owner == request[CALLER].name
+
     # ---- shapes shared with `tcl -o json` ----
 
     def job_doc(self, job: Job, tasks: list[Task], with_tasks: bool = True) -> dict[str, Any]:
@@ -174,6 +182,8 @@ class Api:
         states = {JobState(s.upper()) for s in request.query.getall("state", []) if s}
         queue, user, owner = request.query.get("queue", ""), request.query.get("user", ""), request.query.get("owner", "")
         needle = request.query.get("q", "").lower()
+        if self._own_only(request):
+            owner = request[CALLER].name        # as `tcl jobs` under --status-visibility own
         limit = min(int(_float(request, "limit", 100)), MAX_JOBS)
         found = []
         for job in sorted(self.state.jobs.values(), key=lambda j: j.submitted_at, reverse=True):
@@ -193,13 +203,14 @@ class Api:
         job_id = request.match_info["job_id"]
         job = self.state.jobs.get(job_id)
         if job is not None:        # the state's own task objects: TaskDocs keeps their JSON
+            self.service.gate.check(request[CALLER], ReadJob(job_id, job.spec.owner))
             return _json(self.job_doc(job, self.state.tasks[job_id]))
-        job, tasks = self.service.get(job_id)        # finished a while ago: from the store
+        job, tasks = self.service.read(job_id, request[CALLER])    # finished a while ago: from the store
         return _json(self.job_doc(job, tasks))
 
     async def job_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()
-        job, tasks = self.service.get(request.match_info["job_id"])
+        job, tasks = self.service.read(request.match_info["job_id"], request[CALLER])
         since, until = time_range(request)
         wanted = request.query.get("tasks", "")
         detail = request.query.get("detail", "")      # one task with every series; the others CPU only
@@ -252,7 +263,7 @@ class Api:
         series = self.dashboard.recorder.nodes.get(name)
         tasks = [{"id": t.id, "job_id": t.job_id, "name": self.state.jobs[t.job_id].spec.name,
                   "state": t.state.value, "usage": _usage_now(self.state.usage.get(t.id))}
-                 for t in self.state.tasks_on(name)]
+                 for t in self.state.tasks_on(name) if self._may_see(request, t.job_id)]
         return _json({"name": name, "since": since, "until": until,
                       "series": series.read(since, until) if series else None, "tasks": tasks})
 

@@ -15,13 +15,12 @@ from typing import Any
 
 from aiohttp import web
 
-from tcluster.master.auth import Gate, bearer_token
 from tcluster.master.history import HistoryConfig, TaskRecord
 from tcluster.master.historydb import HistoryStore
 from tcluster.master.metrics import CONTENT_TYPE, Exposition
 from tcluster.master.recorder import Recorder
-from tcluster.master.web.api import CALLER, Api, errors_middleware
-from tcluster.security.authz import ANONYMOUS, Caller
+from tcluster.master.web.api import Api, errors_middleware
+from tcluster.master.web.login import add_login, auth_middleware, check_metrics
 
 log = logging.getLogger(__name__)
 DRAIN_S = 1.0
@@ -34,30 +33,6 @@ STATIC = Path(str(files("tcluster.master.web") / "static"))
 def history_config(settings: Any) -> HistoryConfig:
     return HistoryConfig(step_s=settings.heartbeat_interval_s, recent_s=settings.history_recent_s,
                          long_step_s=settings.history_long_step_s, long_s=settings.history_long_s)
-
-
-# Without a token on a secure master: the cluster's status, as the dashboard shows it to
-# whoever reaches its address (loopback by default), but no user's logs.
-VIEWER = Caller("dashboard-viewer", False, "", ())
-GATE = web.AppKey("gate", Gate)
-
-
-def authorize(request: web.Request) -> Caller:
-    """The one place that decides who is asking. A master without TLS material has no
-    identities (everyone is an admin, as over gRPC). On a secure master an
-    `Authorization: Bearer` token names the user (an unknown one is refused), and a request
-    without one is VIEWER; handlers pass request[CALLER] to the service, which checks it."""
-    gate = request.app.get(GATE)
-    if gate is None or not gate.secure:
-        return ANONYMOUS
-    token = bearer_token(request.headers.items())
-    return gate.caller(token, request.remote or "", request.path) if token else VIEWER
-
-
-@web.middleware
-async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-    request[CALLER] = authorize(request)
-    return await handler(request)
 
 
 class Dashboard:
@@ -100,7 +75,7 @@ class Dashboard:
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[errors_middleware, auth_middleware])
-        app[GATE] = self.service.gate
+        add_login(app, getattr(self.service, "gate", None))
         app.add_routes(Api(self.service, self).routes())
         app.add_routes([web.get("/metrics", self.metrics), web.get("/", self.index),
                         web.get("/favicon.ico", self.no_icon),
@@ -170,6 +145,7 @@ class Dashboard:
     # ---- handlers outside the API ----
 
     async def metrics(self, request: web.Request) -> web.Response:
+        check_metrics(request)
         self.drain()
         return web.Response(body=self.exposition.render(), headers={"Content-Type": CONTENT_TYPE})
 

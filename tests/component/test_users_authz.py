@@ -184,7 +184,7 @@ def test_a_master_without_tls_material_treats_everyone_as_admin(tmp_path: Path) 
     run(scenario, tmp_path)
 
 
-def test_the_dashboard_api_serves_logs_only_to_their_owner(tmp_path: Path) -> None:
+def test_the_dashboard_needs_a_login_and_serves_logs_only_to_their_owner(tmp_path: Path) -> None:
     import aiohttp
 
     async def scenario(h: Harness) -> None:
@@ -194,20 +194,90 @@ def test_the_dashboard_api_serves_logs_only_to_their_owner(tmp_path: Path) -> No
         await join_agent(h, "n1")
         job = await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec("default")), metadata=auth(alice))
         assert h.master is not None
-        url = f"http://127.0.0.1:{h.master.http_port}/api/v1/jobs/{job.id}/tasks/0/logs"
+        base = f"http://127.0.0.1:{h.master.http_port}"
+        url = f"{base}/api/v1/jobs/{job.id}/tasks/0/logs"
         async with aiohttp.ClientSession() as http:
-            async with http.get(url) as reply:              # no token: the viewer, who owns nothing
-                assert reply.status == 403 and "may not read the logs" in (await reply.json())["error"]
+            for path in (url, f"{base}/api/v1/jobs/{job.id}", f"{base}/api/v1/overview", f"{base}/metrics"):
+                async with http.get(path) as reply:          # no token, no session: log in first
+                    assert reply.status == 401 and "log in" in (await reply.json())["error"]
+            async with http.get(f"{base}/") as reply:        # the page itself loads, to show the form
+                assert reply.status == 200
             async with http.get(url, headers={"Authorization": f"Bearer {bob}"}) as reply:
                 assert reply.status == 403 and "it belongs to alice" in (await reply.json())["error"]
             async with http.get(url, headers={"Authorization": "Bearer tcu..forged"}) as reply:
                 assert reply.status == 401
             async with http.get(url, headers={"Authorization": f"Bearer {alice}"}) as reply:
                 assert reply.status not in (401, 403)        # past the check (the fake runtime has no files)
-            async with http.get(f"http://127.0.0.1:{h.master.http_port}/api/v1/jobs/{job.id}") as reply:
-                assert reply.status == 200                   # status stays readable on the dashboard's address
+            async with http.get(f"{base}/api/v1/jobs/{job.id}", headers={"Authorization": f"Bearer {bob}"}) as reply:
+                assert reply.status == 200                   # status visibility `all`: every user reads status
                 assert (await reply.json())["owner"] == "alice"
             for owner, ids in (("alice", [job.id]), ("bob", [])):
-                async with http.get(f"http://127.0.0.1:{h.master.http_port}/api/v1/jobs?owner={owner}") as reply:
+                async with http.get(f"{base}/api/v1/jobs?owner={owner}",
+                                    headers={"Authorization": f"Bearer {bob}"}) as reply:
                     assert [j["id"] for j in await reply.json()] == ids
+    run(scenario, tmp_path)
+
+
+def test_dashboard_login_sets_a_session_that_logout_and_user_removal_end(tmp_path: Path) -> None:
+    import aiohttp
+
+    from tcluster.master.users import remove_user
+    from tcluster.master.web.session import COOKIE
+
+    async def scenario(h: Harness) -> None:
+        await start_secure(h, http="127.0.0.1:0")
+        alice = add_user(h.tmp / "master", "alice", "nobody", ("*",), admin=False)
+        assert h.master is not None
+        base = f"http://127.0.0.1:{h.master.http_port}"
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:  # unsafe: an IP host
+            async with http.post(f"{base}/api/v1/login", json={"token": "tcu..forged"}) as reply:
+                assert reply.status == 401
+            async with http.post(f"{base}/api/v1/login", data=b"x" * 100) as reply:
+                assert reply.status == 400 and len(await reply.text()) < 300     # never echoed back
+            async with http.post(f"{base}/api/v1/login", json={"token": alice}) as reply:
+                assert reply.status == 200 and (await reply.json())["user"] == "alice"
+                cookie = reply.cookies[COOKIE]
+                assert cookie["httponly"] and cookie["samesite"] == "Strict" and alice not in cookie.value
+            async with http.get(f"{base}/api/v1/whoami") as reply:     # the cookie jar sends the session
+                assert (await reply.json()) == {"user": "alice", "role": "user", "secure": True}
+            async with http.get(f"{base}/api/v1/overview") as reply:
+                assert reply.status == 200
+            async with http.post(f"{base}/api/v1/logout") as reply:
+                assert reply.status == 200
+            async with http.get(f"{base}/api/v1/overview") as reply:
+                assert reply.status == 401
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:  # unsafe: an IP host
+            async with http.post(f"{base}/api/v1/login", json={"token": alice}) as reply:
+                assert reply.status == 200
+            assert remove_user(h.tmp / "master", "alice")
+            async with http.get(f"{base}/api/v1/overview") as reply:   # a removed user's session is dead at once
+                assert reply.status == 401
+    run(scenario, tmp_path)
+
+
+def test_dashboard_status_visibility_own(tmp_path: Path) -> None:
+    import aiohttp
+
+    async def scenario(h: Harness) -> None:
+        await start_secure(h, http="127.0.0.1:0", status_visibility="own")
+        alice = add_user(h.tmp / "master", "alice", "nobody", ("*",), admin=False)
+        bob = add_user(h.tmp / "master", "bob", "nobody", ("*",), admin=False)
+        admin = add_user(h.tmp / "master", "root-admin", "nobody", ("*",), admin=True)
+        await join_agent(h, "n1")
+        job = await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec("default")), metadata=auth(alice))
+        assert h.master is not None
+        base = f"http://127.0.0.1:{h.master.http_port}"
+        as_bob, as_alice = {"Authorization": f"Bearer {bob}"}, {"Authorization": f"Bearer {alice}"}
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/api/v1/jobs", headers=as_bob) as reply:
+                assert await reply.json() == []
+            async with http.get(f"{base}/api/v1/jobs", headers=as_alice) as reply:
+                assert [j["id"] for j in await reply.json()] == [job.id]
+            for path in (f"/api/v1/jobs/{job.id}", f"/api/v1/jobs/{job.id}/usage"):
+                async with http.get(base + path, headers=as_bob) as reply:
+                    assert reply.status == 403 and "status visibility: own" in (await reply.json())["error"]
+            async with http.get(f"{base}/metrics", headers=as_bob) as reply:
+                assert reply.status == 403 and "admin" in (await reply.json())["error"]
+            async with http.get(f"{base}/metrics", headers={"Authorization": f"Bearer {admin}"}) as reply:
+                assert reply.status == 200 and "tcluster_" in await reply.text()
     run(scenario, tmp_path)

@@ -278,3 +278,47 @@ def test_tcl_top_in_tmux_puts_the_busy_task_on_top(live: Live) -> None:
             raise AssertionError(f"tcl top's first row was {seen[-1]!r}, not the burner {live.jobs['burner']}")
     finally:
         subprocess.run([*tmux, "kill-server"], check=False)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+                    reason="chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
+def test_a_secure_masters_dashboard_asks_for_a_token_and_logs_in(tmp_path: Path) -> None:
+    """A master with TLS material: the page shows a login form, refuses a wrong token,
+    and after the admin's token shows the jobs with the user named in the header."""
+    data = tmp_path / "master"
+    init = subprocess.run([str(BIN / "tcl-master"), "init", "--data-dir", str(data)], capture_output=True,
+                          text=True, timeout=60, check=True)
+    token = re.search(r"(tcu\.\S+)", init.stdout + init.stderr).group(1)  # type: ignore[union-attr]
+    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / "master.log")
+    driver = None
+    try:
+        address = "127.0.0.1:" + master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+        http = master.wait_for_output(r"dashboard on (http://127\.0\.0\.1:\d+)/").group(1)
+        env = {**os.environ, "TCL_TOKEN": token, "TCL_CA": str(data / "pki" / "ca.crt")}
+        job = subprocess.run([str(BIN / "tcl"), "--master", address, "submit", "--name", "behind-login", "--", "true"],
+                             capture_output=True, text=True, timeout=60, check=True, env=env).stdout.strip()
+        driver = _browser()
+        driver.get(f"{http}/#/jobs")
+        _until(lambda: driver.execute_script("return !!document.getElementById('login-form')"), 30, "the login form")
+        assert not driver.execute_script(f"return !!document.querySelector('[data-job=\"{job}\"]')")
+        _shot(driver, "login")
+        driver.execute_script("document.getElementById('login-token').value = 'tcu..wrong';"
+                              "document.querySelector('#login-form button').click();")
+        _until(lambda: driver.execute_script("return document.getElementById('login-error')?.textContent"), 30,
+               "the refusal of a wrong token")
+        driver.execute_script(f"document.getElementById('login-token').value = {json.dumps(token)};"
+                              "document.querySelector('#login-form button').click();")
+        _until(lambda: driver.execute_script(f"return !!document.querySelector('[data-job=\"{job}\"]')"), 30,
+               "the job list after logging in")
+        assert "admin (admin)" in driver.execute_script("return document.getElementById('who').textContent")
+        assert not driver.execute_script("return document.cookie")        # HttpOnly: scripts never see it
+        driver.delete_all_cookies()                   # a new browser: `tcl dev`'s link logs it in
+        driver.get("about:blank")                     # a real load (a fragment change alone reloads nothing)
+        driver.get(f"{http}/#login={urllib.parse.quote(token)}")
+        _until(lambda: "admin (admin)" in driver.execute_script("return document.getElementById('who').textContent"),
+               30, "the login link's session")
+        assert "login=" not in driver.current_url                           # the token left the address bar
+    finally:
+        if driver is not None:
+            driver.quit()
+        master.stop()

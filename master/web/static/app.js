@@ -24,8 +24,44 @@ async function api(path, params) {
   const url = new URL("/api/v1/" + path, location.origin);
   Object.entries(params || {}).forEach(([k, v]) => v !== "" && v != null && url.searchParams.set(k, v));
   const r = await fetch(url);
-  if (!r.ok) throw new Error((await r.json().catch(() => ({}))).error || r.statusText);
+  if (!r.ok) {
+    const message = (await r.json().catch(() => ({}))).error || r.statusText;
+    if (r.status === 401) showLogin(message);
+    throw new Error(message);
+  }
   return r.json();
+}
+
+// ---- login (a secure master): the token goes to /api/v1/login once; an HttpOnly cookie after ----
+
+let loggingIn = false;
+
+function showLogin(message) {
+  if (loggingIn) return;
+  loggingIn = true; page.stop?.(); page = { key: "login", refresh: null, stop: null };
+  main.innerHTML = `<section class="login"><h1>Log in to tcluster</h1><p class="muted">${esc(message)}</p>
+    <form id="login-form"><label>User token <input id="login-token" type="password" autocomplete="current-password"
+    required size="60"></label> <button type="submit">Log in</button><p id="login-error" class="error"></p></form></section>`;
+  document.getElementById("login-form").addEventListener("submit", async ev => {
+    ev.preventDefault();
+    const r = await fetch("/api/v1/login", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ token: document.getElementById("login-token").value }) });
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) { document.getElementById("login-error").textContent = body.error || r.statusText; return; }
+    loggingIn = false; main.innerHTML = ""; page = { key: "", refresh: null, stop: null };
+    showUser(body); refresh();
+  });
+}
+
+function showUser(who) {
+  const el = document.getElementById("who");
+  if (!who.secure) { el.textContent = ""; return; }
+  el.innerHTML = `${esc(who.user)} (${esc(who.role)}) <a href="#" id="logout">log out</a>`;
+  document.getElementById("logout").onclick = async ev => {
+    ev.preventDefault();
+    await fetch("/api/v1/logout", { method: "POST" });
+    el.textContent = ""; showLogin("logged out");
+  };
 }
 
 // ---- charts ----
@@ -236,7 +272,8 @@ function logs(id, index) {
     const params = new URLSearchParams({ stream: document.getElementById("log-stream").value, tail: 262144,
       follow: document.getElementById("log-follow").checked ? "1" : "" });
     fetch(`/api/v1/jobs/${id}/tasks/${index}/logs?${params}`, { signal: ctl.signal }).then(async r => {
-      if (!r.ok) { pre.textContent = (await r.json().catch(() => ({}))).error || r.statusText; return; }
+      if (!r.ok) { const m = (await r.json().catch(() => ({}))).error || r.statusText;
+        pre.textContent = m; if (r.status === 401) showLogin(m); return; }
       const reader = r.body.getReader(), dec = new TextDecoder();
       for (;;) { const { value, done } = await reader.read(); if (done) break;
         const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
@@ -273,7 +310,7 @@ function route() {
 
 let busy = false;
 async function refresh() {
-  if (busy) return;
+  if (busy || loggingIn) return;
   busy = true;
   const live = document.getElementById("live");
   try { await route()(); live.classList.remove("stale"); live.title = "updated " + new Date().toLocaleTimeString(); }
@@ -283,5 +320,18 @@ async function refresh() {
 
 window.addEventListener("hashchange", refresh);
 document.getElementById("range").addEventListener("change", refresh);
-setInterval(refresh, REFRESH_MS);
-refresh();
+
+// `tcl dev` prints a link with the token in the fragment (never sent to the server):
+// trade it for a session, then drop it from the address bar and the history.
+async function loginFromLink() {
+  const m = location.hash.match(/^#login=(.+)$/);
+  if (!m) return;
+  history.replaceState(null, "", location.pathname + "#/");
+  await fetch("/api/v1/login", { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ token: decodeURIComponent(m[1]) }) });
+}
+
+loginFromLink().then(() => fetch("/api/v1/whoami")).then(async r => {
+  const body = await r.json().catch(() => ({}));
+  if (r.ok) showUser(body); else if (r.status === 401) showLogin(body.error || "log in");
+}).catch(() => {}).then(() => { setInterval(refresh, REFRESH_MS); refresh(); });
