@@ -146,8 +146,9 @@ def steps_table(timings: dict | None, seconds: float) -> list[str]:
 
 class Driver:
     def __init__(self, args: argparse.Namespace, fairness: str, placement: str, tmp: Path, label: str,
-                 history_db: Path | None = None) -> None:
+                 history_db: Path | None = None, dashboard: bool = True) -> None:
         self.args, self.fairness, self.placement, self.tmp, self.label = args, fairness, placement, tmp, label
+        self.dashboard = dashboard       # off: no HTTP, so no usage history (issue 10's heartbeat ratio)
         self.history_db = history_db
         self.steps: dict[str, list[str]] = {}
         self.profiles: dict[str, Path] = {}
@@ -186,7 +187,8 @@ class Driver:
         if self.history_db is not None:
             install_history(self.history_db, data_dir)
         self.master = MasterProc(data_dir, self.tmp / f"{self.label}-master.log", fairness=self.fairness,
-                                 placement=self.placement, heartbeat_s=a.heartbeat_s, probe=True)
+                                 placement=self.placement, heartbeat_s=a.heartbeat_s, probe=True,
+                                 extra=[] if self.dashboard else ["--http", "off"])
         self.fleet: FleetProcesses | None = None
         try:
             self.results["startup_s"] = self.master.wait_listening()
@@ -565,15 +567,19 @@ def save(tmp: Path, results: dict[str, dict[str, float]], name: str = "pairs") -
 
 async def run_all(args: argparse.Namespace) -> int:
     pairs = [(f, p) for f in args.fairness.split(",") for p in args.placement.split(",")]
+    dashboards = [d.strip() == "on" for d in args.dashboards.split(",")]
     with tempfile.TemporaryDirectory(prefix="tcl-scale-") as tmp_name:
         tmp = Path(args.keep) if args.keep else Path(tmp_name)
         tmp.mkdir(parents=True, exist_ok=True)
         results: dict[str, dict[str, float]] = {}
         drivers: dict[str, Driver] = {}
         if args.only != "history":
-            for fairness, placement in pairs:
-                label = f"{fairness}/{placement}"
-                driver = Driver(args, fairness, placement, tmp, label.replace("/", "-"))
+            runs = [(pair, d) for pair in pairs for d in dashboards]
+            for n, ((fairness, placement), dashboard) in enumerate(runs):
+                label = f"{fairness}/{placement}" + ("" if dashboard else " no-history")
+                label += f" #{n + 1}" if len(runs) > len(set(runs)) else ""
+                driver = Driver(args, fairness, placement, tmp, label.replace("/", "-").replace(" ", "-"),
+                                dashboard=dashboard)
                 results[label] = await guarded(driver)
                 drivers[label] = driver
                 save(tmp, results)
@@ -634,6 +640,9 @@ def main() -> int:
     p.add_argument("--window-s", type=float, default=15.0, help="measuring window of the idle/steady/pending phases")
     p.add_argument("--fairness", default="mch,drf", help="comma list")
     p.add_argument("--placement", default="anbf,first-fit", help="comma list")
+    p.add_argument("--dashboards", default="on",
+                   help="comma list of on/off: off runs the master with --http off (no usage history), "
+                        "e.g. on,off for issue 10's heartbeat cost with history on vs off")
     p.add_argument("--history", type=int, default=0, help="N finished tasks: compare a fresh and a loaded master")
     p.add_argument("--history-agents", type=int, default=500)
     p.add_argument("--history-cache", default="/tmp/tcl-scale-history")
