@@ -49,7 +49,9 @@ def test_output_option_before_or_after_the_subcommand(argv, output, command_name
         ("10.0.0.5:9000", ["jobs", "--master", "h:2"], "h:2"),
     ],
 )
-def test_master_address_comes_from_flag_then_env_then_default(monkeypatch, env, argv, master):
+def test_master_address_comes_from_flag_then_env_then_default(monkeypatch, tmp_path, env, argv, master):
+    # no stored login: the last `tcl login` (or `tcl dev`) would otherwise be the default
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     if env is None:
         monkeypatch.delenv("TCL_MASTER", raising=False)
     else:
