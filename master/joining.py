@@ -13,7 +13,7 @@ from typing import Callable
 from tcluster.errors import PermissionDenied, Unauthenticated
 from tcluster.master.actions import Registration
 from tcluster.master.links import AgentLink
-from tcluster.master.nodeauth import NodeAuth
+from tcluster.master.nodeauth import NodeAuth, check_token
 from tcluster.security.jointoken import parse_join_token
 from tcluster.security.pki import MasterPki, check_node_name, issue_node_cert, load_csr, node_of_cert, serial_of_cert
 
@@ -43,11 +43,11 @@ class NodeJoin:
                                   f"{self.pki.fingerprint}: it was made for another cluster")
         check_node_name(node)
         load_csr(csr_pem, node)              # checked before the token is spent
-        self.auth.check_name_free(node)
+        self.auth.check_name_free(node)      # a clear refusal before anything is signed
         now = self.clock()
-        labels = self.auth.consume(token, node, now)
+        check_token(self.auth.token(token.token_id), token.secret, now)   # refused before signing
         cert_pem = issue_node_cert(self.pki, csr_pem, node)
-        self.auth.record_cert(serial_of_cert(cert_pem), node, token.token_id, labels, now)
+        labels = self.auth.admit(token, node, serial_of_cert(cert_pem), now)
         log.info("node %s joined with join token %s", node, token.token_id)
         return JoinResult(node, cert_pem, self.pki.ca_pem, labels, self.agent_port)
 

@@ -11,7 +11,6 @@ so a revocation counts from the next connect."""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import hmac
 import json
 import secrets
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from tcluster.errors import FailedPrecondition, InvalidArgument, Unauthenticated
 from tcluster.security.jointoken import JoinTokenText
+from tcluster.security.tokens import hash_secret
 
 AUTH_DB = "auth.db"
 MAX_TOKEN_TTL_S = 7 * 86400.0
@@ -44,10 +44,6 @@ class TokenRow:
     labels: dict[str, str]
     used_at: float | None
     used_by: str | None
-
-
-def hash_secret(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def check_token(row: TokenRow | None, secret: str, now: float) -> None:
@@ -119,6 +115,21 @@ class NodeAuth:
         if row is not None:
             raise FailedPrecondition(f"node {node} already holds a certificate (serial {row[0]}); to join again "
                                      f"under this name, first run `tcl-master node revoke {node}`")
+
+    def admit(self, token: JoinTokenText, node: str, serial: str, now: float) -> dict[str, str]:
+        """One transaction: the name is free, the token is spent, the certificate recorded.
+        A crash (or a failed write) in between leaves the token unspent and no certificate
+        on record, so the same token can join again."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.check_name_free(node)
+            labels = self.consume(token, node, now)
+            self.record_cert(serial, node, token.token_id, labels, now)
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+        return labels
 
     def record_cert(self, serial: str, node: str, token_id: str, labels: dict[str, str], now: float) -> None:
         self.db.execute("INSERT INTO node_certs (serial, node, issued_at, token_id, labels) VALUES (?,?,?,?,?)",

@@ -76,6 +76,21 @@ def test_tokens_are_stored_hashed_single_use_and_keep_their_labels(tmp_path: Pat
     auth.close()
 
 
+def test_a_join_that_fails_half_way_leaves_the_token_unspent_and_no_certificate(tmp_path: Path) -> None:
+    auth = NodeAuth(tmp_path)
+    token_id, secret = auth.create_token(60, {}, NOW)
+    token = JoinTokenText("sha256:" + "a" * 64, token_id, secret)
+    other_id, other_secret = auth.create_token(60, {}, NOW)
+    assert auth.admit(JoinTokenText(token.fingerprint, other_id, other_secret), "n0", "serial-1", NOW) == {}
+    # the certificate write fails after the token was marked used (here: a serial already on record)
+    with pytest.raises(sqlite3.IntegrityError):
+        auth.admit(token, "n1", "serial-1", NOW)
+    assert auth.token(token_id).used_at is None                 # type: ignore[union-attr]
+    assert auth.db.execute("SELECT count(*) FROM node_certs WHERE node = 'n1'").fetchone()[0] == 0
+    assert auth.admit(token, "n1", "serial-2", NOW) == {}       # the same token joins once it can
+    auth.close()
+
+
 def test_a_second_connection_sees_a_consumed_token_at_once(tmp_path: Path) -> None:
     first, second = NodeAuth(tmp_path), NodeAuth(tmp_path)
     token_id, secret = first.create_token(60, {}, NOW)
