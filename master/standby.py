@@ -16,8 +16,8 @@ from typing import Any, Awaitable, Callable, Literal, Protocol
 
 import grpc
 
-LEADER_METADATA = "tcl-leader"
-STANDBY_PREFIX = "this master is a standby"
+from tcluster.leaders import LEADER_METADATA, STANDBY_PREFIX
+
 # Joining needs no leader's state machine; a new node may reach any master first.
 EXEMPT_PREFIXES = ("/tcluster.v1.NodeJoin/",)
 PortKind = Literal["client", "agent"]
