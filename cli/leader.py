@@ -40,8 +40,9 @@ _last_leader: dict[tuple[str, ...], str] = {}
 
 def error_details(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
     """(code, details) of a grpc error, or of anything that offers code() and details()."""
-    code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN  # type: ignore[attr-defined]
-    details = error.details() if callable(getattr(error, "details", None)) else ""  # type: ignore[attr-defined]
+    code_of, details_of = getattr(error, "code", None), getattr(error, "details", None)
+    code = code_of() if callable(code_of) else grpc.StatusCode.UNKNOWN
+    details = details_of() if callable(details_of) else ""
     return code, details or code.name
 
 
