@@ -16,7 +16,8 @@ from tcluster.errors import FailedPrecondition
 from tcluster.master.authstore import User
 from tcluster.master.etcdauth import user_record
 from tcluster.master.etcdkv import EtcdKV, create_revision_is, put
-from tcluster.security.pki import MasterPki, ca_fingerprint, pki_files, pki_from_files
+from tcluster.master.etcdmirror import Mirror
+from tcluster.security.pki import PKI_FILES, MasterPki, ca_fingerprint, pki_files, pki_from_files
 from tcluster.security.tokens import token_hash
 
 
@@ -34,6 +35,14 @@ async def read_pki(kv: EtcdKV, prefix: str) -> MasterPki | None:
     """The cluster's PKI, or None before `init` (an insecure master)."""
     kvs, _ = await kv.range_prefix(pki_prefix(prefix))
     files = {item.key.rsplit("/", 1)[1]: item.value for item in kvs}
+    if not files:
+        return None
+    return pki_from_files(f"etcd {pki_prefix(prefix)}", files)
+
+
+def pki_in_mirror(mirror: Mirror, prefix: str) -> MasterPki | None:
+    """The same from a master's Mirror (no round trip), once it has loaded."""
+    files = {name: value for name in PKI_FILES if (value := mirror.get(f"pki/{name}")) is not None}
     if not files:
         return None
     return pki_from_files(f"etcd {pki_prefix(prefix)}", files)

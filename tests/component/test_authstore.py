@@ -212,3 +212,23 @@ async def _until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
     while not check():
         assert asyncio.get_running_loop().time() < deadline, "the mirror did not catch up"
         await asyncio.sleep(0.02)
+
+
+def test_the_pki_read_from_a_mirror_is_the_one_init_wrote(single_etcd: SingleEtcd) -> None:
+    from tcluster.master.etcdkv import EtcdKV
+    from tcluster.master.etcdmirror import Mirror
+    from tcluster.master.etcdpki import pki_in_mirror
+    where = (single_etcd.url, f"/t-{uuid.uuid4().hex[:10]}", Path("."))
+
+    async def from_mirror() -> pki.MasterPki | None:
+        kv = EtcdKV([single_etcd.endpoint])
+        mirror = Mirror(kv, where[1])
+        await mirror.start()
+        try:
+            return pki_in_mirror(mirror, where[1])
+        finally:
+            await mirror.stop()
+            await kv.close()
+    assert asyncio.run(from_mirror()) is None
+    done = init_identity(parse_store(*where), [])
+    assert asyncio.run(from_mirror()) == done.pki == load_pki(*where)
