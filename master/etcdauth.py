@@ -18,7 +18,8 @@ it used and is refused. Writes go through an EtcdBridge (a thread with its own l
 
 Reads: from the master's Mirror when it has one (in memory, current to within the watch's
 lag, and our own writes are applied to it at once), else through the bridge (offline
-commands)."""
+commands). With a mirror, call the store on the mirror's loop thread (the master's, where
+its servicers run): a committed write is applied to the mirror from the calling thread."""
 
 from __future__ import annotations
 
@@ -76,6 +77,30 @@ def _spent(value: bytes, node: str, now: float) -> bytes:
     return _dumps(record)
 
 
+def _revoked_at(value: bytes) -> float | None:
+    return json.loads(value)["revoked_at"]
+
+
+class ParsedByValue(Generic[T]):
+    """Parsed records, remembered by their stored bytes: a lookup on every RPC reads the
+    mirror's current values (so it is never stale, also after the mirror reloads) but
+    parses only the values it has not seen yet."""
+
+    def __init__(self, parse: Callable[[bytes], T]) -> None:
+        self._parse = parse
+        self._seen: dict[bytes, T] = {}
+
+    def parse(self, items: list[tuple[str, bytes]]) -> dict[str, T]:
+        if len(self._seen) > 2 * len(items) + 64:      # forget the values of removed or changed keys
+            self._seen = {}
+        out: dict[str, T] = {}
+        for key, value in items:
+            if value not in self._seen:
+                self._seen[value] = self._parse(value)
+            out[key] = self._seen[value]
+        return out
+
+
 @dataclass(frozen=True)
 class Plan(Generic[T]):
     """What a write read (key -> what it saw, None: absent), what it writes, what it returns."""
@@ -92,21 +117,12 @@ class EtcdAuthStore:
                  owns_bridge: bool = False) -> None:
         self.bridge, self.prefix, self.mirror = bridge, prefix.rstrip("/"), mirror
         self._owns_bridge = owns_bridge
-        self._digests: list[tuple[str, User]] | None = None
-        self._revoked: set[str] | None = None
-        if mirror is not None:
-            mirror.listen("auth/", self._changed)
+        self._users = ParsedByValue(_user)
+        self._certs = ParsedByValue(_revoked_at)
 
     def close(self) -> None:
         if self._owns_bridge:
             self.bridge.close()
-
-    def _changed(self, relative: str, value: bytes | None, revision: int) -> None:
-        """A change arrived in the mirror: the parsed caches start again from it."""
-        if relative.startswith("auth/users/"):
-            self._digests = None
-        elif relative.startswith("auth/certs/"):
-            self._revoked = None
 
     # ---- reads ----
 
@@ -187,12 +203,7 @@ class EtcdAuthStore:
         return self._update(plan)
 
     def user_by_digest(self, digest: str) -> User | None:
-        digests = self._digests
-        if digests is None:
-            digests = [_user(value) for _, value in self._items("auth/users")]
-            if self.mirror is not None:      # kept until the mirror says a user changed
-                self._digests = digests
-        return match_digest(digests, digest)
+        return match_digest(self._users.parse(self._items("auth/users")).values(), digest)
 
     # ---- join tokens ----
 
@@ -279,13 +290,8 @@ class EtcdAuthStore:
         return self._update(plan)
 
     def revoked_serials(self) -> set[str]:
-        revoked = self._revoked
-        if revoked is None:
-            revoked = {key.rsplit("/", 1)[1] for key, value in self._items("auth/certs")
-                       if json.loads(value)["revoked_at"] is not None}
-            if self.mirror is not None:
-                self._revoked = revoked
-        return set(revoked)
+        return {key.rsplit("/", 1)[1] for key, revoked in self._certs.parse(self._items("auth/certs")).items()
+                if revoked is not None}
 
 
 def _check_free(node: str, index: KeyValue | None, cert: KeyValue | None, serial: str) -> None:
