@@ -37,13 +37,27 @@ def open_auth_db(data_dir: Path) -> sqlite3.Connection:
     """The one way to open auth.db (see the module docstring for why each setting)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / AUTH_DB
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+    _create_private(path)
     db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
     db.execute("PRAGMA busy_timeout=10000")
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
     db.executescript(_SCHEMA)
     return db
+
+
+def _create_private(path: Path) -> None:
+    """Creates the file 0600 if it is missing, and never opens (so never closes) an existing
+    one: closing any descriptor of a file drops every POSIX lock this process holds on it,
+    including an open connection's WAL locks; another process closing auth.db would then
+    think itself the last user, checkpoint and delete the WAL that connection still writes
+    to, and its joins would vanish from everyone else's view."""
+    if path.exists():
+        return
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass
 
 
 def _user(row: tuple) -> User:  # type: ignore[type-arg]

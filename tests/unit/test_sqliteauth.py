@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 from tcluster.master.sqliteauth import AUTH_DB, SqliteAuthStore
@@ -30,3 +32,18 @@ def test_a_directory_over_a_given_store_leaves_it_open(tmp_path: Path) -> None:
     assert store.list_users() == []
     store.close()
     store.close()
+
+
+def test_a_second_store_in_the_process_keeps_the_first_ones_writes_visible_to_other_processes(
+        tmp_path: Path) -> None:
+    """The master opens auth.db more than once (user gate, node guard); an offline command in
+    another process then opens and closes it. The master's later writes must reach the file."""
+    first = SqliteAuthStore(tmp_path)
+    second = SqliteAuthStore(tmp_path)
+    read = [sys.executable, "-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+            "print(db.execute('SELECT count(*) FROM join_tokens').fetchone()[0]); db.close()", str(tmp_path / AUTH_DB)]
+    assert subprocess.run(read, capture_output=True, text=True, check=True).stdout.strip() == "0"
+    first.create_token(60, {}, 1_800_000_000.0)
+    assert subprocess.run(read, capture_output=True, text=True, check=True).stdout.strip() == "1"
+    first.close()
+    second.close()
