@@ -13,7 +13,7 @@ from typing import Callable
 from tcluster.errors import PermissionDenied, Unauthenticated
 from tcluster.master.actions import Registration
 from tcluster.master.links import AgentLink
-from tcluster.master.nodeauth import NodeAuth, check_token
+from tcluster.master.authstore import AuthStore, check_token
 from tcluster.security.jointoken import parse_join_token
 from tcluster.security.pki import MasterPki, check_node_name, issue_node_cert, load_csr, node_of_cert, serial_of_cert
 
@@ -32,7 +32,7 @@ class JoinResult:
 class NodeJoin:
     """Trades a valid join token and a CSR for a node certificate, once per token."""
 
-    def __init__(self, pki: MasterPki, auth: NodeAuth, agent_port: int,
+    def __init__(self, pki: MasterPki, auth: AuthStore, agent_port: int,
                  clock: Callable[[], float] = time.time) -> None:
         self.pki, self.auth, self.agent_port, self.clock = pki, auth, agent_port, clock
 
@@ -64,7 +64,7 @@ class NodeGuard:
     """Admits an agent stream only for the node its certificate names, while that
     certificate is live; streams of revoked certificates are found by sweep()."""
 
-    def __init__(self, auth: NodeAuth) -> None:
+    def __init__(self, auth: AuthStore) -> None:
         self.auth = auth
         self._serials: dict[AgentLink, str] = {}
         self._revoked: set[AgentLink] = set()
