@@ -18,7 +18,10 @@ from tcluster.bounds import MAX_MESSAGE_BYTES
 from tcluster.errors import Unavailable
 from tcluster.master.etcdkv import EtcdKV
 from tcluster.master.etcdmirror import Mirror
+from tcluster.master.authstore import AuthStore
+from tcluster.master.etcdpki import pki_in_mirror
 from tcluster.master.etcdstore import EtcdStore
+from tcluster.master.identity import open_auth_store
 from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.leadership import LeaderInfo, Leadership
 from tcluster.master.listeners import SecureParts, agent_address, bind_secure, check_exposure
@@ -117,7 +120,8 @@ class RunningMaster:
         settings = self.settings
         service = MasterService(settings, store, acting=acting)
         if self.secure:     # a secure master: callers need a user token
-            service.gate.users = UserDirectory(settings.data_dir)
+            auth = self.secure_parts.auth if self.election is not None and self.secure_parts else None
+            service.gate.users = UserDirectory(auth if auth is not None else settings.data_dir)
         for servicer in self.servicers:
             servicer.service = service
         self.store, self.service = store, service
@@ -143,7 +147,8 @@ async def _start_dashboard(service: MasterService, settings: MasterSettings) -> 
 
 
 def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server, servicers: list[Any],
-          agent_interceptors: list[grpc.aio.ServerInterceptor]) -> tuple[int, SecureParts | None]:
+          agent_interceptors: list[grpc.aio.ServerInterceptor],
+          auth: AuthStore | None) -> tuple[int, SecureParts | None]:
     """Plaintext, everything on one port; or TLS for clients and a mutual-TLS agent server."""
     if pki is None:
         servicers.append(AgentServicer(None))  # type: ignore[arg-type]
@@ -153,7 +158,7 @@ def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Serv
     def add_agent(agent_server: grpc.aio.Server, guard: Any) -> None:
         servicers.append(AgentServicer(None, guard))  # type: ignore[arg-type]
         agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], agent_server)
-    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors)
+    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors, auth)
 
 
 def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: int) -> LeaderInfo:
@@ -172,7 +177,38 @@ def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: 
 async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None) -> RunningMaster:
     """Serving; with SQLite already leading, with etcd leading once `leading` is set.
     `on_lost` (etcd): called once if this master loses its leadership or its lease."""
-    pki = load_master_pki(settings.data_dir)
+    copy = await _open_copy(settings) if settings.store_url.kind == "etcd" else None
+    try:
+        master = await _serve_ports(settings, copy)
+    except BaseException:
+        if copy is not None:
+            await copy[1].stop()
+            await copy[0].close()
+        raise
+    try:
+        if copy is None:
+            await master.lead(Store(settings.db_path))
+        else:
+            master.election = _join_election(master, *copy, on_lost or (lambda reason: None))
+    except BaseException:
+        await master.stop(0)
+        raise
+    await master.server.start()
+    if master.secure_parts is not None:
+        await master.secure_parts.agent_server.start()
+        master.secure_parts.start_sweeper()
+    log.info("gRPC bound to port %d%s; store %s", master.port, f" (TLS; agents on port {master.agent_port}, "
+             "mutual TLS)" if master.secure else "", settings.store_url)
+    return master
+
+
+async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | None) -> RunningMaster:
+    """Binds the client (and agent) ports; the servicers get their service when it leads."""
+    if copy is None:
+        pki, auth = load_master_pki(settings.data_dir), None
+    else:
+        pki = pki_in_mirror(copy[1], settings.store_prefix)
+        auth = open_auth_store(settings.store, settings.store_prefix, settings.data_dir, copy[1]) if pki else None
     check_exposure(settings, pki)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     slot = LeaderSlot()
@@ -180,38 +216,42 @@ async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] 
     servicers: list[Any] = [JobServicer(None), ClusterServicer(None)]  # type: ignore[arg-type]
     jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers[0], server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(servicers[1], server)
-    port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")])
+    try:
+        port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")], auth)
+    except BaseException:
+        if auth is not None:
+            auth.close()
+        raise
     if port == 0:
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
-    master = RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
-    try:
-        if settings.store_url.kind == "sqlite":
-            await master.lead(Store(settings.db_path))
-        else:
-            master.election = await _join_election(master, on_lost or (lambda reason: None))
-    except BaseException:
-        await master.stop(0)
-        raise
-    await server.start()
-    if secure is not None:
-        await secure.agent_server.start()
-        secure.start_sweeper()
-    log.info("gRPC bound to port %d%s; store %s", port,
-             f" (TLS; agents on port {secure.agent_port}, mutual TLS)" if secure else "", settings.store_url)
-    return master
+    return RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
 
 
-async def _join_election(master: RunningMaster, on_lost: Callable[[str], None]) -> Election:
-    """Answers as a standby at once; reaches etcd, campaigns and leads in the background."""
-    settings = master.settings
+async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror]:
+    """The warm copy of the prefix, loaded before the ports open (the PKI is in it); a
+    master started during an etcd outage waits for etcd instead of exiting."""
     kv = EtcdKV(list(settings.store_url.endpoints))
     mirror = Mirror(kv, settings.store_prefix)
+    delay = 0.2
+    while True:
+        try:
+            await mirror.start()
+            return kv, mirror
+        except Unavailable as error:
+            log.warning("etcd unreachable (%s); retrying", error)
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+
+
+def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: Callable[[str], None]) -> Election:
+    """Answers as a standby at once; joins the election, campaigns and leads in the background."""
+    settings = master.settings
     me = advertised(settings, master.port, master.agent_port, _http_port_guess(settings))
     leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost)
     master.slot.view = leadership
 
     async def promote() -> None:
-        await _reach_store(mirror, leadership)
+        await _reach_store(leadership)
         await leadership.campaign()
         await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops), acting=leadership.leading)
         log.info("this master (%s) leads", me.client)
@@ -219,14 +259,11 @@ async def _join_election(master: RunningMaster, on_lost: Callable[[str], None]) 
     return Election(kv, mirror, leadership)
 
 
-async def _reach_store(mirror: Mirror, leadership: Leadership) -> None:
-    """Loads the warm copy and joins the election, retrying while etcd has no quorum (a
-    master started, or restarted, during an etcd outage waits for it instead of exiting)."""
+async def _reach_store(leadership: Leadership) -> None:
+    """Grants the lease and announces this master, retrying while etcd has no quorum."""
     delay = 0.2
     while True:
         try:
-            if mirror.revision == 0:
-                await mirror.start()
             await leadership.start()
             leadership.store_problem = ""
             return
