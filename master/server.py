@@ -147,8 +147,8 @@ async def _start_dashboard(service: MasterService, settings: MasterSettings) -> 
 
 
 def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server, servicers: list[Any],
-          agent_interceptors: list[grpc.aio.ServerInterceptor],
-          auth: AuthStore | None) -> tuple[int, SecureParts | None]:
+          agent_interceptors: list[grpc.aio.ServerInterceptor], auth: AuthStore | None,
+          mirror: Mirror | None) -> tuple[int, SecureParts | None]:
     """Plaintext, everything on one port; or TLS for clients and a mutual-TLS agent server."""
     if pki is None:
         servicers.append(AgentServicer(None))  # type: ignore[arg-type]
@@ -158,7 +158,14 @@ def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Serv
     def add_agent(agent_server: grpc.aio.Server, guard: Any) -> None:
         servicers.append(AgentServicer(None, guard))  # type: ignore[arg-type]
         agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], agent_server)
-    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors, auth)
+    masters = (lambda own_port: _agent_addresses(mirror, own_port)) if mirror is not None else None
+    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors, auth, masters)
+
+
+def _agent_addresses(mirror: Mirror, own_port: int) -> list[str]:
+    """What a joining node is told to dial: every live master's agent address (this one's
+    is among them: it registered under P/masters/ when it joined the election)."""
+    return [info.agent for _, raw in mirror.items("masters") if (info := LeaderInfo.decode(raw)) is not None]
 
 
 def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: int) -> LeaderInfo:
@@ -217,7 +224,8 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
     jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers[0], server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(servicers[1], server)
     try:
-        port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")], auth)
+        port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")], auth,
+                             copy[1] if copy is not None else None)
     except BaseException:
         if auth is not None:
             auth.close()
@@ -252,9 +260,17 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
 
     async def promote() -> None:
         await _reach_store(leadership)
-        await leadership.campaign()
-        await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops), acting=leadership.leading)
+        try:
+            await leadership.campaign()
+            await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops),
+                              acting=leadership.leading)
+        except Exception as error:    # holding the key without acting would stall the cluster
+            log.exception("could not take over")
+            await leadership.stop(resign=True)
+            leadership.lose(f"could not take over: {error}")
+            return
         log.info("this master (%s) leads", me.client)
+        await _compact_history(kv, mirror, leadership)
     master.promotion = asyncio.create_task(promote(), name="campaign")
     return Election(kv, mirror, leadership)
 
@@ -272,6 +288,24 @@ async def _reach_store(leadership: Leadership) -> None:
             log.warning("etcd unreachable (%s); retrying", error)
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
+
+
+COMPACT_EVERY_S = 300.0
+
+
+async def _compact_history(kv: EtcdKV, mirror: Mirror, leadership: Leadership) -> None:
+    """etcd keeps every revision until compacted; like Kubernetes' API server, the leader
+    compacts every few minutes to the revision it saw one period earlier (a standby whose
+    watch falls that far behind reloads its copy)."""
+    previous = 0
+    while leadership.leading():
+        await asyncio.sleep(COMPACT_EVERY_S)
+        if previous and leadership.leading():
+            try:
+                await kv.compact(previous)
+            except Exception as error:   # noqa: BLE001 - already compacted, or etcd busy: next period
+                log.info("etcd compaction to %d skipped: %s", previous, error)
+        previous = mirror.revision
 
 
 def _http_port_guess(settings: MasterSettings) -> int:
