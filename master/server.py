@@ -24,6 +24,7 @@ from tcluster.master.etcdstore import EtcdStore
 from tcluster.master.identity import open_auth_store
 from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.leadership import LeaderInfo, Leadership
+from tcluster.master import pkicache
 from tcluster.master.listeners import SecureParts, agent_address, bind_secure, check_exposure
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
@@ -184,9 +185,10 @@ def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: 
 async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None) -> RunningMaster:
     """Serving; with SQLite already leading, with etcd leading once `leading` is set.
     `on_lost` (etcd): called once if this master loses its leadership or its lease."""
-    copy = await _open_copy(settings) if settings.store_url.kind == "etcd" else None
+    opened = await _open_copy(settings) if settings.store_url.kind == "etcd" else None
+    copy = opened[:2] if opened is not None else None
     try:
-        master = await _serve_ports(settings, copy)
+        master = await _serve_ports(settings, copy, opened[2] if opened is not None else None)
     except BaseException:
         if copy is not None:
             await copy[1].stop()
@@ -209,12 +211,13 @@ async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] 
     return master
 
 
-async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | None) -> RunningMaster:
+async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | None,
+                       etcd_pki: MasterPki | None) -> RunningMaster:
     """Binds the client (and agent) ports; the servicers get their service when it leads."""
     if copy is None:
         pki, auth = load_master_pki(settings.data_dir), None
     else:
-        pki = pki_in_mirror(copy[1], settings.store_prefix)
+        pki = etcd_pki
         auth = open_auth_store(settings.store, settings.store_prefix, settings.data_dir, copy[1]) if pki else None
     check_exposure(settings, pki)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -235,18 +238,37 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
     return RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
 
 
-async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror]:
-    """The warm copy of the prefix, loaded before the ports open (the PKI is in it); a
-    master started during an etcd outage waits for etcd instead of exiting."""
+async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPki | None]:
+    """The warm copy of the prefix and the PKI in it. If etcd does not answer, the PKI
+    cached by an earlier start (master/pkicache.py) lets the ports open at once and the
+    copy loads later; a first start without a cache waits for etcd instead of exiting."""
     kv = EtcdKV(list(settings.store_url.endpoints))
     mirror = Mirror(kv, settings.store_prefix)
+    cache = pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
     delay = 0.2
     while True:
         try:
             await mirror.start()
-            return kv, mirror
+            pki = pki_in_mirror(mirror, settings.store_prefix)
+            pkicache.save(cache, pki)
+            return kv, mirror, pki
         except Unavailable as error:
+            found, pki = pkicache.load(cache)
+            if found:
+                log.warning("etcd unreachable (%s); serving as a standby with the cached PKI until it answers", error)
+                return kv, mirror, pki
             log.warning("etcd unreachable (%s); retrying", error)
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+
+
+async def _load_copy(mirror: Mirror, leadership: Leadership) -> None:
+    delay = 0.2
+    while mirror.revision == 0:
+        try:
+            await mirror.start()
+        except Unavailable as error:
+            leadership.store_problem = str(error)
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
 
@@ -259,6 +281,7 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
     master.slot.view = leadership
 
     async def promote() -> None:
+        await _load_copy(mirror, leadership)
         await _reach_store(leadership)
         try:
             await leadership.campaign()
