@@ -16,6 +16,7 @@ import grpc
 
 from tcluster.bounds import MAX_MESSAGE_BYTES
 from tcluster.errors import Unavailable
+from tcluster.master.etcdbridge import EtcdBridge
 from tcluster.master.etcdkv import EtcdKV
 from tcluster.master.etcdmirror import Mirror
 from tcluster.master.authstore import AuthStore
@@ -55,11 +56,13 @@ class Election:
     kv: EtcdKV
     mirror: Mirror
     leadership: Leadership
+    bridge: EtcdBridge          # lease renewals and state writes, on a thread of their own
 
     async def close(self, resign: bool) -> None:
         await self.leadership.stop(resign)
         await self.mirror.stop()
         await self.kv.close()
+        await asyncio.to_thread(self.bridge.close)
 
 
 @dataclass
@@ -277,7 +280,8 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
     """Answers as a standby at once; joins the election, campaigns and leads in the background."""
     settings = master.settings
     me = advertised(settings, master.port, master.agent_port, _http_port_guess(settings))
-    leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost)
+    bridge = EtcdBridge(list(settings.store_url.endpoints))
+    leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost, bridge=bridge)
     master.slot.view = leadership
 
     async def promote() -> None:
@@ -285,7 +289,7 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
         await _reach_store(leadership)
         try:
             await leadership.campaign()
-            await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops),
+            await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops, bridge=bridge),
                               acting=leadership.leading)
         except Exception as error:    # holding the key without acting would stall the cluster
             log.exception("could not take over")
@@ -295,7 +299,7 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
         log.info("this master (%s) leads", me.client)
         await _compact_history(kv, mirror, leadership)
     master.promotion = asyncio.create_task(promote(), name="campaign")
-    return Election(kv, mirror, leadership)
+    return Election(kv, mirror, leadership, bridge)
 
 
 async def _reach_store(leadership: Leadership) -> None:
