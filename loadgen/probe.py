@@ -4,7 +4,12 @@ its functions wrapped to time them (two perf_counter calls each):
 - every scheduling round (`schedule_round`, the pure part) and every `schedule_once`
   (the round plus writing and sending its placements), with the pending-job count;
 - every state step `MasterService._do`, by event type, and the SQLite write within it;
-- the gRPC message conversions (`inbound_from_pb`, `outbound_to_pb`).
+- the gRPC message conversions (`inbound_from_pb`, `outbound_to_pb`);
+- every group commit (`commit` of the SQLite Store or the EtcdStore): batches, steps,
+  wall time (for etcd also its transactions and their operations).
+
+`--store-max-txn-ops N` sets the master's `store_max_txn_ops` (etcd: the operations per
+transaction a batch is split into; the master has no flag for it).
 
 SIGUSR1 writes what was timed since the last SIGUSR1 to the --stats file (JSON, written
 whole then renamed) and starts afresh. SIGUSR2 starts/stops cProfile (main thread only)
@@ -37,12 +42,14 @@ class Timers:
         self.schedule_once: list[float] = []
         self.steps: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])  # n, total s, store s, max s
         self.convert: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        self.commits = [0, 0, 0.0, 0.0, 0, 0]     # batches, steps, total s, max s, txns, txn ops
         self.since = time.monotonic()
 
     def dump(self) -> dict[str, object]:
         self.seq += 1
         out = {"seq": self.seq, "window_s": time.monotonic() - self.since, "rounds": self.rounds,
-               "schedule_once": self.schedule_once, "steps": dict(self.steps), "convert": dict(self.convert)}
+               "schedule_once": self.schedule_once, "steps": dict(self.steps), "convert": dict(self.convert),
+               "commits": self.commits}
         self.reset()
         return out
 
@@ -131,14 +138,58 @@ def install() -> None:
 
         setattr(grpc_api, name, timed)
 
+    _time_commits(store.Store)
+    from tcluster.master import etcdstore
+    _time_commits(etcdstore.EtcdStore)
+    write_fn = etcdstore.EtcdStore._write
+
+    async def _write(self, chunk):  # type: ignore[no-untyped-def]
+        TIMERS.commits[4] += 1
+        TIMERS.commits[5] += len(chunk)
+        return await write_fn(self, chunk)
+
+    etcdstore.EtcdStore._write = _write
+
+
+def _time_commits(cls: type) -> None:
+    commit_fn = cls.commit
+
+    async def commit(self, steps):  # type: ignore[no-untyped-def]
+        start = perf()
+        try:
+            return await commit_fn(self, steps)
+        finally:
+            took = perf() - start
+            row = TIMERS.commits
+            row[0] += 1
+            row[1] += len(steps)
+            row[2] += took
+            row[3] = max(row[3], took)
+
+    cls.commit = commit
+
+
+def _set_max_txn_ops(n: int) -> None:
+    from tcluster.master import main as master_main_module
+    settings_fn = master_main_module.settings_from_args
+
+    def settings_from_args(args):  # type: ignore[no-untyped-def]
+        return settings_fn(args).model_copy(update={"store_max_txn_ops": n})
+
+    master_main_module.settings_from_args = settings_from_args
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stats", required=True, help="where SIGUSR1 writes the timings (JSON)")
     parser.add_argument("--cprofile", help="SIGUSR2 toggles cProfile; written here when toggled off")
+    parser.add_argument("--store-max-txn-ops", type=int, default=0,
+                        help="the master's store_max_txn_ops (etcd; 0: its default)")
     parser.add_argument("master_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     install()
+    if args.store_max_txn_ops:
+        _set_max_txn_ops(args.store_max_txn_ops)
 
     def on_usr1(signum: int, frame: object) -> None:
         data = TIMERS.dump()
