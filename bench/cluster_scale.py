@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import statistics
 import sys
 import tempfile
@@ -155,6 +156,18 @@ def commit_figures(timings: dict | None, seconds: float) -> dict[str, float]:
     return out
 
 
+def loop_figures(timings: dict | None) -> dict[str, float]:
+    """The master's event loop lateness and etcd lease keepalives (the probe)."""
+    if not timings or "loop" not in timings:
+        return {}
+    ticks, biggest, over_half, over_one = timings["loop"]
+    out = {"loop_lag_max_ms": biggest * 1000, "loop_stalls_over_1s": over_one} if ticks else {}
+    calls, total, longest = timings.get("keepalive", [0, 0.0, 0.0])
+    if calls:
+        out["keepalive_max_ms"] = longest * 1000
+    return out
+
+
 def steps_table(timings: dict | None, seconds: float) -> list[str]:
     """Where the master's main-thread time went in a phase, by state step (the probe)."""
     if not timings:
@@ -229,6 +242,7 @@ class Driver:
             install_history(self.history_db, data_dir)
         self.fleet: FleetProcesses | None = None
         self.master: MasterProc | None = None
+        extra = [] if self.dashboard else ["--http", "off"]
         try:
             store_args: dict[str, object] = {}
             if self.store.startswith("etcd"):
@@ -240,10 +254,11 @@ class Driver:
                          f"--max-txn-ops {ops}")
                 store_args = {"store": self.etcd.url, "store_prefix": f"/bench/{self.label}",
                               "max_txn_ops": ops if ops != 128 else 0}
+                extra += ["--lease-ttl-s", str(a.lease_ttl_s)]
                 self.results["etcd_max_txn_ops"] = ops
             self.master = MasterProc(data_dir, self.tmp / f"{self.label}-master.log", fairness=self.fairness,
                                      placement=self.placement, heartbeat_s=a.heartbeat_s, probe=True,
-                                     extra=[] if self.dashboard else ["--http", "off"], **store_args)
+                                     extra=extra, **store_args)
             self.results["startup_s"] = self.master.wait_listening()
             self.results["rss_at_start_mb"] = self.master.rss() / MiB
             config = FleetConfig(self.master.address, a.agents, a.processes, self.node_cpu, self.node_mem,
@@ -279,6 +294,12 @@ class Driver:
             if final.errors:
                 self.notes.append(f"agent errors: {final.errors[:3]}")
         finally:
+            if self.master is not None:
+                lost = self.master.leadership_lost()
+                self.results["leadership_lost"] = len(lost)
+                if lost:
+                    self.notes.append(f"the master lost its leadership {len(lost)} time(s) and re-executed as a "
+                                      f"standby (a plain master, no probe): {lost[0]}")
             if self.fleet is not None:
                 await asyncio.to_thread(self.fleet.stop)
             if self.master is not None:
@@ -310,7 +331,8 @@ class Driver:
     def record(self, phase: str, stats: FleetStats, cpu: dict, timings: dict) -> None:
         for key, value in {**hb_figures(stats, cpu["seconds"], self.interval), **cpu}.items():
             self.results[f"{phase}.{key}"] = value
-        for key, value in {**round_figures(timings), **commit_figures(timings, cpu["seconds"])}.items():
+        for key, value in {**round_figures(timings), **commit_figures(timings, cpu["seconds"]),
+                           **loop_figures(timings)}.items():
             self.results[f"{phase}.{key}"] = value
         self.steps[phase] = steps_table(timings, cpu["seconds"])
 
@@ -331,6 +353,9 @@ class Driver:
         await asyncio.to_thread(self.fleet.snapshot)
         self.master.timings()
         window = Window.open(self.master, self.fleet, self.etcd)
+        spy, out = None, self.tmp / f"{self.label}-burst.pyspy.txt"
+        if a.profile:      # until every RUNNING is acknowledged: stopped with SIGINT, which writes it
+            spy = self.master.pyspy(a.burst_timeout_s + 5, out, a.pyspy_rate)
         start = time.monotonic()
         ids = await asyncio.gather(*(self.submit(stub, ["sleep", "inf"], 1.0, GiB, n, f"burst-{i}")
                                      for i, n in enumerate(sizes)))
@@ -349,6 +374,10 @@ class Driver:
                 break
             await asyncio.sleep(0.05)
         cpu = window.close(self.master, self.fleet)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            await asyncio.to_thread(spy.wait, 60)
+            self.profiles["burst"] = out
         stats = await asyncio.to_thread(self.fleet.snapshot)
         timings = self.master.timings() or {}
         last_launch = max((t for _, _, _, t in stats.launches), default=float("nan"))
@@ -365,7 +394,8 @@ class Driver:
         lat = [t - self.job_times[task.rpartition(".")[0]][1] for task, _, _, t in stats.launches
                if task.rpartition(".")[0] in self.job_times]
         r["burst.launch_p50_ms"] = pct(lat, 50) * 1000
-        for key, value in {**cpu, **round_figures(timings), **commit_figures(timings, cpu["seconds"])}.items():
+        for key, value in {**cpu, **round_figures(timings), **commit_figures(timings, cpu["seconds"]),
+                           **loop_figures(timings)}.items():
             r[f"burst.{key}"] = value
         self.steps["burst"] = steps_table(timings, cpu["seconds"])
         self.burst_jobs = ids
@@ -569,6 +599,7 @@ ROWS = [
     ("invariant_rejected", "launches refused by agents (oversubscribed/conflict)", "{:,.0f}", "0", -1),
     ("invariant_duplicates", "duplicate launches", "{:,.0f}", "0", -1),
     ("disconnects", "agent streams lost", "{:,.0f}", "0", -1),
+    ("leadership_lost", "etcd: leaderships lost", "{:,.0f}", "0", -1),
     ("submit_errors", "Submit RPCs failed", "{:,.0f}", "0", -1),
     ("burst.failed_submits", "  of which burst jobs", "{:,.0f}", "0", -1),
 ]
@@ -623,6 +654,10 @@ STORE_ROWS = [
     ("burst.commit_mean_ms", "  group commit mean (ms)", "{:.1f}", -1, ""),
     ("burst.commit_steps_per_batch", "  steps per group commit", "{:,.1f}", 0, ""),
     ("burst.commit_txns_per_batch", "  etcd txns per group commit", "{:,.1f}", 0, ""),
+    ("burst.commit_max_ms", "  longest group commit (ms)", "{:,.0f}", -1, ""),
+    ("burst.loop_lag_max_ms", "  master loop: longest stall (ms)", "{:,.0f}", -1, ""),
+    ("burst.loop_stalls_over_1s", "  master loop: stalls over 1 s", "{:,.0f}", -1, ""),
+    ("burst.keepalive_max_ms", "  etcd lease keepalive, longest (ms)", "{:,.0f}", -1, ""),
     ("steady.hb_acked_per_s", "STEADY heartbeats/s absorbed", "{:,.0f}", 1, ""),
     ("steady.master_cores", "  master CPU (cores)", "{:.2f}", -1, ""),
     ("steady.etcd_cores", "  etcd CPU, 3 members (cores)", "{:.2f}", -1, ""),
@@ -642,6 +677,9 @@ STORE_ROWS = [
     ("churn.commit_mean_ms", "  group commit mean (ms)", "{:.1f}", -1, ""),
     ("churn.commit_busy", "  share of the time a commit is in flight", "{:.0%}", -1, ""),
     ("churn.commit_txns_per_batch", "  etcd txns per group commit", "{:,.1f}", 0, ""),
+    ("churn.loop_lag_max_ms", "  master loop: longest stall (ms)", "{:,.0f}", -1, ""),
+    ("churn.keepalive_max_ms", "  etcd lease keepalive, longest (ms)", "{:,.0f}", -1, ""),
+    ("leadership_lost", "etcd: leaderships lost (lease deadline passed)", "{:,.0f}", -1, ""),
     ("submit_errors", "Submit RPCs failed", "{:,.0f}", -1, ""),
     ("disconnects", "agent streams lost", "{:,.0f}", -1, ""),
 ]
@@ -819,6 +857,7 @@ def main() -> int:
                    help="comma list of sqlite, etcd, etcd:N (N: etcd's --max-txn-ops and the master's split); "
                         "each store runs every pair with a fresh master and fleet (etcd: a fresh 3-member cluster)")
     p.add_argument("--etcd-members", type=int, default=3)
+    p.add_argument("--lease-ttl-s", type=int, default=5, help="etcd: the master's --lease-ttl-s (its default 5)")
     p.add_argument("--etcd-max-txn-ops", type=int, default=128,
                    help="for a plain `etcd` in --store: etcd's --max-txn-ops and the master's split (etcd's default 128)")
     p.add_argument("--history", type=int, default=0, help="N finished tasks: compare a fresh and a loaded master")
@@ -828,7 +867,8 @@ def main() -> int:
     p.add_argument("--phases", default="idle,burst,steady,churn,pending",
                    help="which phases (pending needs burst: its jobs wait because every node is busy)")
     p.add_argument("--only", choices=["all", "history"], default="all")
-    p.add_argument("--profile", action="store_true", help="py-spy the master (first pair) in steady/churn/pending")
+    p.add_argument("--profile", action="store_true",
+                   help="py-spy the master (first pair) in burst/steady/churn/pending")
     p.add_argument("--profile-all", action="store_true")
     p.add_argument("--profile-top", type=int, default=25)
     p.add_argument("--pyspy-rate", type=int, default=100)
@@ -844,7 +884,22 @@ def main() -> int:
         args.rate, args.pending_jobs, args.task_s = 200.0, 200, 2.0
         args.history_agents = 200
     args.only_phases = set()
-    return asyncio.run(run_all(args))
+    return asyncio.run(run_cleanly(args))
+
+
+async def run_cleanly(args: argparse.Namespace) -> int:
+    """SIGTERM/SIGINT cancel the run, so that every master, fleet and etcd member it
+    started is stopped (by pid) and the temp dirs go."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await run_all(args)
+    except asyncio.CancelledError:
+        print("cluster_scale: stopped by a signal; everything it started is stopped", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

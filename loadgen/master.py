@@ -68,6 +68,14 @@ class MasterProc:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def leadership_lost(self) -> list[str]:
+        """etcd: the lines where this master lost its leadership (and re-executed)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if "leadership lost (" in line]
+
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.pid)
 
@@ -168,6 +176,10 @@ def _short(frame: str) -> str:
 
 # Where a py-spy stack's time goes, by the first of these met from the leaf up.
 CATEGORIES = [
+    ("etcd store: commit (records, txn ops, mirror apply)", r"master/etcdstore\.py"),
+    ("etcd mirror: watch events, listeners", r"master/etcdmirror\.py"),
+    ("etcd client calls (etcdkv: txn, watch, keepalive)", r"master/etcdkv\.py"),
+    ("etcd leadership (lease, fence)", r"master/leadership\.py"),
     ("SQLite write (Store.apply: the fsync'd transaction)", r"Store\.apply|Store\._write"),
     ("scheduling round (schedule_round)", r"schedule_round \(scheduler"),
     ("rest of schedule_once (Place step)", r"MasterService\.schedule_once"),

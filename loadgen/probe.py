@@ -6,7 +6,14 @@ its functions wrapped to time them (two perf_counter calls each):
 - every state step `MasterService._do`, by event type, and the SQLite write within it;
 - the gRPC message conversions (`inbound_from_pb`, `outbound_to_pb`);
 - every group commit (`commit` of the SQLite Store or the EtcdStore): batches, steps,
-  wall time (for etcd also its transactions and their operations).
+  wall time (for etcd also its transactions and their operations);
+- the event loop's lateness (a 50 ms ticker: the longest stall, stalls over 1 s), and
+  etcd's lease keepalives (round trip): a leader whose loop stalls past its lease
+  deadline steps down (docs/ha.md).
+
+On a lost leadership the master re-executes itself (`-m tcluster.master.main` with its
+own arguments): sys.argv is set to the master's arguments so that it restarts as a plain
+master (without these timers).
 
 `--store-max-txn-ops N` sets the master's `store_max_txn_ops` (etcd: the operations per
 transaction a batch is split into; the master has no flag for it).
@@ -43,13 +50,15 @@ class Timers:
         self.steps: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])  # n, total s, store s, max s
         self.convert: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
         self.commits = [0, 0, 0.0, 0.0, 0, 0]     # batches, steps, total s, max s, txns, txn ops
+        self.loop = [0, 0.0, 0, 0]                 # ticks, max lateness s, ticks > 0.5 s late, > 1 s late
+        self.keepalive = [0, 0.0, 0.0]             # calls, total s, max s
         self.since = time.monotonic()
 
     def dump(self) -> dict[str, object]:
         self.seq += 1
         out = {"seq": self.seq, "window_s": time.monotonic() - self.since, "rounds": self.rounds,
                "schedule_once": self.schedule_once, "steps": dict(self.steps), "convert": dict(self.convert),
-               "commits": self.commits}
+               "commits": self.commits, "loop": self.loop, "keepalive": self.keepalive}
         self.reset()
         return out
 
@@ -150,6 +159,45 @@ def install() -> None:
 
     etcdstore.EtcdStore._write = _write
 
+    from tcluster.master import etcdkv
+    keepalive_fn = etcdkv.EtcdKV.keepalive
+
+    async def keepalive(self, lease):  # type: ignore[no-untyped-def]
+        start = perf()
+        try:
+            return await keepalive_fn(self, lease)
+        finally:
+            took = perf() - start
+            row = TIMERS.keepalive
+            row[0] += 1
+            row[1] += took
+            row[2] = max(row[2], took)
+
+    etcdkv.EtcdKV.keepalive = keepalive
+
+    from tcluster.master import main as master_main_module
+    start_fn = master_main_module.start_master
+
+    async def start_master(*args, **kwargs):  # type: ignore[no-untyped-def]
+        import asyncio
+        asyncio.get_running_loop().create_task(_loop_ticker(), name="probe-loop-lag")
+        return await start_fn(*args, **kwargs)
+
+    master_main_module.start_master = start_master
+
+
+async def _loop_ticker(period: float = 0.05) -> None:
+    import asyncio
+    while True:
+        due = perf() + period
+        await asyncio.sleep(period)
+        late = perf() - due
+        row = TIMERS.loop
+        row[0] += 1
+        row[1] = max(row[1], late)
+        row[2] += late > 0.5
+        row[3] += late > 1.0
+
 
 def _time_commits(cls: type) -> None:
     commit_fn = cls.commit
@@ -215,6 +263,7 @@ def main() -> int:
     signal.signal(signal.SIGUSR2, on_usr2)
     from tcluster.master.main import main as master_main
     master_args = args.master_args[1:] if args.master_args[:1] == ["--"] else args.master_args
+    sys.argv = [sys.argv[0], *master_args]      # what a re-executing master (lost leadership) runs again
     return master_main(master_args)
 
 
