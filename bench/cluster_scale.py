@@ -19,6 +19,15 @@ Phases, per policy pair (a fresh master and fleet each):
 --history N adds: a fresh master vs one whose database holds N finished tasks (written
 with the master's own Store), same small fleet: start-up, RSS, round time, CPU.
 
+--store sqlite,etcd (issue 12) runs each policy pair once per store, one after the
+other: `sqlite` is today's master (DATA_DIR/master.db); `etcd` a master on a fresh
+private 3-member etcd cluster on 127.0.0.1 (bench/etcd_local.py, started and stopped by
+the bench), which it must lead before the agents come. `etcd:N` raises etcd's
+--max-txn-ops and the master's transaction split to N (default --etcd-max-txn-ops, 128,
+etcd's own default). A table then puts the stores side by side: throughput, latencies,
+heartbeats, CPU (the master's, and etcd's three members'), and etcd's cost against SQLite
+beside issue 12's goal (within 2x).
+
 Node sizing makes "T tasks per agent" exact: an agent has T + 0.5 cores and T + 2 GiB;
 a burst task asks 1 core and 1 GiB (at most T fit per node, M = N*T fill them all);
 churn tasks ask 0.05 core and 64 MiB (the half core left); pending jobs ask T + 0.5
@@ -27,6 +36,8 @@ cores (they fit an empty node only, so they wait).
     .venv/bin/python bench/cluster_scale.py --quick
     .venv/bin/python bench/cluster_scale.py --agents 10000 --processes 4 --fairness mch --placement anbf
     .venv/bin/python bench/cluster_scale.py --agents 1000 --history 1000000 --only history
+    .venv/bin/python bench/cluster_scale.py --agents 2000 --fairness mch --placement anbf \
+        --store sqlite,etcd --phases burst,churn
 """
 
 from __future__ import annotations
@@ -34,6 +45,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import statistics
 import sys
 import tempfile
@@ -44,6 +56,7 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.etcd_local import LocalEtcd  # noqa: E402
 from tcluster.loadgen.agents import FleetStats  # noqa: E402
 from tcluster.loadgen.fleet import FleetConfig, FleetProcesses  # noqa: E402
 from tcluster.loadgen.history import cached_history, install_history  # noqa: E402
@@ -70,11 +83,14 @@ class Window:
     busy: float = 0.0
     total: float = 0.0
     threads: dict[str, float] = field(default_factory=dict)
+    etcd: LocalEtcd | None = None
+    etcd_cpu: float = 0.0
 
     @classmethod
-    def open(cls, master: MasterProc, fleet: FleetProcesses) -> Window:
+    def open(cls, master: MasterProc, fleet: FleetProcesses, etcd: LocalEtcd | None = None) -> Window:
         busy, total = machine_busy_seconds()
-        return cls(time.monotonic(), master.cpu_seconds(), fleet.cpu_seconds(), busy, total, master.thread_cpu())
+        return cls(time.monotonic(), master.cpu_seconds(), fleet.cpu_seconds(), busy, total, master.thread_cpu(),
+                   etcd, etcd.cpu_seconds() if etcd is not None else 0.0)
 
     def close(self, master: MasterProc, fleet: FleetProcesses) -> dict[str, float]:
         elapsed = time.monotonic() - self.start
@@ -90,6 +106,8 @@ class Window:
         main = threads.get("main", 0.0) - self.threads.get("main", 0.0)
         out["master_main_thread_cores"] = main / elapsed
         out["master_other_threads_cores"] = out["master_cores"] - out["master_main_thread_cores"]
+        if self.etcd is not None:
+            out["etcd_cores"] = (self.etcd.cpu_seconds() - self.etcd_cpu) / elapsed
         return out
 
 
@@ -122,6 +140,34 @@ def round_figures(timings: dict | None, prefix: str = "round") -> dict[str, floa
     }
 
 
+def commit_figures(timings: dict | None, seconds: float) -> dict[str, float]:
+    """The group commits of a phase (the probe): how many, how long, how split."""
+    if not timings or "commits" not in timings:
+        return {}
+    batches, steps, total, biggest, txns, ops = timings["commits"]
+    if not batches:
+        return {}
+    out = {"commit_per_s": batches / seconds, "commit_mean_ms": total / batches * 1000,
+           "commit_max_ms": biggest * 1000, "commit_steps_per_batch": steps / batches,
+           "commit_busy": total / seconds}
+    if txns:
+        out["commit_txns_per_batch"] = txns / batches
+        out["commit_ops_per_txn"] = ops / txns
+    return out
+
+
+def loop_figures(timings: dict | None) -> dict[str, float]:
+    """The master's event loop lateness and etcd lease keepalives (the probe)."""
+    if not timings or "loop" not in timings:
+        return {}
+    ticks, biggest, over_half, over_one = timings["loop"]
+    out = {"loop_lag_max_ms": biggest * 1000, "loop_stalls_over_1s": over_one} if ticks else {}
+    calls, total, longest = timings.get("keepalive", [0, 0.0, 0.0])
+    if calls:
+        out["keepalive_max_ms"] = longest * 1000
+    return out
+
+
 def steps_table(timings: dict | None, seconds: float) -> list[str]:
     """Where the master's main-thread time went in a phase, by state step (the probe)."""
     if not timings:
@@ -141,13 +187,21 @@ def steps_table(timings: dict | None, seconds: float) -> list[str]:
     for name, (n, total) in timings["convert"].items():
         lines.append(f"    {name:12.12} {n:>8,} {n / seconds:>8,.0f} {total / max(1, n) * 1e6:>9,.0f} {'':>8} {'':>8} "
                      f"{total:>8.2f} {total / seconds:>8.1%}")
+    batches, steps, total, biggest, txns, ops = timings.get("commits", [0, 0, 0.0, 0.0, 0, 0])
+    if batches:
+        split = f"; {txns:,} txns, {ops / max(1, txns):,.0f} ops each" if txns else ""
+        lines.append(f"    {'commit':12} {batches:>8,} {batches / seconds:>8,.0f} {total / batches * 1e6:>9,.0f} "
+                     f"{biggest * 1e3:>8,.1f} {'':>8} {total:>8.2f} {total / seconds:>8.1%}   (group commits, "
+                     f"off the loop for SQLite: wall time; {steps / batches:,.1f} steps each{split})")
     return lines
 
 
 class Driver:
     def __init__(self, args: argparse.Namespace, fairness: str, placement: str, tmp: Path, label: str,
-                 history_db: Path | None = None, dashboard: bool = True) -> None:
+                 history_db: Path | None = None, dashboard: bool = True, store: str = "sqlite") -> None:
         self.args, self.fairness, self.placement, self.tmp, self.label = args, fairness, placement, tmp, label
+        self.store = store               # "sqlite", "etcd" or "etcd:N" (N: max ops per transaction)
+        self.etcd: LocalEtcd | None = None
         self.dashboard = dashboard       # off: no HTTP, so no usage history (issue 10's heartbeat ratio)
         self.history_db = history_db
         self.steps: dict[str, list[str]] = {}
@@ -186,11 +240,25 @@ class Driver:
         data_dir = self.tmp / self.label / "master"
         if self.history_db is not None:
             install_history(self.history_db, data_dir)
-        self.master = MasterProc(data_dir, self.tmp / f"{self.label}-master.log", fairness=self.fairness,
-                                 placement=self.placement, heartbeat_s=a.heartbeat_s, probe=True,
-                                 extra=[] if self.dashboard else ["--http", "off"])
         self.fleet: FleetProcesses | None = None
+        self.master: MasterProc | None = None
+        extra = [] if self.dashboard else ["--http", "off"]
         try:
+            store_args: dict[str, object] = {}
+            if self.store.startswith("etcd"):
+                ops = int(self.store.partition(":")[2] or a.etcd_max_txn_ops)
+                self.etcd = LocalEtcd(members=a.etcd_members, max_txn_ops=ops)
+                t = time.monotonic()
+                await asyncio.to_thread(self.etcd.start)
+                self.log(f"etcd: {a.etcd_members} members up in {time.monotonic() - t:.1f}s, {self.etcd.url}, "
+                         f"--max-txn-ops {ops}")
+                store_args = {"store": self.etcd.url, "store_prefix": f"/bench/{self.label}",
+                              "max_txn_ops": ops if ops != 128 else 0}
+                extra += ["--lease-ttl-s", str(a.lease_ttl_s)]
+                self.results["etcd_max_txn_ops"] = ops
+            self.master = MasterProc(data_dir, self.tmp / f"{self.label}-master.log", fairness=self.fairness,
+                                     placement=self.placement, heartbeat_s=a.heartbeat_s, probe=True,
+                                     extra=extra, **store_args)
             self.results["startup_s"] = self.master.wait_listening()
             self.results["rss_at_start_mb"] = self.master.rss() / MiB
             config = FleetConfig(self.master.address, a.agents, a.processes, self.node_cpu, self.node_mem,
@@ -226,9 +294,18 @@ class Driver:
             if final.errors:
                 self.notes.append(f"agent errors: {final.errors[:3]}")
         finally:
+            if self.master is not None:
+                lost = self.master.leadership_lost()
+                self.results["leadership_lost"] = len(lost)
+                if lost:
+                    self.notes.append(f"the master lost its leadership {len(lost)} time(s) and re-executed as a "
+                                      f"standby (a plain master, no probe): {lost[0]}")
             if self.fleet is not None:
                 await asyncio.to_thread(self.fleet.stop)
-            self.master.stop()
+            if self.master is not None:
+                self.master.stop()
+            if self.etcd is not None:
+                await asyncio.to_thread(self.etcd.stop)
         return self.results
 
     async def measure(self, seconds: float, name: str, profile: bool = False) -> tuple[FleetStats, dict, dict]:
@@ -236,7 +313,7 @@ class Driver:
         assert self.fleet is not None
         await asyncio.to_thread(self.fleet.snapshot)
         self.master.timings()
-        window = Window.open(self.master, self.fleet)
+        window = Window.open(self.master, self.fleet, self.etcd)
         spy = None
         if profile and self.args.profile:
             out = self.tmp / f"{self.label}-{name}.pyspy.txt"
@@ -254,7 +331,8 @@ class Driver:
     def record(self, phase: str, stats: FleetStats, cpu: dict, timings: dict) -> None:
         for key, value in {**hb_figures(stats, cpu["seconds"], self.interval), **cpu}.items():
             self.results[f"{phase}.{key}"] = value
-        for key, value in round_figures(timings).items():
+        for key, value in {**round_figures(timings), **commit_figures(timings, cpu["seconds"]),
+                           **loop_figures(timings)}.items():
             self.results[f"{phase}.{key}"] = value
         self.steps[phase] = steps_table(timings, cpu["seconds"])
 
@@ -274,7 +352,10 @@ class Driver:
         before = await asyncio.to_thread(self.fleet.counts)
         await asyncio.to_thread(self.fleet.snapshot)
         self.master.timings()
-        window = Window.open(self.master, self.fleet)
+        window = Window.open(self.master, self.fleet, self.etcd)
+        spy, out = None, self.tmp / f"{self.label}-burst.pyspy.txt"
+        if a.profile:      # until every RUNNING is acknowledged: stopped with SIGINT, which writes it
+            spy = self.master.pyspy(a.burst_timeout_s + 5, out, a.pyspy_rate)
         start = time.monotonic()
         ids = await asyncio.gather(*(self.submit(stub, ["sleep", "inf"], 1.0, GiB, n, f"burst-{i}")
                                      for i, n in enumerate(sizes)))
@@ -293,6 +374,10 @@ class Driver:
                 break
             await asyncio.sleep(0.05)
         cpu = window.close(self.master, self.fleet)
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)
+            await asyncio.to_thread(spy.wait, 60)
+            self.profiles["burst"] = out
         stats = await asyncio.to_thread(self.fleet.snapshot)
         timings = self.master.timings() or {}
         last_launch = max((t for _, _, _, t in stats.launches), default=float("nan"))
@@ -309,7 +394,8 @@ class Driver:
         lat = [t - self.job_times[task.rpartition(".")[0]][1] for task, _, _, t in stats.launches
                if task.rpartition(".")[0] in self.job_times]
         r["burst.launch_p50_ms"] = pct(lat, 50) * 1000
-        for key, value in {**cpu, **round_figures(timings)}.items():
+        for key, value in {**cpu, **round_figures(timings), **commit_figures(timings, cpu["seconds"]),
+                           **loop_figures(timings)}.items():
             r[f"burst.{key}"] = value
         self.steps["burst"] = steps_table(timings, cpu["seconds"])
         self.burst_jobs = ids
@@ -364,18 +450,24 @@ class Driver:
         deadline = time.monotonic() + 10
         want = len(churn_ids) * k
         got = [(t, tm) for t, _, _, tm in stats.launches]
-        while len(got) < want and time.monotonic() < deadline:
+        acked = [(t, tm) for t, _, tm in stats.running_acked]
+        while (len(got) < want or len(acked) < want) and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
             more = await asyncio.to_thread(self.fleet.snapshot)
             got += [(t, tm) for t, _, _, tm in more.launches]
+            acked += [(t, tm) for t, _, tm in more.running_acked]
         ids = set(churn_ids)
-        lat_ret, lat_sent = [], []
+        lat_ret, lat_sent, lat_run = [], [], []
         for task, when in got:
             job = task.rpartition(".")[0]
             if job in ids:
                 sent, returned = self.job_times[job]
                 lat_ret.append(when - returned)
                 lat_sent.append(when - sent)
+        for task, when in acked:       # the master acknowledged RUNNING: it is in the store
+            job = task.rpartition(".")[0]
+            if job in ids:
+                lat_run.append(when - self.job_times[job][1])
         self.record("churn", stats, cpu, timings)
         r = self.results
         r["churn.submitted_tasks_per_s"] = len(churn_ids) * k / a.churn_s
@@ -386,6 +478,8 @@ class Driver:
         r["churn.lat_p99_ms"] = pct(lat_ret, 99) * 1000
         r["churn.lat_from_send_p50_ms"] = pct(lat_sent, 50) * 1000
         r["churn.lat_from_send_p99_ms"] = pct(lat_sent, 99) * 1000
+        r["churn.run_p50_ms"] = pct(lat_run, 50) * 1000
+        r["churn.run_p99_ms"] = pct(lat_run, 99) * 1000
         r["churn.never_launched"] = want - len(lat_ret)
         self.log(f"churn: {r['churn.submitted_tasks_per_s']:.0f} tasks/s submitted, p50 {r['churn.lat_p50_ms']:.0f} ms "
                  f"p99 {r['churn.lat_p99_ms']:.0f} ms, {cpu['master_cores']:.2f} cores")
@@ -464,6 +558,9 @@ ROWS = [
     ("burst.round_max_ms", "  round max (ms)", "{:.1f}", "", -1),
     ("burst.round_placed_per_round", "  placements per round", "{:,.0f}", "", 0),
     ("burst.master_cores", "  master CPU (cores)", "{:.2f}", "", -1),
+    ("burst.etcd_cores", "  etcd CPU, 3 members (cores)", "{:.2f}", "", -1),
+    ("burst.commit_per_s", "  group commits/s", "{:,.0f}", "", 0),
+    ("burst.commit_mean_ms", "  group commit mean (ms)", "{:.1f}", "", -1),
     ("steady.running_tasks", "STEADY running tasks", "{:,.0f}", "50,000", 0),
     ("steady.hb_acked_per_s", "  heartbeats/s absorbed", "{:,.0f}", "= agents/interval", 1),
     ("steady.hb_within_interval", "  acked within the interval", "{:.1%}", ">= 95%", 1),
@@ -479,9 +576,14 @@ ROWS = [
     ("churn.finished_per_s", "  tasks finished/s", "{:,.0f}", "", 1),
     ("churn.lat_p50_ms", "  submit->LaunchTask p50 (ms)", "{:.0f}", "", -1),
     ("churn.lat_p99_ms", "  submit->LaunchTask p99 (ms)", "{:.0f}", "<= 250 ms", -1),
+    ("churn.run_p50_ms", "  submit->RUNNING persisted p50 (ms)", "{:.0f}", "", -1),
+    ("churn.run_p99_ms", "  submit->RUNNING persisted p99 (ms)", "{:.0f}", "", -1),
     ("churn.never_launched", "  tasks not launched within 10 s", "{:,.0f}", "0", -1),
     ("churn.hb_within_interval", "  heartbeats acked within interval", "{:.1%}", ">= 95%", 1),
     ("churn.master_cores", "  master CPU (cores)", "{:.2f}", "<= 1.0", -1),
+    ("churn.etcd_cores", "  etcd CPU, 3 members (cores)", "{:.2f}", "", -1),
+    ("churn.commit_per_s", "  group commits/s", "{:,.0f}", "", 0),
+    ("churn.commit_mean_ms", "  group commit mean (ms)", "{:.1f}", "", -1),
     ("churn.round_p50_ms", "  round p50 (ms)", "{:.1f}", "", -1),
     ("churn.round_p99_ms", "  round p99 (ms)", "{:.1f}", "", -1),
     ("churn.master_rss_mb", "  master RSS (MiB)", "{:.0f}", "", -1),
@@ -497,6 +599,7 @@ ROWS = [
     ("invariant_rejected", "launches refused by agents (oversubscribed/conflict)", "{:,.0f}", "0", -1),
     ("invariant_duplicates", "duplicate launches", "{:,.0f}", "0", -1),
     ("disconnects", "agent streams lost", "{:,.0f}", "0", -1),
+    ("leadership_lost", "etcd: leaderships lost", "{:,.0f}", "0", -1),
     ("submit_errors", "Submit RPCs failed", "{:,.0f}", "0", -1),
     ("burst.failed_submits", "  of which burst jobs", "{:,.0f}", "0", -1),
 ]
@@ -529,6 +632,100 @@ def print_table(title: str, results: dict[str, dict[str, float]], goal: bool = T
         if goal:
             line += f"  {goal_text:>18}"
         print(line)
+
+
+# The stores side by side (issue 12): key, label, format, better (+1 higher, -1 lower), goal on the cost.
+STORE_ROWS = [
+    ("startup_s", "master start-up, until it leads (s)", "{:.2f}", -1, ""),
+    ("register_s", "registration of every agent (s)", "{:.1f}", -1, ""),
+    ("idle.hb_acked_per_s", "IDLE heartbeats/s absorbed", "{:,.0f}", 1, ""),
+    ("idle.master_cores", "  master CPU (cores)", "{:.2f}", -1, ""),
+    ("idle.etcd_cores", "  etcd CPU, 3 members (cores)", "{:.2f}", -1, ""),
+    ("burst.tasks", "BURST tasks", "{:,.0f}", 0, ""),
+    ("burst.submit_s", "  submit RPCs took (s)", "{:.2f}", -1, ""),
+    ("burst.tasks_per_s", "  end to end, submit -> all LaunchTask (tasks/s)", "{:,.0f}", 1, "<= 2x"),
+    ("burst.running_acked_tasks_per_s", "  end to end, submit -> all RUNNING persisted (tasks/s)", "{:,.0f}", 1,
+     "<= 2x"),
+    ("burst.launch_p50_ms", "  submit -> LaunchTask p50 (ms)", "{:,.0f}", -1, ""),
+    ("burst.hb_acked_per_s", "  heartbeats/s absorbed", "{:,.0f}", 1, ""),
+    ("burst.master_cores", "  master CPU (cores)", "{:.2f}", -1, ""),
+    ("burst.etcd_cores", "  etcd CPU, 3 members (cores)", "{:.2f}", -1, ""),
+    ("burst.commit_per_s", "  group commits/s", "{:,.1f}", 0, ""),
+    ("burst.commit_mean_ms", "  group commit mean (ms)", "{:.1f}", -1, ""),
+    ("burst.commit_steps_per_batch", "  steps per group commit", "{:,.1f}", 0, ""),
+    ("burst.commit_txns_per_batch", "  etcd txns per group commit", "{:,.1f}", 0, ""),
+    ("burst.commit_max_ms", "  longest group commit (ms)", "{:,.0f}", -1, ""),
+    ("burst.loop_lag_max_ms", "  master loop: longest stall (ms)", "{:,.0f}", -1, ""),
+    ("burst.loop_stalls_over_1s", "  master loop: stalls over 1 s", "{:,.0f}", -1, ""),
+    ("burst.keepalive_max_ms", "  etcd lease keepalive, longest (ms)", "{:,.0f}", -1, ""),
+    ("steady.hb_acked_per_s", "STEADY heartbeats/s absorbed", "{:,.0f}", 1, ""),
+    ("steady.master_cores", "  master CPU (cores)", "{:.2f}", -1, ""),
+    ("steady.etcd_cores", "  etcd CPU, 3 members (cores)", "{:.2f}", -1, ""),
+    ("churn.submitted_tasks_per_s", "CHURN arrivals (tasks/s)", "{:,.0f}", 1, ""),
+    ("churn.finished_per_s", "  tasks finished/s", "{:,.0f}", 1, "<= 2x"),
+    ("churn.lat_p50_ms", "  submit -> LaunchTask p50 (ms)", "{:,.0f}", -1, ""),
+    ("churn.lat_p99_ms", "  submit -> LaunchTask p99 (ms)", "{:,.0f}", -1, ""),
+    ("churn.run_p50_ms", "  submit -> RUNNING persisted p50 (ms)", "{:,.0f}", -1, ""),
+    ("churn.run_p99_ms", "  submit -> RUNNING persisted p99 (ms)", "{:,.0f}", -1, ""),
+    ("churn.never_launched", "  tasks not launched within 10 s", "{:,.0f}", -1, ""),
+    ("churn.hb_acked_per_s", "  heartbeats/s absorbed", "{:,.0f}", 1, ""),
+    ("churn.hb_within_interval", "  heartbeats acked within interval", "{:.1%}", 1, ""),
+    ("churn.master_cores", "  master CPU (cores)", "{:.2f}", -1, ""),
+    ("churn.etcd_cores", "  etcd CPU, 3 members (cores)", "{:.2f}", -1, ""),
+    ("churn.machine_cores", "  whole machine busy (cores of 2)", "{:.2f}", 0, ""),
+    ("churn.commit_per_s", "  group commits/s", "{:,.1f}", 0, ""),
+    ("churn.commit_mean_ms", "  group commit mean (ms)", "{:.1f}", -1, ""),
+    ("churn.commit_busy", "  share of the time a commit is in flight", "{:.0%}", -1, ""),
+    ("churn.commit_txns_per_batch", "  etcd txns per group commit", "{:,.1f}", 0, ""),
+    ("churn.loop_lag_max_ms", "  master loop: longest stall (ms)", "{:,.0f}", -1, ""),
+    ("churn.keepalive_max_ms", "  etcd lease keepalive, longest (ms)", "{:,.0f}", -1, ""),
+    ("leadership_lost", "etcd: leaderships lost (lease deadline passed)", "{:,.0f}", -1, ""),
+    ("submit_errors", "Submit RPCs failed", "{:,.0f}", -1, ""),
+    ("disconnects", "agent streams lost", "{:,.0f}", -1, ""),
+]
+
+
+def store_cost(base: float | None, value: float | None, better: int) -> float | None:
+    """How many times worse the store is than the base: > 1 worse, < 1 better."""
+    if base is None or value is None or base != base or value != value or not better:
+        return None
+    if better > 0:
+        return base / value if value else float("inf")
+    return value / base if base else None
+
+
+def print_store_table(title: str, results: dict[str, dict[str, float]]) -> list[str]:
+    """The first column is the base (sqlite); every other gets its cost against it.
+    Returns the verdict lines (goal rows) for the summary."""
+    labels = list(results)
+    base = labels[0]
+    verdicts: list[str] = []
+    print(f"\n{title}")
+    print("cost = how many times worse than the first column (>1 worse): its time / the base's time, or the "
+          "base's rate / its rate")
+    head = f"{'':52} " + " ".join(f"{lab:>14.14}" for lab in labels)
+    head += "".join(f" {'cost ' + lab[:9]:>15}" for lab in labels[1:]) + f"  {'goal':>6}"
+    print(head)
+    for key, label, fmt, better, goal in STORE_ROWS:
+        if not any(key in r for r in results.values()):
+            continue
+        cells = []
+        for lab in labels:
+            v = results[lab].get(key)
+            cells.append(f"{fmt.format(v) if v is not None and v == v else '-':>14}")
+        line = f"{label:52.52} " + " ".join(cells)
+        for lab in labels[1:]:
+            cost = store_cost(results[base].get(key), results[lab].get(key), better)
+            text = "" if cost is None else f"{cost:.2f}x"
+            if goal and cost is not None:
+                ok = cost <= 2.0
+                text += " ok" if ok else " MISS"
+                verdicts.append(f"{lab} {label.strip()}: {cost:.2f}x of {base} (goal {goal}: "
+                                f"{'met' if ok else 'missed'})")
+            line += f" {text:>15}"
+        line += f"  {goal:>6}"
+        print(line)
+    return verdicts
 
 
 def print_profile(label: str, name: str, path: Path, limit: int) -> None:
@@ -568,19 +765,23 @@ def save(tmp: Path, results: dict[str, dict[str, float]], name: str = "pairs") -
 async def run_all(args: argparse.Namespace) -> int:
     pairs = [(f, p) for f in args.fairness.split(",") for p in args.placement.split(",")]
     dashboards = [d.strip() == "on" for d in args.dashboards.split(",")]
+    stores = [s.strip() for s in args.store.split(",") if s.strip()]
+    by_pair: dict[str, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="tcl-scale-") as tmp_name:
         tmp = Path(args.keep) if args.keep else Path(tmp_name)
         tmp.mkdir(parents=True, exist_ok=True)
         results: dict[str, dict[str, float]] = {}
         drivers: dict[str, Driver] = {}
         if args.only != "history":
-            runs = [(pair, d) for pair in pairs for d in dashboards]
-            for n, ((fairness, placement), dashboard) in enumerate(runs):
-                label = f"{fairness}/{placement}" + ("" if dashboard else " no-history")
-                label += f" #{n + 1}" if len(runs) > len(set(runs)) else ""
+            runs = [(pair, d, store) for pair in pairs for d in dashboards for store in stores]
+            for n, ((fairness, placement), dashboard, store) in enumerate(runs):
+                pair_label = f"{fairness}/{placement}" + ("" if dashboard else " no-history")
+                pair_label += f" #{n + 1}" if len(runs) > len(set(runs)) else ""
+                label = pair_label + (f" {store}" if len(stores) > 1 else "")
                 driver = Driver(args, fairness, placement, tmp, label.replace("/", "-").replace(" ", "-"),
-                                dashboard=dashboard)
+                                dashboard=dashboard, store=store)
                 results[label] = await guarded(driver)
+                by_pair.setdefault(pair_label, {})[store] = results[label]
                 drivers[label] = driver
                 save(tmp, results)
                 args.profile = args.profile and args.profile_all   # profile the first pair unless --profile-all
@@ -606,6 +807,12 @@ async def run_all(args: argparse.Namespace) -> int:
     print("Goals are issue 11's, for 10,000 agents; the machine is shared (2 cores), so read ratios across columns.")
     if results:
         print_table("policy pairs (fairness/placement), each with a fresh master and fleet", results)
+    verdicts: list[str] = []
+    if len(stores) > 1:
+        for pair_label, per_store in by_pair.items():
+            verdicts += print_store_table(
+                f"stores side by side ({pair_label}; issue 12: etcd = a fresh 3-member etcd cluster on 127.0.0.1; "
+                f"goal: etcd within 2x of SQLite for end-to-end throughput)", per_store)
     if hist:
         print_table(f"history: a fresh master vs one with {args.history:,} finished tasks on disk "
                     f"({args.history_agents:,} agents, {pairs[0][0]}/{pairs[0][1]}); goal: within 1.2x", hist,
@@ -619,6 +826,9 @@ async def run_all(args: argparse.Namespace) -> int:
             print_profile(label, phase, path, args.profile_top)
         for note in driver.notes:
             print(f"note ({label}): {note}")
+    if verdicts:
+        print("\nissue 12's goal:")
+        print("\n".join(f"  {v}" for v in verdicts))
     return 0
 
 
@@ -643,6 +853,13 @@ def main() -> int:
     p.add_argument("--dashboards", default="on",
                    help="comma list of on/off: off runs the master with --http off (no usage history), "
                         "e.g. on,off for issue 10's heartbeat cost with history on vs off")
+    p.add_argument("--store", default="sqlite",
+                   help="comma list of sqlite, etcd, etcd:N (N: etcd's --max-txn-ops and the master's split); "
+                        "each store runs every pair with a fresh master and fleet (etcd: a fresh 3-member cluster)")
+    p.add_argument("--etcd-members", type=int, default=3)
+    p.add_argument("--lease-ttl-s", type=int, default=5, help="etcd: the master's --lease-ttl-s (its default 5)")
+    p.add_argument("--etcd-max-txn-ops", type=int, default=128,
+                   help="for a plain `etcd` in --store: etcd's --max-txn-ops and the master's split (etcd's default 128)")
     p.add_argument("--history", type=int, default=0, help="N finished tasks: compare a fresh and a loaded master")
     p.add_argument("--history-agents", type=int, default=500)
     p.add_argument("--history-cache", default="/tmp/tcl-scale-history")
@@ -650,7 +867,8 @@ def main() -> int:
     p.add_argument("--phases", default="idle,burst,steady,churn,pending",
                    help="which phases (pending needs burst: its jobs wait because every node is busy)")
     p.add_argument("--only", choices=["all", "history"], default="all")
-    p.add_argument("--profile", action="store_true", help="py-spy the master (first pair) in steady/churn/pending")
+    p.add_argument("--profile", action="store_true",
+                   help="py-spy the master (first pair) in burst/steady/churn/pending")
     p.add_argument("--profile-all", action="store_true")
     p.add_argument("--profile-top", type=int, default=25)
     p.add_argument("--pyspy-rate", type=int, default=100)
@@ -666,7 +884,22 @@ def main() -> int:
         args.rate, args.pending_jobs, args.task_s = 200.0, 200, 2.0
         args.history_agents = 200
     args.only_phases = set()
-    return asyncio.run(run_all(args))
+    return asyncio.run(run_cleanly(args))
+
+
+async def run_cleanly(args: argparse.Namespace) -> int:
+    """SIGTERM/SIGINT cancel the run, so that every master, fleet and etcd member it
+    started is stopped (by pid) and the temp dirs go."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return await run_all(args)
+    except asyncio.CancelledError:
+        print("cluster_scale: stopped by a signal; everything it started is stopped", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

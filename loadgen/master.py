@@ -21,15 +21,21 @@ BIN = Path(sys.executable).parent
 
 class MasterProc:
     def __init__(self, data_dir: Path, log: Path, *, fairness: str, placement: str, heartbeat_s: float = 1.0,
-                 probe: bool = True, extra: list[str] | None = None, log_level: str = "WARNING") -> None:
+                 probe: bool = True, extra: list[str] | None = None, log_level: str = "WARNING",
+                 store: str = "", store_prefix: str = "", max_txn_ops: int = 0) -> None:
         self.data_dir, self.log_path = data_dir, log
         self.stats_path = str(log.with_suffix(".stats.json"))
+        self.store = store
         args = ["--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--fairness", fairness,
                 "--placement", placement, "--heartbeat-interval-s", str(heartbeat_s), "--log-level", log_level,
+                *(["--store", store] if store else []), *(["--store-prefix", store_prefix] if store_prefix else []),
                 *(extra or [])]
+        if max_txn_ops and not probe:
+            raise ValueError("max_txn_ops needs the probe (tcl-master has no flag for it)")
         if probe:
             cmd = [sys.executable, "-m", "tcluster.loadgen.probe", "--stats", self.stats_path,
-                   "--cprofile", str(log.with_suffix(".cprofile")), "--", *args]
+                   "--cprofile", str(log.with_suffix(".cprofile")),
+                   *(["--store-max-txn-ops", str(max_txn_ops)] if max_txn_ops else []), "--", *args]
         else:
             cmd = [str(BIN / "tcl-master"), *args]
         self.probe = probe
@@ -44,11 +50,13 @@ class MasterProc:
         return self.popen.pid
 
     def wait_listening(self, timeout_s: float = 600.0) -> float:
-        """Seconds from start until it listens (loading its state is part of that)."""
+        """Seconds from start until it listens (loading its state is part of that) and,
+        on etcd, leads (until then it answers every call UNAVAILABLE, as a standby)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            match = re.search(r"listening on 127\.0\.0\.1:(\d+)", self.log_path.read_text(errors="replace"))
-            if match:
+            text = self.log_path.read_text(errors="replace")
+            match = re.search(r"listening on 127\.0\.0\.1:(\d+)", text)
+            if match and (not self.store.startswith("etcd") or "tcl-master leading" in text):
                 self.port = int(match.group(1))
                 return time.monotonic() - self.started
             if self.popen.poll() is not None:
@@ -59,6 +67,14 @@ class MasterProc:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def leadership_lost(self) -> list[str]:
+        """etcd: the lines where this master lost its leadership (and re-executed)."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return []
+        return [line for line in text.splitlines() if "leadership lost (" in line]
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.pid)
@@ -160,6 +176,10 @@ def _short(frame: str) -> str:
 
 # Where a py-spy stack's time goes, by the first of these met from the leaf up.
 CATEGORIES = [
+    ("etcd store: commit (records, txn ops, mirror apply)", r"master/etcdstore\.py"),
+    ("etcd mirror: watch events, listeners", r"master/etcdmirror\.py"),
+    ("etcd client calls (etcdkv: txn, watch, keepalive)", r"master/etcdkv\.py"),
+    ("etcd leadership (lease, fence)", r"master/leadership\.py"),
     ("SQLite write (Store.apply: the fsync'd transaction)", r"Store\.apply|Store\._write"),
     ("scheduling round (schedule_round)", r"schedule_round \(scheduler"),
     ("rest of schedule_once (Place step)", r"MasterService\.schedule_once"),

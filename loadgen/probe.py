@@ -4,7 +4,19 @@ its functions wrapped to time them (two perf_counter calls each):
 - every scheduling round (`schedule_round`, the pure part) and every `schedule_once`
   (the round plus writing and sending its placements), with the pending-job count;
 - every state step `MasterService._do`, by event type, and the SQLite write within it;
-- the gRPC message conversions (`inbound_from_pb`, `outbound_to_pb`).
+- the gRPC message conversions (`inbound_from_pb`, `outbound_to_pb`);
+- every group commit (`commit` of the SQLite Store or the EtcdStore): batches, steps,
+  wall time (for etcd also its transactions and their operations);
+- the event loop's lateness (a 50 ms ticker: the longest stall, stalls over 1 s), and
+  etcd's lease keepalives (round trip): a leader whose loop stalls past its lease
+  deadline steps down (docs/ha.md).
+
+On a lost leadership the master re-executes itself (`-m tcluster.master.main` with its
+own arguments): sys.argv is set to the master's arguments so that it restarts as a plain
+master (without these timers).
+
+`--store-max-txn-ops N` sets the master's `store_max_txn_ops` (etcd: the operations per
+transaction a batch is split into; the master has no flag for it).
 
 SIGUSR1 writes what was timed since the last SIGUSR1 to the --stats file (JSON, written
 whole then renamed) and starts afresh. SIGUSR2 starts/stops cProfile (main thread only)
@@ -37,12 +49,16 @@ class Timers:
         self.schedule_once: list[float] = []
         self.steps: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0, 0.0])  # n, total s, store s, max s
         self.convert: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+        self.commits = [0, 0, 0.0, 0.0, 0, 0]     # batches, steps, total s, max s, txns, txn ops
+        self.loop = [0, 0.0, 0, 0]                 # ticks, max lateness s, ticks > 0.5 s late, > 1 s late
+        self.keepalive = [0, 0.0, 0.0]             # calls, total s, max s
         self.since = time.monotonic()
 
     def dump(self) -> dict[str, object]:
         self.seq += 1
         out = {"seq": self.seq, "window_s": time.monotonic() - self.since, "rounds": self.rounds,
-               "schedule_once": self.schedule_once, "steps": dict(self.steps), "convert": dict(self.convert)}
+               "schedule_once": self.schedule_once, "steps": dict(self.steps), "convert": dict(self.convert),
+               "commits": self.commits, "loop": self.loop, "keepalive": self.keepalive}
         self.reset()
         return out
 
@@ -131,14 +147,98 @@ def install() -> None:
 
         setattr(grpc_api, name, timed)
 
+    _time_commits(store.Store)
+    from tcluster.master import etcdstore
+    _time_commits(etcdstore.EtcdStore)
+    chunks_fn = etcdstore.EtcdStore._chunks
+
+    def _chunks(self, writes):  # type: ignore[no-untyped-def]
+        for chunk in chunks_fn(self, writes):      # one transaction each
+            TIMERS.commits[4] += 1
+            TIMERS.commits[5] += len(chunk)
+            yield chunk
+
+    etcdstore.EtcdStore._chunks = _chunks
+
+    from tcluster.master import etcdkv
+    keepalive_fn = etcdkv.EtcdKV.keepalive
+
+    async def keepalive(self, lease):  # type: ignore[no-untyped-def]
+        start = perf()
+        try:
+            return await keepalive_fn(self, lease)
+        finally:
+            took = perf() - start
+            row = TIMERS.keepalive
+            row[0] += 1
+            row[1] += took
+            row[2] = max(row[2], took)
+
+    etcdkv.EtcdKV.keepalive = keepalive
+
+    from tcluster.master import main as master_main_module
+    start_fn = master_main_module.start_master
+
+    async def start_master(*args, **kwargs):  # type: ignore[no-untyped-def]
+        import asyncio
+        asyncio.get_running_loop().create_task(_loop_ticker(), name="probe-loop-lag")
+        return await start_fn(*args, **kwargs)
+
+    master_main_module.start_master = start_master
+
+
+async def _loop_ticker(period: float = 0.05) -> None:
+    import asyncio
+    while True:
+        due = perf() + period
+        await asyncio.sleep(period)
+        late = perf() - due
+        row = TIMERS.loop
+        row[0] += 1
+        row[1] = max(row[1], late)
+        row[2] += late > 0.5
+        row[3] += late > 1.0
+
+
+def _time_commits(cls: type) -> None:
+    commit_fn = cls.commit
+
+    async def commit(self, steps):  # type: ignore[no-untyped-def]
+        start = perf()
+        try:
+            return await commit_fn(self, steps)
+        finally:
+            took = perf() - start
+            row = TIMERS.commits
+            row[0] += 1
+            row[1] += len(steps)
+            row[2] += took
+            row[3] = max(row[3], took)
+
+    cls.commit = commit
+
+
+def _set_max_txn_ops(n: int) -> None:
+    from tcluster.master import main as master_main_module
+    settings_fn = master_main_module.settings_from_args
+
+    def settings_from_args(args):  # type: ignore[no-untyped-def]
+        return settings_fn(args).model_copy(update={"store_max_txn_ops": n})
+
+    master_main_module.settings_from_args = settings_from_args
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stats", required=True, help="where SIGUSR1 writes the timings (JSON)")
     parser.add_argument("--cprofile", help="SIGUSR2 toggles cProfile; written here when toggled off")
+    parser.add_argument("--store-max-txn-ops", type=int, default=0,
+                        help="the master's store_max_txn_ops (etcd; 0: its default)")
     parser.add_argument("master_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     install()
+    if args.store_max_txn_ops:
+        _set_max_txn_ops(args.store_max_txn_ops)
 
     def on_usr1(signum: int, frame: object) -> None:
         data = TIMERS.dump()
@@ -164,6 +264,7 @@ def main() -> int:
     signal.signal(signal.SIGUSR2, on_usr2)
     from tcluster.master.main import main as master_main
     master_args = args.master_args[1:] if args.master_args[:1] == ["--"] else args.master_args
+    sys.argv = [sys.argv[0], *master_args]      # what a re-executing master (lost leadership) runs again
     return master_main(master_args)
 
 

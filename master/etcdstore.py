@@ -99,6 +99,31 @@ def step_writes(step: Step, new_jobs: set[str], purge: Iterable[str]) -> list[Wr
     return out
 
 
+def merge_writes(writes: list[Write]) -> list[Write]:
+    """One write per key: etcd refuses a transaction that puts a key twice, or puts a key
+    that a deletion in it covers ("duplicate key given in txn request"), and a group
+    commit of several steps names the same job, task and node keys again and again. Each
+    key keeps the place of its first write and takes its last value, so the orders
+    step_writes keeps still hold (a new job's spec and tasks come before its key, as in
+    its first step); the puts of a job deleted in the batch are dropped: its deletion
+    removes its tasks and spec in the same transaction (_task_deletions)."""
+    at: dict[str, int] = {}
+    out: list[Write] = []
+    for key, value in writes:
+        where = at.get(key)
+        if where is None:
+            at[key] = len(out)
+            out.append((key, value))
+        else:
+            out[where] = (key, value)
+    doomed = {key[len("state/jobs/"):] for key, value in out if value is None and key.startswith("state/jobs/")}
+    if doomed:
+        out = [(key, value) for key, value in out if not (
+            (key.startswith("state/tasks/") and key.split("/")[2] in doomed)
+            or (key.startswith("state/specs/") and key[len("state/specs/"):] in doomed))]
+    return out
+
+
 class EtcdStore:
     def __init__(self, kv: EtcdKV, mirror: Mirror, leadership: Leadership, max_txn_ops: int = 128,
                  max_txn_bytes: int = 1_000_000, bridge: EtcdBridge | None = None) -> None:
@@ -144,7 +169,7 @@ class EtcdStore:
             if step.durable:
                 purge = self._purgeable(step.purge_before) if step.purge_before else []
                 writes += step_writes(step, set(new_jobs), purge)
-        for chunk in self._chunks(writes):
+        for chunk in self._chunks(merge_writes(writes)):
             await self._write(chunk)
 
     def _purgeable(self, before: float) -> list[str]:

@@ -1,15 +1,19 @@
 """The load harness, small: 200 simulated agents (real protocol, real gRPC, one process)
 against an in-process master, 2,000 tasks with churn and a cancel. Correctness
 invariants only, no timing: every task launched once, nothing oversubscribed, every
-event acknowledged, every kill answered."""
+event acknowledged, every kill answered. The same on the etcd store (issue 12; a real
+one-member etcd): its group commits name the same job, task and node keys many times."""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections import Counter
 from pathlib import Path
 
 from tcluster.loadgen.agents import Fleet
 from tcluster.v1 import common_pb2, jobs_pb2
+from tests.component.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - the fixture
 from tests.component.harness import Harness, run, wait_until
 
 GiB = 2**30
@@ -18,8 +22,18 @@ TERMINAL = (jobs_pb2.JOB_SUCCEEDED, jobs_pb2.JOB_FAILED, jobs_pb2.JOB_CANCELLED)
 
 
 def test_two_hundred_agents_two_thousand_tasks(tmp_path: Path) -> None:
+    run_fleet(tmp_path)
+
+
+def test_two_hundred_agents_two_thousand_tasks_on_etcd(tmp_path: Path, single_etcd: SingleEtcd) -> None:  # noqa: F811
+    run_fleet(tmp_path, store=single_etcd.url, store_prefix=f"/scale-{uuid.uuid4().hex[:8]}")
+
+
+def run_fleet(tmp_path: Path, **store: str) -> None:
     async def scenario(h: Harness) -> None:
-        await h.start_master(heartbeat_interval_s=0.5)
+        await h.start_master(heartbeat_interval_s=0.5, **store)
+        assert h.master is not None
+        await asyncio.wait_for(h.master.leading.wait(), 30)   # etcd: a standby until it wins
         fleet = Fleet(h.address, [f"sim-{i:03d}" for i in range(AGENTS)], cpu=4, memory=8 * GiB,
                       streams_per_channel=50)
         try:
