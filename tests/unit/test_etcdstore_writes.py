@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tcluster.master.etcdstore import EtcdStore, step_writes, task_key
+from tcluster.master.etcdstore import EtcdStore, merge_writes, step_writes, task_key
 from tcluster.master.events import KillIntent, Step
 from tcluster.model import Job, JobSpec, Task, TaskState
 from tcluster.resources import Resources
@@ -50,7 +50,7 @@ def test_a_key_written_twice_in_one_transaction_keeps_its_last_value() -> None:
     first = submit_step("j1", 1)
     running = Step(tasks={"j1.0": Task("j1", 0, TaskState.RUNNING, "n1", 1)})
     writes = step_writes(first, {"j1"}, []) + step_writes(running, set(), [])
-    (chunk,) = list(store(128)._chunks(writes))
+    (chunk,) = list(store(128)._chunks(merge_writes(writes)))
     keys = [key for key, _ in chunk]
     assert len(keys) == len(set(keys)) == 3
     assert b"RUNNING" in dict(chunk)[task_key("j1", 0)]
@@ -58,5 +58,5 @@ def test_a_key_written_twice_in_one_transaction_keeps_its_last_value() -> None:
 
 def test_a_job_deleted_in_the_same_transaction_is_not_written_beside_its_deletion() -> None:
     writes = step_writes(submit_step("j1", 2), {"j1"}, []) + step_writes(Step(jobs_del={"j1"}), set(), [])
-    (chunk,) = list(store(128)._chunks(writes))
+    (chunk,) = list(store(128)._chunks(merge_writes(writes)))
     assert chunk == [("state/jobs/j1", None)]
