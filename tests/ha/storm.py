@@ -1,0 +1,109 @@
+"""A storm of gRPC submits that follows the leader across a failover, as a client of a
+master list should: it tries the last leader, then the others; a standby's refusal
+(UNAVAILABLE with `tcl-leader` metadata) and a refused connection mean "not applied", so
+the submit is tried again elsewhere; any other failure (the leader died mid-call, a
+deadline) leaves the outcome unknown, and the submit is not retried (it may exist, it is
+never counted as acknowledged)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import grpc
+
+from tests.ha.hacluster import LEADER_METADATA
+from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
+
+
+def storm_spec(n: int, tag: str = "storm") -> jobs_pb2.JobSpec:
+    spec = jobs_pb2.JobSpec(command=["echo", f"{tag}-{n}"], tasks=1, name=f"{tag}-{n}")
+    spec.resources.cpu, spec.resources.memory = 0.1, 2**20
+    return spec
+
+
+def _not_applied(error: grpc.RpcError) -> bool:
+    """The master surely did not apply the call: a standby refused it, or no connection."""
+    if error.code() != grpc.StatusCode.UNAVAILABLE:   # type: ignore[attr-defined]
+        return False
+    meta = dict(error.trailing_metadata() or ())      # type: ignore[attr-defined]
+    details = (error.details() or "").lower()         # type: ignore[attr-defined]
+    return LEADER_METADATA in meta or "standby" in details or "failed to connect" in details \
+        or "connection refused" in details
+
+
+@dataclass
+class Storm:
+    addresses: list[str]
+    submits: int = 100
+    clients: int = 4
+    per_submit_s: float = 60.0     # how long one submit keeps looking for a leader
+    tag: str = "storm"
+    acked: dict[str, int] = field(default_factory=dict)      # job id -> n
+    unknown: list[int] = field(default_factory=list)         # n whose outcome is unknown
+    refused: list[int] = field(default_factory=list)         # n refused by every master until per_submit_s
+    retried: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self) -> Storm:
+        per = self.submits // self.clients
+        for c in range(self.clients):
+            numbers = range(c * per, self.submits if c == self.clients - 1 else (c + 1) * per)
+            thread = threading.Thread(target=self._client, args=(numbers,), name=f"storm-{c}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        return self
+
+    def join(self, timeout_s: float = 180.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in self._threads), f"storm clients still running after {timeout_s}s"
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.acked)
+
+    def _client(self, numbers: range) -> None:
+        channels = {a: grpc.insecure_channel(a) for a in self.addresses}
+        leader = self.addresses[0]
+        try:
+            for n in numbers:
+                leader = self._submit(channels, leader, n)
+        finally:
+            for channel in channels.values():
+                channel.close()
+
+    def _submit(self, channels: dict[str, grpc.Channel], leader: str, n: int) -> str:
+        deadline = time.monotonic() + self.per_submit_s
+        order = [leader] + [a for a in self.addresses if a != leader]
+        i = 0
+        while time.monotonic() < deadline:
+            target = order[i % len(order)]
+            if target not in channels:
+                channels[target] = grpc.insecure_channel(target)
+            try:
+                job = jobs_pb2_grpc.JobServiceStub(channels[target]).Submit(
+                    jobs_pb2.SubmitRequest(spec=storm_spec(n, self.tag)), timeout=10)
+            except grpc.RpcError as e:
+                if not _not_applied(e):
+                    with self._lock:
+                        self.unknown.append(n)
+                    return target
+                hint = str(dict(e.trailing_metadata() or ()).get(LEADER_METADATA, ""))  # type: ignore[attr-defined]
+                with self._lock:
+                    self.retried += 1
+                if hint and hint != target:
+                    order.insert(i + 1, hint)
+                elif i % len(order) == len(order) - 1:
+                    time.sleep(0.1)    # every master refused: no leader yet
+                i += 1
+                continue
+            with self._lock:
+                self.acked[job.id] = n
+            return target
+        with self._lock:
+            self.refused.append(n)   # never applied: it was refused every time
+        return leader
