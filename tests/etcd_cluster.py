@@ -277,6 +277,26 @@ class EtcdCluster:
             return None
         return base64.b64decode(kvs[0]["value"]).decode()
 
+    def get_fast(self, key: str, timeout_s: float = 1.0) -> tuple[str | None, int] | None:
+        """(value or None, create_revision) of `key` through etcd's JSON gateway on the
+        first live member that answers (no etcdctl process: for tight polling); None when
+        no member answered."""
+        body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+        for i, m in enumerate(self.members):
+            if not m.alive() or i in self._paused:
+                continue
+            request = urllib.request.Request(m.client_url + "/v3/kv/range", data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                    kvs = json.loads(response.read()).get("kvs") or []
+            except (urllib.error.URLError, OSError, TimeoutError, ValueError):
+                continue
+            if not kvs:
+                return None, 0
+            return base64.b64decode(kvs[0]["value"]).decode(), int(kvs[0].get("create_revision", 0))
+        return None
+
     def get_json(self, key: str, timeout_s: float = 5.0) -> dict | None:
         value = self.get(key, timeout_s)
         return None if value is None else json.loads(value)
