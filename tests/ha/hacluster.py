@@ -193,6 +193,15 @@ class HACluster(Cluster):
             raise AssertionError(f"tcl-master status exited {out.returncode}: {out.stderr[-2000:]}")
         return json.loads(out.stdout)
 
+    def status_roles(self) -> dict[int, str]:
+        """Master index -> role ("leader"/"standby") as `tcl-master status -o json` reports
+        every live master (its `masters` list: id, client, agent, http, role)."""
+        report = self.status_json()
+        assert isinstance(report, dict), report
+        by_address = {m.address: m.index for m in self.masters}
+        return {by_address[row["client"]]: row["role"] for row in report.get("masters", [])
+                if row.get("client") in by_address}
+
     # ---- the client side: gRPC to the leader ----
 
     @property

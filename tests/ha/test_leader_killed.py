@@ -118,3 +118,5 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
     c.start_one(old)
     wait_for(lambda: c.leading() == [new], 30, f"master {new} alone leads with {old} back")
     assert c.leader_key_index() == new
+    expected = {m.index: ("leader" if m.index == new else "standby") for m in c.masters}
+    wait_for(lambda: c.status_roles() == expected, 30, f"tcl-master status shows {expected}")

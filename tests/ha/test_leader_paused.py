@@ -87,6 +87,9 @@ def test_paused_leader_is_replaced_and_does_not_act_when_it_resumes(ha: MakeHA) 
         wait_for(lambda: (a := standby_answer(c.masters[old].address)) is not None and a[2] == c.masters[new].address,
                  30, f"master {old} names master {new} as the leader (tcl-leader metadata)")
         assert c.masters[old].alive() and c.masters[old].pid == old_pid, "the old leader exited instead of stepping down"
+        roles = wait_for(lambda: (r := c.status_roles()) if r == {old: "standby", new: "leader"} else None, 30,
+                         f"tcl-master status: master {old} standby, {new} leader")
+        print(f"tcl-master status: {roles}")
 
         # it does not act: watched for a while, nothing launched, nothing changed
         deadline = resumed + SETTLE_S
