@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.e2e.procs import BIN  # noqa: E402
 from tests.etcd_cluster import EtcdCluster, etcd_skip_reason  # noqa: E402
-from tests.faults.cluster import skip_reason, wait_for  # noqa: E402
+from tests.faults.cluster import skip_reason, wait_for, wait_value  # noqa: E402
 from tests.ha.hacluster import HACluster  # noqa: E402
 
 POLL_S = 0.02
@@ -79,8 +79,8 @@ def one_kill(c: HACluster, k: int, timeout_s: float) -> tuple[float, float]:
     c.kill_one(old, signal.SIGKILL)
     submitter = threading.Thread(target=submit_until_acked, args=(c, started, timeout_s, ack), daemon=True)
     submitter.start()
-    new_client = wait_for(lambda: (a := leader_client(c)) if a not in (None, old_address) else None,
-                          timeout_s, "P/leader names another master", POLL_S)
+    new_client = wait_value(lambda: leader_client(c), lambda a: a not in (None, old_address),
+                            timeout_s, "P/leader names another master", POLL_S)
     key_s = time.monotonic() - started
     submitter.join(timeout_s + 30)
     if "s" not in ack:

@@ -102,6 +102,18 @@ def leads(address: str, timeout_s: float = 2.0) -> bool:
     return True
 
 
+def wait_value(get: Callable[[], T], ok: Callable[[T], bool], timeout_s: float, what: str,
+               interval_s: float = 0.1) -> T:
+    """Polls `get()` until `ok(value)`; returns that value (fails naming `what`)."""
+    box: list[T] = []
+
+    def check() -> bool:
+        box[:] = [get()]
+        return ok(box[0])
+    wait_for(check, timeout_s, what, interval_s)
+    return box[0]
+
+
 def task_cgroups(node: str) -> list[str]:
     """The task keys (`<task_id>.<attempt>`) with a cgroup under tcluster/<node>, any hierarchy."""
     keys: set[str] = set()

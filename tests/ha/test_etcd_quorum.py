@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.faults.cluster import wait_for
+from tests.faults.cluster import wait_for, wait_value
 from tests.ha.conftest import MakeHA
 from tests.ha.hacluster import HACluster, Timer
 
@@ -80,8 +80,7 @@ def test_masters_ride_one_etcd_member_down_refuse_writes_without_quorum_and_reco
         etcd.wait_ready(timeout_s=60)
         leader = c.wait_leader(timeout_s=60)
     print(f"RECOVERY_S={t.s:.2f} (master {leader} leads)")
-    listed = wait_for(lambda: (ids := _listed(c)) if set(acked) <= ids else None, 30,
-                      f"every acknowledged job listed: {acked}")
+    listed = wait_value(lambda: _listed(c), lambda ids: set(acked) <= ids, 30, f"every acknowledged job listed: {acked}")
     extra = listed - set(acked)
     print(f"jobs listed beyond the acknowledged ones (refused writes etcd applied later): {sorted(extra)}")
     assert len(extra) <= len(refusals)

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from tests.e2e.procs import BIN
-from tests.faults.cluster import split_key, task_cgroups, wait_for
+from tests.faults.cluster import split_key, task_cgroups, wait_for, wait_value
 from tests.faults.watch import JOB_TERMINAL, Watch, check_consistent
 from tests.ha.conftest import MakeHA
 from tests.ha.hacluster import HACluster, Timer
@@ -52,8 +52,8 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
     old = c.start_masters()
     agents = [c.start_agent(f"ha-kill-{x}", cpus="2") for x in "ab"]
     runners = [c.submit("sleep", str(RUN_S)) for _ in range(RUNNERS)]
-    before = wait_for(lambda: (r := _running_attempts(c, runners)) if len(r) == RUNNERS else None, 60,
-                      f"{RUNNERS} sleep tasks RUNNING", interval_s=0.2)
+    before = wait_value(lambda: _running_attempts(c, runners), lambda r: len(r) == RUNNERS, 60,
+                        f"{RUNNERS} sleep tasks RUNNING", interval_s=0.2)
     registered = {a.name: c.registrations(a.name) for a in agents}
     watch = Watch(lambda: c.leader_address, lambda: list(c.agents)).start()
     watch.watch(*runners)
@@ -103,8 +103,8 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
             assert (job["state"], task["attempt"]) == ("SUCCEEDED", before[task["id"]][1]), job
             assert check_consistent(job) == []
         watch.watch(*list(storm.acked)[:10])
-        ended = wait_for(lambda: (j := c.all_jobs()) if all(j[i].state in JOB_TERMINAL for i in storm.acked) else None,
-                         180, f"{len(storm.acked)} storm jobs ended", interval_s=1.0)
+        ended = wait_value(c.all_jobs, lambda j: all(j[i].state in JOB_TERMINAL for i in storm.acked),
+                           180, f"{len(storm.acked)} storm jobs ended", interval_s=1.0)
         wrong = [(i, jobs_pb2.JobState.Name(ended[i].state), [t.attempt for t in ended[i].tasks])
                  for i in storm.acked
                  if ended[i].state != jobs_pb2.JOB_SUCCEEDED or [t.attempt for t in ended[i].tasks] != [1]]

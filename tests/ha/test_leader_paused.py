@@ -10,7 +10,7 @@ import time
 import grpc
 import pytest
 
-from tests.faults.cluster import split_key, task_cgroups, wait_for
+from tests.faults.cluster import split_key, task_cgroups, wait_for, wait_value
 from tests.faults.watch import Watch, check_consistent
 from tests.ha.conftest import MakeHA
 from tests.ha.hacluster import HACluster, Timer, standby_answer
@@ -78,17 +78,19 @@ def test_paused_leader_is_replaced_and_does_not_act_when_it_resumes(ha: MakeHA) 
         resumed = time.monotonic()
         # it steps down: a standby that names the new leader, same pid
         # (while it re-executes itself its port is closed for a moment: wait for the standby's answer)
-        answer = wait_for(lambda: (a := standby_answer(c.masters[old].address)) if a and "standby" in a[1] else None,
-                          30, f"resumed master {old} answers as a standby")
+        answer = wait_value(lambda: standby_answer(c.masters[old].address), lambda a: a is not None and "standby" in a[1],
+                            30, f"resumed master {old} answers as a standby")
+        assert answer is not None
         code, details, hint = answer
         print(f"resumed master {old} answers {code.name} within {time.monotonic() - resumed:.2f} s: {details!r}, "
               f"tcl-leader {hint!r}")
         assert code == grpc.StatusCode.UNAVAILABLE, answer
-        wait_for(lambda: (a := standby_answer(c.masters[old].address)) is not None and a[2] == c.masters[new].address,
-                 30, f"master {old} names master {new} as the leader (tcl-leader metadata)")
+        wait_value(lambda: standby_answer(c.masters[old].address),
+                   lambda a: a is not None and a[2] == c.masters[new].address, 30,
+                   f"master {old} names master {new} as the leader (tcl-leader metadata)")
         assert c.masters[old].alive() and c.masters[old].pid == old_pid, "the old leader exited instead of stepping down"
-        roles = wait_for(lambda: (r := c.status_roles()) if r == {old: "standby", new: "leader"} else None, 30,
-                         f"tcl-master status: master {old} standby, {new} leader")
+        roles = wait_value(c.status_roles, lambda r: r == {old: "standby", new: "leader"}, 30,
+                           f"tcl-master status: master {old} standby, {new} leader")
         print(f"tcl-master status: {roles}")
 
         # it does not act: watched for a while, nothing launched, nothing changed
