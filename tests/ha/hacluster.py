@@ -22,7 +22,7 @@ from pathlib import Path
 
 import grpc
 
-from tests.e2e.procs import BIN, Proc
+from tests.e2e.procs import BIN, STOP_WAIT_S, Proc
 from tests.etcd_cluster import EtcdCluster, EtcdStore, free_ports, unique_prefix
 from tests.faults.cluster import Cluster, leads, wait_for
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
@@ -225,12 +225,23 @@ class HACluster(Cluster):
     # ---- teardown ----
 
     def close(self) -> list[str]:
-        """Masters by pid (a paused one is resumed first), then agents and the sweep."""
-        for m in self.masters:
-            if m.proc is not None:
-                m.proc.popen.send_signal(signal.SIGCONT)
-                m.proc.stop(signal.SIGTERM)
-                m.proc = None
+        """Masters by pid, all at once (a paused one is resumed first; SIGKILL for any still
+        there after STOP_WAIT_S), then agents and the sweep."""
+        running = [m for m in self.masters if m.proc is not None]
+        for m in running:
+            if m.proc.popen.poll() is None:   # type: ignore[union-attr]
+                m.proc.popen.send_signal(signal.SIGCONT)   # type: ignore[union-attr]
+                m.proc.popen.send_signal(signal.SIGTERM)   # type: ignore[union-attr]
+        deadline = time.monotonic() + STOP_WAIT_S
+        for m in running:
+            assert m.proc is not None
+            try:
+                m.proc.popen.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print(f"master {m.index} (pid {m.pid}) still runs {STOP_WAIT_S}s after SIGTERM: SIGKILL")
+            m.proc.stop(signal.SIGKILL)   # a no-op when it exited; closes the log
+            m.proc = None
+        self._close_channel()
         return super().close()
 
     def log_tail(self, chars: int = 3000) -> str:

@@ -4,12 +4,13 @@ standby takes over; the old leader resumes and must not act."""
 from __future__ import annotations
 
 import json
-import signal
+import subprocess
 import time
 
 import grpc
 import pytest
 
+from tests.e2e.procs import BIN
 from tests.faults.cluster import split_key, task_cgroups, wait_for, wait_value
 from tests.faults.watch import Watch, check_consistent
 from tests.ha.conftest import MakeHA
@@ -69,7 +70,8 @@ def test_paused_leader_is_replaced_and_does_not_act_when_it_resumes(ha: MakeHA) 
         time.sleep(max(0.0, paused_at + c.lease_ttl_s + 2 - time.monotonic()))   # past the lease: TTL + 2 s
         second = c.jobs.Submit(jobs_pb2.SubmitRequest(spec=_sleep_spec(60, "during-pause")), timeout=30).id
         watch.watch(second)
-        wait_for(lambda: c.status(second)["tasks"][0]["state"] == "RUNNING", 60, f"{second} RUNNING (new leader)")
+        # (gRPC to the leader while the old one is paused: tcl with the list is the other test's subject)
+        wait_for(lambda: _task(c, second).state == common_pb2.TASK_RUNNING, 60, f"{second} RUNNING (new leader)")
         assert _task(c, first).attempt == attempt_before, "the new leader restarted the running task"
         keys_before = _cgroup_keys(c)
         revision = _leader_revision(c)
@@ -117,3 +119,22 @@ def test_paused_leader_is_replaced_and_does_not_act_when_it_resumes(ha: MakeHA) 
     finally:
         violations = watch.stop()
     assert violations == [], violations
+
+
+def test_cli_and_agent_skip_a_paused_master_in_their_list(ha: MakeHA) -> None:
+    """Proves: a master that accepts connections but never answers (SIGSTOP: a hung host)
+    first in `tcl --master` does not stop the CLI: it gives up on that one and reaches the
+    leader behind it. (A standby is paused, so there is no failover here.)"""
+    c = ha(n_masters=2, lease_ttl_s=5)
+    leader = c.start_masters()
+    standby = 1 - leader
+    c.pause_one(standby)
+    try:
+        order = f"{c.masters[standby].address},{c.masters[leader].address}"
+        with Timer("tcl --master <paused>,<leader> jobs") as t:
+            result = subprocess.run([str(BIN / "tcl"), "--master", order, "jobs", "-o", "json"],
+                                    capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, f"exit {result.returncode} after {t.s:.1f} s: {result.stderr[-1000:]}"
+        assert json.loads(result.stdout) == []
+    finally:
+        c.resume_one(standby)
