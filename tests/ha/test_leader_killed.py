@@ -14,22 +14,22 @@ from tests.faults.watch import JOB_TERMINAL, Watch, check_consistent
 from tests.ha.conftest import MakeHA
 from tests.ha.hacluster import HACluster, Timer
 from tests.ha.storm import Storm
-from tcluster.v1 import jobs_pb2
+from tcluster.v1 import common_pb2, jobs_pb2
 
 pytestmark = pytest.mark.system
 RUNNERS = 4              # `sleep` jobs running through the failover
-RUN_S = 25               # long enough to outlive the failover, short enough for the suite
+RUN_S = 30               # long enough to outlive the failover, short enough for the suite
 STORM = 100
 KILL_AFTER_ACKS = 30
 
 
-def _running_attempts(ha: HACluster, job_ids: list[str]) -> dict[str, tuple[str, int]]:
-    """task id -> (node, attempt) for tasks seen RUNNING (via the leader)."""
+def _attempts(ha: HACluster, job_ids: list[str], states: set[str]) -> dict[str, tuple[str, int]]:
+    """task id -> (node, attempt) for the tasks of these jobs now in `states` (gRPC, leader)."""
     seen = {}
     for job_id in job_ids:
-        task = ha.status(job_id)["tasks"][0]
-        if task["state"] == "RUNNING":
-            seen[task["id"]] = (task["node"], task["attempt"])
+        task = ha.jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=10).tasks[0]
+        if common_pb2.TaskState.Name(task.state).removeprefix("TASK_") in states:
+            seen[task.id] = (task.node, task.attempt)
     return seen
 
 
@@ -52,7 +52,7 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
     old = c.start_masters()
     agents = [c.start_agent(f"ha-kill-{x}", cpus="2") for x in "ab"]
     runners = [c.submit("sleep", str(RUN_S)) for _ in range(RUNNERS)]
-    before = wait_value(lambda: _running_attempts(c, runners), lambda r: len(r) == RUNNERS, 60,
+    before = wait_value(lambda: _attempts(c, runners, {"RUNNING"}), lambda r: len(r) == RUNNERS, 60,
                         f"{RUNNERS} sleep tasks RUNNING", interval_s=0.2)
     registered = {a.name: c.registrations(a.name) for a in agents}
     watch = Watch(lambda: c.leader_address, lambda: list(c.agents)).start()
@@ -66,6 +66,15 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
         print(f"FAILOVER_S={t.s:.2f} (master {old} -> master {new})")
         assert new != old
         assert wait_for(lambda: c.leader_key_index() == new, 10, f"P/leader names master {new}")
+
+        # tasks running at the kill keep running (or have just ended): same node, same attempt,
+        # and a cgroup of that attempt only while RUNNING
+        during = _attempts(c, runners, {"RUNNING", "SUCCEEDED"})
+        assert during == before, f"running tasks moved or restarted across the failover: {before} -> {during}"
+        still = _attempts(c, runners, {"RUNNING"})
+        cgroups = _cgroup_attempts(c)
+        for task_id, (_node, attempt) in still.items():
+            assert cgroups.get(task_id) == {attempt}, f"{task_id}: cgroups of attempts {cgroups.get(task_id)}"
         storm.join(180)
         print(f"storm: {len(storm.acked)} acknowledged, {len(storm.unknown)} unknown (in flight at the kill), "
               f"{len(storm.refused)} refused throughout, {storm.retried} standby/connection refusals retried")
@@ -77,13 +86,6 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
         for job_id, n in storm.acked.items():
             assert list(jobs[job_id].spec.command) == ["echo", f"storm-{n}"], jobs[job_id].spec
         assert len(storm.acked) + len(storm.unknown) + len(storm.refused) == STORM
-
-        # tasks running at the kill keep running: same node, same attempt, their cgroups there
-        during = _running_attempts(c, runners)
-        assert during == before, f"running tasks moved or restarted across the failover: {before} -> {during}"
-        cgroups = _cgroup_attempts(c)
-        for task_id, (_node, attempt) in before.items():
-            assert cgroups.get(task_id) == {attempt}, f"{task_id}: cgroups of attempts {cgroups.get(task_id)}"
 
         # both agents register again, with the new leader
         for a in agents:
