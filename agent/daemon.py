@@ -1,5 +1,6 @@
-"""The agent daemon: one stream to the master, reconnecting with backoff; launches,
-kills and log requests come down it; registration, events and heartbeats go up.
+"""The agent daemon: one stream to the master (to the leader of several: agent/masters.py),
+reconnecting with backoff; launches, kills and log requests come down it; registration,
+events and heartbeats go up.
 
 Cut off from the master past the fence it was given (node timeout + half the lost
 timeout), the agent kills the tasks the master may start again elsewhere."""
@@ -17,11 +18,13 @@ import grpc
 from tcluster import __version__
 from tcluster.agent import codec
 from tcluster.agent.joinstate import TLS_OPTIONS, load_credentials
+from tcluster.agent.masters import MasterRotation
 from tcluster.agent.outbox import Outbox, private_opener
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.tasks import TaskManager, state_dir_path
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_MESSAGE_BYTES
+from tcluster.leaders import parse_addresses, standby_hint
 from tcluster.model import DOCKER_LABEL, NETNS_LABEL
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
 
@@ -51,6 +54,8 @@ class Agent:
         self.last_heard = time.monotonic()      # the last message from the master
         self._fenced = False
         self.registered = asyncio.Event()   # set while a session is up (tests wait on it)
+        self.rotation = MasterRotation(parse_addresses(settings.master, "--master"))
+        self.master = self.rotation.masters[0]     # the address of the current session
         self._writes: asyncio.Queue[agent_pb2.AgentMessage] = asyncio.Queue()
         # LoTES (memory only): the bin this node emulates, and each task's class
         self.bin_target: agent_pb2.BinTarget | None = None
@@ -66,36 +71,45 @@ class Agent:
         try:
             while True:
                 started = time.monotonic()
+                self.master = self.rotation.next()
+                hint: str | None = None
                 try:
                     await self._session()
                 except (grpc.aio.AioRpcError, ConnectionError) as error:
-                    self._log_session_end(error)
+                    hint = standby_hint(error)
+                    self._log_session_end(error, hint)
                 except Exception:
                     log.exception("agent session failed; reconnecting")
                 finally:
                     self.registered.clear()
                 if time.monotonic() - started > 10:
                     delay = 0.2
+                if not self.rotation.ended(hint):
+                    continue      # another master (or the hinted leader) may take us now
                 await asyncio.sleep(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, self.settings.reconnect_max_s)
         finally:
             watchdog.cancel()
 
-    def _log_session_end(self, error: Exception) -> None:
+    def _log_session_end(self, error: Exception, hint: str | None) -> None:
         code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
-        if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+        if hint:
+            log.info("following the leader at %s (%s is a standby)", hint, self.master)
+        elif hint is not None:
+            log.info("%s: %s; trying the next master", self.master, error.details())  # type: ignore[union-attr]
+        elif code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
                     grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
             log.error("master refused this agent: %s", error.details())  # type: ignore[union-attr]
         else:
             detail = f"{code.name}: {error.details()}"[:300] if code else str(error)  # type: ignore[union-attr]
-            log.info("master unreachable (%s); retrying", detail)
+            log.info("master %s unreachable (%s); retrying", self.master, detail)
 
     def _channel(self) -> grpc.aio.Channel:
         """Mutual TLS once joined (the credentials are read at each connect), else plaintext."""
         if self.settings.tls_dir is None:
-            return grpc.aio.insecure_channel(self.settings.master, options=GRPC_OPTIONS)
+            return grpc.aio.insecure_channel(self.master, options=GRPC_OPTIONS)
         creds = load_credentials(self.settings.tls_dir).channel_credentials()
-        return grpc.aio.secure_channel(self.settings.master, creds, options=GRPC_OPTIONS + TLS_OPTIONS)
+        return grpc.aio.secure_channel(self.master, creds, options=GRPC_OPTIONS + TLS_OPTIONS)
 
     async def _session(self) -> None:
         async with self._channel() as channel:
@@ -155,7 +169,8 @@ class Agent:
             self.tasks.kill(kill.task_id, kill.attempt, kill.reason)
         if msg.HasField("bin_target"):
             self._on_bin_target(msg.bin_target)
-        log.info("registered with %s as %s", self.settings.master, self.settings.node)
+        log.info("registered with %s as %s", self.master, self.settings.node)
+        self.rotation.connected()
         self.registered.set()
 
     def _on_bin_target(self, msg: agent_pb2.BinTarget) -> None:

@@ -6,7 +6,8 @@ Nothing is sent before the master has shown the pinned CA; the key never leaves 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
@@ -14,6 +15,7 @@ import grpc
 from tcluster.agent.joinstate import (
     TLS_OPTIONS, JoinedState, NodeCredentials, agent_address, is_joined, load_joined, save_joined,
 )
+from tcluster.leaders import join_addresses, parse_addresses, standby_hint
 from tcluster.security.bootstrap import fetch_pinned_ca
 from tcluster.security.jointoken import parse_join_token
 from tcluster.security.pki import ca_fingerprint, check_node_name, issued_by, make_node_csr, node_of_cert
@@ -24,6 +26,14 @@ JOIN_TIMEOUT_S = 30.0
 
 class JoinError(Exception):
     """The join did not happen; the message says why (and nothing was saved)."""
+
+
+class JoinUnavailable(JoinError):
+    """This master cannot take the join now (a standby, or going down): try another."""
+
+    def __init__(self, message: str, leader: str) -> None:
+        super().__init__(message)
+        self.leader = leader    # the client address a standby named, or ""
 
 
 @dataclass(frozen=True)
@@ -51,7 +61,10 @@ async def _call_join(master: str, ca_pem: bytes, token: str, node: str, csr_pem:
             return await join_pb2_grpc.NodeJoinStub(channel).Join(
                 join_pb2.JoinRequest(token=token, node=node, csr_pem=csr_pem), timeout=JOIN_TIMEOUT_S)
         except grpc.aio.AioRpcError as error:
-            raise JoinError(f"the master refused the join: {error.code().name}: {error.details()}") from None
+            message = f"the master at {master} refused the join: {error.code().name}: {error.details()}"
+            if error.code() == grpc.StatusCode.UNAVAILABLE:
+                raise JoinUnavailable(message, standby_hint(error) or "") from None
+            raise JoinError(message) from None
 
 
 def _check_response(response: join_pb2.JoinResponse, ca_pem: bytes, node: str) -> None:
@@ -64,15 +77,47 @@ def _check_response(response: join_pb2.JoinResponse, ca_pem: bytes, node: str) -
         raise JoinError(f"the master named no usable agent port ({response.agent_port})")
 
 
+@dataclass(frozen=True)
+class JoinRequest:
+    token: str
+    node: str
+    csr_pem: bytes = field(repr=False)
+
+
+async def _join_any(masters: tuple[str, ...], pin: str, request: JoinRequest) -> tuple[bytes, join_pb2.JoinResponse]:
+    """(CA, answer) from the first master that takes the join: one that cannot be reached or
+    cannot take it now passes it on (to the leader it names, if any). A CA that is not the
+    pinned one, or a refusal, ends the join."""
+    queue, seen = deque(masters), set()
+    last: Exception | None = None
+    while queue:
+        address = queue.popleft()
+        if address in seen:
+            continue
+        seen.add(address)
+        try:
+            ca_pem = await asyncio.to_thread(fetch_pinned_ca, address, pin, JOIN_TIMEOUT_S)
+            return ca_pem, await _call_join(address, ca_pem, request.token, request.node, request.csr_pem)
+        except OSError as error:
+            last = error
+        except JoinUnavailable as error:
+            last = error
+            if error.leader:
+                queue.appendleft(error.leader)
+    assert last is not None
+    raise last
+
+
 async def join(master: str, token_text: str, node: str, state_dir: Path) -> JoinOutcome:
     """The whole join; raises JoinError, PinMismatch, InvalidArgument or OSError, saving nothing then."""
     token = parse_join_token(token_text, "--token")
     check_node_name(node, "--node")
+    masters = parse_addresses(master, "--master")
     _refuse_rejoin(state_dir)
-    ca_pem = await asyncio.to_thread(fetch_pinned_ca, master, token.fingerprint, JOIN_TIMEOUT_S)
     key_pem, csr_pem = make_node_csr(node)
-    response = await _call_join(master, ca_pem, token_text.strip(), node, csr_pem)
+    ca_pem, response = await _join_any(masters, token.fingerprint, JoinRequest(token_text.strip(), node, csr_pem))
     _check_response(response, ca_pem, node)
+    master = join_addresses(masters)     # every master is kept: later starts use the whole list
     state = JoinedState(master=master, agent_address=agent_address(master, response.agent_port), node=node,
                         ca_fingerprint=ca_fingerprint(ca_pem), labels=dict(response.labels))
     save_joined(state_dir, state, NodeCredentials(ca_pem, bytes(response.cert_pem), key_pem))

@@ -1,4 +1,4 @@
-"""`tcl-agent join --master HOST:PORT --token TOKEN [--node NAME] [--state-dir D]`."""
+"""`tcl-agent join --master HOST:PORT[,HOST:PORT...] --token TOKEN [--node NAME] [--state-dir D]`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tcl-agent join",
         description="Join a secure cluster once: checks the master against the CA the token pins, then trades the "
                     "token for this node's certificate. Later `tcl-agent` starts (same --state-dir) use it.")
-    p.add_argument("--master", required=True, help="the master's client address HOST:PORT")
+    p.add_argument("--master", required=True, metavar="HOST:PORT[,...]",
+                   help="the master's client address; for HA masters, every one, comma-separated (each is "
+                        "tried; all are kept for later starts)")
     p.add_argument("--token", required=True, help="from `tcl-master join-token create` (single use)")
     p.add_argument("--node", default=None, help="this node's name (default: hostname)")
     p.add_argument("--state-dir", type=Path, default=Path("/var/lib/tcluster/agent"),

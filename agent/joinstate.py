@@ -25,8 +25,8 @@ class JoinedStateError(Exception):
 
 @dataclass(frozen=True)
 class JoinedState:
-    master: str                 # the client address given to `join`
-    agent_address: str          # HOST:agent_port, where the agent stream goes (mutual TLS)
+    master: str                 # the client address given to `join` (HA: a comma-separated list)
+    agent_address: str          # HOST:agent_port, where the agent stream goes (mutual TLS); HA: a list
     node: str
     ca_fingerprint: str
     labels: dict[str, str] = field(default_factory=dict)
@@ -88,6 +88,8 @@ def load_credentials(pki_dir: Path) -> NodeCredentials:
 
 
 def agent_address(master: str, agent_port: int) -> str:
-    """The master's host (as dialled) with the port the master named for agents."""
-    host = master.rpartition(":")[0]
-    return f"{host}:{agent_port}"
+    """The master's host (as dialled) with the port the master named for agents; for a list
+    of masters, each host with that port (HA masters are set up alike; a standby's hint
+    names the leader's own agent address anyway)."""
+    hosts = (address.strip().rpartition(":")[0] for address in master.split(","))
+    return ",".join(dict.fromkeys(f"{host}:{agent_port}" for host in hosts))

@@ -20,6 +20,7 @@ from tcluster.agent.runtime.base import RuntimeSetupError
 from tcluster.agent.settings import RUNTIMES, AgentSettings, parse_labels
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument
+from tcluster.leaders import join_addresses, parse_addresses
 from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 
@@ -27,9 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tcl-agent", description="tcluster agent: runs tasks in cgroup containers.",
                                 epilog="join a secure cluster first: tcl-agent join --master HOST:PORT --token TOKEN "
                                        "(see tcl-agent join --help)")
-    p.add_argument("--master", default=None,
-                   help="master address (default 127.0.0.1:7070; once joined: the master's host and agent port "
-                        "from the join)")
+    p.add_argument("--master", default=None, metavar="HOST:PORT[,...]",
+                   help="master address, or every master of an HA cluster comma-separated (default "
+                        "127.0.0.1:7070; once joined: the masters' hosts with the agent port from the join)")
     p.add_argument("--node", default=None,
                    help="node name, unique in the cluster (default: hostname; once joined: the certificate's)")
     p.add_argument("--cpus", help="declared CPU capacity in cores (default: detected)")
@@ -94,17 +95,18 @@ def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSe
 
 def identity_from_args(args: argparse.Namespace, labels: dict[str, str]) -> dict[str, object]:
     """master, node, labels and tls_dir: from the flags, or from the join (which wins)."""
+    given = join_addresses(parse_addresses(args.master, "--master")) if args.master else ""
     joined = load_joined(args.state_dir) if getattr(args, "state_dir", None) else None
     if joined is None:
-        return {"master": args.master or "127.0.0.1:7070", "node": args.node or socket.gethostname(),
+        return {"master": given or "127.0.0.1:7070", "node": args.node or socket.gethostname(),
                 "labels": labels, "tls_dir": None}
     state, _ = joined
     if args.node and args.node != state.node:
         raise InvalidArgument("--node", f"{args.node[:60]!r} contradicts this node's certificate "
                                         f"({args.state_dir}/pki/node.crt names {state.node}); leave --node out")
     master = state.agent_address
-    if args.master:   # dial this host (another route to the master), still at the agent port
-        master = agent_address(args.master, int(state.agent_address.rpartition(":")[2]))
+    if given:   # dial these hosts (other routes to the masters), still at the agent port
+        master = agent_address(given, int(state.agent_address.split(",")[0].rpartition(":")[2]))
     return {"master": master, "node": state.node, "labels": {**labels, **state.labels},
             "tls_dir": args.state_dir / PKI_DIR}
 

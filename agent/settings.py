@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tcluster.agent.requests import parse_uid_ranges
 from tcluster.agent.runtime.base import DEFAULT_PIDS_MAX
+from tcluster.errors import InvalidArgument
+from tcluster.leaders import join_addresses, parse_addresses
 
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_./-]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
@@ -35,7 +37,7 @@ def parse_labels(text: str) -> dict[str, str]:
 class AgentSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    master: str = "127.0.0.1:7070"
+    master: str = "127.0.0.1:7070"             # or a list: a:7071,b:7071 (HA masters)
     node: str = Field(default_factory=socket.gethostname)
     cpus: float = Field(gt=0)                   # declared capacity
     memory_bytes: int = Field(gt=0)
@@ -75,6 +77,15 @@ class AgentSettings(BaseModel):
         if not _NODE.match(value):
             raise ValueError(f"{value!r} is not a valid node name; use 1-63 of A-Z a-z 0-9 _ . - starting with a letter or digit")
         return value
+
+    @field_validator("master")
+    @classmethod
+    def _master(cls, value: str) -> str:
+        """One address or a comma-separated list (every master of an HA cluster)."""
+        try:
+            return join_addresses(parse_addresses(value, "master"))
+        except InvalidArgument as error:
+            raise ValueError(str(error)) from None
 
     @field_validator("deny_uids")
     @classmethod

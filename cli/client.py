@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, TypeVar
 
 import grpc
 
 from tcluster.cli.credentials import DEFAULT_MASTER, MASTER_ENV, MASTER_NAME, Credentials, credentials_for
 from tcluster.cli.credentials import default_master as default_master
-from tcluster.errors import InvalidArgument
+from tcluster.cli.leader import (
+    DEFAULT_WAIT_LEADER_S, LeaderFinder, NoLeaderError, error_details, is_transport_failure,
+)
+from tcluster.leaders import check_address, join_addresses, parse_addresses
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
+T = TypeVar("T")
 # Unary calls are quick reads/writes on the master; a hung master should not hang scripts.
 UNARY_TIMEOUT_SECONDS = 10.0
 
@@ -35,78 +38,97 @@ _STATUS_OUTCOMES: dict[grpc.StatusCode, tuple[int, str]] = {
     grpc.StatusCode.UNAUTHENTICATED: (EXIT_FAILURE, "the master at {master} does not know you: {details}"),
     grpc.StatusCode.PERMISSION_DENIED: (EXIT_FAILURE, "permission denied: {details}"),
 }
-# gRPC's own wording when no connection was made at all. An UNAVAILABLE the master sends
-# on purpose (e.g. an agent it must reach is down) carries its own details instead.
-_TRANSPORT_FAILURE = re.compile(
-    r"failed to connect|connection refused|resolving|resolution|lookup|socket closed"
-    r"|connections to all backends failing|no route to host|connect failed|handshake",
-    re.IGNORECASE,
-)
-_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})$")
 
 
 def check_master_address(address: str) -> str:
     """HOST:PORT (or [v6]:PORT, or a gRPC `unix:` target); raises InvalidArgument."""
-    if address.startswith("unix:"):
-        return address
-    match = _HOST_PORT.match(address.strip())
-    if not match or not 0 < int(match.group(2)) < 65536:
-        raise InvalidArgument("--master", f"{address!r} is not HOST:PORT (e.g. 127.0.0.1:7070)")
-    return address.strip()
+    return check_address(address, "--master")
+
+
+def check_master_list(text: str) -> str:
+    """One master or a comma-separated list (HA); each entry checked, the bad one named."""
+    return join_addresses(parse_addresses(text, "--master"))
 
 
 def rpc_status(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
     """(code, details); errors raised by stubs are also grpc.Call objects that carry both."""
-    code = error.code() if isinstance(error, grpc.Call) else grpc.StatusCode.UNKNOWN
-    details = error.details() if isinstance(error, grpc.Call) else ""
-    return code, details or code.name
+    return error_details(error)
 
 
 def is_unreachable(error: grpc.RpcError) -> bool:
-    """True when the master could not be reached at all (worth retrying while waiting)."""
-    code, details = rpc_status(error)
-    return code == grpc.StatusCode.UNAVAILABLE and bool(_TRANSPORT_FAILURE.search(details))
+    """True when no master could be reached, or none leads (worth retrying while waiting)."""
+    return isinstance(error, NoLeaderError) or is_transport_failure(error)
 
 
 def explain_rpc_error(error: grpc.RpcError, master: str, timeout: float = UNARY_TIMEOUT_SECONDS) -> tuple[int, str]:
     """(exit code, one-line message for stderr) for an error from a call to the master."""
     code, details = rpc_status(error)
     exit_code, template = _STATUS_OUTCOMES.get(code, _DEFAULT_OUTCOME)
-    if code == grpc.StatusCode.UNAVAILABLE and not is_unreachable(error):
+    if code == grpc.StatusCode.UNAVAILABLE and not is_transport_failure(error):
         exit_code, template = _DEFAULT_OUTCOME  # the master answered: show what it said
     return exit_code, "error: " + template.format(master=master, timeout=timeout, details=details)
 
 
+@dataclass(frozen=True)
+class _Connection:
+    channel: grpc.Channel
+    jobs: jobs_pb2_grpc.JobServiceStub
+    cluster: jobs_pb2_grpc.ClusterServiceStub
+
+
 @dataclass
 class MasterClient:
-    """Typed calls to the master's JobService and ClusterService."""
+    """Typed calls to the master's JobService and ClusterService.
+
+    `master` is one address or a comma-separated list (HA): every call goes to the leader,
+    found as cli/leader.py says; one channel per address tried, all closed on exit."""
 
     master: str
     timeout: float = UNARY_TIMEOUT_SECONDS
     credentials: Credentials | None = None     # None: from the environment and `tcl login`
+    wait_leader_s: float = DEFAULT_WAIT_LEADER_S
+    _connections: dict[str, _Connection] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        # One cluster, one CA and one token: the same credentials serve every master in it.
         creds = self.credentials if self.credentials is not None else credentials_for(self.master)
+        self._creds = creds
         self._metadata = creds.metadata
-        if creds.ca_pem:      # the cluster CA is the only root; every master's cert names the role
-            self._channel = grpc.secure_channel(self.master, grpc.ssl_channel_credentials(creds.ca_pem),
-                                                options=[("grpc.ssl_target_name_override", MASTER_NAME)])
-        else:
-            self._channel = grpc.insecure_channel(self.master)
-        self._jobs = jobs_pb2_grpc.JobServiceStub(self._channel)
-        self._cluster = jobs_pb2_grpc.ClusterServiceStub(self._channel)
+        self._finder = LeaderFinder(parse_addresses(self.master, "--master"), self.wait_leader_s)
+
+    @property
+    def address(self) -> str:
+        """The master this client talks to: the leader, once a call found it."""
+        return self._finder.current
+
+    def _connection(self, address: str) -> _Connection:
+        if address not in self._connections:
+            if self._creds.ca_pem:      # the cluster CA is the only root; every master's cert names the role
+                channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(self._creds.ca_pem),
+                                              options=[("grpc.ssl_target_name_override", MASTER_NAME)])
+            else:
+                channel = grpc.insecure_channel(address)
+            self._connections[address] = _Connection(channel, jobs_pb2_grpc.JobServiceStub(channel),
+                                                     jobs_pb2_grpc.ClusterServiceStub(channel))
+        return self._connections[address]
+
+    def _call(self, call: Callable[[_Connection], T]) -> T:
+        return self._finder.call(lambda address: call(self._connection(address)))
 
     def __enter__(self) -> MasterClient:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._channel.close()
+        for connection in self._connections.values():
+            connection.channel.close()
 
     def submit(self, spec: jobs_pb2.JobSpec) -> jobs_pb2.Job:
-        return self._jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=self.timeout, metadata=self._metadata)
+        return self._call(lambda c: c.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=self.timeout,
+                                                  metadata=self._metadata))
 
     def get(self, job_id: str) -> jobs_pb2.Job:
-        return self._jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=self.timeout, metadata=self._metadata)
+        return self._call(lambda c: c.jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=self.timeout,
+                                               metadata=self._metadata))
 
     def list_jobs(self, states: Iterable[int], queue: str, limit: int, all_jobs: bool = False, owner: str = ""
                   ) -> tuple[list[jobs_pb2.Job], int]:
@@ -115,28 +137,39 @@ class MasterClient:
                                            owner=owner)
         jobs: list[jobs_pb2.Job] = []
         while True:
-            reply = self._jobs.List(request, timeout=self.timeout, metadata=self._metadata)
+            reply = self._call(lambda c: c.jobs.List(request, timeout=self.timeout, metadata=self._metadata))
             jobs += reply.jobs
             if not all_jobs or not reply.next_page_token:
                 return jobs, reply.total
             request.page_token = reply.next_page_token
 
     def cancel(self, job_id: str) -> jobs_pb2.Job:
-        return self._jobs.Cancel(jobs_pb2.CancelJobRequest(id=job_id), timeout=self.timeout, metadata=self._metadata)
+        return self._call(lambda c: c.jobs.Cancel(jobs_pb2.CancelJobRequest(id=job_id), timeout=self.timeout,
+                                                  metadata=self._metadata))
 
     def logs(self, request: jobs_pb2.LogsRequest) -> Iterator[jobs_pb2.LogChunk]:
-        # No deadline: a large log may take longer than any fixed bound to stream.
-        return self._jobs.Logs(request, metadata=self._metadata)
+        """The leader is found when the stream opens: a standby's refusal comes with the first read."""
+        def open_stream(c: _Connection) -> tuple[Iterator[jobs_pb2.LogChunk], jobs_pb2.LogChunk | None]:
+            # No deadline: a large log may take longer than any fixed bound to stream.
+            stream = c.jobs.Logs(request, metadata=self._metadata)
+            return stream, next(stream, None)
+        stream, first = self._call(open_stream)
+        if first is not None:
+            yield first
+            yield from stream
 
     def whoami(self) -> jobs_pb2.WhoAmIResponse:
-        return self._cluster.WhoAmI(jobs_pb2.WhoAmIRequest(), timeout=self.timeout, metadata=self._metadata)
+        return self._call(lambda c: c.cluster.WhoAmI(jobs_pb2.WhoAmIRequest(), timeout=self.timeout,
+                                                     metadata=self._metadata))
 
     def list_queues(self) -> jobs_pb2.ListQueuesResponse:
-        return self._cluster.ListQueues(jobs_pb2.ListQueuesRequest(), timeout=self.timeout, metadata=self._metadata)
+        return self._call(lambda c: c.cluster.ListQueues(jobs_pb2.ListQueuesRequest(), timeout=self.timeout,
+                                                         metadata=self._metadata))
 
     def list_nodes(self) -> list[jobs_pb2.Node]:
         return list(self.nodes_response().nodes)
 
     def nodes_response(self) -> jobs_pb2.ListNodesResponse:
         """The nodes, the placement policy in force and (lotes) its plan status."""
-        return self._cluster.ListNodes(jobs_pb2.ListNodesRequest(), timeout=self.timeout, metadata=self._metadata)
+        return self._call(lambda c: c.cluster.ListNodes(jobs_pb2.ListNodesRequest(), timeout=self.timeout,
+                                                        metadata=self._metadata))

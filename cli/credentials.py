@@ -1,8 +1,9 @@
 """Where `tcl` finds its master, token and cluster CA.
 
 `tcl login` stores them in $XDG_CONFIG_HOME/tcluster/credentials.json (default
-~/.config/tcluster; directory 0700, file 0600), one entry per master address, and makes the
-last login the default master. TCL_MASTER, TCL_TOKEN and TCL_CA (a PEM file) override the
+~/.config/tcluster; directory 0700, file 0600), one entry per master address (or per list
+of the masters of an HA cluster, `a:7070,b:7070`), and makes the last login the default
+master. An entry serves any address of its list, and a list any of its addresses' entries. TCL_MASTER, TCL_TOKEN and TCL_CA (a PEM file) override the
 file. With a CA the channel is TLS, verifying the master's certificate against that CA
 alone under the role name master.tcluster; the token goes in `authorization: Bearer`
 metadata on every call. A token is never sent in clear text beyond this host."""
@@ -58,15 +59,30 @@ def default_master() -> str:
     return os.environ.get(MASTER_ENV) or (stored if isinstance(stored, str) and stored else DEFAULT_MASTER)
 
 
+def _addresses(master: str) -> list[str]:
+    return [master] if master.startswith("unix:") else [part.strip() for part in master.split(",") if part.strip()]
+
+
 def is_loopback(master: str) -> bool:
-    return master.startswith(_LOOPBACK)
+    """Every address of `master` (one, or a comma-separated list) is on this host."""
+    return all(address.startswith(_LOOPBACK) for address in _addresses(master))
+
+
+def _stored_entry(master: str) -> dict[str, object]:
+    """The entry stored for `master` exactly, else one whose list shares an address with it."""
+    entries = _read_file().get("masters")
+    if not isinstance(entries, dict):
+        return {}
+    entry = entries.get(master)
+    if entry is None:
+        wanted = set(_addresses(master))
+        entry = next((e for key, e in entries.items() if wanted & set(_addresses(str(key)))), {})
+    return entry if isinstance(entry, dict) else {}
 
 
 def credentials_for(master: str) -> Credentials:
-    """The environment first, then the stored entry for this master address."""
-    entries = _read_file().get("masters")
-    entry = entries.get(master, {}) if isinstance(entries, dict) else {}
-    entry = entry if isinstance(entry, dict) else {}
+    """The environment first, then the stored entry for this master address (or list)."""
+    entry = _stored_entry(master)
     token = os.environ.get(TOKEN_ENV, "").strip() or str(entry.get("token", ""))
     ca_pem = str(entry.get("ca_pem", "")).encode()
     ca_file = os.environ.get(CA_ENV, "")

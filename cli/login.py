@@ -15,9 +15,11 @@ from pathlib import Path
 
 import grpc
 
-from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, check_master_address, rpc_status
+from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, check_master_list, rpc_status
+from tcluster.cli.leader import DEFAULT_WAIT_LEADER_S
 from tcluster.cli.credentials import Credentials, credentials_for, save_credentials
 from tcluster.errors import InvalidArgument, Unauthenticated
+from tcluster.leaders import parse_addresses
 from tcluster.security.tokens import parse_token
 
 FETCH_TIMEOUT_S = 10.0
@@ -57,12 +59,18 @@ def _cluster_ca(master: str, pin: str, ca_file: Path | None) -> bytes:
         return ca_pem
     if not pin:
         raise InvalidArgument("--ca", "the token pins no cluster CA; give the CA file with --ca FILE")
-    return fetch_pinned_ca(master, pin, FETCH_TIMEOUT_S)
+    addresses = parse_addresses(master, "--master")
+    for address in addresses[:-1]:   # every master of a cluster presents its CA; the first reached will do
+        try:
+            return fetch_pinned_ca(address, pin, FETCH_TIMEOUT_S)
+        except OSError:
+            continue                 # a PinMismatch is not skipped: that master is not who the token says
+    return fetch_pinned_ca(addresses[-1], pin, FETCH_TIMEOUT_S)
 
 
 def login(args: argparse.Namespace) -> int:
     from tcluster.security.bootstrap import PinMismatch
-    master = check_master_address(args.master)
+    master = check_master_list(args.master)
     token = _read_token(args)
     try:
         pin = parse_token(token).ca_fingerprint
@@ -77,7 +85,8 @@ def login(args: argparse.Namespace) -> int:
         print(f"error: cannot reach the master at {master}: {error.strerror or error}", file=sys.stderr)
         return EXIT_FAILURE
     credentials = Credentials(token, ca_pem)
-    with MasterClient(master, credentials=credentials) as client:
+    with MasterClient(master, credentials=credentials,
+                      wait_leader_s=getattr(args, "wait_leader_s", DEFAULT_WAIT_LEADER_S)) as client:
         who = client.whoami()      # an RpcError (e.g. UNAUTHENTICATED) is reported by `tcl`
     path = save_credentials(master, credentials)
     print(f"logged in to {master} as {who.name} ({_role(who)}); credentials in {path}", file=sys.stderr)
@@ -108,9 +117,9 @@ def whoami(args: argparse.Namespace, client: MasterClient) -> int:
     who = client.whoami()
     if args.output == "json":
         print(json.dumps({"name": who.name, "admin": who.admin, "unix_user": who.unix_user,
-                          "queues": list(who.queues), "secure": who.secure, "master": client.master}, indent=2))
+                          "queues": list(who.queues), "secure": who.secure, "master": client.address}, indent=2))
         return EXIT_OK
-    print(f"{who.name} on {client.master}: {_role(who)}")
+    print(f"{who.name} on {client.address}: {_role(who)}")
     if not who.secure:
         print("(this master checks no tokens: everyone who can reach it is an admin)")
     return EXIT_OK

@@ -20,8 +20,9 @@ from tcluster.cli.pack import add_pack, run_pack
 from tcluster.cli.sim import add_sim, run_sim
 from tcluster.cli.top import add_top, top as top_command
 from tcluster.cli.client import (
-    EXIT_USAGE, MASTER_ENV, MasterClient, check_master_address, default_master, explain_rpc_error,
+    EXIT_USAGE, MASTER_ENV, MasterClient, check_master_list, default_master, explain_rpc_error,
 )
+from tcluster.cli.leader import DEFAULT_WAIT_LEADER_S, WAIT_LEADER_ENV
 from tcluster.cli.spec import DEFAULT_CPU, DEFAULT_MEMORY
 from tcluster.errors import InvalidArgument
 from tcluster.model import JobState
@@ -42,11 +43,30 @@ def add_global_options(parser: argparse.ArgumentParser, with_defaults: bool) -> 
     """
     master_default = default_master() if with_defaults else argparse.SUPPRESS
     output_default = "table" if with_defaults else argparse.SUPPRESS
+    # A string default goes through `type` too: a bad $TCL_WAIT_LEADER_S is a usage error.
+    wait_default = (os.environ.get(WAIT_LEADER_ENV) or f"{DEFAULT_WAIT_LEADER_S:g}") if with_defaults \
+        else argparse.SUPPRESS
     parser.add_argument(
-        "--master", metavar="HOST:PORT", default=master_default,
-        help=f"the tcl-master to talk to (default: ${MASTER_ENV}, else the last `tcl login`'s, else 127.0.0.1:7070)",
+        "--master", metavar="HOST:PORT[,...]", default=master_default,
+        help=f"the tcl-master to talk to, or every master of an HA cluster, comma-separated "
+             f"(default: ${MASTER_ENV}, else the last `tcl login`'s, else 127.0.0.1:7070)",
+    )
+    parser.add_argument(
+        "--wait-leader-s", metavar="S", type=non_negative_float, default=wait_default,
+        help=f"with several masters, wait this long for one to lead (default: ${WAIT_LEADER_ENV}, else "
+             f"{DEFAULT_WAIT_LEADER_S:g})",
     )
     parser.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default=output_default, help="table (default) or json")
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
+    return value
 
 
 def argument_type(parse: Callable[[str, str], T], what: str) -> Callable[[str], T]:
@@ -177,6 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    client: MasterClient | None = None
     try:
         if args.command_name == "dev":
             return commands.dev(args)
@@ -188,13 +209,15 @@ def run(args: argparse.Namespace) -> int:
             return login_command(args)
         handler = {**commands.MASTER_COMMANDS, "queues": queues_command, "top": top_command,
                    "whoami": whoami_command}[args.command_name]
-        with MasterClient(check_master_address(args.master)) as client:
+        client = MasterClient(check_master_list(args.master), wait_leader_s=args.wait_leader_s)
+        with client:
             return handler(args, client)
     except InvalidArgument as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except grpc.RpcError as exc:
-        exit_code, message = explain_rpc_error(exc, args.master)
+        master = client.address if client is not None else args.master   # the one that answered
+        exit_code, message = explain_rpc_error(exc, master)
         print(message, file=sys.stderr)
         if hint := login_hint(exc, args.master):
             print(hint, file=sys.stderr)

@@ -87,13 +87,13 @@ def load_input(args: argparse.Namespace) -> tuple[list, list]:
 
 def from_master(master: str) -> tuple[list, list]:
     """Read-only: ListNodes, and List of the pending and running jobs (their unfinished tasks)."""
-    from tcluster.cli.client import MasterClient, check_master_address
+    from tcluster.cli.client import MasterClient, check_master_list
     from tcluster.pack.inputs import from_snapshot
     from tcluster.v1 import common_pb2, jobs_pb2
     from tcluster.wire import resources_from_pb
 
     live = {common_pb2.TASK_PENDING, common_pb2.TASK_STARTING, common_pb2.TASK_RUNNING}
-    with MasterClient(check_master_address(master)) as client:
+    with MasterClient(check_master_list(master)) as client:
         nodes = [(n.name, resources_from_pb(n.capacity), dict(n.labels)) for n in client.list_nodes()]
         listed = client.list_jobs([jobs_pb2.JOB_PENDING, jobs_pb2.JOB_RUNNING], "", 0)
     jobs = [(j.spec.name or j.id, sum(t.state in live for t in j.tasks) if j.tasks else j.spec.tasks,

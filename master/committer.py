@@ -1,5 +1,5 @@
-"""Group commit: the durable rows of many steps in one SQLite transaction, written off
-the event loop, with every step's effects held back until its rows are on disk.
+"""Group commit: the durable rows of many steps in one store transaction (SQLite; etcd
+splits a large batch, master/etcdstore.py), written off the event loop, with every step's effects held back until its rows are on disk.
 
 The service applies a step to memory as soon as the core computes it (so the next event
 sees it), queues its rows here, and the step's actions — replies to clients, launches,
@@ -19,8 +19,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tcluster.errors import Unavailable
 from tcluster.master.events import Action, Step
-from tcluster.master.store import Store, StoreError
+from tcluster.master.statestore import StateStore
+from tcluster.master.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ class _Pending:
 
 
 class Committer:
-    def __init__(self, store: Store, send: Callable[[list[Action]], None], on_failure: Callable[[], None]) -> None:
+    def __init__(self, store: StateStore, send: Callable[[list[Action]], None], on_failure: Callable[[], None]) -> None:
         self.store = store
         self._send = send
         self._on_failure = on_failure
@@ -73,9 +75,10 @@ class Committer:
                 durable = [p for p in batch if p.step.durable]
                 try:
                     if durable:
-                        await asyncio.to_thread(self.store.apply_many, [(p.step, p.new_jobs) for p in durable])
-                except StoreError as error:
-                    self._fail(batch + self._queue, error)
+                        await self.store.commit([(p.step, p.new_jobs) for p in durable])
+                except Exception as error:    # StoreError, NotLeader (etcd), or a bug: no waiter may hang
+                    failure = error if isinstance(error, Unavailable) else StoreError(f"state write failed: {error!r}")
+                    self._fail(batch + self._queue, failure)
                     self._queue = []
                     return
                 self.batches += bool(durable)
@@ -87,7 +90,7 @@ class Committer:
         finally:
             self._writing = False
 
-    def _fail(self, lost: list[_Pending], error: StoreError) -> None:
+    def _fail(self, lost: list[_Pending], error: Unavailable) -> None:
         log.error("%s; %d change(s) not made", error, len(lost))
         for pending in lost:
             if not pending.done.done():

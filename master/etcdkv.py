@@ -83,6 +83,10 @@ def delete(key: str) -> pb.RequestOp:   # type: ignore[name-defined]
     return pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=key.encode()))
 
 
+def delete_prefix(prefix: str) -> pb.RequestOp:   # type: ignore[name-defined]
+    return pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=prefix.encode(), range_end=prefix_end(prefix)))
+
+
 def get_op(key: str) -> pb.RequestOp:   # type: ignore[name-defined]
     return pb.RequestOp(request_range=pb.RangeRequest(key=key.encode()))
 

@@ -4,8 +4,8 @@ Standbys keep it from the moment they start, so taking over needs no range reads
 new leader waits until the copy has reached the revision at which it won, and builds
 its state from memory. The leader keeps it too (its own writes arrive through the watch,
 and are also applied at once when a transaction succeeds, so a read right after a write
-sees it). Keys are grouped by "table", the first two path parts after the prefix
-(`state/jobs`, `auth/users`, `leader`), so a lookup never scans other tables."""
+sees it). Keys are grouped by "table", the key's parent path after the prefix
+(`state/jobs`, `state/tasks/<job>`, `auth/users`), so a lookup never scans other tables."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ Listener = Callable[[str, bytes | None, int], None]
 
 
 def table_of(relative: str) -> str:
-    """'state/tasks/j1/000003' -> 'state/tasks'; 'leader' -> 'leader'."""
-    parts = relative.split("/", 2)
-    return "/".join(parts[:2])
+    """The key's parent: 'state/jobs/j1' -> 'state/jobs', 'state/tasks/j1/000003' ->
+    'state/tasks/j1' (a job's tasks are one table), 'leader' -> ''."""
+    return relative.rpartition("/")[0]
 
 
 class Mirror:
@@ -47,6 +47,11 @@ class Mirror:
 
     def count(self, table: str) -> int:
         return len(self._tables.get(table, {}))
+
+    def tables(self, parent: str) -> list[str]:
+        """The tables under a parent: tables('state/tasks') -> ['state/tasks/j1', ...]."""
+        head = parent.rstrip("/") + "/"
+        return sorted(name for name, rows in self._tables.items() if name.startswith(head) and rows)
 
     def listen(self, relative_prefix: str, listener: Listener) -> None:
         """Called with (relative key, value or None, revision) for each change under it."""

@@ -85,14 +85,15 @@ class SecureParts:
 
 
 def bind_secure(settings: MasterSettings, pki: MasterPki, client: grpc.aio.Server, options: list[tuple[str, object]],
-                add_agent_service: Callable[[grpc.aio.Server, NodeGuard], None]) -> tuple[int, SecureParts]:
+                add_agent_service: Callable[[grpc.aio.Server, NodeGuard], None],
+                agent_interceptors: list[grpc.aio.ServerInterceptor] | None = None) -> tuple[int, SecureParts]:
     """Binds the TLS client port on `client` and a new mutual-TLS agent server; adds NodeJoin."""
     port = client.add_secure_port(settings.listen, grpc.ssl_server_credentials([(pki.key_pem, pki.cert_chain_pem)]))
     if port == 0:
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
     auth = NodeAuth(settings.data_dir)
     guard = NodeGuard(auth)
-    agent_server = grpc.aio.server(options=options)
+    agent_server = grpc.aio.server(options=options, interceptors=agent_interceptors or [])
     add_agent_service(agent_server, guard)
     address = agent_address(settings, port)
     mutual = grpc.ssl_server_credentials([(pki.key_pem, pki.cert_chain_pem)], root_certificates=pki.ca_pem,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument, TclusterError
 from tcluster.master.queues import load_tree
-from tcluster.master.server import start_master
+from tcluster.master.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.lotes.classes import load_classes
@@ -24,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tcl-master", description="tcluster master: schedules jobs onto agents.",
         epilog="identity commands (offline, on the data dir): tcl-master init | join-token create | node revoke "
-               "| user add/list/remove "
+               "| user add/list/remove; tcl-master status: the masters of a store and which one leads "
                "(each with --help)")
     p.add_argument("--listen", default="127.0.0.1:7070",
                    help="gRPC address for clients (default %(default)s); TLS once `tcl-master init` ran")
@@ -32,7 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with TLS: the mutual-TLS address for agents (default: the --listen host, port + 1)")
     p.add_argument("--insecure", action="store_true",
                    help="serve a non-loopback --listen without TLS (anyone who reaches it controls the cluster)")
-    p.add_argument("--data-dir", default=".tcluster", type=Path, help="state directory (SQLite); default %(default)s")
+    p.add_argument("--data-dir", default=".tcluster", type=Path,
+                   help="state directory (SQLite, PKI, dashboard history); default %(default)s")
+    p.add_argument("--store", default="", metavar="URL",
+                   help="where the durable state lives: sqlite:PATH (default: DATA_DIR/master.db, one master) or "
+                        "etcd://HOST:PORT[,HOST:PORT...] (several masters, one leads; see README)")
+    p.add_argument("--store-prefix", default="/tcluster", metavar="PREFIX",
+                   help="etcd: this cluster's key prefix (several clusters can share one etcd); default %(default)s")
+    p.add_argument("--lease-ttl-s", type=int, default=5,
+                   help="etcd: a leader that stops renewing its lease is replaced this long after (default %(default)s)")
+    p.add_argument("--advertise", default="", metavar="HOST:PORT",
+                   help="etcd: the address standbys give clients for this master (default: --listen's)")
     p.add_argument("--fairness", default=DEFAULT_FAIRNESS,
                    help=f"which pending task next: {', '.join(sorted(FAIRNESS_POLICIES))} (default %(default)s)")
     p.add_argument("--queues", metavar="FILE", type=Path,
@@ -83,11 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
 def build_admin_parser() -> argparse.ArgumentParser:
     """The offline subcommands; `tcl-master [flags]` without one serves."""
     from tcluster.master.admin import add_admin_commands   # only when asked: the daemon starts without it
+    from tcluster.master.status import add_status_command
     from tcluster.master.users import add_user_commands
     p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: cluster identity commands.")
     sub = p.add_subparsers(dest="command", required=True)
     add_admin_commands(sub)
     add_user_commands(sub)
+    add_status_command(sub)
     return p
 
 
@@ -110,27 +123,63 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
         lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,
         lotes_drift=args.lotes_drift, status_visibility=args.status_visibility,
+        store=getattr(args, "store", ""), store_prefix=getattr(args, "store_prefix", "/tcluster"),
+        lease_ttl_s=getattr(args, "lease_ttl_s", 5), advertise=getattr(args, "advertise", ""),
     )
 
 
-async def _serve(settings: MasterSettings) -> None:
-    master = await start_master(settings)
+def _announce(master: RunningMaster) -> None:
+    settings = master.settings
     host = settings.listen.rpartition(":")[0]
     if master.secure:
         print(f"tcl-master listening on {host}:{master.port} (TLS), agents on port {master.agent_port} (mutual TLS); "
-              f"state in {settings.db_path}", file=sys.stderr, flush=True)
+              f"store {settings.store_url}", file=sys.stderr, flush=True)
     else:
-        print(f"tcl-master listening on {host}:{master.port}; state in {settings.db_path}", file=sys.stderr, flush=True)
-    if master.dashboard is not None:
-        http_host = settings.http.rpartition(":")[0]
-        print(f"tcl-master dashboard on http://{http_host}:{master.http_port}/", file=sys.stderr, flush=True)
+        print(f"tcl-master listening on {host}:{master.port}; store {settings.store_url}", file=sys.stderr, flush=True)
+
+
+async def _serve(settings: MasterSettings) -> str:
+    """Serves until a stop signal (returns "") or a lost leadership (returns why)."""
+    lost = asyncio.Event()
+    why: list[str] = []
+
+    def on_lost(reason: str) -> None:
+        why.append(reason)
+        lost.set()
+    master = await start_master(settings, on_lost)
+    _announce(master)
+    if master.election is not None:
+        print(f"tcl-master standby: campaigning in {settings.store_url} prefix {settings.store_prefix}",
+              file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGHUP, master.service.reload_queues)
+    loop.add_signal_handler(signal.SIGHUP, lambda: master.service.reload_queues() if master.service else None)
+    stop = asyncio.ensure_future(wait_for_stop_signal())
+    announced = asyncio.ensure_future(_announce_leading(master))
     try:
-        await wait_for_stop_signal()
+        await asyncio.wait([stop, asyncio.ensure_future(lost.wait())], return_when=asyncio.FIRST_COMPLETED)
     finally:
+        stop.cancel()
+        announced.cancel()
         loop.remove_signal_handler(signal.SIGHUP)
-        await master.stop()
+        await master.stop(grace_s=0 if why else 1.0, resign=not why)
+    return why[0] if why else ""
+
+
+async def _announce_leading(master: RunningMaster) -> None:
+    await master.leading.wait()
+    if master.election is not None:
+        print(f"tcl-master leading (store {master.settings.store_url})", file=sys.stderr, flush=True)
+    if master.dashboard is not None:
+        http_host = master.settings.http.rpartition(":")[0]
+        print(f"tcl-master dashboard on http://{http_host}:{master.http_port}/", file=sys.stderr, flush=True)
+
+
+def _restart_as_standby(reason: str) -> None:
+    """Kubernetes' controllers exit on a lost lease; this one re-executes itself (same pid,
+    same arguments), so nothing of the old term survives into the next."""
+    print(f"tcl-master: leadership lost ({reason}); restarting as a standby", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "tcluster.master.main", *sys.argv[1:]])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,10 +206,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tcl-master: --lotes-classes: {error}", file=sys.stderr)
             return 2
     try:
-        asyncio.run(_serve(settings))
+        lost = asyncio.run(_serve(settings))
     except (OSError, TclusterError) as error:
         print(f"tcl-master: {error}", file=sys.stderr)
         return 1
+    if lost:
+        _restart_as_standby(lost)
     return 0
 
 

@@ -1,18 +1,31 @@
-"""Assembles the master: store, cluster state, service, gRPC server, background loop."""
+"""Assembles the master: store, cluster state, service, gRPC server, background loop.
+
+With SQLite the master leads from the start. With etcd (docs/ha.md) it binds its ports,
+joins the election and answers as a standby (master/standby.py) until it wins; only then
+does it build the service from its warm copy, start the dashboard and begin acting."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import grpc
 
 from tcluster.bounds import MAX_MESSAGE_BYTES
+from tcluster.errors import Unavailable
+from tcluster.master.etcdkv import EtcdKV
+from tcluster.master.etcdmirror import Mirror
+from tcluster.master.etcdstore import EtcdStore
 from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
-from tcluster.master.listeners import SecureParts, bind_secure, check_exposure
+from tcluster.master.leadership import LeaderInfo, Leadership
+from tcluster.master.listeners import SecureParts, agent_address, bind_secure, check_exposure
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
+from tcluster.master.standby import LeaderSlot, StandbyInterceptor
+from tcluster.master.statestore import StateStore
 from tcluster.master.store import Store
 from tcluster.master.users import UserDirectory
 from tcluster.master.web.app import Dashboard
@@ -33,14 +46,33 @@ GRPC_OPTIONS = [
 
 
 @dataclass
+class Election:
+    """The etcd parts of a master that takes turns leading."""
+    kv: EtcdKV
+    mirror: Mirror
+    leadership: Leadership
+
+    async def close(self, resign: bool) -> None:
+        await self.leadership.stop(resign)
+        await self.mirror.stop()
+        await self.kv.close()
+
+
+@dataclass
 class RunningMaster:
     server: grpc.aio.Server
-    service: MasterService
-    store: Store
+    settings: MasterSettings
     port: int
-    loop_task: asyncio.Task[None]
+    servicers: list[Any]
+    slot: LeaderSlot
+    store: StateStore | None = None
+    service: MasterService | None = None       # None while a standby
+    loop_task: asyncio.Task[None] | None = None
     dashboard: Dashboard | None = None
     secure_parts: SecureParts | None = None   # TLS and the agent port (DATA_DIR/pki exists)
+    election: Election | None = None
+    promotion: asyncio.Task[None] | None = None
+    leading: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def http_port(self) -> int:
@@ -55,10 +87,14 @@ class RunningMaster:
         """Where agents connect: the client port itself on an insecure master."""
         return self.secure_parts.agent_port if self.secure_parts is not None else self.port
 
-    async def stop(self, grace_s: float = 1.0) -> None:
-        self.loop_task.cancel()
-        for link in list(self.service.links.values()):
-            link.close()
+    async def stop(self, grace_s: float = 1.0, resign: bool = True) -> None:
+        if self.promotion is not None:
+            self.promotion.cancel()
+        if self.loop_task is not None:
+            self.loop_task.cancel()
+        if self.service is not None:
+            for link in list(self.service.links.values()):
+                link.close()
         await self.server.stop(grace_s)
         if self.secure_parts is not None:
             await self.secure_parts.stop(grace_s)
@@ -66,62 +102,144 @@ class RunningMaster:
             await self.dashboard.stop()
         # The committer's thread may be writing: the store closes only once it is idle.
         for _ in range(500):
-            if self.service.committer.idle:
+            if self.service is None or self.service.committer.idle:
                 break
             await asyncio.sleep(0.01)
-        self.store.close()
-        if self.service.gate.users is not None:
+        if self.store is not None:
+            self.store.close()
+        if self.election is not None:
+            await self.election.close(resign)
+        if self.service is not None and self.service.gate.users is not None:
             self.service.gate.users.close()
 
+    async def lead(self, store: StateStore, acting: Callable[[], bool] = lambda: True) -> None:
+        """Becomes the acting master: the service (from the store), dashboard, loop."""
+        settings = self.settings
+        service = MasterService(settings, store, acting=acting)
+        if self.secure:     # a secure master: callers need a user token
+            service.gate.users = UserDirectory(settings.data_dir)
+        for servicer in self.servicers:
+            servicer.service = service
+        self.store, self.service = store, service
+        self.dashboard = await _start_dashboard(service, settings)
+        self.loop_task = asyncio.create_task(service.run(), name="master-loop")
+        self.leading.set()
 
-def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server,
-          service: MasterService) -> tuple[int, SecureParts | None]:
-    """Plaintext, everything on one port; or TLS for clients and a mutual-TLS agent server."""
-    if pki is None:
-        agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(service), server)
-        return server.add_insecure_port(settings.listen), None
-    return bind_secure(settings, pki, server, GRPC_OPTIONS, lambda agent_server, guard:
-                       agent_pb2_grpc.add_AgentServiceServicer_to_server(AgentServicer(service, guard), agent_server))
 
-
-async def start_master(settings: MasterSettings) -> RunningMaster:
-    pki = load_master_pki(settings.data_dir)
-    check_exposure(settings, pki)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    store = Store(settings.db_path)
-    service = MasterService(settings, store)
-    if pki is not None:     # a secure master: callers need a user token
-        service.gate.users = UserDirectory(settings.data_dir)
-    server = grpc.aio.server(options=GRPC_OPTIONS)
-    jobs_pb2_grpc.add_JobServiceServicer_to_server(JobServicer(service), server)
-    jobs_pb2_grpc.add_ClusterServiceServicer_to_server(ClusterServicer(service), server)
+async def _start_dashboard(service: MasterService, settings: MasterSettings) -> Dashboard | None:
+    if not settings.http:
+        return None
+    dashboard = Dashboard(service, settings)
     try:
-        port, secure = _bind(settings, pki, server, service)
-    except OSError:
-        store.close()
-        raise
-    if port == 0:
-        store.close()
-        raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
-    dashboard = Dashboard(service, settings) if settings.http else None
-    try:
-        if dashboard is not None:
-            await dashboard.start(settings.http)
+        await dashboard.start(settings.http)
     except OSError as error:
         if not settings.http_optional:
-            store.close()
-            if secure is not None:
-                secure.auth.close()
             raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
         # --http was not asked for: a second master on one host still starts, without a dashboard
         log.warning("no dashboard: cannot serve HTTP on %s (%s); use --http ADDR", settings.http,
                     error.strerror or error)
-        dashboard = None
+        return None
+    return dashboard
+
+
+def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server, servicers: list[Any],
+          agent_interceptors: list[grpc.aio.ServerInterceptor]) -> tuple[int, SecureParts | None]:
+    """Plaintext, everything on one port; or TLS for clients and a mutual-TLS agent server."""
+    if pki is None:
+        servicers.append(AgentServicer(None))  # type: ignore[arg-type]
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], server)
+        return server.add_insecure_port(settings.listen), None
+
+    def add_agent(agent_server: grpc.aio.Server, guard: Any) -> None:
+        servicers.append(AgentServicer(None, guard))  # type: ignore[arg-type]
+        agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], agent_server)
+    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors)
+
+
+def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: int) -> LeaderInfo:
+    """How other masters name this one to clients and agents."""
+    if settings.advertise:
+        host = settings.advertise.rpartition(":")[0]
+        client = settings.advertise
+    else:
+        host = settings.listen.rpartition(":")[0]
+        host = socket.getfqdn() if host in ("0.0.0.0", "::", "[::]", "") else host
+        client = f"{host}:{port}"
+    http = f"{host}:{http_port}" if http_port else ""
+    return LeaderInfo(id=client, client=client, agent=f"{host}:{agent_port}", http=http)
+
+
+async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None) -> RunningMaster:
+    """Serving; with SQLite already leading, with etcd leading once `leading` is set.
+    `on_lost` (etcd): called once if this master loses its leadership or its lease."""
+    pki = load_master_pki(settings.data_dir)
+    check_exposure(settings, pki)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    slot = LeaderSlot()
+    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[StandbyInterceptor(slot, "client")])
+    servicers: list[Any] = [JobServicer(None), ClusterServicer(None)]  # type: ignore[arg-type]
+    jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers[0], server)
+    jobs_pb2_grpc.add_ClusterServiceServicer_to_server(servicers[1], server)
+    port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")])
+    if port == 0:
+        raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
+    master = RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
+    try:
+        if settings.store_url.kind == "sqlite":
+            await master.lead(Store(settings.db_path))
+        else:
+            master.election = await _join_election(master, on_lost or (lambda reason: None))
+    except BaseException:
+        await master.stop(0)
+        raise
     await server.start()
     if secure is not None:
         await secure.agent_server.start()
         secure.start_sweeper()
-    loop_task = asyncio.create_task(service.run(), name="master-loop")
-    log.info("gRPC bound to port %d%s; state in %s", port,
-             f" (TLS; agents on port {secure.agent_port}, mutual TLS)" if secure else "", settings.db_path)
-    return RunningMaster(server, service, store, port, loop_task, dashboard, secure)
+    log.info("gRPC bound to port %d%s; store %s", port,
+             f" (TLS; agents on port {secure.agent_port}, mutual TLS)" if secure else "", settings.store_url)
+    return master
+
+
+async def _join_election(master: RunningMaster, on_lost: Callable[[str], None]) -> Election:
+    """Answers as a standby at once; reaches etcd, campaigns and leads in the background."""
+    settings = master.settings
+    kv = EtcdKV(list(settings.store_url.endpoints))
+    mirror = Mirror(kv, settings.store_prefix)
+    me = advertised(settings, master.port, master.agent_port, _http_port_guess(settings))
+    leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost)
+    master.slot.view = leadership
+
+    async def promote() -> None:
+        await _reach_store(mirror, leadership)
+        await leadership.campaign()
+        await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops), acting=leadership.leading)
+        log.info("this master (%s) leads", me.client)
+    master.promotion = asyncio.create_task(promote(), name="campaign")
+    return Election(kv, mirror, leadership)
+
+
+async def _reach_store(mirror: Mirror, leadership: Leadership) -> None:
+    """Loads the warm copy and joins the election, retrying while etcd has no quorum (a
+    master started, or restarted, during an etcd outage waits for it instead of exiting)."""
+    delay = 0.2
+    while True:
+        try:
+            if mirror.revision == 0:
+                await mirror.start()
+            await leadership.start()
+            leadership.store_problem = ""
+            return
+        except Unavailable as error:
+            leadership.store_problem = str(error)
+            log.warning("etcd unreachable (%s); retrying", error)
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+
+
+def _http_port_guess(settings: MasterSettings) -> int:
+    """The dashboard's port as configured (a port-0 dashboard is not advertised)."""
+    if not settings.http:
+        return 0
+    port = settings.http.rpartition(":")[2]
+    return int(port) if port.isdigit() else 0

@@ -28,7 +28,8 @@ from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
 from tcluster.master.registration import check_registration
 from tcluster.master.settings import MasterSettings
 from tcluster.master.state import MasterState, Timeouts
-from tcluster.master.store import Store, StoreError
+from tcluster.master.statestore import StateStore
+from tcluster.master.store import StoreError
 from tcluster.master.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.scheduler.fairness import make_fairness
@@ -53,7 +54,7 @@ def timeouts_of(settings: MasterSettings) -> Timeouts:
                     resident_finished_jobs=settings.resident_finished_jobs)
 
 
-def load_state(store: Store, settings: MasterSettings, mono: float) -> MasterState:
+def load_state(store: StateStore, settings: MasterSettings, mono: float) -> MasterState:
     """Unfinished jobs and the most recently finished ones; older ones are read on demand."""
     timeouts = timeouts_of(settings)
     jobs = store.load_jobs(finished_limit=timeouts.resident_finished_jobs,
@@ -63,11 +64,14 @@ def load_state(store: Store, settings: MasterSettings, mono: float) -> MasterSta
 
 
 class MasterService:
-    def __init__(self, settings: MasterSettings, store: Store, clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, settings: MasterSettings, store: StateStore, clock: Callable[[], float] = time.time,
+                 monotonic: Callable[[], float] = time.monotonic, acting: Callable[[], bool] = lambda: True) -> None:
         self.settings = settings
         self.store = store
         self.clock, self.monotonic = clock, monotonic
+        # With etcd, whether this master still leads (its lease deadline, master/leadership.py):
+        # a master that does not sends nothing to agents, whatever it had decided.
+        self.acting = acting
         self.state = load_state(store, settings, monotonic())
         self.fairness = make_fairness(settings.fairness)
         self.placement = make_placement(settings.placement)
@@ -118,6 +122,9 @@ class MasterService:
         log.error("state reloaded from the store after a failed write")
 
     def _send(self, actions: list[Action]) -> None:
+        if actions and not self.acting():
+            log.warning("not leading: %d action(s) dropped", len(actions))
+            return
         for action in actions:
             if self.lotes is not None:
                 action = self.lotes.decorate(action)   # LoTES: a launch's class, a welcome's bin
@@ -275,6 +282,8 @@ class MasterService:
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
+            if not self.acting():     # a master that lost its lease decides nothing more
+                continue
             try:
                 if self.monotonic() - last_tick >= TICK_INTERVAL_S:
                     last_tick = self.monotonic()
@@ -282,7 +291,7 @@ class MasterService:
                 if self.lotes is not None:
                     self.lotes.check()   # starts a solve off the loop when one is due
                 self.schedule_once()
-            except StoreError as error:
+            except Unavailable as error:     # StoreError, NotLeader: the caller already logged why
                 log.error("%s", error)
             except Exception:  # a bug in one round must not stop the master
                 log.exception("scheduling round failed")

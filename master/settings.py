@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tcluster.master.statestore import StoreUrl, check_prefix, parse_store_url
 from tcluster.security.authz import STATUS_VISIBILITIES
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
@@ -57,10 +58,30 @@ class MasterSettings(BaseModel):
     lotes_window: int = Field(10_000, ge=1)
     lotes_min_interval_s: float = Field(2.0, ge=0)  # between two solves
     status_visibility: str = "all"                  # all | own: whose job status a (non-admin) user may read
+    # Where the durable state lives (master/statestore.py): "" = sqlite:DATA_DIR/master.db;
+    # etcd://H:P,... = in etcd under store_prefix, with leader election (docs/ha.md).
+    store: str = ""
+    store_prefix: str = "/tcluster"
+    lease_ttl_s: int = Field(5, ge=2, le=60)        # etcd: a dead leader is replaced this long after
+    store_max_txn_ops: int = Field(128, ge=8)       # etcd's --max-txn-ops: bigger batches are split
+    advertise: str = ""                             # the address other masters give clients for this one
 
     _listen = field_validator("listen")(lambda cls, v: _check_listen(v))
     _http = field_validator("http")(lambda cls, v: _check_listen(v) if v else v)
     _agent_listen = field_validator("agent_listen")(lambda cls, v: _check_listen(v) if v else v)
+
+    _advertise = field_validator("advertise")(lambda cls, v: _check_listen(v) if v else v)
+
+    @field_validator("store")
+    @classmethod
+    def _known_store(cls, value: str) -> str:
+        parse_store_url(value, Path("."))
+        return value
+
+    @field_validator("store_prefix")
+    @classmethod
+    def _good_prefix(cls, value: str) -> str:
+        return check_prefix(value)
 
     @field_validator("fairness")
     @classmethod
@@ -84,5 +105,11 @@ class MasterSettings(BaseModel):
         return value
 
     @property
+    def store_url(self) -> StoreUrl:
+        return parse_store_url(self.store, self.data_dir)
+
+    @property
     def db_path(self) -> Path:
-        return self.data_dir / "master.db"
+        """The SQLite file (with etcd: unused)."""
+        url = self.store_url
+        return url.path if url.path is not None else self.data_dir / "master.db"

@@ -9,6 +9,7 @@ submitted; later writes touch only its mutable columns."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -134,6 +135,10 @@ class Store:
     def apply(self, step: Step, new_jobs: Iterable[str] = ()) -> None:
         """Writes a step's rows in one transaction; StoreError if the disk refuses."""
         self.apply_many([(step, list(new_jobs))])
+
+    async def commit(self, steps: list[tuple[Step, list[str]]]) -> None:
+        """StateStore: the rows go to disk on a worker thread, off the event loop."""
+        await asyncio.to_thread(self.apply_many, steps)
 
     def apply_many(self, steps: list[tuple[Step, list[str]]]) -> None:
         """Writes several steps' rows, in order, in one transaction (group commit). Called

@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from tcluster.cli.client import explain_rpc_error
-from tcluster.cli.credentials import Credentials, credentials_for, save_credentials
+from tcluster.cli.credentials import Credentials, credentials_for, default_master, save_credentials
 from tcluster.errors import InvalidArgument
 
 
@@ -37,6 +37,25 @@ def test_a_token_never_travels_in_clear_text_off_this_host(monkeypatch: pytest.M
     with pytest.raises(InvalidArgument, match="no cluster CA for 10.0.0.1:7070: the token would travel in clear text"):
         credentials_for("10.0.0.1:7070")
     assert credentials_for("127.0.0.1:7070").token == "tcu..x"       # loopback: the master may be insecure
+
+
+def test_a_login_serves_every_address_of_its_list_and_back() -> None:
+    save_credentials("a:7070,b:7070", Credentials("tcu..ha", b"HA"))
+    save_credentials("solo:7070", Credentials("tcu..solo", b"SOLO"))
+    assert default_master() == "solo:7070"
+    for master in ("a:7070,b:7070", "b:7070", "c:7070,a:7070"):
+        assert credentials_for(master) == Credentials("tcu..ha", b"HA")
+    assert credentials_for("solo:7070,x:1") == Credentials("tcu..solo", b"SOLO")
+    assert credentials_for("c:7070") == Credentials()
+    save_credentials("a:7070,b:7070", Credentials("tcu..ha2", b"HA"))
+    assert default_master() == "a:7070,b:7070" and credentials_for("a:7070").token == "tcu..ha2"
+
+
+def test_a_list_is_loopback_only_if_every_address_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TCL_TOKEN", "tcu..x")
+    assert credentials_for("127.0.0.1:7070,127.0.0.1:7071").token == "tcu..x"
+    with pytest.raises(InvalidArgument, match="no cluster CA"):
+        credentials_for("127.0.0.1:7070,10.0.0.1:7070")
 
 
 class _Error(grpc.RpcError, grpc.Call):  # type: ignore[misc]

@@ -24,6 +24,9 @@ class FakeStore:
             raise StoreError("the master cannot write its state (disk full)")
         self.batches.append([j for step, _ in steps for j in step.jobs])
 
+    async def commit(self, steps: list[tuple[Step, list[str]]]) -> None:
+        self.apply_many(steps)
+
 
 def job_step(job_id: str) -> Step:
     return Step(jobs={job_id: Job(job_id, JobSpec(("x",), Resources(1)), 0.0)}, actions=[Ack(job_id, 1)])

@@ -1,0 +1,60 @@
+"""The one interface to the master's durable state, and the choice of its backend.
+
+`sqlite:PATH` (master/store.py) is the embedded default, one master; `etcd://H:P,...`
+(master/etcdstore.py) keeps the state in etcd so that several masters can take turns
+leading (docs/ha.md). The scheduling core and the service see only `StateStore`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tcluster.master.etcdkv import parse_endpoints
+from tcluster.master.events import KillIntent, Step
+from tcluster.model import Job, Node, Task
+
+
+class StateStore(Protocol):
+    async def commit(self, steps: list[tuple[Step, list[str]]]) -> None:
+        """Writes the steps' rows, in order; StoreError (or NotLeader) if they were not."""
+
+    def close(self) -> None: ...
+    def job_exists(self, job_id: str) -> bool: ...
+    def load_jobs(self, finished_limit: int | None = None, finished_tasks: int | None = None) -> list[Job]: ...
+    def load_tasks(self, job_ids: set[str] | None = None) -> list[Task]: ...
+    def load_job(self, job_id: str) -> tuple[Job, list[Task]] | None: ...
+    def job_keys(self, states: list[str], queue: str, before: tuple[float, str] | None,
+                 limit: int, owner: str = "") -> tuple[list[tuple[float, str]], int]: ...
+    def load_nodes(self) -> list[Node]: ...
+    def load_kills(self) -> list[KillIntent]: ...
+
+
+@dataclass(frozen=True)
+class StoreUrl:
+    kind: str                      # "sqlite" | "etcd"
+    path: Path | None = None       # sqlite
+    endpoints: tuple[str, ...] = ()  # etcd
+
+    def __str__(self) -> str:
+        return f"sqlite:{self.path}" if self.kind == "sqlite" else "etcd://" + ",".join(self.endpoints)
+
+
+def parse_store_url(text: str, data_dir: Path) -> StoreUrl:
+    """'' -> sqlite in the data dir; ValueError with what is allowed otherwise."""
+    if not text:
+        return StoreUrl("sqlite", data_dir / "master.db")
+    if text.startswith("sqlite:"):
+        path = text[len("sqlite:"):]
+        if not path:
+            raise ValueError("sqlite: needs a path, e.g. sqlite:/var/lib/tcluster/master.db")
+        return StoreUrl("sqlite", Path(path))
+    if text.startswith("etcd://"):
+        return StoreUrl("etcd", endpoints=tuple(parse_endpoints(text[len("etcd://"):])))
+    raise ValueError(f"{text[:80]!r} is not a store; use sqlite:PATH or etcd://HOST:PORT[,HOST:PORT...]")
+
+
+def check_prefix(prefix: str) -> str:
+    if not prefix.startswith("/") or len(prefix) > 200 or any(c.isspace() for c in prefix):
+        raise ValueError(f"{prefix[:80]!r} is not a key prefix; use a path such as /tcluster or /clusters/prod")
+    return prefix.rstrip("/") or "/"

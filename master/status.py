@@ -1,0 +1,87 @@
+"""`tcl-master status`: the masters of a store, which one leads, and the store itself.
+
+It reads the store directly (the election's keys in etcd; the data dir with SQLite), so
+it answers even when no master runs or leads."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tcluster.errors import InvalidArgument, Unavailable
+from tcluster.master.etcdkv import EtcdKV
+from tcluster.master.leadership import LeaderInfo
+from tcluster.master.statestore import StoreUrl, check_prefix, parse_store_url
+
+
+def add_status_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("status", help="the masters of a store, which one leads, and the store")
+    p.add_argument("--store", default="", help="sqlite:PATH or etcd://HOST:PORT[,...] (default: sqlite in --data-dir)")
+    p.add_argument("--store-prefix", default="/tcluster", help="etcd: the cluster's key prefix (default %(default)s)")
+    p.add_argument("--data-dir", default=".tcluster", type=Path)
+    p.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    p.set_defaults(run=cmd_status)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    try:
+        url = parse_store_url(args.store, args.data_dir)
+        prefix = check_prefix(args.store_prefix)
+    except ValueError as error:
+        raise InvalidArgument("--store" if "prefix" not in str(error) else "--store-prefix", str(error)) from None
+    report = asyncio.run(_etcd_status(url, prefix)) if url.kind == "etcd" else _sqlite_status(url)
+    if args.output == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        _print_table(report)
+    return 0
+
+
+def _sqlite_status(url: StoreUrl) -> dict[str, Any]:
+    exists = url.path is not None and url.path.exists()
+    return {"store": str(url), "election": False, "leader": None, "masters": [],
+            "note": "one master per SQLite store (no election)" if exists else "no state yet at this path"}
+
+
+async def _etcd_status(url: StoreUrl, prefix: str) -> dict[str, Any]:
+    kv = EtcdKV(list(url.endpoints))
+    try:
+        masters, _ = await kv.range_prefix(prefix.rstrip("/") + "/masters/")
+        leader_kv = await kv.get(prefix.rstrip("/") + "/leader")
+        states, _ = await kv.range_prefix(prefix.rstrip("/") + "/state/jobs/")
+    except Unavailable as error:
+        raise Unavailable(f"cannot read the store: {error}") from None
+    finally:
+        await kv.close()
+    leader = LeaderInfo.decode(leader_kv.value) if leader_kv else None
+    rows = []
+    for entry in masters:
+        info = LeaderInfo.decode(entry.value)
+        if info is not None:
+            rows.append({"id": info.id, "client": info.client, "agent": info.agent, "http": info.http,
+                         "role": "leader" if leader is not None and leader.id == info.id else "standby"})
+    return {"store": f"{url} prefix {prefix}", "election": True,
+            "leader": leader.id if leader else None,
+            "leader_since_revision": leader_kv.create_revision if leader_kv else None,
+            "masters": rows, "jobs": len(states)}
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    out = sys.stdout
+    print(f"store:  {report['store']}", file=out)
+    if not report["election"]:
+        print(report["note"], file=out)
+        return
+    print(f"leader: {report['leader'] or '(none: election in progress or no master running)'}", file=out)
+    print(f"jobs:   {report['jobs']}", file=out)
+    if not report["masters"]:
+        print("no live master", file=out)
+        return
+    width = max(len(m["client"]) for m in report["masters"])
+    print(f"{'MASTER':<{width}}  {'ROLE':<8}  AGENTS AT", file=out)
+    for m in report["masters"]:
+        print(f"{m['client']:<{width}}  {m['role']:<8}  {m['agent']}", file=out)
