@@ -44,6 +44,7 @@ class Storm:
     unknown: list[int] = field(default_factory=list)         # n whose outcome is unknown
     refused: list[int] = field(default_factory=list)         # n refused by every master until per_submit_s
     retried: int = 0
+    errors: dict[str, int] = field(default_factory=dict)     # "CODE: details" of the unknown ones -> count
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _threads: list[threading.Thread] = field(default_factory=list)
 
@@ -61,6 +62,15 @@ class Storm:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         assert not any(t.is_alive() for t in self._threads), f"storm clients still running after {timeout_s}s"
+
+    def report(self) -> str:
+        with self._lock:
+            lines = [f"storm: {len(self.acked)} acknowledged, {len(self.unknown)} unknown (no answer or an error "
+                     f"other than a standby's), {len(self.refused)} refused throughout, {self.retried} standby/"
+                     f"connection refusals retried"]
+            lines += [f"  unknown outcome x{count}: {why}"
+                      for why, count in sorted(self.errors.items(), key=lambda kv: -kv[1])]
+        return "\n".join(lines)
 
     def count(self) -> int:
         with self._lock:
@@ -89,8 +99,10 @@ class Storm:
                     jobs_pb2.SubmitRequest(spec=storm_spec(n, self.tag)), timeout=10)
             except grpc.RpcError as e:
                 if not _not_applied(e):
+                    why = f"{e.code().name}: {(e.details() or '')[:160]}"   # type: ignore[attr-defined]
                     with self._lock:
                         self.unknown.append(n)
+                        self.errors[why] = self.errors.get(why, 0) + 1
                     return target
                 hint = str(dict(e.trailing_metadata() or ()).get(LEADER_METADATA, ""))  # type: ignore[attr-defined]
                 with self._lock:

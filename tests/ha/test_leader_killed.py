@@ -76,8 +76,7 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
         for task_id, (_node, attempt) in still.items():
             assert cgroups.get(task_id) == {attempt}, f"{task_id}: cgroups of attempts {cgroups.get(task_id)}"
         storm.join(180)
-        print(f"storm: {len(storm.acked)} acknowledged, {len(storm.unknown)} unknown (in flight at the kill), "
-              f"{len(storm.refused)} refused throughout, {storm.retried} standby/connection refusals retried")
+        print(storm.report())
 
         # every acknowledged submit exists on the new leader, with its spec
         jobs = c.all_jobs()
@@ -114,6 +113,7 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
     finally:
         violations = watch.stop()
         storm.join(180)
+        print(storm.report())
     assert violations == [], violations
 
     # the killed master comes back as a standby; the leader stays
