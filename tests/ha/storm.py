@@ -87,35 +87,43 @@ class Storm:
                 channel.close()
 
     def _submit(self, channels: dict[str, grpc.Channel], leader: str, n: int) -> str:
+        """Rounds over the masters (the last leader first, a standby's hint right after it
+        refused) until one acknowledges; a pause between rounds. Returns the leader."""
         deadline = time.monotonic() + self.per_submit_s
-        order = [leader] + [a for a in self.addresses if a != leader]
-        i = 0
+        last_refusal = ""
         while time.monotonic() < deadline:
-            target = order[i % len(order)]
-            if target not in channels:
-                channels[target] = grpc.insecure_channel(target)
-            try:
-                job = jobs_pb2_grpc.JobServiceStub(channels[target]).Submit(
-                    jobs_pb2.SubmitRequest(spec=storm_spec(n, self.tag)), timeout=10)
-            except grpc.RpcError as e:
-                if not _not_applied(e):
-                    why = f"{e.code().name}: {(e.details() or '')[:160]}"   # type: ignore[attr-defined]
+            queue = [leader] + [a for a in self.addresses if a != leader]
+            tried: set[str] = set()
+            while queue:
+                target = queue.pop(0)
+                if target in tried:
+                    continue
+                tried.add(target)
+                if target not in channels:
+                    channels[target] = grpc.insecure_channel(target)
+                try:
+                    job = jobs_pb2_grpc.JobServiceStub(channels[target]).Submit(
+                        jobs_pb2.SubmitRequest(spec=storm_spec(n, self.tag)), timeout=10)
+                except grpc.RpcError as e:
+                    if not _not_applied(e):
+                        why = f"{e.code().name}: {(e.details() or '')[:160]}"   # type: ignore[attr-defined]
+                        with self._lock:
+                            self.unknown.append(n)
+                            self.errors[why] = self.errors.get(why, 0) + 1
+                        return target
+                    last_refusal = (e.details() or "")[:160]   # type: ignore[attr-defined]
+                    hint = str(dict(e.trailing_metadata() or ()).get(LEADER_METADATA, ""))  # type: ignore[attr-defined]
                     with self._lock:
-                        self.unknown.append(n)
-                        self.errors[why] = self.errors.get(why, 0) + 1
-                    return target
-                hint = str(dict(e.trailing_metadata() or ()).get(LEADER_METADATA, ""))  # type: ignore[attr-defined]
+                        self.retried += 1
+                    if hint and hint not in tried:
+                        queue.insert(0, hint)
+                    continue
                 with self._lock:
-                    self.retried += 1
-                if hint and hint != target:
-                    order.insert(i + 1, hint)
-                elif i % len(order) == len(order) - 1:
-                    time.sleep(0.1)    # every master refused: no leader yet
-                i += 1
-                continue
-            with self._lock:
-                self.acked[job.id] = n
-            return target
+                    self.acked[job.id] = n
+                return target
+            time.sleep(0.1)    # every master refused: no leader yet
         with self._lock:
             self.refused.append(n)   # never applied: it was refused every time
+            self.errors[f"refused for {self.per_submit_s}s, last: {last_refusal}"] = \
+                self.errors.get(f"refused for {self.per_submit_s}s, last: {last_refusal}", 0) + 1
         return leader
