@@ -70,7 +70,7 @@ def test_paused_leader_is_replaced_and_does_not_act_when_it_resumes(ha: MakeHA) 
         assert new == new_index
         time.sleep(max(0.0, paused_at + c.lease_ttl_s + 2 - time.monotonic()))   # past the lease: TTL + 2 s
         # the agent leaves the hung master for the new leader (before its fence stops the tasks)
-        wait_for(lambda: c.registrations(agent.name) > registered, 25,
+        wait_for(lambda: c.registrations(agent.name) > registered, 20,
                  f"agent {agent.name} registers with the new leader while the old one is paused")
         second = c.jobs.Submit(jobs_pb2.SubmitRequest(spec=_sleep_spec(60, "during-pause")), timeout=30).id
         watch.watch(second)
