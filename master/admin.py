@@ -1,7 +1,7 @@
-"""`tcl-master init | join-token create | node revoke`: offline commands on the data dir.
+"""`tcl-master init | join-token create | node revoke`: offline commands on the identity store.
 
-They write DATA_DIR/pki and DATA_DIR/auth.db directly (SQLite WAL), whether or not the
-master runs: it reads auth.db on every check."""
+They write the store directly (DATA_DIR/pki and DATA_DIR/auth.db, or etcd with --store),
+whether or not the master runs: it reads the store on every check."""
 
 from __future__ import annotations
 
@@ -11,14 +11,12 @@ import json
 import re
 import sys
 import time
-from pathlib import Path
 
 from tcluster.agent.settings import parse_labels
 from tcluster.errors import FailedPrecondition, InvalidArgument, TclusterError
-from tcluster.master.nodeauth import NodeAuth
-from tcluster.master.users import bootstrap_admin
+from tcluster.master.identity import StoreChoice, add_store_flags, choice_of, init_identity, load_chosen_pki, open_chosen
 from tcluster.security.jointoken import JoinTokenText
-from tcluster.security.pki import MasterPki, check_node_name, init_pki, load_master_pki, master_sans
+from tcluster.security.pki import MasterPki, check_node_name
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -33,14 +31,14 @@ def parse_duration_s(text: str, flag: str) -> float:
 
 def add_admin_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     init = sub.add_parser("init", help="create the cluster CA and the master's certificate")
-    init.add_argument("--data-dir", default=".tcluster", type=Path, help="the master's state directory")
+    add_store_flags(init)
     init.add_argument("--advertise", default="", metavar="NAMES",
                       help="comma-separated DNS names and IPs agents and users dial (added to the certificate)")
     init.set_defaults(run=cmd_init)
 
     tokens = sub.add_parser("join-token", help="join tokens for new nodes").add_subparsers(dest="action", required=True)
     create = tokens.add_parser("create", help="print a short-lived, single-use token for one node to join")
-    create.add_argument("--data-dir", default=".tcluster", type=Path)
+    add_store_flags(create)
     create.add_argument("--ttl", default="1h", help="valid for this long (default %(default)s; at most 7d)")
     create.add_argument("--labels", default="", help="node labels k=v,k2=v2 the joined node gets")
     create.add_argument("-o", "--output", choices=("table", "json"), default="table")
@@ -49,39 +47,38 @@ def add_admin_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     node = sub.add_parser("node", help="node identities").add_subparsers(dest="action", required=True)
     revoke = node.add_parser("revoke", help="stop a node from connecting with the certificates it holds")
     revoke.add_argument("name")
-    revoke.add_argument("--data-dir", default=".tcluster", type=Path)
+    add_store_flags(revoke)
     revoke.set_defaults(run=cmd_node_revoke)
 
 
-def _require_pki(data_dir: Path) -> MasterPki:
-    pki = load_master_pki(data_dir)
+def _require_pki(choice: StoreChoice) -> MasterPki:
+    pki = load_chosen_pki(choice)
     if pki is None:
-        raise FailedPrecondition(f"{data_dir} has no cluster CA; run `tcl-master init --data-dir {data_dir}` first")
+        raise FailedPrecondition(f"{choice.describe()} has no cluster CA; run `tcl-master init {choice.flags()}` first")
     return pki
 
 
 def cmd_init(args: argparse.Namespace) -> int:
     advertise = [a for a in args.advertise.split(",") if a.strip()]
-    master_sans(advertise)   # a bad name stops here, before anything is written
-    pki = init_pki(args.data_dir, advertise)
-    NodeAuth(args.data_dir).close()   # auth.db with its tables (0600)
-    admin_token = bootstrap_admin(args.data_dir)
+    done = init_identity(choice_of(args), advertise)
     names = ", ".join(advertise + ["master.tcluster", "localhost", "127.0.0.1", "::1"])
-    d = args.data_dir
-    print(f"""tcl-master: initialised a new cluster in {d}
-  CA fingerprint: {pki.fingerprint}
+    where, flags = done.where.describe(), done.where.flags()
+    keys = (f"in etcd under {done.where.prefix}/pki (let only the masters reach etcd)" if done.where.etcd
+            else f"{where}/pki/*.key (0600; never leave this directory)")
+    print(f"""tcl-master: initialised a new cluster in {where}
+  CA fingerprint: {done.pki.fingerprint}
   master certificate valid for: {names}
-  keys: {d}/pki/*.key (0600; never leave this directory)
+  keys: {keys}
   first admin user `admin` (its token is shown only this once):
-    {admin_token}
+    {done.admin_token}
 
 Next:
   1. start the master (client port TLS; agents use the next port with mutual TLS):
-       tcl-master --data-dir {d} --listen 0.0.0.0:7070
+       tcl-master {flags} --listen 0.0.0.0:7070
   2. for each node, make a join token here, then join on the node:
-       tcl-master join-token create --data-dir {d} [--labels rack=r1]
+       tcl-master join-token create {flags} [--labels rack=r1]
        tcl-agent join --master HOST:7070 --token TOKEN     # then start tcl-agent (or its unit)
-  3. add users: tcl-master user add NAME --unix-user NAME --queues 'PATTERN', then on their machines: tcl login""")
+  3. add users: tcl-master user add NAME {flags} --unix-user NAME --queues 'PATTERN', then on their machines: tcl login""")
     return 0
 
 
@@ -91,8 +88,9 @@ def cmd_join_token_create(args: argparse.Namespace) -> int:
         labels = parse_labels(args.labels)
     except ValueError as error:
         raise InvalidArgument("--labels", str(error)) from None
-    pki = _require_pki(args.data_dir)
-    auth = NodeAuth(args.data_dir)
+    choice = choice_of(args)
+    pki = _require_pki(choice)
+    auth = open_chosen(choice)
     try:
         now = time.time()
         token_id, secret = auth.create_token(ttl_s, labels, now)
@@ -112,7 +110,7 @@ def cmd_join_token_create(args: argparse.Namespace) -> int:
 
 def cmd_node_revoke(args: argparse.Namespace) -> int:
     name = check_node_name(args.name, "NAME")
-    auth = NodeAuth(args.data_dir)
+    auth = open_chosen(choice_of(args))
     try:
         count = auth.revoke_node(name, time.time())
     finally:

@@ -147,17 +147,21 @@ class EtcdStore:
         return sorted(j for j, k in self._index.items() if 0 < k.finished_at < before)
 
     def _chunks(self, writes: list[Write]) -> Iterable[list[Write]]:
-        chunk: list[Write] = []
+        """Transactions within etcd's limits, in order. etcd refuses a key twice in one
+        transaction, and one transaction is atomic, so within a chunk the last write of a
+        key is the one kept; a deleted job's own keys are not written beside its deletion."""
+        chunk: dict[str, bytes | None] = {}
         size = 0
-        for write in writes:
-            cost = len(write[0]) + len(write[1] or b"") + 32
-            if chunk and (len(chunk) >= self.max_txn_ops or size + cost > self.max_txn_bytes):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(write)
+        for key, value in writes:
+            cost = len(key) + len(value or b"") + 32
+            if key not in chunk and chunk and (len(chunk) >= self.max_txn_ops or size + cost > self.max_txn_bytes):
+                yield _without_doomed(chunk)
+                chunk, size = {}, 0
+            chunk.pop(key, None)
+            chunk[key] = value
             size += cost
         if chunk:
-            yield chunk
+            yield _without_doomed(chunk)
 
     async def _write(self, chunk: list[Write]) -> None:
         self.leadership.check()
@@ -248,3 +252,10 @@ class EtcdStore:
                 out.append(KillIntent(task_id, int(key.rpartition("/")[2]), r[0], r[1], bool(r[2])))
         return out
 
+
+def _without_doomed(chunk: dict[str, bytes | None]) -> list[Write]:
+    doomed = {key.rpartition("/")[2] for key, value in chunk.items() if value is None and key.startswith("state/jobs/")}
+    if not doomed:
+        return list(chunk.items())
+    return [(key, value) for key, value in chunk.items()
+            if not (key.startswith(("state/tasks/", "state/specs/")) and key.split("/")[2] in doomed)]

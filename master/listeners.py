@@ -18,6 +18,7 @@ import grpc
 from tcluster.errors import FailedPrecondition
 from tcluster.master.join_api import JoinServicer
 from tcluster.master.joining import NodeGuard, NodeJoin
+from tcluster.master.authstore import AuthStore
 from tcluster.master.nodeauth import NodeAuth
 from tcluster.master.settings import MasterSettings
 from tcluster.security.pki import MasterPki
@@ -62,7 +63,7 @@ def agent_address(settings: MasterSettings, client_port: int) -> str:
 class SecureParts:
     agent_server: grpc.aio.Server
     agent_port: int
-    auth: NodeAuth
+    auth: AuthStore
     guard: NodeGuard
     sweeper: asyncio.Task[None] | None = None
 
@@ -86,12 +87,17 @@ class SecureParts:
 
 def bind_secure(settings: MasterSettings, pki: MasterPki, client: grpc.aio.Server, options: list[tuple[str, object]],
                 add_agent_service: Callable[[grpc.aio.Server, NodeGuard], None],
-                agent_interceptors: list[grpc.aio.ServerInterceptor] | None = None) -> tuple[int, SecureParts]:
-    """Binds the TLS client port on `client` and a new mutual-TLS agent server; adds NodeJoin."""
+                agent_interceptors: list[grpc.aio.ServerInterceptor] | None = None,
+                auth: AuthStore | None = None,
+                agent_addresses: Callable[[int], list[str]] | None = None) -> tuple[int, SecureParts]:
+    """Binds the TLS client port on `client` and a new mutual-TLS agent server; adds NodeJoin.
+    `auth` is the identity store (master/identity.py:open_auth_store), DATA_DIR/auth.db if
+    not given; the returned parts close it when they stop."""
     port = client.add_secure_port(settings.listen, grpc.ssl_server_credentials([(pki.key_pem, pki.cert_chain_pem)]))
     if port == 0:
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
-    auth = NodeAuth(settings.data_dir)
+    if auth is None:
+        auth = NodeAuth(settings.data_dir)
     guard = NodeGuard(auth)
     agent_server = grpc.aio.server(options=options, interceptors=agent_interceptors or [])
     add_agent_service(agent_server, guard)
@@ -102,5 +108,6 @@ def bind_secure(settings: MasterSettings, pki: MasterPki, client: grpc.aio.Serve
     if agent_port == 0:
         auth.close()
         raise OSError(f"cannot listen on {address} for agents (address in use? set --agent-listen)")
-    join_pb2_grpc.add_NodeJoinServicer_to_server(JoinServicer(NodeJoin(pki, auth, agent_port)), client)
+    addresses = (lambda: agent_addresses(agent_port)) if agent_addresses is not None else (lambda: [])
+    join_pb2_grpc.add_NodeJoinServicer_to_server(JoinServicer(NodeJoin(pki, auth, agent_port, addresses)), client)
     return port, SecureParts(agent_server, agent_port, auth, guard)

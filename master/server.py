@@ -18,9 +18,13 @@ from tcluster.bounds import MAX_MESSAGE_BYTES
 from tcluster.errors import Unavailable
 from tcluster.master.etcdkv import EtcdKV
 from tcluster.master.etcdmirror import Mirror
+from tcluster.master.authstore import AuthStore
+from tcluster.master.etcdpki import pki_in_mirror
 from tcluster.master.etcdstore import EtcdStore
+from tcluster.master.identity import open_auth_store
 from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.leadership import LeaderInfo, Leadership
+from tcluster.master import pkicache
 from tcluster.master.listeners import SecureParts, agent_address, bind_secure, check_exposure
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
@@ -117,7 +121,8 @@ class RunningMaster:
         settings = self.settings
         service = MasterService(settings, store, acting=acting)
         if self.secure:     # a secure master: callers need a user token
-            service.gate.users = UserDirectory(settings.data_dir)
+            auth = self.secure_parts.auth if self.election is not None and self.secure_parts else None
+            service.gate.users = UserDirectory(auth if auth is not None else settings.data_dir)
         for servicer in self.servicers:
             servicer.service = service
         self.store, self.service = store, service
@@ -143,7 +148,8 @@ async def _start_dashboard(service: MasterService, settings: MasterSettings) -> 
 
 
 def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server, servicers: list[Any],
-          agent_interceptors: list[grpc.aio.ServerInterceptor]) -> tuple[int, SecureParts | None]:
+          agent_interceptors: list[grpc.aio.ServerInterceptor], auth: AuthStore | None,
+          mirror: Mirror | None) -> tuple[int, SecureParts | None]:
     """Plaintext, everything on one port; or TLS for clients and a mutual-TLS agent server."""
     if pki is None:
         servicers.append(AgentServicer(None))  # type: ignore[arg-type]
@@ -153,7 +159,14 @@ def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Serv
     def add_agent(agent_server: grpc.aio.Server, guard: Any) -> None:
         servicers.append(AgentServicer(None, guard))  # type: ignore[arg-type]
         agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], agent_server)
-    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors)
+    masters = (lambda own_port: _agent_addresses(mirror, own_port)) if mirror is not None else None
+    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors, auth, masters)
+
+
+def _agent_addresses(mirror: Mirror, own_port: int) -> list[str]:
+    """What a joining node is told to dial: every live master's agent address (this one's
+    is among them: it registered under P/masters/ when it joined the election)."""
+    return [info.agent for _, raw in mirror.items("masters") if (info := LeaderInfo.decode(raw)) is not None]
 
 
 def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: int) -> LeaderInfo:
@@ -172,7 +185,40 @@ def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: 
 async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None) -> RunningMaster:
     """Serving; with SQLite already leading, with etcd leading once `leading` is set.
     `on_lost` (etcd): called once if this master loses its leadership or its lease."""
-    pki = load_master_pki(settings.data_dir)
+    opened = await _open_copy(settings) if settings.store_url.kind == "etcd" else None
+    copy = opened[:2] if opened is not None else None
+    try:
+        master = await _serve_ports(settings, copy, opened[2] if opened is not None else None)
+    except BaseException:
+        if copy is not None:
+            await copy[1].stop()
+            await copy[0].close()
+        raise
+    try:
+        if copy is None:
+            await master.lead(Store(settings.db_path))
+        else:
+            master.election = _join_election(master, *copy, on_lost or (lambda reason: None))
+    except BaseException:
+        await master.stop(0)
+        raise
+    await master.server.start()
+    if master.secure_parts is not None:
+        await master.secure_parts.agent_server.start()
+        master.secure_parts.start_sweeper()
+    log.info("gRPC bound to port %d%s; store %s", master.port, f" (TLS; agents on port {master.agent_port}, "
+             "mutual TLS)" if master.secure else "", settings.store_url)
+    return master
+
+
+async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | None,
+                       etcd_pki: MasterPki | None) -> RunningMaster:
+    """Binds the client (and agent) ports; the servicers get their service when it leads."""
+    if copy is None:
+        pki, auth = load_master_pki(settings.data_dir), None
+    else:
+        pki = etcd_pki
+        auth = open_auth_store(settings.store, settings.store_prefix, settings.data_dir, copy[1]) if pki else None
     check_exposure(settings, pki)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     slot = LeaderSlot()
@@ -180,53 +226,83 @@ async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] 
     servicers: list[Any] = [JobServicer(None), ClusterServicer(None)]  # type: ignore[arg-type]
     jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers[0], server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(servicers[1], server)
-    port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")])
+    try:
+        port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")], auth,
+                             copy[1] if copy is not None else None)
+    except BaseException:
+        if auth is not None:
+            auth.close()
+        raise
     if port == 0:
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
-    master = RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
-    try:
-        if settings.store_url.kind == "sqlite":
-            await master.lead(Store(settings.db_path))
-        else:
-            master.election = await _join_election(master, on_lost or (lambda reason: None))
-    except BaseException:
-        await master.stop(0)
-        raise
-    await server.start()
-    if secure is not None:
-        await secure.agent_server.start()
-        secure.start_sweeper()
-    log.info("gRPC bound to port %d%s; store %s", port,
-             f" (TLS; agents on port {secure.agent_port}, mutual TLS)" if secure else "", settings.store_url)
-    return master
+    return RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
 
 
-async def _join_election(master: RunningMaster, on_lost: Callable[[str], None]) -> Election:
-    """Answers as a standby at once; reaches etcd, campaigns and leads in the background."""
-    settings = master.settings
+async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPki | None]:
+    """The warm copy of the prefix and the PKI in it. If etcd does not answer, the PKI
+    cached by an earlier start (master/pkicache.py) lets the ports open at once and the
+    copy loads later; a first start without a cache waits for etcd instead of exiting."""
     kv = EtcdKV(list(settings.store_url.endpoints))
     mirror = Mirror(kv, settings.store_prefix)
+    cache = pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
+    delay = 0.2
+    while True:
+        try:
+            await mirror.start()
+            pki = pki_in_mirror(mirror, settings.store_prefix)
+            pkicache.save(cache, pki)
+            return kv, mirror, pki
+        except Unavailable as error:
+            found, pki = pkicache.load(cache)
+            if found:
+                log.warning("etcd unreachable (%s); serving as a standby with the cached PKI until it answers", error)
+                return kv, mirror, pki
+            log.warning("etcd unreachable (%s); retrying", error)
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+
+
+async def _load_copy(mirror: Mirror, leadership: Leadership) -> None:
+    delay = 0.2
+    while mirror.revision == 0:
+        try:
+            await mirror.start()
+        except Unavailable as error:
+            leadership.store_problem = str(error)
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+
+
+def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: Callable[[str], None]) -> Election:
+    """Answers as a standby at once; joins the election, campaigns and leads in the background."""
+    settings = master.settings
     me = advertised(settings, master.port, master.agent_port, _http_port_guess(settings))
     leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost)
     master.slot.view = leadership
 
     async def promote() -> None:
-        await _reach_store(mirror, leadership)
-        await leadership.campaign()
-        await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops), acting=leadership.leading)
+        await _load_copy(mirror, leadership)
+        await _reach_store(leadership)
+        try:
+            await leadership.campaign()
+            await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops),
+                              acting=leadership.leading)
+        except Exception as error:    # holding the key without acting would stall the cluster
+            log.exception("could not take over")
+            await leadership.stop(resign=True)
+            leadership.lose(f"could not take over: {error}")
+            return
         log.info("this master (%s) leads", me.client)
+        await _compact_history(kv, mirror, leadership)
     master.promotion = asyncio.create_task(promote(), name="campaign")
     return Election(kv, mirror, leadership)
 
 
-async def _reach_store(mirror: Mirror, leadership: Leadership) -> None:
-    """Loads the warm copy and joins the election, retrying while etcd has no quorum (a
-    master started, or restarted, during an etcd outage waits for it instead of exiting)."""
+async def _reach_store(leadership: Leadership) -> None:
+    """Grants the lease and announces this master, retrying while etcd has no quorum."""
     delay = 0.2
     while True:
         try:
-            if mirror.revision == 0:
-                await mirror.start()
             await leadership.start()
             leadership.store_problem = ""
             return
@@ -235,6 +311,24 @@ async def _reach_store(mirror: Mirror, leadership: Leadership) -> None:
             log.warning("etcd unreachable (%s); retrying", error)
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
+
+
+COMPACT_EVERY_S = 300.0
+
+
+async def _compact_history(kv: EtcdKV, mirror: Mirror, leadership: Leadership) -> None:
+    """etcd keeps every revision until compacted; like Kubernetes' API server, the leader
+    compacts every few minutes to the revision it saw one period earlier (a standby whose
+    watch falls that far behind reloads its copy)."""
+    previous = 0
+    while leadership.leading():
+        await asyncio.sleep(COMPACT_EVERY_S)
+        if previous and leadership.leading():
+            try:
+                await kv.compact(previous)
+            except Exception as error:   # noqa: BLE001 - already compacted, or etcd busy: next period
+                log.info("etcd compaction to %d skipped: %s", previous, error)
+        previous = mirror.revision
 
 
 def _http_port_guess(settings: MasterSettings) -> int:

@@ -109,6 +109,8 @@ class MasterService:
         """A write failed: memory may be ahead of the disk, so the state is rebuilt from
         what is on disk. Streams stay open (agents resend task events that were not
         acknowledged); a node whose registration never reached the disk registers again."""
+        if not self.acting():    # etcd: a master that lost its lease restarts as a standby instead
+            return
         now = self.now()
         self.state = load_state(self.store, self.settings, now.mono)
         for name, link in list(self.links.items()):

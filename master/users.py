@@ -1,49 +1,35 @@
-"""Users: names, hashed tokens, Unix mappings and queue grants, in DATA_DIR/auth.db.
+"""Users: names, hashed tokens, Unix mappings and queue grants, in the identity store
+(DATA_DIR/auth.db, or etcd under P/auth/users: master/identity.py).
 
-`tcl-master user add|list|remove` write the file directly (no master needed); a running
-master reads it through UserDirectory, which notices another process's change at the next
-call (SQLite's data_version), so a user added while the master runs works at once. Only
-sha256 of each token's secret is stored; a token is printed once, when it is made, and
-never logged."""
+`tcl-master user add|list|remove` write the store directly (no master needed); a running
+master reads it through UserDirectory, which sees another process's change at the next
+call, so a user added while the master runs works at once and a removed one is refused.
+Only sha256 of each token's secret is stored; a token is printed once, when it is made,
+and never logged."""
 
 from __future__ import annotations
 
 import argparse
-import hmac
 import json
-import os
 import re
-import sqlite3
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from tcluster.errors import InvalidArgument, Unauthenticated
+from tcluster.master.authstore import AuthStore, User
+from tcluster.master.identity import add_store_flags, choice_of, load_chosen_pki, open_chosen
+from tcluster.master.sqliteauth import AUTH_DB, SqliteAuthStore
 from tcluster.security.authz import Caller
 from tcluster.security.tokens import hash_secret, new_token, parse_token, token_hash
 
-AUTH_DB = "auth.db"
-_SCHEMA = """CREATE TABLE IF NOT EXISTS users (
-    name TEXT PRIMARY KEY, token_hash TEXT NOT NULL UNIQUE, unix_user TEXT NOT NULL,
-    queues TEXT NOT NULL, admin INTEGER NOT NULL, created_at REAL NOT NULL)"""
 _NAME = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}$")
 _UNIX = re.compile(r"^([a-z_][a-z0-9_.-]{0,31}\$?|[0-9]{1,10})$")
 _GRANT = re.compile(r"^[A-Za-z0-9_.*?\[\]!-]{1,128}$")
 NO_TOKEN = "no token: log in with `tcl login --master HOST:PORT` or set TCL_TOKEN"
 UNKNOWN_TOKEN = "the token is not known to this master (removed, or for another cluster?)"
-
-
-@dataclass(frozen=True)
-class User:
-    name: str
-    unix_user: str
-    grants: tuple[str, ...]
-    admin: bool
-    created_at: float
-
-    def caller(self) -> Caller:
-        return Caller(self.name, self.admin, self.unix_user, self.grants)
+__all__ = ["AUTH_DB", "User", "UserDirectory", "add_user", "bootstrap_admin", "create_user", "list_users",
+           "parse_grants", "remove_user"]
 
 
 def parse_grants(text: str) -> tuple[str, ...]:
@@ -62,21 +48,6 @@ def check_user(name: str, unix_user: str) -> None:
         raise InvalidArgument("--unix-user", f"{unix_user[:64]!r} is not a Unix user name or uid")
 
 
-def open_auth_db(data_dir: Path) -> sqlite3.Connection:
-    """Made 0600 before SQLite opens it (its journals take the same mode)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    path = data_dir / AUTH_DB
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA busy_timeout=5000")
-    db.execute(_SCHEMA)
-    return db
-
-
-def _user(row: tuple) -> User:  # type: ignore[type-arg]
-    return User(row[0], row[1], tuple(json.loads(row[2])), bool(row[3]), row[4])
-
-
 def ca_pin(data_dir: Path) -> str:
     """The cluster CA's fingerprint for new tokens, or "" for a master without TLS."""
     ca = data_dir / "pki" / "ca.crt"
@@ -86,36 +57,39 @@ def ca_pin(data_dir: Path) -> str:
     return ca_fingerprint(ca.read_bytes())
 
 
-def add_user(data_dir: Path, name: str, unix_user: str, grants: tuple[str, ...], admin: bool) -> str:
-    """Returns the new user's token (shown once; only its hash is kept)."""
+def create_user(store: AuthStore, name: str, unix_user: str, grants: tuple[str, ...], admin: bool,
+                pin: str) -> str:
+    """Returns the new user's token, pinning the CA `pin` (shown once; only its hash is kept)."""
     check_user(name, unix_user)
-    token = new_token(ca_pin(data_dir))
-    db = open_auth_db(data_dir)
-    try:
-        db.execute("INSERT INTO users VALUES (?,?,?,?,?,?)",
-                   (name, token_hash(token), unix_user, json.dumps(list(grants)), int(admin), time.time()))
-    except sqlite3.IntegrityError:
-        raise InvalidArgument("name", f"user {name} exists; remove it first to issue a new token") from None
-    finally:
-        db.close()
+    token = new_token(pin)
+    store.add_user(User(name, unix_user, grants, admin, time.time()), token_hash(token))
     return token
 
 
-def list_users(data_dir: Path) -> list[User]:
-    db = open_auth_db(data_dir)
+# The single-master forms, on DATA_DIR/auth.db (tcl dev and the tests use them).
+
+def add_user(data_dir: Path, name: str, unix_user: str, grants: tuple[str, ...], admin: bool) -> str:
+    store = SqliteAuthStore(data_dir)
     try:
-        rows = db.execute("SELECT name, unix_user, queues, admin, created_at FROM users ORDER BY name").fetchall()
+        return create_user(store, name, unix_user, grants, admin, ca_pin(data_dir))
     finally:
-        db.close()
-    return [_user(r) for r in rows]
+        store.close()
+
+
+def list_users(data_dir: Path) -> list[User]:
+    store = SqliteAuthStore(data_dir)
+    try:
+        return store.list_users()
+    finally:
+        store.close()
 
 
 def remove_user(data_dir: Path, name: str) -> bool:
-    db = open_auth_db(data_dir)
+    store = SqliteAuthStore(data_dir)
     try:
-        return db.execute("DELETE FROM users WHERE name=?", (name,)).rowcount > 0
+        return store.remove_user(name)
     finally:
-        db.close()
+        store.close()
 
 
 def bootstrap_admin(data_dir: Path, name: str = "admin", unix_user: str = "") -> str:
@@ -124,37 +98,27 @@ def bootstrap_admin(data_dir: Path, name: str = "admin", unix_user: str = "") ->
 
 
 class UserDirectory:
-    """The running master's view of auth.db: reloaded when another process changed it."""
+    """The running master's view of the users: resolves bearer tokens.
 
-    def __init__(self, data_dir: Path) -> None:
-        self._db = open_auth_db(data_dir)
-        self._version = -1
-        self._users: list[tuple[str, User]] = []
+    Given a data dir it opens (and closes) DATA_DIR/auth.db itself; given a store, the
+    store belongs to the caller (the master shares one with its node guard)."""
 
-    def _fresh(self) -> list[tuple[str, User]]:
-        version = self._db.execute("PRAGMA data_version").fetchone()[0]
-        if version != self._version:
-            rows = self._db.execute(
-                "SELECT token_hash, name, unix_user, queues, admin, created_at FROM users").fetchall()
-            self._users = [(r[0], _user(r[1:])) for r in rows]
-            self._version = version
-        return self._users
+    def __init__(self, source: Path | AuthStore) -> None:
+        self._owned = isinstance(source, Path)
+        self.store: AuthStore = SqliteAuthStore(source) if isinstance(source, Path) else source
 
     def resolve(self, token: str) -> Caller:
         """The caller a bearer token names; Unauthenticated (never echoing it) otherwise."""
         if not token:
             raise Unauthenticated(NO_TOKEN)
-        digest = hash_secret(parse_token(token).secret).encode()
-        found = None
-        for stored, user in self._fresh():     # every row compared, in constant time each
-            if hmac.compare_digest(digest, stored.encode()):
-                found = user
+        found = self.store.user_by_digest(hash_secret(parse_token(token).secret))
         if found is None:
             raise Unauthenticated(UNKNOWN_TOKEN)
         return found.caller()
 
     def close(self) -> None:
-        self._db.close()
+        if self._owned:
+            self.store.close()
 
 
 # ---- `tcl-master user ...` ----
@@ -176,23 +140,36 @@ def add_user_commands(subparsers: argparse._SubParsersAction) -> None:
     remove.add_argument("name")
     remove.set_defaults(run=_cmd_remove)
     for p in (add, listing, remove):
-        p.add_argument("--data-dir", default=Path(".tcluster"), type=Path, help="the master's state directory")
+        add_store_flags(p)
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
-    token = add_user(args.data_dir, args.name, args.unix_user, parse_grants(args.queues), args.admin)
+    grants = parse_grants(args.queues)
+    check_user(args.name, args.unix_user)     # before any store is opened
+    choice = choice_of(args)
+    pki = load_chosen_pki(choice)
+    store = open_chosen(choice)
+    try:
+        token = create_user(store, args.name, args.unix_user, grants, args.admin, pki.fingerprint if pki else "")
+    finally:
+        store.close()
     print(token)
     print(f"user {args.name} added (runs as {args.unix_user}, queues: {args.queues or 'none'}"
           f"{', admin' if args.admin else ''}). The token above is shown only once; they log in with\n"
           f"  tcl login --master HOST:PORT    (and paste it)", file=sys.stderr)
-    if not ca_pin(args.data_dir):
-        print(f"note: {args.data_dir} has no cluster CA yet: until `tcl-master init` there, the master checks no "
-              "tokens (everyone is an admin) and this token pins no CA (`tcl login` then needs --ca)", file=sys.stderr)
+    if pki is None:
+        print(f"note: {choice.describe()} has no cluster CA yet: until `tcl-master init` there, the master checks "
+              "no tokens (everyone is an admin) and this token pins no CA (`tcl login` then needs --ca)",
+              file=sys.stderr)
     return 0
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    users = list_users(args.data_dir)
+    store = open_chosen(choice_of(args))
+    try:
+        users = store.list_users()
+    finally:
+        store.close()
     if args.output == "json":
         print(json.dumps([{"name": u.name, "unix_user": u.unix_user, "queues": list(u.grants), "admin": u.admin,
                            "created_at": u.created_at} for u in users], indent=2))
@@ -204,7 +181,12 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
-    if not remove_user(args.data_dir, args.name):
+    store = open_chosen(choice_of(args))
+    try:
+        removed = store.remove_user(args.name)
+    finally:
+        store.close()
+    if not removed:
         print(f"tcl-master: no user {args.name!r}", file=sys.stderr)
         return 1
     print(f"user {args.name} removed", file=sys.stderr)

@@ -6,7 +6,8 @@ clients verify that name whatever address they dial. A node certificate has CN
 `node:<name>` and clientAuth only, so it can never pass as the master.
 
 State lives under DATA_DIR/pki/ (0700): ca.crt, ca.key, master.crt (leaf + CA), master.key
-(keys 0600). Nothing here logs, and keys never appear in a repr."""
+(keys 0600), or under the same names in etcd (master/identity.py). Nothing here logs, and
+keys never appear in a repr."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -30,6 +32,7 @@ from tcluster.errors import FailedPrecondition, InvalidArgument
 MASTER_ROLE_NAME = "master.tcluster"   # clients set ssl_target_name_override to this
 NODE_CN_PREFIX = "node:"
 PKI_DIR = "pki"
+PKI_FILES = ("ca.crt", "ca.key", "master.crt", "master.key")
 CA_VALIDITY = dt.timedelta(days=20 * 365)
 LEAF_VALIDITY = dt.timedelta(days=10 * 365)   # no rotation yet: long-lived, revocable by name
 CLOCK_SKEW = dt.timedelta(minutes=5)           # a node whose clock lags a little still accepts
@@ -42,7 +45,7 @@ _DNS_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9
 class MasterPki:
     """What the master serves with, and what it signs node certificates with."""
 
-    directory: Path
+    origin: str                                      # where it was loaded from, for messages
     ca_pem: bytes
     cert_chain_pem: bytes                            # master leaf + CA
     key_pem: bytes = field(repr=False)
@@ -247,26 +250,45 @@ def make_private_dir(path: Path) -> Path:
     return path
 
 
+def new_master_pki(advertise: list[str], origin: str, now: dt.datetime | None = None) -> MasterPki:
+    """A new CA and master certificate, in memory only (the caller stores them)."""
+    ca_pem, ca_key_pem = make_ca(now)
+    chain_pem, key_pem = make_master_cert(ca_pem, ca_key_pem, advertise, now)
+    return MasterPki(origin, ca_pem, chain_pem, key_pem, ca_key_pem)
+
+
+def pki_files(pki: MasterPki) -> dict[str, bytes]:
+    """The four files (or etcd keys) by name; keys first, as they are written."""
+    return {"ca.key": pki.ca_key_pem, "master.key": pki.key_pem, "ca.crt": pki.ca_pem,
+            "master.crt": pki.cert_chain_pem}
+
+
+def pki_from_files(origin: str, files: Mapping[str, bytes]) -> MasterPki:
+    """The inverse of pki_files; FailedPrecondition naming what is missing."""
+    missing = [name for name in PKI_FILES if name not in files]
+    if missing:
+        raise FailedPrecondition(f"{origin} is incomplete (no {', '.join(missing)}); restore it, or remove it "
+                                 "and run `tcl-master init` again")
+    return MasterPki(origin, files["ca.crt"], files["master.crt"], files["master.key"], files["ca.key"])
+
+
 def init_pki(data_dir: Path, advertise: list[str], now: dt.datetime | None = None) -> MasterPki:
     """Creates DATA_DIR/pki with a new CA and master certificate; refuses to overwrite one."""
     final = data_dir / PKI_DIR
     if final.exists():
         raise FailedPrecondition(f"{final} already exists: this master is initialised (CA "
                                  f"{_existing_fingerprint(final)}); remove the directory to start a new cluster")
-    ca_pem, ca_key_pem = make_ca(now)
-    chain_pem, key_pem = make_master_cert(ca_pem, ca_key_pem, advertise, now)
+    pki = new_master_pki(advertise, str(final), now)
     make_private_dir(data_dir)
     staging = make_private_dir(data_dir / (PKI_DIR + ".new"))
     try:
-        write_private(staging / "ca.key", ca_key_pem)
-        write_private(staging / "master.key", key_pem)
-        write_private(staging / "ca.crt", ca_pem)
-        write_private(staging / "master.crt", chain_pem)
+        for name, data in pki_files(pki).items():
+            write_private(staging / name, data)
         os.rename(staging, final)   # all or nothing: a crash leaves no half-made pki/
     finally:
         if staging.exists():
             shutil.rmtree(staging)
-    return MasterPki(final, ca_pem, chain_pem, key_pem, ca_key_pem)
+    return pki
 
 
 def _existing_fingerprint(directory: Path) -> str:
@@ -282,8 +304,7 @@ def load_master_pki(data_dir: Path) -> MasterPki | None:
     if not directory.exists():
         return None
     try:
-        return MasterPki(directory, (directory / "ca.crt").read_bytes(), (directory / "master.crt").read_bytes(),
-                         (directory / "master.key").read_bytes(), (directory / "ca.key").read_bytes())
+        return pki_from_files(str(directory), {name: (directory / name).read_bytes() for name in PKI_FILES})
     except OSError as error:
         raise FailedPrecondition(f"{directory} is incomplete ({error.strerror}: {error.filename}); "
                                  "restore it, or remove it and run `tcl-master init` again") from None

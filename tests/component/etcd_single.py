@@ -1,0 +1,98 @@
+"""One real etcd member on 127.0.0.1 for the tests that need a store and nothing more:
+free ports, a data dir of its own, stopped by its pid at the end. The fault suite's
+3-member cluster is tests/etcd_cluster.py; this stays independent of it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+ETCD = Path("/usr/bin/etcd")
+START_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class SingleEtcd:
+    endpoint: str          # HOST:PORT for clients
+    pid: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"etcd://{self.endpoint}"
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path) -> None:
+    from tcluster.master.etcdbridge import EtcdBridge
+    bridge = EtcdBridge([endpoint], timeout_s=1.0)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            if popen.poll() is not None:
+                raise AssertionError(f"etcd exited {popen.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+            try:
+                bridge.call(lambda kv: kv.get("/ready-probe"), timeout_s=3.0)
+                return
+            except Exception:       # noqa: BLE001 - not up yet
+                time.sleep(0.1)
+        raise AssertionError(f"etcd not ready within {START_TIMEOUT_S}s:\n{log.read_text(errors='replace')[-3000:]}")
+    finally:
+        bridge.close()
+
+
+def start_single_etcd(directory: Path) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
+    client, peer = _free_ports(2)
+    log = directory / "etcd.log"
+    args = [str(ETCD), "--name", "solo", "--data-dir", str(directory / "data"),
+            "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"solo=http://127.0.0.1:{peer}", "--initial-cluster-state", "new"]
+    with open(log, "wb") as out:
+        popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    member = SingleEtcd(f"127.0.0.1:{client}", popen.pid, log)
+    try:
+        _wait_ready(member.endpoint, popen, log)
+    except BaseException:
+        stop_single_etcd(popen)
+        raise
+    return member, popen
+
+
+def stop_single_etcd(popen: subprocess.Popen[bytes]) -> None:
+    if popen.poll() is None:
+        os.kill(popen.pid, signal.SIGTERM)
+        try:
+            popen.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(popen.pid, signal.SIGKILL)
+            popen.wait(10)
+
+
+@pytest.fixture(scope="module")
+def single_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SingleEtcd]:
+    if not ETCD.exists():
+        pytest.skip(f"{ETCD} is missing (Debian: apt-get install etcd-server)")
+    member, popen = start_single_etcd(tmp_path_factory.mktemp("etcd"))
+    try:
+        yield member
+    finally:
+        stop_single_etcd(popen)
