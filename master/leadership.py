@@ -114,6 +114,11 @@ class Leadership:
         self._keepalive = asyncio.create_task(self._keep_alive(), name="etcd-lease")
 
     async def stop(self, resign: bool = True) -> None:
+        # A stop ends the term here, without on_lost: our own revoke deletes the leader key,
+        # and its watch event must not read as a lost leadership (which re-executes the
+        # daemon as a standby: a SIGTERM'd leader would restart instead of exiting).
+        if not self.lost_reason:
+            self.lost_reason = "this master is stopping"
         if self._keepalive is not None:
             self._keepalive.cancel()
         if resign and self.lease:

@@ -289,8 +289,8 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
                               acting=leadership.leading)
         except Exception as error:    # holding the key without acting would stall the cluster
             log.exception("could not take over")
-            await leadership.stop(resign=True)
             leadership.lose(f"could not take over: {error}")
+            await leadership.stop(resign=True)     # the others need not wait out the lease
             return
         log.info("this master (%s) leads", me.client)
         await _compact_history(kv, mirror, leadership)
