@@ -200,7 +200,8 @@ class EtcdStore:
                             else self.kv.txn(compares, ops))
         except EtcdUnavailable as error:
             self.leadership.lose(f"a write's outcome is unknown ({error})")
-            raise StoreError(f"the master cannot write its state: {error}") from error
+            raise StoreError(f"the master cannot write its state: {error}. The change may still be applied "
+                             "once etcd has a quorum again: check (tcl jobs) before you retry") from error
         if not result.succeeded:
             self.leadership.lose("a write was refused: this master's leader key is gone")
             raise NotLeader("this master no longer leads; retry: another master takes over")
