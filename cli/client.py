@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -86,6 +87,22 @@ class _NotAnswering(grpc.RpcError):
         return f"failed to connect: {self.address} did not complete the handshake within {CONNECT_TIMEOUT_SECONDS:g}s"
 
 
+def _settles(channel: grpc.Channel, timeout_s: float) -> bool:
+    """True once the channel is READY, or has failed to connect (refused: the call then
+    fails at once, as a transport failure); False if it still hangs in the handshake."""
+    settled = threading.Event()
+
+    def watch(state: grpc.ChannelConnectivity) -> None:
+        if state in (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+                     grpc.ChannelConnectivity.SHUTDOWN):
+            settled.set()
+    channel.subscribe(watch, try_to_connect=True)
+    try:
+        return settled.wait(timeout_s)
+    finally:
+        channel.unsubscribe(watch)
+
+
 @dataclass(frozen=True)
 class _Connection:
     channel: grpc.Channel
@@ -137,11 +154,8 @@ class MasterClient:
         process) is passed over after CONNECT_TIMEOUT_S, before anything was sent to it, so
         even a submit may go on to the next; with one master, the call's own timeout rules."""
         connection = self._connection(address)
-        if len(self._finder.masters) > 1:
-            try:
-                grpc.channel_ready_future(connection.channel).result(timeout=CONNECT_TIMEOUT_SECONDS)
-            except grpc.FutureTimeoutError:
-                raise _NotAnswering(address) from None
+        if len(self._finder.masters) > 1 and not _settles(connection.channel, CONNECT_TIMEOUT_SECONDS):
+            raise _NotAnswering(address)
         return connection
 
     def __enter__(self) -> MasterClient:
