@@ -37,6 +37,11 @@ GRPC_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 ]
 FENCE_FILE = "fence.json"
+# HA masters: a master that stopped answering (paused, hung) while its stream stays open is
+# left after this many heartbeats without word (it acks every one), at least STALE_MIN_S,
+# for the next master on the list; gRPC's keepalive alone takes ~15 s, and the fence 30.
+STALE_AFTER_BEATS = 5
+STALE_MIN_S = 5.0
 HOUSEKEEPING_S = 60.0
 RESEND_AFTER_S = 10.0
 
@@ -52,6 +57,8 @@ class Agent:
         self.heartbeat_interval_s = settings.heartbeat_interval_s
         self.fence_after_s = self._load_fence()
         self.last_heard = time.monotonic()      # the last message from the master
+        self._session_task: asyncio.Task[None] | None = None
+        self._stale = False                     # the watchdog ended the session: its master went silent
         self._fenced = False
         self.registered = asyncio.Event()   # set while a session is up (tests wait on it)
         self.rotation = MasterRotation(parse_addresses(settings.master, "--master"))
@@ -74,7 +81,7 @@ class Agent:
                 self.master = self.rotation.next()
                 hint: str | None = None
                 try:
-                    await self._session()
+                    await self._watched_session()
                 except (grpc.aio.AioRpcError, ConnectionError) as error:
                     hint = standby_hint(error)
                     self._log_session_end(error, hint)
@@ -90,6 +97,31 @@ class Agent:
                 delay = min(delay * 2, self.settings.reconnect_max_s)
         finally:
             watchdog.cancel()
+
+    async def _watched_session(self) -> None:
+        """The session, ended by the watchdog (ConnectionError) if the master goes silent."""
+        self._session_task = asyncio.create_task(self._session(), name="agent-session")
+        try:
+            await self._session_task
+        except asyncio.CancelledError:
+            if not self._stale:
+                raise                  # the agent itself is stopping
+            raise ConnectionError(f"no word from the master for over {self._stale_after():.0f}s") from None
+        finally:
+            self._stale = False
+            self._session_task = None
+
+    def _stale_after(self) -> float:
+        return max(STALE_AFTER_BEATS * self.heartbeat_interval_s, STALE_MIN_S)
+
+    def _leave_if_silent(self, silent: float) -> None:
+        """Several masters: one that went silent mid-stream is left for the next."""
+        task = self._session_task
+        if (task is not None and not task.done() and not self._stale and len(self.rotation.masters) > 1
+                and self.registered.is_set() and silent > self._stale_after()):
+            log.warning("no word from master %s for %.0fs: trying the next master", self.master, silent)
+            self._stale = True
+            task.cancel()
 
     def _log_session_end(self, error: Exception, hint: str | None) -> None:
         code = error.code() if isinstance(error, grpc.aio.AioRpcError) else None
@@ -218,6 +250,7 @@ class Agent:
         while True:
             await asyncio.sleep(min(1.0, self.heartbeat_interval_s))
             silent = time.monotonic() - self.last_heard
+            self._leave_if_silent(silent)
             if self.fence_after_s > 0 and silent > self.fence_after_s and not self._fenced:
                 self._fenced = True
                 log.warning("no word from the master for %.0fs: stopping tasks that may run elsewhere", silent)

@@ -118,7 +118,10 @@ async def join(master: str, token_text: str, node: str, state_dir: Path) -> Join
     ca_pem, response = await _join_any(masters, token.fingerprint, JoinRequest(token_text.strip(), node, csr_pem))
     _check_response(response, ca_pem, node)
     master = join_addresses(masters)     # every master is kept: later starts use the whole list
-    state = JoinedState(master=master, agent_address=agent_address(master, response.agent_port), node=node,
+    # HA masters name every master's agent address; otherwise each dialled host at the agent port.
+    agents = join_addresses(tuple(response.agent_addresses)) if response.agent_addresses else \
+        agent_address(master, response.agent_port)
+    state = JoinedState(master=master, agent_address=agents, node=node,
                         ca_fingerprint=ca_fingerprint(ca_pem), labels=dict(response.labels))
     save_joined(state_dir, state, NodeCredentials(ca_pem, bytes(response.cert_pem), key_pem))
     return JoinOutcome(state, state_dir)

@@ -69,6 +69,23 @@ def explain_rpc_error(error: grpc.RpcError, master: str, timeout: float = UNARY_
     return exit_code, "error: " + template.format(master=master, timeout=timeout, details=details)
 
 
+CONNECT_TIMEOUT_SECONDS = 3.0
+
+
+class _NotAnswering(grpc.RpcError):
+    """A master that took the TCP connection but did not complete gRPC's handshake."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__()
+        self.address = address
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:   # "failed to connect": a transport failure, tried elsewhere
+        return f"failed to connect: {self.address} did not complete the handshake within {CONNECT_TIMEOUT_SECONDS:g}s"
+
+
 @dataclass(frozen=True)
 class _Connection:
     channel: grpc.Channel
@@ -113,7 +130,19 @@ class MasterClient:
         return self._connections[address]
 
     def _call(self, call: Callable[[_Connection], T]) -> T:
-        return self._finder.call(lambda address: call(self._connection(address)))
+        return self._finder.call(lambda address: call(self._ready(address)))
+
+    def _ready(self, address: str) -> _Connection:
+        """With several masters, one that accepts TCP but never answers (a paused or hung
+        process) is passed over after CONNECT_TIMEOUT_S, before anything was sent to it, so
+        even a submit may go on to the next; with one master, the call's own timeout rules."""
+        connection = self._connection(address)
+        if len(self._finder.masters) > 1:
+            try:
+                grpc.channel_ready_future(connection.channel).result(timeout=CONNECT_TIMEOUT_SECONDS)
+            except grpc.FutureTimeoutError:
+                raise _NotAnswering(address) from None
+        return connection
 
     def __enter__(self) -> MasterClient:
         return self

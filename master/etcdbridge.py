@@ -5,7 +5,11 @@ on the master's loop, and the offline commands from plain functions. Neither may
 master's EtcdKV from there (its channels belong to the master's loop, which would be
 blocked waiting), so the bridge keeps its own channels on its own loop and the caller
 blocks until the coroutine is done. Joins and token creation are rare: a few ms of blocked
-loop is the price of keeping the callers simple."""
+loop is the price of keeping the callers simple.
+
+The master's lease renewals and state transactions use it too, asynchronously (`run`,
+`spawn`): on a loop busy with thousands of agents, each await of an etcd answer waited
+its turn behind them (~45 ms a transaction at 2,000 agents, renewals up to 1.5 s)."""
 
 from __future__ import annotations
 
@@ -52,6 +56,20 @@ class EtcdBridge:
             future.cancel()
             raise EtcdUnavailable(f"etcd did not answer within {timeout_s:.0f} s; is a quorum of "
                                   f"{','.join(self.endpoints)} up?") from None
+
+    async def run(self, fn: Callable[[EtcdKV], Awaitable[T]]) -> T:
+        """From another loop: awaits fn(kv) run on the bridge's loop. The master's lease
+        renewals and state writes go this way, so a busy master loop delays neither."""
+        if self._closed:
+            raise EtcdUnavailable("the etcd connection is closed")
+
+        async def call() -> T:
+            return await fn(self.kv)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call(), self._loop))
+
+    def spawn(self, coro: Awaitable[None]) -> concurrent.futures.Future[None]:
+        """Runs a background coroutine on the bridge's loop (cancel the returned future)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)   # type: ignore[arg-type]
 
     def close(self) -> None:
         """Idempotent; closes the channels, then stops the thread."""

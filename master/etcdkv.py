@@ -182,6 +182,13 @@ class EtcdKV:
                   if r.WhichOneof("response") == "response_range"]
         return TxnResult(reply.succeeded, reply.header.revision, ranges)
 
+    async def compact(self, revision: int) -> None:
+        """Forgets the history before `revision` (etcd keeps every revision until told)."""
+        async def call(channel: grpc.aio.Channel) -> None:
+            await stubs.KVStub(channel).Compact(pb.CompactionRequest(revision=revision), timeout=self.timeout_s * 4,
+                                                metadata=_REQUIRE_LEADER)
+        await self._call("a compaction", call)
+
     # ---- leases ----
 
     async def grant(self, ttl_s: int) -> int:

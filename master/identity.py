@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
 
 from tcluster.errors import InvalidArgument
+from tcluster.master import statestore
 from tcluster.master.authstore import AuthStore, User
 from tcluster.master.sqliteauth import SqliteAuthStore
 from tcluster.security.pki import MasterPki, init_pki, load_master_pki, master_sans, new_master_pki
@@ -65,30 +66,20 @@ class Initialised:
 
 def check_prefix(prefix: str) -> str:
     """'/tcluster/' -> '/tcluster'; InvalidArgument('--store-prefix') for anything else."""
-    cleaned = prefix.strip().rstrip("/")
-    if not cleaned.startswith("/") or len(cleaned) < 2 or any(c.isspace() or c == "\0" for c in cleaned):
-        raise InvalidArgument("--store-prefix", f"{prefix[:60]!r} is not a key prefix like /tcluster "
-                                                "(a leading /, no spaces)")
-    return cleaned
+    try:
+        return statestore.check_prefix(prefix)
+    except ValueError as error:
+        raise InvalidArgument("--store-prefix", str(error)) from None
 
 
 def parse_store(store_url: str, prefix: str, data_dir: Path) -> StoreChoice:
-    """InvalidArgument naming --store or --store-prefix for a bad value."""
-    url = store_url.strip()
-    if not url:
-        return StoreChoice((), check_prefix(prefix), data_dir)
-    if url.startswith(SQLITE_SCHEME):
-        if not url[len(SQLITE_SCHEME):].strip():
-            raise InvalidArgument("--store", "sqlite: needs a PATH, e.g. sqlite:.tcluster/master.db")
-        return StoreChoice((), check_prefix(prefix), data_dir)
-    if url.startswith(ETCD_SCHEME):
-        from tcluster.master.etcdkv import parse_endpoints   # the etcd client only when asked for
-        try:
-            endpoints = parse_endpoints(url[len(ETCD_SCHEME):])
-        except ValueError as error:
-            raise InvalidArgument("--store", f"{error}; use etcd://HOST:PORT[,HOST:PORT...]") from None
-        return StoreChoice(tuple(endpoints), check_prefix(prefix), data_dir)
-    raise InvalidArgument("--store", f"{url[:60]!r} is neither sqlite:PATH nor etcd://HOST:PORT[,HOST:PORT...]")
+    """InvalidArgument naming --store or --store-prefix for a bad value (one parser:
+    master/statestore.py, which the daemon's settings use too)."""
+    try:
+        url = statestore.parse_store_url(store_url.strip(), data_dir)
+    except ValueError as error:
+        raise InvalidArgument("--store", str(error)) from None
+    return StoreChoice(url.endpoints, check_prefix(prefix), data_dir)
 
 
 def add_store_flags(parser: argparse.ArgumentParser) -> None:

@@ -25,4 +25,5 @@ class JoinServicer(join_pb2_grpc.NodeJoinServicer):
             await _abort(context, error)
             raise AssertionError("unreachable")
         return join_pb2.JoinResponse(cert_pem=result.cert_pem, ca_pem=result.ca_pem, agent_port=result.agent_port,
-                                     labels=result.labels, node=result.node)
+                                     labels=result.labels, node=result.node,
+                                     agent_addresses=list(result.agent_addresses))

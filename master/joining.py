@@ -27,14 +27,17 @@ class JoinResult:
     ca_pem: bytes
     labels: dict[str, str]
     agent_port: int
+    agent_addresses: tuple[str, ...] = ()     # HA: every live master's agent address
 
 
 class NodeJoin:
     """Trades a valid join token and a CSR for a node certificate, once per token."""
 
     def __init__(self, pki: MasterPki, auth: AuthStore, agent_port: int,
+                 agent_addresses: Callable[[], list[str]] = lambda: [],
                  clock: Callable[[], float] = time.time) -> None:
         self.pki, self.auth, self.agent_port, self.clock = pki, auth, agent_port, clock
+        self.agent_addresses = agent_addresses
 
     def join(self, token_text: str, node: str, csr_pem: bytes) -> JoinResult:
         token = parse_join_token(token_text)
@@ -49,7 +52,7 @@ class NodeJoin:
         cert_pem = issue_node_cert(self.pki, csr_pem, node)
         labels = self.auth.admit(token, node, serial_of_cert(cert_pem), now)
         log.info("node %s joined with join token %s", node, token.token_id)
-        return JoinResult(node, cert_pem, self.pki.ca_pem, labels, self.agent_port)
+        return JoinResult(node, cert_pem, self.pki.ca_pem, labels, self.agent_port, tuple(self.agent_addresses()))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ daemon re-executes itself as a standby (master/main.py)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import time
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from tcluster.errors import Unavailable
+from tcluster.master.etcdbridge import EtcdBridge
 from tcluster.master.etcdkv import EtcdKV, EtcdUnavailable, create_revision_is, get_op, put
 from tcluster.master.etcdmirror import Mirror
 
@@ -57,8 +59,12 @@ class Leadership:
     """One master's part in the election: its lease, its campaign, its fence."""
 
     def __init__(self, kv: EtcdKV, mirror: Mirror, me: LeaderInfo, ttl_s: int,
-                 on_lost: Callable[[str], None], monotonic: Callable[[], float] = time.monotonic) -> None:
+                 on_lost: Callable[[str], None], monotonic: Callable[[], float] = time.monotonic,
+                 bridge: EtcdBridge | None = None) -> None:
         self.kv, self.mirror, self.me, self.ttl_s = kv, mirror, me, ttl_s
+        # Renewals run on the bridge's own thread and loop when given (the daemon's case): a
+        # master loop busy with thousands of agents must not let its lease lapse.
+        self.bridge = bridge
         self.on_lost, self.monotonic = on_lost, monotonic
         self.leader_key = mirror.prefix + "leader"
         self.lease = 0
@@ -67,7 +73,8 @@ class Leadership:
         self.lost_reason = ""
         self.store_problem = ""        # why the last call to etcd failed, for standbys' answers
         self._vacant = asyncio.Event()
-        self._keepalive: asyncio.Task[None] | None = None
+        self._keepalive: asyncio.Task[None] | concurrent.futures.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # ---- LeaderView (master/standby.py) ----
 
@@ -111,7 +118,11 @@ class Leadership:
         self.deadline = sent + self.ttl_s
         await self.kv.txn([], [put(self.mirror.prefix + f"masters/{self.me.id}", self.me.encode(), self.lease)])
         self.mirror.listen("leader", self._on_leader_key)
-        self._keepalive = asyncio.create_task(self._keep_alive(), name="etcd-lease")
+        self._loop = asyncio.get_running_loop()
+        if self.bridge is not None:
+            self._keepalive = self.bridge.spawn(self._keep_alive(self.bridge.kv))
+        else:
+            self._keepalive = asyncio.create_task(self._keep_alive(self.kv), name="etcd-lease")
 
     async def stop(self, resign: bool = True) -> None:
         # A stop ends the term here, without on_lost: our own revoke deletes the leader key,
@@ -167,19 +178,28 @@ class Leadership:
         elif self.leader_rev and revision != self.leader_rev and LeaderInfo.decode(value) != self.me:
             self.lose(f"another master leads: {value.decode(errors='replace')}")
 
-    async def _keep_alive(self) -> None:
+    async def _keep_alive(self, kv: EtcdKV) -> None:
+        """Renews every TTL/3 (on the bridge's loop, or the master's); the deadline only moves
+        forward from the time a renewal was sent."""
         while not self.lost_reason:
             await asyncio.sleep(min(self.ttl_s / 3.0, max(0.05, self.deadline - self.monotonic())))
             sent = self.monotonic()
             try:
-                left = await self.kv.keepalive(self.lease)
+                left = await kv.keepalive(self.lease)
             except EtcdUnavailable as error:
                 self.store_problem = str(error)
                 if self.monotonic() >= self.deadline:
-                    self.lose(f"the lease could not be renewed: {error}")
+                    self._lose_from_renewal(f"the lease could not be renewed: {error}")
                 continue
             self.store_problem = ""
             if left <= 0:
-                self.lose("the lease expired")
+                self._lose_from_renewal("the lease expired")
             else:
-                self.deadline = sent + left
+                self.deadline = max(self.deadline, sent + left)
+
+    def _lose_from_renewal(self, reason: str) -> None:
+        """`lose` runs on the master's loop (its callback stops the daemon there)."""
+        if self._loop is not None and self.bridge is not None:
+            self._loop.call_soon_threadsafe(self.lose, reason)
+        else:
+            self.lose(reason)

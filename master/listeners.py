@@ -88,7 +88,8 @@ class SecureParts:
 def bind_secure(settings: MasterSettings, pki: MasterPki, client: grpc.aio.Server, options: list[tuple[str, object]],
                 add_agent_service: Callable[[grpc.aio.Server, NodeGuard], None],
                 agent_interceptors: list[grpc.aio.ServerInterceptor] | None = None,
-                auth: AuthStore | None = None) -> tuple[int, SecureParts]:
+                auth: AuthStore | None = None,
+                agent_addresses: Callable[[int], list[str]] | None = None) -> tuple[int, SecureParts]:
     """Binds the TLS client port on `client` and a new mutual-TLS agent server; adds NodeJoin.
     `auth` is the identity store (master/identity.py:open_auth_store), DATA_DIR/auth.db if
     not given; the returned parts close it when they stop."""
@@ -107,5 +108,6 @@ def bind_secure(settings: MasterSettings, pki: MasterPki, client: grpc.aio.Serve
     if agent_port == 0:
         auth.close()
         raise OSError(f"cannot listen on {address} for agents (address in use? set --agent-listen)")
-    join_pb2_grpc.add_NodeJoinServicer_to_server(JoinServicer(NodeJoin(pki, auth, agent_port)), client)
+    addresses = (lambda: agent_addresses(agent_port)) if agent_addresses is not None else (lambda: [])
+    join_pb2_grpc.add_NodeJoinServicer_to_server(JoinServicer(NodeJoin(pki, auth, agent_port, addresses)), client)
     return port, SecureParts(agent_server, agent_port, auth, guard)

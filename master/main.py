@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="etcd: this cluster's key prefix (several clusters can share one etcd); default %(default)s")
     p.add_argument("--lease-ttl-s", type=int, default=5,
                    help="etcd: a leader that stops renewing its lease is replaced this long after (default %(default)s)")
+    p.add_argument("--store-max-txn-ops", type=int, default=128, metavar="N",
+                   help="etcd: operations per transaction, at most etcd's --max-txn-ops (default %(default)s); "
+                        "larger batches are written as several transactions in order")
     p.add_argument("--advertise", default="", metavar="HOST:PORT",
                    help="etcd: the address standbys give clients for this master (default: --listen's)")
     p.add_argument("--fairness", default=DEFAULT_FAIRNESS,
@@ -125,6 +128,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         lotes_drift=args.lotes_drift, status_visibility=args.status_visibility,
         store=getattr(args, "store", ""), store_prefix=getattr(args, "store_prefix", "/tcluster"),
         lease_ttl_s=getattr(args, "lease_ttl_s", 5), advertise=getattr(args, "advertise", ""),
+        store_max_txn_ops=getattr(args, "store_max_txn_ops", 128),
     )
 
 

@@ -16,6 +16,7 @@ import grpc
 
 from tcluster.bounds import MAX_MESSAGE_BYTES
 from tcluster.errors import Unavailable
+from tcluster.master.etcdbridge import EtcdBridge
 from tcluster.master.etcdkv import EtcdKV
 from tcluster.master.etcdmirror import Mirror
 from tcluster.master.authstore import AuthStore
@@ -24,6 +25,7 @@ from tcluster.master.etcdstore import EtcdStore
 from tcluster.master.identity import open_auth_store
 from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.leadership import LeaderInfo, Leadership
+from tcluster.master import pkicache
 from tcluster.master.listeners import SecureParts, agent_address, bind_secure, check_exposure
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
@@ -54,11 +56,13 @@ class Election:
     kv: EtcdKV
     mirror: Mirror
     leadership: Leadership
+    bridge: EtcdBridge          # lease renewals and state writes, on a thread of their own
 
     async def close(self, resign: bool) -> None:
         await self.leadership.stop(resign)
         await self.mirror.stop()
         await self.kv.close()
+        await asyncio.to_thread(self.bridge.close)
 
 
 @dataclass
@@ -147,8 +151,8 @@ async def _start_dashboard(service: MasterService, settings: MasterSettings) -> 
 
 
 def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server, servicers: list[Any],
-          agent_interceptors: list[grpc.aio.ServerInterceptor],
-          auth: AuthStore | None) -> tuple[int, SecureParts | None]:
+          agent_interceptors: list[grpc.aio.ServerInterceptor], auth: AuthStore | None,
+          mirror: Mirror | None) -> tuple[int, SecureParts | None]:
     """Plaintext, everything on one port; or TLS for clients and a mutual-TLS agent server."""
     if pki is None:
         servicers.append(AgentServicer(None))  # type: ignore[arg-type]
@@ -158,7 +162,14 @@ def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Serv
     def add_agent(agent_server: grpc.aio.Server, guard: Any) -> None:
         servicers.append(AgentServicer(None, guard))  # type: ignore[arg-type]
         agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], agent_server)
-    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors, auth)
+    masters = (lambda own_port: _agent_addresses(mirror, own_port)) if mirror is not None else None
+    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors, auth, masters)
+
+
+def _agent_addresses(mirror: Mirror, own_port: int) -> list[str]:
+    """What a joining node is told to dial: every live master's agent address (this one's
+    is among them: it registered under P/masters/ when it joined the election)."""
+    return [info.agent for _, raw in mirror.items("masters") if (info := LeaderInfo.decode(raw)) is not None]
 
 
 def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: int) -> LeaderInfo:
@@ -177,9 +188,10 @@ def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: 
 async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None) -> RunningMaster:
     """Serving; with SQLite already leading, with etcd leading once `leading` is set.
     `on_lost` (etcd): called once if this master loses its leadership or its lease."""
-    copy = await _open_copy(settings) if settings.store_url.kind == "etcd" else None
+    opened = await _open_copy(settings) if settings.store_url.kind == "etcd" else None
+    copy = opened[:2] if opened is not None else None
     try:
-        master = await _serve_ports(settings, copy)
+        master = await _serve_ports(settings, copy, opened[2] if opened is not None else None)
     except BaseException:
         if copy is not None:
             await copy[1].stop()
@@ -202,12 +214,13 @@ async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] 
     return master
 
 
-async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | None) -> RunningMaster:
+async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | None,
+                       etcd_pki: MasterPki | None) -> RunningMaster:
     """Binds the client (and agent) ports; the servicers get their service when it leads."""
     if copy is None:
         pki, auth = load_master_pki(settings.data_dir), None
     else:
-        pki = pki_in_mirror(copy[1], settings.store_prefix)
+        pki = etcd_pki
         auth = open_auth_store(settings.store, settings.store_prefix, settings.data_dir, copy[1]) if pki else None
     check_exposure(settings, pki)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -217,7 +230,8 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
     jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers[0], server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(servicers[1], server)
     try:
-        port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")], auth)
+        port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")], auth,
+                             copy[1] if copy is not None else None)
     except BaseException:
         if auth is not None:
             auth.close()
@@ -227,18 +241,37 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
     return RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
 
 
-async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror]:
-    """The warm copy of the prefix, loaded before the ports open (the PKI is in it); a
-    master started during an etcd outage waits for etcd instead of exiting."""
+async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPki | None]:
+    """The warm copy of the prefix and the PKI in it. If etcd does not answer, the PKI
+    cached by an earlier start (master/pkicache.py) lets the ports open at once and the
+    copy loads later; a first start without a cache waits for etcd instead of exiting."""
     kv = EtcdKV(list(settings.store_url.endpoints))
     mirror = Mirror(kv, settings.store_prefix)
+    cache = pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
     delay = 0.2
     while True:
         try:
             await mirror.start()
-            return kv, mirror
+            pki = pki_in_mirror(mirror, settings.store_prefix)
+            pkicache.save(cache, pki)
+            return kv, mirror, pki
         except Unavailable as error:
+            found, pki = pkicache.load(cache)
+            if found:
+                log.warning("etcd unreachable (%s); serving as a standby with the cached PKI until it answers", error)
+                return kv, mirror, pki
             log.warning("etcd unreachable (%s); retrying", error)
+            await asyncio.sleep(delay)
+            delay = min(2.0, delay * 2)
+
+
+async def _load_copy(mirror: Mirror, leadership: Leadership) -> None:
+    delay = 0.2
+    while mirror.revision == 0:
+        try:
+            await mirror.start()
+        except Unavailable as error:
+            leadership.store_problem = str(error)
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
 
@@ -247,16 +280,26 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
     """Answers as a standby at once; joins the election, campaigns and leads in the background."""
     settings = master.settings
     me = advertised(settings, master.port, master.agent_port, _http_port_guess(settings))
-    leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost)
+    bridge = EtcdBridge(list(settings.store_url.endpoints))
+    leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost, bridge=bridge)
     master.slot.view = leadership
 
     async def promote() -> None:
+        await _load_copy(mirror, leadership)
         await _reach_store(leadership)
-        await leadership.campaign()
-        await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops), acting=leadership.leading)
+        try:
+            await leadership.campaign()
+            await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops, bridge=bridge),
+                              acting=leadership.leading)
+        except Exception as error:    # holding the key without acting would stall the cluster
+            log.exception("could not take over")
+            leadership.lose(f"could not take over: {error}")
+            await leadership.stop(resign=True)     # the others need not wait out the lease
+            return
         log.info("this master (%s) leads", me.client)
+        await _compact_history(kv, mirror, leadership)
     master.promotion = asyncio.create_task(promote(), name="campaign")
-    return Election(kv, mirror, leadership)
+    return Election(kv, mirror, leadership, bridge)
 
 
 async def _reach_store(leadership: Leadership) -> None:
@@ -272,6 +315,24 @@ async def _reach_store(leadership: Leadership) -> None:
             log.warning("etcd unreachable (%s); retrying", error)
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
+
+
+COMPACT_EVERY_S = 300.0
+
+
+async def _compact_history(kv: EtcdKV, mirror: Mirror, leadership: Leadership) -> None:
+    """etcd keeps every revision until compacted; like Kubernetes' API server, the leader
+    compacts every few minutes to the revision it saw one period earlier (a standby whose
+    watch falls that far behind reloads its copy)."""
+    previous = 0
+    while leadership.leading():
+        await asyncio.sleep(COMPACT_EVERY_S)
+        if previous and leadership.leading():
+            try:
+                await kv.compact(previous)
+            except Exception as error:   # noqa: BLE001 - already compacted, or etcd busy: next period
+                log.info("etcd compaction to %d skipped: %s", previous, error)
+        previous = mirror.revision
 
 
 def _http_port_guess(settings: MasterSettings) -> int:

@@ -50,11 +50,17 @@ def parse_store_url(text: str, data_dir: Path) -> StoreUrl:
             raise ValueError("sqlite: needs a path, e.g. sqlite:/var/lib/tcluster/master.db")
         return StoreUrl("sqlite", Path(path))
     if text.startswith("etcd://"):
-        return StoreUrl("etcd", endpoints=tuple(parse_endpoints(text[len("etcd://"):])))
-    raise ValueError(f"{text[:80]!r} is not a store; use sqlite:PATH or etcd://HOST:PORT[,HOST:PORT...]")
+        try:
+            return StoreUrl("etcd", endpoints=tuple(parse_endpoints(text[len("etcd://"):])))
+        except ValueError as error:
+            raise ValueError(f"{error}; use etcd://HOST:PORT[,HOST:PORT...]") from None
+    raise ValueError(f"{text[:60]!r} is neither sqlite:PATH nor etcd://HOST:PORT[,HOST:PORT...]")
 
 
 def check_prefix(prefix: str) -> str:
-    if not prefix.startswith("/") or len(prefix) > 200 or any(c.isspace() for c in prefix):
-        raise ValueError(f"{prefix[:80]!r} is not a key prefix; use a path such as /tcluster or /clusters/prod")
-    return prefix.rstrip("/") or "/"
+    """'/tcluster/' -> '/tcluster'; ValueError for anything else."""
+    cleaned = prefix.strip().rstrip("/")
+    if not cleaned.startswith("/") or len(cleaned) < 2 or len(cleaned) > 200 \
+            or any(c.isspace() or c == "\0" for c in cleaned):
+        raise ValueError(f"{prefix[:60]!r} is not a key prefix like /tcluster (a leading /, no spaces)")
+    return cleaned

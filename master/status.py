@@ -9,31 +9,26 @@ import argparse
 import asyncio
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from tcluster.errors import InvalidArgument, Unavailable
+from tcluster.errors import Unavailable
 from tcluster.master.etcdkv import EtcdKV
 from tcluster.master.leadership import LeaderInfo
-from tcluster.master.statestore import StoreUrl, check_prefix, parse_store_url
+from tcluster.master.identity import add_store_flags, choice_of
+from tcluster.master.statestore import StoreUrl, parse_store_url
 
 
 def add_status_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("status", help="the masters of a store, which one leads, and the store")
-    p.add_argument("--store", default="", help="sqlite:PATH or etcd://HOST:PORT[,...] (default: sqlite in --data-dir)")
-    p.add_argument("--store-prefix", default="/tcluster", help="etcd: the cluster's key prefix (default %(default)s)")
-    p.add_argument("--data-dir", default=".tcluster", type=Path)
+    add_store_flags(p)
     p.add_argument("-o", "--output", choices=("table", "json"), default="table")
     p.set_defaults(run=cmd_status)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    try:
-        url = parse_store_url(args.store, args.data_dir)
-        prefix = check_prefix(args.store_prefix)
-    except ValueError as error:
-        raise InvalidArgument("--store" if "prefix" not in str(error) else "--store-prefix", str(error)) from None
-    report = asyncio.run(_etcd_status(url, prefix)) if url.kind == "etcd" else _sqlite_status(url)
+    choice = choice_of(args)             # InvalidArgument naming --store or --store-prefix
+    url = parse_store_url(args.store.strip(), args.data_dir)
+    report = asyncio.run(_etcd_status(url, choice.prefix)) if choice.etcd else _sqlite_status(url)
     if args.output == "json":
         print(json.dumps(report, indent=2))
     else:

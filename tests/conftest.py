@@ -9,6 +9,8 @@ from typing import Iterator
 import pytest
 from hypothesis import settings
 
+from tests.etcd_cluster import etcd, etcd_session  # noqa: F401  (session etcd cluster, a prefix per test)
+
 # No wall-clock limits in tests: Hypothesis's 200 ms per-example deadline fails on a
 # loaded shared machine without saying anything about the code under test.
 settings.register_profile("tcluster", deadline=None)

@@ -17,6 +17,9 @@ from tcluster.master.settings import MasterSettings
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
 WAIT_S = 10.0
+# Set by a store-parametrized module's fixture (see test_master_agents.py): the master
+# starts on this store instead of SQLite in its data dir.
+STORE: dict[str, str] = {"url": "", "prefix": "/tcluster"}
 
 
 @dataclass
@@ -44,8 +47,12 @@ class Harness:
                     schedule_interval_s=0.2)
         if self.settings is not None:  # a restart keeps the data dir and the port
             base.update(listen=self.address)
+        if STORE["url"]:
+            base.update(store=STORE["url"], store_prefix=STORE["prefix"], lease_ttl_s=2)
         self.settings = MasterSettings(**{**base, **overrides})
         self.master = await start_master(self.settings)
+        if self.master.election is not None:     # etcd: serving as a standby until it wins
+            await asyncio.wait_for(self.master.leading.wait(), WAIT_S)
         self.channel = grpc.aio.insecure_channel(self.address)
 
     @property

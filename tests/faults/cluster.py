@@ -8,6 +8,11 @@ Timeouts only bound waits; nothing here asserts how long something took.
 TCL_FAULTS_COMPAT=1 drops daemon flags the installed binaries do not know yet (and submits
 retries / log caps through gRPC when `tcl submit` lacks the flags): only for running this
 suite against code older than the interface it is written for. Off by default.
+
+`store`: "sqlite" (default: the master's own data dir, no --store flag) or "etcd" (give an
+`EtcdStore`: the master runs with `--store etcd://... --store-prefix <unique>` and a short
+lease, on a port chosen up front so that it can advertise it; after each start the cluster
+waits until that master leads, as a SIGKILLed predecessor's lease must expire first).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Callable, TypeVar
 import grpc
 
 from tests.e2e.procs import BIN, Proc, leaked_cgroups, node_subtrees, sweep_node
+from tests.etcd_cluster import EtcdStore, free_ports
 from tests.faults.proxy import TcpProxy
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
@@ -35,6 +41,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 JOB_DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
 TASK_DONE = {"SUCCEEDED", "FAILED", "KILLED", "LOST"}
 COMPAT = os.environ.get("TCL_FAULTS_COMPAT") == "1"
+STORES = ("sqlite", "etcd")
+ETCD_LEASE_TTL_S = 3   # short, so a restart after SIGKILL waits little; not so short that a loaded host loses it
 
 
 def node_name(tag: str) -> str:
@@ -84,6 +92,28 @@ def wait_for(check: Callable[[], T], timeout_s: float, what: str, interval_s: fl
         time.sleep(interval_s)
 
 
+def leads(address: str, timeout_s: float = 2.0) -> bool:
+    """The master at `address` answers a client call (a standby answers UNAVAILABLE)."""
+    with grpc.insecure_channel(address) as channel:
+        try:
+            jobs_pb2_grpc.JobServiceStub(channel).List(jobs_pb2.ListJobsRequest(limit=1), timeout=timeout_s)
+        except grpc.RpcError:
+            return False
+    return True
+
+
+def wait_value(get: Callable[[], T], ok: Callable[[T], bool], timeout_s: float, what: str,
+               interval_s: float = 0.1) -> T:
+    """Polls `get()` until `ok(value)`; returns that value (fails naming `what`)."""
+    box: list[T] = []
+
+    def check() -> bool:
+        box[:] = [get()]
+        return ok(box[0])
+    wait_for(check, timeout_s, what, interval_s)
+    return box[0]
+
+
 def task_cgroups(node: str) -> list[str]:
     """The task keys (`<task_id>.<attempt>`) with a cgroup under tcluster/<node>, any hierarchy."""
     keys: set[str] = set()
@@ -120,6 +150,8 @@ class Cluster:
     lost_timeout_s: float = 2.0
     start_timeout_s: float = 20.0
     heartbeat_interval_s: float = 0.2
+    store: str = "sqlite"
+    etcd: EtcdStore | None = None
     data_dir: Path | None = None
     master: Proc | None = None
     address: str = ""
@@ -129,23 +161,45 @@ class Cluster:
 
     # ---- master ----
 
+    def __post_init__(self) -> None:
+        assert self.store in STORES, self.store
+        assert (self.store == "etcd") == (self.etcd is not None), "store etcd needs an EtcdStore, sqlite none"
+
+    def store_args(self, listen: str) -> list[str]:
+        """Nothing for SQLite (today's default); etcd: the store, a prefix, a lease, the address."""
+        if self.etcd is None:
+            return []
+        return [*self.etcd.master_args(), "--lease-ttl-s", str(ETCD_LEASE_TTL_S), "--advertise", listen,
+                "--http", "127.0.0.1:0"]   # as a master on port 0 gets (the default 7080 is one per host)
+
     def master_args(self, listen: str) -> list[str]:
         assert self.data_dir is not None
         return _compat_args("tcl-master", [
-            "--listen", listen, "--data-dir", str(self.data_dir),
+            "--listen", listen, "--data-dir", str(self.data_dir), *self.store_args(listen),
             "--node-timeout-s", str(self.node_timeout_s), "--lost-timeout-s", str(self.lost_timeout_s),
             "--start-timeout-s", str(self.start_timeout_s),
             "--heartbeat-interval-s", str(self.heartbeat_interval_s)])
 
-    def start_master(self, data_dir: Path | None = None) -> str:
-        """Starts (or restarts, on the same port and data dir) the master; returns its address."""
+    def start_master(self, data_dir: Path | None = None, lead_timeout_s: float = 30.0) -> str:
+        """Starts (or restarts, on the same port and data dir) the master; returns its
+        address. With etcd, returns once it leads."""
         self.data_dir = data_dir or self.data_dir or self.tmp / "master"
+        if not self.address and self.etcd is not None:
+            self.address = f"127.0.0.1:{free_ports(1)[0]}"   # known before the start: it is advertised
         listen = self.address or "127.0.0.1:0"
         self._master_starts += 1
         log = self.tmp / f"master.{self._master_starts}.log"
         self.master = Proc([str(BIN / "tcl-master"), *self.master_args(listen)], log)
         try:
-            port = self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+            if self.etcd is None:
+                port = self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+            else:
+                port = listen.rpartition(":")[2]
+                master = self.master
+                wait_for(lambda: master.popen.poll() is not None or leads(listen), lead_timeout_s,
+                         f"the master on {listen} leads (store {self.etcd.url} {self.etcd.prefix})")
+                if master.popen.poll() is not None:
+                    raise AssertionError(f"tcl-master exited {master.popen.returncode}:\n{master.output()[-3000:]}")
         except BaseException:
             self.master.stop(signal.SIGKILL)
             raise

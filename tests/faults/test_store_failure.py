@@ -10,7 +10,11 @@ import pytest
 from tests.faults.cluster import Cluster, wait_for
 from tests.faults.disk import SmallDisk
 
-pytestmark = pytest.mark.system
+# SQLite only: these scenarios fill or remount the filesystem under the master's data dir,
+# which is where SQLite keeps the state. With --store etcd the state is in etcd, not on
+# that disk; its counterpart (the store unreachable: etcd without quorum) is in
+# tests/ha/test_etcd_quorum.py.
+pytestmark = [pytest.mark.system, pytest.mark.parametrize("cluster", ["sqlite"], indirect=True)]
 BIG_WORD = "x" * 100_000        # < MAX_ARG_STRLEN (128 KiB): one argv word of `tcl submit`
 MAX_TRIES = 60                  # submits of ~300 KB each: a 16 MiB disk refuses long before
 

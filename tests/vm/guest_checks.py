@@ -66,7 +66,10 @@ def system_tests() -> dict[str, object]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TCL_VM_GUEST": "1"}
     started = time.monotonic()
     rc, out = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "-rs",
-                   "--junitxml", str(SHARE / "junit.xml"), "-m", "not docker and not dashboard", "tests/system", *AGENT_FAULTS],
+                   "--junitxml", str(SHARE / "junit.xml"), "-m", "not docker and not dashboard",
+                   # The guest checks the agent's cgroup v2 backend; which store the master uses
+                   # (the [etcd] variants) is the host's business, and the guest has no etcd.
+                   "-k", "not etcd", "tests/system", *AGENT_FAULTS],
                   "system-tests.log", timeout=1200, env=env)
     tail = [line for line in out.splitlines() if " passed" in line or " failed" in line or "error" in line.lower()]
     return {"rc": rc, "summary": tail[-1] if tail else out[-300:], "seconds": round(time.monotonic() - started, 1)}

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16tcluster/v1/join.proto\x12\x0btcluster.v1\";\n\x0bJoinRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0f\n\x07\x63sr_pem\x18\x03 \x01(\x0c\"\xb8\x01\n\x0cJoinResponse\x12\x10\n\x08\x63\x65rt_pem\x18\x01 \x01(\x0c\x12\x0e\n\x06\x63\x61_pem\x18\x02 \x01(\x0c\x12\x12\n\nagent_port\x18\x03 \x01(\r\x12\x35\n\x06labels\x18\x04 \x03(\x0b\x32%.tcluster.v1.JoinResponse.LabelsEntry\x12\x0c\n\x04node\x18\x05 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32G\n\x08NodeJoin\x12;\n\x04Join\x12\x18.tcluster.v1.JoinRequest\x1a\x19.tcluster.v1.JoinResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16tcluster/v1/join.proto\x12\x0btcluster.v1\";\n\x0bJoinRequest\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0f\n\x07\x63sr_pem\x18\x03 \x01(\x0c\"\xd1\x01\n\x0cJoinResponse\x12\x10\n\x08\x63\x65rt_pem\x18\x01 \x01(\x0c\x12\x0e\n\x06\x63\x61_pem\x18\x02 \x01(\x0c\x12\x12\n\nagent_port\x18\x03 \x01(\r\x12\x35\n\x06labels\x18\x04 \x03(\x0b\x32%.tcluster.v1.JoinResponse.LabelsEntry\x12\x0c\n\x04node\x18\x05 \x01(\t\x12\x17\n\x0f\x61gent_addresses\x18\x06 \x03(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32G\n\x08NodeJoin\x12;\n\x04Join\x12\x18.tcluster.v1.JoinRequest\x1a\x19.tcluster.v1.JoinResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,9 +36,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_JOINREQUEST']._serialized_start=39
   _globals['_JOINREQUEST']._serialized_end=98
   _globals['_JOINRESPONSE']._serialized_start=101
-  _globals['_JOINRESPONSE']._serialized_end=285
-  _globals['_JOINRESPONSE_LABELSENTRY']._serialized_start=240
-  _globals['_JOINRESPONSE_LABELSENTRY']._serialized_end=285
-  _globals['_NODEJOIN']._serialized_start=287
-  _globals['_NODEJOIN']._serialized_end=358
+  _globals['_JOINRESPONSE']._serialized_end=310
+  _globals['_JOINRESPONSE_LABELSENTRY']._serialized_start=265
+  _globals['_JOINRESPONSE_LABELSENTRY']._serialized_end=310
+  _globals['_NODEJOIN']._serialized_start=312
+  _globals['_NODEJOIN']._serialized_end=383
 # @@protoc_insertion_point(module_scope)

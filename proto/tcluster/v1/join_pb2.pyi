@@ -1,7 +1,7 @@
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -17,7 +17,7 @@ class JoinRequest(_message.Message):
     def __init__(self, token: _Optional[str] = ..., node: _Optional[str] = ..., csr_pem: _Optional[bytes] = ...) -> None: ...
 
 class JoinResponse(_message.Message):
-    __slots__ = ("cert_pem", "ca_pem", "agent_port", "labels", "node")
+    __slots__ = ("cert_pem", "ca_pem", "agent_port", "labels", "node", "agent_addresses")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -30,9 +30,11 @@ class JoinResponse(_message.Message):
     AGENT_PORT_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ADDRESSES_FIELD_NUMBER: _ClassVar[int]
     cert_pem: bytes
     ca_pem: bytes
     agent_port: int
     labels: _containers.ScalarMap[str, str]
     node: str
-    def __init__(self, cert_pem: _Optional[bytes] = ..., ca_pem: _Optional[bytes] = ..., agent_port: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., node: _Optional[str] = ...) -> None: ...
+    agent_addresses: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cert_pem: _Optional[bytes] = ..., ca_pem: _Optional[bytes] = ..., agent_port: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., node: _Optional[str] = ..., agent_addresses: _Optional[_Iterable[str]] = ...) -> None: ...
