@@ -253,7 +253,7 @@ class Driver:
                 self.log(f"etcd: {a.etcd_members} members up in {time.monotonic() - t:.1f}s, {self.etcd.url}, "
                          f"--max-txn-ops {ops}")
                 store_args = {"store": self.etcd.url, "store_prefix": f"/bench/{self.label}",
-                              "max_txn_ops": ops if ops != 128 else 0}
+                              "max_txn_ops": ops}
                 extra += ["--lease-ttl-s", str(a.lease_ttl_s)]
                 self.results["etcd_max_txn_ops"] = ops
             self.master = MasterProc(data_dir, self.tmp / f"{self.label}-master.log", fairness=self.fairness,

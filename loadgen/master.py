@@ -29,13 +29,10 @@ class MasterProc:
         args = ["--listen", "127.0.0.1:0", "--data-dir", str(data_dir), "--fairness", fairness,
                 "--placement", placement, "--heartbeat-interval-s", str(heartbeat_s), "--log-level", log_level,
                 *(["--store", store] if store else []), *(["--store-prefix", store_prefix] if store_prefix else []),
-                *(extra or [])]
-        if max_txn_ops and not probe:
-            raise ValueError("max_txn_ops needs the probe (tcl-master has no flag for it)")
+                *(["--store-max-txn-ops", str(max_txn_ops)] if max_txn_ops else []), *(extra or [])]
         if probe:
             cmd = [sys.executable, "-m", "tcluster.loadgen.probe", "--stats", self.stats_path,
-                   "--cprofile", str(log.with_suffix(".cprofile")),
-                   *(["--store-max-txn-ops", str(max_txn_ops)] if max_txn_ops else []), "--", *args]
+                   "--cprofile", str(log.with_suffix(".cprofile")), "--", *args]
         else:
             cmd = [str(BIN / "tcl-master"), *args]
         self.probe = probe

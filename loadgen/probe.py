@@ -15,9 +15,6 @@ On a lost leadership the master re-executes itself (`-m tcluster.master.main` wi
 own arguments): sys.argv is set to the master's arguments so that it restarts as a plain
 master (without these timers).
 
-`--store-max-txn-ops N` sets the master's `store_max_txn_ops` (etcd: the operations per
-transaction a batch is split into; the master has no flag for it).
-
 SIGUSR1 writes what was timed since the last SIGUSR1 to the --stats file (JSON, written
 whole then renamed) and starts afresh. SIGUSR2 starts/stops cProfile (main thread only)
 when --cprofile FILE is given; the profile is written when it stops.
@@ -218,27 +215,13 @@ def _time_commits(cls: type) -> None:
     cls.commit = commit
 
 
-def _set_max_txn_ops(n: int) -> None:
-    from tcluster.master import main as master_main_module
-    settings_fn = master_main_module.settings_from_args
-
-    def settings_from_args(args):  # type: ignore[no-untyped-def]
-        return settings_fn(args).model_copy(update={"store_max_txn_ops": n})
-
-    master_main_module.settings_from_args = settings_from_args
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stats", required=True, help="where SIGUSR1 writes the timings (JSON)")
     parser.add_argument("--cprofile", help="SIGUSR2 toggles cProfile; written here when toggled off")
-    parser.add_argument("--store-max-txn-ops", type=int, default=0,
-                        help="the master's store_max_txn_ops (etcd; 0: its default)")
     parser.add_argument("master_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     install()
-    if args.store_max_txn_ops:
-        _set_max_txn_ops(args.store_max_txn_ops)
 
     def on_usr1(signum: int, frame: object) -> None:
         data = TIMERS.dump()
