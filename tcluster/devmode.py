@@ -27,7 +27,8 @@ from tcluster.master.settings import MasterSettings
 
 def _agent_args(args: argparse.Namespace, data_dir: Path) -> argparse.Namespace:
     return argparse.Namespace(
-        master=args.listen, node=getattr(args, "node", None) or socket.gethostname(),
+        # None: the join's agent address; _local_agent then points it at this start's port
+        master=None, node=getattr(args, "node", None) or socket.gethostname(),
         cpus=getattr(args, "cpus", None), memory=getattr(args, "memory", None),
         reserve_cpus="0", reserve_memory="0", labels="", state_dir=data_dir / "agent",
         runtime=getattr(args, "runtime", None) or "auto", cgroup_parent=None, heartbeat_interval_s=1.0,
