@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, TypeVar
 
@@ -11,7 +12,8 @@ import grpc
 from tcluster.cli.credentials import DEFAULT_MASTER, MASTER_ENV, MASTER_NAME, Credentials, credentials_for
 from tcluster.cli.credentials import default_master as default_master
 from tcluster.cli.leader import (
-    DEFAULT_WAIT_LEADER_S, LeaderFinder, NoLeaderError, error_details, is_transport_failure,
+    DEFAULT_WAIT_LEADER_S, FIRST_BACKOFF_S, MAX_BACKOFF_S, LeaderFinder, NoLeaderError, error_details,
+    is_transport_failure,
 )
 from tcluster.leaders import check_address, join_addresses, parse_addresses
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
@@ -165,9 +167,38 @@ class MasterClient:
         for connection in self._connections.values():
             connection.channel.close()
 
-    def submit(self, spec: jobs_pb2.JobSpec) -> jobs_pb2.Job:
-        return self._call(lambda c: c.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=self.timeout,
-                                                  metadata=self._metadata))
+    def submit(self, spec: jobs_pb2.JobSpec, on_retry: Callable[[str], None] | None = None) -> jobs_pb2.Job:
+        """With spec.request_id, a Submit whose outcome is unknown (the reply lost with a
+        dying or hung leader, a store write not confirmed) is sent again, for up to
+        wait_leader_s: the master answers a repeat with the job the first one made."""
+        def send(c: _Connection) -> jobs_pb2.Job:
+            return c.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=self.timeout, metadata=self._metadata)
+        if not spec.request_id:
+            return self._call(send)
+        started, backoff = time.monotonic(), FIRST_BACKOFF_S
+        while True:
+            try:
+                return self._call(send)
+            except grpc.RpcError as error:
+                left = self.wait_leader_s - (time.monotonic() - started)
+                if not self.outcome_unknown(error) or left <= 0:
+                    raise
+                if on_retry is not None and backoff == FIRST_BACKOFF_S:    # once per command, not per try
+                    on_retry(f"submit: {error_details(error)[1][:200]}; sending it again with request id "
+                             f"{spec.request_id} for up to {self.wait_leader_s:g}s")
+                time.sleep(min(backoff, left))
+                backoff = min(2 * backoff, MAX_BACKOFF_S)
+
+    def outcome_unknown(self, error: grpc.RpcError) -> bool:
+        """The call may or may not have been carried out: no answer in time, or a master
+        that could not confirm its write or lost its leadership meanwhile. Not: no master
+        found at all (NoLeaderError, it waited already), nor one lone master refusing
+        connections (nothing was sent; fail at once as before HA)."""
+        code, details = error_details(error)
+        if isinstance(error, NoLeaderError) or code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return False
+        never_sent = is_transport_failure(error) and "socket closed" not in details.lower()
+        return not (never_sent and len(self._finder.masters) == 1)
 
     def get(self, job_id: str) -> jobs_pb2.Job:
         return self._call(lambda c: c.jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=self.timeout,

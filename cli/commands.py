@@ -10,6 +10,8 @@ import argparse
 import json
 import sys
 import time
+import uuid
+from dataclasses import replace
 from typing import Any, BinaryIO, Callable
 
 import grpc
@@ -43,7 +45,15 @@ def report(line: str) -> None:
 
 def submit(args: argparse.Namespace, client: MasterClient) -> int:
     spec = submission_spec(args)  # usage errors surface here, before any network call
-    job = client.submit(spec_to_pb(spec))
+    # One key per command: its own retries (a failover, a lost reply) never make a second job.
+    spec = replace(spec, request_id=spec.request_id or uuid.uuid4().hex)
+    try:
+        job = client.submit(spec_to_pb(spec), on_retry=report)
+    except grpc.RpcError as error:
+        if client.outcome_unknown(error):
+            report(f"tcl submit: the job may or may not exist; the same command with --request-id "
+                   f"{spec.request_id} submits it at most once (it returns the job if there is one)")
+        raise
     wants_json = args.output == JSON_OUTPUT
     if not wants_json:
         print(job.id, flush=True)  # first, so `ID=$(tcl submit --wait ...)` works too

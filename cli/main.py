@@ -130,6 +130,10 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
                         "'arch in (x86_64,arm64)', 'has gpu'")
     p.add_argument("-f", "--file", metavar="JOB.yaml", help="job file: name, queue, tasks, resources, command, env, user, workdir, labels, constraints")
     p.add_argument("--wait", action="store_true", help="wait until the job ends (progress on stderr); exit 0 only if it SUCCEEDED")
+    p.add_argument("--request-id", metavar="ID",
+                   help="idempotency key (1-64 of A-Z a-z 0-9 _ . : -): submitting again with the same one returns "
+                        "the job the first made instead of a second (default: a fresh one per call, reused by its "
+                        "own retries)")
     p.add_argument("command", nargs="*", metavar="COMMAND", help="the program and its arguments, after `--`")
 
 

@@ -56,6 +56,7 @@ def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
         network=_first(getattr(args, "network", None), job_file.network, ""),
         net_limit=_first(_bits(args, "net_limit", "--net-limit"), job_file.net_limit, 0.0),
         log_max_bytes=_first(_log_max(args), job_file.log_max_bytes, 0),
+        request_id=getattr(args, "request_id", None) or "",
         **runtime_limits(args),
     )
 

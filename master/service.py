@@ -147,6 +147,8 @@ class MasterService:
         self.queues.check_leaf(spec.queue)
         self.gate.check(caller, SubmitJob(spec.queue, spec.user, spec.weight, self.queues.max_job_weight(spec.queue)))
         spec = replace(spec, user=run_as(caller, spec.user))
+        if spec.request_id and (spec.owner, spec.request_id) in self.state.by_request:
+            return await self._resubmitted(spec)
         job_id = secrets.token_hex(4)
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
@@ -155,6 +157,18 @@ class MasterService:
             self.lotes.submitted(spec)
         self.kick()
         await durable
+        return self.get(job_id)
+
+    async def _resubmitted(self, spec: JobSpec) -> tuple[Job, list[Task]]:
+        """A Submit sent again (a client's retry after a lost reply or a failover): the job
+        the first one made, once that is durable, never a second job."""
+        job_id = self.state.by_request[(spec.owner, spec.request_id)]
+        first = self.state.jobs[job_id].spec
+        if first != spec:
+            raise FailedPrecondition(
+                f"request_id {spec.request_id!r} was already used for job {job_id} with a different spec; "
+                "use a new request_id for a new job")
+        await self.committer.add(Step(), [])   # durable once every write queued before it is
         return self.get(job_id)
 
     def read(self, job_id: str, caller: Caller) -> tuple[Job, list[Task]]:

@@ -52,6 +52,9 @@ class MasterState:
             jid: Counter(t.state for t in ts) for jid, ts in self.tasks.items()}
         self.pending_jobs: set[str] = {jid for jid in self.jobs if self._has_pending(jid)}
         self.pending_reasons: dict[str, str] = {}
+        # (owner, request_id) -> job id, for every job in memory: a retried Submit finds its job
+        self.by_request: dict[tuple[str, str], str] = {
+            (j.spec.owner, j.spec.request_id): j.id for j in jobs if j.spec.request_id}
         self.kills: dict[tuple[str, int], KillIntent] = {}
         self._kills_by_node: dict[str, set[tuple[str, int]]] = {}   # a join looks at its node's only
         self._put_kills({(k.task_id, k.attempt): k for k in kills})
@@ -222,6 +225,8 @@ class MasterState:
         if job.id not in self.tasks:
             self.tasks[job.id] = []
             self.counts[job.id] = Counter()
+            if job.spec.request_id:
+                self.by_request[(job.spec.owner, job.spec.request_id)] = job.id
         if job.finished_at and (before is None or not before.finished_at):
             heapq.heappush(self.finished, (job.finished_at, job.id))
             self.finished_tasks += job.spec.tasks
@@ -267,6 +272,8 @@ class MasterState:
             self.usage.discard(task.id)
             self.starts.discard(task.id)
         self.jobs.pop(job_id, None)
+        if job is not None and self.by_request.get((job.spec.owner, job.spec.request_id)) == job_id:
+            del self.by_request[(job.spec.owner, job.spec.request_id)]
         self.counts.pop(job_id, None)
         self.pending_jobs.discard(job_id)
         self.pending_reasons.pop(job_id, None)

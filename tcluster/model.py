@@ -17,6 +17,7 @@ NETWORK_MODES = ("", "host", "none", "bridge")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _QUEUE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 DEFAULT_QUEUE = "default"
 
 
@@ -80,6 +81,9 @@ class JobSpec:
     network: str = ""                     # host | none | bridge; "" = host (bridge if `net` is asked)
     net_limit: float = 0.0                # egress cap in bits/s when the link is idle; 0 = the request
     owner: str = ""                       # the submitting user: set by the master, never taken from a client
+    # The client's idempotency key: a Submit retried with the same one (same owner) gets the
+    # job the first call made instead of a second (tcl sends a fresh one per `tcl submit`).
+    request_id: str = ""
 
     def validate(self) -> None:
         """Raises InvalidArgument naming the first bad field."""
@@ -90,6 +94,9 @@ class JobSpec:
             raise InvalidArgument("command", "contains a NUL byte")
         if self.name and not _NAME.match(self.name):
             raise InvalidArgument("name", f"{quote(self.name)} is not allowed; use 1-63 of A-Z a-z 0-9 _ . - starting with a letter or digit")
+        if self.request_id and not _REQUEST_ID.match(self.request_id):
+            raise InvalidArgument("request_id", f"{quote(self.request_id)} is not allowed; use 1-64 of A-Z a-z 0-9 _ . : - "
+                                                "starting with a letter or digit (e.g. a UUID)")
         if not _QUEUE.match(self.queue):
             raise InvalidArgument("queue", f"{quote(self.queue)} is not a queue path like 'default' or 'ads.prod'")
         if not 1 <= self.tasks <= MAX_TASKS_PER_JOB:

@@ -106,6 +106,7 @@ def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
         constraints=list(spec.constraints), cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
         weight=spec.weight, retries=spec.retries, log_max_bytes=spec.log_max_bytes, image=spec.image,
         network=spec.network, net_limit=spec.net_limit, owner=spec.owner,
+        request_id=spec.request_id,
     )
 
 
@@ -119,7 +120,7 @@ def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
         cpu_limit=msg.cpu_limit, swap=msg.swap, pids_max=msg.pids_max,
         weight=msg.weight or 1.0,   # 0 is proto3 for unset
         retries=msg.retries, log_max_bytes=msg.log_max_bytes, image=msg.image, network=msg.network,
-        net_limit=msg.net_limit, owner=msg.owner,
+        net_limit=msg.net_limit, owner=msg.owner, request_id=msg.request_id,
     )
 
 

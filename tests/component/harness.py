@@ -88,8 +88,8 @@ class Harness:
             await self.stop_master()
 
     async def submit(self, command: list[str], cpu: float = 1, memory: int = 2**30, tasks: int = 1,
-                     constraints: list[str] | None = None) -> jobs_pb2.Job:
-        spec = jobs_pb2.JobSpec(command=command, tasks=tasks, constraints=constraints or [])
+                     constraints: list[str] | None = None, request_id: str = "") -> jobs_pb2.Job:
+        spec = jobs_pb2.JobSpec(command=command, tasks=tasks, constraints=constraints or [], request_id=request_id)
         spec.resources.cpu, spec.resources.memory = cpu, memory
         return await self.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))
 

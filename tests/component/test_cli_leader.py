@@ -16,7 +16,7 @@ import pytest
 from tcluster.cli.leader import forget_leaders
 from tcluster.cli.main import main as tcl
 from tcluster.master.standby import LeaderInfo, StandbyInterceptor
-from tcluster.v1 import jobs_pb2_grpc
+from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 from tests.component.harness import Harness, run
 
 
@@ -106,3 +106,60 @@ def test_no_leader_anywhere_exits_1_naming_each_master(tmp_path: Path, capsys: p
         assert f"{standby}: this master is a standby; no master leads yet (election in progress)" in err
         assert f"{down}: cannot be reached" in err
     with_standby(scenario, tmp_path, hint=False)
+
+
+class ReplyLosingMaster(jobs_pb2_grpc.JobServiceServicer):
+    """In front of the real master: forwards each Submit, then loses the reply of the first
+    `lose` of them (as a leader that dies or hangs after its write, before it answers)."""
+
+    def __init__(self, master: str, lose: int) -> None:
+        self.stub = jobs_pb2_grpc.JobServiceStub(grpc.aio.insecure_channel(master))
+        self.lose = lose
+        self.request_ids: list[str] = []
+
+    async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        job = await self.stub.Submit(request)
+        self.request_ids.append(request.spec.request_id)
+        if len(self.request_ids) <= self.lose:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the master went away before it answered")
+        return job
+
+
+async def start_losing(master: str, lose: int) -> tuple[grpc.aio.Server, str, ReplyLosingMaster]:
+    server = grpc.aio.server()
+    proxy = ReplyLosingMaster(master, lose)
+    jobs_pb2_grpc.add_JobServiceServicer_to_server(proxy, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, f"127.0.0.1:{port}", proxy
+
+
+def test_tcl_submit_sends_again_after_a_lost_reply_and_makes_one_job(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Proves: when the master made the job but its reply was lost, `tcl submit` sends the
+    same request id again and prints the job the first send made; when every reply is
+    lost, it exits 1 saying how to finish it at most once (`--request-id`), and that
+    command returns the same job instead of a second."""
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        server, flaky, proxy = await start_losing(h.address, lose=2)
+        try:
+            assert await asyncio.to_thread(tcl, ["--master", flaky, "submit", "--", "sleep", "1"]) == 0
+            out, err = capsys.readouterr()
+            assert len(proxy.request_ids) == 3 and len(set(proxy.request_ids)) == 1
+            assert "sending it again with request id" in err and err.count("sending it again") == 1
+            listed = await h.jobs.List(jobs_pb2.ListJobsRequest(all=True))
+            assert [j.id for j in listed.jobs] == [out.strip()]
+            proxy.lose = 100
+            code = await asyncio.to_thread(tcl, ["--master", flaky, "--wait-leader-s", "0.5", "submit", "--", "true"])
+            err = capsys.readouterr().err
+            assert code == 1 and "the master went away before it answered" in err
+            request_id = err.split("--request-id ")[1].split()[0]
+            assert await asyncio.to_thread(tcl, ["--master", h.address, "submit", "--request-id", request_id,
+                                                 "--", "true"]) == 0
+            made = capsys.readouterr().out.strip()
+            listed = await h.jobs.List(jobs_pb2.ListJobsRequest(all=True))
+            assert len(listed.jobs) == 2 and made in {j.id for j in listed.jobs}
+        finally:
+            await server.stop(0)
+    run(scenario, tmp_path)

@@ -3,6 +3,7 @@ runs on both stores, SQLite and a real etcd (so the two stay equivalent)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -262,4 +263,34 @@ def test_logs_follow_streams_new_output_until_the_task_ends(tmp_path: Path) -> N
                 agent.runtime.finish(spec.key, 0)        # the stream ends after the task does
         assert got == b"first\nsecond\n"
         await h.wait_job(job.id, _done)
+    run(scenario, tmp_path)
+
+
+def test_a_submit_sent_again_with_its_request_id_makes_one_job_across_a_restart(tmp_path: Path) -> None:
+    """Proves: a Submit repeated with the same request id (a client's retry after a lost
+    reply or a failover) gets the job the first one made, also while the first is still
+    being written and after the master restarts from its store; the same id with another
+    spec is refused naming the field; other ids make new jobs."""
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        await h.add_agent("n1")
+        first = await h.submit(["sleep"], request_id="retry-1")
+        assert (await h.submit(["sleep"], request_id="retry-1")).id == first.id
+        together = await asyncio.gather(*(h.submit(["true"], request_id="retry-2") for _ in range(5)))
+        assert len({job.id for job in together}) == 1
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await h.submit(["sleep", "1"], request_id="retry-1")
+        assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "request_id 'retry-1'" in info.value.details() and first.id in info.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await h.submit(["sleep"], request_id="-bad id")
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "request_id" in info.value.details()
+        await h.stop_master()
+        await h.start_master()
+        assert (await h.submit(["sleep"], request_id="retry-1")).id == first.id
+        other = await h.submit(["sleep"], request_id="retry-3")
+        plain = [await h.submit(["sleep"]) for _ in range(2)]
+        listed = await h.jobs.List(jobs_pb2.ListJobsRequest(all=True))
+        assert sorted(j.id for j in listed.jobs) == sorted({first.id, together[0].id, other.id, *(p.id for p in plain)})
+        assert (await h.job(first.id)).spec.request_id == "retry-1"
     run(scenario, tmp_path)

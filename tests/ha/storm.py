@@ -1,9 +1,11 @@
 """A storm of gRPC submits that follows the leader across a failover, as a client of a
 master list should: it tries the last leader, then the others; a standby's refusal
 (UNAVAILABLE with `tcl-leader` metadata) and a refused connection mean "not applied", so
-the submit is tried again elsewhere; any other failure (the leader died mid-call, a
-deadline) leaves the outcome unknown, and the submit is not retried (it may exist, it is
-never counted as acknowledged)."""
+the submit is tried again elsewhere. Any other failure (the leader died mid-call, a
+deadline, a write etcd did not confirm) leaves the outcome unknown: each submit carries
+a request id (`storm-N`), so it is sent again until a leader answers, and the master
+returns the job the first attempt made if there is one. The test then checks that
+every submit is acknowledged and made exactly one job."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
 
 def storm_spec(n: int, tag: str = "storm") -> jobs_pb2.JobSpec:
-    spec = jobs_pb2.JobSpec(command=["echo", f"{tag}-{n}"], tasks=1, name=f"{tag}-{n}")
+    spec = jobs_pb2.JobSpec(command=["echo", f"{tag}-{n}"], tasks=1, name=f"{tag}-{n}", request_id=f"{tag}-{n}")
     spec.resources.cpu, spec.resources.memory = 0.1, 2**20
     return spec
 
@@ -41,7 +43,8 @@ class Storm:
     per_submit_s: float = 60.0     # how long one submit keeps looking for a leader
     tag: str = "storm"
     acked: dict[str, int] = field(default_factory=dict)      # job id -> n
-    unknown: list[int] = field(default_factory=list)         # n whose outcome is unknown
+    unknown: list[int] = field(default_factory=list)         # n whose outcome stayed unknown until per_submit_s
+    resent: int = 0                                          # sends again after an unknown outcome
     refused: list[int] = field(default_factory=list)         # n refused by every master until per_submit_s
     retried: int = 0
     errors: dict[str, int] = field(default_factory=dict)     # "CODE: details" of the unknown ones -> count
@@ -65,9 +68,9 @@ class Storm:
 
     def report(self) -> str:
         with self._lock:
-            lines = [f"storm: {len(self.acked)} acknowledged, {len(self.unknown)} unknown (no answer or an error "
-                     f"other than a standby's), {len(self.refused)} refused throughout, {self.retried} standby/"
-                     f"connection refusals retried"]
+            lines = [f"storm: {len(self.acked)} acknowledged, {len(self.unknown)} unknown until the end, "
+                     f"{len(self.refused)} refused throughout, {self.retried} standby/connection refusals retried, "
+                     f"{self.resent} sent again with their request id after an unknown outcome"]
             lines += [f"  unknown outcome x{count}: {why}"
                       for why, count in sorted(self.errors.items(), key=lambda kv: -kv[1])]
         return "\n".join(lines)
@@ -90,7 +93,7 @@ class Storm:
         """Rounds over the masters (the last leader first, a standby's hint right after it
         refused) until one acknowledges; a pause between rounds. Returns the leader."""
         deadline = time.monotonic() + self.per_submit_s
-        last_refusal = ""
+        last_refusal, last_unknown = "", False
         while time.monotonic() < deadline:
             queue = [leader] + [a for a in self.addresses if a != leader]
             tried: set[str] = set()
@@ -108,9 +111,10 @@ class Storm:
                     if not _not_applied(e):
                         why = f"{e.code().name}: {(e.details() or '')[:160]}"   # type: ignore[attr-defined]
                         with self._lock:
-                            self.unknown.append(n)
+                            self.resent += 1
                             self.errors[why] = self.errors.get(why, 0) + 1
-                        return target
+                        last_unknown = True
+                        continue       # the same request id again: at most one job comes of it
                     last_refusal = (e.details() or "")[:160]   # type: ignore[attr-defined]
                     hint = str(dict(e.trailing_metadata() or ()).get(LEADER_METADATA, ""))  # type: ignore[attr-defined]
                     with self._lock:
@@ -123,6 +127,9 @@ class Storm:
                 return target
             time.sleep(0.1)    # every master refused: no leader yet
         with self._lock:
+            if last_unknown:
+                self.unknown.append(n)
+                return leader
             self.refused.append(n)   # never applied: it was refused every time
             self.errors[f"refused for {self.per_submit_s}s, last: {last_refusal}"] = \
                 self.errors.get(f"refused for {self.per_submit_s}s, last: {last_refusal}", 0) + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+from collections import Counter
 
 import pytest
 
@@ -45,7 +46,8 @@ def _cgroup_attempts(ha: HACluster) -> dict[str, set[int]]:
 def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha: MakeHA) -> None:
     """Proves: with three masters on one etcd, SIGKILL of the leader mid-storm hands over to
     a standby (the time is printed); every acknowledged submit exists on the new leader with
-    its spec; tasks running at the kill keep running (same node, same attempt, their
+    its spec, and every submit of the storm (sent again with its request id when its outcome
+    was unknown) made exactly one job; tasks running at the kill keep running (same node, same attempt, their
     cgroups never gone) and each ends exactly once; both agents register with the new
     leader; `tcl` with the master list (the dead one first) keeps working."""
     c = ha(n_masters=3, lease_ttl_s=5, node_timeout_s=15.0, lost_timeout_s=30.0, start_timeout_s=60.0)
@@ -85,6 +87,12 @@ def test_leader_sigkill_during_a_storm_loses_nothing_and_runs_each_task_once(ha:
         for job_id, n in storm.acked.items():
             assert list(jobs[job_id].spec.command) == ["echo", f"storm-{n}"], jobs[job_id].spec
         assert len(storm.acked) + len(storm.unknown) + len(storm.refused) == STORM
+        # sent again with their request ids after unknown outcomes, every submit made exactly one job
+        assert storm.unknown == [] and storm.refused == [], storm.report()
+        made = Counter(j.spec.name for j in jobs.values() if j.spec.name.startswith("storm-"))
+        assert sorted(made) == sorted(f"storm-{n}" for n in range(STORM)), storm.report()
+        twice = {name: k for name, k in made.items() if k > 1}
+        assert twice == {}, f"submits that made more than one job: {twice}"
 
         # both agents register again, with the new leader
         for a in agents:

@@ -44,6 +44,7 @@ SPEC_FIELDS = {
     "image": st.sampled_from(["", "busybox:local", "registry.example/x/y:1.2"]),
     "network": st.sampled_from(["", "host", "none", "bridge"]),
     "net_limit": _finite,
+    "request_id": st.just("") | st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}", fullmatch=True),
 }
 
 job_specs = st.builds(JobSpec, **SPEC_FIELDS)

@@ -234,6 +234,25 @@ def test_only_the_newest_finished_jobs_stay_in_memory() -> None:
     assert [j for j in ids if j in w.state.jobs] == ids[2:]
 
 
+def test_request_ids_are_indexed_while_their_jobs_are_in_memory() -> None:
+    """The index a retried Submit is matched by: filled by submits and by a load, per owner,
+    emptied as jobs leave memory (it never names a job memory does not hold)."""
+    w = World()
+    w.join("n1")
+    w.state.timeouts = replace(TIMEOUTS, resident_finished_jobs=1)
+    keyed = lambda owner, key: replace(spec(), owner=owner, request_id=key)   # noqa: E731
+    w.do(Submit("0000000a", keyed("alice", "r1")), at=1)
+    w.do(Submit("0000000b", keyed("bob", "r1")), at=2)
+    w.do(Submit("0000000c", spec()), at=3)
+    assert w.state.by_request == {("alice", "r1"): "0000000a", ("bob", "r1"): "0000000b"}
+    loaded = MasterState(list(w.state.jobs.values()), [], [], [], TIMEOUTS, started_mono=0.0)
+    assert loaded.by_request == w.state.by_request
+    w.do(Cancel("0000000a"), at=4)
+    w.do(Cancel("0000000b"), at=5)     # only the newest finished job stays: a's goes
+    assert w.state.by_request == {("bob", "r1"): "0000000b"}
+    assert all(job_id in w.state.jobs for job_id in w.state.by_request.values())
+
+
 def test_heartbeats_write_nothing_and_keep_usage_in_memory() -> None:
     from tcluster.model import TaskUsage
     w = running_world()
