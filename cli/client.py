@@ -105,6 +105,16 @@ def _settles(channel: grpc.Channel, timeout_s: float) -> bool:
         channel.unsubscribe(watch)
 
 
+def _wait_poller_done(channel: grpc.Channel, timeout_s: float = 0.5) -> None:
+    """grpc's connectivity poller (started by subscribe in _settles) runs on for up to
+    0.2 s after the last unsubscribe; closing the channel under it raises "Channel closed!"
+    in that thread. Wait for it to notice (private state: skipped if grpc changes it)."""
+    state = getattr(channel, "_connectivity_state", None)
+    deadline = time.monotonic() + timeout_s
+    while getattr(state, "polling", False) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 @dataclass(frozen=True)
 class _Connection:
     channel: grpc.Channel
@@ -165,6 +175,7 @@ class MasterClient:
 
     def __exit__(self, *exc_info: object) -> None:
         for connection in self._connections.values():
+            _wait_poller_done(connection.channel)
             connection.channel.close()
 
     def submit(self, spec: jobs_pb2.JobSpec, on_retry: Callable[[str], None] | None = None) -> jobs_pb2.Job:
