@@ -19,13 +19,14 @@ import threading
 from typing import Awaitable, Callable, TypeVar
 
 from tcluster.master.etcdkv import EtcdKV, EtcdUnavailable
+from tcluster.master.etcdtls import EtcdTLS
 
 T = TypeVar("T")
 DEFAULT_CALL_TIMEOUT_S = 15.0   # room for a few calls, each trying every member once
 
 
 class EtcdBridge:
-    def __init__(self, endpoints: list[str], timeout_s: float = 2.0) -> None:
+    def __init__(self, endpoints: list[str], timeout_s: float = 2.0, tls: EtcdTLS | None = None) -> None:
         self.endpoints = list(endpoints)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="etcd-bridge", daemon=True)
@@ -33,7 +34,7 @@ class EtcdBridge:
         self._closed = False
 
         async def make() -> EtcdKV:    # its channels must be made on the loop that uses them
-            return EtcdKV(self.endpoints, timeout_s)
+            return EtcdKV(self.endpoints, timeout_s, tls)
         self.kv = asyncio.run_coroutine_threadsafe(make(), self._loop).result()
 
     def _run(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
@@ -18,6 +19,7 @@ from aetcd.rpc import rpc_pb2 as pb
 from aetcd.rpc import rpc_pb2_grpc as stubs
 
 from tcluster.errors import Unavailable
+from tcluster.master.etcdtls import EtcdTLS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -35,6 +37,7 @@ _CHANNEL_OPTIONS = [
     ("grpc.max_reconnect_backoff_ms", 1_000),
 ]
 RANGE_PAGE = 2_000
+_TLS_FAILURE = re.compile(r"handshake|ssl|tsi_|certificate", re.IGNORECASE)
 
 
 class EtcdUnavailable(Unavailable):
@@ -117,10 +120,15 @@ def parse_endpoints(text: str) -> list[str]:
 
 
 class EtcdKV:
-    def __init__(self, endpoints: list[str], timeout_s: float = 2.0) -> None:
+    def __init__(self, endpoints: list[str], timeout_s: float = 2.0, tls: EtcdTLS | None = None) -> None:
         self.endpoints = endpoints
         self.timeout_s = timeout_s
-        self._channels = [grpc.aio.insecure_channel(e, options=_CHANNEL_OPTIONS) for e in endpoints]
+        self.tls = tls
+        if tls is None:
+            self._channels = [grpc.aio.insecure_channel(e, options=_CHANNEL_OPTIONS) for e in endpoints]
+        else:
+            credentials = tls.credentials()
+            self._channels = [grpc.aio.secure_channel(e, credentials, options=_CHANNEL_OPTIONS) for e in endpoints]
         self._current = 0
 
     async def close(self) -> None:
@@ -143,8 +151,17 @@ class EtcdKV:
                     raise
                 last = f"{self.endpoints[index]}: {error.details() or error.code().name}"
                 self._rotate(index)
-        raise EtcdUnavailable(f"etcd did not answer {what} ({last}); is a quorum of "
-                              f"{','.join(self.endpoints)} up?")
+        raise EtcdUnavailable(f"etcd did not answer {what} ({last}); {self._hint(last)}")
+
+    def _hint(self, last: str) -> str:
+        """What to check, from the last member's error: TLS settings, or the quorum."""
+        if _TLS_FAILURE.search(last):
+            return ("the TLS handshake failed: check the store URL's cacert (the CA of the members' certificates) "
+                    "and cert/key (required by etcd's --client-cert-auth)")
+        if not self.tls and "socket closed" in last.lower():
+            return (f"is a quorum of {','.join(self.endpoints)} up? (an etcd that speaks TLS closes plaintext "
+                    "connections: add ?cacert=PATH[&cert=PATH&key=PATH] to the store URL)")
+        return f"is a quorum of {','.join(self.endpoints)} up?"
 
     # ---- KV ----
 

@@ -11,6 +11,7 @@ The master and the offline commands call the same three functions: `open_auth_st
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
 from tcluster.errors import InvalidArgument
 from tcluster.master import statestore
 from tcluster.master.authstore import AuthStore, User
+from tcluster.master.etcdtls import EtcdTLS
 from tcluster.master.sqliteauth import SqliteAuthStore
 from tcluster.security.pki import MasterPki, init_pki, load_master_pki, master_sans, new_master_pki
 from tcluster.security.tokens import new_token
@@ -39,6 +41,7 @@ class StoreChoice:
     endpoints: tuple[str, ...]      # empty: SQLite in data_dir
     prefix: str
     data_dir: Path
+    tls: EtcdTLS | None = None      # etcd: client TLS (master/etcdtls.py)
 
     @property
     def etcd(self) -> bool:
@@ -46,14 +49,15 @@ class StoreChoice:
 
     def describe(self) -> str:
         if self.etcd:
-            return f"etcd://{','.join(self.endpoints)} under {self.prefix}"
+            return f"etcd://{','.join(self.endpoints)}{self.tls.query() if self.tls else ''} under {self.prefix}"
         return str(self.data_dir)
 
     def flags(self) -> str:
         """The flags that name this store again, for the hints commands print."""
         if self.etcd:
             prefix = "" if self.prefix == DEFAULT_PREFIX else f" --store-prefix {self.prefix}"
-            return f"--store etcd://{','.join(self.endpoints)}{prefix}"
+            url = f"etcd://{','.join(self.endpoints)}" + (self.tls.query() if self.tls else "")
+            return f"--store {shlex.quote(url)}{prefix}"     # quoted: a TLS URL has ? and &
         return f"--data-dir {self.data_dir}"
 
 
@@ -79,7 +83,7 @@ def parse_store(store_url: str, prefix: str, data_dir: Path) -> StoreChoice:
         url = statestore.parse_store_url(store_url.strip(), data_dir)
     except ValueError as error:
         raise InvalidArgument("--store", str(error)) from None
-    return StoreChoice(url.endpoints, check_prefix(prefix), data_dir)
+    return StoreChoice(url.endpoints, check_prefix(prefix), data_dir, url.tls)
 
 
 def add_store_flags(parser: argparse.ArgumentParser) -> None:
@@ -105,7 +109,7 @@ def open_chosen(choice: StoreChoice, mirror: Mirror | None = None) -> AuthStore:
         return SqliteAuthStore(choice.data_dir)
     from tcluster.master.etcdauth import EtcdAuthStore
     from tcluster.master.etcdbridge import EtcdBridge
-    return EtcdAuthStore(EtcdBridge(list(choice.endpoints)), choice.prefix, mirror, owns_bridge=True)
+    return EtcdAuthStore(EtcdBridge(list(choice.endpoints), tls=choice.tls), choice.prefix, mirror, owns_bridge=True)
 
 
 def load_pki(store_url: str, prefix: str, data_dir: Path) -> MasterPki | None:
@@ -140,7 +144,7 @@ def _on_etcd(choice: StoreChoice, fn: Callable[[EtcdKV], Awaitable[T]]) -> T:
     """One call on a short-lived connection: for commands and for the master's start, which
     may be on a running loop (so not asyncio.run there)."""
     from tcluster.master.etcdbridge import EtcdBridge
-    bridge = EtcdBridge(list(choice.endpoints))
+    bridge = EtcdBridge(list(choice.endpoints), tls=choice.tls)
     try:
         return bridge.call(fn)
     finally:

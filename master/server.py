@@ -245,7 +245,8 @@ async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPk
     """The warm copy of the prefix and the PKI in it. If etcd does not answer, the PKI
     cached by an earlier start (master/pkicache.py) lets the ports open at once and the
     copy loads later; a first start without a cache waits for etcd instead of exiting."""
-    kv = EtcdKV(list(settings.store_url.endpoints))
+    url = settings.store_url
+    kv = EtcdKV(list(url.endpoints), tls=url.tls)
     mirror = Mirror(kv, settings.store_prefix)
     cache = pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
     delay = 0.2
@@ -280,7 +281,7 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
     """Answers as a standby at once; joins the election, campaigns and leads in the background."""
     settings = master.settings
     me = advertised(settings, master.port, master.agent_port, _http_port_guess(settings))
-    bridge = EtcdBridge(list(settings.store_url.endpoints))
+    bridge = EtcdBridge(list(settings.store_url.endpoints), tls=settings.store_url.tls)
     leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost, bridge=bridge)
     master.slot.view = leadership
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tcluster.master.etcdkv import parse_endpoints
+from tcluster.master.etcdtls import EtcdTLS, parse_tls_query
 from tcluster.master.events import KillIntent, Step
 from tcluster.model import Job, Node, Task
 
@@ -35,9 +36,12 @@ class StoreUrl:
     kind: str                      # "sqlite" | "etcd"
     path: Path | None = None       # sqlite
     endpoints: tuple[str, ...] = ()  # etcd
+    tls: EtcdTLS | None = None       # etcd: client TLS (master/etcdtls.py); None: plaintext
 
     def __str__(self) -> str:
-        return f"sqlite:{self.path}" if self.kind == "sqlite" else "etcd://" + ",".join(self.endpoints)
+        if self.kind == "sqlite":
+            return f"sqlite:{self.path}"
+        return "etcd://" + ",".join(self.endpoints) + (self.tls.query() if self.tls else "")
 
 
 def parse_store_url(text: str, data_dir: Path) -> StoreUrl:
@@ -50,10 +54,12 @@ def parse_store_url(text: str, data_dir: Path) -> StoreUrl:
             raise ValueError("sqlite: needs a path, e.g. sqlite:/var/lib/tcluster/master.db")
         return StoreUrl("sqlite", Path(path))
     if text.startswith("etcd://"):
+        hosts, _, query = text[len("etcd://"):].partition("?")
         try:
-            return StoreUrl("etcd", endpoints=tuple(parse_endpoints(text[len("etcd://"):])))
+            endpoints = tuple(parse_endpoints(hosts))
         except ValueError as error:
-            raise ValueError(f"{error}; use etcd://HOST:PORT[,HOST:PORT...]") from None
+            raise ValueError(f"{error}; use etcd://HOST:PORT[,HOST:PORT...][?cacert=PATH&cert=PATH&key=PATH]") from None
+        return StoreUrl("etcd", endpoints=endpoints, tls=parse_tls_query(query))
     raise ValueError(f"{text[:60]!r} is neither sqlite:PATH nor etcd://HOST:PORT[,HOST:PORT...]")
 
 

@@ -43,7 +43,7 @@ def _sqlite_status(url: StoreUrl) -> dict[str, Any]:
 
 
 async def _etcd_status(url: StoreUrl, prefix: str) -> dict[str, Any]:
-    kv = EtcdKV(list(url.endpoints))
+    kv = EtcdKV(list(url.endpoints), tls=url.tls)
     try:
         masters, _ = await kv.range_prefix(prefix.rstrip("/") + "/masters/")
         leader_kv = await kv.get(prefix.rstrip("/") + "/leader")

@@ -15,6 +15,8 @@ from typing import Iterator
 
 import pytest
 
+from tests.etcd_tls import EtcdCerts, make_etcd_certs
+
 ETCD = Path("/usr/bin/etcd")
 START_TIMEOUT_S = 20.0
 
@@ -24,10 +26,11 @@ class SingleEtcd:
     endpoint: str          # HOST:PORT for clients
     pid: int
     log: Path
+    certs: EtcdCerts | None = None     # a TLS member requiring client certificates
 
     @property
     def url(self) -> str:
-        return f"etcd://{self.endpoint}"
+        return f"etcd://{self.endpoint}" + (self.certs.query() if self.certs else "")
 
 
 def _free_ports(count: int) -> list[int]:
@@ -41,9 +44,11 @@ def _free_ports(count: int) -> list[int]:
             s.close()
 
 
-def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path, certs: EtcdCerts | None = None) -> None:
     from tcluster.master.etcdbridge import EtcdBridge
-    bridge = EtcdBridge([endpoint], timeout_s=1.0)
+    from tcluster.master.etcdtls import EtcdTLS
+    tls = EtcdTLS(certs.ca, certs.client_cert, certs.client_key) if certs else None
+    bridge = EtcdBridge([endpoint], timeout_s=1.0, tls=tls)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while time.monotonic() < deadline:
@@ -59,18 +64,24 @@ def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path) -> Non
         bridge.close()
 
 
-def start_single_etcd(directory: Path) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
+def start_single_etcd(directory: Path, certs: EtcdCerts | None = None) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
+    """With certs: clients speak TLS and must show a certificate signed by certs.ca."""
     client, peer = _free_ports(2)
     log = directory / "etcd.log"
+    scheme = "https" if certs else "http"
     args = [str(ETCD), "--name", "solo", "--data-dir", str(directory / "data"),
-            "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
+            "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
+            "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
             "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
             "--initial-cluster", f"solo=http://127.0.0.1:{peer}", "--initial-cluster-state", "new"]
+    if certs:
+        args += ["--cert-file", str(certs.server_cert), "--key-file", str(certs.server_key),
+                 "--trusted-ca-file", str(certs.ca), "--client-cert-auth"]
     with open(log, "wb") as out:
         popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    member = SingleEtcd(f"127.0.0.1:{client}", popen.pid, log)
+    member = SingleEtcd(f"127.0.0.1:{client}", popen.pid, log, certs)
     try:
-        _wait_ready(member.endpoint, popen, log)
+        _wait_ready(member.endpoint, popen, log, certs)
     except BaseException:
         stop_single_etcd(popen)
         raise
@@ -92,6 +103,19 @@ def single_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SingleEtcd
     if not ETCD.exists():
         pytest.skip(f"{ETCD} is missing (Debian: apt-get install etcd-server)")
     member, popen = start_single_etcd(tmp_path_factory.mktemp("etcd"))
+    try:
+        yield member
+    finally:
+        stop_single_etcd(popen)
+
+
+@pytest.fixture(scope="module")
+def tls_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SingleEtcd]:
+    """One member that speaks only TLS and requires a client certificate (--client-cert-auth)."""
+    if not ETCD.exists():
+        pytest.skip(f"{ETCD} is missing (Debian: apt-get install etcd-server)")
+    directory = tmp_path_factory.mktemp("etcd-tls")
+    member, popen = start_single_etcd(directory, make_etcd_certs(directory / "certs"))
     try:
         yield member
     finally:
