@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 from pathlib import Path
+from typing import Callable
 
 from pydantic import ValidationError
 
@@ -150,14 +152,16 @@ async def _serve(settings: MasterSettings) -> str:
     def on_lost(reason: str) -> None:
         why.append(reason)
         lost.set()
-    master = await start_master(settings, on_lost)
+    stop = asyncio.ensure_future(wait_for_stop_signal())
+    master = await _start_unless_stopped(settings, on_lost, stop)
+    if master is None:
+        return ""
     _announce(master)
     if master.election is not None:
         print(f"tcl-master standby: campaigning in {settings.store_url} prefix {settings.store_prefix}",
               file=sys.stderr, flush=True)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGHUP, lambda: master.service.reload_queues() if master.service else None)
-    stop = asyncio.ensure_future(wait_for_stop_signal())
     announced = asyncio.ensure_future(_announce_leading(master))
     try:
         await asyncio.wait([stop, asyncio.ensure_future(lost.wait())], return_when=asyncio.FIRST_COMPLETED)
@@ -167,6 +171,29 @@ async def _serve(settings: MasterSettings) -> str:
         loop.remove_signal_handler(signal.SIGHUP)
         await master.stop(grace_s=0 if why else 1.0, resign=not why)
     return why[0] if why else ""
+
+
+async def _start_unless_stopped(settings: MasterSettings, on_lost: Callable[[str], None],
+                                stop: asyncio.Future[None]) -> RunningMaster | None:
+    """A first start waits for etcd as long as it takes (master/server.py): a stop signal
+    meanwhile ends the wait (None) instead of killing the process mid-start."""
+    starting = asyncio.ensure_future(start_master(settings, on_lost))
+    await asyncio.wait([starting, stop], return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        print("tcl-master: stopped before it could start", file=sys.stderr, flush=True)
+        return None
+    try:
+        master = starting.result()        # the start's own error, if it failed
+    except BaseException:
+        stop.cancel()
+        raise
+    if stop.done():                       # both at once: the stop wins
+        await master.stop(grace_s=0)
+        return None
+    return master
 
 
 async def _announce_leading(master: RunningMaster) -> None:
