@@ -122,6 +122,7 @@ def job_json(msg: jobs_pb2.Job) -> JsonDict:
         "env": dict(sorted(spec.env.items())),
         "user": spec.user,
         "owner": spec.owner,
+        "request_id": spec.request_id,
         "workdir": spec.workdir,
         "labels": dict(sorted(spec.labels.items())),
         "constraints": list(spec.constraints),
