@@ -73,6 +73,23 @@ def explain_rpc_error(error: grpc.RpcError, master: str, timeout: float = UNARY_
 
 
 CONNECT_TIMEOUT_SECONDS = 3.0
+_UNSETTLED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class SubmitOutcomeUnknown(grpc.RpcError):
+    """A submit none of whose tries got an answer that settles it: the job may exist. The
+    same request id sent again returns it if it does (the error is the last try's)."""
+
+    def __init__(self, error: grpc.RpcError, request_id: str) -> None:
+        super().__init__()
+        self.error = error
+        self.request_id = request_id
+
+    def code(self) -> grpc.StatusCode:
+        return error_details(self.error)[0]
+
+    def details(self) -> str:
+        return error_details(self.error)[1]
 
 
 class _NotAnswering(grpc.RpcError):
@@ -186,13 +203,17 @@ class MasterClient:
             return c.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec), timeout=self.timeout, metadata=self._metadata)
         if not spec.request_id:
             return self._call(send)
-        started, backoff = time.monotonic(), FIRST_BACKOFF_S
+        started, backoff, unknown = time.monotonic(), FIRST_BACKOFF_S, False
         while True:
             try:
                 return self._call(send)
             except grpc.RpcError as error:
+                unknown |= self.outcome_unknown(error)
                 left = self.wait_leader_s - (time.monotonic() - started)
-                if not self.outcome_unknown(error) or left <= 0:
+                # once unknown, stays unknown: a later refusal or "no leader" settles nothing
+                if not unknown or left <= 0 or error_details(error)[0] not in _UNSETTLED:
+                    if unknown:
+                        raise SubmitOutcomeUnknown(error, spec.request_id) from error
                     raise
                 if on_retry is not None and backoff == FIRST_BACKOFF_S:    # once per command, not per try
                     on_retry(f"submit: {error_details(error)[1][:200]}; sending it again with request id "
@@ -206,7 +227,7 @@ class MasterClient:
         found at all (NoLeaderError, it waited already), nor one lone master refusing
         connections (nothing was sent; fail at once as before HA)."""
         code, details = error_details(error)
-        if isinstance(error, NoLeaderError) or code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        if isinstance(error, NoLeaderError) or code not in _UNSETTLED:
             return False
         never_sent = is_transport_failure(error) and "socket closed" not in details.lower()
         return not (never_sent and len(self._finder.masters) == 1)

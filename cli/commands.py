@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Callable
 
 import grpc
 
-from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, is_unreachable
+from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, SubmitOutcomeUnknown, is_unreachable
 from tcluster.cli.render import job_json, job_state_name, node_json
 from tcluster.cli.spec import submission_spec
 from tcluster.cli.tables import failure_summary, job_view, jobs_table, lotes_line, nodes_table, progress_line
@@ -49,10 +49,9 @@ def submit(args: argparse.Namespace, client: MasterClient) -> int:
     spec = replace(spec, request_id=spec.request_id or uuid.uuid4().hex)
     try:
         job = client.submit(spec_to_pb(spec), on_retry=report)
-    except grpc.RpcError as error:
-        if client.outcome_unknown(error):
-            report(f"tcl submit: the job may or may not exist; the same command with --request-id "
-                   f"{spec.request_id} submits it at most once (it returns the job if there is one)")
+    except SubmitOutcomeUnknown as error:
+        report(f"tcl submit: the job may or may not exist; the same command with --request-id "
+               f"{error.request_id} submits it at most once (it returns the job if there is one)")
         raise
     wants_json = args.output == JSON_OUTPUT
     if not wants_json:

@@ -35,7 +35,12 @@ class EtcdBridge:
 
         async def make() -> EtcdKV:    # its channels must be made on the loop that uses them
             return EtcdKV(self.endpoints, timeout_s, tls)
-        self.kv = asyncio.run_coroutine_threadsafe(make(), self._loop).result()
+        try:
+            self.kv = asyncio.run_coroutine_threadsafe(make(), self._loop).result()
+        except BaseException:       # e.g. a TLS file gone since the URL was checked
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5.0)
+            raise
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)

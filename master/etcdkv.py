@@ -155,7 +155,7 @@ class EtcdKV:
 
     def _hint(self, last: str) -> str:
         """What to check, from the last member's error: TLS settings, or the quorum."""
-        if _TLS_FAILURE.search(last):
+        if _TLS_FAILURE.search(last.partition(": ")[2]):     # the error, not the endpoint's name
             return ("the TLS handshake failed: check the store URL's cacert (the CA of the members' certificates) "
                     "and cert/key (required by etcd's --client-cert-auth)")
         if not self.tls and "socket closed" in last.lower():

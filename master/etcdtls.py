@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, quote
 
 import grpc
 
@@ -29,13 +29,16 @@ class EtcdTLS:
     key: Path | None = None        # ... and its private key
 
     def query(self) -> str:
-        """'?cacert=...&cert=...' as in the URL (paths only, never contents)."""
-        parts = [f"{name}={getattr(self, name)}" for name in TLS_PARAMS if getattr(self, name) is not None]
+        """'?cacert=...&cert=...' as in the URL (paths only, never contents; quoted, so
+        that parse_tls_query reads back the same paths)."""
+        parts = [f"{name}={quote(str(getattr(self, name)), safe='/')}" for name in TLS_PARAMS
+                 if getattr(self, name) is not None]
         return "?" + "&".join(parts) if parts else ""
 
     def credentials(self) -> grpc.ChannelCredentials:
-        """Reads the files now (a renewed certificate is picked up by the next connection
-        made); ValueError naming the file that cannot be read."""
+        """Reads the files now, once per connection to etcd (a master keeps its own for its
+        lifetime: a renewed client certificate takes a restart); ValueError naming the file
+        that cannot be read."""
         return grpc.ssl_channel_credentials(
             root_certificates=_read(self.cacert, "cacert") if self.cacert else None,
             private_key=_read(self.key, "key") if self.key else None,
@@ -43,9 +46,10 @@ class EtcdTLS:
         )
 
 
-def parse_tls_query(query: str) -> EtcdTLS | None:
+def parse_tls_query(query: str, check_files: bool = True) -> EtcdTLS | None:
     """'cacert=/a&cert=/b&key=/c' -> EtcdTLS; '' -> None (plaintext). ValueError saying
-    which parameter is wrong and what is allowed."""
+    which parameter is wrong and what is allowed; with check_files, also for a file that
+    cannot be read or is not PEM (so a bad file is a usage error, not a later crash)."""
     if not query:
         return None
     values: dict[str, Path] = {}
@@ -59,9 +63,10 @@ def parse_tls_query(query: str) -> EtcdTLS | None:
         values[name] = Path(value)
     if ("cert" in values) != ("key" in values):
         raise ValueError("cert and key go together: give both (the client certificate and its key) or neither")
-    for name, path in values.items():
+    for name, path in values.items() if check_files else ():
         if not os.access(path, os.R_OK) or not path.is_file():
             raise ValueError(f"{name}={str(path)[:120]}: not a readable file")
+        _read(path, name)
     return EtcdTLS(**values) if values else None
 
 
@@ -70,7 +75,7 @@ def _read(path: Path, name: str) -> bytes:
         with open(path, "rb") as f:
             data = f.read(_MAX_PEM_BYTES + 1)
     except OSError as error:
-        raise ValueError(f"etcd {name} {path}: {error.strerror or error}") from None
+        raise ValueError(f"{name}={str(path)[:120]}: {error.strerror or error}") from None
     if len(data) > _MAX_PEM_BYTES or b"-----BEGIN" not in data:
-        raise ValueError(f"etcd {name} {path}: not a PEM file")
+        raise ValueError(f"{name}={str(path)[:120]}: not a PEM file")
     return data

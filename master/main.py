@@ -182,7 +182,8 @@ async def _start_unless_stopped(settings: MasterSettings, on_lost: Callable[[str
     if not starting.done():
         starting.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await starting
+            started = await starting     # it may finish before the cancel lands
+            await started.stop(grace_s=0)
         print("tcl-master: stopped before it could start", file=sys.stderr, flush=True)
         return None
     try:

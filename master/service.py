@@ -169,6 +169,10 @@ class MasterService:
                 f"request_id {spec.request_id!r} was already used for job {job_id} with a different spec; "
                 "use a new request_id for a new job")
         await self.committer.add(Step(), [])   # durable once every write queued before it is
+        # A failed write with no reload after it (etcd: leadership lost) leaves memory ahead
+        # of the store: answer only for a job the store has.
+        if not self.acting() or not self.store.job_exists(job_id):
+            raise Unavailable("the first submit with this request_id was not written; send it again")
         return self.get(job_id)
 
     def read(self, job_id: str, caller: Caller) -> tuple[Job, list[Task]]:

@@ -106,7 +106,8 @@ class MasterSettings(BaseModel):
 
     @property
     def store_url(self) -> StoreUrl:
-        return parse_store_url(self.store, self.data_dir)
+        # the files were checked when the settings were made; a later read must not fail on them
+        return parse_store_url(self.store, self.data_dir, check_files=False)
 
     @property
     def db_path(self) -> Path:

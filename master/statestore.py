@@ -44,8 +44,9 @@ class StoreUrl:
         return "etcd://" + ",".join(self.endpoints) + (self.tls.query() if self.tls else "")
 
 
-def parse_store_url(text: str, data_dir: Path) -> StoreUrl:
-    """'' -> sqlite in the data dir; ValueError with what is allowed otherwise."""
+def parse_store_url(text: str, data_dir: Path, check_files: bool = True) -> StoreUrl:
+    """'' -> sqlite in the data dir; ValueError with what is allowed otherwise (and, with
+    check_files, for TLS files that cannot be read: master/etcdtls.py)."""
     if not text:
         return StoreUrl("sqlite", data_dir / "master.db")
     if text.startswith("sqlite:"):
@@ -59,7 +60,7 @@ def parse_store_url(text: str, data_dir: Path) -> StoreUrl:
             endpoints = tuple(parse_endpoints(hosts))
         except ValueError as error:
             raise ValueError(f"{error}; use etcd://HOST:PORT[,HOST:PORT...][?cacert=PATH&cert=PATH&key=PATH]") from None
-        return StoreUrl("etcd", endpoints=endpoints, tls=parse_tls_query(query))
+        return StoreUrl("etcd", endpoints=endpoints, tls=parse_tls_query(query, check_files))
     raise ValueError(f"{text[:60]!r} is neither sqlite:PATH nor etcd://HOST:PORT[,HOST:PORT...]")
 
 

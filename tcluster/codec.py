@@ -14,6 +14,10 @@ from tcluster.resources import Resources
 
 _PAIRS = ("env", "labels")          # tuples of (key, value)
 _TUPLES = ("command", "constraints")
+# Fields added since the first release are written only when set: an older master (a
+# rolling upgrade of HA masters, or a rollback) refuses unknown fields, and most specs
+# never use them. Add each new JobSpec field here.
+_WRITTEN_WHEN_SET = ("request_id",)
 
 
 def resources_to_dict(r: Resources) -> dict[str, float]:
@@ -28,6 +32,8 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(JobSpec):
         value = getattr(spec, f.name)
+        if f.name in _WRITTEN_WHEN_SET and value == f.default:
+            continue
         if f.name == "resources":
             value = resources_to_dict(value)
         elif f.name in _PAIRS:

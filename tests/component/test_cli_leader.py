@@ -116,11 +116,13 @@ class ReplyLosingMaster(jobs_pb2_grpc.JobServiceServicer):
         self.stub = jobs_pb2_grpc.JobServiceStub(grpc.aio.insecure_channel(master))
         self.lose = lose
         self.request_ids: list[str] = []
+        self.after_loss: Callable[[], object] = lambda: None
 
     async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         job = await self.stub.Submit(request)
         self.request_ids.append(request.spec.request_id)
         if len(self.request_ids) <= self.lose:
+            self.after_loss()
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the master went away before it answered")
         return job
 
@@ -162,4 +164,31 @@ def test_tcl_submit_sends_again_after_a_lost_reply_and_makes_one_job(tmp_path: P
             assert len(listed.jobs) == 2 and made in {j.id for j in listed.jobs}
         finally:
             await server.stop(0)
+    run(scenario, tmp_path)
+
+
+def test_a_lone_master_gone_after_a_lost_reply_still_gets_the_request_id_hint(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Proves: a master that wrote the job and went away before answering (its port then
+    refuses connections) leaves the outcome unknown until `tcl` gives up: the refusals
+    after it settle nothing, so tcl keeps trying, then prints the --request-id hint."""
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        server, flaky, proxy = await start_losing(h.address, lose=1)
+        gone = asyncio.get_running_loop().create_future()
+        proxy.after_loss = lambda: gone.done() or gone.set_result(None)   # type: ignore[attr-defined]
+
+        async def stop_when_gone() -> None:
+            await gone
+            await server.stop(0)
+        stopper = asyncio.ensure_future(stop_when_gone())
+        code = await asyncio.to_thread(tcl, ["--master", flaky, "--wait-leader-s", "1", "submit", "--", "true"])
+        await stopper
+        err = capsys.readouterr().err
+        assert code == 1 and "the job may or may not exist" in err, err
+        request_id = err.split("--request-id ")[1].split()[0]
+        assert await asyncio.to_thread(tcl, ["--master", h.address, "submit", "--request-id", request_id,
+                                             "--", "true"]) == 0
+        listed = await h.jobs.List(jobs_pb2.ListJobsRequest(all=True))
+        assert [j.id for j in listed.jobs] == [capsys.readouterr().out.strip()]
     run(scenario, tmp_path)

@@ -83,6 +83,7 @@ def test_etcd_refuses_and_status_says_so(tmp_path: Path, tls_etcd: SingleEtcd, c
     ("?cert=/etc/hostname", "cert and key go together"),
     ("?cacert=relative.pem", "must be an absolute path"),
     ("?ca=/etc/hostname", "unknown store URL parameter 'ca'; allowed: cacert, cert, key"),
+    ("?cacert=/etc/hostname", "cacert=/etc/hostname: not a PEM file"),
 ])
 def test_a_bad_store_url_is_a_usage_error_naming_the_parameter(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                query: str, says: str) -> None:
@@ -93,3 +94,13 @@ def test_a_bad_store_url_is_a_usage_error_naming_the_parameter(tmp_path: Path, c
                        "etcd://127.0.0.1:2379" + query])
     err = capsys.readouterr().err
     assert code == 2 and says in err, err
+
+
+def test_tls_paths_survive_the_url_round_trip(tmp_path: Path) -> None:
+    """The URL a command prints (hints, status) names the same files when pasted back."""
+    from tcluster.master.statestore import parse_store_url
+    odd = tmp_path / "a+b &c%.pem"
+    odd.write_text("-----BEGIN CERTIFICATE-----\n")
+    url = parse_store_url(f"etcd://127.0.0.1:2379?cacert={odd.as_posix().replace('%', '%25').replace('&', '%26').replace('+', '%2B')}", tmp_path)
+    assert url.tls is not None and url.tls.cacert == odd
+    assert parse_store_url(str(url), tmp_path) == url

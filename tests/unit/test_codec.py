@@ -3,13 +3,14 @@ the agent's launch record with every field intact."""
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 from hypothesis import given, settings
 
 from tcluster.codec import spec_from_dict, spec_from_json, spec_to_dict, spec_to_json, usage_from_json, usage_to_json
 from tcluster.model import JobSpec, TaskUsage
+from tcluster.resources import Resources
 from tcluster.wire import spec_from_pb, spec_to_pb, usage_from_pb, usage_to_pb
 from tests.unit.specs import SPEC_FIELDS, job_specs, usages
 
@@ -44,6 +45,16 @@ def test_old_records_take_defaults_and_unknown_fields_are_refused() -> None:
     assert (spec.pids_max, spec.cpu_limit, spec.retries) == (77, 0.5, 0)
     with pytest.raises(ValueError, match="bogus"):
         spec_from_dict({**spec_to_dict(spec), "bogus": 1})
+
+
+def test_fields_added_since_the_first_release_are_written_only_when_set() -> None:
+    """An older master refuses unknown fields: a spec that does not use request_id must
+    read there as before (rolling upgrades and rollbacks of HA masters)."""
+    plain = JobSpec(("true",), Resources.of({"cpu": 1.0, "memory": 0.0}))
+    first_release = {f.name for f in fields(JobSpec)} - {"request_id"}
+    assert set(spec_to_dict(plain)) <= first_release
+    keyed = replace(plain, request_id="r-1")
+    assert spec_to_dict(keyed)["request_id"] == "r-1" and spec_from_dict(spec_to_dict(keyed)) == keyed
 
 
 def test_working_set_uses_inactive_file_and_falls_back_when_an_agent_does_not_send_it() -> None:
