@@ -33,16 +33,16 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
-from tcluster.master.actions import Registration
-from tcluster.master.agent_codec import inbound_from_pb
-from tcluster.master.history import HistoryConfig, TaskRecord
-from tcluster.master.historydb import HistoryStore
-from tcluster.master.metrics import TASK_LABELS, TASK_METRICS, Exposition
-from tcluster.master.recorder import Recorder
+from tcluster.master.core.actions import Registration
+from tcluster.master.edge.agent_codec import inbound_from_pb
+from tcluster.master.usage.history import HistoryConfig, TaskRecord
+from tcluster.master.usage.historydb import HistoryStore
+from tcluster.master.usage.metrics import TASK_LABELS, TASK_METRICS, Exposition
+from tcluster.master.usage.recorder import Recorder
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
-from tcluster.master.state import MasterState, Timeouts
-from tcluster.master.store import Store
+from tcluster.master.core.state import MasterState, Timeouts
+from tcluster.master.store.sqlite import Store
 from tcluster.master.web.app import Dashboard
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
@@ -141,8 +141,8 @@ def bench_metrics(state: MasterState, tmp: Path) -> None:
 def _after_decoded_heartbeats(state: MasterState, scrape: Callable[[], Any], runs: int) -> list[float]:
     """Each scrape after one heartbeat of every node, decoded from its bytes and applied
     (not timed): usage converted lazily is paid for in the scrape, as on a live master."""
-    from tcluster.master.events import Beat, Now
-    from tcluster.master.transitions import handle
+    from tcluster.master.core.events import Beat, Now
+    from tcluster.master.core.transitions import handle
     wall = time.time()
     for name in state.nodes:
         state.reattach(name, 1.0, wall)

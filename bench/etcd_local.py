@@ -87,7 +87,7 @@ class LocalEtcd:
 
     def _wait_ready(self) -> None:
         """Every member answers a linearizable read (so the cluster has a raft leader)."""
-        from tcluster.master.etcdbridge import EtcdBridge
+        from tcluster.master.store.etcdbridge import EtcdBridge
         deadline = time.monotonic() + START_TIMEOUT_S
         for endpoint in self.endpoints:
             bridge = EtcdBridge([endpoint], timeout_s=1.0)

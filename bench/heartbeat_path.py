@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tcluster.master.agent_codec import inbound_from_pb, outbound_to_pb  # noqa: E402
-from tcluster.master.actions import AckReports, Registration, TaskReport  # noqa: E402
-from tcluster.master.events import Ack, AgentJoined, Beat, Now, Place, Reports, Submit  # noqa: E402
-from tcluster.master.state import MasterState, Timeouts  # noqa: E402
-from tcluster.master.transitions import handle  # noqa: E402
+from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pb  # noqa: E402
+from tcluster.master.core.actions import AckReports, Registration, TaskReport  # noqa: E402
+from tcluster.master.core.events import Ack, AgentJoined, Beat, Now, Place, Reports, Submit  # noqa: E402
+from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
+from tcluster.master.core.transitions import handle  # noqa: E402
 from tcluster.model import JobSpec, TaskState  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
 from tcluster.v1 import agent_pb2, common_pb2  # noqa: E402

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tcluster.master.actions import Registration  # noqa: E402
-from tcluster.master.events import AgentJoined, Now, Place, Submit, Tick  # noqa: E402
-from tcluster.master.state import MasterState, Timeouts  # noqa: E402
-from tcluster.master.transitions import handle  # noqa: E402
+from tcluster.master.core.actions import Registration  # noqa: E402
+from tcluster.master.core.events import AgentJoined, Now, Place, Submit, Tick  # noqa: E402
+from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
+from tcluster.master.core.transitions import handle  # noqa: E402
 from tcluster.model import JobSpec  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
 

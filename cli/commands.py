@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Callable
 import grpc
 
 from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, SubmitOutcomeUnknown, is_unreachable
-from tcluster.cli.render import job_json, job_state_name, node_json
+from tcluster.views import job_json, job_state_name, node_json
 from tcluster.cli.spec import submission_spec
 from tcluster.cli.tables import failure_summary, job_view, jobs_table, lotes_line, nodes_table, progress_line
 from tcluster.model import JobState
@@ -161,11 +161,11 @@ def nodes(args: argparse.Namespace, client: MasterClient) -> int:
 def dev(args: argparse.Namespace) -> int:
     try:
         # Lazy: dev mode pulls in the master and agent; other commands must not pay for it.
-        from tcluster.devmode import run_dev
+        from tcluster.cli.devmode import run_dev
     except ModuleNotFoundError as exc:
-        if exc.name not in ("tcluster.devmode", "tcluster"):
+        if exc.name not in ("tcluster.cli.devmode", "tcluster"):
             raise
-        report("error: dev mode is not available in this installation (tcluster.devmode is missing)")
+        report("error: dev mode is not available in this installation (tcluster.cli.devmode is missing)")
         return EXIT_FAILURE
     return int(run_dev(args) or 0)
 

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from tcluster.cli.client import EXIT_FAILURE, EXIT_OK
-from tcluster.cli.tables import format_table
+from tcluster.views import format_table
 from tcluster.errors import InvalidArgument
 
 ORDERS = ("arrival", "cpu", "mem", "sum")

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from tcluster.cli.client import EXIT_OK, MasterClient
-from tcluster.cli.render import resources_json
-from tcluster.cli.tables import format_table
+from tcluster.views import format_table, queues_json
 from tcluster.v1 import jobs_pb2
 from tcluster.wire import resources_from_pb
 
@@ -22,23 +20,6 @@ def add_queues(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "tasks hold now, of the READY nodes' total. RUNNING and PENDING count tasks (jobs).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-
-
-def queue_json(q: jobs_pb2.Queue) -> dict[str, Any]:
-    return {
-        "path": q.path, "name": q.name, "parent": q.parent, "depth": q.depth, "leaf": q.leaf,
-        "weight": q.weight, "guaranteed_share": q.guaranteed_share, "dominant_share": q.dominant_share,
-        "allocated": resources_json(q.allocated),
-        "running_tasks": q.running_tasks, "pending_tasks": q.pending_tasks,
-        "running_jobs": q.running_jobs, "pending_jobs": q.pending_jobs,
-    }
-
-
-def queues_json(reply: jobs_pb2.ListQueuesResponse) -> dict[str, Any]:
-    return {
-        "fairness": reply.fairness, "source": reply.source, "capacity": resources_json(reply.capacity),
-        "queues": [queue_json(q) for q in reply.queues if q.path],
-    }
 
 
 def queues_table(reply: jobs_pb2.ListQueuesResponse) -> str:

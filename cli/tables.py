@@ -6,7 +6,8 @@ import shlex
 from collections import Counter
 from typing import Mapping, Sequence
 
-from tcluster.cli.render import (
+from tcluster.views import (
+    format_table,
     job_state_name, signal_name, task_state_name, tasks_total, timestamp, used_resources,
 )
 from tcluster.model import TERMINAL_TASK_STATES, TaskState
@@ -16,18 +17,6 @@ from tcluster.wire import resources_from_pb
 
 EMPTY = "-"
 _TERMINAL_TASK_NAMES = frozenset(state.value for state in TERMINAL_TASK_STATES)
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns, two spaces apart; the last column is not padded."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row)]
-    lines = []
-    for row in [list(headers), *rows]:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
 
 
 def format_age(seconds: float) -> str:

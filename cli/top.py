@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable
 
 from tcluster.cli.client import EXIT_OK, MasterClient
-from tcluster.cli.tables import format_table
+from tcluster.views import format_table
 from tcluster.model import JobState
 from tcluster.v1 import common_pb2
 from tcluster.wire import job_state_to_pb, usage_from_pb

@@ -8,8 +8,8 @@ import shutil
 import time
 from pathlib import Path
 
-from tcluster.master.events import Step
-from tcluster.master.store import Store
+from tcluster.master.core.events import Step
+from tcluster.master.store.sqlite import Store
 from tcluster.model import Job, JobSpec, JobState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 

@@ -161,7 +161,7 @@ def collapsed_self(path: Path, limit: int = 25) -> tuple[int, list[tuple[str, in
 
 
 def _short(frame: str) -> str:
-    """`func (path/to/tcluster/master/state.py:123)` -> `func (master/state.py)`."""
+    """`func (path/to/tcluster/master/state.py:123)` -> `func (master/core/state.py)`."""
     match = re.match(r"(.*) \((.*?):\d+\)$", frame)
     if not match:
         return frame

@@ -64,7 +64,9 @@ TIMERS = Timers()
 
 
 def install() -> None:
-    from tcluster.master import grpc_api, service, store
+    from tcluster.master import service
+    from tcluster.master.edge import grpc_api
+    from tcluster.master.store import sqlite as store
 
     current = {"event": "?"}
     round_fn = service.schedule_round
@@ -145,7 +147,7 @@ def install() -> None:
         setattr(grpc_api, name, timed)
 
     _time_commits(store.Store)
-    from tcluster.master import etcdstore
+    from tcluster.master.store import etcd as etcdstore
     _time_commits(etcdstore.EtcdStore)
     chunks_fn = etcdstore.EtcdStore._chunks
 
@@ -157,7 +159,7 @@ def install() -> None:
 
     etcdstore.EtcdStore._chunks = _chunks
 
-    from tcluster.master import etcdkv
+    from tcluster.master.store import etcdkv
     keepalive_fn = etcdkv.EtcdKV.keepalive
 
     async def keepalive(self, lease):  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tcluster.master.actions import LogPiece, Outbound
+from tcluster.master.core.actions import LogPiece, Outbound
 
 _CLOSED = object()
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from tcluster.master.actions import BinTarget, Launch
-from tcluster.master.events import Step, Welcome
+from tcluster.master.core.actions import BinTarget, Launch
+from tcluster.master.core.events import Step, Welcome
 from tcluster.model import JobSpec, NodeState, Task
 from tcluster.resources import Resources
 from tcluster.scheduler.lotes.classes import drift, learn_classes, observed_shares, parse_classes

@@ -98,9 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def build_admin_parser() -> argparse.ArgumentParser:
     """The offline subcommands; `tcl-master [flags]` without one serves."""
-    from tcluster.master.admin import add_admin_commands   # only when asked: the daemon starts without it
+    from tcluster.master.identity.admin import add_admin_commands   # only when asked: the daemon starts without it
     from tcluster.master.status import add_status_command
-    from tcluster.master.users import add_user_commands
+    from tcluster.master.identity.users import add_user_commands
     p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: cluster identity commands.")
     sub = p.add_subparsers(dest="command", required=True)
     add_admin_commands(sub)
@@ -217,7 +217,7 @@ def _restart_as_standby(reason: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and not argv[0].startswith("-"):   # a subcommand (the daemon's own arguments are all flags)
-        from tcluster.master.admin import run_admin
+        from tcluster.master.identity.admin import run_admin
         return run_admin(build_admin_parser(), argv)
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level)

@@ -1,7 +1,7 @@
 """Assembles the master: store, cluster state, service, gRPC server, background loop.
 
 With SQLite the master leads from the start. With etcd (docs/ha.md) it binds its ports,
-joins the election and answers as a standby (master/standby.py) until it wins; only then
+joins the election and answers as a standby (master/store/standby.py) until it wins; only then
 does it build the service from its warm copy, start the dashboard and begin acting."""
 
 from __future__ import annotations
@@ -16,23 +16,23 @@ import grpc
 
 from tcluster.bounds import MAX_MESSAGE_BYTES
 from tcluster.errors import Unavailable
-from tcluster.master.etcdbridge import EtcdBridge
-from tcluster.master.etcdkv import EtcdKV
-from tcluster.master.etcdmirror import Mirror
-from tcluster.master.authstore import AuthStore
-from tcluster.master.etcdpki import pki_in_mirror
-from tcluster.master.etcdstore import EtcdStore
-from tcluster.master.identity import open_auth_store
-from tcluster.master.grpc_api import AgentServicer, ClusterServicer, JobServicer
-from tcluster.master.leadership import LeaderInfo, Leadership
-from tcluster.master import pkicache
-from tcluster.master.listeners import SecureParts, agent_address, bind_secure, check_exposure
+from tcluster.master.store.etcdbridge import EtcdBridge
+from tcluster.master.store.etcdkv import EtcdKV
+from tcluster.master.store.etcdmirror import Mirror
+from tcluster.master.identity.records import AuthStore
+from tcluster.master.identity.etcdpki import pki_in_mirror
+from tcluster.master.store.etcd import EtcdStore
+from tcluster.master.identity.choice import open_auth_store
+from tcluster.master.edge.grpc_api import AgentServicer, ClusterServicer, JobServicer
+from tcluster.master.store.leadership import LeaderInfo, Leadership
+from tcluster.master.identity import pkicache
+from tcluster.master.edge.listeners import SecureParts, agent_address, bind_secure, check_exposure
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
-from tcluster.master.standby import LeaderSlot, StandbyInterceptor
-from tcluster.master.statestore import StateStore
-from tcluster.master.store import Store
-from tcluster.master.users import UserDirectory
+from tcluster.master.store.standby import LeaderSlot, StandbyInterceptor
+from tcluster.master.store.base import StateStore
+from tcluster.master.store.sqlite import Store
+from tcluster.master.identity.users import UserDirectory
 from tcluster.master.web.app import Dashboard
 from tcluster.security.pki import MasterPki, load_master_pki
 from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
@@ -243,7 +243,7 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
 
 async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPki | None]:
     """The warm copy of the prefix and the PKI in it. If etcd does not answer, the PKI
-    cached by an earlier start (master/pkicache.py) lets the ports open at once and the
+    cached by an earlier start (master/identity/pkicache.py) lets the ports open at once and the
     copy loads later; a first start without a cache waits for etcd instead of exiting."""
     url = settings.store_url
     kv = EtcdKV(list(url.endpoints), tls=url.tls)

@@ -14,23 +14,23 @@ from dataclasses import replace
 from typing import Any, AsyncIterator, Callable
 
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
-from tcluster.master.auth import Gate
-from tcluster.master.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
-from tcluster.master.events import (
+from tcluster.master.identity.gate import Gate
+from tcluster.master.core.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
+from tcluster.master.core.events import (
     Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Launch, Now, Place, Reports, Step,
     Submit, Tick,
 )
-from tcluster.master.committer import Committer
+from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
 from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
-from tcluster.master.registration import check_registration
+from tcluster.master.core.registration import check_registration
 from tcluster.master.settings import MasterSettings
-from tcluster.master.state import MasterState, Timeouts
-from tcluster.master.statestore import StateStore
-from tcluster.master.store import StoreError
-from tcluster.master.transitions import handle
+from tcluster.master.core.state import MasterState, Timeouts
+from tcluster.master.store.base import StateStore
+from tcluster.master.store.sqlite import StoreError
+from tcluster.master.core.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
@@ -69,7 +69,7 @@ class MasterService:
         self.settings = settings
         self.store = store
         self.clock, self.monotonic = clock, monotonic
-        # With etcd, whether this master still leads (its lease deadline, master/leadership.py):
+        # With etcd, whether this master still leads (its lease deadline, master/store/leadership.py):
         # a master that does not sends nothing to agents, whatever it had decided.
         self.acting = acting
         self.state = load_state(store, settings, monotonic())
@@ -82,7 +82,7 @@ class MasterService:
         self._eligible = EligibleCache()
         self.queues = load_tree(settings.queues_file)
         self.reservations = Reservations(settings.reserve_after_s)
-        self.observer: Any = None     # dashboards (master/recorder.py): told of every applied step and round
+        self.observer: Any = None     # dashboards (master/usage/recorder.py): told of every applied step and round
         self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))

@@ -1,5 +1,5 @@
 """The JSON API under /api/v1/. Jobs, nodes and queues have the very shapes `tcl -o json`
-prints (built by the same functions in cli/render.py from the same proto messages); the
+prints (built by the same functions in tcluster/views.py from the same proto messages); the
 usage endpoints add the history. Everything the web UI shows comes from here.
 
 Handlers run on the master's loop and read its state directly: no locks, no copies.
@@ -17,10 +17,9 @@ import orjson
 from aiohttp import web
 from google.protobuf.descriptor import FieldDescriptor
 
-from tcluster.cli.queues import queues_json
-from tcluster.cli.render import job_json, node_json, resources_json, task_json, timestamp, usage_json
+from tcluster.views import queues_json, job_json, node_json, resources_json, task_json, timestamp, usage_json
 from tcluster.errors import InvalidArgument, NotFound, PermissionDenied, TclusterError, Unauthenticated
-from tcluster.master.history import TASK, Series, TaskRecord
+from tcluster.master.usage.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState, TaskUsage
 from tcluster.security.authz import Caller, ReadJob, sees_only_own
 from tcluster.v1 import common_pb2, jobs_pb2

@@ -15,10 +15,10 @@ from typing import Any
 
 from aiohttp import web
 
-from tcluster.master.history import HistoryConfig, TaskRecord
-from tcluster.master.historydb import HistoryStore
-from tcluster.master.metrics import CONTENT_TYPE, Exposition
-from tcluster.master.recorder import Recorder
+from tcluster.master.usage.history import HistoryConfig, TaskRecord
+from tcluster.master.usage.historydb import HistoryStore
+from tcluster.master.usage.metrics import CONTENT_TYPE, Exposition
+from tcluster.master.usage.recorder import Recorder
 from tcluster.master.web.api import Api, errors_middleware
 from tcluster.master.web.login import add_login, auth_middleware, check_metrics
 

@@ -13,7 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from tcluster.errors import InvalidArgument, PermissionDenied, Unauthenticated
-from tcluster.master.auth import Gate, bearer_token
+from tcluster.master.identity.gate import Gate, bearer_token
 from tcluster.master.web.api import CALLER
 from tcluster.master.web.session import COOKIE, IDLE_S, Sessions
 from tcluster.security.authz import ANONYMOUS, Caller, sees_only_own

@@ -6,7 +6,7 @@ clients verify that name whatever address they dial. A node certificate has CN
 `node:<name>` and clientAuth only, so it can never pass as the master.
 
 State lives under DATA_DIR/pki/ (0700): ca.crt, ca.key, master.crt (leaf + CA), master.key
-(keys 0600), or under the same names in etcd (master/identity.py). Nothing here logs, and
+(keys 0600), or under the same names in etcd (master/identity/choice.py). Nothing here logs, and
 keys never appear in a repr."""
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ def _free_ports(count: int) -> list[int]:
 
 
 def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path, certs: EtcdCerts | None = None) -> None:
-    from tcluster.master.etcdbridge import EtcdBridge
-    from tcluster.master.etcdtls import EtcdTLS
+    from tcluster.master.store.etcdbridge import EtcdBridge
+    from tcluster.master.store.etcdtls import EtcdTLS
     tls = EtcdTLS(certs.ca, certs.client_cert, certs.client_key) if certs else None
     bridge = EtcdBridge([endpoint], timeout_s=1.0, tls=tls)
     deadline = time.monotonic() + START_TIMEOUT_S

@@ -15,8 +15,8 @@ from tcluster.agent.joinclient import join
 from tcluster.agent.joinstate import TLS_OPTIONS, NodeCredentials, load_joined
 from tcluster.agent.runtime.fake import FakeRuntime
 from tcluster.agent.settings import AgentSettings
-from tcluster.master.nodeauth import NodeAuth
-from tcluster.master.users import bootstrap_admin
+from tcluster.master.identity.nodeauth import NodeAuth
+from tcluster.master.identity.users import bootstrap_admin
 from tcluster.resources import Resources
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import MasterPki, init_pki

@@ -1,5 +1,5 @@
 """`tcl-agent --master a,b`: a real agent daemon (fake runtime) finds the leader, the real
-master of the harness, past a standby (master/standby.py, agent port, fake LeaderView) and
+master of the harness, past a standby (master/store/standby.py, agent port, fake LeaderView) and
 past an address that refuses connections."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from tcluster.agent.daemon import Agent
 from tcluster.agent.joinclient import join
 from tcluster.agent.runtime.fake import FakeRuntime
 from tcluster.agent.settings import AgentSettings
-from tcluster.master.standby import LeaderInfo, StandbyInterceptor
+from tcluster.master.store.standby import LeaderInfo, StandbyInterceptor
 from tcluster.v1 import agent_pb2_grpc, common_pb2, jobs_pb2
 from tests.component.harness import WAIT_S, Harness, RunningAgent, run, wait_until
 from tests.component.secure import SecureCluster

@@ -13,9 +13,9 @@ from typing import Callable, Iterator
 import pytest
 
 from tcluster.errors import FailedPrecondition, InvalidArgument, Unauthenticated
-from tcluster.master.authstore import AuthStore
-from tcluster.master.identity import init_identity, load_pki, open_auth_store, parse_store
-from tcluster.master.users import UserDirectory, create_user
+from tcluster.master.identity.records import AuthStore
+from tcluster.master.identity.choice import init_identity, load_pki, open_auth_store, parse_store
+from tcluster.master.identity.users import UserDirectory, create_user
 from tcluster.security import pki
 from tcluster.security.jointoken import JoinTokenText
 from tests.component.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - a fixture
@@ -168,10 +168,10 @@ def test_bad_store_flags_name_the_flag(tmp_path: Path) -> None:
 
 def test_the_masters_mirror_serves_reads_and_sees_other_writers(single_etcd: SingleEtcd) -> None:
     """As in the master: sync calls on the loop that feeds the mirror."""
-    from tcluster.master.etcdauth import EtcdAuthStore
-    from tcluster.master.etcdbridge import EtcdBridge
-    from tcluster.master.etcdkv import EtcdKV
-    from tcluster.master.etcdmirror import Mirror
+    from tcluster.master.identity.etcd import EtcdAuthStore
+    from tcluster.master.store.etcdbridge import EtcdBridge
+    from tcluster.master.store.etcdkv import EtcdKV
+    from tcluster.master.store.etcdmirror import Mirror
     prefix = f"/t-{uuid.uuid4().hex[:10]}"
 
     async def main() -> None:
@@ -216,9 +216,9 @@ async def _until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
 
 
 def test_the_pki_read_from_a_mirror_is_the_one_init_wrote(single_etcd: SingleEtcd) -> None:
-    from tcluster.master.etcdkv import EtcdKV
-    from tcluster.master.etcdmirror import Mirror
-    from tcluster.master.etcdpki import pki_in_mirror
+    from tcluster.master.store.etcdkv import EtcdKV
+    from tcluster.master.store.etcdmirror import Mirror
+    from tcluster.master.identity.etcdpki import pki_in_mirror
     where = (single_etcd.url, f"/t-{uuid.uuid4().hex[:10]}", Path("."))
 
     async def from_mirror() -> pki.MasterPki | None:

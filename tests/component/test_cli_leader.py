@@ -1,4 +1,4 @@
-"""`tcl --master a,b` against real in-process gRPC servers: a standby (master/standby.py
+"""`tcl --master a,b` against real in-process gRPC servers: a standby (master/store/standby.py
 with a fake LeaderView) sends the CLI on to the leader (the real master of the harness);
 an address that refuses connections is passed over."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from tcluster.cli.leader import forget_leaders
 from tcluster.cli.main import main as tcl
-from tcluster.master.standby import LeaderInfo, StandbyInterceptor
+from tcluster.master.store.standby import LeaderInfo, StandbyInterceptor
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 from tests.component.harness import Harness, run
 

@@ -1,4 +1,4 @@
-"""master/standby.py on a real in-process grpc.aio server: a standby refuses every call but
+"""master/store/standby.py on a real in-process grpc.aio server: a standby refuses every call but
 the join, with the leader's address in the trailing metadata; a leader passes calls through."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import AsyncIterator, Awaitable, Callable
 import grpc
 import pytest
 
-from tcluster.master.standby import (
+from tcluster.master.store.standby import (
     LEADER_METADATA, AlwaysLeader, LeaderInfo, PortKind, StandbyInterceptor, standby_answer,
 )
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc, join_pb2, join_pb2_grpc

@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tcluster.master.store import Store
+from tcluster.master.store.sqlite import Store
 from tcluster.v1 import jobs_pb2
 from tests.component.harness import Harness, run, wait_until
 
@@ -25,7 +25,7 @@ def test_refuses_work_serves_reads_and_recovers(tmp_path: Path, monkeypatch: pyt
     def flaky(self: Store, steps: list) -> None:  # type: ignore[type-arg]
         if broken["on"] and any(step.durable for step, _ in steps):
             import sqlite3
-            from tcluster.master.store import StoreError
+            from tcluster.master.store.sqlite import StoreError
             raise StoreError("the master cannot write its state (database or disk is full)") from sqlite3.OperationalError()
         real(self, steps)
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from hypothesis import given, settings
 
-from tcluster.cli.render import task_json, usage_json
-from tcluster.master.state import MasterState, Timeouts
+from tcluster.views import task_json, usage_json
+from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.web.api import TaskDocs, usage_doc
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources

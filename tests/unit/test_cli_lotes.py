@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tcluster.cli.render import node_json, task_json
+from tcluster.views import node_json, task_json
 from tcluster.cli.tables import lotes_line, mix_cell, nodes_table, tasks_table
 from tcluster.v1 import common_pb2, jobs_pb2
 from tests.unit.test_cli_render import make_node, make_task

@@ -166,8 +166,8 @@ def test_dev_calls_run_dev_with_the_namespace(monkeypatch):
     import types
 
     seen = {}
-    fake = types.ModuleType("tcluster.devmode")
+    fake = types.ModuleType("tcluster.cli.devmode")
     fake.run_dev = lambda args: seen.setdefault("args", args) and 7  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "tcluster.devmode", fake)
+    monkeypatch.setitem(sys.modules, "tcluster.cli.devmode", fake)
     assert main(["dev", "--listen", "127.0.0.1:0", "--runtime", "process"]) == 7
     assert (seen["args"].listen, seen["args"].runtime) == ("127.0.0.1:0", "process")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tcluster.cli.render import job_json, node_json, signal_name, task_json, timestamp
+from tcluster.views import job_json, node_json, signal_name, task_json, timestamp
 from tcluster.cli.tables import (
     exit_cell, failure_summary, format_age, format_table, job_view, jobs_table, nodes_table,
     progress_line, tasks_cell,

@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
-from tcluster.master.committer import Committer
-from tcluster.master.events import Ack, Step
-from tcluster.master.store import StoreError
+from tcluster.master.store.committer import Committer
+from tcluster.master.core.events import Ack, Step
+from tcluster.master.store.sqlite import StoreError
 from tcluster.model import Job, JobSpec
 from tcluster.resources import Resources
 

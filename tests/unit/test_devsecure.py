@@ -8,8 +8,8 @@ import pytest
 
 from tcluster.agent.requests import parse_uid_ranges
 from tcluster.cli.credentials import credentials_for, default_master
-from tcluster.devsecure import deny_uids_except, ensure_login, ensure_pki, user_name_for
-from tcluster.master.users import UserDirectory
+from tcluster.cli.devsecure import deny_uids_except, ensure_login, ensure_pki, user_name_for
+from tcluster.master.identity.users import UserDirectory
 
 
 @pytest.mark.parametrize("uid, text", [(0, "0-999"), (1000, "0-999"), (500, "0-499,501-999"), (1, "0,2-999"),

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from tcluster.master.etcdstore import EtcdStore, merge_writes, step_writes, task_key
-from tcluster.master.events import KillIntent, Step
+from tcluster.master.store.etcd import EtcdStore, merge_writes, step_writes, task_key
+from tcluster.master.core.events import KillIntent, Step
 from tcluster.model import Job, JobSpec, Task, TaskState
 from tcluster.resources import Resources
 

@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tcluster.master.events import Beat, Step
-from tcluster.master.history import TASK, HistoryConfig, Schema, Series, Tier, from_bf16, to_bf16, MAX, MEAN
-from tcluster.master.historydb import HistoryStore
-from tcluster.master.recorder import Recorder
-from tcluster.master.state import MasterState, Timeouts
+from tcluster.master.core.events import Beat, Step
+from tcluster.master.usage.history import TASK, HistoryConfig, Schema, Series, Tier, from_bf16, to_bf16, MAX, MEAN
+from tcluster.master.usage.historydb import HistoryStore
+from tcluster.master.usage.recorder import Recorder
+from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.master.usageblock import UsageBlock
+from tcluster.master.core.usageblock import UsageBlock
 
 GiB = 2**30
 

@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tcluster.master.events import Step
-from tcluster.master.history import HistoryConfig
-from tcluster.master.metrics import Exposition
-from tcluster.master.recorder import Recorder
-from tcluster.master.state import MasterState, Timeouts
+from tcluster.master.core.events import Step
+from tcluster.master.usage.history import HistoryConfig
+from tcluster.master.usage.metrics import Exposition
+from tcluster.master.usage.recorder import Recorder
+from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.queuestats import QueueRow

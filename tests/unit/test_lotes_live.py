@@ -8,15 +8,15 @@ from dataclasses import replace
 
 import pytest
 
-from tcluster.master.actions import BinTarget, Launch, TaskReport
-from tcluster.master.events import Cancel, Place, Reports, Step, Submit, Tick, Beat, Welcome
+from tcluster.master.core.actions import BinTarget, Launch, TaskReport
+from tcluster.master.core.events import Cancel, Place, Reports, Step, Submit, Tick, Beat, Welcome
 from tcluster.master.lotes_live import LotesLive, RequestWindow, book_moves
 from tcluster.model import Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook
 from tcluster.scheduler.lotes.model import JobClass
 from tcluster.scheduler.lotes.resolve import Outcome, plan_for
-from tcluster.master.usageblock import EMPTY
+from tcluster.master.core.usageblock import EMPTY
 from tests.unit.test_master_transitions import J, T, World, ended, spec
 
 
@@ -70,8 +70,8 @@ class LotesWorld(World):
     def do(self, event: object, at: float | None = None) -> Step:
         if at is not None:
             self.mono = at
-        from tcluster.master.events import Now
-        from tcluster.master.transitions import handle
+        from tcluster.master.core.events import Now
+        from tcluster.master.core.transitions import handle
         step = handle(self.state, event, Now(1000.0 + self.mono, self.mono))  # type: ignore[arg-type]
         before = self.lotes.snapshot(step)
         self.state.apply(step)

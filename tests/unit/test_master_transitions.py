@@ -9,16 +9,16 @@ from dataclasses import replace
 import pytest
 
 from tcluster.errors import InvalidArgument
-from tcluster.master.actions import Registration, TaskReport
-from tcluster.master.events import (
+from tcluster.master.core.actions import Registration, TaskReport
+from tcluster.master.core.events import (
     Ack, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Kill, Launch, Now, Place, Reports, Step, Submit, Tick,
     Welcome,
 )
-from tcluster.master.state import MasterState, Timeouts
-from tcluster.master.transitions import handle
+from tcluster.master.core.state import MasterState, Timeouts
+from tcluster.master.core.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
-from tcluster.master.usageblock import EMPTY, UsageBlock
+from tcluster.master.core.usageblock import EMPTY, UsageBlock
 
 J = "0123abcd"
 T = f"{J}.0"

@@ -4,7 +4,7 @@ tell the master that n1's cancelled task ended, and n1 would never be told to ki
 
 from __future__ import annotations
 
-from tcluster.master.events import Cancel, Reports
+from tcluster.master.core.events import Cancel, Reports
 from tcluster.model import TaskState
 from tests.unit.test_master_transitions import J, T, ended, running_world
 

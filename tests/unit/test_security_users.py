@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tcluster.errors import InvalidArgument, Unauthenticated
-from tcluster.master.users import UserDirectory, add_user, bootstrap_admin, list_users, parse_grants, remove_user
+from tcluster.master.identity.users import UserDirectory, add_user, bootstrap_admin, list_users, parse_grants, remove_user
 from tcluster.security.authz import (
     ANONYMOUS, CancelJob, Caller, ListJobs, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, audit_line, decide,
     grants_queue, run_as,

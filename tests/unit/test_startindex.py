@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from tcluster.master.startindex import StartIndex
+from tcluster.master.core.startindex import StartIndex
 
 IDS = [f"j.{i}" for i in range(12)]
 OPS = st.lists(st.one_of(

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tcluster.master.events import KillIntent, Step
-from tcluster.master.store import Store, StoreError
+from tcluster.master.core.events import KillIntent, Step
+from tcluster.master.store.sqlite import Store, StoreError
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tests.unit.specs import job_specs

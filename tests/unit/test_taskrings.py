@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tcluster.master.history import MAX, MEAN, HistoryConfig, Schema, Series
-from tcluster.master.taskrings import MIN_BLOCK, TaskRings
+from tcluster.master.usage.history import MAX, MEAN, HistoryConfig, Schema, Series
+from tcluster.master.usage.taskrings import MIN_BLOCK, TaskRings
 
 RATE_LEVEL = Schema(("rate", "level"), (MEAN, MAX))
 

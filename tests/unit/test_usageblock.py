@@ -12,19 +12,19 @@ from types import SimpleNamespace
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from tcluster.master.events import Beat, Now, Step
-from tcluster.master.history import HistoryConfig
-from tcluster.master.ingest import RAW_FIELDS, extract
-from tcluster.master.metrics import TaskSeriesRenderer
-from tcluster.master.recorder import Recorder
-from tcluster.master.state import MasterState, Timeouts
-from tcluster.master.transitions import handle
+from tcluster.master.core.events import Beat, Now, Step
+from tcluster.master.usage.history import HistoryConfig
+from tcluster.master.usage.ingest import RAW_FIELDS, extract
+from tcluster.master.usage.metrics import TaskSeriesRenderer
+from tcluster.master.usage.recorder import Recorder
+from tcluster.master.core.state import MasterState, Timeouts
+from tcluster.master.core.transitions import handle
 from tcluster.master.web.api import TaskDocs
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.master.usageblock import EMPTY, UsageBlock, UsageIndex
+from tcluster.master.core.usageblock import EMPTY, UsageBlock, UsageIndex
 from tcluster.v1 import common_pb2
-from tcluster.master.agent_codec import usage_block_from_pb
+from tcluster.master.edge.agent_codec import usage_block_from_pb
 from tcluster.wire import usage_from_pb, usage_to_pb
 
 GiB = 2**30
@@ -199,7 +199,7 @@ def test_the_index_reads_a_sample_as_one_object_until_the_next() -> None:
 
 
 def test_the_service_path_decodes_heartbeats_into_columns() -> None:
-    from tcluster.master.agent_codec import inbound_from_pb
+    from tcluster.master.edge.agent_codec import inbound_from_pb
     from tcluster.v1 import agent_pb2
     pbs = [usage_to_pb(TaskUsage(pids=i), f"j.{i}", 1) for i in range(3)] + [common_pb2.TaskUsage(pids=9)]
     msg = agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(usage=pbs))

@@ -1,0 +1,93 @@
+"""What the master's state machine asks the I/O layer to do, and what agents report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tcluster.model import JobSpec
+from tcluster.reports import TaskReport
+from tcluster.resources import Resources
+from tcluster.master.core.usageblock import UsageBlock
+
+
+@dataclass(frozen=True)
+class Launch:
+    node: str
+    task_id: str
+    job_id: str
+    index: int
+    attempt: int
+    spec: JobSpec
+    lotes_class: int | None = None     # LoTES: the task's class (-1: none; None: not lotes)
+
+
+@dataclass(frozen=True)
+class Kill:
+    node: str
+    task_id: str
+    attempt: int
+    reason: str
+
+
+Action = Launch | Kill
+
+
+@dataclass(frozen=True)
+class Registration:
+    node: str
+    capacity: Resources        # declared total
+    reserved: Resources
+    labels: tuple[tuple[str, str], ...]
+    runtime: str
+    running: tuple[tuple[str, int], ...]    # (task_id, attempt) the agent runs now
+    reports: tuple[TaskReport, ...] = ()    # events it has not had acknowledged
+    last_seq: int = 0                       # seq of the last of those reports
+
+
+@dataclass(frozen=True)
+class AckReports:
+    seq: int
+
+
+@dataclass(frozen=True)
+class FetchLog:
+    request_id: str
+    task_id: str
+    stderr: bool
+    tail_bytes: int
+    max_bytes: int
+    follow: bool = False
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class BinTarget:
+    """LoTES: the bin a node emulates (class -> count), and its tasks' classes now."""
+    config: str                              # "": no target
+    counts: dict[int, int]
+    classes: dict[str, int] = field(default_factory=dict)
+    fallback: str = ""
+
+
+Outbound = Launch | Kill | AckReports | FetchLog | BinTarget | object   # + events.Welcome
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    free: Resources
+    usage: UsageBlock                          # the samples, by task id and attempt
+    class_mix: dict[int, int] = field(default_factory=dict)   # LoTES: running tasks per class
+
+
+@dataclass(frozen=True)
+class ReportBatch:
+    reports: tuple[TaskReport, ...]
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class LogPiece:
+    request_id: str
+    data: bytes
+    eof: bool
+    error: str = ""

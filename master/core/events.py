@@ -1,0 +1,146 @@
+"""What happens to the master (events), what it decides to do about it (actions), and
+the durable rows a decision changes (writes). The state core turns an event into a
+`Step`; the I/O layer writes the step's rows first, then applies it and sends its
+actions. Nothing here does I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tcluster.master.core.actions import AckReports, Kill, Launch, Registration, TaskReport
+from tcluster.model import Job, JobSpec, Node, Task
+from tcluster.resources import Resources
+from tcluster.master.core.usageblock import UsageBlock
+
+
+@dataclass(frozen=True)
+class Now:
+    wall: float      # unix seconds: what users see (submitted_at, finished_at)
+    mono: float      # monotonic seconds: every timeout (an NTP step must not detach agents)
+
+
+# ---- events ----
+
+@dataclass(frozen=True)
+class Submit:
+    job_id: str
+    spec: JobSpec
+
+
+@dataclass(frozen=True)
+class Cancel:
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Place:
+    placements: tuple[tuple[str, str], ...]     # (task id, node)
+
+
+@dataclass(frozen=True)
+class AgentJoined:
+    registration: Registration
+
+
+@dataclass(frozen=True)
+class AgentLeft:
+    node: str
+
+
+@dataclass(frozen=True)
+class Reports:
+    node: str
+    reports: tuple[TaskReport, ...]
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class Beat:
+    node: str
+    free: Resources
+    usage: UsageBlock
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Timeouts: silent nodes, lost tasks, launches that never started, old jobs."""
+
+
+Event = Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick
+
+
+# ---- actions ----
+
+@dataclass(frozen=True)
+class Welcome:
+    node: str
+    heartbeat_interval_s: float
+    kills: tuple[Kill, ...]
+    fence_after_s: float
+    bin_target: object = None          # LoTES: an actions.BinTarget, added by the I/O layer
+
+
+@dataclass(frozen=True)
+class Ack:
+    node: str
+    seq: int
+
+
+@dataclass(frozen=True)
+class Disconnect:
+    """Close a node's stream: it has been silent past the node timeout."""
+    node: str
+    reason: str
+
+
+Action = Launch | Kill | Welcome | Ack | Disconnect
+
+
+# ---- what a step changes ----
+
+@dataclass(frozen=True)
+class KillIntent:
+    """Persisted until the node reports the attempt's end (or shows it no longer runs)."""
+    task_id: str
+    attempt: int
+    node: str
+    reason: str
+    retry: bool = False        # the attempt was given up (never started): its end counts as LOST
+
+
+@dataclass(frozen=True)
+class NodeLive:
+    """Liveness, in memory only: rebuilt from master start (nodes loaded from disk count
+    as last seen then)."""
+    connected: bool
+    last_seen: float           # monotonic: the last message from the node
+    last_seen_wall: float = 0.0
+
+
+@dataclass
+class Step:
+    # durable rows (written in one transaction before anything else happens)
+    jobs: dict[str, Job] = field(default_factory=dict)
+    tasks: dict[str, Task] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    kills_put: dict[tuple[str, int], KillIntent] = field(default_factory=dict)
+    kills_del: set[tuple[str, int]] = field(default_factory=set)
+    jobs_del: set[str] = field(default_factory=set)
+    purge_before: float = 0.0      # forget every job that finished before this (unix seconds)
+    ticked: float | None = None    # a Tick's monotonic time: apply files away the launches it found overdue
+    # memory only
+    live: dict[str, NodeLive] = field(default_factory=dict)
+    usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there
+    free: dict[str, Resources] = field(default_factory=dict)
+    actions: list[Action] = field(default_factory=list)
+
+    @property
+    def durable(self) -> bool:
+        return bool(self.jobs or self.tasks or self.nodes or self.kills_put or self.kills_del or self.jobs_del
+                    or self.purge_before)
+
+
+__all__ = [
+    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "Disconnect", "Event", "Kill",
+    "KillIntent", "Launch", "NodeLive", "Now", "Place", "Reports", "Step", "Submit", "Tick", "Welcome",
+]

@@ -1,0 +1,299 @@
+"""The master's state in memory: jobs, tasks, nodes, kill intents and liveness, with the
+indexes the scheduler needs (per-job task counts, the pending-job set, the node matrix).
+
+It changes only through `apply(step)`, after the step's durable rows are on disk; the
+steps themselves are computed by `tcluster.master.core.transitions` without touching it. No
+clocks, no I/O."""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from tcluster.lifecycle import job_state_from_counts
+from tcluster.master.core.events import KillIntent, NodeLive, Step
+from tcluster.master.core.startindex import StartIndex
+from tcluster.master.core.usageblock import UsageIndex
+from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
+from tcluster.resources import Resources
+from tcluster.scheduler.nodestate import NodeMatrix
+from tcluster.scheduler.views import JobView
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    node_timeout_s: float = 15.0       # silent this long: DOWN
+    lost_timeout_s: float = 30.0       # DOWN this much longer: its tasks LOST
+    start_timeout_s: float = 120.0     # STARTING this long without RUNNING: given up
+    job_retention_s: float = 7 * 86400.0
+    heartbeat_interval_s: float = 1.0
+    resident_finished_jobs: int = 1000     # finished jobs kept in memory; older ones are read from disk
+    resident_finished_tasks: int = 20_000  # ...and at most this many of their tasks
+    purge_interval_s: float = 60.0
+
+    @property
+    def fence_after_s(self) -> float:
+        """Agents kill re-runnable tasks once cut off this long: halfway through the lost
+        timeout, so the old copy is gone before the master starts another."""
+        return self.node_timeout_s + self.lost_timeout_s / 2
+
+
+class MasterState:
+    def __init__(self, jobs: list[Job], tasks: list[Task], nodes: list[Node], kills: list[KillIntent],
+                 timeouts: Timeouts, started_mono: float) -> None:
+        self.timeouts = timeouts
+        self.started_mono = started_mono
+        self.jobs: dict[str, Job] = {j.id: j for j in jobs}
+        self.tasks: dict[str, list[Task]] = {j.id: [] for j in jobs}
+        for task in sorted(tasks, key=lambda t: (t.job_id, t.index)):
+            self.tasks[task.job_id].append(task)
+        self.counts: dict[str, Counter[TaskState]] = {
+            jid: Counter(t.state for t in ts) for jid, ts in self.tasks.items()}
+        self.pending_jobs: set[str] = {jid for jid in self.jobs if self._has_pending(jid)}
+        self.pending_reasons: dict[str, str] = {}
+        # (owner, request_id) -> job id, for every job in memory: a retried Submit finds its job
+        self.by_request: dict[tuple[str, str], str] = {
+            (j.spec.owner, j.spec.request_id): j.id for j in jobs if j.spec.request_id}
+        self.kills: dict[tuple[str, int], KillIntent] = {}
+        self._kills_by_node: dict[str, set[tuple[str, int]]] = {}   # a join looks at its node's only
+        self._put_kills({(k.task_id, k.attempt): k for k in kills})
+        self.usage = UsageIndex()     # task id -> newest sample; TaskUsage built when read
+        self.starts = StartIndex()    # STARTING tasks by when their launch began (the tick's deadlines)
+        # Finished jobs in memory, oldest end first: beyond the cap they leave memory (they stay
+        # on disk until the retention ends), so memory follows what can change, not history.
+        self.finished: list[tuple[float, str]] = [(j.finished_at, j.id) for j in jobs if j.finished_at]
+        heapq.heapify(self.finished)
+        self.finished_tasks = sum(len(self.tasks.get(j.id, ())) for j in jobs if j.finished_at)
+        self.purged_at = 0.0
+        # Nodes loaded from disk are DOWN until they register; their clock starts now.
+        self.nodes: dict[str, Node] = {n.name: replace(n, state=NodeState.DOWN) for n in nodes}
+        self.live: dict[str, NodeLive] = {n.name: NodeLive(False, started_mono, n.last_seen) for n in self.nodes.values()}
+        self.matrix = NodeMatrix()
+        self.by_node: dict[str, set[str]] = {}
+        for node in self.nodes.values():
+            self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=False)
+        for task in (t for ts in self.tasks.values() for t in ts):
+            self._hold(task)
+            if task.state is TaskState.STARTING:
+                self.starts.add(task.id, started_mono)
+
+    # ---- queries ----
+
+    def task(self, task_id: str) -> Task | None:
+        job_id, _, index = task_id.rpartition(".")
+        tasks = self.tasks.get(job_id)
+        if tasks is None or not index.isdigit() or int(index) >= len(tasks):
+            return None
+        return tasks[int(index)]
+
+    def task_view(self, task: Task) -> Task:
+        """The task with its newest usage sample (kept in memory between reports)."""
+        usage = self.usage.get(task.id)
+        return replace(task, usage=usage) if usage is not None and task.state.holds_resources else task
+
+    def job_view(self, job: Job) -> Job:
+        reason = self.pending_reasons.get(job.id, job.pending_reason) if job.id in self.pending_jobs else ""
+        if job.id in self.pending_jobs and not reason:
+            reason = "waiting to be scheduled"
+        return replace(job, pending_reason=reason)
+
+    def tasks_on(self, node: str) -> list[Task]:
+        found = (self.task(task_id) for task_id in sorted(self.by_node.get(node, ())))
+        return [t for t in found if t is not None]
+
+    def connected(self, node: str) -> bool:
+        live = self.live.get(node)
+        return live is not None and live.connected
+
+    def kill_wanted(self, task_id: str, attempt: int) -> KillIntent | None:
+        return self.kills.get((task_id, attempt))
+
+    def kills_on(self, node: str) -> list[tuple[tuple[str, int], KillIntent]]:
+        return [(key, self.kills[key]) for key in self._kills_by_node.get(node, ())]
+
+    def _put_kills(self, put: dict[tuple[str, int], KillIntent]) -> None:
+        for key, intent in put.items():
+            old = self.kills.get(key)
+            if old is not None:
+                self._kills_by_node.get(old.node, set()).discard(key)
+            self.kills[key] = intent
+            self._kills_by_node.setdefault(intent.node, set()).add(key)
+
+    def _drop_kill(self, key: tuple[str, int]) -> None:
+        intent = self.kills.pop(key, None)
+        if intent is not None:
+            keys = self._kills_by_node.get(intent.node)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._kills_by_node[intent.node]
+
+    def free(self, node: str) -> Resources:
+        return self.matrix.free(node)
+
+    def has_schedulable_nodes(self) -> bool:
+        return bool(self.matrix.view().schedulable.any())
+
+    def pending_views(self) -> list[JobView]:
+        """What fairness needs of every waiting job, from the per-job counts: O(jobs)."""
+        views = []
+        for job_id in sorted(self.pending_jobs):
+            job, counts = self.jobs[job_id], self.counts[job_id]
+            running = counts[TaskState.STARTING] + counts[TaskState.RUNNING]
+            views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources,
+                                 counts[TaskState.PENDING], running, job.spec.weight))
+        return views
+
+    def _has_pending(self, job_id: str) -> bool:
+        return not self.jobs[job_id].cancelled and self.counts[job_id][TaskState.PENDING] > 0
+
+    # ---- the one way in ----
+
+    def apply(self, step: Step) -> None:
+        for node in step.nodes.values():
+            self._apply_node(node)
+        for name, live in step.live.items():
+            self._set_live(name, live)
+            if name in self.nodes:
+                self.matrix.set_schedulable(name, live.connected and self.nodes[name].state is NodeState.READY)
+        for job in step.jobs.values():
+            self._apply_job(job)
+        for task in step.tasks.values():
+            self._apply_task(task)
+        for job_id in step.jobs:
+            self._index_job(job_id)
+        for key in step.kills_del:
+            self._drop_kill(key)
+        self._put_kills(step.kills_put)
+        for name, free in step.free.items():
+            if name in self.nodes:
+                self.matrix.report_free(name, free)
+        if step.usage is not None:
+            self.usage.put(step.usage)   # only samples of tasks holding resources (transitions._beat)
+        for job_id in step.jobs_del:
+            self._forget_job(job_id)
+        if step.ticked is not None:     # launches past the start timeout at this tick: overdue from now on
+            self.starts.settle(step.ticked, self.timeouts.start_timeout_s)
+        if step.purge_before:
+            self.purged_at = step.purge_before + self.timeouts.job_retention_s
+        self._evict_finished(step.purge_before)
+
+    def _evict_finished(self, purge_before: float) -> None:
+        t = self.timeouts
+        while self.finished:
+            finished_at, job_id = self.finished[0]
+            job = self.jobs.get(job_id)
+            within = len(self.finished) <= t.resident_finished_jobs and self.finished_tasks <= t.resident_finished_tasks
+            if job is not None and job.finished_at == finished_at and within and finished_at >= purge_before:
+                break
+            heapq.heappop(self.finished)
+            if job is not None and job.finished_at == finished_at:
+                self._forget_job(job_id)
+
+    def reattach(self, name: str, mono: float, wall: float) -> None:
+        """After a reload from disk: a node whose stream stayed open is READY again (memory
+        only; its registration is on disk already)."""
+        node = self.nodes.get(name)
+        if node is not None:
+            self._set_live(name, NodeLive(True, mono, wall))
+            self._apply_node(replace(node, state=NodeState.READY))
+
+    def set_pending_reasons(self, reasons: dict[str, str]) -> None:
+        """Memory only: reasons carry live numbers, recomputed every round."""
+        self.pending_reasons.update({j: r for j, r in reasons.items() if j in self.pending_jobs})
+
+    # ---- internals ----
+
+    def _set_live(self, name: str, live: NodeLive) -> None:
+        """`live` stays ordered by last_seen, oldest first (every new last_seen is the
+        step's now), so the tick stops at the first node heard from recently."""
+        old = self.live.get(name)
+        if old is not None and old.last_seen != live.last_seen:
+            del self.live[name]
+        self.live[name] = live
+
+    def _apply_node(self, node: Node) -> None:
+        self.nodes[node.name] = node
+        live = self.live.get(node.name)
+        schedulable = node.state is NodeState.READY and live is not None and live.connected
+        self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=schedulable)
+
+    def _apply_job(self, job: Job) -> None:
+        before = self.jobs.get(job.id)
+        self.jobs[job.id] = job
+        if job.id not in self.tasks:
+            self.tasks[job.id] = []
+            self.counts[job.id] = Counter()
+            if job.spec.request_id:
+                self.by_request[(job.spec.owner, job.spec.request_id)] = job.id
+        if job.finished_at and (before is None or not before.finished_at):
+            heapq.heappush(self.finished, (job.finished_at, job.id))
+            self.finished_tasks += job.spec.tasks
+
+    def _apply_task(self, task: Task) -> None:
+        tasks = self.tasks[task.job_id]
+        counts = self.counts[task.job_id]
+        if task.index < len(tasks):
+            old = tasks[task.index]
+            self._release(old)
+            counts[old.state] -= 1
+            tasks[task.index] = task
+        else:                          # a new job's tasks arrive in index order
+            tasks.append(task)
+        counts[task.state] += 1
+        self._hold(task)
+        if task.state is TaskState.STARTING:
+            self.starts.add(task.id, self.live_clock(task.node))
+        else:
+            self.starts.discard(task.id)
+        if not task.state.holds_resources:
+            self.usage.discard(task.id)
+        self._index_job(task.job_id)
+
+    def live_clock(self, node: str) -> float:
+        """The newest monotonic time the state has seen: when a launch began."""
+        live = self.live.get(node)
+        return max(live.last_seen if live else 0.0, self.started_mono)
+
+    def _index_job(self, job_id: str) -> None:
+        if job_id in self.jobs and self._has_pending(job_id):
+            self.pending_jobs.add(job_id)
+        else:
+            self.pending_jobs.discard(job_id)
+            self.pending_reasons.pop(job_id, None)
+
+    def _forget_job(self, job_id: str) -> None:
+        job = self.jobs.get(job_id)
+        if job is not None and job.finished_at:
+            self.finished_tasks -= job.spec.tasks
+        for task in self.tasks.pop(job_id, []):
+            self._release(task)
+            self.usage.discard(task.id)
+            self.starts.discard(task.id)
+        self.jobs.pop(job_id, None)
+        if job is not None and self.by_request.get((job.spec.owner, job.spec.request_id)) == job_id:
+            del self.by_request[(job.spec.owner, job.spec.request_id)]
+        self.counts.pop(job_id, None)
+        self.pending_jobs.discard(job_id)
+        self.pending_reasons.pop(job_id, None)
+
+    def _hold(self, task: Task) -> None:
+        if task.state.holds_resources and task.node:
+            self.matrix.allocate(task.node, self.jobs[task.job_id].spec.resources)
+            self.by_node.setdefault(task.node, set()).add(task.id)
+
+    def _release(self, task: Task) -> None:
+        if task.state.holds_resources and task.node:
+            self.matrix.release(task.node, self.jobs[task.job_id].spec.resources)
+            self.by_node.get(task.node, set()).discard(task.id)
+
+
+def derive_job(job: Job, counts: Counter[TaskState], wall: float) -> Job:
+    """A job's state from its task counts: O(1), whatever its size."""
+    state = job_state_from_counts(counts, job.cancelled)
+    done = sum(n for s, n in counts.items() if not s.terminal) == 0
+    finished_at = (job.finished_at or wall) if done else 0.0
+    if state is JobState.CANCELLED and not done:
+        finished_at = 0.0
+    return replace(job, state=state, finished_at=finished_at)

@@ -1,0 +1,339 @@
+"""The master's transitions: `handle(state, event, now) -> Step`. Pure: reads the state,
+never changes it; the step says which rows change, what liveness becomes and what to
+send. The I/O layer writes the rows, then `state.apply(step)`, then sends.
+
+Rules users rely on (README, "Faults"):
+- every task ends exactly once: an attempt's end is taken only from the node and attempt
+  that run it; anything else is stale and ignored;
+- kill intent is state: persisted, resent at every registration until the end arrives;
+- a node silent for node_timeout_s is DOWN; node_timeout_s + lost_timeout_s after its last
+  message its tasks are LOST; a job's `retries` re-runs FAILED and LOST attempts;
+- a launch that does not start within start_timeout_s is stopped, then counted LOST."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import replace
+
+from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound
+from tcluster.lifecycle import can_transition
+from tcluster.master.core.events import (
+    Ack, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Kill, KillIntent, Launch, NodeLive, Now, Place,
+    Reports, Step, Submit, Tick, Welcome,
+)
+from tcluster.master.core.actions import TaskReport
+from tcluster.master.core.state import MasterState, derive_job
+from tcluster.model import Job, Node, NodeState, Task, TaskState
+from tcluster.scheduler.reasons import never_fits_reason
+
+log = logging.getLogger(__name__)
+CANCELLED = "cancelled"
+
+
+class Draft:
+    """A step being built: reads see the step's own changes over the state."""
+
+    def __init__(self, state: MasterState, now: Now) -> None:
+        self.state, self.now, self.step = state, now, Step()
+        self._before: dict[str, Task | None] = {}
+
+    def task(self, task_id: str) -> Task | None:
+        return self.step.tasks.get(task_id) or self.state.task(task_id)
+
+    def job(self, job_id: str) -> Job:
+        return self.step.jobs.get(job_id) or self.state.jobs[job_id]
+
+    def put(self, task: Task) -> None:
+        self._before.setdefault(task.id, self.state.task(task.id))
+        self.step.tasks[task.id] = task
+
+    def intent(self, task_id: str, attempt: int) -> KillIntent | None:
+        key = (task_id, attempt)
+        if key in self.step.kills_del:
+            return None
+        return self.step.kills_put.get(key) or self.state.kills.get(key)
+
+    def drop_intent(self, task_id: str, attempt: int) -> None:
+        key = (task_id, attempt)
+        self.step.kills_put.pop(key, None)
+        if key in self.state.kills:
+            self.step.kills_del.add(key)
+
+    def live(self, node: str) -> NodeLive | None:
+        return self.step.live.get(node) or self.state.live.get(node)
+
+    def finish(self) -> Step:
+        """Derives the state of every job whose tasks changed, from counts."""
+        if not self.step.tasks and not self.step.jobs:
+            return self.step   # heartbeats: nothing to derive
+        deltas: dict[str, Counter[TaskState]] = {}
+        for task_id, task in self.step.tasks.items():
+            delta = deltas.setdefault(task.job_id, Counter())
+            before = self._before.get(task_id)
+            if before is not None:
+                delta[before.state] -= 1
+            delta[task.state] += 1
+        for job_id in set(deltas) | set(self.step.jobs):
+            counts = Counter(self.state.counts.get(job_id, Counter()))
+            counts.update(deltas.get(job_id, Counter()))
+            job = derive_job(self.job(job_id), counts, self.now.wall)
+            if job != self.state.jobs.get(job_id):
+                self.step.jobs[job_id] = job
+        return self.step
+
+
+def handle(state: MasterState, event: Event, now: Now) -> Step:
+    draft = Draft(state, now)
+    _HANDLERS[type(event)](draft, event)
+    return draft.finish()
+
+
+# ---- jobs ----
+
+def _submit(d: Draft, ev: Submit) -> None:
+    ev.spec.validate()
+    # Usually the first node holds it: the reason (a pass over every node) only when none does.
+    if not any(ev.spec.resources.fits_in(n.capacity) for n in d.state.nodes.values()):
+        reason = never_fits_reason(ev.spec.resources, [(n.name, n.capacity) for n in d.state.nodes.values()])
+        if reason:
+            raise InvalidArgument("", reason)
+    if ev.job_id in d.state.jobs:
+        raise FailedPrecondition(f"job id {ev.job_id} is taken")
+    d.step.jobs[ev.job_id] = Job(id=ev.job_id, spec=ev.spec, submitted_at=d.now.wall)
+    for index in range(ev.spec.tasks):
+        d.put(Task(job_id=ev.job_id, index=index))
+
+
+def _cancel(d: Draft, ev: Cancel) -> None:
+    if ev.job_id not in d.state.jobs:
+        raise NotFound(f"job {ev.job_id[:64]!r} not found")
+    job = d.state.jobs[ev.job_id]
+    if job.state.terminal and not job.cancelled:
+        raise FailedPrecondition(f"job {ev.job_id} already ended: {job.state.value}")
+    d.step.jobs[job.id] = replace(job, cancelled=True)
+    for task in d.state.tasks[job.id]:
+        if task.state is TaskState.PENDING:
+            d.put(replace(task, state=TaskState.KILLED, reason="cancelled before it started",
+                          finished_at=d.now.wall))
+        elif task.state.holds_resources:
+            _want_killed(d, task, CANCELLED)
+
+
+def _want_killed(d: Draft, task: Task, reason: str, retry: bool = False) -> None:
+    intent = KillIntent(task.id, task.attempt, task.node, reason, retry)
+    d.step.kills_put[(task.id, task.attempt)] = intent
+    if d.state.connected(task.node):
+        d.step.actions.append(Kill(task.node, task.id, task.attempt, reason))
+
+
+def _place(d: Draft, ev: Place) -> None:
+    for task_id, node in ev.placements:
+        task = d.task(task_id)
+        if task is None or task.state is not TaskState.PENDING or not d.state.connected(node):
+            continue       # the world moved since the round's snapshot: the next round retries
+        # A retried task keeps the reason of the attempt that failed until this one ends.
+        started = replace(task, state=TaskState.STARTING, node=node, attempt=task.attempt + 1,
+                          reason=task.reason if task.failures else "")
+        d.put(started)
+        d.step.actions.append(Launch(node, task_id, task.job_id, task.index, started.attempt,
+                                     d.job(task.job_id).spec))
+
+
+# ---- agents ----
+
+def _joined(d: Draft, ev: AgentJoined) -> None:
+    reg = ev.registration
+    # A node still marked connected registers again: its old stream is half-open (the I/O
+    # layer has closed it); the newest registration wins.
+    node = Node(name=reg.node, capacity=(reg.capacity - reg.reserved).clamp_nonnegative(), reserved=reg.reserved,
+                labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime)
+    d.step.nodes[node.name] = node
+    d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall)
+    _apply_reports(d, reg.node, reg.reports)
+    running = set(reg.running)
+    _reconcile_missing(d, reg.node, running)
+    kills = [_unwanted(d, reg.node, task_id, attempt) for task_id, attempt in sorted(running)]
+    d.step.actions.append(Welcome(reg.node, d.state.timeouts.heartbeat_interval_s,
+                                  tuple(k for k in kills if k is not None), d.state.timeouts.fence_after_s))
+    if reg.reports:
+        d.step.actions.append(Ack(reg.node, reg.last_seq))
+
+
+def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> None:
+    """Tasks the master placed here that the agent does not run (nor reported ending)."""
+    for task in d.state.tasks_on(node):
+        current = d.task(task.id)
+        if current is None or not current.state.holds_resources or current.node != node:
+            continue
+        if (current.id, current.attempt) in running:
+            continue
+        intent = d.intent(current.id, current.attempt)
+        d.drop_intent(current.id, current.attempt)
+        if intent is not None and not intent.retry:
+            d.put(_ended(current, TaskState.KILLED, f"{intent.reason}; gone from node {node}", d.now.wall))
+        elif current.state is TaskState.STARTING and intent is None:
+            # The launch never reached the agent (e.g. the master died right after placing).
+            d.put(replace(current, state=TaskState.PENDING, node="", reason=f"requeued: node {node} never got it"))
+        else:
+            _end_attempt(d, current, TaskState.LOST, f"node {node} no longer runs it", None, 0, d.now.wall)
+    for (task_id, attempt), _ in d.state.kills_on(node):   # this node's, not every intent
+        if (task_id, attempt) not in running:
+            d.drop_intent(task_id, attempt)
+
+
+def _unwanted(d: Draft, node: str, task_id: str, attempt: int) -> Kill | None:
+    intent = d.intent(task_id, attempt)
+    if intent is not None:
+        return Kill(node, task_id, attempt, intent.reason)
+    task = d.task(task_id)
+    if task is None:
+        return Kill(node, task_id, attempt, "unknown to the master")
+    if task.node != node or task.attempt != attempt or not task.state.holds_resources:
+        return Kill(node, task_id, attempt, f"attempt {attempt} is no longer wanted ({task.state.value})")
+    return None
+
+
+def _left(d: Draft, ev: AgentLeft) -> None:
+    live = d.live(ev.node)
+    if live is None or not live.connected:
+        return
+    d.step.live[ev.node] = replace(live, connected=False)
+    node = d.state.nodes.get(ev.node)
+    if node is not None and node.state is NodeState.READY:
+        d.step.nodes[ev.node] = replace(node, state=NodeState.DOWN, last_seen=live.last_seen_wall)
+
+
+def _reports(d: Draft, ev: Reports) -> None:
+    live = d.live(ev.node)
+    if live is None or not live.connected:
+        return
+    d.step.live[ev.node] = replace(live, last_seen=d.now.mono, last_seen_wall=d.now.wall)
+    _apply_reports(d, ev.node, ev.reports)
+    d.step.actions.append(Ack(ev.node, ev.last_seq))
+
+
+def _apply_reports(d: Draft, node: str, reports: tuple[TaskReport, ...]) -> None:
+    for report in reports:
+        task = d.task(report.task_id)
+        intent = d.intent(report.task_id, report.attempt)
+        # Only the node the attempt was sent to ends its kill intent: another node's word is no proof.
+        if (report.state.terminal or report.rejected) and intent is not None and intent.node == node:
+            d.drop_intent(report.task_id, report.attempt)
+        if task is None or task.node != node or task.attempt != report.attempt:
+            log.info("ignoring stale report %s attempt %s from %s", report.task_id, report.attempt, node)
+            continue
+        _apply_report(d, task, report, intent)
+
+
+def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent | None) -> None:
+    if report.rejected:
+        if task.state is TaskState.STARTING:
+            d.put(replace(task, state=TaskState.PENDING, node="", reason=f"node {task.node} refused it: {report.reason}"))
+        return
+    if not can_transition(task.state, report.state):
+        return            # a repeat (RUNNING again) or a late report after the end
+    if report.state is TaskState.RUNNING:
+        reason = task.reason if task.failures else ""
+        d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at))
+        return
+    final = task if report.usage is None else replace(task, usage=report.usage)
+    if intent is not None and intent.retry and report.state is TaskState.KILLED:
+        _end_attempt(d, final, TaskState.LOST, intent.reason, report.exit_code, report.signal, report.at)
+        return
+    _end_attempt(d, final, report.state, report.reason, report.exit_code, report.signal, report.at)
+
+
+def _ended(task: Task, state: TaskState, reason: str, at: float) -> Task:
+    return replace(task, state=state, reason=reason, finished_at=at)
+
+
+def _end_attempt(d: Draft, task: Task, state: TaskState, reason: str, exit_code: int | None, signal: int,
+                 at: float) -> None:
+    """An attempt ended: the task ends too, unless the job asked for retries of failures."""
+    job = d.job(task.job_id)
+    failed = state in (TaskState.FAILED, TaskState.LOST)
+    failures = task.failures + failed
+    if failed and not job.cancelled and task.failures < job.spec.retries:
+        d.put(replace(task, state=TaskState.PENDING, node="", failures=failures, exit_code=None, signal=0,
+                      reason=f"attempt {task.attempt} {state.value}: {reason}; retry {failures} of {job.spec.retries}"))
+        return
+    d.put(replace(task, state=state, reason=reason, exit_code=exit_code, signal=signal, finished_at=at or d.now.wall,
+                  failures=failures))
+
+
+def _beat(d: Draft, ev: Beat) -> None:
+    live = d.live(ev.node)
+    if live is None or not live.connected:
+        return
+    # Hot (every node, every interval): the constructor, not replace(), and each task
+    # looked up once; apply() stores the samples as they are.
+    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall)
+    d.step.free[ev.node] = ev.free
+    block, kept = ev.usage, []
+    for row, (task_id, attempt) in enumerate(zip(block.ids, block.attempts)):
+        task = d.state.task(task_id)
+        if task is not None and task.node == ev.node and task.attempt == attempt and task.state.holds_resources:
+            kept.append(row)
+    if kept:      # the block itself when every sample is kept (usually): no copy
+        d.step.usage = block if len(kept) == len(block) else block.take(kept)
+    d.step.actions.append(Ack(ev.node, 0))     # proof of life for the agent's fence
+
+
+# ---- timeouts ----
+
+def _tick(d: Draft, ev: Tick) -> None:
+    t = d.state.timeouts
+    for name, live in d.state.live.items():   # oldest first (MasterState._set_live)
+        silent = d.now.mono - live.last_seen
+        if silent <= t.node_timeout_s:
+            break   # every node after this one was heard from since: O(silent nodes), not O(nodes)
+        if live.connected and silent > t.node_timeout_s:
+            log.warning("node %s silent for %.1fs: DOWN", name, silent)
+            d.step.actions.append(Disconnect(name, f"silent for {silent:.0f}s"))
+            _left(d, AgentLeft(name))
+        elif not live.connected and silent > t.node_timeout_s + t.lost_timeout_s:
+            for task in d.state.tasks_on(name):
+                _lose(d, task, f"node {name} unreachable for {silent:.0f}s")
+    _start_deadlines(d)
+    _forget_old_jobs(d)
+
+
+def _lose(d: Draft, task: Task, reason: str) -> None:
+    intent = d.intent(task.id, task.attempt)
+    if intent is not None and not intent.retry:
+        d.put(_ended(task, TaskState.KILLED, f"{intent.reason}; {reason}", d.now.wall))
+    else:
+        _end_attempt(d, task, TaskState.LOST, reason, None, 0, d.now.wall)
+    # Should the node come back with this attempt, its registration kills it as unwanted.
+    d.drop_intent(task.id, task.attempt)
+
+
+def _start_deadlines(d: Draft) -> None:
+    limit = d.state.timeouts.start_timeout_s
+    d.step.ticked = d.now.mono
+    # Only launches past the deadline (StartIndex), in the order they began: O(those), not O(STARTING)
+    for task_id, _ in d.state.starts.due(d.now.mono, limit):
+        task = d.state.task(task_id)
+        if task is None or not d.state.connected(task.node):
+            continue
+        if d.intent(task_id, task.attempt) is None:
+            reason = f"did not start within {limit:.0f}s on node {task.node}"
+            _want_killed(d, task, reason, retry=True)
+            d.put(replace(task, reason=f"{reason}; stopping it"))
+
+
+def _forget_old_jobs(d: Draft) -> None:
+    """Once a purge interval: every job that finished before the retention horizon goes,
+    in memory and on disk (most of them live only on disk by then)."""
+    t = d.state.timeouts
+    if d.now.wall - d.state.purged_at >= t.purge_interval_s:
+        d.step.purge_before = d.now.wall - t.job_retention_s
+
+
+_HANDLERS = {
+    Submit: _submit, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
+    Reports: _reports, Beat: _beat, Tick: _tick,
+}
+
+__all__ = ["Draft", "handle"]

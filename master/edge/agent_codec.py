@@ -1,0 +1,126 @@
+"""pb <-> domain for the agent stream, master side. Raises ValueError on malformed input."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from operator import attrgetter
+
+from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
+from tcluster.master.core.actions import (
+    AckReports, BinTarget, FetchLog, Heartbeat, Kill, Launch, LogPiece, Outbound, Registration, ReportBatch, TaskReport,
+)
+from tcluster.master.core.events import Welcome
+from tcluster.v1 import agent_pb2, common_pb2
+from tcluster.master.core.usageblock import UsageBlock, figures
+from tcluster.model import TaskState
+from tcluster.wire import resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb
+
+Inbound = Registration | Heartbeat | ReportBatch | LogPiece
+MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
+
+
+_ID, _ATTEMPT = attrgetter("task_id"), attrgetter("attempt")
+
+
+def _inactive_unset(msg: common_pb2.TaskUsage) -> bool:
+    return not msg.HasField("memory_inactive_file_bytes")
+
+
+def usage_block_from_pb(samples: Sequence[common_pb2.TaskUsage]) -> UsageBlock:
+    """A heartbeat's samples kept as messages; each reads as `usage_from_pb` of it, when
+    read, with the history's figures as an array. Hot: one attrgetter call per sample for
+    each of ids, attempts and the figures, nothing per field in Python. Samples without a
+    task id are dropped; a task sent twice keeps its last sample (at its first place)."""
+    ids, attempts = tuple(map(_ID, samples)), tuple(map(_ATTEMPT, samples))
+    block = UsageBlock(ids, attempts, samples, figures(samples, _inactive_unset), usage_from_pb, _inactive_unset)
+    if "" in ids or len(set(ids)) != len(ids):
+        last = dict(zip(ids, range(len(ids))))
+        return block.take([row for task_id, row in last.items() if task_id])
+    return block
+
+
+def report_from_pb(event: agent_pb2.TaskEvent) -> TaskReport:
+    if not event.task_id or len(event.task_id) > 64:
+        raise ValueError(f"task event with a bad task_id ({len(event.task_id)} chars)")
+    if not math.isfinite(event.at):
+        raise ValueError(f"task event {event.task_id}: time {event.at!r} is not finite")
+    state = task_state_from_pb(event.state)
+    if state in (TaskState.PENDING, TaskState.STARTING) and not event.rejected:
+        raise ValueError(f"task event {event.task_id}: an agent cannot report {state.value}")
+    return TaskReport(
+        task_id=event.task_id, attempt=event.attempt, state=state,
+        exit_code=event.exit_code if event.has_exit_code else None, signal=event.signal,
+        reason=event.reason[:MAX_REASON_BYTES], at=event.at,
+        usage=usage_from_pb(event.usage) if event.HasField("usage") else None, rejected=event.rejected,
+    )
+
+
+def registration_from_pb(msg: agent_pb2.Register) -> Registration:
+    if len(msg.pending_events) > MAX_EVENTS_PER_MESSAGE:
+        raise ValueError(f"register carries {len(msg.pending_events)} events; at most {MAX_EVENTS_PER_MESSAGE}")
+    reports = tuple(report_from_pb(e) for e in msg.pending_events)
+    return Registration(
+        node=msg.node, capacity=resources_from_pb(msg.capacity), reserved=resources_from_pb(msg.reserved),
+        labels=tuple(sorted(msg.labels.items())), runtime=msg.runtime,
+        running=tuple((t.task_id, t.attempt) for t in msg.running), reports=reports,
+        last_seq=max((e.seq for e in msg.pending_events), default=0),
+    )
+
+
+def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
+    kind = msg.WhichOneof("kind")
+    if kind == "register":
+        return registration_from_pb(msg.register)
+    if kind == "heartbeat":
+        if len(msg.heartbeat.usage) > MAX_USAGE_PER_HEARTBEAT:
+            raise ValueError(f"heartbeat carries {len(msg.heartbeat.usage)} usage samples")
+        usage = usage_block_from_pb(msg.heartbeat.usage)   # columns; TaskUsage only when read
+        if len(msg.heartbeat.class_mix) > MAX_CLASSES:
+            raise ValueError(f"heartbeat carries {len(msg.heartbeat.class_mix)} classes; at most {MAX_CLASSES}")
+        mix = {int(k): int(n) for k, n in msg.heartbeat.class_mix.items() if k >= 0 and n > 0}
+        return Heartbeat(free=resources_from_pb(msg.heartbeat.free), usage=usage, class_mix=mix)
+    if kind == "events":
+        events = msg.events.events
+        if len(events) > MAX_EVENTS_PER_MESSAGE:
+            raise ValueError(f"{len(events)} events in one message; at most {MAX_EVENTS_PER_MESSAGE}")
+        return ReportBatch(tuple(report_from_pb(e) for e in events), max((e.seq for e in events), default=0))
+    if kind == "log_data":
+        d = msg.log_data
+        return LogPiece(d.request_id, d.data, d.eof, d.error)
+    raise ValueError(f"agent message without a known kind ({kind!r})")
+
+
+def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
+    if isinstance(message, Launch):
+        launch = agent_pb2.LaunchTask(
+            task_id=message.task_id, attempt=message.attempt, job_id=message.job_id, index=message.index,
+            spec=spec_to_pb(message.spec),
+        )
+        if message.lotes_class is not None:
+            launch.lotes_class = message.lotes_class
+        return agent_pb2.MasterMessage(launch=launch)
+    if isinstance(message, Kill):
+        return agent_pb2.MasterMessage(kill=agent_pb2.KillTask(
+            task_id=message.task_id, attempt=message.attempt, reason=message.reason))
+    if isinstance(message, Welcome):
+        registered = agent_pb2.Registered(
+            heartbeat_interval_s=message.heartbeat_interval_s, fence_after_s=message.fence_after_s,
+            kills=[agent_pb2.KillTask(task_id=k.task_id, attempt=k.attempt, reason=k.reason) for k in message.kills])
+        if isinstance(message.bin_target, BinTarget):
+            registered.bin_target.CopyFrom(bin_target_to_pb(message.bin_target))
+        return agent_pb2.MasterMessage(registered=registered)
+    if isinstance(message, BinTarget):
+        return agent_pb2.MasterMessage(bin_target=bin_target_to_pb(message))
+    if isinstance(message, AckReports):
+        return agent_pb2.MasterMessage(ack=agent_pb2.Ack(seq=message.seq))
+    if isinstance(message, FetchLog):
+        return agent_pb2.MasterMessage(log_request=agent_pb2.LogRequest(
+            request_id=message.request_id, task_id=message.task_id, stderr=message.stderr,
+            tail_bytes=message.tail_bytes, max_bytes=message.max_bytes, follow=message.follow))
+    raise TypeError(f"cannot send {type(message).__name__}")
+
+
+def bin_target_to_pb(target: BinTarget) -> agent_pb2.BinTarget:
+    return agent_pb2.BinTarget(config=target.config, counts=target.counts, classes=target.classes,
+                               fallback=target.fallback)

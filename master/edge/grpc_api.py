@@ -1,0 +1,222 @@
+"""Thin gRPC servicers: convert the message, call the service, convert back.
+One table maps domain errors to status codes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import AsyncIterator
+
+import grpc
+
+from tcluster.errors import (
+    FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, TclusterError, Unauthenticated, Unavailable,
+)
+from tcluster.master.core.actions import Heartbeat, LogPiece, Registration, ReportBatch
+from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pb
+from tcluster.master.identity.gate import bearer_token
+from tcluster.master.identity.joining import NodeGuard
+from tcluster.master.links import AgentLink
+from tcluster.master.identity.peer import peer_cert
+from tcluster.master.service import MasterService
+from tcluster.model import Job, Task
+from tcluster.security.authz import Caller, ReadCluster
+from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+from tcluster.wire import (
+    job_state_from_pb, job_to_pb, lotes_status_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb,
+)
+
+log = logging.getLogger(__name__)
+REGISTER_TIMEOUT_S = 30.0
+
+STATUS_FOR_ERROR: dict[type[TclusterError], grpc.StatusCode] = {
+    InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
+    NotFound: grpc.StatusCode.NOT_FOUND,
+    FailedPrecondition: grpc.StatusCode.FAILED_PRECONDITION,
+    Unavailable: grpc.StatusCode.UNAVAILABLE,
+    Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+}
+
+
+def status_for(error: Exception) -> grpc.StatusCode:
+    """By the error's class or its nearest listed base (a ConfigError is an InvalidArgument)."""
+    for cls in type(error).__mro__:
+        if cls in STATUS_FOR_ERROR:
+            return STATUS_FOR_ERROR[cls]
+    return grpc.StatusCode.INTERNAL
+
+
+async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
+    code = status_for(error)
+    if code is grpc.StatusCode.INTERNAL:
+        log.exception("internal error", exc_info=error)
+    await context.abort(code, str(error))
+
+
+def caller_of(service: MasterService, context: grpc.aio.ServicerContext, call: str) -> Caller:
+    """From the `authorization: Bearer` metadata; Unauthenticated without a valid token."""
+    return service.gate.caller(bearer_token(context.invocation_metadata()), context.peer(), call)
+
+
+class JobServicer(jobs_pb2_grpc.JobServiceServicer):
+    def __init__(self, service: MasterService) -> None:
+        self.service = service
+
+    def _job(self, pair: tuple[Job, list[Task]]) -> jobs_pb2.Job:
+        lotes = self.service.lotes
+        return job_to_pb(*pair, dominant_share=self.service.dominant_share(*pair),
+                         lotes_class=lotes.klass(pair[0].spec.resources) if lotes is not None else None)
+
+    async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            caller = caller_of(self.service, context, "Submit")
+            return self._job(await self.service.submit(spec_from_pb(request.spec), caller))
+        except (TclusterError, ValueError) as error:
+            await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)[:200]))
+            raise AssertionError("unreachable")
+
+    async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            return self._job(self.service.read(request.id, caller_of(self.service, context, "Get")))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+
+    async def List(self, request: jobs_pb2.ListJobsRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListJobsResponse:
+        try:
+            states = {job_state_from_pb(s) for s in request.states}
+        except ValueError as error:
+            await _abort(context, InvalidArgument("states", str(error)))
+        try:
+            caller = caller_of(self.service, context, "List")
+            pairs, next_token, total = self.service.list_jobs(states, request.queue, request.limit, request.all,
+                                                              request.page_token, request.owner, caller)
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+        return jobs_pb2.ListJobsResponse(jobs=[self._job(p) for p in pairs], next_page_token=next_token, total=total)
+
+    async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            return self._job(await self.service.cancel(request.id, caller_of(self.service, context, "Cancel")))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+
+    async def Logs(self, request: jobs_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[jobs_pb2.LogChunk]:
+        stderr = request.stream == jobs_pb2.LOG_STDERR
+        try:
+            caller = caller_of(self.service, context, "Logs")
+            async for data in self.service.logs(request.job_id, request.task_index, stderr, request.tail_bytes,
+                                                request.follow, caller):
+                yield jobs_pb2.LogChunk(data=data)
+        except TclusterError as error:
+            await _abort(context, error)
+
+
+class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
+    def __init__(self, service: MasterService) -> None:
+        self.service = service
+
+    async def ListNodes(self, request: jobs_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListNodesResponse:
+        lotes = self.service.lotes
+        try:
+            listed = self.service.nodes(caller_of(self.service, context, "ListNodes"))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+        nodes = [node_to_pb(n, self.service.free(n), tasks, lotes.node_view(n.name) if lotes is not None else None)
+                 for n, tasks in listed]
+        response = jobs_pb2.ListNodesResponse(nodes=nodes, placement=self.service.placement.name)
+        if lotes is not None:
+            response.lotes.CopyFrom(lotes_status_to_pb(lotes.status_view()))
+        return response
+
+    async def ListQueues(self, request: jobs_pb2.ListQueuesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListQueuesResponse:
+        try:
+            listed = self.service.list_queues(caller_of(self.service, context, "ListQueues"))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+        return jobs_pb2.ListQueuesResponse(
+            queues=[queue_to_pb(row) for row in listed],
+            fairness=self.service.fairness.name, source=self.service.queues.source,
+            capacity=resources_to_pb(self.service.total_capacity()),
+        )
+
+    async def WhoAmI(self, request: jobs_pb2.WhoAmIRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.WhoAmIResponse:
+        try:
+            caller = caller_of(self.service, context, "WhoAmI")
+            self.service.gate.check(caller, ReadCluster("whoami"))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+        return jobs_pb2.WhoAmIResponse(name=caller.name, admin=caller.admin, unix_user=caller.unix_user,
+                                       queues=list(caller.grants), secure=self.service.gate.secure)
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    """One Connect stream per agent: Register first, then heartbeats, events and log data.
+    With a guard (a secure master), the stream's client certificate must name the node."""
+
+    def __init__(self, service: MasterService, guard: NodeGuard | None = None) -> None:
+        self.service = service
+        self.guard = guard
+
+    async def Connect(self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.MasterMessage]:
+        link = await self._register(request_iterator, context)
+        reader = asyncio.create_task(self._read(request_iterator, link))
+        try:
+            while (message := await link.next_outbound()) is not None:
+                yield outbound_to_pb(message)
+            if self.guard is not None and self.guard.forget(link):
+                await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"node {link.node}'s certificate was revoked")
+        finally:
+            reader.cancel()
+            self.service.detach(link)
+            if self.guard is not None:
+                self.guard.forget(link)
+
+    async def _register(self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AgentLink:
+        try:
+            first = inbound_from_pb(await asyncio.wait_for(requests.__anext__(), REGISTER_TIMEOUT_S))
+            if not isinstance(first, Registration):
+                raise InvalidArgument("register", "the first message on a stream must be Register")
+            if self.guard is None:
+                return self.service.attach(first)
+            admitted, serial = self.guard.admit(peer_cert(context), first)
+            link = self.service.attach(admitted)
+            self.guard.track(link, serial)
+            return link
+        except StopAsyncIteration:
+            await context.abort(grpc.StatusCode.CANCELLED, "stream closed before Register")
+        except asyncio.TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"no Register within {REGISTER_TIMEOUT_S:.0f}s")
+        except (TclusterError, ValueError) as error:
+            await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("register", str(error)))
+        raise AssertionError("unreachable")
+
+    async def _read(self, requests: AsyncIterator[agent_pb2.AgentMessage], link: AgentLink) -> None:
+        try:
+            async for message in requests:
+                self._handle(link, message)
+        except Exception as error:  # stream broken or cancelled: the writer side cleans up
+            log.info("stream from %s ended: %s", link.node, error)
+        finally:
+            link.close()
+
+    def _handle(self, link: AgentLink, message: agent_pb2.AgentMessage) -> None:
+        try:
+            inbound = inbound_from_pb(message)
+        except ValueError as error:  # malformed: drop this message, keep the stream
+            log.warning("dropping malformed message from %s: %s", link.node, error)
+            return
+        if isinstance(inbound, Heartbeat):
+            self.service.on_heartbeat(link, inbound)
+        elif isinstance(inbound, ReportBatch):
+            self.service.on_reports(link, inbound)
+        elif isinstance(inbound, LogPiece):
+            self.service.on_log_piece(link, inbound)
+        else:
+            log.warning("node %s sent Register twice; ignoring", link.node)

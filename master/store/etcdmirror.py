@@ -1,0 +1,124 @@
+"""A warm copy of every key under the cluster's etcd prefix, kept by one watch.
+
+Standbys keep it from the moment they start, so taking over needs no range reads: the
+new leader waits until the copy has reached the revision at which it won, and builds
+its state from memory. The leader keeps it too (its own writes arrive through the watch,
+and are also applied at once when a transaction succeeds, so a read right after a write
+sees it). Keys are grouped by "table", the key's parent path after the prefix
+(`state/jobs`, `state/tasks/<job>`, `auth/users`), so a lookup never scans other tables."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Callable
+
+from tcluster.master.store.etcdkv import Compacted, EtcdKV, WatchEvent
+
+log = logging.getLogger(__name__)
+Listener = Callable[[str, bytes | None, int], None]
+
+
+def table_of(relative: str) -> str:
+    """The key's parent: 'state/jobs/j1' -> 'state/jobs', 'state/tasks/j1/000003' ->
+    'state/tasks/j1' (a job's tasks are one table), 'leader' -> ''."""
+    return relative.rpartition("/")[0]
+
+
+class Mirror:
+    def __init__(self, kv: EtcdKV, prefix: str) -> None:
+        self.kv = kv
+        self.prefix = prefix.rstrip("/") + "/"
+        self.revision = 0
+        self._tables: dict[str, dict[str, tuple[int, bytes]]] = {}
+        self._listeners: list[tuple[str, Listener]] = []
+        self._advanced = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ---- reads (sync; keys relative to the prefix) ----
+
+    def get(self, relative: str) -> bytes | None:
+        entry = self._tables.get(table_of(relative), {}).get(relative)
+        return entry[1] if entry is not None else None
+
+    def items(self, table: str) -> list[tuple[str, bytes]]:
+        """(relative key, value) of one table, in key order."""
+        return sorted((key, entry[1]) for key, entry in self._tables.get(table, {}).items())
+
+    def count(self, table: str) -> int:
+        return len(self._tables.get(table, {}))
+
+    def tables(self, parent: str) -> list[str]:
+        """The tables under a parent: tables('state/tasks') -> ['state/tasks/j1', ...]."""
+        head = parent.rstrip("/") + "/"
+        return sorted(name for name, rows in self._tables.items() if name.startswith(head) and rows)
+
+    def listen(self, relative_prefix: str, listener: Listener) -> None:
+        """Called with (relative key, value or None, revision) for each change under it."""
+        self._listeners.append((relative_prefix, listener))
+
+    # ---- feeding ----
+
+    async def start(self) -> None:
+        await self._load()
+        self._task = asyncio.create_task(self._follow(), name="etcd-mirror")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):   # noqa: BLE001 - stopping
+                pass
+
+    async def _load(self) -> None:
+        kvs, revision = await self.kv.range_prefix(self.prefix)
+        self._tables = {}
+        for kv in kvs:
+            relative = kv.key[len(self.prefix):]
+            self._tables.setdefault(table_of(relative), {})[relative] = (kv.mod_revision, kv.value)
+        self._set_revision(revision)
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                async for revision, events in self.kv.watch(self.prefix, self.revision + 1):
+                    for event in events:
+                        self._apply_event(event)
+                    self._set_revision(max(revision if not events else events[-1].mod_revision, self.revision))
+                return
+            except Compacted as error:
+                log.warning("the etcd watch fell behind a compaction (%s); reloading the copy", error)
+                await self._load()
+
+    def _apply_event(self, event: WatchEvent) -> None:
+        relative = event.key[len(self.prefix):]
+        self.apply(relative, event.value, event.mod_revision)
+
+    def apply(self, relative: str, value: bytes | None, revision: int) -> None:
+        """One change, from the watch or from our own committed transaction; an older
+        revision of a key than the one held is ignored (both paths may deliver it)."""
+        table = self._tables.setdefault(table_of(relative), {})
+        held = table.get(relative)
+        if held is not None and held[0] > revision:
+            return
+        if value is None:
+            table.pop(relative, None)
+        else:
+            table[relative] = (revision, value)
+        for prefix, listener in self._listeners:
+            if relative.startswith(prefix):
+                listener(relative, value, revision)
+
+    def _set_revision(self, revision: int) -> None:
+        if revision > self.revision:
+            self.revision = revision
+            self._advanced.set()
+            self._advanced = asyncio.Event()
+
+    async def wait_for(self, revision: int, timeout_s: float) -> None:
+        """Until the copy holds every change up to `revision`; TimeoutError after timeout_s."""
+        async def wait() -> None:
+            while self.revision < revision:
+                await self._advanced.wait()
+        await asyncio.wait_for(wait(), timeout_s)

@@ -1,0 +1,206 @@
+"""The usage history on disk: its own SQLite file beside the master's state, written in
+batches (each series every `history_flush_s`, spread over that period, and all at stop),
+never once per heartbeat. The loop only copies the new buckets; a worker thread writes.
+
+Each flush appends, per changed series and tier, the buckets since the last flush as one
+blob (bfloat16 rows), and drops chunks that fell out of the tier's window. A finished
+task is written once more and then leaves memory; it is read back from here on request
+until its job is forgotten. History is not state: `synchronous=NORMAL`, and a write error
+is logged, never fatal (the rings stay in memory and the next flush tries again)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tcluster.master.usage.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord, settle
+from tcluster.master.usage.recorder import Recorder
+
+log = logging.getLogger(__name__)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS chunks (key TEXT NOT NULL, tier INTEGER NOT NULL, first INTEGER NOT NULL,
+    last INTEGER NOT NULL, rows BLOB NOT NULL, PRIMARY KEY (key, tier, first));
+CREATE TABLE IF NOT EXISTS tasks (id TEXT PRIMARY KEY, job_id TEXT NOT NULL, info TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS oom_kills (node TEXT NOT NULL, queue TEXT NOT NULL, kills INTEGER NOT NULL,
+    PRIMARY KEY (node, queue));
+"""
+
+
+@dataclass
+class Batch:
+    chunks: list[tuple[str, int, int, int, bytes]] = field(default_factory=list)
+    prune: list[tuple[str, int, int]] = field(default_factory=list)
+    tasks: list[tuple[str, str, str]] = field(default_factory=list)
+    counters: list[tuple[str, str, int]] = field(default_factory=list)
+    forgotten: list[str] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    marks: list[tuple[Any, int]] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+
+
+def _task_info(rec: TaskRecord) -> str:
+    return json.dumps({"job_id": rec.job_id, "node": rec.node, "queue": rec.queue, "attempt": rec.attempt,
+                       "prev": rec.prev, "oom_seen": rec.oom_seen, "ooms": rec.ooms, "peak": rec.peak,
+                       "ended": rec.ended})
+
+
+class HistoryStore:
+    def __init__(self, path: Path | str, config: HistoryConfig) -> None:
+        self.config = config
+        self._path = str(path)
+        self._db: sqlite3.Connection | None = None
+        self._open()
+
+    def _open(self) -> sqlite3.Connection | None:
+        """The history is a convenience: a disk that refuses it (read-only, full) leaves the
+        master running, with history in memory only until the file can be opened."""
+        if self._db is None:
+            try:
+                db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                db.executescript(_SCHEMA)
+                self._db = db
+            except sqlite3.Error as error:
+                log.error("usage history file %s cannot be opened (%s): kept in memory only for now",
+                          self._path, error)
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+    # ---- writing: collect on the loop (cheap copies), write in a thread, finish on the loop ----
+
+    def collect(self, rec: Recorder, part: int = 0, parts: int = 1) -> Batch:
+        """What changed among the series in `part` of `parts` (by key), so that a periodic
+        flush spreads over its period instead of stalling the loop once."""
+        def mine(key: str) -> bool:
+            return parts <= 1 or zlib.crc32(key.encode()) % parts == part
+        batch = Batch()
+        candidates = [(f"task:{tid}", r.series, r) for tid, r in rec.tasks.items() if r.series.dirty]
+        candidates += [(f"node:{n}", s, None) for n, s in rec.nodes.items() if s.dirty]
+        candidates += [(f"queue:{q}", s, None) for q, s in rec.queues.items() if s.dirty]
+        candidates += [("cluster", rec.cluster, None)] if rec.cluster.dirty else []
+        chosen = [c for c in candidates if mine(c[0])]
+        for _, series, task in chosen:        # one bfloat16 conversion for all open buckets
+            if task is None or task.slot < 0:
+                for tier in series.tiers:
+                    tier.stage_open()
+        settle()
+        rec.rings.settle([task.slot for _, _, task in chosen if task is not None and task.slot >= 0])
+        for key, series, task in chosen:
+            series.dirty = False
+            batch.series.append(series)
+            for number, tier in enumerate(series.tiers):
+                pending = tier.unflushed(settled=True)
+                if pending is not None:
+                    first, rows = pending
+                    last = first + len(rows) - 1
+                    batch.chunks.append((key, number, first, last, rows.tobytes()))
+                    batch.prune.append((key, number, tier.last - tier.size))
+                    batch.marks.append((tier, last))
+            if task is not None:
+                batch.tasks.append((key[5:], task.job_id, _task_info(rec.sync(task))))
+                if task.ended:
+                    batch.ended.append(key[5:])
+        batch.counters = [(n, q, k) for (n, q), k in rec.oom_kills.items()]
+        batch.forgotten, rec.forgotten = sorted(rec.forgotten), set()
+        return batch
+
+    def write(self, batch: Batch) -> bool:
+        """One transaction; safe to run in a worker thread (one write at a time)."""
+        db = self._open()
+        if db is None:
+            return False
+        try:
+            with db:
+                db.execute("BEGIN")
+                db.executemany("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)", batch.chunks)
+                db.executemany("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?", batch.prune)
+                db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?)", batch.tasks)
+                db.executemany("INSERT OR REPLACE INTO oom_kills VALUES (?,?,?)", batch.counters)
+                for job_id in batch.forgotten:
+                    db.execute("DELETE FROM chunks WHERE key >= ? AND key < ?",
+                                     (f"task:{job_id}.", f"task:{job_id}/"))
+                    db.execute("DELETE FROM tasks WHERE job_id=?", (job_id,))
+            return True
+        except sqlite3.Error as error:
+            log.error("usage history not written (kept in memory, retried at the next flush): %s", error)
+            return False
+
+    @staticmethod
+    def finish(rec: Recorder, batch: Batch, ok: bool) -> None:
+        if not ok:
+            for series in batch.series:
+                series.dirty = True
+            rec.forgotten.update(batch.forgotten)
+            return
+        for tier, last in batch.marks:
+            tier.flushed = max(tier.flushed, last)
+        for task_id in batch.ended:       # on disk now; read back on request
+            record = rec.tasks.get(task_id)
+            if record is not None and record.ended and not record.series.dirty:
+                rec.release(task_id)
+
+    def flush(self, rec: Recorder) -> int:
+        """Everything that changed, synchronously (at stop, and in tests); returns the series written."""
+        batch = self.collect(rec)
+        ok = self.write(batch)
+        self.finish(rec, batch, ok)
+        return len(batch.series) if ok else 0
+
+    # ---- reading ----
+
+    def load_series(self, key: str, schema: Schema) -> Series | None:
+        if self._db is None:
+            return None
+        rows = self._db.execute("SELECT tier, first, rows FROM chunks WHERE key=? ORDER BY tier, first",
+                                (key,)).fetchall()
+        if not rows:
+            return None
+        series = Series(schema, self.config)
+        width = len(schema.fields)
+        for tier, first, blob in rows:
+            if tier < len(series.tiers):
+                series.tiers[tier].put_rows(first, np.frombuffer(blob, dtype=np.uint16).reshape(-1, width))
+        return series
+
+    def load_task(self, task_id: str) -> TaskRecord | None:
+        if self._db is None:
+            return None
+        row = self._db.execute("SELECT info FROM tasks WHERE id=?", (task_id,)).fetchone()
+        series = self.load_series(f"task:{task_id}", TASK)
+        if row is None or series is None:
+            return None
+        info = json.loads(row[0])
+        return TaskRecord(info["job_id"], info["node"], info["queue"], info["attempt"], series,
+                          tuple(info["prev"]) if info["prev"] else None, info["oom_seen"],
+                          [tuple(o) for o in info["ooms"]], info["peak"], info["ended"])
+
+    def restore(self, rec: Recorder, running: set[str]) -> None:
+        """After a restart: counters, node/queue/cluster series and the running tasks'."""
+        if self._db is None:
+            return
+        for node, queue, kills in self._db.execute("SELECT node, queue, kills FROM oom_kills"):
+            rec.oom_kills[(node, queue)] = kills
+        for (key,) in self._db.execute("SELECT DISTINCT key FROM chunks WHERE key NOT LIKE 'task:%'").fetchall():
+            kind, _, name = key.partition(":")
+            if kind == "node":
+                rec.nodes[name] = self.load_series(key, NODE)
+            elif kind == "queue":
+                rec.queues[name] = self.load_series(key, QUEUE)
+            elif kind == "cluster":
+                rec.cluster = self.load_series(key, CLUSTER) or rec.cluster
+        for task_id in running:
+            task = self.load_task(task_id)
+            if task is not None:
+                task.ended = False
+                rec.add_record(task_id, task)

@@ -1,0 +1,202 @@
+"""`/metrics`: a prometheus_client custom collector over the master's state, plus a
+direct renderer for the per-task series.
+
+Nothing is counted per sample: each scrape reads the newest usage the master already
+keeps (state.usage), the node matrix, the queue rows and the recorder's counters. Names
+mirror cAdvisor's container_* series (base units, `_total` counters), so PromQL habits
+transfer: `rate(tcluster_task_cpu_usage_seconds_total[1m])`,
+`tcluster_task_memory_working_set_bytes / tcluster_task_memory_limit_bytes`.
+
+`tcluster_oom_kills_total{node,queue}` lives in the recorder (persisted), not on the task,
+so it never drops when an OOM-killed task's series disappears (cAdvisor issue 3015).
+
+Per-task series are written by `TaskSeriesRenderer` in the same text format: measured
+here, prometheus_client formats about 20 us per sample, so 10,000 tasks x 16 series took
+3.4 s; with each task's label string built once (and kept while the task stays on its
+node) the same text takes a fraction of that (bench/dashboard.py). The test parses the
+whole output with prometheus_client's own parser."""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any, Callable, Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tcluster.master.usage.recorder import ROUND_BUCKETS, Recorder
+from tcluster.model import JobState
+
+TASK_LABELS = ["job_id", "job_name", "task", "node", "queue", "user"]
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# (name, help, counter?, value of a TaskUsage)
+TASK_METRICS: list[tuple[str, str, bool, Callable[[object], float]]] = [
+    ("cpu_usage_seconds", "CPU time used by the task's container", True, attrgetter("cpu_seconds")),
+    ("cpu_user_seconds", "CPU time in user mode", True, attrgetter("cpu_user_seconds")),
+    ("cpu_system_seconds", "CPU time in kernel mode", True, attrgetter("cpu_system_seconds")),
+    ("cpu_throttled_seconds", "time the CFS quota held the container back", True, attrgetter("cpu_throttled_seconds")),
+    ("memory_working_set_bytes", "memory usage minus inactive page cache (what the OOM killer weighs)", False,
+     attrgetter("working_set_bytes")),
+    ("memory_rss_bytes", "anonymous memory (RSS)", False, attrgetter("memory_anon_bytes")),
+    ("memory_cache_bytes", "page cache", False, attrgetter("memory_file_bytes")),
+    ("memory_swap_bytes", "swap used", False, attrgetter("memory_swap_bytes")),
+    ("memory_max_usage_bytes", "peak memory usage", False, attrgetter("memory_peak_bytes")),
+    ("pids", "processes and threads in the container", False, attrgetter("pids")),
+]
+
+
+class MasterCollector(Collector):
+    def __init__(self, service: Any, recorder: Recorder) -> None:
+        self.service, self.recorder = service, recorder
+
+    def describe(self) -> list[Metric]:
+        return []          # no collect() at registration: the state may not be ready yet
+
+    def collect(self) -> Iterator[Metric]:
+        state = self.service.state
+        yield from self._nodes(state)
+        yield from self._queues()
+        yield from self._scheduler(state)
+
+    def _nodes(self, state: Any) -> Iterator[Metric]:
+        gauges = {key: GaugeMetricFamily(f"tcluster_node_{key}", text, labels=["node"]) for key, text in [
+            ("cpu_capacity_cores", "CPU cores tasks may use"), ("cpu_allocated_cores", "CPU cores requested by tasks"),
+            ("cpu_free_cores", "CPU cores free for new tasks"),
+            ("memory_capacity_bytes", "memory tasks may use"), ("memory_allocated_bytes", "memory requested by tasks"),
+            ("memory_free_bytes", "memory free for new tasks"), ("up", "1 if READY and connected"),
+            ("tasks", "tasks holding resources")]}
+        for name, node in sorted(state.nodes.items()):
+            free = state.free(name)
+            values = {"cpu_capacity_cores": node.capacity.cpu, "cpu_free_cores": free.cpu,
+                      "cpu_allocated_cores": max(0.0, node.capacity.cpu - free.cpu),
+                      "memory_capacity_bytes": node.capacity.memory, "memory_free_bytes": free.memory,
+                      "memory_allocated_bytes": max(0.0, node.capacity.memory - free.memory),
+                      "up": float(state.connected(name) and node.state.value == "READY"),
+                      "tasks": len(state.by_node.get(name, ()))}
+            for key, value in values.items():
+                gauges[key].add_metric([name], value)
+        yield from gauges.values()
+        ooms = CounterMetricFamily("tcluster_oom_kills", "OOM kills in task containers (never reset)",
+                                   labels=["node", "queue"])
+        for (node, queue), kills in sorted(self.recorder.oom_kills.items()):
+            ooms.add_metric([node, queue], kills)
+        yield ooms
+
+    def _queues(self) -> Iterator[Metric]:
+        rows = [r for r in self.service.list_queues() if r.path]
+        specs = [("guaranteed_share", "share guaranteed when every queue is busy", lambda r: r.guaranteed_share),
+                 ("dominant_share", "dominant share of READY capacity held now", lambda r: r.dominant_share),
+                 ("running_tasks", "tasks running", lambda r: r.running_tasks),
+                 ("pending_tasks", "tasks waiting", lambda r: r.pending_tasks)]
+        for key, text, get in specs:
+            family = GaugeMetricFamily(f"tcluster_queue_{key}", text, labels=["queue", "leaf"])
+            for row in rows:
+                family.add_metric([row.path, str(row.leaf).lower()], get(row))
+            yield family
+
+    def _scheduler(self, state: Any) -> Iterator[Metric]:
+        stats = self.recorder.scheduler
+        yield CounterMetricFamily("tcluster_scheduler_rounds", "scheduling rounds that had pending tasks",
+                                  value=stats.rounds)
+        yield CounterMetricFamily("tcluster_scheduler_placements", "tasks placed on nodes", value=stats.placements)
+        cumulative, buckets = 0, []
+        for bound, count in zip([*map(str, ROUND_BUCKETS), "+Inf"], stats.round_buckets):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        yield HistogramMetricFamily("tcluster_scheduler_round_duration_seconds", "time of one scheduling round",
+                                    buckets=buckets, sum_value=stats.round_seconds_sum)
+        jobs = GaugeMetricFamily("tcluster_jobs", "jobs kept by the master, by state", labels=["state"])
+        counts = {s.value: 0 for s in JobState}
+        for job in state.jobs.values():
+            counts[job.state.value] += 1
+        for name, count in counts.items():
+            jobs.add_metric([name], count)
+        yield jobs
+        yield GaugeMetricFamily("tcluster_pending_jobs", "jobs with tasks waiting", value=len(state.pending_jobs))
+
+_SPEC_METRICS: list[tuple[str, str, Callable[[object], float]]] = [
+    ("memory_limit_bytes", "memory limit of the container", lambda s: s.resources.memory),
+    ("cpu_request_cores", "CPU cores the task asked for", lambda s: s.resources.cpu),
+]
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+class TaskSeriesRenderer:
+    """The per-task families as exposition text. Per task, the label string and the lines
+    of the series fixed by its spec (limit, request) are built once and kept until the
+    recorder says the task changed (placed again, ended); only the usage values are
+    formatted at each scrape, one f-string per sample."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._cache: dict[str, tuple[str, list[str]]] = {}   # task id -> ("{labels} ", spec lines)
+
+    def _entry(self, state: Any, task_id: str) -> tuple[str, list[str]] | None:
+        task = state.task(task_id)
+        if task is None:
+            return None
+        spec = state.jobs[task.job_id].spec
+        values = [task.job_id, spec.name, str(task.index), task.node, spec.queue, spec.user]
+        labels = "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in zip(TASK_LABELS, values)) + "} "
+        lines = [f"tcluster_task_{name}{labels}{get(spec)}\n" for name, _, get in _SPEC_METRICS]
+        entry = self._cache[task_id] = (labels, lines)
+        return entry
+
+    def _entries(self, state: Any) -> tuple[list[str], list[object], list[list[str]]]:
+        changed = self.recorder.take_changed_tasks()
+        if changed is None:
+            self._cache.clear()
+        for task_id in changed or ():
+            self._cache.pop(task_id, None)
+        ids, usages = list(state.usage), list(state.usage.values())
+        entries = list(map(self._cache.get, ids))
+        if None in entries:                 # tasks seen first (or changed): their labels once
+            entries = [e if e is not None else self._entry(state, i) for i, e in zip(ids, entries)]
+            if None in entries:
+                usages = [u for u, e in zip(usages, entries) if e is not None]
+                entries = [e for e in entries if e is not None]
+        if len(self._cache) > 2 * len(entries) + 1000:        # forget tasks that ended
+            self._cache = {k: v for k, v in self._cache.items() if k in state.usage}
+        return [e[0] for e in entries], usages, [e[1] for e in entries]
+
+    def render(self, state: Any) -> str:
+        labels, usages, fixed = self._entries(state)
+        out: list[str] = []
+        for name, text, counter, get in TASK_METRICS:
+            series = f"tcluster_task_{name}" + ("_total" if counter else "")
+            out.append(f"# HELP {series} {text}\n# TYPE {series} {'counter' if counter else 'gauge'}\n")
+            # One f-string per sample, ints left as ints: that cost decides what 10,000 tasks take
+            # (measured: as fast as one join over slice-assigned [name, labels, value, ...] parts)
+            out.append("".join([f"{series}{lbl}{value}\n" for lbl, value in zip(labels, map(get, usages))]))
+        for i, (name, text, _) in enumerate(_SPEC_METRICS):
+            out.append(f"# HELP tcluster_task_{name} {text}\n# TYPE tcluster_task_{name} gauge\n")
+            out.append("".join([lines[i] for lines in fixed]))
+        return "".join(out)
+
+
+class Exposition:
+    """The whole /metrics text: the collector's families, then the per-task ones."""
+
+    def __init__(self, service: Any, recorder: Recorder, task_metrics: bool = True) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(MasterCollector(service, recorder))
+        self.service, self.recorder = service, recorder
+        self.tasks = TaskSeriesRenderer(recorder) if task_metrics else None
+        self._made: tuple[int, int] | None = None
+        self._text = b""
+
+    def render(self) -> bytes:
+        """Made again only when a step or a scheduling round happened since (a second
+        Prometheus, or one scraping faster than the heartbeats, gets the same bytes)."""
+        made = (self.recorder.generation, id(self.service.state))
+        if made != self._made:
+            text = generate_latest(self.registry)
+            if self.tasks is not None:
+                text += self.tasks.render(self.service.state).encode()
+            self._made, self._text = made, text
+        return self._text
