@@ -7,7 +7,6 @@ from typing import Any
 
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.scheduler.queuestats import QueueRow
 from tcluster.v1 import common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -175,13 +174,4 @@ def lotes_status_to_pb(status: Any) -> jobs_pb2.LotesStatus:
         fallback=status.fallback, last_solve=status.last_solve, solve_seconds=status.solve_seconds,
         solves=status.solves, solved_at=status.solved_at, classes=list(status.classes),
         classes_source=status.classes_source,
-    )
-
-
-def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:
-    return jobs_pb2.Queue(
-        path=row.path, name=row.name, parent=row.parent, depth=row.depth, leaf=row.leaf, weight=row.weight,
-        guaranteed_share=row.guaranteed_share, dominant_share=row.dominant_share,
-        allocated=resources_to_pb(row.allocated), running_tasks=row.running_tasks,
-        pending_tasks=row.pending_tasks, running_jobs=row.running_jobs, pending_jobs=row.pending_jobs,
     )
