@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tcluster.loadgen.procstat import cpu_seconds, rss_bytes  # noqa: E402
+from testkit.loadgen.procstat import cpu_seconds, rss_bytes  # noqa: E402
 
 ETCD = Path("/usr/bin/etcd")
 START_TIMEOUT_S = 30.0

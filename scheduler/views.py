@@ -20,11 +20,3 @@ class JobView:
     @property
     def allocated(self) -> Resources:
         return self.demand.times(self.running)
-
-
-@dataclass(frozen=True)
-class NodeView:
-    name: str
-    capacity: Resources
-    free: Resources
-    labels: tuple[tuple[str, str], ...] = ()

@@ -1,6 +1,6 @@
 """One real etcd member on 127.0.0.1 for the tests that need a store and nothing more:
 free ports, a data dir of its own, stopped by its pid at the end. The fault suite's
-3-member cluster is tests/etcd_cluster.py; this stays independent of it."""
+3-member cluster is testkit/etcd_cluster.py; this stays independent of it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.etcd_tls import EtcdCerts, make_etcd_certs
+from testkit.etcd_tls import EtcdCerts, make_etcd_certs
 
 ETCD = Path("/usr/bin/etcd")
 START_TIMEOUT_S = 20.0

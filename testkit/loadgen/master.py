@@ -1,5 +1,5 @@
 """A real `tcl-master` process for the harness: started (plain, or through
-`tcluster.loadgen.probe` for round and step timings), watched through /proc, profiled
+`testkit.loadgen.probe` for round and step timings), watched through /proc, profiled
 with py-spy, stopped by its pid."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from tcluster.loadgen.procstat import cpu_seconds, rss_bytes, thread_cpu_seconds
+from testkit.loadgen.procstat import cpu_seconds, rss_bytes, thread_cpu_seconds
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]   # testkit/ is not installed: the probe is run from the checkout
 
 
 class MasterProc:
@@ -31,14 +32,15 @@ class MasterProc:
                 *(["--store", store] if store else []), *(["--store-prefix", store_prefix] if store_prefix else []),
                 *(["--store-max-txn-ops", str(max_txn_ops)] if max_txn_ops else []), *(extra or [])]
         if probe:
-            cmd = [sys.executable, "-m", "tcluster.loadgen.probe", "--stats", self.stats_path,
+            cmd = [sys.executable, "-m", "testkit.loadgen.probe", "--stats", self.stats_path,
                    "--cprofile", str(log.with_suffix(".cprofile")), "--", *args]
         else:
             cmd = [str(BIN / "tcl-master"), *args]
         self.probe = probe
         self._log = open(log, "wb")
         self.started = time.monotonic()
-        self.popen = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        self.popen = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         self.port = 0
         self._stats_seq = 0
 
@@ -98,9 +100,6 @@ class MasterProc:
                 pass
             time.sleep(0.02)
         return None
-
-    def toggle_cprofile(self) -> None:
-        os.kill(self.pid, signal.SIGUSR2)
 
     def pyspy(self, seconds: float, out: Path, rate: int = 100) -> subprocess.Popen[bytes] | None:
         """py-spy record (collapsed stacks, GIL-holding and idle samples apart) in the
