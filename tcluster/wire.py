@@ -132,15 +132,6 @@ def task_to_pb(t: Task) -> jobs_pb2.Task:
     )
 
 
-def task_from_pb(job_id: str, msg: jobs_pb2.Task) -> Task:
-    return Task(
-        job_id=job_id, index=msg.index, state=task_state_from_pb(msg.state), node=msg.node,
-        attempt=msg.attempt, exit_code=msg.exit_code if msg.has_exit_code else None,
-        signal=msg.signal, reason=msg.reason, started_at=msg.started_at,
-        finished_at=msg.finished_at, usage=usage_from_pb(msg.usage), failures=msg.failures,
-    )
-
-
 def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_class: int | None = None) -> jobs_pb2.Job:
     """lotes_class: the LoTES class of the job's tasks (one request, one class), if any."""
     msg = jobs_pb2.Job(
