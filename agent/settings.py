@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from tcluster.agent.requests import parse_uid_ranges
 from tcluster.agent.runtime.base import DEFAULT_PIDS_MAX
 from tcluster.constraints import parse_labels
+from tcluster.daemon import one_of
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import join_addresses, parse_addresses
 
@@ -84,9 +85,7 @@ class AgentSettings(BaseModel):
     @field_validator("runtime")
     @classmethod
     def _runtime(cls, value: str) -> str:
-        if value not in RUNTIMES:
-            raise ValueError(f"unknown runtime {value!r}; choose one of: {', '.join(RUNTIMES)}")
-        return value
+        return one_of(value, RUNTIMES, "runtime")
 
     @field_validator("labels")
     @classmethod

@@ -20,3 +20,11 @@ class JobView:
     @property
     def allocated(self) -> Resources:
         return self.demand.times(self.running)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A node as a `tcl sim` scenario or a `tcl pack` study declares it."""
+    name: str
+    capacity: Resources
+    labels: tuple[tuple[str, str], ...] = ()
