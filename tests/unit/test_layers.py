@@ -176,7 +176,8 @@ def test_the_checker_reports_each_kind_of_breach(tmp_path: Path) -> None:
         "pyproject.toml": '[tool.setuptools.package-dir]\n"tcluster" = "tcluster"\n'
                           '"tcluster.master" = "master"\n"tcluster.master.core" = "master/core"\n'
                           '"tcluster.agent" = "agent"\n"tcluster.cli" = "cli"\n'
-                          '"tcluster.scheduler" = "scheduler"\n"tcluster.v1" = "proto/tcluster/v1"\n',
+                          '"tcluster.scheduler" = "scheduler"\n"tcluster.sim" = "sim"\n'
+                          '"tcluster.v1" = "proto/tcluster/v1"\n',
         "tcluster/__init__.py": "", "tcluster/model.py": "from tcluster.v1 import jobs_pb2\n",
         "tcluster/wire.py": "from tcluster.scheduler.queuestats import QueueRow\n",
         "master/__init__.py": "", "master/service.py": "from tcluster.agent import settings\n",
@@ -186,9 +187,12 @@ def test_the_checker_reports_each_kind_of_breach(tmp_path: Path) -> None:
         "master/core/events.py": "def f():\n    from ...cli.main import main\n",
         "agent/__init__.py": "", "agent/daemon.py": "import tcluster.master.server\n",
         "scheduler/__init__.py": "", "scheduler/round.py": "from tcluster import model\n",
+        "sim/__init__.py": "", "sim/report.py": "from tcluster.cli.tables import format_table\n",
+        "master/web/__init__.py": "", "master/web/api.py": "\n\nimport testkit.loadgen\n",
         "bench/__init__.py": "", "bench/x.py": "from tests.e2e.procs import BIN\n",
         "tests/__init__.py": "", "tests/t.py": "from tests.e2e import procs\n",
         **{f: "" for f in ("tests/e2e/__init__.py", "tests/e2e/procs.py", "cli/__init__.py", "cli/main.py",
+                           "cli/tables.py", "testkit/__init__.py", "testkit/loadgen/__init__.py",
                            "scheduler/queuestats.py", "master/server.py", "agent/settings.py",
                            "proto/tcluster/v1/__init__.py", "proto/tcluster/v1/jobs_pb2.py")},
     })
@@ -200,6 +204,8 @@ def test_the_checker_reports_each_kind_of_breach(tmp_path: Path) -> None:
         "master/core/events.py:2 imports tcluster.cli.main (the master imports nothing of the agent or CLI)",
         "master/core/state.py:3 imports tcluster.master.service (the core imports only tcluster/ and scheduler/)",
         "master/service.py:1 imports tcluster.agent.settings (the master imports nothing of the agent or CLI)",
+        "master/web/api.py:3 imports testkit.loadgen (the installed package imports no test code)",
+        "sim/report.py:1 imports tcluster.cli.tables (policies import no daemon or CLI)",
         "tcluster/wire.py:1 imports tcluster.scheduler.queuestats "
         "(the ground floor imports no daemon, CLI or policy)",
     ])
