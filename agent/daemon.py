@@ -23,19 +23,12 @@ from tcluster.agent.outbox import Outbox, private_opener
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.tasks import TaskManager, state_dir_path
-from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_MESSAGE_BYTES
+from tcluster.bounds import GRPC_OPTIONS, MAX_EVENTS_PER_MESSAGE
 from tcluster.leaders import parse_addresses, standby_hint
 from tcluster.model import DOCKER_LABEL, NETNS_LABEL
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
-GRPC_OPTIONS = [
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-]
 FENCE_FILE = "fence.json"
 # HA masters: a master that stopped answering (paused, hung) while its stream stays open is
 # left after this many heartbeats without word (it acks every one), at least STALE_MIN_S,
@@ -141,7 +134,7 @@ class Agent:
         if self.settings.tls_dir is None:
             return grpc.aio.insecure_channel(self.master, options=GRPC_OPTIONS)
         creds = load_credentials(self.settings.tls_dir).channel_credentials()
-        return grpc.aio.secure_channel(self.master, creds, options=GRPC_OPTIONS + TLS_OPTIONS)
+        return grpc.aio.secure_channel(self.master, creds, options=[*GRPC_OPTIONS, *TLS_OPTIONS])
 
     async def _session(self) -> None:
         async with self._channel() as channel:

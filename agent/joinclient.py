@@ -6,7 +6,6 @@ Nothing is sent before the master has shown the pinned CA; the key never leaves 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import grpc
 from tcluster.agent.joinstate import (
     TLS_OPTIONS, JoinedState, NodeCredentials, agent_address, is_joined, load_joined, save_joined,
 )
-from tcluster.leaders import join_addresses, parse_addresses, standby_hint
+from tcluster.leaders import MasterTour, join_addresses, parse_addresses, standby_hint
 from tcluster.security.bootstrap import fetch_pinned_ca
 from tcluster.security.jointoken import parse_join_token
 from tcluster.security.pki import ca_fingerprint, check_node_name, issued_by, make_node_csr, node_of_cert
@@ -88,13 +87,9 @@ async def _join_any(masters: tuple[str, ...], pin: str, request: JoinRequest) ->
     """(CA, answer) from the first master that takes the join: one that cannot be reached or
     cannot take it now passes it on (to the leader it names, if any). A CA that is not the
     pinned one, or a refusal, ends the join."""
-    queue, seen = deque(masters), set()
+    tour = MasterTour(masters)
     last: Exception | None = None
-    while queue:
-        address = queue.popleft()
-        if address in seen:
-            continue
-        seen.add(address)
+    for address in tour:
         try:
             ca_pem = await asyncio.to_thread(fetch_pinned_ca, address, pin, JOIN_TIMEOUT_S)
             return ca_pem, await _call_join(address, ca_pem, request.token, request.node, request.csr_pem)
@@ -102,8 +97,7 @@ async def _join_any(masters: tuple[str, ...], pin: str, request: JoinRequest) ->
             last = error
         except JoinUnavailable as error:
             last = error
-            if error.leader:
-                queue.appendleft(error.leader)
+            tour.prefer(error.leader)
     assert last is not None
     raise last
 

@@ -17,7 +17,8 @@ from tcluster.agent.tasks import state_dir_path
 from tcluster.agent.runtime import make_node_runtime, make_runtime
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.runtime.base import RuntimeSetupError
-from tcluster.agent.settings import RUNTIMES, AgentSettings, parse_labels
+from tcluster.agent.settings import RUNTIMES, AgentSettings
+from tcluster.constraints import parse_labels
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import join_addresses, parse_addresses

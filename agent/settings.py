@@ -10,28 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tcluster.agent.requests import parse_uid_ranges
 from tcluster.agent.runtime.base import DEFAULT_PIDS_MAX
+from tcluster.constraints import parse_labels
+from tcluster.daemon import one_of
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import join_addresses, parse_addresses
 
-_LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_./-]{0,61}[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 RUNTIMES = ("auto", "cgroup2", "cgroup1", "process")
-
-
-def parse_labels(text: str) -> dict[str, str]:
-    """`rack=r1,disk=ssd` -> {'rack': 'r1', 'disk': 'ssd'}; refuses illegal characters."""
-    labels: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"label {item!r} is not key=value")
-        if not _LABEL_KEY.match(key):
-            raise ValueError(f"label key {key!r} is not allowed; use A-Z a-z 0-9 and _ . / - inside, up to 63 chars")
-        if not _LABEL_VALUE.match(value):
-            raise ValueError(f"label value {value!r} (key {key!r}) is not allowed; use A-Z a-z 0-9 _ . -, up to 63 chars")
-        labels[key] = value
-    return labels
 
 
 class AgentSettings(BaseModel):
@@ -100,9 +85,7 @@ class AgentSettings(BaseModel):
     @field_validator("runtime")
     @classmethod
     def _runtime(cls, value: str) -> str:
-        if value not in RUNTIMES:
-            raise ValueError(f"unknown runtime {value!r}; choose one of: {', '.join(RUNTIMES)}")
-        return value
+        return one_of(value, RUNTIMES, "runtime")
 
     @field_validator("labels")
     @classmethod

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.e2e.procs import BIN, Proc, tcl  # noqa: E402
+from testkit.procs import BIN, Proc, tcl  # noqa: E402
 
 
 def measure(proc: psutil.Process, seconds: float) -> tuple[float, float]:

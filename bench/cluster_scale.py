@@ -1,5 +1,5 @@
 """One master, many simulated agents (issue 11): a real `tcl-master` process driven by
-simulated agents that speak the real protocol over loopback (tcluster.loadgen), in
+simulated agents that speak the real protocol over loopback (testkit.loadgen), in
 several processes. Every figure is printed beside its goal, for each policy pair side
 by side in one run, with ratios against the first pair.
 
@@ -14,7 +14,7 @@ Phases, per policy pair (a fresh master and fleet each):
            submit -> LaunchTask at the agent, p50/p99, measured from the Submit RPC's
            return (and from its send); heartbeats and CPU meanwhile;
   pending  J jobs (--pending-jobs) that cannot fit now wait: scheduling round time
-           p50/p99 (timed inside the master by tcluster.loadgen.probe, the real code
+           p50/p99 (timed inside the master by testkit.loadgen.probe, the real code
            with timers around schedule_round) and a small probe job's submit -> launch.
 --history N adds: a fresh master vs one whose database holds N finished tasks (written
 with the master's own Store), same small fleet: start-up, RSS, round time, CPU.
@@ -57,11 +57,11 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.etcd_local import LocalEtcd  # noqa: E402
-from tcluster.loadgen.agents import FleetStats  # noqa: E402
-from tcluster.loadgen.fleet import FleetConfig, FleetProcesses  # noqa: E402
-from tcluster.loadgen.history import cached_history, install_history  # noqa: E402
-from tcluster.loadgen.master import MasterProc, categorize, collapsed_self, collapsed_top  # noqa: E402
-from tcluster.loadgen.procstat import machine_busy_seconds  # noqa: E402
+from testkit.loadgen.agents import FleetStats  # noqa: E402
+from testkit.loadgen.fleet import FleetConfig, FleetProcesses  # noqa: E402
+from testkit.loadgen.history import cached_history, install_history  # noqa: E402
+from testkit.loadgen.master import MasterProc, categorize, collapsed_self, collapsed_top  # noqa: E402
+from testkit.loadgen.procstat import machine_busy_seconds  # noqa: E402
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc  # noqa: E402
 
 GiB, MiB = 2**30, 2**20

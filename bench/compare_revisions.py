@@ -26,7 +26,7 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.fairness import binary_tree, google_jobs, pool  # noqa: E402
+from bench.fairness import binary_tree, google_jobs, pool, timed_round  # noqa: E402
 from tcluster.model import Job, JobSpec, Task  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
 from tcluster.scheduler.fairness import make_fairness  # noqa: E402
@@ -52,27 +52,7 @@ def load_old(rev: str, path: str, name: str) -> ModuleType:
 
 def decide(policy, jobs, capacity, tree, most: int = 20000) -> tuple[float, list[str]]:  # type: ignore[no-untyped-def]
     """Seconds per decision in the policy's calls (as bench/fairness.py), and the picks."""
-    rnd = policy.start_round(jobs, capacity, tree)
-    demand = {j.job_id: (j.demand.cpu, j.demand.memory) for j in jobs}
-    free_cpu, free_mem, spent, picks = capacity.cpu, capacity.memory, 0.0, []
-    while len(picks) < most:
-        t0 = time.perf_counter()
-        job = rnd.next_job()
-        t1 = time.perf_counter()
-        if job is None:
-            break
-        picks.append(job)
-        cpu, mem = demand[job]
-        if cpu > free_cpu or mem > free_mem:
-            t2 = time.perf_counter()
-            rnd.skip(job)
-        else:
-            free_cpu, free_mem = free_cpu - cpu, free_mem - mem
-            room = Resources(free_cpu, int(free_mem))
-            t2 = time.perf_counter()
-            rnd.placed(job)
-            rnd.limit(room)
-        spent += (t1 - t0) + (time.perf_counter() - t2)
+    spent, picks = timed_round(policy.start_round(jobs, capacity, tree), jobs, capacity, most)
     return spent / max(1, len(picks)), picks
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,21 +21,11 @@ from pathlib import Path
 from types import TracebackType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tcluster.loadgen.procstat import cpu_seconds, rss_bytes  # noqa: E402
+from testkit.etcd_cluster import free_ports  # noqa: E402
+from testkit.loadgen.procstat import cpu_seconds, rss_bytes  # noqa: E402
 
 ETCD = Path("/usr/bin/etcd")
 START_TIMEOUT_S = 30.0
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class LocalEtcd:

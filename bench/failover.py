@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.e2e.procs import BIN  # noqa: E402
-from tests.etcd_cluster import EtcdCluster, etcd_skip_reason  # noqa: E402
-from tests.faults.cluster import skip_reason, wait_for, wait_value  # noqa: E402
-from tests.ha.hacluster import HACluster  # noqa: E402
+from testkit.procs import BIN  # noqa: E402
+from testkit.etcd_cluster import EtcdCluster, etcd_skip_reason  # noqa: E402
+from testkit.faultcluster import skip_reason, wait_for, wait_value  # noqa: E402
+from testkit.hacluster import HACluster  # noqa: E402
 
 POLL_S = 0.02
 

@@ -21,6 +21,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.workloads import LOTES_JOB_CLASSES, LOTES_MACHINES  # noqa: E402
@@ -65,15 +66,23 @@ def run(policy: str, jobs: list[JobView], capacity: Resources, tree: QueueTree, 
     start = time.perf_counter()
     rnd = make_fairness(policy).start_round(jobs, capacity, tree)
     setup = time.perf_counter() - start
+    spent, picks = timed_round(rnd, jobs, capacity, most)
+    return setup, spent, len(picks)
+
+
+def timed_round(rnd: Any, jobs: list[JobView], capacity: Resources, most: int) -> tuple[float, list[str]]:
+    """Drives a started round over one pool of `capacity` for at most `most` decisions: the
+    seconds spent in the round's own calls (next_job, skip, placed, limit), and its picks."""
     demand = {j.job_id: (j.demand.cpu, j.demand.memory) for j in jobs}
     free_cpu, free_mem = capacity.cpu, capacity.memory
-    spent, decisions = 0.0, 0
-    while decisions < most:
+    spent, picks = 0.0, []
+    while len(picks) < most:
         t0 = time.perf_counter()
         job = rnd.next_job()
         t1 = time.perf_counter()
         if job is None:
             break
+        picks.append(job)
         cpu, mem = demand[job]
         if cpu > free_cpu or mem > free_mem:
             t2 = time.perf_counter()
@@ -85,8 +94,7 @@ def run(policy: str, jobs: list[JobView], capacity: Resources, tree: QueueTree, 
             rnd.placed(job)
             rnd.limit(room)
         spent += (t1 - t0) + (time.perf_counter() - t2)
-        decisions += 1
-    return setup, spent, decisions
+    return spent, picks
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """The master's own code for one heartbeat, part by part, without gRPC (issue 11).
 
 A MasterState holds --nodes nodes with --tasks-per-node RUNNING tasks each; every node's
-heartbeat is the bytes a simulated agent sends (tcluster.loadgen: free resources and one
+heartbeat is the bytes a simulated agent sends (testkit.loadgen: free resources and one
 usage sample per task). Each round walks all nodes once and times, per heartbeat:
 
   parse     AgentMessage.FromString (what gRPC's deserializer does before the servicer)

@@ -31,7 +31,7 @@ from tcluster.constraints import parse_constraints  # noqa: E402
 from tcluster.scheduler.matching import EligibleCache  # noqa: E402
 from tcluster.scheduler.nodestate import NodeMatrix  # noqa: E402
 from tcluster.scheduler.placement import PLACEMENT_POLICIES, make_placement  # noqa: E402
-from tcluster.scheduler.placement_reference import reference_choose  # noqa: E402
+from testkit.placement_reference import reference_choose  # noqa: E402
 from bench.workloads import LOTES_JOB_CLASSES, LOTES_MACHINES, MAX_CORES, MAX_MEMORY  # noqa: E402
 from tcluster.scheduler.lotes.lp import solve  # noqa: E402
 from tcluster.scheduler.lotes.model import Configuration, JobClass, Problem  # noqa: E402

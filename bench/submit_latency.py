@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, sweep_node  # noqa: E402
+from testkit.procs import BIN, Proc, cgroup_v1_usable, sweep_node  # noqa: E402
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc  # noqa: E402
 
 

@@ -14,7 +14,6 @@ import re
 import time
 from pathlib import Path
 
-from tcluster.cli.client import MasterClient
 from tcluster.cli.credentials import Credentials, credentials_for, save_credentials
 from tcluster.master.identity.nodeauth import NodeAuth
 from tcluster.master.identity.users import UserDirectory, add_user, remove_user
@@ -95,9 +94,3 @@ def ensure_login(data_dir: Path, address: str) -> str:
     token = add_user(data_dir, name, unix_name, ("*",), admin=True)
     save_credentials(address, Credentials(token, pki.ca_pem))
     return name
-
-
-def check_login(address: str) -> str:
-    """What the master says the stored credentials are (a check that they work)."""
-    with MasterClient(address) as client:
-        return client.whoami().name

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 import grpc
 
-from tcluster.leaders import standby_hint
+from tcluster.leaders import MasterTour, standby_hint
 
 T = TypeVar("T")
 DEFAULT_WAIT_LEADER_S = 10.0
@@ -126,13 +125,8 @@ class LeaderFinder:
 
     def _round(self, attempt: Callable[[str], T], outcome: _Round) -> tuple[bool, T | None]:
         """Every candidate once: (True, result) from the leader, or (False, None)."""
-        queue = deque(dict.fromkeys((self.current, *self.masters)))
-        seen: set[str] = set()
-        while queue:
-            address = queue.popleft()
-            if address in seen:
-                continue
-            seen.add(address)
+        tour = MasterTour((self.current, *self.masters))
+        for address in tour:
             try:
                 result = attempt(address)
             except grpc.RpcError as error:
@@ -142,14 +136,8 @@ class LeaderFinder:
                 outcome.answers.append(Answer(address, _said(error, hint)))
                 outcome.standby_answered |= hint is not None
                 outcome.last_error = error
-                if hint:
-                    queue.appendleft(hint)
+                tour.prefer(hint)
                 continue
             _last_leader[self.masters] = address
             return True, result
         return False, None
-
-
-def forget_leaders() -> None:
-    """Tests: start from the lists alone."""
-    _last_leader.clear()

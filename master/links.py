@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from tcluster.master.core.actions import LogPiece, Outbound
+from tcluster.master.core.actions import LogPiece
+from tcluster.master.core.events import Outbound
 
 _CLOSED = object()
 

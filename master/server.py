@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import grpc
 
-from tcluster.bounds import MAX_MESSAGE_BYTES
+from tcluster.bounds import GRPC_OPTIONS
 from tcluster.errors import Unavailable
 from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.master.store.etcdkv import EtcdKV
@@ -39,15 +39,8 @@ from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-# Detect dead agents/peers even when no message is due (half-open TCP).
-GRPC_OPTIONS = [
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-]
+# Agents ping every 10 s (GRPC_OPTIONS); the server accepts pings without data this often.
+SERVER_OPTIONS: list[tuple[str, object]] = [*GRPC_OPTIONS, ("grpc.http2.min_ping_interval_without_data_ms", 5_000)]
 
 
 @dataclass
@@ -163,7 +156,7 @@ def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Serv
         servicers.append(AgentServicer(None, guard))  # type: ignore[arg-type]
         agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], agent_server)
     masters = (lambda own_port: _agent_addresses(mirror, own_port)) if mirror is not None else None
-    return bind_secure(settings, pki, server, GRPC_OPTIONS, add_agent, agent_interceptors, auth, masters)
+    return bind_secure(settings, pki, server, SERVER_OPTIONS, add_agent, agent_interceptors, auth, masters)
 
 
 def _agent_addresses(mirror: Mirror, own_port: int) -> list[str]:
@@ -225,7 +218,7 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
     check_exposure(settings, pki)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     slot = LeaderSlot()
-    server = grpc.aio.server(options=GRPC_OPTIONS, interceptors=[StandbyInterceptor(slot, "client")])
+    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[StandbyInterceptor(slot, "client")])
     servicers: list[Any] = [JobServicer(None), ClusterServicer(None)]  # type: ignore[arg-type]
     jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers[0], server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(servicers[1], server)

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from tcluster.master.store.base import StoreUrl, check_prefix, parse_store_url
 from tcluster.security.authz import STATUS_VISIBILITIES
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
+from tcluster.daemon import one_of
+
+# The settings that name one of a fixed set: (the choices as listed back, what one is called).
+_CHOICES: dict[str, tuple[list[str], str]] = {
+    "fairness": (sorted(FAIRNESS_POLICIES), "fairness policy"),
+    "placement": (sorted(PLACEMENT_POLICIES), "placement policy"),
+    "status_visibility": (list(STATUS_VISIBILITIES), ""),
+}
 
 
 def _check_listen(value: str) -> str:
@@ -83,26 +91,11 @@ class MasterSettings(BaseModel):
     def _good_prefix(cls, value: str) -> str:
         return check_prefix(value)
 
-    @field_validator("fairness")
+    @field_validator("fairness", "status_visibility", "placement")
     @classmethod
-    def _known_fairness(cls, value: str) -> str:
-        if value not in FAIRNESS_POLICIES:
-            raise ValueError(f"unknown fairness policy {value!r}; choose one of: {', '.join(sorted(FAIRNESS_POLICIES))}")
-        return value
-
-    @field_validator("status_visibility")
-    @classmethod
-    def _known_visibility(cls, value: str) -> str:
-        if value not in STATUS_VISIBILITIES:
-            raise ValueError(f"{value!r} is not one of: {', '.join(STATUS_VISIBILITIES)}")
-        return value
-
-    @field_validator("placement")
-    @classmethod
-    def _known_placement(cls, value: str) -> str:
-        if value not in PLACEMENT_POLICIES:
-            raise ValueError(f"unknown placement policy {value!r}; choose one of: {', '.join(sorted(PLACEMENT_POLICIES))}")
-        return value
+    def _known_choice(cls, value: str, info: ValidationInfo) -> str:
+        choices, what = _CHOICES[str(info.field_name)]
+        return one_of(value, choices, what)
 
     @property
     def store_url(self) -> StoreUrl:

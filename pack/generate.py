@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 
-from tcluster.pack.schedule import Machine, PackJob
+from tcluster.pack.schedule import PackJob
+from tcluster.scheduler.views import NodeSpec
 from tcluster.resources import Resources
 
 GiB = 2**30
@@ -16,13 +17,13 @@ SHAPES = [((32, 128 * GiB), 0.4), ((64, 128 * GiB), 0.25), ((16, 128 * GiB), 0.2
 JOB_SHAPES = [((1.0, 2 * GiB), 0.35), ((4.0, 4 * GiB), 0.25), ((1.0, 12 * GiB), 0.2), ((2.0, 8 * GiB), 0.2)]
 
 
-def cluster(machines: int, seed: int) -> list[Machine]:
+def cluster(machines: int, seed: int) -> list[NodeSpec]:
     rng = random.Random(f"cluster-{seed}")
     out = []
     for i in range(machines):
         (cpu, mem), _ = rng.choices(SHAPES, [w for _, w in SHAPES])[0]
         labels = (("ssd", "yes"),) if rng.random() < 0.3 else ()
-        out.append(Machine(f"m{i:05d}", Resources(cpu, mem), labels))
+        out.append(NodeSpec(f"m{i:05d}", Resources(cpu, mem), labels))
     return out
 
 

@@ -23,7 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from tcluster.pack.schedule import Machine, PackJob, Packer, Pass
+from tcluster.pack.schedule import PackJob, Packer, Pass
+from tcluster.scheduler.views import NodeSpec
 
 PICKY_SIZE, PICKY_SPREAD = 0.6, 0.6   # the paper sets both thresholds to 60%
 MAX_EXPANSION = 8                      # clone the cluster at most 3 times (8x) before giving up
@@ -149,7 +150,7 @@ def compaction_trial(packer: Packer, jobs: Sequence[PackJob], tau: float, mu: in
     return hi
 
 
-def compaction(machines: Sequence[Machine], jobs: Sequence[PackJob], policy: str, order: str, tau: float,
+def compaction(machines: Sequence[NodeSpec], jobs: Sequence[PackJob], policy: str, order: str, tau: float,
                trials: int = 11, mu: int = 1, seed: int = 0) -> Compaction:
     expanded, cluster = 0, list(machines)
     packer = Packer(cluster, policy, order)

@@ -21,16 +21,10 @@ from tcluster.scheduler.lotes.resolve import plan_for
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import make_placement
+from tcluster.scheduler.views import NodeSpec
 
 ORDERS = ("arrival", "cpu", "mem", "sum")
 LOTES_BIN_CAP = 20_000   # a pack study re-solves per probe: keep each solve short
-
-
-@dataclass(frozen=True)
-class Machine:
-    name: str
-    capacity: Resources
-    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,7 +55,7 @@ class Pass:
 
 @dataclass
 class Packer:
-    machines: Sequence[Machine]
+    machines: Sequence[NodeSpec]
     policy: str
     order: str = "arrival"
     lotes_k: int = 4

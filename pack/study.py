@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from tcluster.pack.metrics import compaction, hole_filling, inflation, monte_carlo, utilization
-from tcluster.pack.schedule import Machine, PackJob, Packer
+from tcluster.pack.schedule import PackJob, Packer
+from tcluster.scheduler.views import NodeSpec
 
 METRICS = ("util", "holes", "inflation", "mc", "compaction")
 DEFAULT_UNITS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.75, 1.0)
@@ -24,7 +25,7 @@ class Settings:
     metrics: tuple[str, ...] = METRICS
 
 
-def study(machines: Sequence[Machine], jobs: Sequence[PackJob], policy: str, settings: Settings) -> dict[str, Any]:
+def study(machines: Sequence[NodeSpec], jobs: Sequence[PackJob], policy: str, settings: Settings) -> dict[str, Any]:
     packer = Packer(machines, policy, settings.order)
     base = packer.run(jobs, None, settings.seed)
     kinds = packer.kinds[:2]

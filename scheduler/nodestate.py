@@ -326,12 +326,5 @@ def _read_only(array: np.ndarray) -> np.ndarray:
     return view
 
 
-def pack_bits(mask: np.ndarray) -> np.ndarray:
-    """bool (n,) -> uint64 words, bit i of the vector at word i // 64, bit i % 64."""
-    padded = np.zeros(((len(mask) + 63) // 64) * 64, dtype=bool)
-    padded[: len(mask)] = mask
-    return np.packbits(padded, bitorder="little").view(np.uint64)
-
-
 def unpack_bits(words: np.ndarray, n: int) -> np.ndarray:
     return np.unpackbits(words.view(np.uint8), bitorder="little")[:n].astype(bool)

@@ -4,24 +4,19 @@ Pure and vectorized: a request vector and a read-only NodeMatrixView in, a row i
 (or None) out; no Python loop over nodes. Randomness comes in as a seeded
 `random.Random`. Ties go to the first node in name order (`view.order`), so every
 decision is deterministic. Scores normalize each resource by the largest capacity of
-that kind in the cluster, so heterogeneous nodes compare on one scale.
-
-Each policy also has `place(request, nodes, rng)` over plain NodeViews for small
-callers; it builds a matrix and runs the same vectorized code."""
+that kind in the cluster, so heterogeneous nodes compare on one scale."""
 
 from __future__ import annotations
 
 import random
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
 from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources
-from tcluster.scheduler.nodestate import NodeMatrix, NodeMatrixView
-from tcluster.scheduler.views import NodeView
+from tcluster.scheduler.nodestate import NodeMatrixView
 
 EPSILON = 1e-9   # the same slack as Resources.fits_in
 
@@ -39,9 +34,6 @@ class PlacementPolicy(Protocol):
         """The rows for the tasks of one job, one per next(), ending after a None. Between
         two next() the caller allocates the row it got in the matrix behind `view`, and
         nothing else: the decisions are then exactly choose()'s, one call per task."""
-
-    def place(self, request: Resources, nodes: Sequence[NodeView], rng: random.Random) -> str | None:
-        """The same decision over a list of node views."""
 
 
 class _Scratch:
@@ -144,16 +136,6 @@ class _Policy:
             yield row
             if row is None:
                 return
-
-    def place(self, request: Resources, nodes: Sequence[NodeView], rng: random.Random) -> str | None:
-        matrix = NodeMatrix()
-        for node in nodes:
-            matrix.upsert(node.name, node.capacity, dict(node.labels))
-            matrix.allocate(node.name, node.capacity - node.free)
-        view = matrix.view()
-        vector = view.request_vector(request)
-        row = None if vector is None else self.choose(vector, view, None, rng)
-        return None if row is None else matrix.names[row]
 
 
 class FirstFit(_Policy):

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from tcluster.errors import InvalidArgument
 from tcluster.model import DEFAULT_QUEUE
-from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, load_located
+from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, load_located, read_config_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
 _QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight")
@@ -109,11 +109,7 @@ def default_tree() -> QueueTree:
 
 def load_queue_file(path: FsPath | str) -> QueueTree:
     """Reads and checks a queue file; raises ConfigError naming the line."""
-    try:
-        text = FsPath(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), 0, (), f"cannot read the queue file: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_queue_text(text, str(path))
+    return parse_queue_text(read_config_file(path, "the queue file"), str(path))
 
 
 def parse_queue_text(text: str, source: str) -> QueueTree:

@@ -23,8 +23,8 @@ class JobView:
 
 
 @dataclass(frozen=True)
-class NodeView:
+class NodeSpec:
+    """A node as a `tcl sim` scenario or a `tcl pack` study declares it."""
     name: str
     capacity: Resources
-    free: Resources
     labels: tuple[tuple[str, str], ...] = ()

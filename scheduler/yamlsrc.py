@@ -9,6 +9,7 @@ tuples of keys and list indices; `format_path(("jobs", 3, "resources", "cpu"))` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path as FsPath
 from typing import Any, Mapping
 
 import yaml
@@ -50,6 +51,14 @@ class Located:
 
     def error(self, path: Path, message: str) -> ConfigError:
         return ConfigError(self.source, self.line(path), path, message)
+
+
+def read_config_file(path: FsPath | str, what: str) -> str:
+    """A config file's text; one that cannot be read is a ConfigError `cannot read WHAT: why`."""
+    try:
+        return FsPath(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), 0, (), f"cannot read {what}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def load_located(text: str, source: str) -> Located:

@@ -30,19 +30,13 @@ from tcluster.resources import Resources, resources_from_mapping
 from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_located
 from tcluster.scheduler.reasons import never_fits_reason
 from tcluster.scheduler.reservations import DEFAULT_RESERVE_AFTER_S
-from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, format_path, load_located
+from tcluster.scheduler.views import NodeSpec
+from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, format_path, load_located, read_config_file
 from tcluster.sim.workload import Workload, parse_workload
 
 _TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
 _JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints")
-
-
-@dataclass(frozen=True)
-class SimNode:
-    name: str
-    capacity: Resources
-    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,7 +53,7 @@ class SimJob:
 
 @dataclass(frozen=True)
 class Scenario:
-    nodes: tuple[SimNode, ...]
+    nodes: tuple[NodeSpec, ...]
     queues: QueueTree
     jobs: tuple[SimJob, ...]
     reserve_after_s: float = DEFAULT_RESERVE_AFTER_S
@@ -68,11 +62,7 @@ class Scenario:
 
 
 def load_scenario(path: FsPath | str) -> Scenario:
-    try:
-        text = FsPath(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), 0, (), f"cannot read the scenario: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_scenario(text, str(path))
+    return parse_scenario(read_config_file(path, "the scenario"), str(path))
 
 
 def parse_scenario(text: str, source: str) -> Scenario:
@@ -109,8 +99,8 @@ def _mapping(doc: Located, path: Path, value: Any, allowed: tuple[str, ...]) -> 
     return value
 
 
-def _nodes(doc: Located) -> tuple[SimNode, ...]:
-    nodes: list[SimNode] = []
+def _nodes(doc: Located) -> tuple[NodeSpec, ...]:
+    nodes: list[NodeSpec] = []
     seen: dict[str, Path] = {}
     for i, raw in enumerate(_list(doc, "nodes")):
         path: Path = ("nodes", i)
@@ -121,7 +111,7 @@ def _nodes(doc: Located) -> tuple[SimNode, ...]:
             if name in seen:
                 raise doc.error(path, f"duplicate node name {name!r} (also {format_path(seen[name])})")
             seen[name] = path
-            nodes.append(SimNode(name, capacity, labels))
+            nodes.append(NodeSpec(name, capacity, labels))
     return tuple(nodes)
 
 
@@ -167,7 +157,7 @@ def _number(doc: Located, path: Path, value: Any, minimum: float, strict: bool =
     return float(value)
 
 
-def _jobs(doc: Located, queues: QueueTree, nodes: tuple[SimNode, ...]) -> tuple[SimJob, ...]:
+def _jobs(doc: Located, queues: QueueTree, nodes: tuple[NodeSpec, ...]) -> tuple[SimJob, ...]:
     jobs: list[SimJob] = []
     names: dict[str, int] = {}
     for i, raw in enumerate(_list(doc, "jobs")):
@@ -179,7 +169,7 @@ def _jobs(doc: Located, queues: QueueTree, nodes: tuple[SimNode, ...]) -> tuple[
     return tuple(jobs)
 
 
-def _job(doc: Located, path: Path, body: dict[str, Any], queues: QueueTree, nodes: tuple[SimNode, ...]) -> SimJob:
+def _job(doc: Located, path: Path, body: dict[str, Any], queues: QueueTree, nodes: tuple[NodeSpec, ...]) -> SimJob:
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise doc.error((*path, "name"), "every job needs a `name`")

@@ -1,7 +1,7 @@
 """Explicit limits on everything a client or an agent can send, and the one way bad
 values are quoted back: a short prefix, never megabytes.
 
-The gRPC servers and channels use MAX_MESSAGE_BYTES; every field below is checked before
+The gRPC servers and channels use MAX_MESSAGE_BYTES (in GRPC_OPTIONS); every field below is checked before
 anything is written, so an oversized or malformed message changes nothing."""
 
 from __future__ import annotations
@@ -14,6 +14,16 @@ if TYPE_CHECKING:
     from tcluster.model import JobSpec
 
 MAX_MESSAGE_BYTES = 4 * 2**20        # any single gRPC message, both directions
+# The agent stream's options, on both ends (the master adds its ping floor, the load harness
+# its channel pool): keepalive pings find a dead peer behind half-open TCP even when no
+# message is due, and every message is bounded both ways.
+GRPC_OPTIONS: tuple[tuple[str, int], ...] = (
+    ("grpc.keepalive_time_ms", 10_000),
+    ("grpc.keepalive_timeout_ms", 5_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+)
 MAX_SPEC_BYTES = 2**20               # a job spec, all strings together
 MAX_NAME_BYTES = 253                 # node, queue, user, image, label keys and values, ids
 MAX_ARGS = 4096                      # command words

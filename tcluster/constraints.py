@@ -6,7 +6,9 @@
     has gpu        the node has the label, whatever its value (`!has gpu`: it has not)
 
 A job's constraints must all hold. This module parses them and says what they mean
-for one node; tcluster.scheduler.matching evaluates them over all nodes at once."""
+for one node; tcluster.scheduler.matching evaluates them over all nodes at once. It also
+parses the labels themselves (`rack=r1,disk=ssd`), which the agent and `tcl-master node`
+both take on their command lines."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from tcluster.errors import InvalidArgument
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 _VALUE = re.compile(r"[A-Za-z0-9_.-]+")
 _SPACE = re.compile(r"\s*")
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9_./-]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9_.-]{0,63}$")
 
 
 @dataclass(frozen=True)
@@ -123,3 +127,18 @@ def parse_constraints(texts: Iterable[str]) -> tuple[Constraint, ...]:
 def _parse_all(texts: tuple[str, ...]) -> tuple[Constraint, ...]:
     """Scheduling rounds re-read every pending job's constraints: parse each set once."""
     return tuple(parse_constraint(t) for t in texts)
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """`rack=r1,disk=ssd` -> {'rack': 'r1', 'disk': 'ssd'}; refuses illegal characters."""
+    labels: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"label {item!r} is not key=value")
+        if not _LABEL_KEY.match(key):
+            raise ValueError(f"label key {key!r} is not allowed; use A-Z a-z 0-9 and _ . / - inside, up to 63 chars")
+        if not _LABEL_VALUE.match(value):
+            raise ValueError(f"label value {value!r} (key {key!r}) is not allowed; use A-Z a-z 0-9 _ . -, up to 63 chars")
+        labels[key] = value
+    return labels

@@ -1,4 +1,4 @@
-"""Shared daemon plumbing: logging setup, settings errors, and running until a signal."""
+"""Shared daemon plumbing: logging setup, settings checks and errors, and running until a signal."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import Sequence
 
 from pydantic import ValidationError
 
@@ -22,6 +23,15 @@ def explain_settings_error(prog: str, error: ValidationError) -> str:
         flag = "--" + "-".join(str(p) for p in item["loc"]).replace("_", "-")
         lines.append(f"{prog}: {flag}: {item['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
+
+
+def one_of(value: str, choices: Sequence[str], what: str = "") -> str:
+    """A settings validator's check of a named choice: `value`, or a ValueError that lists the
+    choices (`unknown WHAT 'x'; choose one of: …`, or `'x' is not one of: …` without `what`)."""
+    if value in choices:
+        return value
+    listed = ", ".join(choices)
+    raise ValueError(f"unknown {what} {value!r}; choose one of: {listed}" if what else f"{value!r} is not one of: {listed}")
 
 
 async def wait_for_stop_signal() -> None:

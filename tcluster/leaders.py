@@ -6,7 +6,8 @@ master that does not lead refuses calls with UNAVAILABLE and the trailing metada
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections import deque
+from typing import Iterable, Iterator
 
 import grpc
 
@@ -57,3 +58,26 @@ def standby_hint(error: object) -> str | None:
             return value if isinstance(value, str) else value.decode()
     details = getattr(error, "details", lambda: "")() or ""
     return "" if details.startswith(STANDBY_PREFIX) else None
+
+
+class MasterTour:
+    """Every master once, in list order, for a caller that needs the leader now (`tcl`, a
+    node's join): a master that names the leader (a standby's hint) sends the tour there
+    next, and no address is tried twice, so a stale hint cannot loop. The agent's long-lived
+    stream rotates differently (agent/masters.py: round robin with backoff)."""
+
+    def __init__(self, addresses: Iterable[str]) -> None:
+        self._queue = deque(addresses)
+        self._seen: set[str] = set()
+
+    def __iter__(self) -> Iterator[str]:
+        while self._queue:
+            address = self._queue.popleft()
+            if address not in self._seen:
+                self._seen.add(address)
+                yield address
+
+    def prefer(self, hint: str | None) -> None:
+        """Try this address next (a standby named it the leader); "" or None changes nothing."""
+        if hint:
+            self._queue.appendleft(hint)

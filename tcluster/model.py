@@ -210,13 +210,6 @@ def task_id(job_id: str, index: int) -> str:
     return f"{job_id}.{index}"
 
 
-def split_task_id(value: str) -> tuple[str, int]:
-    job_id, _, index = value.rpartition(".")
-    if not job_id or not index.isdigit():
-        raise InvalidArgument("task_id", f"{quote(value)} is not of the form JOB.INDEX")
-    return job_id, int(index)
-
-
 @dataclass(frozen=True)
 class Job:
     id: str

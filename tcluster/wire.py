@@ -7,7 +7,6 @@ from typing import Any
 
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.scheduler.queuestats import QueueRow
 from tcluster.v1 import common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -133,15 +132,6 @@ def task_to_pb(t: Task) -> jobs_pb2.Task:
     )
 
 
-def task_from_pb(job_id: str, msg: jobs_pb2.Task) -> Task:
-    return Task(
-        job_id=job_id, index=msg.index, state=task_state_from_pb(msg.state), node=msg.node,
-        attempt=msg.attempt, exit_code=msg.exit_code if msg.has_exit_code else None,
-        signal=msg.signal, reason=msg.reason, started_at=msg.started_at,
-        finished_at=msg.finished_at, usage=usage_from_pb(msg.usage), failures=msg.failures,
-    )
-
-
 def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_class: int | None = None) -> jobs_pb2.Job:
     """lotes_class: the LoTES class of the job's tasks (one request, one class), if any."""
     msg = jobs_pb2.Job(
@@ -175,13 +165,4 @@ def lotes_status_to_pb(status: Any) -> jobs_pb2.LotesStatus:
         fallback=status.fallback, last_solve=status.last_solve, solve_seconds=status.solve_seconds,
         solves=status.solves, solved_at=status.solved_at, classes=list(status.classes),
         classes_source=status.classes_source,
-    )
-
-
-def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:
-    return jobs_pb2.Queue(
-        path=row.path, name=row.name, parent=row.parent, depth=row.depth, leaf=row.leaf, weight=row.weight,
-        guaranteed_share=row.guaranteed_share, dominant_share=row.dominant_share,
-        allocated=resources_to_pb(row.allocated), running_tasks=row.running_tasks,
-        pending_tasks=row.pending_tasks, running_jobs=row.running_jobs, pending_jobs=row.pending_jobs,
     )

@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 from hypothesis import settings
 
-from tests.etcd_cluster import etcd, etcd_session  # noqa: F401  (session etcd cluster, a prefix per test)
+from testkit.etcd_cluster import etcd, etcd_session  # noqa: F401  (session etcd cluster, a prefix per test)
 
 # No wall-clock limits in tests: Hypothesis's 200 ms per-example deadline fails on a
 # loaded shared machine without saying anything about the code under test.
@@ -41,7 +41,7 @@ def _sweep_this_runs_nodes() -> Iterator[None]:
     of the session every such node's subtree is swept. Tests still assert they leak nothing."""
     yield
     if os.geteuid() == 0 and os.path.isdir("/sys/fs/cgroup"):
-        from tests.e2e.procs import sweep_nodes_of_this_run
+        from testkit.procs import sweep_nodes_of_this_run
         swept = sweep_nodes_of_this_run(f"-{os.getpid()}-")
         if swept:
             print(f"\nswept cgroups left by failed tests: {swept}")

@@ -151,12 +151,6 @@ def write_private(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
 def _read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
     assert proc.stdout is not None
     fd, buf = proc.stdout.fileno(), b""

@@ -29,9 +29,6 @@ class Kill:
     reason: str
 
 
-Action = Launch | Kill
-
-
 @dataclass(frozen=True)
 class Registration:
     node: str
@@ -67,9 +64,6 @@ class BinTarget:
     counts: dict[int, int]
     classes: dict[str, int] = field(default_factory=dict)
     fallback: str = ""
-
-
-Outbound = Launch | Kill | AckReports | FetchLog | BinTarget | object   # + events.Welcome
 
 
 @dataclass(frozen=True)

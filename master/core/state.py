@@ -106,9 +106,6 @@ class MasterState:
         live = self.live.get(node)
         return live is not None and live.connected
 
-    def kill_wanted(self, task_id: str, attempt: int) -> KillIntent | None:
-        return self.kills.get((task_id, attempt))
-
     def kills_on(self, node: str) -> list[tuple[tuple[str, int], KillIntent]]:
         return [(key, self.kills[key]) for key in self._kills_by_node.get(node, ())]
 
@@ -131,9 +128,6 @@ class MasterState:
 
     def free(self, node: str) -> Resources:
         return self.matrix.free(node)
-
-    def has_schedulable_nodes(self) -> bool:
-        return bool(self.matrix.view().schedulable.any())
 
     def pending_views(self) -> list[JobView]:
         """What fairness needs of every waiting job, from the per-job counts: O(jobs)."""

@@ -1,0 +1,1 @@
+"""The master's edge: the gRPC servicers, their codecs to protobuf, and the listeners."""

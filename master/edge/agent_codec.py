@@ -8,9 +8,9 @@ from operator import attrgetter
 
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Heartbeat, Kill, Launch, LogPiece, Outbound, Registration, ReportBatch, TaskReport,
+    AckReports, BinTarget, FetchLog, Heartbeat, Kill, Launch, LogPiece, Registration, ReportBatch, TaskReport,
 )
-from tcluster.master.core.events import Welcome
+from tcluster.master.core.events import Outbound, Welcome
 from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
 from tcluster.model import TaskState

@@ -1,0 +1,1 @@
+"""Who may do what: the authentication gate, users, node certificates and joining, and the PKI caches."""

@@ -12,7 +12,7 @@ import re
 import sys
 import time
 
-from tcluster.agent.settings import parse_labels
+from tcluster.constraints import parse_labels
 from tcluster.errors import FailedPrecondition, InvalidArgument, TclusterError
 from tcluster.master.identity.choice import StoreChoice, add_store_flags, choice_of, init_identity, load_chosen_pki, open_chosen
 from tcluster.security.jointoken import JoinTokenText

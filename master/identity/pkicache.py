@@ -13,7 +13,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from tcluster.security.pki import PKI_FILES, MasterPki, pki_files, pki_from_files
+from tcluster.security.pki import PKI_FILES, MasterPki, pki_files, pki_from_files, write_private
 
 INSECURE = "insecure"
 
@@ -31,21 +31,11 @@ def save(directory: Path, pki: MasterPki | None) -> None:
     for name in (*PKI_FILES, INSECURE):
         path = directory / name
         if name in files:
-            _write(path, files[name])
+            write_private(path, files[name])
         elif name == INSECURE and pki is None:
-            _write(path, b"")
+            write_private(path, b"")
         else:
             path.unlink(missing_ok=True)
-
-
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
 
 
 def load(directory: Path) -> tuple[bool, MasterPki | None]:

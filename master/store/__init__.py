@@ -1,0 +1,2 @@
+"""Durable state: the store protocol, its SQLite and etcd backends (mirror, bridge,
+leadership, standby), and the group committer."""

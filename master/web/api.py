@@ -23,7 +23,8 @@ from tcluster.master.usage.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState, TaskUsage
 from tcluster.security.authz import Caller, ReadJob, sees_only_own
 from tcluster.v1 import common_pb2, jobs_pb2
-from tcluster.wire import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb, task_to_pb
+from tcluster.master.edge.queue_codec import queue_to_pb
+from tcluster.wire import job_to_pb, node_to_pb, resources_to_pb, task_to_pb
 
 DEFAULT_RANGE_S = 900.0
 MAX_JOBS = 1000

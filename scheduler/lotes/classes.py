@@ -27,7 +27,7 @@ from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources, resources_from_mapping
 from tcluster.scheduler.lotes.model import Configuration, JobClass
 from tcluster.scheduler.nodestate import resource_vector
-from tcluster.scheduler.yamlsrc import ConfigError, Located, format_path, load_located
+from tcluster.scheduler.yamlsrc import Located, format_path, load_located, read_config_file
 
 DEFAULT_CLASSES = 4          # the paper finds four enough for the Google trace
 _CLASS_KEYS = ("name", "request", "share", "speed")
@@ -143,11 +143,7 @@ def group_configurations(nodes: Iterable[tuple[str, Resources, Mapping[str, str]
 
 
 def load_classes(path: FsPath | str, kinds: Sequence[str]) -> tuple[JobClass, ...]:
-    try:
-        text = FsPath(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), 0, (), f"cannot read the classes file: {getattr(exc, 'strerror', None) or exc}") from None
-    return parse_classes(text, str(path), kinds)
+    return parse_classes(read_config_file(path, "the classes file"), str(path), kinds)
 
 
 def parse_classes(text: str, source: str, kinds: Sequence[str]) -> tuple[JobClass, ...]:

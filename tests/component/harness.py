@@ -10,7 +10,7 @@ from typing import Awaitable, Callable
 import grpc
 
 from tcluster.agent.daemon import Agent
-from tcluster.agent.runtime.fake import FakeRuntime
+from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings

@@ -13,7 +13,7 @@ from tcluster.agent import codec
 from tcluster.agent.daemon import Agent
 from tcluster.agent.joinclient import join
 from tcluster.agent.joinstate import TLS_OPTIONS, NodeCredentials, load_joined
-from tcluster.agent.runtime.fake import FakeRuntime
+from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.identity.nodeauth import NodeAuth
 from tcluster.master.identity.users import bootstrap_admin

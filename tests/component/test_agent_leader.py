@@ -14,7 +14,7 @@ import pytest
 
 from tcluster.agent.daemon import Agent
 from tcluster.agent.joinclient import join
-from tcluster.agent.runtime.fake import FakeRuntime
+from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.store.standby import LeaderInfo, StandbyInterceptor
 from tcluster.v1 import agent_pb2_grpc, common_pb2, jobs_pb2

@@ -18,7 +18,7 @@ from tcluster.master.identity.choice import init_identity, load_pki, open_auth_s
 from tcluster.master.identity.users import UserDirectory, create_user
 from tcluster.security import pki
 from tcluster.security.jointoken import JoinTokenText
-from tests.component.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - a fixture
+from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - a fixture
 
 NOW = 1_800_000_000.0
 FP = "sha256:" + "a" * 64

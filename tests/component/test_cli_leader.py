@@ -13,7 +13,7 @@ from typing import Awaitable, Callable, Iterator
 import grpc
 import pytest
 
-from tcluster.cli.leader import forget_leaders
+from tcluster.cli import leader
 from tcluster.cli.main import main as tcl
 from tcluster.master.store.standby import LeaderInfo, StandbyInterceptor
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
@@ -54,9 +54,10 @@ def closed_port() -> str:
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> Iterator[None]:
-    forget_leaders()
+    """Each test starts from the master lists alone, with no leader remembered from another."""
+    leader._last_leader.clear()
     yield
-    forget_leaders()
+    leader._last_leader.clear()
 
 
 def with_standby(scenario: Callable[[Harness, str], Awaitable[None]], tmp: Path, hint: bool = True) -> None:

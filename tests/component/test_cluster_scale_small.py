@@ -11,9 +11,9 @@ import uuid
 from collections import Counter
 from pathlib import Path
 
-from tcluster.loadgen.agents import Fleet
+from testkit.loadgen.agents import Fleet
 from tcluster.v1 import common_pb2, jobs_pb2
-from tests.component.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - the fixture
+from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - the fixture
 from tests.component.harness import Harness, run, wait_until
 
 GiB = 2**30

@@ -1,4 +1,4 @@
-"""The etcd test harness itself (tests/etcd_cluster.py): a real 3-member cluster on
+"""The etcd test harness itself (testkit/etcd_cluster.py): a real 3-member cluster on
 loopback serves, survives one member's death, refuses writes without quorum, and serves
 again once the members are back. Also: the shared `etcd` fixture gives each test its own
 prefix."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.etcd_cluster import EtcdCluster, EtcdStore, etcd_skip_reason
+from testkit.etcd_cluster import EtcdCluster, EtcdStore, etcd_skip_reason
 
 pytestmark = pytest.mark.skipif(etcd_skip_reason() is not None, reason=etcd_skip_reason() or "")
 

@@ -13,7 +13,7 @@ import pytest
 
 from tcluster.master.main import main as tcl_master
 from tcluster.master.server import start_master
-from tests.component.etcd_single import SingleEtcd, tls_etcd  # noqa: F401  (the fixture)
+from testkit.etcd_single import SingleEtcd, tls_etcd  # noqa: F401  (the fixture)
 from tests.component.test_etcd_ha import WAIT_S, get, settings, submit
 
 

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, common_pb2, jobs_pb2
-from tests.component.etcd_single import SingleEtcd, single_etcd  # noqa: F401  (the fixture)
+from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401  (the fixture)
 from tests.component.harness import STORE, Harness, run, wait_until
 
 GiB = 2**30

@@ -14,7 +14,7 @@ import pytest
 from tcluster.agent.daemon import Agent
 from tcluster.agent.joinclient import join
 from tcluster.agent.joinstate import TLS_OPTIONS, load_joined
-from tcluster.agent.runtime.fake import FakeRuntime
+from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.identity.nodeauth import NodeAuth
 from tcluster.master.identity.users import add_user, bootstrap_admin

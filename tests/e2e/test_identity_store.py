@@ -11,8 +11,8 @@ import uuid
 import pytest
 
 from tcluster.security.tokens import parse_token
-from tests.component.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - a fixture
-from tests.e2e.procs import BIN
+from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - a fixture
+from testkit.procs import BIN
 
 pytestmark = [pytest.mark.e2e]
 

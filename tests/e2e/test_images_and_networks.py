@@ -32,7 +32,7 @@ from bench.dockerd import Dockerd, docker_missing
 from tcluster.agent.runtime.netns import node_namespaces
 from tcluster.agent.runtime.netplan import bridge_name
 from tcluster.agent.runtime.tasknet import TaskNetworks
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, sweep_node, tcl, tcl_json, wait_job
+from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, sweep_node, tcl, tcl_json, wait_job
 
 ROOT_WHY = cgroup_v1_usable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(ROOT_WHY is not None, reason=str(ROOT_WHY))]

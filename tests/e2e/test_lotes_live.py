@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.procs import BIN, Proc, tcl, tcl_json, wait_job
+from testkit.procs import BIN, Proc, tcl, tcl_json, wait_job
 
 pytestmark = pytest.mark.e2e
 CLASSES = """classes:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-from tests.e2e.procs import BIN, Proc
+from testkit.procs import BIN, Proc
 
 
 def _closed_port() -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.procs import BIN, Proc, tcl, tcl_json
+from testkit.procs import BIN, Proc, tcl, tcl_json
 
 pytestmark = pytest.mark.e2e
 QUEUES = "queues:\n  ads: {weight: 3, queues: {prod: {}, test: {}}}\n  dev: {}\n"

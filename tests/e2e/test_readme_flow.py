@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job
+from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}

@@ -20,7 +20,7 @@ import pytest
 
 from tcluster.agent.joinstate import TLS_OPTIONS
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups
+from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 WAIT_S = 60.0

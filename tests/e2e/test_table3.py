@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json
+from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 MiB = 2**20

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, node_subtrees, sweep_node
+from testkit.procs import BIN, Proc, cgroup_v1_usable, node_subtrees, sweep_node
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 QUEUES = "queues:\n  ads: {queues: {prod: {}, test: {}}}\n  eng: {queues: {ml: {max_job_weight: 3}}}\n"

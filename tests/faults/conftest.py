@@ -7,8 +7,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.e2e.procs import leaked_cgroups
-from tests.faults.cluster import STORES, Cluster, skip_reason
+from testkit.procs import leaked_cgroups
+from testkit.faultcluster import STORES, Cluster, skip_reason
 from tests.faults.disk import small_disk  # noqa: F401  (re-exported fixture)
 
 

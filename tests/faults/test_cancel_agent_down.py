@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from tests.faults.cluster import Cluster, task_cgroups, wait_for
+from testkit.faultcluster import Cluster, task_cgroups, wait_for
 from tests.faults.watch import Watch, check_consistent
 
 pytestmark = pytest.mark.system

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.faults.cluster import Cluster, split_key, task_cgroups, wait_for
+from testkit.faultcluster import Cluster, split_key, task_cgroups, wait_for
 from tests.faults.watch import Watch, check_consistent
 from tcluster.v1 import common_pb2, jobs_pb2
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.cluster import Cluster
+from testkit.faultcluster import Cluster
 
 pytestmark = pytest.mark.system
 MiB = 2**20

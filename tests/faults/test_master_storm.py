@@ -8,7 +8,7 @@ import threading
 import grpc
 import pytest
 
-from tests.faults.cluster import Cluster, wait_for
+from testkit.faultcluster import Cluster, wait_for
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
 pytestmark = pytest.mark.system

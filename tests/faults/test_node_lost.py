@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from tests.faults.cluster import Cluster, wait_for
+from testkit.faultcluster import Cluster, wait_for
 from tests.faults.watch import Watch, check_consistent
 
 pytestmark = pytest.mark.system

@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.faults.proxy import TcpProxy
+from testkit.proxy import TcpProxy
 
 QUIET_S = 0.4   # how long "nothing arrives" is watched for
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.faults.cluster import Cluster, split_key, task_cgroups, wait_for
+from testkit.faultcluster import Cluster, split_key, task_cgroups, wait_for
 from tests.faults.watch import Watch, check_consistent
 
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.faults.cluster import Cluster, wait_for
+from testkit.faultcluster import Cluster, wait_for
 from tests.faults.disk import SmallDisk
 
 # SQLite only: these scenarios fill or remount the filesystem under the master's data dir,

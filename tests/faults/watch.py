@@ -20,7 +20,7 @@ from typing import Callable, Iterable
 
 import grpc
 
-from tests.faults.cluster import COMPAT, split_key, task_cgroups
+from testkit.faultcluster import COMPAT, split_key, task_cgroups
 from tcluster.v1 import common_pb2, jobs_pb2, jobs_pb2_grpc
 
 TERMINAL = {common_pb2.TASK_SUCCEEDED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED, common_pb2.TASK_LOST}

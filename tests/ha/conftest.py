@@ -8,10 +8,10 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tests.e2e.procs import leaked_cgroups
-from tests.etcd_cluster import EtcdCluster, etcd_skip_reason
-from tests.faults.cluster import skip_reason
-from tests.ha.hacluster import HACluster
+from testkit.procs import leaked_cgroups
+from testkit.etcd_cluster import EtcdCluster, etcd_skip_reason
+from testkit.faultcluster import skip_reason
+from testkit.hacluster import HACluster
 
 MakeHA = Callable[..., HACluster]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from tests.ha.hacluster import LEADER_METADATA
+from testkit.hacluster import LEADER_METADATA
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
 

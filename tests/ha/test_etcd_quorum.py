@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from tests.faults.cluster import wait_for, wait_value
+from testkit.faultcluster import wait_for, wait_value
 from tests.ha.conftest import MakeHA
-from tests.ha.hacluster import HACluster, Timer
+from testkit.hacluster import HACluster, Timer
 
 pytestmark = pytest.mark.system
 CLEAR_ERROR = re.compile(r"etcd|store|leader|quorum|cannot write", re.IGNORECASE)

@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
-from tests.e2e.procs import BIN
-from tests.faults.cluster import split_key, task_cgroups, wait_for, wait_value
+from testkit.procs import BIN
+from testkit.faultcluster import split_key, task_cgroups, wait_for, wait_value
 from tests.faults.watch import JOB_TERMINAL, Watch, check_consistent
 from tests.ha.conftest import MakeHA
-from tests.ha.hacluster import HACluster, Timer
+from testkit.hacluster import HACluster, Timer
 from tests.ha.storm import Storm
 from tcluster.v1 import common_pb2, jobs_pb2
 

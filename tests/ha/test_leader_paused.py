@@ -10,11 +10,11 @@ import time
 import grpc
 import pytest
 
-from tests.e2e.procs import BIN
-from tests.faults.cluster import split_key, task_cgroups, wait_for, wait_value
+from testkit.procs import BIN
+from testkit.faultcluster import split_key, task_cgroups, wait_for, wait_value
 from tests.faults.watch import Watch, check_consistent
 from tests.ha.conftest import MakeHA
-from tests.ha.hacluster import HACluster, Timer, standby_answer
+from testkit.hacluster import HACluster, Timer, standby_answer
 from tcluster.v1 import common_pb2, jobs_pb2
 
 pytestmark = pytest.mark.system

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from tests.e2e.procs import BIN, Proc, tcl, tcl_json
-from tests.system.cgroups import group_dirs, leftovers, sweep_node
+from testkit.procs import BIN, Proc, tcl, tcl_json
+from testkit.cgroups import group_dirs, leftovers, sweep_node
 
 HEARTBEAT_S = 0.5
 

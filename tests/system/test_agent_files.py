@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.cgroups import SKIP_REASON
+from testkit.cgroups import SKIP_REASON
 from tests.system.cluster import cluster, submit, wait_state
 
 pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]

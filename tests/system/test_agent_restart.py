@@ -13,9 +13,9 @@ from typing import Iterator
 
 import pytest
 
-from tests.system.cgroups import SKIP_REASON, leftovers
+from testkit.cgroups import SKIP_REASON, leftovers
 from tests.system.cluster import cluster, start_agent, submit, task_key, task_pids, wait_state
-from tests.e2e.procs import tcl
+from testkit.procs import tcl
 
 pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}

@@ -22,8 +22,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from tests.e2e.procs import BIN, Proc, cgroup_v1_usable, tcl
-from tests.system.cgroups import leftovers, sweep_node
+from testkit.procs import BIN, Proc, cgroup_v1_usable, tcl
+from testkit.cgroups import leftovers, sweep_node
 from tests.system.cluster import node_name, wait_state
 
 SKIP = cgroup_v1_usable()

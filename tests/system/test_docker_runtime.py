@@ -22,7 +22,7 @@ from tcluster.agent.runtime.base import LaunchError, RuntimeSetupError, TaskSpec
 from tcluster.agent.runtime.detect import choose_mode
 from tcluster.agent.runtime.docker import DockerRuntime, docker_available
 from tcluster.agent.runtime.dockerspec import cgroup_roots
-from tests.system.cgroups import MI, SKIP_REASON, task, wait_exit
+from testkit.cgroups import MI, SKIP_REASON, task, wait_exit
 
 WHY = SKIP_REASON or docker_missing(cli=False) or ""
 pytestmark = [pytest.mark.system, pytest.mark.docker, pytest.mark.skipif(bool(WHY), reason=WHY)]

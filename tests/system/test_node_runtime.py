@@ -21,7 +21,7 @@ from tcluster.agent.runtime.base import LaunchError
 from tcluster.agent.runtime.netns import node_namespaces
 from tcluster.agent.runtime.netplan import bridge_name
 from tcluster.agent.runtime.node import NodeRuntime
-from tests.system.cgroups import SKIP_REASON, leftovers, make_runtime, task, wait_exit
+from testkit.cgroups import SKIP_REASON, leftovers, make_runtime, task, wait_exit
 
 WHY = SKIP_REASON or docker_missing(cli=False) or ""
 pytestmark = [pytest.mark.system, pytest.mark.docker, pytest.mark.skipif(bool(WHY), reason=WHY)]

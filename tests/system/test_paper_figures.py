@@ -20,8 +20,8 @@ import grpc
 import pytest
 
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
-from tests.e2e.procs import tcl
-from tests.system.cgroups import MODE, SKIP_REASON, alive, group_dirs, leftovers
+from testkit.procs import tcl
+from testkit.cgroups import MODE, SKIP_REASON, alive, group_dirs, leftovers
 from tests.system.cluster import (cluster, job, nodes, proc_cpu_seconds, submit, task_key, task_pids,
                                   wait_state)
 

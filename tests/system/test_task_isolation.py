@@ -17,7 +17,7 @@ import pytest
 
 from tcluster.agent.runtime.cgroup1 import Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
-from tests.system.cgroups import HOST, MI, SKIP_REASON, leftovers, task, wait_exit
+from testkit.cgroups import HOST, MI, SKIP_REASON, leftovers, task, wait_exit
 
 pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 Runtime = Cgroup1Runtime | Cgroup2Runtime

@@ -9,7 +9,8 @@ import grpc
 import pytest
 
 from tcluster.cli.client import check_master_list, explain_rpc_error, is_unreachable
-from tcluster.cli.leader import LeaderFinder, NoLeaderError, forget_leaders
+from tcluster.cli import leader
+from tcluster.cli.leader import LeaderFinder, NoLeaderError
 from tcluster.cli.main import build_parser, main
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import parse_addresses, standby_hint
@@ -64,9 +65,10 @@ class FakeCluster:
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> Iterator[None]:
-    forget_leaders()
+    """Each test starts from the master lists alone, with no leader remembered from another."""
+    leader._last_leader.clear()
     yield
-    forget_leaders()
+    leader._last_leader.clear()
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -11,7 +11,16 @@ from tcluster.constraints import Constraint, parse_constraint
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
 from tcluster.scheduler.matching import EligibleCache, first_unmatched, match_mask
-from tcluster.scheduler.nodestate import NodeMatrix, pack_bits, unpack_bits
+from tcluster.scheduler.nodestate import NodeMatrix, unpack_bits
+
+
+
+def pack_bits(mask: np.ndarray) -> np.ndarray:
+    """bool (n,) -> uint64 words, bit i of the vector at word i // 64, bit i % 64: the layout
+    the node matrix keeps its label masks in, written out here to check unpack_bits against."""
+    padded = np.zeros(((len(mask) + 63) // 64) * 64, dtype=bool)
+    padded[: len(mask)] = mask
+    return np.packbits(padded, bitorder="little").view(np.uint64)
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -186,7 +186,7 @@ def test_a_silent_node_goes_down_then_its_tasks_are_lost_then_retried() -> None:
     assert w.task().state is TaskState.RUNNING
     w.do(Tick(), at=31)
     assert (w.task().state, w.task().failures) == (TaskState.PENDING, 1) and "unreachable" in w.task().reason
-    assert not w.state.has_schedulable_nodes() or "n1" not in w.state.by_node
+    assert not w.state.matrix.view().schedulable.any() or "n1" not in w.state.by_node
 
 
 def test_nodes_loaded_at_start_are_down_and_their_clock_starts_then() -> None:
@@ -194,7 +194,7 @@ def test_nodes_loaded_at_start_are_down_and_their_clock_starts_then() -> None:
     task = Task(J, 0, TaskState.RUNNING, "n1", 1)
     node = Node("n1", Resources(4, 2**33), state=NodeState.READY)
     w = World([job], [task], [node])
-    assert w.state.nodes["n1"].state is NodeState.DOWN and not w.state.has_schedulable_nodes()
+    assert w.state.nodes["n1"].state is NodeState.DOWN and not w.state.matrix.view().schedulable.any()
     w.do(Tick(), at=29)
     assert w.task().state is TaskState.RUNNING
     w.do(Tick(), at=31)
@@ -285,12 +285,12 @@ def test_finished_jobs_in_memory_are_bounded_by_their_tasks_too() -> None:
 def test_a_join_looks_only_at_its_own_nodes_kill_intents() -> None:
     w = running_world()
     w.do(Cancel(J))
-    intent = w.state.kill_wanted(T, 1)
+    intent = w.state.kills.get((T, 1))
     assert intent is not None and intent.node == "n1"
     w.join("n2")   # another node: the intent on n1 stays, and the index says where it is
     assert w.state.kills_on("n1") == [((T, 1), intent)] and w.state.kills_on("n2") == []
     w.join("n1")   # n1 no longer runs the task: its intent is settled and leaves the index
-    assert w.state.kill_wanted(T, 1) is None and w.state.kills_on("n1") == []
+    assert w.state.kills.get((T, 1)) is None and w.state.kills_on("n1") == []
 
 
 def test_the_tick_finds_silent_nodes_from_the_oldest_and_stops_at_a_recent_one() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tcluster.agent.runtime.base import LaunchError, RawUsage, RuntimeSetupError, TaskSpec
-from tcluster.agent.runtime.fake import FakeRuntime
+from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.runtime.node import NodeRuntime
 from tcluster.resources import Resources
 

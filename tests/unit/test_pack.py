@@ -12,7 +12,8 @@ import pytest
 from tcluster.cli.main import main
 from tcluster.pack.generate import cluster, workload
 from tcluster.pack.metrics import compaction, compaction_trial, hole_filling, inflate, inflation, utilization
-from tcluster.pack.schedule import Machine, PackJob, Packer
+from tcluster.pack.schedule import PackJob, Packer
+from tcluster.scheduler.views import NodeSpec
 from tcluster.pack.study import Settings, study
 from tcluster.resources import Resources
 
@@ -20,7 +21,7 @@ GiB = 2**30
 
 
 @pytest.fixture(scope="module")
-def small() -> tuple[list[Machine], list[PackJob]]:
+def small() -> tuple[list[NodeSpec], list[PackJob]]:
     return cluster(60, seed=3), workload(60, 0.5, seed=3)
 
 
@@ -67,14 +68,14 @@ def test_compaction_returns_a_feasible_size_and_terminates_for_mu_one(small) -> 
 
 
 def test_compaction_of_identical_machines_is_the_bin_count() -> None:
-    machines = [Machine(f"m{i:02d}", Resources(4, 4 * GiB)) for i in range(20)]
+    machines = [NodeSpec(f"m{i:02d}", Resources(4, 4 * GiB)) for i in range(20)]
     jobs = [PackJob("a", 30, Resources(1, 1 * GiB))]   # 4 per machine: 8 machines
     result = compaction(machines, jobs, "first-fit", "arrival", 0.0, trials=11)
     assert result.sizes == (8,) * 11 and result.p90 == pytest.approx(0.4)
 
 
 def test_the_expansion_step_lets_an_overfull_workload_be_measured() -> None:
-    machines = [Machine(f"m{i}", Resources(4, 4 * GiB)) for i in range(4)]
+    machines = [NodeSpec(f"m{i}", Resources(4, 4 * GiB)) for i in range(4)]
     jobs = [PackJob("a", 24, Resources(1, 1 * GiB))]   # needs 6 machines of 4
     result = compaction(machines, jobs, "first-fit", "arrival", 0.0, trials=3)
     assert result.expanded == 1 and result.p90 == pytest.approx(1.5)

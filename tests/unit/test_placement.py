@@ -12,8 +12,7 @@ from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import PLACEMENT_POLICIES, make_placement
-from tcluster.scheduler.placement_reference import reference_choose
-from tcluster.scheduler.views import NodeView
+from testkit.placement_reference import NodeView, place, reference_choose
 
 MiB = 2**20
 # TCluster, Table 1 (free after reserving 0.2 CPU per server) and Table 2.
@@ -61,7 +60,7 @@ def test_each_policy_picks_its_node(policy: str, expected: str) -> None:
              NodeView("b", Resources(8, 8 * MiB), Resources(2, 2 * MiB)),
              NodeView("c", Resources(8, 8 * MiB), Resources(8, 8 * MiB)),
              NodeView("d", Resources(8, 8 * MiB), Resources(1, 8 * MiB))]
-    assert make_placement(policy).place(Resources(2, 2 * MiB), nodes, random.Random(0)) == expected
+    assert place(make_placement(policy), Resources(2, 2 * MiB), nodes, random.Random(0)) == expected
 
 
 def test_ties_go_to_the_first_name_and_down_nodes_are_skipped() -> None:

@@ -14,7 +14,8 @@ from tcluster.constraints import parse_constraint
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.reasons import never_fits_reason, unplaceable_reason
 from tcluster.scheduler.reservations import LargestFree, largest_free
-from tcluster.scheduler.views import JobView, NodeView
+from tcluster.scheduler.views import JobView
+from testkit.placement_reference import NodeView, place
 
 GiB = 2**30
 
@@ -39,8 +40,8 @@ def test_fifo_orders_by_submit_time_and_skips_without_blocking() -> None:
 
 def test_first_fit_takes_the_first_node_in_order() -> None:
     nodes = [_node("n1", 1, 1), _node("n2", 4, 8), _node("n3", 8, 8)]
-    assert FirstFit().place(Resources(2, GiB), nodes, random.Random(0)) == "n2"
-    assert FirstFit().place(Resources(16, GiB), nodes, random.Random(0)) is None
+    assert place(FirstFit(), Resources(2, GiB), nodes, random.Random(0)) == "n2"
+    assert place(FirstFit(), Resources(16, GiB), nodes, random.Random(0)) is None
 
 
 def test_reasons_name_the_resource_and_the_largest_node() -> None:

@@ -2,7 +2,7 @@
 ports chosen up front (each advertises its own, all with the same --store and
 --store-prefix), agents started with `--master a,b,c`, and `tcl --master a,b,c`.
 
-`HACluster` is a `tests.faults.cluster.Cluster` whose `address` is the master list, so
+`HACluster` is a `testkit.faultcluster.Cluster` whose `address` is the master list, so
 `tcl()`, `submit()`, `status()`, `start_agent()`, `wait_*()` and the teardown sweep work
 unchanged; the gRPC stub (`jobs`) and the `Watch` go to the current leader's address.
 
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import grpc
 
-from tests.e2e.procs import BIN, STOP_WAIT_S, Proc
-from tests.etcd_cluster import EtcdCluster, EtcdStore, free_ports, unique_prefix
-from tests.faults.cluster import Cluster, leads, wait_for
+from testkit.procs import BIN, STOP_WAIT_S, Proc
+from testkit.etcd_cluster import EtcdCluster, EtcdStore, free_ports, unique_prefix
+from testkit.faultcluster import Cluster, leads, wait_for
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
 LEADER_METADATA = "tcl-leader"

@@ -19,7 +19,7 @@ SIGUSR1 writes what was timed since the last SIGUSR1 to the --stats file (JSON, 
 whole then renamed) and starts afresh. SIGUSR2 starts/stops cProfile (main thread only)
 when --cprofile FILE is given; the profile is written when it stops.
 
-    python -m tcluster.loadgen.probe --stats /tmp/s.json -- --listen 127.0.0.1:0 ...
+    python -m testkit.loadgen.probe --stats /tmp/s.json -- --listen 127.0.0.1:0 ...
 """
 
 from __future__ import annotations

@@ -1,13 +1,17 @@
 """Plain-Python loop versions of the placement policies: the same decisions, one node
 at a time. They are the executable specification the vectorized policies are tested
-against, and the baseline `bench/placement.py` compares with."""
+against, and the baseline `bench/placement.py` compares with. `place` runs a real
+policy over a short list of plain NodeViews, for tests that name their nodes."""
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from tcluster.scheduler.placement import EPSILON
+from tcluster.resources import Resources
+from tcluster.scheduler.nodestate import NodeMatrix
+from tcluster.scheduler.placement import EPSILON, PlacementPolicy
 
 Row = Sequence[float]
 
@@ -59,3 +63,23 @@ def reference_choose(policy: str, request: Row, free: Sequence[Row], scale: Row,
             return total
         return _best(rows, alignment, lowest=False)
     raise ValueError(f"no reference for {policy!r}")
+
+
+@dataclass(frozen=True)
+class NodeView:
+    name: str
+    capacity: Resources
+    free: Resources
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+def place(policy: PlacementPolicy, request: Resources, nodes: Sequence[NodeView], rng: random.Random) -> str | None:
+    """The policy's decision over a list of node views, through a matrix built from them."""
+    matrix = NodeMatrix()
+    for node in nodes:
+        matrix.upsert(node.name, node.capacity, dict(node.labels))
+        matrix.allocate(node.name, node.capacity - node.free)
+    view = matrix.view()
+    vector = view.request_vector(request)
+    row = None if vector is None else policy.choose(vector, view, None, rng)
+    return None if row is None else matrix.names[row]

@@ -1,5 +1,5 @@
 """A real `tcl-master` process for the harness: started (plain, or through
-`tcluster.loadgen.probe` for round and step timings), watched through /proc, profiled
+`testkit.loadgen.probe` for round and step timings), watched through /proc, profiled
 with py-spy, stopped by its pid."""
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from tcluster.loadgen.procstat import cpu_seconds, rss_bytes, thread_cpu_seconds
+from testkit.loadgen.procstat import cpu_seconds, rss_bytes, thread_cpu_seconds
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]   # testkit/ is not installed: the probe is run from the checkout
 
 
 class MasterProc:
@@ -31,14 +32,15 @@ class MasterProc:
                 *(["--store", store] if store else []), *(["--store-prefix", store_prefix] if store_prefix else []),
                 *(["--store-max-txn-ops", str(max_txn_ops)] if max_txn_ops else []), *(extra or [])]
         if probe:
-            cmd = [sys.executable, "-m", "tcluster.loadgen.probe", "--stats", self.stats_path,
+            cmd = [sys.executable, "-m", "testkit.loadgen.probe", "--stats", self.stats_path,
                    "--cprofile", str(log.with_suffix(".cprofile")), "--", *args]
         else:
             cmd = [str(BIN / "tcl-master"), *args]
         self.probe = probe
         self._log = open(log, "wb")
         self.started = time.monotonic()
-        self.popen = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        self.popen = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         self.port = 0
         self._stats_seq = 0
 
@@ -99,9 +101,6 @@ class MasterProc:
             time.sleep(0.02)
         return None
 
-    def toggle_cprofile(self) -> None:
-        os.kill(self.pid, signal.SIGUSR2)
-
     def pyspy(self, seconds: float, out: Path, rate: int = 100) -> subprocess.Popen[bytes] | None:
         """py-spy record (collapsed stacks, GIL-holding and idle samples apart) in the
         background; None if py-spy is not installed."""
@@ -124,39 +123,42 @@ class MasterProc:
         return self.popen.returncode
 
 
-def collapsed_top(path: Path, limit: int = 25) -> tuple[int, list[tuple[str, int, int]]]:
-    """From py-spy's raw (collapsed) output: total samples, and per function
-    (self samples, inclusive samples), by inclusive."""
-    total = 0
-    own: dict[str, int] = {}
-    incl: dict[str, int] = {}
+def _stacks(path: Path) -> list[tuple[list[str], int]]:
+    """py-spy's raw (collapsed) output as (frames from the root, samples); [] if it was not written."""
     try:
         lines = path.read_text().splitlines()
     except OSError:
-        return 0, []
+        return []
+    stacks = []
     for line in lines:
         stack, _, count_text = line.rpartition(" ")
-        if not count_text.isdigit():
-            continue
-        count = int(count_text)
-        total += count
-        frames = [_short(f) for f in stack.split(";") if f]
-        if frames:
-            own[frames[-1]] = own.get(frames[-1], 0) + count
-        for frame in set(frames):
+        if count_text.isdigit():
+            stacks.append(([f for f in stack.split(";") if f], int(count_text)))
+    return stacks
+
+
+def collapsed_top(path: Path, limit: int = 25) -> tuple[int, list[tuple[str, int, int]]]:
+    """Total samples, and per function (self samples, inclusive samples), by inclusive."""
+    stacks = _stacks(path)
+    own: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    for frames, count in stacks:
+        short = [_short(f) for f in frames]
+        if short:
+            own[short[-1]] = own.get(short[-1], 0) + count
+        for frame in set(short):
             incl[frame] = incl.get(frame, 0) + count
     ranked = sorted(incl, key=lambda f: -incl[f])[:limit]
-    return total, [(f, own.get(f, 0), incl[f]) for f in ranked]
+    return sum(count for _, count in stacks), [(f, own.get(f, 0), incl[f]) for f in ranked]
 
 
 def collapsed_self(path: Path, limit: int = 25) -> tuple[int, list[tuple[str, int]]]:
     total, _ = collapsed_top(path, 0)
     own: dict[str, int] = {}
-    for line in path.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if count_text.isdigit() and stack:
-            leaf = _short(stack.split(";")[-1])
-            own[leaf] = own.get(leaf, 0) + int(count_text)
+    for frames, count in _stacks(path):
+        if frames:
+            leaf = _short(frames[-1])
+            own[leaf] = own.get(leaf, 0) + count
     return total, sorted(own.items(), key=lambda kv: -kv[1])[:limit]
 
 
@@ -173,17 +175,17 @@ def _short(frame: str) -> str:
 
 # Where a py-spy stack's time goes, by the first of these met from the leaf up.
 CATEGORIES = [
-    ("etcd store: commit (records, txn ops, mirror apply)", r"master/etcdstore\.py"),
-    ("etcd mirror: watch events, listeners", r"master/etcdmirror\.py"),
-    ("etcd client calls (etcdkv: txn, watch, keepalive)", r"master/etcdkv\.py"),
-    ("etcd leadership (lease, fence)", r"master/leadership\.py"),
+    ("etcd store: commit (records, txn ops, mirror apply)", r"master/store/etcd\.py"),
+    ("etcd mirror: watch events, listeners", r"master/store/etcdmirror\.py"),
+    ("etcd client calls (etcdkv: txn, watch, keepalive)", r"master/store/etcdkv\.py"),
+    ("etcd leadership (lease, fence)", r"master/store/leadership\.py"),
     ("SQLite write (Store.apply: the fsync'd transaction)", r"Store\.apply|Store\._write"),
     ("scheduling round (schedule_round)", r"schedule_round \(scheduler"),
     ("rest of schedule_once (Place step)", r"MasterService\.schedule_once"),
     ("pb -> domain (inbound_from_pb, usage/resources_from_pb)",
      r"inbound_from_pb|usage_from_pb|resources_from_pb|report_from_pb"),
     ("domain -> pb (outbound_to_pb, job_to_pb)", r"outbound_to_pb|job_to_pb|spec_to_pb"),
-    ("transitions.handle (Draft, _beat, _reports, ...)", r"handle \(master/transitions"),
+    ("transitions.handle (Draft, _beat, _reports, ...)", r"handle \(master/core/transitions"),
     ("MasterState.apply", r"MasterState\.apply"),
     ("MasterService._send (links, queues)", r"MasterService\._send"),
     ("Tick", r"MasterService\.tick"),
@@ -199,22 +201,9 @@ CATEGORIES = [
 
 def categorize(path: Path) -> tuple[int, list[tuple[str, int]]]:
     counts: dict[str, int] = {}
-    total = 0
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return 0, []
-    for line in lines:
-        stack, _, count_text = line.rpartition(" ")
-        if not count_text.isdigit():
-            continue
-        count = int(count_text)
-        total += count
-        name = "other"
-        for frame in reversed(stack.split(";")):
-            hit = next((n for n, pattern in CATEGORIES if re.search(pattern, frame)), None)
-            if hit:
-                name = hit
-                break
+    stacks = _stacks(path)
+    for frames, count in stacks:
+        name = next((hit for frame in reversed(frames)
+                     for hit, pattern in CATEGORIES if re.search(pattern, frame)), "other")
         counts[name] = counts.get(name, 0) + count
-    return total, sorted(counts.items(), key=lambda kv: -kv[1])
+    return sum(count for _, count in stacks), sorted(counts.items(), key=lambda kv: -kv[1])

@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
-from tcluster.loadgen.agents import Fleet, FleetStats, merge
-from tcluster.loadgen.procstat import cpu_seconds
+from testkit.loadgen.agents import Fleet, FleetStats, merge
+from testkit.loadgen.procstat import cpu_seconds
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,11 @@
 """One real etcd member on 127.0.0.1 for the tests that need a store and nothing more:
 free ports, a data dir of its own, stopped by its pid at the end. The fault suite's
-3-member cluster is tests/etcd_cluster.py; this stays independent of it."""
+3-member cluster is testkit/etcd_cluster.py; this stays independent of it."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -15,7 +14,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.etcd_tls import EtcdCerts, make_etcd_certs
+from testkit.etcd_cluster import free_ports
+from testkit.etcd_tls import EtcdCerts, make_etcd_certs
 
 ETCD = Path("/usr/bin/etcd")
 START_TIMEOUT_S = 20.0
@@ -31,17 +31,6 @@ class SingleEtcd:
     @property
     def url(self) -> str:
         return f"etcd://{self.endpoint}" + (self.certs.query() if self.certs else "")
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path, certs: EtcdCerts | None = None) -> None:
@@ -66,7 +55,7 @@ def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path, certs:
 
 def start_single_etcd(directory: Path, certs: EtcdCerts | None = None) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
     """With certs: clients speak TLS and must show a certificate signed by certs.ca."""
-    client, peer = _free_ports(2)
+    client, peer = free_ports(2)
     log = directory / "etcd.log"
     scheme = "https" if certs else "http"
     args = [str(ETCD), "--name", "solo", "--data-dir", str(directory / "data"),

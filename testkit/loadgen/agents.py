@@ -32,18 +32,11 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from tcluster.bounds import MAX_MESSAGE_BYTES
+from tcluster.bounds import GRPC_OPTIONS
 from tcluster.v1 import agent_pb2, common_pb2
 
 CONNECT = "/tcluster.v1.AgentService/Connect"
-GRPC_OPTIONS = [
-    ("grpc.keepalive_time_ms", 10_000),
-    ("grpc.keepalive_timeout_ms", 5_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.use_local_subchannel_pool", 1),     # one connection per channel object, not shared
-]
+CHANNEL_OPTIONS = [*GRPC_OPTIONS, ("grpc.use_local_subchannel_pool", 1)]   # one connection per channel object
 EPS = 1e-9
 TASK_RUNNING, TASK_SUCCEEDED, TASK_FAILED, TASK_KILLED = (
     common_pb2.TASK_RUNNING, common_pb2.TASK_SUCCEEDED, common_pb2.TASK_FAILED, common_pb2.TASK_KILLED)
@@ -344,7 +337,7 @@ class Fleet:
         not register in one instant either), then heartbeats."""
         self.loop = asyncio.get_running_loop()
         channels_needed = math.ceil(len(self.names) / self.streams_per_channel)
-        self.channels = [grpc.aio.insecure_channel(self.address, options=GRPC_OPTIONS + [("grpc.channel_id", i)])
+        self.channels = [grpc.aio.insecure_channel(self.address, options=[*CHANNEL_OPTIONS, ("grpc.channel_id", i)])
                          for i in range(channels_needed)]
         started = time.monotonic()
         for i, name in enumerate(self.names):

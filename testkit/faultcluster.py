@@ -31,9 +31,9 @@ from typing import Callable, TypeVar
 
 import grpc
 
-from tests.e2e.procs import BIN, Proc, leaked_cgroups, node_subtrees, sweep_node
-from tests.etcd_cluster import EtcdStore, free_ports
-from tests.faults.proxy import TcpProxy
+from testkit.procs import BIN, Proc, leaked_cgroups, node_subtrees, sweep_node
+from testkit.etcd_cluster import EtcdStore, free_ports
+from testkit.proxy import TcpProxy
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
 T = TypeVar("T")
@@ -52,7 +52,7 @@ def node_name(tag: str) -> str:
 
 def skip_reason() -> str | None:
     """Runs wherever the agent's cgroup backend works: v1 on the host, v2 in the VM guest."""
-    from tests.system.cgroups import SKIP_REASON
+    from testkit.cgroups import SKIP_REASON
     return SKIP_REASON or None
 
 
