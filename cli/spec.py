@@ -31,7 +31,7 @@ def submission_spec(args: argparse.Namespace) -> JobSpec:
     try:
         job_file = load_job_file(args.file) if args.file else JobFile()
         spec = merge_spec(args, job_file)
-        spec.validate()
+        spec.validate()     # the master's own check, run early for a message before any RPC
         return spec
     except InvalidArgument as exc:
         raise _with_size_hint(exc) from None

@@ -92,7 +92,7 @@ def handle(state: MasterState, event: Event, now: Now) -> Step:
 # ---- jobs ----
 
 def _submit(d: Draft, ev: Submit) -> None:
-    ev.spec.validate()
+    # The spec was validated once, at the edge (MasterService.submit): trusted here.
     # Usually the first node holds it: the reason (a pass over every node) only when none does.
     if not any(ev.spec.resources.fits_in(n.capacity) for n in d.state.nodes.values()):
         reason = never_fits_reason(ev.spec.resources, [(n.name, n.capacity) for n in d.state.nodes.values()])
