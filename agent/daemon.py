@@ -26,6 +26,7 @@ from tcluster.agent.tasks import TaskManager, state_dir_path
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_MESSAGE_BYTES
 from tcluster.leaders import parse_addresses, standby_hint
 from tcluster.model import DOCKER_LABEL, NETNS_LABEL
+from tcluster.wire import launch_from_pb
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -178,9 +179,10 @@ class Agent:
             if kind == "registered":
                 self._on_registered(message.registered)
             elif kind == "launch":
-                if message.launch.HasField("lotes_class"):
-                    self.classes[message.launch.task_id] = message.launch.lotes_class
-                self.tasks.launch(codec.launch_from_pb(message.launch))
+                launch = launch_from_pb(message.launch)
+                if launch.lotes_class is not None:
+                    self.classes[launch.task_id] = launch.lotes_class
+                self.tasks.launch(launch)
             elif kind == "bin_target":
                 self._on_bin_target(message.bin_target)
             elif kind == "kill":

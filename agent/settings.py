@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tcluster.agent.requests import parse_uid_ranges
+from tcluster.agent.runas import parse_uid_ranges
 from tcluster.agent.runtime.base import DEFAULT_PIDS_MAX
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import join_addresses, parse_addresses

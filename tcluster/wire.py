@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from tcluster.launch import Launch
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.queuestats import QueueRow
-from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.v1 import agent_pb2, common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
     TaskState.PENDING: common_pb2.TASK_PENDING,
@@ -185,3 +186,17 @@ def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:
         allocated=resources_to_pb(row.allocated), running_tasks=row.running_tasks,
         pending_tasks=row.pending_tasks, running_jobs=row.running_jobs, pending_jobs=row.pending_jobs,
     )
+
+
+def launch_to_pb(launch: Launch) -> agent_pb2.LaunchTask:
+    assert launch.spec is not None, "a launch sent to an agent carries its spec"
+    msg = agent_pb2.LaunchTask(task_id=launch.task_id, attempt=launch.attempt, job_id=launch.job_id,
+                               index=launch.index, spec=spec_to_pb(launch.spec))
+    if launch.lotes_class is not None:
+        msg.lotes_class = launch.lotes_class
+    return msg
+
+
+def launch_from_pb(msg: agent_pb2.LaunchTask) -> Launch:
+    return Launch(task_id=msg.task_id, attempt=msg.attempt, job_id=msg.job_id, index=msg.index,
+                  spec=spec_from_pb(msg.spec), lotes_class=msg.lotes_class if msg.HasField("lotes_class") else None)

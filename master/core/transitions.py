@@ -136,8 +136,8 @@ def _place(d: Draft, ev: Place) -> None:
         started = replace(task, state=TaskState.STARTING, node=node, attempt=task.attempt + 1,
                           reason=task.reason if task.failures else "")
         d.put(started)
-        d.step.actions.append(Launch(node, task_id, task.job_id, task.index, started.attempt,
-                                     d.job(task.job_id).spec))
+        d.step.actions.append(Launch(task_id, started.attempt, task.job_id, task.index,
+                                     d.job(task.job_id).spec, node=node))
 
 
 # ---- agents ----
