@@ -9,6 +9,7 @@ from tcluster.launch import Launch
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.queuestats import QueueRow
+from tcluster.specfields import SPEC_FIELDS, Kind
 from tcluster.v1 import agent_pb2, common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -100,29 +101,34 @@ def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
 
 
 def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
-    return jobs_pb2.JobSpec(
-        name=spec.name, queue=spec.queue, tasks=spec.tasks,
-        resources=resources_to_pb(spec.resources), command=list(spec.command),
-        env=dict(spec.env), user=spec.user, workdir=spec.workdir, labels=dict(spec.labels),
-        constraints=list(spec.constraints), cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
-        weight=spec.weight, retries=spec.retries, log_max_bytes=spec.log_max_bytes, image=spec.image,
-        network=spec.network, net_limit=spec.net_limit, owner=spec.owner,
-        request_id=spec.request_id,
-    )
+    values: dict[str, Any] = {}
+    for entry in SPEC_FIELDS:
+        value = getattr(spec, entry.name)
+        if entry.kind is Kind.RESOURCES:
+            value = resources_to_pb(value)
+        elif entry.kind is Kind.PAIRS:
+            value = dict(value)
+        elif entry.kind.is_sequence:
+            value = list(value)
+        values[entry.proto] = value
+    return jobs_pb2.JobSpec(**values)
 
 
 def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
     """Unset fields take the domain defaults; validation is the caller's job."""
-    return JobSpec(
-        command=tuple(msg.command), resources=resources_from_pb(msg.resources),
-        name=msg.name, queue=msg.queue or "default", tasks=msg.tasks or 1,
-        env=tuple(sorted(msg.env.items())), user=msg.user, workdir=msg.workdir,
-        labels=tuple(sorted(msg.labels.items())), constraints=tuple(msg.constraints),
-        cpu_limit=msg.cpu_limit, swap=msg.swap, pids_max=msg.pids_max,
-        weight=msg.weight or 1.0,   # 0 is proto3 for unset
-        retries=msg.retries, log_max_bytes=msg.log_max_bytes, image=msg.image, network=msg.network,
-        net_limit=msg.net_limit, owner=msg.owner, request_id=msg.request_id,
-    )
+    values: dict[str, Any] = {}
+    for entry in SPEC_FIELDS:
+        value = getattr(msg, entry.proto)
+        if entry.kind is Kind.RESOURCES:
+            value = resources_from_pb(value)
+        elif entry.kind is Kind.PAIRS:
+            value = tuple(sorted(value.items()))
+        elif entry.kind.is_sequence:
+            value = tuple(value)
+        elif not value:
+            continue         # proto3's zero is "unset": the domain default (queue "default", weight 1)
+        values[entry.name] = value
+    return JobSpec(**values)
 
 
 def task_to_pb(t: Task) -> jobs_pb2.Task:
