@@ -26,8 +26,8 @@ from tcluster.agent.tasks import TaskManager, state_dir_path
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_MESSAGE_BYTES
 from tcluster.leaders import parse_addresses, standby_hint
 from tcluster.model import DOCKER_LABEL, NETNS_LABEL
-from tcluster.wire import launch_from_pb
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
+from tcluster.wire import launch_from_pb
 
 log = logging.getLogger(__name__)
 GRPC_OPTIONS = [

@@ -12,7 +12,7 @@ from typing import Any
 
 from tcluster.model import JobSpec, TaskUsage
 from tcluster.resources import Resources
-from tcluster.specfields import BY_NAME, Kind
+from tcluster.specfields import BY_NAME, Carrier
 
 
 def resources_to_dict(r: Resources) -> dict[str, float]:
@@ -29,14 +29,7 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         value, entry = getattr(spec, f.name), BY_NAME[f.name]
         if entry.stored_when_set and value == f.default:
             continue
-        kind = entry.kind
-        if kind is Kind.RESOURCES:
-            value = resources_to_dict(value)
-        elif kind is Kind.PAIRS:
-            value = [list(pair) for pair in value]
-        elif kind.is_sequence:
-            value = list(value)
-        out[f.name] = value
+        out[f.name] = _TO_DICT.carry(entry.kind, value)
     return out
 
 
@@ -45,17 +38,12 @@ def spec_from_dict(data: dict[str, Any]) -> JobSpec:
     unknown = set(data) - set(BY_NAME)
     if unknown:
         raise ValueError(f"unknown job spec fields: {', '.join(sorted(unknown))}")
-    values: dict[str, Any] = {}
-    for name, value in data.items():
-        kind = BY_NAME[name].kind
-        if kind is Kind.RESOURCES:
-            value = resources_from_dict(value)
-        elif kind is Kind.PAIRS:
-            value = tuple((str(k), str(v)) for k, v in value)
-        elif kind.is_sequence:
-            value = tuple(str(v) for v in value)
-        values[name] = value
-    return JobSpec(**values)
+    return JobSpec(**{name: _FROM_DICT.carry(BY_NAME[name].kind, value) for name, value in data.items()})
+
+
+_TO_DICT = Carrier(resources=resources_to_dict, pairs=lambda pairs: [list(pair) for pair in pairs], sequence=list)
+_FROM_DICT = Carrier(resources=resources_from_dict, pairs=lambda pairs: tuple((str(k), str(v)) for k, v in pairs),
+                     sequence=lambda items: tuple(str(item) for item in items))
 
 
 def spec_to_json(spec: JobSpec) -> str:

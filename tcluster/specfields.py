@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any, Callable
 
 
 class Kind(Enum):
@@ -34,6 +35,26 @@ class Kind(Enum):
     def is_sequence(self) -> bool:
         return self in (Kind.LIST, Kind.ARGV)
 
+    @property
+    def is_scalar(self) -> bool:
+        return not self.is_sequence and self not in (Kind.PAIRS, Kind.RESOURCES)
+
+
+@dataclass(frozen=True)
+class Carrier:
+    """How one form of a spec (the store's dict, protobuf, JSON) holds each shape of value;
+    scalars go as they are."""
+    resources: Callable[[Any], Any]
+    pairs: Callable[[Any], Any]
+    sequence: Callable[[Any], Any]
+
+    def carry(self, kind: Kind, value: Any) -> Any:
+        if kind is Kind.RESOURCES:
+            return self.resources(value)
+        if kind is Kind.PAIRS:
+            return self.pairs(value)
+        return self.sequence(value) if kind.is_sequence else value
+
 
 @dataclass(frozen=True)
 class SpecField:
@@ -46,8 +67,9 @@ class SpecField:
     metavar: str | None = None
     help: str = ""
     choices: tuple[str, ...] = ()
-    # Fields added since the first release whose records an older master must still read
-    # (it refuses unknown fields): written to the store only when set.
+    # Written to the store only when set: an older master (a rolling upgrade of HA masters,
+    # or a rollback) refuses unknown fields, and most specs never use a new one. Set it on
+    # every field added from now on.
     stored_when_set: bool = False
 
     @property

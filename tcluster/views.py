@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from tcluster.model import Job, Node, Task
 from tcluster.resources import Resources
-from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
+from tcluster.specfields import SPEC_FIELDS, Carrier, Kind, SpecField
 from tcluster.v1 import common_pb2, jobs_pb2
 from tcluster.wire import resources_from_pb, usage_to_pb
 
@@ -101,14 +101,11 @@ def task_json(task: Task, lotes_class: int | None = None) -> JsonDict:
     }
 
 
+_JSON = Carrier(resources=resources_json, pairs=lambda pairs: dict(sorted(pairs)), sequence=list)
+
+
 def spec_value_json(entry: SpecField, value: Any) -> Any:
-    if entry.kind is Kind.RESOURCES:
-        return resources_json(value)
-    if entry.kind is Kind.PAIRS:
-        return dict(sorted(value))
-    if entry.kind.is_sequence:
-        return list(value)
-    return float(value) if entry.kind in _FLOAT_KINDS else value
+    return float(value) if entry.kind in _FLOAT_KINDS else _JSON.carry(entry.kind, value)
 
 
 def job_json(job: Job, tasks: list[JsonDict], dominant_share: float = 0.0) -> JsonDict:

@@ -9,7 +9,7 @@ from tcluster.launch import Launch
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.queuestats import QueueRow
-from tcluster.specfields import SPEC_FIELDS, Kind
+from tcluster.specfields import SPEC_FIELDS, Carrier
 from tcluster.v1 import agent_pb2, common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -100,35 +100,20 @@ def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
     return usage
 
 
+_TO_PB = Carrier(resources=resources_to_pb, pairs=dict, sequence=list)
+_FROM_PB = Carrier(resources=resources_from_pb, pairs=lambda pairs: tuple(sorted(pairs.items())), sequence=tuple)
+
+
 def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
-    values: dict[str, Any] = {}
-    for entry in SPEC_FIELDS:
-        value = getattr(spec, entry.name)
-        if entry.kind is Kind.RESOURCES:
-            value = resources_to_pb(value)
-        elif entry.kind is Kind.PAIRS:
-            value = dict(value)
-        elif entry.kind.is_sequence:
-            value = list(value)
-        values[entry.proto] = value
-    return jobs_pb2.JobSpec(**values)
+    return jobs_pb2.JobSpec(**{entry.proto: _TO_PB.carry(entry.kind, getattr(spec, entry.name)) for entry in SPEC_FIELDS})
 
 
 def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
     """Unset fields take the domain defaults; validation is the caller's job."""
-    values: dict[str, Any] = {}
-    for entry in SPEC_FIELDS:
-        value = getattr(msg, entry.proto)
-        if entry.kind is Kind.RESOURCES:
-            value = resources_from_pb(value)
-        elif entry.kind is Kind.PAIRS:
-            value = tuple(sorted(value.items()))
-        elif entry.kind.is_sequence:
-            value = tuple(value)
-        elif not value:
-            continue         # proto3's zero is "unset": the domain default (queue "default", weight 1)
-        values[entry.name] = value
-    return JobSpec(**values)
+    values = ((entry, getattr(msg, entry.proto)) for entry in SPEC_FIELDS)
+    # proto3's zero is "unset": a scalar left so takes the domain default (queue "default", weight 1).
+    return JobSpec(**{entry.name: _FROM_PB.carry(entry.kind, value) for entry, value in values
+                      if value or not entry.kind.is_scalar})
 
 
 def task_to_pb(t: Task) -> jobs_pb2.Task:
