@@ -21,7 +21,11 @@ from tcluster.units import parse_bits, parse_bytes
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
 SHELL = ("/bin/sh", "-c")
-KNOWN_KEYS = FILE_KEYS
+# The order the "unknown field" error has always listed the keys in; a key of a field
+# added since comes after these, with nothing to add here.
+_LISTED = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints",
+           "weight", "retries", "log_max", "image", "network", "net_limit")
+KNOWN_KEYS = tuple(sorted(FILE_KEYS, key=lambda key: _LISTED.index(key) if key in _LISTED else len(_LISTED)))
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
 

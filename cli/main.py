@@ -23,8 +23,7 @@ from tcluster.cli.client import (
     EXIT_USAGE, MASTER_ENV, MasterClient, check_master_list, default_master, explain_rpc_error,
 )
 from tcluster.cli.leader import DEFAULT_WAIT_LEADER_S, WAIT_LEADER_ENV
-from tcluster.cli.spec import DEFAULT_CPU, DEFAULT_MEMORY
-from tcluster.cli.submitflags import add_spec_flags, non_negative_int
+from tcluster.cli.submitflags import DEFAULT_CPU, DEFAULT_MEMORY, add_submit_options, non_negative_int
 from tcluster.errors import InvalidArgument
 from tcluster.model import JobState
 from tcluster.units import parse_bytes, parse_cpu
@@ -93,14 +92,7 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "  ID=$(tcl submit -f job.yaml) && tcl status $ID",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_spec_flags(p)       # one per job spec field: --name, --queue, --tasks, --env, ...
-    p.add_argument("--cpu", help=f"cores per task: 0.5, 2 or 500m (default: {DEFAULT_CPU})")
-    p.add_argument("--mem", help=f"memory per task: 512Mi, 0.5GB, 2G (default: {DEFAULT_MEMORY})")
-    p.add_argument("--resources", metavar="SPEC", help="per task, the paper's form: 'cpu_num=0.5; memory=0.5GB; net=10Mbit'")
-    p.add_argument("--net", metavar="RATE", help="egress bandwidth per task, e.g. 50Mbit (implies --network bridge)")
-    p.add_argument("-f", "--file", metavar="JOB.yaml", help="job file: name, queue, tasks, resources, command, env, user, workdir, labels, constraints")
-    p.add_argument("--wait", action="store_true", help="wait until the job ends (progress on stderr); exit 0 only if it SUCCEEDED")
-    p.add_argument("command", nargs="*", metavar="COMMAND", help="the program and its arguments, after `--`")
+    add_submit_options(p)
 
 
 def add_query_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

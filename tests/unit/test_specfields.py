@@ -3,8 +3,11 @@ to one of them and not to the table fails here, before any codec silently drops 
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import fields
 
+from tcluster.cli.jobfile import KNOWN_KEYS
+from tcluster.cli.submitflags import add_submit_options
 from tcluster.model import JobSpec
 from tcluster.specfields import SPEC_FIELDS
 from tcluster.v1 import jobs_pb2
@@ -27,3 +30,11 @@ def test_keys_and_flags_are_unique() -> None:
     for attribute in ("json", "file_key", "flag"):
         values = [getattr(entry, attribute) for entry in SPEC_FIELDS if getattr(entry, attribute)]
         assert len(values) == len(set(values)), attribute
+
+
+def test_every_flag_and_file_key_of_the_table_is_offered() -> None:
+    parser = argparse.ArgumentParser()
+    add_submit_options(parser)
+    offered = {name for action in parser._actions for name in action.option_strings}
+    assert {entry.flag for entry in SPEC_FIELDS if entry.flag} <= offered
+    assert set(KNOWN_KEYS) == {entry.file_key for entry in SPEC_FIELDS if entry.file_key}
