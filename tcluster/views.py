@@ -16,10 +16,9 @@ from typing import Any, Sequence
 
 from tcluster.model import Job, Node, Task
 from tcluster.resources import Resources
-from tcluster.scheduler.queuestats import QueueRow
 from tcluster.specfields import SPEC_FIELDS, Carrier, Kind, SpecField
-from tcluster.v1 import common_pb2
-from tcluster.wire import usage_to_pb
+from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.wire import resources_from_pb, usage_to_pb
 
 JsonDict = dict[str, Any]
 # Where the job's own keys sit among its spec's in job JSON: the key order `-o json` has
@@ -150,19 +149,18 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def queue_json(q: QueueRow) -> JsonDict:
+def queue_json(q: jobs_pb2.Queue) -> dict[str, Any]:
     return {
         "path": q.path, "name": q.name, "parent": q.parent, "depth": q.depth, "leaf": q.leaf,
-        "weight": float(q.weight), "guaranteed_share": float(q.guaranteed_share),
-        "dominant_share": float(q.dominant_share), "allocated": resources_json(q.allocated),
+        "weight": q.weight, "guaranteed_share": q.guaranteed_share, "dominant_share": q.dominant_share,
+        "allocated": resources_json(resources_from_pb(q.allocated)),
         "running_tasks": q.running_tasks, "pending_tasks": q.pending_tasks,
         "running_jobs": q.running_jobs, "pending_jobs": q.pending_jobs,
     }
 
 
-def queues_json(rows: Sequence[QueueRow], fairness: str, source: str, capacity: Resources) -> JsonDict:
-    """`tcl queues -o json` and /api/v1/queues: the queue tree's rows, root (no path) left out."""
+def queues_json(reply: jobs_pb2.ListQueuesResponse) -> dict[str, Any]:
     return {
-        "fairness": fairness, "source": source, "capacity": resources_json(capacity),
-        "queues": [queue_json(q) for q in rows if q.path],
+        "fairness": reply.fairness, "source": reply.source, "capacity": resources_json(resources_from_pb(reply.capacity)),
+        "queues": [queue_json(q) for q in reply.queues if q.path],
     }

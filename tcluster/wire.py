@@ -170,15 +170,6 @@ def lotes_status_to_pb(status: Any) -> jobs_pb2.LotesStatus:
     )
 
 
-def queue_from_pb(msg: jobs_pb2.Queue) -> QueueRow:
-    return QueueRow(
-        path=msg.path, name=msg.name, parent=msg.parent, depth=msg.depth, leaf=msg.leaf, weight=msg.weight,
-        guaranteed_share=msg.guaranteed_share, dominant_share=msg.dominant_share,
-        allocated=resources_from_pb(msg.allocated), running_tasks=msg.running_tasks,
-        pending_tasks=msg.pending_tasks, running_jobs=msg.running_jobs, pending_jobs=msg.pending_jobs,
-    )
-
-
 def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:
     return jobs_pb2.Queue(
         path=row.path, name=row.name, parent=row.parent, depth=row.depth, leaf=row.leaf, weight=row.weight,

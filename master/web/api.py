@@ -22,7 +22,8 @@ from tcluster.errors import InvalidArgument, NotFound, PermissionDenied, Tcluste
 from tcluster.master.usage.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState, TaskUsage
 from tcluster.security.authz import Caller, ReadJob, sees_only_own
-from tcluster.v1 import common_pb2
+from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.wire import queue_to_pb, resources_to_pb
 
 DEFAULT_RANGE_S = 900.0
 MAX_JOBS = 1000
@@ -147,8 +148,10 @@ class Api:
         return doc
 
     def queues_doc(self) -> dict[str, Any]:
-        return queues_json(self.service.list_queues(), self.service.fairness.name, self.service.queues.source,
-                           self.service.total_capacity())
+        reply = jobs_pb2.ListQueuesResponse(
+            queues=[queue_to_pb(row) for row in self.service.list_queues()], fairness=self.service.fairness.name,
+            source=self.service.queues.source, capacity=resources_to_pb(self.service.total_capacity()))
+        return queues_json(reply)
 
     # ---- handlers ----
 
