@@ -6,8 +6,9 @@ codec.py, wire.py, views.py, cli/jobfile.py and cli/spec.py read this table and 
 else; tests/unit/test_specfields.py fails when it, the JobSpec dataclass and the proto
 disagree. Adding a job field: the JobSpec attribute, its entry here, the proto, the docs.
 
-The table's order is the job JSON's key order (`tcl status -o json`, the dashboard);
-job-file keys and flags are listed in the same order."""
+The table's order is the job JSON's key order (`tcl status -o json`, the dashboard); the
+`tcl submit --help` options and the job file's key list keep the order they always had
+(cli/submitflags.py, cli/jobfile.py), with a new field's after them."""
 
 from __future__ import annotations
 
