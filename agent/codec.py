@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from tcluster.agent.requests import LaunchRequest
+from tcluster.launch import Launch
 from tcluster.model import TaskUsage
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
 from tcluster.v1 import agent_pb2
-from tcluster.wire import resources_to_pb, spec_from_pb, task_state_to_pb, usage_to_pb
+from tcluster.wire import resources_to_pb, task_state_to_pb, usage_to_pb
 
 
 def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
@@ -22,7 +22,7 @@ def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
 
 
 def register_to_pb(node: str, capacity: Resources, reserved: Resources, labels: dict[str, str], runtime: str,
-                   running: list[LaunchRequest], pending: list[tuple[int, TaskReport]],
+                   running: list[Launch], pending: list[tuple[int, TaskReport]],
                    version: str = "") -> agent_pb2.AgentMessage:
     return agent_pb2.AgentMessage(register=agent_pb2.Register(
         node=node, capacity=resources_to_pb(capacity), reserved=resources_to_pb(reserved), labels=labels,
@@ -50,7 +50,3 @@ def events_to_pb(batch: list[tuple[int, TaskReport]]) -> agent_pb2.AgentMessage:
 def log_data_to_pb(request_id: str, data: bytes = b"", eof: bool = False, error: str = "") -> agent_pb2.AgentMessage:
     return agent_pb2.AgentMessage(log_data=agent_pb2.LogData(request_id=request_id, data=data, eof=eof, error=error))
 
-
-def launch_from_pb(msg: agent_pb2.LaunchTask) -> LaunchRequest:
-    return LaunchRequest(task_id=msg.task_id, attempt=msg.attempt, job_id=msg.job_id, index=msg.index,
-                         spec=spec_from_pb(msg.spec))

@@ -27,6 +27,7 @@ from tcluster.bounds import GRPC_OPTIONS, MAX_EVENTS_PER_MESSAGE
 from tcluster.leaders import parse_addresses, standby_hint
 from tcluster.model import DOCKER_LABEL, NETNS_LABEL
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
+from tcluster.wire import launch_from_pb
 
 log = logging.getLogger(__name__)
 FENCE_FILE = "fence.json"
@@ -171,9 +172,10 @@ class Agent:
             if kind == "registered":
                 self._on_registered(message.registered)
             elif kind == "launch":
-                if message.launch.HasField("lotes_class"):
-                    self.classes[message.launch.task_id] = message.launch.lotes_class
-                self.tasks.launch(codec.launch_from_pb(message.launch))
+                launch = launch_from_pb(message.launch)
+                if launch.lotes_class is not None:
+                    self.classes[launch.task_id] = launch.lotes_class
+                self.tasks.launch(launch)
             elif kind == "bin_target":
                 self._on_bin_target(message.bin_target)
             elif kind == "kill":

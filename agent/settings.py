@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tcluster.agent.requests import parse_uid_ranges
+from tcluster.agent.runas import parse_uid_ranges
 from tcluster.agent.runtime.base import DEFAULT_PIDS_MAX
 from tcluster.constraints import parse_labels
 from tcluster.daemon import one_of

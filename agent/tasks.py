@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from tcluster.agent import logfiles
+from tcluster.agent.launchrecord import load_record, save_record, valid_task_id
 from tcluster.agent.outbox import Outbox
-from tcluster.agent.requests import LaunchRequest, load_request, save_request, task_user, valid_task_id
+from tcluster.agent.runas import task_user
 from tcluster.agent.runtime.base import LaunchError, RawUsage, Runtime, Started, TaskSpec
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.taskstate import (
@@ -23,12 +24,13 @@ from tcluster.agent.taskstate import (
     Launched, LaunchFailed, RemoveContainer, Report, Signal, StartContainer, WatchExit,
 )
 from tcluster.agent.usage import to_task_usage
+from tcluster.launch import Launch
 from tcluster.model import TaskUsage, task_network
 from tcluster.resources import Resources
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LaunchRequest", "TaskManager"]
+__all__ = ["TaskManager"]
 
 
 class TaskManager:
@@ -51,7 +53,7 @@ class TaskManager:
     def free(self) -> Resources:
         return self.state.free()
 
-    def running(self) -> list[LaunchRequest]:
+    def running(self) -> list[Launch]:
         return self.state.live()
 
     # ---- events in ----
@@ -60,7 +62,7 @@ class TaskManager:
         for action in self.state.handle(event):
             self._do(action)
 
-    def launch(self, request: LaunchRequest) -> None:
+    def launch(self, request: Launch) -> None:
         if not valid_task_id(request.task_id):
             log.warning("refusing a launch with a malformed task id %r", request.task_id[:40])
             return
@@ -95,7 +97,7 @@ class TaskManager:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _start(self, request: LaunchRequest) -> None:
+    async def _start(self, request: Launch) -> None:
         try:
             spec = await asyncio.to_thread(self._prepare, request)
             started = await asyncio.to_thread(self.runtime.start, spec)
@@ -105,13 +107,13 @@ class TaskManager:
         self._started[request.key] = started
         self.feed(Launched(request.key, started.started_at))
 
-    def _prepare(self, request: LaunchRequest) -> TaskSpec:
+    def _prepare(self, request: Launch) -> TaskSpec:
         """The task's directory and launch record (before the container exists: see recover())."""
         assert request.spec is not None
         spec = request.spec
         log_dir = logfiles.task_dir(self.logs_root, request.key)
         user = task_user(spec.user, self.settings.default_user, self.settings.allow_root, self.settings.denied_uids)
-        save_request(log_dir, request)
+        save_record(log_dir, request)
         return TaskSpec(
             key=request.key, task_id=request.task_id, attempt=request.attempt, command=spec.command,
             resources=spec.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),
@@ -165,7 +167,7 @@ class TaskManager:
         ones that ended meanwhile, remove what belongs to no launch record. Runs before the
         first registration, so the master hears all of it at once."""
         for key in await asyncio.to_thread(self.runtime.containers):
-            request = load_request(self.logs_root / key)
+            request = load_record(self.logs_root / key)
             if request is None or request.key != key:
                 log.warning("removing container %s: no launch record belongs to it", key)
                 await asyncio.to_thread(self.runtime.remove, key)

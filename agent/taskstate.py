@@ -18,8 +18,8 @@ import signal
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from tcluster.agent.requests import LaunchRequest
 from tcluster.agent.runtime.base import ExitStatus
+from tcluster.launch import Launch
 from tcluster.model import TaskState, TaskUsage
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
@@ -33,7 +33,7 @@ class Phase(str, Enum):
 
 @dataclass(frozen=True)
 class Attempt:
-    request: LaunchRequest
+    request: Launch
     phase: Phase
     kill_reason: str = ""          # set once a kill was asked for (also while LAUNCHING)
 
@@ -42,7 +42,7 @@ class Attempt:
 
 @dataclass(frozen=True)
 class LaunchAsked:
-    request: LaunchRequest
+    request: Launch
     at: float
 
 
@@ -62,7 +62,7 @@ class LaunchFailed:
 @dataclass(frozen=True)
 class Adopted:
     """Found on disk after an agent restart, still running or ended meanwhile."""
-    request: LaunchRequest
+    request: Launch
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ AgentEvent = LaunchAsked | Launched | LaunchFailed | Adopted | KillAsked | Grace
 
 @dataclass(frozen=True)
 class StartContainer:
-    request: LaunchRequest
+    request: Launch
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class AgentTasks:
         used = sum((a.request.resources for a in self.attempts.values()), Resources())
         return (self.capacity - self.reserved - used).clamp_nonnegative()
 
-    def live(self) -> list[LaunchRequest]:
+    def live(self) -> list[Launch]:
         return [a.request for a in self.attempts.values()]
 
     # ---- the one way in ----
@@ -196,7 +196,7 @@ class AgentTasks:
         attempt = self.attempts.get(f"{ev.task_id}.{ev.attempt}")
         reason = ev.reason or "killed"
         if attempt is None:
-            gone = LaunchRequest(ev.task_id, ev.attempt, "", 0, None)
+            gone = Launch(ev.task_id, ev.attempt, "", 0, None)
             return [_report(gone, TaskState.KILLED, ev.at, reason=f"{reason} (not running on this node)")]
         key = attempt.request.key
         if attempt.kill_reason:
@@ -247,7 +247,7 @@ _HANDLERS = {
 }
 
 
-def _report(request: LaunchRequest, state: TaskState, at: float, *, reason: str = "", exit_code: int | None = None,
+def _report(request: Launch, state: TaskState, at: float, *, reason: str = "", exit_code: int | None = None,
             signal_: int = 0, usage: TaskUsage | None = None, rejected: bool = False) -> Report:
     return Report(TaskReport(task_id=request.task_id, attempt=request.attempt, state=state, exit_code=exit_code,
                              signal=signal_, reason=reason, at=at, usage=usage, rejected=rejected))

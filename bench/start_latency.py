@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.dockerd import Dockerd, docker_missing  # noqa: E402
 from tcluster.agent.outbox import Outbox  # noqa: E402
-from tcluster.agent.requests import LaunchRequest  # noqa: E402
+from tcluster.launch import Launch  # noqa: E402
 from tcluster.agent.runtime import host_mounts, make_runtime  # noqa: E402
 from tcluster.agent.runtime.base import Runtime, TaskSpec  # noqa: E402
 from tcluster.agent.runtime.detect import choose_mode  # noqa: E402
@@ -62,7 +62,7 @@ async def agent_starts(manager: TaskManager, n: int, command: tuple[str, ...], u
     out = []
     job_id = f"{(os.getpid() * 1000 + next(_PHASES)) & 0xffffffff:08x}"
     for i in range(n):
-        request = LaunchRequest(task_id=f"{job_id}.{i}", attempt=1, job_id=job_id, index=i,
+        request = Launch(task_id=f"{job_id}.{i}", attempt=1, job_id=job_id, index=i,
                                 spec=JobSpec(command, Resources(0.1, 64 << 20)))
         began = time.perf_counter()
         manager.launch(request)

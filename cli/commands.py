@@ -17,7 +17,7 @@ from typing import Any, BinaryIO, Callable
 import grpc
 
 from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, SubmitOutcomeUnknown, is_unreachable
-from tcluster.views import job_json, job_state_name, node_json
+from tcluster.cli.replies import job_state_name, reply_job_json, reply_node_json
 from tcluster.cli.spec import submission_spec
 from tcluster.cli.tables import failure_summary, job_view, jobs_table, lotes_line, nodes_table, progress_line
 from tcluster.model import JobState
@@ -59,7 +59,7 @@ def submit(args: argparse.Namespace, client: MasterClient) -> int:
     if args.wait:
         job = wait_for_job(client, job.id)
     if wants_json:
-        print_json(job_json(job))
+        print_json(reply_job_json(job))
     if not args.wait:
         return EXIT_OK
     return EXIT_OK if job.state == jobs_pb2.JOB_SUCCEEDED else EXIT_FAILURE
@@ -100,7 +100,7 @@ def jobs(args: argparse.Namespace, client: MasterClient) -> int:
     # Newest first even if the master returned another order.
     listed.sort(key=lambda job: job.submitted_at, reverse=True)
     if args.output == JSON_OUTPUT:
-        print_json([job_json(job) for job in listed])
+        print_json([reply_job_json(job) for job in listed])
     else:
         print(jobs_table(listed, now=time.time()))
         if total > len(listed):
@@ -111,7 +111,7 @@ def jobs(args: argparse.Namespace, client: MasterClient) -> int:
 def status(args: argparse.Namespace, client: MasterClient) -> int:
     job = client.get(args.job_id)
     if args.output == JSON_OUTPUT:
-        print_json(job_json(job))
+        print_json(reply_job_json(job))
     else:
         print(job_view(job, now=time.time()))
     return EXIT_OK
@@ -120,7 +120,7 @@ def status(args: argparse.Namespace, client: MasterClient) -> int:
 def cancel(args: argparse.Namespace, client: MasterClient) -> int:
     job = client.cancel(args.job_id)
     if args.output == JSON_OUTPUT:
-        print_json(job_json(job))
+        print_json(reply_job_json(job))
     else:
         print(job_state_name(job.state))
     return EXIT_OK
@@ -150,7 +150,7 @@ def nodes(args: argparse.Namespace, client: MasterClient) -> int:
     listed = sorted(response.nodes, key=lambda node: node.name)
     lotes = response.lotes if response.HasField("lotes") else None
     if args.output == JSON_OUTPUT:
-        print_json([node_json(node, lotes) for node in listed])
+        print_json([reply_node_json(node, lotes) for node in listed])
     else:
         print(nodes_table(listed, lotes=lotes is not None))
         if lotes is not None:

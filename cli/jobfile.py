@@ -7,20 +7,25 @@ defaults is spec.py's job; this module only reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dataclass_field
 from pathlib import Path
-from typing import Any, Mapping
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import yaml
 
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources, parse_resource_string, resources_from_mapping
+from tcluster.specfields import FILE_KEYS, SPEC_FIELDS, Kind
 from tcluster.units import parse_bits, parse_bytes
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
 SHELL = ("/bin/sh", "-c")
-KNOWN_KEYS = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints",
-              "weight", "retries", "log_max", "image", "network", "net_limit")
+# The order the "unknown field" error has always listed the keys in; a key of a field
+# added since comes after these, with nothing to add here.
+_LISTED = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints",
+           "weight", "retries", "log_max", "image", "network", "net_limit")
+KNOWN_KEYS = tuple(sorted(FILE_KEYS, key=lambda key: _LISTED.index(key) if key in _LISTED else len(_LISTED)))
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
@@ -40,23 +45,11 @@ _JobFileLoader.yaml_implicit_resolvers = {
 
 @dataclass(frozen=True)
 class JobFile:
-    """What a job file says; None / empty where it says nothing."""
-    name: str | None = None
-    queue: str | None = None
-    tasks: int | None = None
-    resources: Resources | None = None
-    command: tuple[str, ...] | None = None
-    env: tuple[tuple[str, str], ...] = ()
-    user: str | None = None
-    workdir: str | None = None
-    labels: tuple[tuple[str, str], ...] = ()
-    constraints: tuple[str, ...] = ()
-    weight: float | None = None
-    retries: int | None = None
-    log_max_bytes: int | None = None
-    image: str | None = None
-    network: str | None = None
-    net_limit: float | None = None
+    """What a job file says, by JobSpec field name; only the fields it gives."""
+    values: Mapping[str, Any] = dataclass_field(default_factory=dict)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
 
 
 def load_job_file(path: str) -> JobFile:
@@ -89,24 +82,9 @@ def parse_job_file(text: str) -> JobFile:
 
 
 def _job_file_from(doc: Mapping[str, Any]) -> JobFile:
-    return JobFile(
-        name=_optional_string(doc, "name"),
-        queue=_optional_string(doc, "queue"),
-        tasks=_optional_count(doc, "tasks"),
-        resources=_resources(doc.get("resources")),
-        command=_command(doc.get("command")),
-        env=_string_pairs(doc.get("env"), "env"),
-        user=_optional_string(doc, "user"),
-        workdir=_optional_string(doc, "workdir"),
-        labels=_string_pairs(doc.get("labels"), "labels"),
-        constraints=_string_list(doc.get("constraints"), "constraints"),
-        weight=_optional_weight(doc.get("weight")),
-        retries=_optional_count(doc, "retries", minimum=0),
-        log_max_bytes=_optional_size(doc.get("log_max"), "log_max"),
-        image=_optional_string(doc, "image"),
-        network=_optional_string(doc, "network"),
-        net_limit=None if doc.get("net_limit") is None else parse_bits(str(doc["net_limit"]), "net_limit"),
-    )
+    read = ((entry.name, _READERS[entry.kind](doc.get(entry.file_key), entry.file_key))
+            for entry in SPEC_FIELDS if entry.file_key)
+    return JobFile(MappingProxyType({name: value for name, value in read if value is not None}))
 
 
 def _optional_size(value: Any, key: str) -> int | None:
@@ -117,12 +95,16 @@ def _optional_size(value: Any, key: str) -> int | None:
     return parse_bytes(str(value), key)
 
 
-def _optional_weight(value: Any) -> float | None:
+def _optional_weight(value: Any, key: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise InvalidArgument("weight", f"must be a number > 0, got {value!r}")
+        raise InvalidArgument(key, f"must be a number > 0, got {value!r}")
     return float(value)
+
+
+def _optional_rate(value: Any, key: str) -> float | None:
+    return None if value is None else parse_bits(str(value), key)
 
 
 def _string_list(value: Any, key: str) -> tuple[str, ...]:
@@ -135,8 +117,7 @@ def _string_list(value: Any, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _optional_string(doc: Mapping[str, Any], key: str) -> str | None:
-    value = doc.get(key)
+def _optional_string(value: Any, key: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, (dict, list, bool)):
@@ -144,8 +125,7 @@ def _optional_string(doc: Mapping[str, Any], key: str) -> str | None:
     return str(value)
 
 
-def _optional_count(doc: Mapping[str, Any], key: str, minimum: int | None = None) -> int | None:
-    value = doc.get(key)
+def _optional_count(value: Any, key: str, minimum: int | None = None) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -155,26 +135,26 @@ def _optional_count(doc: Mapping[str, Any], key: str, minimum: int | None = None
     return value
 
 
-def _resources(value: Any) -> Resources | None:
+def _resources(value: Any, key: str) -> Resources | None:
     if value is None:
         return None
     if isinstance(value, dict):
-        return resources_from_mapping(value, "resources")
+        return resources_from_mapping(value, key)
     if isinstance(value, str):
-        return parse_resource_string(value, "resources")
+        return parse_resource_string(value, key)
     raise InvalidArgument(
-        "resources", "must be a mapping like {cpu: 0.5, memory: 512Mi} or a string like 'cpu_num=0.5; memory=0.5GB'",
+        key, "must be a mapping like {cpu: 0.5, memory: 512Mi} or a string like 'cpu_num=0.5; memory=0.5GB'",
     )
 
 
-def _command(value: Any) -> tuple[str, ...] | None:
+def _command(value: Any, key: str) -> tuple[str, ...] | None:
     if value is None:
         return None
     if isinstance(value, str):
         return (*SHELL, value)
     if isinstance(value, list) and all(isinstance(part, (str, int, float)) and not isinstance(part, bool) for part in value):
         return tuple(str(part) for part in value)
-    raise InvalidArgument("command", "must be a list of arguments or one shell command line (a string)")
+    raise InvalidArgument(key, "must be a list of arguments or one shell command line (a string)")
 
 
 def _scalar_text(value: Any, field: str) -> str:
@@ -192,6 +172,22 @@ def _string_pairs(value: Any, field: str) -> tuple[tuple[str, str], ...]:
     if isinstance(value, list):
         return tuple(sorted(split_assignment(_scalar_text(item, field), field) for item in value))
     raise InvalidArgument(field, "must be a mapping {KEY: value} or a list of KEY=value strings")
+
+
+# How a job file writes each kind of value (the field table says which kind a key is):
+# each reader takes the value (None when absent) and the key, and returns None when absent.
+_READERS: dict[Kind, Callable[[Any, str], Any]] = {
+    Kind.TEXT: _optional_string,
+    Kind.COUNT: _optional_count,
+    Kind.NATURAL: lambda value, key: _optional_count(value, key, minimum=0),
+    Kind.WEIGHT: _optional_weight,
+    Kind.SIZE: _optional_size,
+    Kind.RATE: _optional_rate,
+    Kind.PAIRS: _string_pairs,
+    Kind.LIST: _string_list,
+    Kind.ARGV: _command,
+    Kind.RESOURCES: _resources,
+}
 
 
 def split_assignment(text: str, field: str) -> tuple[str, str]:

@@ -23,7 +23,7 @@ from tcluster.cli.client import (
     EXIT_USAGE, MASTER_ENV, MasterClient, check_master_list, default_master, explain_rpc_error,
 )
 from tcluster.cli.leader import DEFAULT_WAIT_LEADER_S, WAIT_LEADER_ENV
-from tcluster.cli.spec import DEFAULT_CPU, DEFAULT_MEMORY
+from tcluster.cli.submitflags import DEFAULT_CPU, DEFAULT_MEMORY, add_submit_options, non_negative_int
 from tcluster.errors import InvalidArgument
 from tcluster.model import JobState
 from tcluster.units import parse_bytes, parse_cpu
@@ -79,16 +79,6 @@ def argument_type(parse: Callable[[str, str], T], what: str) -> Callable[[str], 
     return convert
 
 
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
-
-
 def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "submit", parents=[common], help="submit a job; prints its id",
@@ -102,39 +92,7 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "  ID=$(tcl submit -f job.yaml) && tcl status $ID",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--name", help="job name (1-63 of A-Z a-z 0-9 _ . -)")
-    p.add_argument("--queue", help="leaf queue path, e.g. ads.prod (default: default)")
-    p.add_argument("--weight", type=float, metavar="W", help="the job's weight among its queue's jobs (default: 1)")
-    p.add_argument("--tasks", type=int, help="number of identical tasks (default: 1)")
-    p.add_argument("--cpu", help=f"cores per task: 0.5, 2 or 500m (default: {DEFAULT_CPU})")
-    p.add_argument("--mem", help=f"memory per task: 512Mi, 0.5GB, 2G (default: {DEFAULT_MEMORY})")
-    p.add_argument("--resources", metavar="SPEC", help="per task, the paper's form: 'cpu_num=0.5; memory=0.5GB; net=10Mbit'")
-    p.add_argument("--env", action="append", metavar="KEY=VALUE", help="environment variable (repeatable)")
-    p.add_argument("--label", action="append", metavar="KEY=VALUE", help="free-form job label (repeatable)")
-    p.add_argument("--user", help="run tasks as this Unix user (admins only; default: your own mapping)")
-    p.add_argument("--workdir", metavar="DIR", help="absolute working directory of each task")
-    p.add_argument("--cpu-limit", metavar="CORES", help="hard CPU cap per task, e.g. 0.5 (default: none, only the weight)")
-    p.add_argument("--swap", metavar="SIZE", help="swap per task beyond --mem, e.g. 200Mi or unlimited (default: none)")
-    p.add_argument("--pids-max", type=int, metavar="N", help="processes+threads per task (default: the agent's, 4096)")
-    p.add_argument("--image", metavar="IMAGE", help="run each task in this docker image (on nodes with docker)")
-    p.add_argument("--network", choices=("host", "none", "bridge"),
-                   help="host (default), none (loopback only) or bridge (own address on the node's bridge)")
-    p.add_argument("--net", metavar="RATE", help="egress bandwidth per task, e.g. 50Mbit (implies --network bridge)")
-    p.add_argument("--net-limit", metavar="RATE", help="let a task burst up to RATE when the link is idle")
-    p.add_argument("--retries", type=non_negative_int, metavar="N",
-                   help="run a FAILED or LOST task again, up to N times (default: 0)")
-    p.add_argument("--log-max", metavar="SIZE",
-                   help="per log file before it rotates (default: the agent's, 64Mi)")
-    p.add_argument("--constraint", action="append", metavar="EXPR",
-                   help="on node labels, repeatable, all must hold: rack=r1, disk!=hdd, "
-                        "'arch in (x86_64,arm64)', 'has gpu'")
-    p.add_argument("-f", "--file", metavar="JOB.yaml", help="job file: name, queue, tasks, resources, command, env, user, workdir, labels, constraints")
-    p.add_argument("--wait", action="store_true", help="wait until the job ends (progress on stderr); exit 0 only if it SUCCEEDED")
-    p.add_argument("--request-id", metavar="ID",
-                   help="idempotency key (1-64 of A-Z a-z 0-9 _ . : -): submitting again with the same one returns "
-                        "the job the first made instead of a second (default: a fresh one per call, reused by its "
-                        "own retries)")
-    p.add_argument("command", nargs="*", metavar="COMMAND", help="the program and its arguments, after `--`")
+    add_submit_options(p)
 
 
 def add_query_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

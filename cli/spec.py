@@ -7,19 +7,18 @@ per kind: `--resources` overrides the file's kinds, `--cpu`/`--mem` override bot
 from __future__ import annotations
 
 import argparse
-from typing import TypeVar
+from dataclasses import fields
+from typing import Any, Callable, TypeVar
 
 from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
+from tcluster.cli.submitflags import DEFAULT_CPU, DEFAULT_MEMORY
 from tcluster.errors import InvalidArgument
-from tcluster.model import DEFAULT_QUEUE, JobSpec
+from tcluster.model import JobSpec
 from tcluster.resources import CPU, MEMORY, Resources, parse_resource_string
+from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
 from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 T = TypeVar("T")
-# Nomad-style defaults so `tcl submit -- cmd` just works; a kind given as 0 in a file or
-# in --resources counts as not given (an explicit --cpu 0 / --mem 0 is honoured).
-DEFAULT_CPU = "1"
-DEFAULT_MEMORY = "512Mi"
 SIZE_HINT = (
     "; sizes look like 512Mi, 0.5GB or 2G (units: B, K/KB, M/MB, G/GB, T/TB in powers of 1000;"
     " Ki/KiB, Mi/MiB, Gi/GiB, Ti/TiB in powers of 1024)"
@@ -31,57 +30,50 @@ def submission_spec(args: argparse.Namespace) -> JobSpec:
     try:
         job_file = load_job_file(args.file) if args.file else JobFile()
         spec = merge_spec(args, job_file)
-        spec.validate()
+        spec.validate()     # the master's own check, run early for a message before any RPC
         return spec
     except InvalidArgument as exc:
         raise _with_size_hint(exc) from None
 
 
 def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
-    return JobSpec(
-        command=tuple(args.command) or job_file.command or (),
-        resources=merge_resources(args, job_file.resources),
-        name=_first(args.name, job_file.name, ""),
-        queue=_first(args.queue, job_file.queue, DEFAULT_QUEUE),
-        tasks=_first(args.tasks, job_file.tasks, 1),
-        env=merge_pairs(job_file.env, args.env, "--env"),
-        user=_first(args.user, job_file.user, ""),
-        workdir=_first(args.workdir, job_file.workdir, ""),
-        labels=merge_pairs(job_file.labels, args.label, "--label"),
-        # Flags add to the file's constraints: all of them must hold.
-        constraints=tuple(job_file.constraints) + tuple(args.constraint or ()),
-        weight=_first(getattr(args, "weight", None), job_file.weight, 1.0),
-        retries=_first(getattr(args, "retries", None), job_file.retries, 0),
-        image=_first(getattr(args, "image", None), job_file.image, ""),
-        network=_first(getattr(args, "network", None), job_file.network, ""),
-        net_limit=_first(_bits(args, "net_limit", "--net-limit"), job_file.net_limit, 0.0),
-        log_max_bytes=_first(_log_max(args), job_file.log_max_bytes, 0),
-        request_id=getattr(args, "request_id", None) or "",
-        **runtime_limits(args),
-    )
+    """Field by field, from the table: the flag, else the file, else the JobSpec default."""
+    return JobSpec(**{entry.name: _merge_field(entry, args, job_file) for entry in SPEC_FIELDS
+                      if entry.flag is not None or entry.file_key is not None})
 
 
-def runtime_limits(args: argparse.Namespace) -> dict[str, float | int]:
-    """--cpu-limit (cores), --swap (a size, or `unlimited`), --pids-max; absent flags keep the defaults."""
-    limits: dict[str, float | int] = {}
-    if getattr(args, "cpu_limit", None) is not None:
-        limits["cpu_limit"] = parse_cpu(args.cpu_limit, "--cpu-limit")
-    swap = getattr(args, "swap", None)
-    if swap is not None:
-        limits["swap"] = -1 if swap.strip().lower() in ("unlimited", "max", "-1") else parse_bytes(swap, "--swap")
-    if getattr(args, "pids_max", None) is not None:
-        limits["pids_max"] = args.pids_max
-    return limits
+def _merge_field(entry: SpecField, args: argparse.Namespace, job_file: JobFile) -> Any:
+    from_file = job_file.get(entry.name)
+    if entry.kind is Kind.RESOURCES:
+        return merge_resources(args, from_file)
+    if entry.kind is Kind.ARGV:
+        return tuple(args.command) or from_file or ()
+    # getattr: a field with a file key alone has no flag (and callers may build partial args).
+    given = getattr(args, entry.dest, None) if entry.flag is not None else None
+    if entry.kind is Kind.PAIRS:
+        return merge_pairs(from_file or (), given, entry.flag or entry.name)
+    if entry.kind is Kind.LIST:
+        return tuple(from_file or ()) + tuple(given or ())     # flags add to the file's: all must hold
+    flag_value = None if given is None else _FLAG_PARSERS.get(entry.kind, _as_given)(given, entry.flag or "")
+    return _first(flag_value, from_file, _DEFAULTS[entry.name])
 
 
-def _bits(args: argparse.Namespace, attr: str, flag: str) -> float | None:
-    text = getattr(args, attr, None)
-    return None if text is None else parse_bits(text, flag)
+def _parse_swap(text: str, flag: str) -> int:
+    return -1 if text.strip().lower() in ("unlimited", "max", "-1") else parse_bytes(text, flag)
 
 
-def _log_max(args: argparse.Namespace) -> int | None:
-    text = getattr(args, "log_max", None)
-    return None if text is None else parse_bytes(text, "--log-max")
+def _as_given(value: T, flag: str) -> T:
+    return value
+
+
+# Flags argparse leaves as text (cli/submitflags.py), parsed here so errors name the flag.
+_FLAG_PARSERS: dict[Kind, Callable[[str, str], Any]] = {
+    Kind.CORES: parse_cpu,
+    Kind.SIZE: parse_bytes,
+    Kind.RATE: parse_bits,
+    Kind.SWAP: _parse_swap,
+}
+_DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(JobSpec)}
 
 
 def merge_resources(args: argparse.Namespace, from_file: Resources | None) -> Resources:

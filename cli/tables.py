@@ -6,10 +6,8 @@ import shlex
 from collections import Counter
 from typing import Mapping, Sequence
 
-from tcluster.views import (
-    format_table,
-    job_state_name, signal_name, task_state_name, tasks_total, timestamp, used_resources,
-)
+from tcluster.cli.replies import job_state_name, task_state_name, tasks_total, used_resources
+from tcluster.views import format_table, signal_name, timestamp
 from tcluster.model import TERMINAL_TASK_STATES, TaskState
 from tcluster.units import format_bytes, format_cpu
 from tcluster.v1 import common_pb2, jobs_pb2

@@ -143,7 +143,7 @@ class MasterService:
 
     async def submit(self, spec: JobSpec, caller: Caller = ANONYMOUS) -> tuple[Job, list[Task]]:
         spec = replace(spec, owner=caller.name)
-        spec.validate()
+        spec.validate()         # the one check of a spec; `tcl submit` runs the same one early
         self.queues.check_leaf(spec.queue)
         self.gate.check(caller, SubmitJob(spec.queue, spec.user, spec.weight, self.queues.max_job_weight(spec.queue)))
         spec = replace(spec, user=run_as(caller, spec.user))

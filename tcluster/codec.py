@@ -1,7 +1,8 @@
 """The one codec for a job spec as plain data (JSON-ready dicts): the master's store and
 the agent's launch record both use it, and `wire.spec_to_pb/spec_from_pb` map the same
-fields to protobuf. A field added to JobSpec is carried everywhere by construction:
-every dataclass field goes through here, and a round-trip property test covers them all."""
+fields to protobuf. Both read the field table (tcluster/specfields.py): a field added to
+JobSpec is carried everywhere by its kind, and a round-trip property test covers them all.
+Records keep the dataclass's field order, as they always have."""
 
 from __future__ import annotations
 
@@ -11,13 +12,7 @@ from typing import Any
 
 from tcluster.model import JobSpec, TaskUsage
 from tcluster.resources import Resources
-
-_PAIRS = ("env", "labels")          # tuples of (key, value)
-_TUPLES = ("command", "constraints")
-# Fields added since the first release are written only when set: an older master (a
-# rolling upgrade of HA masters, or a rollback) refuses unknown fields, and most specs
-# never use them. Add each new JobSpec field here.
-_WRITTEN_WHEN_SET = ("request_id",)
+from tcluster.specfields import BY_NAME, Carrier
 
 
 def resources_to_dict(r: Resources) -> dict[str, float]:
@@ -31,35 +26,24 @@ def resources_from_dict(data: dict[str, Any]) -> Resources:
 def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(JobSpec):
-        value = getattr(spec, f.name)
-        if f.name in _WRITTEN_WHEN_SET and value == f.default:
+        value, entry = getattr(spec, f.name), BY_NAME[f.name]
+        if entry.stored_when_set and value == f.default:
             continue
-        if f.name == "resources":
-            value = resources_to_dict(value)
-        elif f.name in _PAIRS:
-            value = [list(pair) for pair in value]
-        elif f.name in _TUPLES:
-            value = list(value)
-        out[f.name] = value
+        out[f.name] = _TO_DICT.carry(entry.kind, value)
     return out
 
 
 def spec_from_dict(data: dict[str, Any]) -> JobSpec:
     """Fields missing from older records take their defaults; unknown ones are refused."""
-    known = {f.name for f in fields(JobSpec)}
-    unknown = set(data) - known
+    unknown = set(data) - set(BY_NAME)
     if unknown:
         raise ValueError(f"unknown job spec fields: {', '.join(sorted(unknown))}")
-    values: dict[str, Any] = {}
-    for name, value in data.items():
-        if name == "resources":
-            value = resources_from_dict(value)
-        elif name in _PAIRS:
-            value = tuple((str(k), str(v)) for k, v in value)
-        elif name in _TUPLES:
-            value = tuple(str(v) for v in value)
-        values[name] = value
-    return JobSpec(**values)
+    return JobSpec(**{name: _FROM_DICT.carry(BY_NAME[name].kind, value) for name, value in data.items()})
+
+
+_TO_DICT = Carrier(resources=resources_to_dict, pairs=lambda pairs: [list(pair) for pair in pairs], sequence=list)
+_FROM_DICT = Carrier(resources=resources_from_dict, pairs=lambda pairs: tuple((str(k), str(v)) for k, v in pairs),
+                     sequence=lambda items: tuple(str(item) for item in items))
 
 
 def spec_to_json(spec: JobSpec) -> str:

@@ -1,5 +1,7 @@
 """The views every front end shares: plain JSON-ready dicts (the `-o json` contract scripts
-depend on, and the dashboard's JSON API) and aligned text tables.
+depend on, and the dashboard's JSON API) and aligned text tables. Built from domain values:
+the dashboard passes its own, `tcl` the reply's (cli/replies.py); the job's spec part reads
+the field table (tcluster/specfields.py).
 
 Field names here are a public interface: add fields freely, never rename one.
 Enum values are their names without the proto prefix (JOB_RUNNING -> "RUNNING");
@@ -12,25 +14,18 @@ import signal
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
+from tcluster.model import Job, Node, Task
+from tcluster.resources import Resources
+from tcluster.specfields import SPEC_FIELDS, Carrier, Kind, SpecField
 from tcluster.v1 import common_pb2, jobs_pb2
-from tcluster.wire import job_state_from_pb, resources_from_pb, resources_to_pb, task_state_from_pb
+from tcluster.wire import resources_from_pb, usage_to_pb
 
 JsonDict = dict[str, Any]
-
-
-def job_state_name(value: int) -> str:
-    try:
-        return job_state_from_pb(value).value
-    except ValueError:
-        # An older/newer master may send a state this client does not know.
-        return "UNSPECIFIED" if value == 0 else f"UNKNOWN({value})"
-
-
-def task_state_name(value: int) -> str:
-    try:
-        return task_state_from_pb(value).value
-    except ValueError:
-        return "UNSPECIFIED" if value == 0 else f"UNKNOWN({value})"
+# Where the job's own keys sit among its spec's in job JSON: the key order `-o json` has
+# always printed (the spec's keys follow the field table's order).
+_JOB_KEYS_AFTER = {"queue": ("state", "submitted_at", "finished_at"), "weight": ("dominant_share",)}
+# Kinds held as doubles in the proto: JSON shows them as floats (2.0, never 2).
+_FLOAT_KINDS = (Kind.WEIGHT, Kind.CORES, Kind.RATE)
 
 
 def signal_name(number: int) -> str | None:
@@ -53,9 +48,9 @@ def timestamp(seconds: float) -> str | None:
     return f"{moment:%Y-%m-%dT%H:%M:%S}.{ms:03d}Z"
 
 
-def resources_json(msg: common_pb2.Resources) -> JsonDict:
+def resources_json(r: Resources) -> JsonDict:
     # memory is bytes: an int, so scripts can compare without float noise.
-    return {"cpu": msg.cpu, "memory": int(msg.memory), **dict(sorted(msg.other.items()))}
+    return {"cpu": float(r.cpu), "memory": int(r.memory), **{kind: float(v) for kind, v in sorted(r.other)}}
 
 
 def usage_json(msg: common_pb2.TaskUsage) -> JsonDict:
@@ -86,104 +81,59 @@ def usage_json(msg: common_pb2.TaskUsage) -> JsonDict:
     }
 
 
-def task_json(msg: jobs_pb2.Task) -> JsonDict:
+def task_json(task: Task, lotes_class: int | None = None) -> JsonDict:
+    """lotes_class: the LoTES class of the task's job, where the master reports one."""
     return {
-        "index": msg.index,
-        "id": msg.id,
-        "state": task_state_name(msg.state),
-        "node": msg.node,
-        "attempt": msg.attempt,
-        "failures": msg.failures,
-        "exit_code": msg.exit_code if msg.has_exit_code else None,
-        "signal": msg.signal,
-        "signal_name": signal_name(msg.signal),
-        "reason": msg.reason,
-        "started_at": timestamp(msg.started_at),
-        "finished_at": timestamp(msg.finished_at),
-        "usage": usage_json(msg.usage),
-        "lotes_class": msg.lotes_class if msg.HasField("lotes_class") else None,
+        "index": task.index,
+        "id": task.id,
+        "state": task.state.value,
+        "node": task.node,
+        "attempt": task.attempt,
+        "failures": task.failures,
+        "exit_code": task.exit_code,
+        "signal": task.signal,
+        "signal_name": signal_name(task.signal),
+        "reason": task.reason,
+        "started_at": timestamp(task.started_at),
+        "finished_at": timestamp(task.finished_at),
+        "usage": usage_json(usage_to_pb(task.usage)),
+        "lotes_class": lotes_class,
     }
 
 
-def tasks_total(msg: jobs_pb2.Job) -> int:
-    return msg.spec.tasks or len(msg.tasks)
+_JSON = Carrier(resources=resources_json, pairs=lambda pairs: dict(sorted(pairs)), sequence=list)
 
 
-def job_json(msg: jobs_pb2.Job) -> JsonDict:
-    spec = msg.spec
+def spec_value_json(entry: SpecField, value: Any) -> Any:
+    return float(value) if entry.kind in _FLOAT_KINDS else _JSON.carry(entry.kind, value)
+
+
+def job_json(job: Job, tasks: list[JsonDict], dominant_share: float = 0.0) -> JsonDict:
+    """tasks: the task documents (task_json), in index order."""
+    own = {"state": job.state.value, "submitted_at": timestamp(job.submitted_at),
+           "finished_at": timestamp(job.finished_at), "dominant_share": dominant_share}
+    doc: JsonDict = {"id": job.id}
+    for entry in SPEC_FIELDS:
+        if entry.json is not None:
+            doc[entry.json] = spec_value_json(entry, getattr(job.spec, entry.name))
+        for key in _JOB_KEYS_AFTER.get(entry.name, ()):
+            doc[key] = own[key]
+    doc.update(tasks_total=job.spec.tasks, pending_reason=job.pending_reason, tasks=tasks)
+    return doc
+
+
+def node_json(node: Node, free: Resources, task_ids: list[str]) -> JsonDict:
     return {
-        "id": msg.id,
-        "name": spec.name,
-        "queue": spec.queue,
-        "state": job_state_name(msg.state),
-        "submitted_at": timestamp(msg.submitted_at),
-        "finished_at": timestamp(msg.finished_at),
-        "resources": resources_json(spec.resources),
-        "command": list(spec.command),
-        "env": dict(sorted(spec.env.items())),
-        "user": spec.user,
-        "owner": spec.owner,
-        "request_id": spec.request_id,
-        "workdir": spec.workdir,
-        "labels": dict(sorted(spec.labels.items())),
-        "constraints": list(spec.constraints),
-        "weight": spec.weight or 1.0,
-        "dominant_share": msg.dominant_share,
-        "cpu_limit": spec.cpu_limit,
-        "swap": spec.swap,
-        "pids_max": spec.pids_max,
-        "retries": spec.retries,
-        "image": spec.image,
-        "network": spec.network,
-        "net_limit": spec.net_limit,
-        "log_max_bytes": spec.log_max_bytes,
-        "tasks_total": tasks_total(msg),
-        "pending_reason": msg.pending_reason,
-        "tasks": [task_json(task) for task in msg.tasks],
-    }
-
-
-def used_resources(msg: jobs_pb2.Node) -> common_pb2.Resources:
-    """capacity - free, per kind, never below zero (free may briefly exceed capacity)."""
-    used = resources_from_pb(msg.capacity) - resources_from_pb(msg.free)
-    return resources_to_pb(used.clamp_nonnegative())
-
-
-def mix_json(mix: Any) -> JsonDict:
-    """A LoTES class mix {class: count} with string keys, in class order."""
-    return {str(k): int(n) for k, n in sorted(mix.items()) if n}
-
-
-def lotes_json(msg: jobs_pb2.NodeLotes, status: jobs_pb2.LotesStatus | None) -> JsonDict:
-    return {
-        "config": msg.config or None,
-        "target": mix_json(msg.target),
-        "actual": mix_json(msg.actual),
-        "counted": mix_json(msg.counted),
-        "fallback": (status.fallback or None) if status is not None else None,
-        "classes": list(status.classes) if status is not None else [],
-    }
-
-
-def node_json(msg: jobs_pb2.Node, lotes: jobs_pb2.LotesStatus | None = None) -> JsonDict:
-    """`lotes` (the plan status) adds a "lotes" object: the node's bin and class mixes."""
-    body = _node_json(msg)
-    if msg.HasField("lotes") or lotes is not None:
-        body["lotes"] = lotes_json(msg.lotes, lotes)
-    return body
-
-
-def _node_json(msg: jobs_pb2.Node) -> JsonDict:
-    return {
-        "name": msg.name,
-        "state": msg.state,
-        "capacity": resources_json(msg.capacity),
-        "free": resources_json(msg.free),
-        "used": resources_json(used_resources(msg)),
-        "reserved": resources_json(msg.reserved),
-        "labels": dict(sorted(msg.labels.items())),
-        "tasks": list(msg.tasks),
-        "last_seen": timestamp(msg.last_seen),
+        "name": node.name,
+        "state": node.state.value,
+        "capacity": resources_json(node.capacity),
+        "free": resources_json(free),
+        # capacity - free, per kind, never below zero (free may briefly exceed capacity)
+        "used": resources_json((node.capacity - free).clamp_nonnegative()),
+        "reserved": resources_json(node.reserved),
+        "labels": dict(sorted(node.labels)),
+        "tasks": list(task_ids),
+        "last_seen": timestamp(node.last_seen),
     }
 
 
@@ -203,7 +153,7 @@ def queue_json(q: jobs_pb2.Queue) -> dict[str, Any]:
     return {
         "path": q.path, "name": q.name, "parent": q.parent, "depth": q.depth, "leaf": q.leaf,
         "weight": q.weight, "guaranteed_share": q.guaranteed_share, "dominant_share": q.dominant_share,
-        "allocated": resources_json(q.allocated),
+        "allocated": resources_json(resources_from_pb(q.allocated)),
         "running_tasks": q.running_tasks, "pending_tasks": q.pending_tasks,
         "running_jobs": q.running_jobs, "pending_jobs": q.pending_jobs,
     }
@@ -211,6 +161,6 @@ def queue_json(q: jobs_pb2.Queue) -> dict[str, Any]:
 
 def queues_json(reply: jobs_pb2.ListQueuesResponse) -> dict[str, Any]:
     return {
-        "fairness": reply.fairness, "source": reply.source, "capacity": resources_json(reply.capacity),
+        "fairness": reply.fairness, "source": reply.source, "capacity": resources_json(resources_from_pb(reply.capacity)),
         "queues": [queue_json(q) for q in reply.queues if q.path],
     }

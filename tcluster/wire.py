@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from tcluster.launch import Launch
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.specfields import SPEC_FIELDS, Carrier
+from tcluster.v1 import agent_pb2, common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
     TaskState.PENDING: common_pb2.TASK_PENDING,
@@ -97,30 +99,20 @@ def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
     return usage
 
 
+_TO_PB = Carrier(resources=resources_to_pb, pairs=dict, sequence=list)
+_FROM_PB = Carrier(resources=resources_from_pb, pairs=lambda pairs: tuple(sorted(pairs.items())), sequence=tuple)
+
+
 def spec_to_pb(spec: JobSpec) -> jobs_pb2.JobSpec:
-    return jobs_pb2.JobSpec(
-        name=spec.name, queue=spec.queue, tasks=spec.tasks,
-        resources=resources_to_pb(spec.resources), command=list(spec.command),
-        env=dict(spec.env), user=spec.user, workdir=spec.workdir, labels=dict(spec.labels),
-        constraints=list(spec.constraints), cpu_limit=spec.cpu_limit, swap=spec.swap, pids_max=spec.pids_max,
-        weight=spec.weight, retries=spec.retries, log_max_bytes=spec.log_max_bytes, image=spec.image,
-        network=spec.network, net_limit=spec.net_limit, owner=spec.owner,
-        request_id=spec.request_id,
-    )
+    return jobs_pb2.JobSpec(**{entry.proto: _TO_PB.carry(entry.kind, getattr(spec, entry.name)) for entry in SPEC_FIELDS})
 
 
 def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
     """Unset fields take the domain defaults; validation is the caller's job."""
-    return JobSpec(
-        command=tuple(msg.command), resources=resources_from_pb(msg.resources),
-        name=msg.name, queue=msg.queue or "default", tasks=msg.tasks or 1,
-        env=tuple(sorted(msg.env.items())), user=msg.user, workdir=msg.workdir,
-        labels=tuple(sorted(msg.labels.items())), constraints=tuple(msg.constraints),
-        cpu_limit=msg.cpu_limit, swap=msg.swap, pids_max=msg.pids_max,
-        weight=msg.weight or 1.0,   # 0 is proto3 for unset
-        retries=msg.retries, log_max_bytes=msg.log_max_bytes, image=msg.image, network=msg.network,
-        net_limit=msg.net_limit, owner=msg.owner, request_id=msg.request_id,
-    )
+    values = ((entry, getattr(msg, entry.proto)) for entry in SPEC_FIELDS)
+    # proto3's zero is "unset": a scalar left so takes the domain default (queue "default", weight 1).
+    return JobSpec(**{entry.name: _FROM_PB.carry(entry.kind, value) for entry, value in values
+                      if value or not entry.kind.is_scalar})
 
 
 def task_to_pb(t: Task) -> jobs_pb2.Task:
@@ -166,3 +158,17 @@ def lotes_status_to_pb(status: Any) -> jobs_pb2.LotesStatus:
         solves=status.solves, solved_at=status.solved_at, classes=list(status.classes),
         classes_source=status.classes_source,
     )
+
+
+def launch_to_pb(launch: Launch) -> agent_pb2.LaunchTask:
+    assert launch.spec is not None, "a launch sent to an agent carries its spec"
+    msg = agent_pb2.LaunchTask(task_id=launch.task_id, attempt=launch.attempt, job_id=launch.job_id,
+                               index=launch.index, spec=spec_to_pb(launch.spec))
+    if launch.lotes_class is not None:
+        msg.lotes_class = launch.lotes_class
+    return msg
+
+
+def launch_from_pb(msg: agent_pb2.LaunchTask) -> Launch:
+    return Launch(task_id=msg.task_id, attempt=msg.attempt, job_id=msg.job_id, index=msg.index,
+                  spec=spec_from_pb(msg.spec), lotes_class=msg.lotes_class if msg.HasField("lotes_class") else None)

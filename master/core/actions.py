@@ -4,21 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tcluster.model import JobSpec
+from tcluster.launch import Launch   # the one launch record, shared with the agent
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
-
-
-@dataclass(frozen=True)
-class Launch:
-    node: str
-    task_id: str
-    job_id: str
-    index: int
-    attempt: int
-    spec: JobSpec
-    lotes_class: int | None = None     # LoTES: the task's class (-1: none; None: not lotes)
 
 
 @dataclass(frozen=True)

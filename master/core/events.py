@@ -24,7 +24,7 @@ class Now:
 @dataclass(frozen=True)
 class Submit:
     job_id: str
-    spec: JobSpec
+    spec: JobSpec          # validated by the service before the event is made
 
 
 @dataclass(frozen=True)

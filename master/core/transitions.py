@@ -92,7 +92,7 @@ def handle(state: MasterState, event: Event, now: Now) -> Step:
 # ---- jobs ----
 
 def _submit(d: Draft, ev: Submit) -> None:
-    ev.spec.validate()
+    # The spec was validated once, at the edge (MasterService.submit): trusted here.
     # Usually the first node holds it: the reason (a pass over every node) only when none does.
     if not any(ev.spec.resources.fits_in(n.capacity) for n in d.state.nodes.values()):
         reason = never_fits_reason(ev.spec.resources, [(n.name, n.capacity) for n in d.state.nodes.values()])
@@ -136,8 +136,8 @@ def _place(d: Draft, ev: Place) -> None:
         started = replace(task, state=TaskState.STARTING, node=node, attempt=task.attempt + 1,
                           reason=task.reason if task.failures else "")
         d.put(started)
-        d.step.actions.append(Launch(node, task_id, task.job_id, task.index, started.attempt,
-                                     d.job(task.job_id).spec))
+        d.step.actions.append(Launch(task_id, started.attempt, task.job_id, task.index,
+                                     d.job(task.job_id).spec, node=node))
 
 
 # ---- agents ----

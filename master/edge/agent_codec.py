@@ -14,7 +14,7 @@ from tcluster.master.core.events import Outbound, Welcome
 from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
 from tcluster.model import TaskState
-from tcluster.wire import resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb
+from tcluster.wire import launch_to_pb, resources_from_pb, task_state_from_pb, usage_from_pb
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
@@ -93,13 +93,7 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
 
 def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, Launch):
-        launch = agent_pb2.LaunchTask(
-            task_id=message.task_id, attempt=message.attempt, job_id=message.job_id, index=message.index,
-            spec=spec_to_pb(message.spec),
-        )
-        if message.lotes_class is not None:
-            launch.lotes_class = message.lotes_class
-        return agent_pb2.MasterMessage(launch=launch)
+        return agent_pb2.MasterMessage(launch=launch_to_pb(message))
     if isinstance(message, Kill):
         return agent_pb2.MasterMessage(kill=agent_pb2.KillTask(
             task_id=message.task_id, attempt=message.attempt, reason=message.reason))

@@ -1,5 +1,5 @@
 """The JSON API under /api/v1/. Jobs, nodes and queues have the very shapes `tcl -o json`
-prints (built by the same functions in tcluster/views.py from the same proto messages); the
+prints (built by the same functions in tcluster/views.py, from the domain values); the
 usage endpoints add the history. Everything the web UI shows comes from here.
 
 Handlers run on the master's loop and read its state directly: no locks, no copies.
@@ -24,7 +24,7 @@ from tcluster.model import Job, JobState, Task, TaskState, TaskUsage
 from tcluster.security.authz import Caller, ReadJob, sees_only_own
 from tcluster.v1 import common_pb2, jobs_pb2
 from tcluster.master.edge.queue_codec import queue_to_pb
-from tcluster.wire import job_to_pb, node_to_pb, resources_to_pb, task_to_pb
+from tcluster.wire import resources_to_pb
 
 DEFAULT_RANGE_S = 900.0
 MAX_JOBS = 1000
@@ -58,7 +58,7 @@ def time_range(request: web.Request) -> tuple[float, float]:
 class TaskDocs:
     """Each task's JSON (the shape `tcl -o json` prints), kept while the task and its usage
     sample are the same objects: a job page asks every 2 s, and between two asks most of a
-    job's tasks changed only their usage (rebuilt alone, without the proto round trip)."""
+    job's tasks changed only their usage (rebuilt alone)."""
 
     LIMIT = 50_000
 
@@ -79,7 +79,7 @@ class TaskDocs:
                     continue
                 doc = {**cached[2], "usage": usage_doc(usage if usage is not None else task.usage)}
             else:
-                doc = task_json(task_to_pb(state.task_view(task)))
+                doc = task_json(state.task_view(task))
             cache[task.id] = (task, usage, doc)
             out.append(doc)
         return out
@@ -140,10 +140,10 @@ class Api:
 
     def job_doc(self, job: Job, tasks: list[Task], with_tasks: bool = True) -> dict[str, Any]:
         view = self.state.job_view(job)
-        doc = job_json(job_to_pb(view, [], dominant_share=self.service.dominant_share(job, tasks)))
-        doc["tasks_total"] = job.spec.tasks or len(tasks) if with_tasks else len(tasks)
-        if with_tasks:
-            doc["tasks"] = self.task_docs.docs(self.state, tasks)
+        docs = self.task_docs.docs(self.state, tasks) if with_tasks else []
+        doc = job_json(view, docs, dominant_share=self.service.dominant_share(job, tasks))
+        if not with_tasks:
+            doc["tasks_total"] = len(tasks)
         counts = self.state.counts.get(job.id, {})
         doc["task_states"] = {s.value: counts.get(s, 0) for s in TaskState if counts.get(s, 0)}
         return doc
@@ -252,7 +252,7 @@ class Api:
             await pieces.aclose()                 # a reader that left stops the node's follow
 
     async def nodes(self, request: web.Request) -> web.Response:
-        return _json([node_json(node_to_pb(n, self.service.free(n), tasks)) for n, tasks in self.service.nodes()])
+        return _json([node_json(n, self.service.free(n), tasks) for n, tasks in self.service.nodes()])
 
     async def node_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()

@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from tcluster.agent.runtime.base import RawUsage
-from tcluster.views import job_json, node_json
+from tcluster.cli.replies import reply_job_json as job_json, reply_node_json as node_json
 from tcluster.v1 import common_pb2, jobs_pb2
 from tests.component.harness import Harness, run
 

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from tcluster.agent.requests import LaunchRequest
+from tcluster.launch import Launch
 from tcluster.agent.runtime.base import ExitStatus
 from tcluster.agent.taskstate import (
     Adopted, AgentTasks, Attempt, CutOff, Exited, GraceOver, KillAsked, LaunchAsked, Launched, LaunchFailed, Phase,
@@ -19,8 +19,8 @@ from tcluster.resources import Resources
 T = "0123abcd.0"
 
 
-def req(attempt: int = 1, cpu: float = 1.0, retries: int = 0) -> LaunchRequest:
-    return LaunchRequest(T, attempt, "0123abcd", 0, JobSpec(("sleep", "9"), Resources(cpu, 2**20), retries=retries))
+def req(attempt: int = 1, cpu: float = 1.0, retries: int = 0) -> Launch:
+    return Launch(T, attempt, "0123abcd", 0, JobSpec(("sleep", "9"), Resources(cpu, 2**20), retries=retries))
 
 
 def machine(*attempts: Attempt) -> AgentTasks:
@@ -105,7 +105,7 @@ def test_resources_are_held_from_launch_to_exit() -> None:
     tasks = machine()
     tasks.handle(LaunchAsked(req(cpu=3), 1.0))
     assert tasks.free().cpu == 1
-    assert isinstance(tasks.handle(LaunchAsked(LaunchRequest("0123abcd.1", 1, "0123abcd", 1,
+    assert isinstance(tasks.handle(LaunchAsked(Launch("0123abcd.1", 1, "0123abcd", 1,
                                                              JobSpec(("x",), Resources(2))), 1.0))[0], Report)
     tasks.handle(Exited(f"{T}.1", OK, None, 2.0))
     assert tasks.free().cpu == 4

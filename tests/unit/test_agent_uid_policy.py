@@ -7,7 +7,7 @@ import pwd
 import pytest
 from pydantic import ValidationError
 
-from tcluster.agent.requests import parse_uid_ranges, task_user
+from tcluster.agent.runas import parse_uid_ranges, task_user
 from tcluster.agent.runtime.base import LaunchError
 from tcluster.agent.settings import AgentSettings
 

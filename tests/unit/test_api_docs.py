@@ -1,5 +1,6 @@
-"""The job API's task documents, kept per task and usage sample, are exactly what the
-proto round trip (`tcl -o json`'s shape) gives, before and after usage and task changes."""
+"""The job API's documents are exactly what `tcl -o json` shows: usage docs what the proto
+round trip gives; task docs, kept per task and usage sample, what the shared view gives,
+before and after usage and task changes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.web.api import TaskDocs, usage_doc
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.wire import task_to_pb, usage_to_pb
+from tcluster.wire import usage_to_pb
 from tests.unit.specs import usages
 
 
@@ -38,7 +39,7 @@ def test_task_docs_follow_usage_and_task_changes() -> None:
     docs = TaskDocs()
 
     def reference() -> list[dict]:
-        return [task_json(task_to_pb(state.task_view(t))) for t in state.tasks["j1"]]
+        return [task_json(state.task_view(t)) for t in state.tasks["j1"]]
     state.usage["j1.0"] = TaskUsage(cpu_rate=0.5, sampled_at=10.0)
     first = docs.docs(state, state.tasks["j1"])
     assert first == reference()

@@ -41,7 +41,7 @@ def yaml_text(text: str) -> str:
     ],
 )
 def test_job_file_fields(text, field, value):
-    assert getattr(parse_job_file(text), field) == value
+    assert parse_job_file(text).get(field) == value
 
 
 @pytest.mark.parametrize(

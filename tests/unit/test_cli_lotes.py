@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tcluster.views import node_json, task_json
+from tcluster.cli.replies import reply_node_json as node_json
 from tcluster.cli.tables import lotes_line, mix_cell, nodes_table, tasks_table
 from tcluster.v1 import common_pb2, jobs_pb2
-from tests.unit.test_cli_render import make_node, make_task
+from tests.unit.test_cli_render import make_node, make_task, task_json
 
 
 def lotes_node() -> jobs_pb2.Node:

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tcluster.views import job_json, node_json, signal_name, task_json, timestamp
+from tcluster.cli.replies import reply_job_json as job_json, reply_node_json as node_json, reply_task_json
+from tcluster.views import signal_name, timestamp
 from tcluster.cli.tables import (
     exit_cell, failure_summary, format_age, format_table, job_view, jobs_table, nodes_table,
     progress_line, tasks_cell,
@@ -34,6 +35,10 @@ NODE_FIELDS = {"name", "state", "capacity", "free", "reserved", "labels", "tasks
 
 def make_task(index: int, state: int, **fields) -> jobs_pb2.Task:
     return jobs_pb2.Task(index=index, id=f"j1.{index}", state=state, **fields)
+
+
+def task_json(msg: jobs_pb2.Task) -> dict:
+    return reply_task_json("j1", msg)
 
 
 def make_job(**fields) -> jobs_pb2.Job:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.agent.requests import parse_uid_ranges
+from tcluster.agent.runas import parse_uid_ranges
 from tcluster.cli.credentials import credentials_for, default_master
 from tcluster.cli.devsecure import deny_uids_except, ensure_login, ensure_pki, user_name_for
 from tcluster.master.identity.users import UserDirectory

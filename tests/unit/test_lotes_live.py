@@ -147,7 +147,7 @@ def test_book_moves_is_exactly_the_change_of_holder() -> None:
 
 def test_launches_carry_the_class_and_welcomes_the_bin() -> None:
     w = _w()
-    launch = Launch("n1", T, J, 0, 1, spec())
+    launch = Launch(T, 1, J, 0, spec(), node="n1")
     assert w.lotes.decorate(launch).lotes_class == 0  # type: ignore[attr-defined]
     welcome = w.lotes.decorate(Welcome("n1", 1.0, (), 5.0))
     target = welcome.bin_target  # type: ignore[attr-defined]
@@ -160,7 +160,7 @@ def test_a_failed_solve_falls_back_and_recounts_later() -> None:
     w.lotes.adopt(Outcome(None, "scipy (HiGHS) is not installed"), "test", 0.0)
     assert w.lotes.status_view().fallback == "lotes falls back to anbf: scipy (HiGHS) is not installed"
     assert w.lotes.klass(Resources(1, 2**20)) is None
-    assert w.lotes.decorate(Launch("n1", T, J, 0, 1, spec())).lotes_class == -1  # type: ignore[attr-defined]
+    assert w.lotes.decorate(Launch(T, 1, J, 0, spec(), node="n1")).lotes_class == -1  # type: ignore[attr-defined]
 
 
 def test_request_window_slides_and_counts_distinct_requests() -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from tcluster.agent.outbox import Outbox
-from tcluster.agent.requests import LaunchRequest, load_request, save_request, task_user
+from tcluster.agent.launchrecord import load_record, save_record
+from tcluster.agent.runas import task_user
+from tcluster.launch import Launch
 from tcluster.agent.runtime.base import LaunchError, RawUsage, RuntimeSetupError
 from tcluster.agent.runtime.detect import V2Layout, parse_proc_cgroup, plan_v2
 from tcluster.agent.usage import to_task_usage
@@ -62,11 +64,22 @@ def test_task_user_policy() -> None:
 def test_launch_record_round_trips_privately(tmp_path: Path) -> None:
     spec = JobSpec(("sh", "-c", "x"), Resources(0.5, 64 << 20), env=(("A", "1"),), user="nobody", workdir="/srv",
                    cpu_limit=1.5, swap=-1, pids_max=64, retries=2, log_max_bytes=2**20)
-    request = LaunchRequest("0123abcd.0", 2, "0123abcd", 0, spec)
-    save_request(tmp_path, request)
-    assert load_request(tmp_path) == request
+    request = Launch("0123abcd.0", 2, "0123abcd", 0, spec)
+    save_record(tmp_path, request)
+    assert load_record(tmp_path) == request
     assert (tmp_path / "launch.json").stat().st_mode & 0o777 == 0o600   # it holds the task's environment
-    assert load_request(tmp_path / "missing") is None
+    assert load_record(tmp_path / "missing") is None
+
+
+def test_a_launch_record_written_by_an_older_agent_still_loads(tmp_path: Path) -> None:
+    # The keys agents have written since the first release: tasks survive an agent upgrade.
+    (tmp_path / "launch.json").write_text(
+        '{"task_id": "0123abcd.0", "attempt": 2, "job_id": "0123abcd", "index": 0, "spec": {"command": ["sleep", "9"], '
+        '"resources": {"cpu": 0.5, "memory": 1048576}, "name": "", "queue": "default", "tasks": 1, "env": [["A", "1"]], '
+        '"user": "", "workdir": "", "labels": [], "constraints": [], "weight": 1.0, "cpu_limit": 0.0, "swap": 0, '
+        '"pids_max": 0, "retries": 0}}')
+    loaded = load_record(tmp_path)
+    assert loaded == Launch("0123abcd.0", 2, "0123abcd", 0, JobSpec(("sleep", "9"), Resources(0.5, 2**20), env=(("A", "1"),)))
 
 
 def test_outbox_survives_a_restart_and_forgets_what_was_acked(tmp_path: Path) -> None:

@@ -1,0 +1,81 @@
+"""`tcl submit`'s options: one per job spec field that has a flag, made from the field
+table (tcluster/specfields.py, which cli/spec.py reads them back by), and the few of its
+own (resources, the job file, --wait, the command). Light on purpose: the parser is built
+for every `tcl` command, `tcl --help` included."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable
+
+from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
+
+# Nomad-style defaults so `tcl submit -- cmd` just works; a kind given as 0 in a file or
+# in --resources counts as not given (an explicit --cpu 0 / --mem 0 is honoured).
+DEFAULT_CPU = "1"
+DEFAULT_MEMORY = "512Mi"
+# `tcl submit --help` lists its options in the order it always has; an option of a field
+# added since comes after these, with nothing to add here.
+HELP_ORDER = ("--name", "--queue", "--weight", "--tasks", "--cpu", "--mem", "--resources", "--env", "--label", "--user",
+              "--workdir", "--cpu-limit", "--swap", "--pids-max", "--image", "--network", "--net", "--net-limit",
+              "--retries", "--log-max", "--constraint", "--file", "--wait", "--request-id")
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return value
+
+
+# What argparse converts; the other kinds stay text and are parsed when the spec is
+# merged (cli/spec.py), so that their errors name the flag the way the units' parsers do.
+_FLAG_TYPES: dict[Kind, Callable[[str], Any]] = {
+    Kind.COUNT: int,
+    Kind.NATURAL: non_negative_int,
+    Kind.WEIGHT: float,
+}
+_REPEATED = (Kind.PAIRS, Kind.LIST)      # each use adds one
+# Options that are no one spec field: (names, argparse options).
+_OWN: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
+    "--cpu": (("--cpu",), {"help": f"cores per task: 0.5, 2 or 500m (default: {DEFAULT_CPU})"}),
+    "--mem": (("--mem",), {"help": f"memory per task: 512Mi, 0.5GB, 2G (default: {DEFAULT_MEMORY})"}),
+    "--resources": (("--resources",), {
+        "metavar": "SPEC", "help": "per task, the paper's form: 'cpu_num=0.5; memory=0.5GB; net=10Mbit'"}),
+    "--net": (("--net",), {
+        "metavar": "RATE", "help": "egress bandwidth per task, e.g. 50Mbit (implies --network bridge)"}),
+    "--file": (("-f", "--file"), {
+        "metavar": "JOB.yaml",
+        "help": "job file: name, queue, tasks, resources, command, env, user, workdir, labels, constraints"}),
+    "--wait": (("--wait",), {
+        "action": "store_true", "help": "wait until the job ends (progress on stderr); exit 0 only if it SUCCEEDED"}),
+}
+
+
+def add_submit_options(parser: argparse.ArgumentParser) -> None:
+    by_flag = {entry.flag: entry for entry in SPEC_FIELDS if entry.flag is not None}
+    last = len(HELP_ORDER)
+    ranked = sorted([*by_flag, *_OWN], key=lambda flag: HELP_ORDER.index(flag) if flag in HELP_ORDER else last)
+    for flag in ranked:
+        if flag in by_flag:
+            parser.add_argument(flag, **_options(by_flag[flag]))
+        else:
+            names, options = _OWN[flag]
+            parser.add_argument(*names, **options)
+    parser.add_argument("command", nargs="*", metavar="COMMAND", help="the program and its arguments, after `--`")
+
+
+def _options(entry: SpecField) -> dict[str, Any]:
+    options: dict[str, Any] = {"help": entry.help}
+    if entry.metavar:
+        options["metavar"] = entry.metavar
+    if entry.choices:
+        options["choices"] = entry.choices
+    if entry.kind in _REPEATED:
+        options["action"] = "append"
+    elif entry.kind in _FLAG_TYPES:
+        options["type"] = _FLAG_TYPES[entry.kind]
+    return options

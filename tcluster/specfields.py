@@ -1,0 +1,136 @@
+"""The one field table of a job spec. For each JobSpec field: its kind (which decides how
+the store codec, the protobuf mapping and the JSON view carry it, and how a job file or a
+flag writes it), its proto field, its JSON key, its job-file key and its `tcl submit` flag.
+
+codec.py, wire.py, views.py, cli/jobfile.py and cli/spec.py read this table and nothing
+else; tests/unit/test_specfields.py fails when it, the JobSpec dataclass and the proto
+disagree. Adding a job field: the JobSpec attribute, its entry here, the proto, the docs.
+
+The table's order is the job JSON's key order (`tcl status -o json`, the dashboard); the
+`tcl submit --help` options and the job file's key list keep the order they always had
+(cli/submitflags.py, cli/jobfile.py), with a new field's after them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable
+
+
+class Kind(Enum):
+    """What a value is, for every form it takes."""
+    TEXT = "text"            # a string
+    COUNT = "count"          # a whole number (range checked by JobSpec.validate)
+    NATURAL = "natural"      # a whole number >= 0, refused early by the file and the flag
+    WEIGHT = "weight"        # a number > 0
+    CORES = "cores"          # a number of cores: 0.5, 2 or 500m
+    SIZE = "size"            # bytes, written as a size: 64Mi, 0.5GB
+    SWAP = "swap"            # a size, or `unlimited` (-1)
+    RATE = "rate"            # bits/s, written as a rate: 50Mbit
+    PAIRS = "pairs"          # sorted (key, value) pairs: a map in protobuf and JSON, K=V on flags
+    LIST = "list"            # strings; a flag adds to the file's
+    ARGV = "argv"            # the command: a list, or one shell line in a job file
+    RESOURCES = "resources"  # per-kind amounts (flags: --cpu, --mem, --resources, --net)
+
+    @property
+    def is_sequence(self) -> bool:
+        return self in (Kind.LIST, Kind.ARGV)
+
+    @property
+    def is_scalar(self) -> bool:
+        return not self.is_sequence and self not in (Kind.PAIRS, Kind.RESOURCES)
+
+
+@dataclass(frozen=True)
+class Carrier:
+    """How one form of a spec (the store's dict, protobuf, JSON) holds each shape of value;
+    scalars go as they are."""
+    resources: Callable[[Any], Any]
+    pairs: Callable[[Any], Any]
+    sequence: Callable[[Any], Any]
+
+    def carry(self, kind: Kind, value: Any) -> Any:
+        if kind is Kind.RESOURCES:
+            return self.resources(value)
+        if kind is Kind.PAIRS:
+            return self.pairs(value)
+        return self.sequence(value) if kind.is_sequence else value
+
+
+@dataclass(frozen=True)
+class SpecField:
+    name: str                        # the JobSpec attribute
+    kind: Kind
+    proto: str                       # the jobs.proto JobSpec field
+    json: str | None                 # the key in job JSON; None: not shown as such
+    file_key: str | None = None      # the key in a job file; None: not read from files
+    flag: str | None = None          # the `tcl submit` option; None: no option of its own
+    metavar: str | None = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    # Written to the store only when set: an older master (a rolling upgrade of HA masters,
+    # or a rollback) refuses unknown fields, and most specs never use a new one. Set it on
+    # every field added from now on.
+    stored_when_set: bool = False
+
+    @property
+    def dest(self) -> str:
+        """The argparse attribute of the flag."""
+        assert self.flag is not None
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+def _field(name: str, kind: Kind, *, json: bool = True, file: bool | str = False, flag: str | None = None,
+           metavar: str | None = None, help: str = "", choices: tuple[str, ...] = (),  # noqa: A002 - argparse's word
+           stored_when_set: bool = False) -> SpecField:
+    """Most names are the same everywhere: the proto field and JSON key are the name, a
+    job-file key (file=True) too unless given as a string."""
+    file_key = name if file is True else (file or None)
+    return SpecField(name, kind, proto=name, json=name if json else None, file_key=file_key, flag=flag,
+                     metavar=metavar, help=help, choices=choices, stored_when_set=stored_when_set)
+
+
+SPEC_FIELDS: tuple[SpecField, ...] = (
+    _field("name", Kind.TEXT, file=True, flag="--name", help="job name (1-63 of A-Z a-z 0-9 _ . -)"),
+    _field("queue", Kind.TEXT, file=True, flag="--queue", help="leaf queue path, e.g. ads.prod (default: default)"),
+    # Shown as tasks_total (with the task list under "tasks"), not under its own name.
+    _field("tasks", Kind.COUNT, json=False, file=True, flag="--tasks", help="number of identical tasks (default: 1)"),
+    _field("resources", Kind.RESOURCES, file=True),
+    _field("command", Kind.ARGV, file=True),
+    _field("env", Kind.PAIRS, file=True, flag="--env", metavar="KEY=VALUE",
+           help="environment variable (repeatable)"),
+    _field("user", Kind.TEXT, file=True, flag="--user",
+           help="run tasks as this Unix user (admins only; default: your own mapping)"),
+    _field("owner", Kind.TEXT),              # set by the master from the caller, never by a client
+    _field("request_id", Kind.TEXT, flag="--request-id", metavar="ID", stored_when_set=True,
+           help="idempotency key (1-64 of A-Z a-z 0-9 _ . : -): submitting again with the same one returns "
+                "the job the first made instead of a second (default: a fresh one per call, reused by its "
+                "own retries)"),
+    _field("workdir", Kind.TEXT, file=True, flag="--workdir", metavar="DIR",
+           help="absolute working directory of each task"),
+    _field("labels", Kind.PAIRS, file=True, flag="--label", metavar="KEY=VALUE",
+           help="free-form job label (repeatable)"),
+    _field("constraints", Kind.LIST, file=True, flag="--constraint", metavar="EXPR",
+           help="on node labels, repeatable, all must hold: rack=r1, disk!=hdd, 'arch in (x86_64,arm64)', 'has gpu'"),
+    _field("weight", Kind.WEIGHT, file=True, flag="--weight", metavar="W",
+           help="the job's weight among its queue's jobs (default: 1)"),
+    _field("cpu_limit", Kind.CORES, flag="--cpu-limit", metavar="CORES",
+           help="hard CPU cap per task, e.g. 0.5 (default: none, only the weight)"),
+    _field("swap", Kind.SWAP, flag="--swap", metavar="SIZE",
+           help="swap per task beyond --mem, e.g. 200Mi or unlimited (default: none)"),
+    _field("pids_max", Kind.COUNT, flag="--pids-max", metavar="N",
+           help="processes+threads per task (default: the agent's, 4096)"),
+    _field("retries", Kind.NATURAL, file=True, flag="--retries", metavar="N",
+           help="run a FAILED or LOST task again, up to N times (default: 0)"),
+    _field("image", Kind.TEXT, file=True, flag="--image", metavar="IMAGE",
+           help="run each task in this docker image (on nodes with docker)"),
+    _field("network", Kind.TEXT, file=True, flag="--network", choices=("host", "none", "bridge"),
+           help="host (default), none (loopback only) or bridge (own address on the node's bridge)"),
+    _field("net_limit", Kind.RATE, file=True, flag="--net-limit", metavar="RATE",
+           help="let a task burst up to RATE when the link is idle"),
+    _field("log_max_bytes", Kind.SIZE, file="log_max", flag="--log-max", metavar="SIZE",
+           help="per log file before it rotates (default: the agent's, 64Mi)"),
+)
+
+BY_NAME: dict[str, SpecField] = {f.name: f for f in SPEC_FIELDS}
+FILE_KEYS: tuple[str, ...] = tuple(f.file_key for f in SPEC_FIELDS if f.file_key)
