@@ -7,10 +7,11 @@ own name), its Prometheus series, and the history column it feeds. The protobuf 
 fails when a proto field has no entry here. wire.py, views.py, master/usage/metrics.py and
 master/usage/history.py read `USAGE_FIELDS` instead of listing fields of their own.
 
-The agent fills one TaskUsage per sample: the runtime's reader the counters and levels,
-`derive` (below) every rate and the peak, against the agent's previous sample of the same
-container. Nothing downstream derives a rate, except the master's fallback for agents of
-an older version, which sent no throttling and I/O rates (master/usage/ingest.py)."""
+The agent makes one TaskUsage per sample, in one place (agent/usage.py `to_task_usage`):
+the runtime's counters and levels as read, every rate derived there against the agent's
+previous sample of the same container. Nothing downstream derives a rate, except the
+master's fallback for agents of the previous version, which sent no throttling and I/O
+rates (master/usage/ingest.py)."""
 
 from __future__ import annotations
 
