@@ -87,8 +87,9 @@ class TaskUsage:
     net_rx_rate: float = _figure(0.0, "bits/s")
     # -1 (NOT_SENT): not reported (older agents, the process runtime); unset on the wire
     memory_inactive_file_bytes: int = _figure(NOT_SENT, "bytes", json=False)
-    # Rates of the cumulative counters above, over the agent's last sample interval (the JSON
-    # views leave them out: their shape is a public interface). NOT_SENT from older agents.
+    # Rates of the cumulative counters above, over the agent's last sample interval, sent as
+    # a group (RATES) marked by `rates_derived`; NOT_SENT from agents of the previous version.
+    # The JSON views leave them out: their shape is a public interface.
     cpu_throttled_rate: float = _figure(float(NOT_SENT), "s/s", json=False, column=Column(2, "cpu_throttled", MEAN))
     io_read_rate: float = _figure(float(NOT_SENT), "bytes/s", json=False, column=Column(8, "io_read", MEAN))
     io_write_rate: float = _figure(float(NOT_SENT), "bytes/s", json=False, column=Column(9, "io_write", MEAN))
@@ -96,6 +97,11 @@ class TaskUsage:
     @property
     def working_set_bytes(self) -> int:
         return working_set(self.memory_bytes, self.memory_inactive_file_bytes, self.memory_file_bytes)
+
+    @property
+    def rates_derived(self) -> bool:
+        """Whether the sender derived the RATES (on the wire: the field of this name)."""
+        return self.cpu_throttled_rate >= 0 and self.io_read_rate >= 0 and self.io_write_rate >= 0
 
 
 def working_set(memory: int, inactive_file: int, file: int) -> int:
@@ -105,7 +111,7 @@ def working_set(memory: int, inactive_file: int, file: int) -> int:
     return max(0, memory - (inactive_file if inactive_file >= 0 else file))
 
 
-# Figures computed from the fields, never sent: in the table for their series and column.
+# Figures computed from the fields: in the table for their series, column or wire field.
 # The history's CPU total is cpu_rate (cpuacct.usage / cpu.stat usage_usec, the counter
 # Prometheus sees); the tick-based system rate only splits it.
 _DERIVED = (UsageField("cpu_user", "cores", json=False, wire=False, column=Column(0, "cpu_user", MEAN)),
@@ -113,7 +119,8 @@ _DERIVED = (UsageField("cpu_user", "cores", json=False, wire=False, column=Colum
             UsageField("working_set_bytes", "bytes", json=False, wire=False,
                        metric=Metric("memory_working_set_bytes",
                                      "memory usage minus inactive page cache (what the OOM killer weighs)"),
-                       column=Column(3, "memory_working_set", MAX)),)
+                       column=Column(3, "memory_working_set", MAX)),
+            UsageField("rates_derived", "bool", json=False))
 
 USAGE_FIELDS: tuple[UsageField, ...] = tuple(
     replace(f.metadata["usage"], name=f.name) for f in fields(TaskUsage)) + _DERIVED
@@ -121,5 +128,6 @@ USAGE_FIELDS: tuple[UsageField, ...] = tuple(
 HISTORY_COLUMNS: tuple[UsageField, ...] = tuple(sorted((f for f in USAGE_FIELDS if f.column is not None),
                                                        key=lambda f: f.column.index if f.column else 0))
 FIELD_TYPES: dict[str, type] = {f.name: float if f.type == "float" else int for f in fields(TaskUsage)}
-# Optional on the wire: an unset field reads 0 from protobuf, NOT_SENT (as its type) in the domain.
-OPTIONAL: dict[str, Any] = {f.name: f.default for f in fields(TaskUsage) if f.default == NOT_SENT}
+RATES = ("cpu_throttled_rate", "io_read_rate", "io_write_rate")
+# Optional on the wire: an unset field reads 0 from protobuf, NOT_SENT in the domain.
+OPTIONAL = tuple(f.name for f in fields(TaskUsage) if f.default == NOT_SENT and f.name not in RATES)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.scheduler.queuestats import QueueRow
-from tcluster.taskusage import OPTIONAL, USAGE_FIELDS
+from tcluster.taskusage import NOT_SENT, OPTIONAL, RATES
 from tcluster.v1 import common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -63,17 +64,22 @@ def job_state_from_pb(value: int) -> JobState:
         raise ValueError(f"unknown job state {value}") from None
 
 
-_WIRE_FIELDS = tuple(f.name for f in USAGE_FIELDS if f.wire)
-_ALWAYS_SENT = tuple(name for name in _WIRE_FIELDS if name not in OPTIONAL)
+_FIELDS = tuple(f.name for f in fields(TaskUsage))       # each on the wire under its own name
+_PLAIN = tuple(name for name in _FIELDS if name not in OPTIONAL and name not in RATES)
+_NO_RATES = {name: float(NOT_SENT) for name in RATES}
 _new_usage = object.__new__
 
 
 def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2.TaskUsage:
-    msg = common_pb2.TaskUsage(task_id=task_id, attempt=attempt, **{name: getattr(u, name) for name in _ALWAYS_SENT})
+    msg = common_pb2.TaskUsage(task_id=task_id, attempt=attempt, **{name: getattr(u, name) for name in _PLAIN})
     for name in OPTIONAL:
         value = getattr(u, name)
-        if value >= 0:            # unset means "not read" or "not derived" (NOT_SENT in the domain)
+        if value >= 0:            # unset means "not read" (NOT_SENT in the domain)
             setattr(msg, name, value)
+    if u.rates_derived:           # the rates go together, or not at all (an older agent's sample)
+        msg.rates_derived = True
+        for name in RATES:
+            setattr(msg, name, getattr(u, name))
     return msg
 
 
@@ -81,10 +87,12 @@ def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
     """Hot: one per task per heartbeat. Builds the frozen value without its __init__ (which
     sets every field one by one through object.__setattr__); every field is the proto's own."""
     usage = _new_usage(TaskUsage)
-    values = {name: getattr(msg, name) for name in _WIRE_FIELDS}
-    for name, absent in OPTIONAL.items():
+    values = {name: getattr(msg, name) for name in _FIELDS}
+    for name in OPTIONAL:
         if not values[name] and not msg.HasField(name):
-            values[name] = absent       # an agent that does not read or derive it
+            values[name] = NOT_SENT     # an agent that does not read it
+    if not msg.rates_derived:           # an agent of the previous version
+        values.update(_NO_RATES)
     usage.__dict__.update(values)
     return usage
 

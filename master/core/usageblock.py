@@ -21,19 +21,21 @@ from typing import Any
 
 import numpy as np
 
-from tcluster.taskusage import NOT_SENT, OPTIONAL, TaskUsage, working_set
+from tcluster.taskusage import NOT_SENT, RATES, TaskUsage, working_set
 
 # The figures of a sample the usage history reads (master/usage/ingest.py), in `UsageBlock.raw`'s
-# order: the agent's rates, the levels, the counters (for rates an older agent did not send)
-# and last the working set, computed here from the figures before it.
-RAW_FIELDS = ("cpu_rate", "cpu_system_rate", "cpu_throttled_rate", "memory_bytes", "memory_inactive_file_bytes",
+# order: the agent's rates, the levels, the counters (for the rates an older agent did not
+# send) and whether the rates were sent (1.0 or 0.0).
+RAW_FIELDS = ("cpu_rate", "cpu_system_rate", "cpu_throttled_rate", "memory_bytes", "working_set_bytes",
               "memory_file_bytes", "memory_anon_bytes", "memory_swap_bytes", "pids", "io_read_rate",
               "io_write_rate", "oom_kills", "sampled_at", "cpu_throttled_seconds", "io_read_bytes",
-              "io_write_bytes", "working_set_bytes")
-_READ = len(RAW_FIELDS) - 1                       # the figures read off a sample
-_RAW = attrgetter(*RAW_FIELDS[:_READ])
-_MEM, _INACTIVE, _FILE = map(RAW_FIELDS.index, ("memory_bytes", "memory_inactive_file_bytes", "memory_file_bytes"))
-_OPTIONAL = tuple(RAW_FIELDS.index(name) for name in OPTIONAL)   # unset on the wire reads 0; NOT_SENT here
+              "io_write_bytes", "rates_derived")
+INACTIVE = "memory_inactive_file_bytes"   # optional on the wire: unset reads 0, the domain says -1
+_WS = RAW_FIELDS.index("working_set_bytes")
+# Read off each sample: the working set's slot holds the inactive figure until the working set replaces it
+_RAW = attrgetter(*(INACTIVE if name == "working_set_bytes" else name for name in RAW_FIELDS))
+_MEM, _FILE, _SENT = map(RAW_FIELDS.index, ("memory_bytes", "memory_file_bytes", "rates_derived"))
+_RATES = tuple(map(RAW_FIELDS.index, RATES))
 
 
 def _same(usage: Any) -> TaskUsage:
@@ -44,14 +46,14 @@ def _same(usage: Any) -> TaskUsage:
 class UsageBlock:
     """Samples of one heartbeat: `samples[i]` is task `ids[i]`'s attempt `attempts[i]`,
     each task at most once. A sample has TaskUsage's field names (a TaskUsage itself, or
-    the wire message); `to_usage` makes the domain value of one, and `unset(sample, name)` says
-    whether its optional figure `name` was left out (None: never, the value is the domain's)."""
+    the wire message); `to_usage` makes the domain value of one, and `unset(sample)` says
+    whether its inactive-file figure was left out (None: never, the value is the domain's)."""
     ids: tuple[str, ...]
     attempts: tuple[int, ...]
     samples: Sequence[Any]
     raw: np.ndarray                   # (n, len(RAW_FIELDS)) float64: float() of each TaskUsage's figures
     to_usage: Callable[[Any], TaskUsage] = _same
-    unset: Callable[[Any, str], bool] | None = None
+    unset: Callable[[Any], bool] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -77,7 +79,7 @@ class UsageBlock:
         """`(u.cpu_rate, u.working_set_bytes)` of the row's TaskUsage u, without building it."""
         sample = self.samples[row]
         inactive = sample.memory_inactive_file_bytes
-        if inactive == 0 and self.unset is not None and self.unset(sample, "memory_inactive_file_bytes"):
+        if inactive == 0 and self.unset is not None and self.unset(sample):
             inactive = NOT_SENT
         return sample.cpu_rate, working_set(sample.memory_bytes, inactive, sample.memory_file_bytes)
 
@@ -88,23 +90,26 @@ class UsageBlock:
         return UsageBlock(tuple(samples), tuple(a for a, _ in samples.values()), usages, figures(usages, None))
 
 
-def figures(samples: Sequence[Any], unset: Callable[[Any, str], bool] | None) -> np.ndarray:
+def figures(samples: Sequence[Any], unset: Callable[[Any], bool] | None) -> np.ndarray:
     """(n, len(RAW_FIELDS)) float64: float() of each sample's RAW figures as its TaskUsage
-    holds them. One attrgetter call per sample, a few numpy calls per block (a heartbeat
-    holds a few samples: numpy's fixed cost per call would outweigh them); an optional
-    figure is asked again only where it reads 0."""
-    width, n = _READ, len(samples)
+    holds them. One attrgetter call per sample and per working set, two numpy calls per
+    block (a heartbeat holds a few samples: numpy's fixed cost per call would outweigh
+    them); the inactive figure is asked again only where it reads 0, the rates only where
+    they were not sent (both rare)."""
+    width = len(RAW_FIELDS)
     flat = list(chain.from_iterable(map(_RAW, samples)))
-    for column in _OPTIONAL if unset is not None else ():
-        values = flat[column::width]
-        if 0 in values:
-            for row, value in enumerate(values):
-                if value == 0 and unset(samples[row], RAW_FIELDS[column]):
-                    flat[row * width + column] = NOT_SENT     # an agent that does not read or derive it
-    raw = np.empty((n, width + 1), dtype=np.float64)
-    raw[:, :width] = np.array(flat, dtype=np.float64).reshape(n, width)
-    raw[:, width] = np.array(list(map(working_set, flat[_MEM::width], flat[_INACTIVE::width], flat[_FILE::width])),
-                             dtype=np.float64)
+    inactive = flat[_WS::width]
+    if unset is not None and 0 in inactive:
+        for row, value in enumerate(inactive):
+            if value == 0 and unset(samples[row]):
+                inactive[row] = NOT_SENT          # an agent that does not read it
+    flat[_WS::width] = list(map(working_set, flat[_MEM::width], inactive, flat[_FILE::width]))
+    if 0 in flat[_SENT::width]:                   # samples of an agent of the previous version
+        for row, sent in enumerate(flat[_SENT::width]):
+            if not sent:
+                for column in _RATES:
+                    flat[row * width + column] = NOT_SENT
+    raw = np.array(flat, dtype=np.float64).reshape(len(samples), width)
     raw.flags.writeable = False          # shared by the state and the recorder's drains
     return raw
 

@@ -23,8 +23,8 @@ MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
 _ID, _ATTEMPT = attrgetter("task_id"), attrgetter("attempt")
 
 
-def _unset(msg: common_pb2.TaskUsage, name: str) -> bool:
-    return not msg.HasField(name)
+def _inactive_unset(msg: common_pb2.TaskUsage) -> bool:
+    return not msg.HasField("memory_inactive_file_bytes")
 
 
 def usage_block_from_pb(samples: Sequence[common_pb2.TaskUsage]) -> UsageBlock:
@@ -33,7 +33,7 @@ def usage_block_from_pb(samples: Sequence[common_pb2.TaskUsage]) -> UsageBlock:
     each of ids, attempts and the figures, nothing per field in Python. Samples without a
     task id are dropped; a task sent twice keeps its last sample (at its first place)."""
     ids, attempts = tuple(map(_ID, samples)), tuple(map(_ATTEMPT, samples))
-    block = UsageBlock(ids, attempts, samples, figures(samples, _unset), usage_from_pb, _unset)
+    block = UsageBlock(ids, attempts, samples, figures(samples, _inactive_unset), usage_from_pb, _inactive_unset)
     if "" in ids or len(set(ids)) != len(ids):
         last = dict(zip(ids, range(len(ids))))
         return block.take([row for task_id, row in last.items() if task_id])

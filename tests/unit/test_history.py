@@ -165,10 +165,10 @@ def test_the_agents_rates_go_into_the_history_as_sent() -> None:
 
 
 def test_an_agent_of_the_previous_version_sends_no_rates_and_the_master_derives_them() -> None:
-    """A rolling upgrade: the old agent's samples carry the counters only (fields 27-29 unset)."""
+    """A rolling upgrade: the old agent's samples carry the counters only (fields 27-30 unset)."""
     from tcluster.v1 import common_pb2
     old = [common_pb2.TaskUsage(task_id="j1.0", attempt=1, sampled_at=1000.0 + i, io_read_bytes=i * 4096,
                                 io_write_bytes=i * 1024, cpu_throttled_seconds=i * 0.5) for i in range(4)]
-    assert not old[0].HasField("io_read_rate")
+    assert not old[0].rates_derived
     data = _recorded([[s] for s in old])
     assert data["io_read"][-1] == 4096 and data["io_write"][-1] == 1024 and data["cpu_throttled"][-1] == 0.5
