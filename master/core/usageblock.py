@@ -8,8 +8,9 @@ are (protobuf messages from the wire; opaque here, only their field names are us
 reference to the block per task (`UsageIndex`); a `TaskUsage` is built (by the block's
 `to_usage`, i.e. `usage_from_pb`) only when someone reads one task's usage. The
 figures the usage history needs are read once, at the decode, into one float64 array
-(`raw`: one attrgetter call per sample, and the working set computed there), so the recorder's drain is array operations only
-(and history on costs the heartbeat path nothing it would not pay with history off)."""
+(`raw`: one attrgetter call per sample, the working set computed there), so the
+recorder's drain is array operations only (and history on costs the heartbeat path
+nothing it would not pay with history off)."""
 
 from __future__ import annotations
 
