@@ -35,10 +35,6 @@ def cpu_rate(previous: RawUsage | None, current: RawUsage, field: str = "cpu_ns"
     return per_second(previous, current, attrgetter(field)) / NS_PER_S
 
 
-def _net(key: str) -> Count:
-    return lambda sample: sample.extra.get(key)
-
-
 def to_task_usage(previous: RawUsage | None, current: RawUsage, peak_seen: int) -> TaskUsage:
     """`peak_seen` is the highest memory the agent has sampled, for kernels without memory.peak."""
     return TaskUsage(
@@ -65,8 +61,8 @@ def to_task_usage(previous: RawUsage | None, current: RawUsage, peak_seen: int) 
         io_write_rate=per_second(previous, current, attrgetter("io_write_bytes")),
         oom_kills=current.oom_kills,
         pids_max_hits=current.pids_max_hits,
-        net_tx_bytes=current.extra.get("net_tx_bytes", 0),
-        net_rx_bytes=current.extra.get("net_rx_bytes", 0),
-        net_tx_rate=per_second(previous, current, _net("net_tx_bytes")) * 8,     # bits/s
-        net_rx_rate=per_second(previous, current, _net("net_rx_bytes")) * 8,
+        net_tx_bytes=current.net_tx_bytes or 0,
+        net_rx_bytes=current.net_rx_bytes or 0,
+        net_tx_rate=per_second(previous, current, attrgetter("net_tx_bytes")) * 8,     # bits/s
+        net_rx_rate=per_second(previous, current, attrgetter("net_rx_bytes")) * 8,
     )
