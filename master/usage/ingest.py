@@ -6,10 +6,10 @@ is finding each sample's slot (one dict lookup); the rest is a fixed number of a
 operations: the CPU split, the rows in history.TASK's order, and the OOM-kill counter
 compared with what was seen. Sans-IO.
 
-The agent derives every rate (agent/usage.py). Agents of the previous
-version sent no throttling and I/O rates: for their samples only, the rates come from the
-counters here, against the previous sample of the same slot (in this batch or kept from the
-last one). Drop the fallback once no such agent can connect."""
+The agent derives every rate (agent/usage.py). Agents of the previous version sent no
+throttling and I/O rates: for their samples only, the rates come from the counters here,
+against the previous sample of the same slot (in this batch or kept from the last one).
+Drop the fallback once no such agent can connect."""
 
 from __future__ import annotations
 
@@ -19,11 +19,12 @@ from typing import Sequence
 import numpy as np
 
 from tcluster.master.core.usageblock import RAW_FIELDS, UsageBlock
-from tcluster.taskusage import HISTORY_COLUMNS
+from tcluster.taskusage import HISTORY_COLUMNS, RATES
 
 CPU, SYS, OOM, AT, WS = map(RAW_FIELDS.index, ("cpu_rate", "cpu_system_rate", "oom_kills", "sampled_at",
                                                "working_set_bytes"))
-_RATES = [RAW_FIELDS.index(n) for n in ("cpu_throttled_rate", "io_read_rate", "io_write_rate")]
+_RATES = [RAW_FIELDS.index(name) for name in RATES]
+# The time and, in RATES' order, the counters whose growth the older agents' rates are
 _COUNTERS = [AT] + [RAW_FIELDS.index(n) for n in ("cpu_throttled_seconds", "io_read_bytes", "io_write_bytes")]
 # history.TASK's columns, each the raw figure of its name; the CPU split's two are made below
 _SPLIT = {"cpu_user": "cpu_rate", "cpu_system": "cpu_system_rate"}
