@@ -68,7 +68,8 @@ def cluster(nodes: int, per_node: int) -> tuple[MasterState, list[bytes]]:
             task_id=t, attempt=1, cpu_seconds=12.5, cpu_rate=0.8, memory_bytes=int(0.6 * GiB),
             memory_peak_bytes=int(0.7 * GiB), memory_anon_bytes=int(0.5 * GiB), memory_file_bytes=int(0.1 * GiB),
             pids=3, sampled_at=time.time(), cpu_user_seconds=10.0, cpu_system_seconds=2.5, cpu_user_rate=0.7,
-            cpu_system_rate=0.1, io_read_bytes=4096, io_write_bytes=8192) for t in mine)
+            cpu_system_rate=0.1, io_read_bytes=4096, io_write_bytes=8192, rates_derived=True, io_read_rate=40.0,
+            io_write_rate=80.0) for t in mine)
         beats.append(agent_pb2.AgentMessage(heartbeat=hb).SerializeToString())
     return state, beats
 

@@ -10,6 +10,7 @@ from tcluster.bounds import check_spec_bounds, quote
 from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
+from tcluster.taskusage import TaskUsage
 
 MAX_TASKS_PER_JOB = 10_000
 MAX_RETRIES = 100
@@ -149,41 +150,6 @@ def task_network(spec: JobSpec) -> str:
     if spec.network:
         return spec.network
     return "bridge" if spec.resources.get("net") > 0 else "host"
-
-
-@dataclass(frozen=True)
-class TaskUsage:
-    cpu_seconds: float = 0.0
-    cpu_rate: float = 0.0
-    memory_bytes: int = 0
-    memory_peak_bytes: int = 0
-    memory_anon_bytes: int = 0
-    memory_file_bytes: int = 0
-    pids: int = 0
-    sampled_at: float = 0.0
-    cpu_user_seconds: float = 0.0
-    cpu_system_seconds: float = 0.0
-    cpu_user_rate: float = 0.0
-    cpu_system_rate: float = 0.0
-    cpu_throttled_seconds: float = 0.0
-    cpu_throttled_periods: int = 0
-    memory_swap_bytes: int = 0
-    io_read_bytes: int = 0
-    io_write_bytes: int = 0
-    oom_kills: int = 0
-    pids_max_hits: int = 0
-    net_tx_bytes: int = 0
-    net_rx_bytes: int = 0
-    net_tx_rate: float = 0.0       # bits/s
-    net_rx_rate: float = 0.0
-    memory_inactive_file_bytes: int = -1    # -1: not reported (older agents, the process runtime)
-
-    @property
-    def working_set_bytes(self) -> int:
-        """memory.current minus inactive file pages, as cAdvisor and the kubelet count it;
-        without that figure, minus all page cache (a lower bound that never counts cache)."""
-        inactive = self.memory_inactive_file_bytes
-        return max(0, self.memory_bytes - (inactive if inactive >= 0 else self.memory_file_bytes))
 
 
 @dataclass(frozen=True)

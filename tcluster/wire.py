@@ -9,6 +9,7 @@ from tcluster.launch import Launch
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tcluster.specfields import SPEC_FIELDS, Carrier
+from tcluster.taskusage import NOT_SENT, OPTIONAL, RATES
 from tcluster.v1 import agent_pb2, common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {
@@ -64,37 +65,35 @@ def job_state_from_pb(value: int) -> JobState:
         raise ValueError(f"unknown job state {value}") from None
 
 
-def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2.TaskUsage:
-    msg = common_pb2.TaskUsage(
-        task_id=task_id, attempt=attempt, cpu_seconds=u.cpu_seconds, cpu_rate=u.cpu_rate,
-        memory_bytes=u.memory_bytes, memory_peak_bytes=u.memory_peak_bytes,
-        memory_anon_bytes=u.memory_anon_bytes, memory_file_bytes=u.memory_file_bytes,
-        pids=u.pids, sampled_at=u.sampled_at, **{name: getattr(u, name) for name in _USAGE_DETAIL},
-    )
-    if u.memory_inactive_file_bytes >= 0:        # unset means "not read" (-1 in the domain)
-        msg.memory_inactive_file_bytes = u.memory_inactive_file_bytes
-    return msg
-
-
-# TaskUsage fields the proto spells the same way (the node runtime's detail).
-_USAGE_DETAIL = (
-    "cpu_user_seconds", "cpu_system_seconds", "cpu_user_rate", "cpu_system_rate", "cpu_throttled_seconds",
-    "cpu_throttled_periods", "memory_swap_bytes", "io_read_bytes", "io_write_bytes", "oom_kills", "pids_max_hits",
-    "net_tx_bytes", "net_rx_bytes", "net_tx_rate", "net_rx_rate",
-)
-
-
-_USAGE_FIELDS = tuple(f.name for f in fields(TaskUsage))
+_FIELDS = tuple(f.name for f in fields(TaskUsage))       # each on the wire under its own name
+_PLAIN = tuple(name for name in _FIELDS if name not in OPTIONAL and name not in RATES)
+_NO_RATES = {name: float(NOT_SENT) for name in RATES}
 _new_usage = object.__new__
+
+
+def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2.TaskUsage:
+    msg = common_pb2.TaskUsage(task_id=task_id, attempt=attempt, **{name: getattr(u, name) for name in _PLAIN})
+    for name in OPTIONAL:
+        value = getattr(u, name)
+        if value >= 0:            # unset means "not read" (NOT_SENT in the domain)
+            setattr(msg, name, value)
+    if u.rates_derived:           # the rates go together, or not at all (an older agent's sample)
+        msg.rates_derived = True
+        for name in RATES:
+            setattr(msg, name, getattr(u, name))
+    return msg
 
 
 def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
     """Hot: one per task per heartbeat. Builds the frozen value without its __init__ (which
-    sets 24 fields one by one through object.__setattr__); every field is the proto's own."""
+    sets every field one by one through object.__setattr__); every field is the proto's own."""
     usage = _new_usage(TaskUsage)
-    values = {name: getattr(msg, name) for name in _USAGE_FIELDS}
-    if not values["memory_inactive_file_bytes"] and not msg.HasField("memory_inactive_file_bytes"):
-        values["memory_inactive_file_bytes"] = -1     # an agent that does not read it
+    values = {name: getattr(msg, name) for name in _FIELDS}
+    for name in OPTIONAL:
+        if not values[name] and not msg.HasField(name):
+            values[name] = NOT_SENT     # an agent that does not read it
+    if not msg.rates_derived:           # an agent of the previous version
+        values.update(_NO_RATES)
     usage.__dict__.update(values)
     return usage
 

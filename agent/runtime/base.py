@@ -7,7 +7,7 @@ exec, waits for it and records its exit, so an exit is never lost."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from tcluster.resources import Resources
@@ -83,7 +83,8 @@ class RawUsage:
     io_read_bytes: int = 0
     io_write_bytes: int = 0
     pids_max_hits: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
+    net_tx_bytes: int | None = None  # on the task's own link (bridge/none networks); None without one
+    net_rx_bytes: int | None = None
     mono: float = 0.0              # monotonic time of the sample: rates never jump with the wall clock
 
 

@@ -114,13 +114,12 @@ class NodeRuntime:
         return self._of(key).exit_status(key)
 
     def sample(self, key: str) -> RawUsage | None:
-        """The backend's counters, plus the task's network bytes (net_tx_bytes,
-        net_rx_bytes in `extra`) when it has a link of its own."""
+        """The backend's counters, plus the task's network bytes when it has a link of its own."""
         raw = self._of(key).sample(key)
         counters = self.nets.counters(key) if self.nets is not None and raw is not None else None
         if raw is None or counters is None:
             return raw
-        return replace(raw, extra={**raw.extra, "net_tx_bytes": counters.tx_bytes, "net_rx_bytes": counters.rx_bytes})
+        return replace(raw, net_tx_bytes=counters.tx_bytes, net_rx_bytes=counters.rx_bytes)
 
     def signal(self, key: str, signum: int) -> None:
         self._of(key).signal(key, signum)

@@ -6,10 +6,11 @@ read 13 figures back off every object. A `UsageBlock` keeps the decoded samples 
 are (protobuf messages from the wire; opaque here, only their field names are used, so
 `_pb2` stays in master/edge/agent_codec.py) with their task ids and attempts. The state keeps a
 reference to the block per task (`UsageIndex`); a `TaskUsage` is built (by the block's
-`to_usage`, i.e. `usage_from_pb`) only when someone reads one task's usage. The 13
+`to_usage`, i.e. `usage_from_pb`) only when someone reads one task's usage. The
 figures the usage history needs are read once, at the decode, into one float64 array
-(`raw`: one attrgetter call per sample), so the recorder's drain is array operations only
-(and history on costs the heartbeat path nothing it would not pay with history off)."""
+(`raw`: one attrgetter call per sample, the working set computed there), so the
+recorder's drain is array operations only (and history on costs the heartbeat path
+nothing it would not pay with history off)."""
 
 from __future__ import annotations
 
@@ -21,15 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from tcluster.model import TaskUsage
+from tcluster.taskusage import NOT_SENT, RATES, TaskUsage, working_set
 
+# The figures of a sample the usage history reads (master/usage/ingest.py), in `UsageBlock.raw`'s
+# order: the agent's rates, the levels, the counters (for the rates an older agent did not
+# send) and whether the rates were sent (1.0 or 0.0).
+RAW_FIELDS = ("cpu_rate", "cpu_system_rate", "cpu_throttled_rate", "memory_bytes", "working_set_bytes",
+              "memory_file_bytes", "memory_anon_bytes", "memory_swap_bytes", "pids", "io_read_rate",
+              "io_write_rate", "oom_kills", "sampled_at", "cpu_throttled_seconds", "io_read_bytes",
+              "io_write_bytes", "rates_derived")
 INACTIVE = "memory_inactive_file_bytes"   # optional on the wire: unset reads 0, the domain says -1
-# The figures of a sample the usage history reads (master/usage/ingest.py), in `UsageBlock.raw`'s order
-RAW_FIELDS = ("cpu_rate", "cpu_system_rate", "cpu_throttled_seconds", "memory_bytes", INACTIVE,
-              "memory_file_bytes", "memory_anon_bytes", "memory_swap_bytes", "pids", "io_read_bytes",
-              "io_write_bytes", "oom_kills", "sampled_at")
-_RAW = attrgetter(*RAW_FIELDS)
-_RAW_INACTIVE = RAW_FIELDS.index(INACTIVE)
+_WS = RAW_FIELDS.index("working_set_bytes")
+# Read off each sample: the working set's slot holds the inactive figure until the working set replaces it
+_RAW = attrgetter(*(INACTIVE if name == "working_set_bytes" else name for name in RAW_FIELDS))
+_MEM, _FILE, _SENT = map(RAW_FIELDS.index, ("memory_bytes", "memory_file_bytes", "rates_derived"))
+_RATES = tuple(map(RAW_FIELDS.index, RATES))
 
 
 def _same(usage: Any) -> TaskUsage:
@@ -74,9 +81,8 @@ class UsageBlock:
         sample = self.samples[row]
         inactive = sample.memory_inactive_file_bytes
         if inactive == 0 and self.unset is not None and self.unset(sample):
-            inactive = -1
-        memory = sample.memory_bytes
-        return sample.cpu_rate, max(0, memory - (inactive if inactive >= 0 else sample.memory_file_bytes))
+            inactive = NOT_SENT
+        return sample.cpu_rate, working_set(sample.memory_bytes, inactive, sample.memory_file_bytes)
 
     @staticmethod
     def of(samples: Mapping[str, tuple[int, TaskUsage]]) -> UsageBlock:
@@ -87,16 +93,23 @@ class UsageBlock:
 
 def figures(samples: Sequence[Any], unset: Callable[[Any], bool] | None) -> np.ndarray:
     """(n, len(RAW_FIELDS)) float64: float() of each sample's RAW figures as its TaskUsage
-    holds them. One attrgetter call per sample, two numpy calls per block (a heartbeat
-    holds a few samples: numpy's fixed cost per call would outweigh them); the inactive
-    figure is asked again only where it reads 0."""
+    holds them. One attrgetter call per sample and per working set, two numpy calls per
+    block (a heartbeat holds a few samples: numpy's fixed cost per call would outweigh
+    them); the inactive figure is asked again only where it reads 0, the rates only where
+    they were not sent (both rare)."""
     width = len(RAW_FIELDS)
     flat = list(chain.from_iterable(map(_RAW, samples)))
-    inactive = flat[_RAW_INACTIVE::width]
+    inactive = flat[_WS::width]
     if unset is not None and 0 in inactive:
         for row, value in enumerate(inactive):
             if value == 0 and unset(samples[row]):
-                flat[row * width + _RAW_INACTIVE] = -1     # an agent that does not read it
+                inactive[row] = NOT_SENT          # an agent that does not read it
+    flat[_WS::width] = list(map(working_set, flat[_MEM::width], inactive, flat[_FILE::width]))
+    if 0 in flat[_SENT::width]:                   # samples of an agent of the previous version
+        for row, sent in enumerate(flat[_SENT::width]):
+            if not sent:
+                for column in _RATES:
+                    flat[row * width + column] = NOT_SENT
     raw = np.array(flat, dtype=np.float64).reshape(len(samples), width)
     raw.flags.writeable = False          # shared by the state and the recorder's drains
     return raw

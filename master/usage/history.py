@@ -24,7 +24,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-MEAN, MAX = 0, 1
+from tcluster.taskusage import HISTORY_COLUMNS, MAX, MEAN
+
 NAN_BF16 = 0x7FC0
 
 
@@ -37,10 +38,7 @@ class Schema:
         return self.fields.index(name)
 
 
-TASK = Schema(
-    ("cpu_user", "cpu_system", "cpu_throttled", "memory_working_set", "memory_anon", "memory_cache",
-     "memory_swap", "pids", "io_read", "io_write"),
-    (MEAN, MEAN, MEAN, MAX, MAX, MAX, MAX, MAX, MEAN, MEAN))
+TASK = Schema(*zip(*((f.column.name, f.column.agg) for f in HISTORY_COLUMNS if f.column)))
 NODE = Schema(
     ("cpu_used", "memory_used", "cpu_allocated", "memory_allocated", "cpu_capacity", "memory_capacity", "tasks"),
     (MEAN, MAX, MAX, MAX, MAX, MAX, MAX))

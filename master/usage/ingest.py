@@ -1,11 +1,15 @@
 """Heartbeat samples -> history rows, for every sample of a drain at once.
 
-The samples come as the heartbeats' blocks (tcluster.master.core.usageblock), their figures read into
-arrays at the decode: the only per-sample Python left is finding each sample's slot (one
-dict lookup); the rest is a fixed number of array
-operations: CPU split, working set, counter differences turned into rates (against the
-previous sample of the same slot, in this batch or kept from the last one), and the
-OOM-kill counter compared with what was seen. Sans-IO."""
+The samples come as the heartbeats' blocks (tcluster.master.core.usageblock), their figures
+(the working set included) read into arrays at the decode: the only per-sample Python left
+is finding each sample's slot (one dict lookup); the rest is a fixed number of array
+operations: the CPU split, the rows in history.TASK's order, and the OOM-kill counter
+compared with what was seen. Sans-IO.
+
+The agent derives every rate (agent/usage.py). Agents of the previous version sent no
+throttling and I/O rates: for their samples only, the rates come from the counters here,
+against the previous sample of the same slot (in this batch or kept from the last one).
+Drop the fallback once no such agent can connect."""
 
 from __future__ import annotations
 
@@ -15,22 +19,23 @@ from typing import Sequence
 import numpy as np
 
 from tcluster.master.core.usageblock import RAW_FIELDS, UsageBlock
+from tcluster.taskusage import HISTORY_COLUMNS, RATES
 
-CPU, SYS, THROTTLED, MEM, INACTIVE, FILE, ANON, SWAP, PIDS, READ, WRITE, OOM, AT = range(13)
-_COUNTERS = [AT, THROTTLED, READ, WRITE]
-_ROWS = [CPU, SYS, THROTTLED, MEM, ANON, FILE, SWAP, PIDS, READ, WRITE]   # history.TASK's order
+CPU, SYS, OOM, AT, WS = map(RAW_FIELDS.index, ("cpu_rate", "cpu_system_rate", "oom_kills", "sampled_at",
+                                               "working_set_bytes"))
+_RATES = [RAW_FIELDS.index(name) for name in RATES]
+# The time and, in RATES' order, the counters whose growth the older agents' rates are
+_COUNTERS = [AT] + [RAW_FIELDS.index(n) for n in ("cpu_throttled_seconds", "io_read_bytes", "io_write_bytes")]
+# history.TASK's columns, each the raw figure of its name; the CPU split's two are made below
+_SPLIT = {"cpu_user": "cpu_rate", "cpu_system": "cpu_system_rate"}
+_ROWS = [RAW_FIELDS.index(_SPLIT.get(f.name, f.name)) for f in HISTORY_COLUMNS]
+_RATE_ROWS = [_ROWS.index(i) for i in _RATES]
 
 
 def extract(blocks: Sequence[UsageBlock]) -> np.ndarray:
-    """(n, 13) float64: the RAW figures of every sample of the blocks, in order, as
-    float() of the TaskUsage's fields (read at the decode: no per-sample work here)."""
+    """(n, len(RAW_FIELDS)) float64: the RAW figures of every sample of the blocks, in
+    order, as float() of the TaskUsage's fields (read at the decode: no per-sample work here)."""
     return np.concatenate([b.raw for b in blocks]) if len(blocks) != 1 else blocks[0].raw
-
-
-def working_set(raw: np.ndarray) -> np.ndarray:
-    """memory - inactive file; minus all page cache where the agent did not send inactive (-1)."""
-    inactive = raw[:, INACTIVE]
-    return np.maximum(0.0, raw[:, MEM] - np.where(inactive >= 0, inactive, raw[:, FILE]))
 
 
 @dataclass
@@ -60,7 +65,7 @@ def group(slots: np.ndarray) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]
 
 class Counters:
     """Per slot: the previous sample's (time, throttled s, read B, written B) and the OOM
-    kills seen, so that counters become rates and new kills become events."""
+    kills seen, so that an older agent's counters become rates and new kills become events."""
 
     def __init__(self) -> None:
         self.prev = np.zeros((0, 4))
@@ -77,11 +82,10 @@ class Counters:
         self.prev[slot] = 0.0
         self.oom_seen[slot] = 0.0
 
-    def derive(self, slots: np.ndarray, raw: np.ndarray, walls: np.ndarray, ws: np.ndarray) -> Derived:
+    def derive(self, slots: np.ndarray, raw: np.ndarray, walls: np.ndarray) -> Derived:
         order, first, last = group(slots)
         if order is not None:
-            slots, raw, ws, walls = slots[order], raw[order], ws[order], walls[order]
-        n = len(slots)
+            slots, raw, walls = slots[order], raw[order], walls[order]
         current = raw[:, _COUNTERS]
         times = current[:, 0]
         np.copyto(times, walls, where=times <= 0)
@@ -92,18 +96,15 @@ class Counters:
             prev[1:] = current[:-1]
             prev[first] = self.prev[slots[first]]
         self.prev[slots[last]] = current[last]
-        dt = times - prev[:, 0]
-        per_s = np.divide(1.0, dt, out=np.zeros(n), where=(prev[:, 0] > 0) & (dt > 0))
-        rates = np.maximum(0.0, current[:, 1:] - prev[:, 1:]) * per_s[:, None]
         # The total is cpu_rate (cpuacct.usage / cpu.stat usage_usec, the counter Prometheus
         # sees); the tick-based system figure only splits it.
         system = np.minimum(raw[:, SYS], raw[:, CPU])
-        rows = raw[:, _ROWS].astype(np.float32)     # then the derived columns
+        rows = raw[:, _ROWS].astype(np.float32)
         rows[:, 0] = raw[:, CPU] - system
         rows[:, 1] = system
-        rows[:, 2] = rates[:, 0]
-        rows[:, 3] = ws
-        rows[:, 8:10] = rates[:, 1:3]
+        sent = raw[:, _RATES]
+        if (sent < 0).any():              # from an agent of the previous version
+            rows[:, _RATE_ROWS] = np.where(sent < 0, _counter_rates(current, prev, times), sent)
         return Derived(slots, first, times, rows, self._new_ooms(slots, raw[:, OOM], times))
 
     def _new_ooms(self, slots: np.ndarray, ooms: np.ndarray, times: np.ndarray) -> list[tuple[int, float, int]]:
@@ -114,3 +115,11 @@ class Counters:
                 found.append((slot, float(times[i]), int(kills - self.oom_seen[slot])))
                 self.oom_seen[slot] = kills
         return found
+
+
+def _counter_rates(current: np.ndarray, prev: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The older agents' rates: each counter's growth per second since the slot's previous
+    sample (0 for its first, or where time did not advance)."""
+    dt = times - prev[:, 0]
+    per_s = np.divide(1.0, dt, out=np.zeros(len(times)), where=(prev[:, 0] > 0) & (dt > 0))
+    return np.maximum(0.0, current[:, 1:] - prev[:, 1:]) * per_s[:, None]

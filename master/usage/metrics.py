@@ -28,23 +28,13 @@ from prometheus_client.registry import Collector
 
 from tcluster.master.usage.recorder import ROUND_BUCKETS, Recorder
 from tcluster.model import JobState
+from tcluster.taskusage import USAGE_FIELDS
 
 TASK_LABELS = ["job_id", "job_name", "task", "node", "queue", "user"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-# (name, help, counter?, value of a TaskUsage)
+# (name, help, counter?, value of a TaskUsage): the table's fields that have a series
 TASK_METRICS: list[tuple[str, str, bool, Callable[[object], float]]] = [
-    ("cpu_usage_seconds", "CPU time used by the task's container", True, attrgetter("cpu_seconds")),
-    ("cpu_user_seconds", "CPU time in user mode", True, attrgetter("cpu_user_seconds")),
-    ("cpu_system_seconds", "CPU time in kernel mode", True, attrgetter("cpu_system_seconds")),
-    ("cpu_throttled_seconds", "time the CFS quota held the container back", True, attrgetter("cpu_throttled_seconds")),
-    ("memory_working_set_bytes", "memory usage minus inactive page cache (what the OOM killer weighs)", False,
-     attrgetter("working_set_bytes")),
-    ("memory_rss_bytes", "anonymous memory (RSS)", False, attrgetter("memory_anon_bytes")),
-    ("memory_cache_bytes", "page cache", False, attrgetter("memory_file_bytes")),
-    ("memory_swap_bytes", "swap used", False, attrgetter("memory_swap_bytes")),
-    ("memory_max_usage_bytes", "peak memory usage", False, attrgetter("memory_peak_bytes")),
-    ("pids", "processes and threads in the container", False, attrgetter("pids")),
-]
+    (f.metric.name, f.metric.help, f.metric.counter, attrgetter(f.name)) for f in USAGE_FIELDS if f.metric is not None]
 
 
 class MasterCollector(Collector):

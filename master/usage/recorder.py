@@ -17,7 +17,7 @@ import numpy as np
 
 from tcluster.master.core.events import Beat, Step
 from tcluster.master.usage.history import CLUSTER, NODE, QUEUE, HistoryConfig, Series, TaskRecord, settle
-from tcluster.master.usage.ingest import CPU, Counters, extract, working_set
+from tcluster.master.usage.ingest import CPU, WS, Counters, extract
 from tcluster.master.usage.taskrings import TaskRings
 from tcluster.master.core.state import MasterState
 from tcluster.master.core.usageblock import UsageBlock
@@ -179,16 +179,15 @@ class Recorder:
         slots = np.array(self._slots(state, beats, ids), dtype=np.int64)
         sizes = [len(block) for _, _, block in beats]
         raw = extract([block for _, _, block in beats])
-        ws = working_set(raw)
         known = slots >= 0
-        self._node_samples(state, beats, sizes, np.where(known, raw[:, CPU], 0.0), np.where(known, ws, 0.0))
+        self._node_samples(state, beats, sizes, np.where(known, raw[:, CPU], 0.0), np.where(known, raw[:, WS], 0.0))
         walls = np.repeat([wall for wall, _, _ in beats], sizes)
         if not known.all():
-            slots, raw, ws, walls = slots[known], raw[known], ws[known], walls[known]
+            slots, raw, walls = slots[known], raw[known], walls[known]
         if not len(slots):
             return
         self._follow_nodes(beats, sizes, slots, known)
-        derived = self.counters.derive(slots, raw, walls, ws)
+        derived = self.counters.derive(slots, raw, walls)
         self.rings.add(derived.slots, derived.times, derived.rows, derived.first)
         for slot, at, kills in derived.ooms:
             self._oom(self._by_slot[slot], at, kills)

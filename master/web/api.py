@@ -9,20 +9,17 @@ service's gate, as over gRPC."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
-from functools import lru_cache
 from typing import Any
 
 import orjson
 from aiohttp import web
-from google.protobuf.descriptor import FieldDescriptor
 
 from tcluster.views import queues_json, job_json, node_json, resources_json, task_json, timestamp, usage_json
 from tcluster.errors import InvalidArgument, NotFound, PermissionDenied, TclusterError, Unauthenticated
 from tcluster.master.usage.history import TASK, Series, TaskRecord
-from tcluster.model import Job, JobState, Task, TaskState, TaskUsage
+from tcluster.model import Job, JobState, Task, TaskState
 from tcluster.security.authz import Caller, ReadJob, sees_only_own
-from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.v1 import jobs_pb2
 from tcluster.master.edge.queue_codec import queue_to_pb
 from tcluster.wire import resources_to_pb
 
@@ -77,33 +74,12 @@ class TaskDocs:
                 if cached[1] is usage:
                     out.append(cached[2])
                     continue
-                doc = {**cached[2], "usage": usage_doc(usage if usage is not None else task.usage)}
+                doc = {**cached[2], "usage": usage_json(usage if usage is not None else task.usage)}
             else:
                 doc = task_json(state.task_view(task))
             cache[task.id] = (task, usage, doc)
             out.append(doc)
         return out
-
-
-_USAGE_KEYS = [(name, float if common_pb2.TaskUsage.DESCRIPTOR.fields_by_name[name].type
-                == FieldDescriptor.TYPE_DOUBLE else int) for name in usage_json(common_pb2.TaskUsage())]
-
-
-@lru_cache(maxsize=64)
-def _second(whole: int) -> str:
-    return f"{datetime.fromtimestamp(whole, tz=timezone.utc):%Y-%m-%dT%H:%M:%S}"
-
-
-def usage_doc(usage: TaskUsage) -> dict[str, Any]:
-    """usage_json(usage_to_pb(usage)), without building the message (tested equal)."""
-    doc: dict[str, Any] = {name: kind(getattr(usage, name)) for name, kind in _USAGE_KEYS}
-    seconds = usage.sampled_at
-    if seconds:
-        whole, ms = divmod(round(seconds * 1000), 1000)
-        doc["sampled_at"] = f"{_second(whole)}.{ms:03d}Z"
-    else:
-        doc["sampled_at"] = None
-    return doc
 
 
 class Api:

@@ -290,7 +290,7 @@ class SimAgent:
                 memory_bytes=int(task.memory * 0.6), memory_peak_bytes=int(task.memory * 0.7),
                 memory_anon_bytes=int(task.memory * 0.5), memory_file_bytes=int(task.memory * 0.1), pids=3,
                 sampled_at=now, cpu_user_seconds=10.0, cpu_system_seconds=2.5, cpu_user_rate=task.cpu * 0.7,
-                cpu_system_rate=task.cpu * 0.1, io_read_bytes=4096, io_write_bytes=8192)
+                cpu_system_rate=task.cpu * 0.1, io_read_bytes=4096, io_write_bytes=8192, rates_derived=True)
         return task.usage
 
     def heartbeat(self, now_mono: float) -> bool:

@@ -98,7 +98,7 @@ def test_heartbeat_samples_carry_network_bytes(runtime: NodeRuntime, tmp_path: P
     peer = runtime.nets.address("talk.0")
     assert peer
     usage = runtime.sample("talk.0")
-    assert usage is not None and "net_tx_bytes" in usage.extra and "net_rx_bytes" in usage.extra
+    assert usage is not None and usage.net_tx_bytes is not None and usage.net_rx_bytes is not None
     runtime.signal("talk.0", signal.SIGKILL)
     wait_exit(talk)
     runtime.remove("talk.0")

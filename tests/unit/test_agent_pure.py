@@ -92,3 +92,15 @@ def test_reports_the_master_never_acknowledged_are_sent_again() -> None:
         box.ack(1)
         assert not box.resend_if_stuck(now + 100, 10.0)       # nothing left to resend
     asyncio.run(body())
+
+
+def test_the_agent_derives_every_rate_of_its_counters() -> None:
+    before = RawUsage(at=10, mono=5, throttled_ns=0, io_read_bytes=0, io_write_bytes=100, net_tx_bytes=0,
+                      net_rx_bytes=10)
+    now = RawUsage(at=12, mono=7, throttled_ns=10**9, io_read_bytes=8192, io_write_bytes=100, net_tx_bytes=1000,
+                   net_rx_bytes=10)
+    u = to_task_usage(before, now, 0)
+    assert (u.cpu_throttled_rate, u.io_read_rate, u.io_write_rate) == (0.5, 4096.0, 0.0)
+    assert (u.net_tx_rate, u.net_rx_rate) == (4000.0, 0.0)
+    first = to_task_usage(None, now, 0)          # no interval yet: every rate 0, and sent as such
+    assert (first.cpu_throttled_rate, first.io_read_rate, first.net_tx_rate) == (0.0, 0.0, 0.0)

@@ -1,6 +1,6 @@
-"""The job API's documents are exactly what `tcl -o json` shows: usage docs what the proto
-round trip gives; task docs, kept per task and usage sample, what the shared view gives,
-before and after usage and task changes."""
+"""The job API's documents are exactly what `tcl -o json` shows: task docs, kept per task
+and usage sample, what the shared view gives, before and after usage and task changes; the
+usage JSON built from domain values is what the CLI prints from the wire."""
 
 from __future__ import annotations
 
@@ -10,23 +10,33 @@ from hypothesis import given, settings
 
 from tcluster.views import task_json, usage_json
 from tcluster.master.core.state import MasterState, Timeouts
-from tcluster.master.web.api import TaskDocs, usage_doc
+from tcluster.master.web.api import TaskDocs
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.wire import usage_to_pb
+from tcluster.wire import usage_from_pb, usage_to_pb
 from tests.unit.specs import usages
 
 
 @settings(max_examples=200, deadline=None)
 @given(usages)
 def test_usage_doc_is_the_proto_round_trip(usage: TaskUsage) -> None:
-    assert usage_doc(usage) == usage_json(usage_to_pb(usage))
+    assert usage_json(usage) == usage_json(usage_from_pb(usage_to_pb(usage)))
 
 
 def test_usage_doc_keeps_proto_types_and_timestamps() -> None:
     usage = TaskUsage(cpu_rate=1, memory_bytes=5, sampled_at=1700000000.9996)   # an int where proto has a double
-    doc, reference = usage_doc(usage), usage_json(usage_to_pb(usage))
+    doc, reference = usage_json(usage), usage_json(usage_from_pb(usage_to_pb(usage)))
     assert doc == reference and type(doc["cpu_rate"]) is float and doc["sampled_at"] == reference["sampled_at"]
+    assert doc["sampled_at"] == "2023-11-14T22:13:21.000Z" and type(doc["memory_bytes"]) is int
+
+
+def test_usage_json_keeps_its_public_names_in_order() -> None:
+    """Scripts read these (`tcl -o json`, /api/v1): add fields freely, never rename one."""
+    assert list(usage_json(TaskUsage())) == [
+        "cpu_seconds", "cpu_rate", "memory_bytes", "memory_peak_bytes", "memory_anon_bytes", "memory_file_bytes",
+        "pids", "sampled_at", "cpu_user_seconds", "cpu_system_seconds", "cpu_user_rate", "cpu_system_rate",
+        "cpu_throttled_seconds", "cpu_throttled_periods", "memory_swap_bytes", "io_read_bytes", "io_write_bytes",
+        "oom_kills", "pids_max_hits", "net_tx_bytes", "net_rx_bytes", "net_tx_rate", "net_rx_rate"]
 
 
 def test_task_docs_follow_usage_and_task_changes() -> None:

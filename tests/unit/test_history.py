@@ -143,3 +143,32 @@ def test_history_survives_a_restart_and_a_finished_task_is_read_back(tmp_path: P
 def test_task_history_fits_the_memory_budget_at_default_retention() -> None:
     series = Series(TASK, HistoryConfig())
     assert sum(t.nbytes() for t in series.tiers) <= 18 * 1024
+
+
+def _recorded(samples: list[list]) -> dict:
+    """The history of task j1.0 after heartbeats of these wire samples, one beat a second."""
+    from tcluster.master.edge.agent_codec import usage_block_from_pb
+    state, rec = _state(), Recorder(HistoryConfig(step_s=1.0))
+    for i, sample in enumerate(samples):
+        block = usage_block_from_pb(sample)
+        rec.on_step(Beat("n1", Resources(), block), Step(usage=block), 1000.0 + i)
+    rec.drain(state)
+    return rec.tasks["j1.0"].series.read(995, 2000)
+
+
+def test_the_agents_rates_go_into_the_history_as_sent() -> None:
+    from tcluster.wire import usage_to_pb
+    sent = [usage_to_pb(TaskUsage(sampled_at=1000.0 + i, io_read_bytes=i * 10**6, io_read_rate=4096.0,
+                                  io_write_rate=0.0, cpu_throttled_rate=0.25), "j1.0", 1) for i in range(4)]
+    data = _recorded([[s] for s in sent])
+    assert data["io_read"][-1] == 4096 and data["io_write"][-1] == 0 and data["cpu_throttled"][-1] == 0.25
+
+
+def test_an_agent_of_the_previous_version_sends_no_rates_and_the_master_derives_them() -> None:
+    """A rolling upgrade: the old agent's samples carry the counters only (fields 27-30 unset)."""
+    from tcluster.v1 import common_pb2
+    old = [common_pb2.TaskUsage(task_id="j1.0", attempt=1, sampled_at=1000.0 + i, io_read_bytes=i * 4096,
+                                io_write_bytes=i * 1024, cpu_throttled_seconds=i * 0.5) for i in range(4)]
+    assert not old[0].rates_derived
+    data = _recorded([[s] for s in old])
+    assert data["io_read"][-1] == 4096 and data["io_write"][-1] == 1024 and data["cpu_throttled"][-1] == 0.5

@@ -44,7 +44,7 @@ class Resources(_message.Message):
     def __init__(self, cpu: _Optional[float] = ..., memory: _Optional[int] = ..., other: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class TaskUsage(_message.Message):
-    __slots__ = ("task_id", "attempt", "cpu_seconds", "cpu_rate", "memory_bytes", "memory_peak_bytes", "memory_anon_bytes", "memory_file_bytes", "pids", "sampled_at", "cpu_user_seconds", "cpu_system_seconds", "cpu_user_rate", "cpu_system_rate", "cpu_throttled_seconds", "cpu_throttled_periods", "memory_swap_bytes", "io_read_bytes", "io_write_bytes", "oom_kills", "pids_max_hits", "net_tx_bytes", "net_rx_bytes", "net_tx_rate", "net_rx_rate", "memory_inactive_file_bytes")
+    __slots__ = ("task_id", "attempt", "cpu_seconds", "cpu_rate", "memory_bytes", "memory_peak_bytes", "memory_anon_bytes", "memory_file_bytes", "pids", "sampled_at", "cpu_user_seconds", "cpu_system_seconds", "cpu_user_rate", "cpu_system_rate", "cpu_throttled_seconds", "cpu_throttled_periods", "memory_swap_bytes", "io_read_bytes", "io_write_bytes", "oom_kills", "pids_max_hits", "net_tx_bytes", "net_rx_bytes", "net_tx_rate", "net_rx_rate", "memory_inactive_file_bytes", "rates_derived", "cpu_throttled_rate", "io_read_rate", "io_write_rate")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,10 @@ class TaskUsage(_message.Message):
     NET_TX_RATE_FIELD_NUMBER: _ClassVar[int]
     NET_RX_RATE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_INACTIVE_FILE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    RATES_DERIVED_FIELD_NUMBER: _ClassVar[int]
+    CPU_THROTTLED_RATE_FIELD_NUMBER: _ClassVar[int]
+    IO_READ_RATE_FIELD_NUMBER: _ClassVar[int]
+    IO_WRITE_RATE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     attempt: int
     cpu_seconds: float
@@ -97,4 +101,8 @@ class TaskUsage(_message.Message):
     net_tx_rate: float
     net_rx_rate: float
     memory_inactive_file_bytes: int
-    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., cpu_rate: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., memory_anon_bytes: _Optional[int] = ..., memory_file_bytes: _Optional[int] = ..., pids: _Optional[int] = ..., sampled_at: _Optional[float] = ..., cpu_user_seconds: _Optional[float] = ..., cpu_system_seconds: _Optional[float] = ..., cpu_user_rate: _Optional[float] = ..., cpu_system_rate: _Optional[float] = ..., cpu_throttled_seconds: _Optional[float] = ..., cpu_throttled_periods: _Optional[int] = ..., memory_swap_bytes: _Optional[int] = ..., io_read_bytes: _Optional[int] = ..., io_write_bytes: _Optional[int] = ..., oom_kills: _Optional[int] = ..., pids_max_hits: _Optional[int] = ..., net_tx_bytes: _Optional[int] = ..., net_rx_bytes: _Optional[int] = ..., net_tx_rate: _Optional[float] = ..., net_rx_rate: _Optional[float] = ..., memory_inactive_file_bytes: _Optional[int] = ...) -> None: ...
+    rates_derived: bool
+    cpu_throttled_rate: float
+    io_read_rate: float
+    io_write_rate: float
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., cpu_rate: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., memory_anon_bytes: _Optional[int] = ..., memory_file_bytes: _Optional[int] = ..., pids: _Optional[int] = ..., sampled_at: _Optional[float] = ..., cpu_user_seconds: _Optional[float] = ..., cpu_system_seconds: _Optional[float] = ..., cpu_user_rate: _Optional[float] = ..., cpu_system_rate: _Optional[float] = ..., cpu_throttled_seconds: _Optional[float] = ..., cpu_throttled_periods: _Optional[int] = ..., memory_swap_bytes: _Optional[int] = ..., io_read_bytes: _Optional[int] = ..., io_write_bytes: _Optional[int] = ..., oom_kills: _Optional[int] = ..., pids_max_hits: _Optional[int] = ..., net_tx_bytes: _Optional[int] = ..., net_rx_bytes: _Optional[int] = ..., net_tx_rate: _Optional[float] = ..., net_rx_rate: _Optional[float] = ..., memory_inactive_file_bytes: _Optional[int] = ..., rates_derived: _Optional[bool] = ..., cpu_throttled_rate: _Optional[float] = ..., io_read_rate: _Optional[float] = ..., io_write_rate: _Optional[float] = ...) -> None: ...
