@@ -10,16 +10,13 @@ import argparse
 from typing import TypeVar
 
 from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
+from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY
 from tcluster.errors import InvalidArgument
 from tcluster.model import DEFAULT_QUEUE, JobSpec
 from tcluster.resources import CPU, MEMORY, Resources, parse_resource_string
 from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 T = TypeVar("T")
-# Nomad-style defaults so `tcl submit -- cmd` just works; a kind given as 0 in a file or
-# in --resources counts as not given (an explicit --cpu 0 / --mem 0 is honoured).
-DEFAULT_CPU = "1"
-DEFAULT_MEMORY = "512Mi"
 SIZE_HINT = (
     "; sizes look like 512Mi, 0.5GB or 2G (units: B, K/KB, M/MB, G/GB, T/TB in powers of 1000;"
     " Ki/KiB, Mi/MiB, Gi/GiB, Ti/TiB in powers of 1024)"

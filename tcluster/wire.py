@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.scheduler.queuestats import QueueRow
 from tcluster.v1 import common_pb2, jobs_pb2
+
+if TYPE_CHECKING:   # an annotation only: the queue statistics load YAML, which no client needs
+    from tcluster.scheduler.queuestats import QueueRow
 
 _TASK_STATE_TO_PB = {
     TaskState.PENDING: common_pb2.TASK_PENDING,
