@@ -10,7 +10,6 @@ import argparse
 import json
 import sys
 import time
-import uuid
 from dataclasses import replace
 from typing import Any, BinaryIO, Callable
 
@@ -42,7 +41,10 @@ def report(line: str) -> None:
 
 
 def submit(args: argparse.Namespace, client: MasterClient) -> int:
-    from tcluster.cli.spec import submission_spec   # job files need YAML: only `submit` loads it
+    # Only `submit` loads what it alone needs: YAML for job files, uuid (and platform) for the key.
+    import uuid
+
+    from tcluster.cli.spec import submission_spec
     spec = submission_spec(args)  # usage errors surface here, before any network call
     # One key per command: its own retries (a failover, a lost reply) never make a second job.
     spec = replace(spec, request_id=spec.request_id or uuid.uuid4().hex)
