@@ -5,8 +5,9 @@ One tcl-master of this tree listens on 127.0.0.1 port 0 in a scratch directory, 
 TLS, and holds one submitted job (pending: there is no agent). Then each command runs
 --rounds times under both revisions, alternately (the machine is shared and noisy:
 interleaving lets the noise hit both alike), each a fresh interpreter started the way the
-`tcl` console script starts it. The old revision is unpacked as bench/at_revision.py does;
-python itself (`-c pass`, this venv's site included) is the floor neither can go under.
+`tcl` console script starts it. The old revision is unpacked as bench/at_revision.py does.
+Two floors neither revision can go under: python itself (`-c pass`, this venv's site
+included), and for the commands that call the master, importing grpc and the jobs stubs.
 
 Bytecode is cached (in the scratch directory, PYTHONPYCACHEPREFIX) and one unmeasured
 round fills it, as an installed package has its .pyc files; --no-bytecode-cache compiles
@@ -34,6 +35,8 @@ from bench.at_revision import unpack  # noqa: E402
 
 # What the console script `tcl` runs (pyproject.toml's [project.scripts]).
 TCL = "import sys; from tcluster.cli.main import main; sys.exit(main())"
+FLOORS = {"python -c pass": ["-c", "pass"],
+          "import grpc + stubs": ["-c", "import grpc; from tcluster.v1 import jobs_pb2_grpc"]}
 MASTER_UP_S = 60.0
 
 
@@ -89,7 +92,7 @@ def submit_one(env: dict[str, str], cwd: Path) -> str:
 
 def measure(old: Path, env: dict[str, str], commands: dict[str, list[str]], rounds: int) -> list[Row]:
     then_env = {**env, "PYTHONPATH": str(old)}   # the unpacked tree shadows this one's package
-    runs = {"python -c pass": ["-c", "pass"], **{label: ["-c", TCL, *args] for label, args in commands.items()}}
+    runs = {**FLOORS, **{label: ["-c", TCL, *args] for label, args in commands.items()}}
     rows = {label: Row(label, [], []) for label in runs}
     for done in range(-1, rounds):   # round -1 only warms the bytecode and page caches
         for label, row in rows.items():
