@@ -37,7 +37,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader (e.g. `head`) went away
 OUTPUT_FORMATS = ("table", "json")
 JOB_STATE_NAMES = tuple(state.value for state in JobState)
-DEFAULT_FAIRNESS = "mch"   # `tcl sim --fairness`: the master's default (scheduler/fairness.py)
+DEFAULT_FAIRNESS = "mch"   # `tcl sim --fairness`
 
 # Command -> "module:function", imported when the command runs. Those that talk to a
 # master are called as handler(args, client) inside one MasterClient; the others (local,
