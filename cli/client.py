@@ -9,22 +9,17 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import grpc
 
-from tcluster.cli.credentials import DEFAULT_MASTER, MASTER_ENV, MASTER_NAME, Credentials, credentials_for
-from tcluster.cli.credentials import default_master as default_master
+from tcluster.cli.credentials import MASTER_NAME, Credentials, credentials_for
 from tcluster.cli.leader import (
-    DEFAULT_WAIT_LEADER_S, FIRST_BACKOFF_S, MAX_BACKOFF_S, LeaderFinder, NoLeaderError, error_details,
-    is_transport_failure,
+    FIRST_BACKOFF_S, MAX_BACKOFF_S, LeaderFinder, NoLeaderError, error_details, is_transport_failure,
 )
+from tcluster.cli.options import DEFAULT_WAIT_LEADER_S, EXIT_FAILURE
 from tcluster.leaders import check_address, join_addresses, parse_addresses
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
 T = TypeVar("T")
 # Unary calls are quick reads/writes on the master; a hung master should not hang scripts.
 UNARY_TIMEOUT_SECONDS = 10.0
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 _UNREACHABLE = "cannot reach the master at {master} (is tcl-master running? set --master or TCL_MASTER)"
 # The one table: status from the master (or the transport) -> (exit code, message).

@@ -10,15 +10,14 @@ import argparse
 import json
 import sys
 import time
-import uuid
 from dataclasses import replace
 from typing import Any, BinaryIO, Callable
 
 import grpc
 
-from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, SubmitOutcomeUnknown, is_unreachable
+from tcluster.cli.client import MasterClient, SubmitOutcomeUnknown, is_unreachable
+from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
 from tcluster.cli.replies import job_state_name, reply_job_json, reply_node_json
-from tcluster.cli.spec import submission_spec
 from tcluster.cli.tables import failure_summary, job_view, jobs_table, lotes_line, nodes_table, progress_line
 from tcluster.model import JobState
 from tcluster.units import parse_bytes
@@ -32,8 +31,6 @@ POLL_INTERVAL_SECONDS = 1.0
 UNREACHABLE_POLLS_TOLERATED = 30
 _TERMINAL_JOB_STATES = frozenset(job_state_to_pb(state) for state in JobState if state.terminal)
 
-Handler = Callable[[argparse.Namespace, MasterClient], int]
-
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2))
@@ -44,6 +41,10 @@ def report(line: str) -> None:
 
 
 def submit(args: argparse.Namespace, client: MasterClient) -> int:
+    # Only `submit` loads what it alone needs: YAML for job files, uuid (and platform) for the key.
+    import uuid
+
+    from tcluster.cli.spec import submission_spec
     spec = submission_spec(args)  # usage errors surface here, before any network call
     # One key per command: its own retries (a failover, a lost reply) never make a second job.
     spec = replace(spec, request_id=spec.request_id or uuid.uuid4().hex)
@@ -168,8 +169,3 @@ def dev(args: argparse.Namespace) -> int:
         report("error: dev mode is not available in this installation (tcluster.cli.devmode is missing)")
         return EXIT_FAILURE
     return int(run_dev(args) or 0)
-
-
-MASTER_COMMANDS: dict[str, Handler] = {
-    "submit": submit, "jobs": jobs, "status": status, "cancel": cancel, "logs": logs, "nodes": nodes,
-}

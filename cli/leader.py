@@ -18,11 +18,10 @@ from typing import Callable, TypeVar
 
 import grpc
 
+from tcluster.cli.options import DEFAULT_WAIT_LEADER_S
 from tcluster.leaders import MasterTour, standby_hint
 
 T = TypeVar("T")
-DEFAULT_WAIT_LEADER_S = 10.0
-WAIT_LEADER_ENV = "TCL_WAIT_LEADER_S"
 FIRST_BACKOFF_S = 0.2
 MAX_BACKOFF_S = 1.0
 

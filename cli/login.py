@@ -15,25 +15,14 @@ from pathlib import Path
 
 import grpc
 
-from tcluster.cli.client import EXIT_FAILURE, EXIT_OK, MasterClient, check_master_list, rpc_status
-from tcluster.cli.leader import DEFAULT_WAIT_LEADER_S
+from tcluster.cli.client import MasterClient, check_master_list, rpc_status
+from tcluster.cli.options import DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_OK
 from tcluster.cli.credentials import Credentials, credentials_for, save_credentials
 from tcluster.errors import InvalidArgument, Unauthenticated
 from tcluster.leaders import parse_addresses
 from tcluster.security.tokens import parse_token
 
 FETCH_TIMEOUT_S = 10.0
-
-
-def add_login(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("login", parents=[common], help="check a user token with the master and store it",
-                       description="Verifies the master with the cluster CA (pinned in the token, or --ca), checks\n"
-                       "the token, and stores master, CA and token in ~/.config/tcluster/credentials.json\n"
-                       "(0600; $XDG_CONFIG_HOME is honoured). The token is read from stdin unless --token.",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--token", metavar="T", help="the token `tcl-master user add` printed (default: read stdin)")
-    p.add_argument("--ca", metavar="FILE", type=Path, help="the cluster CA (PEM) instead of the token's pin")
-    sub.add_parser("whoami", parents=[common], help="who the master takes you to be, and what you may do")
 
 
 def _read_token(args: argparse.Namespace) -> str:

@@ -2,37 +2,57 @@
 
 Exit codes: 0 ok; 1 the master refused or failed (or a waited-for job did not succeed);
 2 usage errors (bad flags, sizes, job files). Expected errors never print a traceback.
+
+Every subcommand's parser is built here from plain values (cli/options.py), and a command's
+module is imported only when that command runs (MASTER_COMMANDS, LOCAL_COMMANDS): grpc,
+protobuf, YAML, numpy and the scheduler load only for the commands that use them, so
+`tcl --help` and `tcl status` start fast (tests/unit/test_cli_imports.py keeps it so;
+bench/cli_startup.py measures it).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import Callable, Sequence, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
-import grpc
-
-from tcluster.cli import commands
-from tcluster.cli.login import add_login, login as login_command, login_hint, whoami as whoami_command
-from tcluster.cli.queues import add_queues, queues as queues_command
-from tcluster.cli.pack import add_pack, run_pack
-from tcluster.cli.sim import add_sim, run_sim
-from tcluster.cli.top import add_top, top as top_command
-from tcluster.cli.client import (
-    EXIT_USAGE, MASTER_ENV, MasterClient, check_master_list, default_master, explain_rpc_error,
+from tcluster.cli.credentials import MASTER_ENV, default_master
+from tcluster.cli.options import (
+    DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
 )
-from tcluster.cli.leader import DEFAULT_WAIT_LEADER_S, WAIT_LEADER_ENV
-from tcluster.cli.submitflags import DEFAULT_CPU, DEFAULT_MEMORY, add_submit_options, non_negative_int
+from tcluster.cli.submitflags import add_submit_options, non_negative_int
 from tcluster.errors import InvalidArgument
 from tcluster.model import JobState
 from tcluster.units import parse_bytes, parse_cpu
+
+if TYPE_CHECKING:   # names for the annotations only: importing them at run time loads grpc
+    import grpc
+
+    from tcluster.cli.client import MasterClient
 
 T = TypeVar("T")
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader (e.g. `head`) went away
 OUTPUT_FORMATS = ("table", "json")
 JOB_STATE_NAMES = tuple(state.value for state in JobState)
+DEFAULT_FAIRNESS = "mch"   # `tcl sim --fairness`
+
+# Command -> "module:function", imported when the command runs. Those that talk to a
+# master are called as handler(args, client) inside one MasterClient; the others (local,
+# or with credentials of their own) as handler(args).
+MASTER_COMMANDS = {
+    "submit": "tcluster.cli.commands:submit", "jobs": "tcluster.cli.commands:jobs",
+    "status": "tcluster.cli.commands:status", "cancel": "tcluster.cli.commands:cancel",
+    "logs": "tcluster.cli.commands:logs", "nodes": "tcluster.cli.commands:nodes",
+    "queues": "tcluster.cli.queues:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
+}
+LOCAL_COMMANDS = {
+    "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
+    "login": "tcluster.cli.login:login",
+}
 
 
 def add_global_options(parser: argparse.ArgumentParser, with_defaults: bool) -> None:
@@ -133,6 +153,94 @@ def add_dev(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
                    help="daemon log level (default: WARNING)")
 
 
+def add_queues(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    sub.add_parser(
+        "queues", parents=[common], help="the queue tree: weights, guaranteed and current shares",
+        description="GUARANTEED is the share a queue gets when every queue is busy (weight over its\n"
+        "siblings' weights, multiplied down the tree). SHARE is the dominant share its running\n"
+        "tasks hold now, of the READY nodes' total. RUNNING and PENDING count tasks (jobs).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "sim", parents=[common], help="simulate a scenario with the master's own policies",
+        description="Discrete-event simulation of a scenario (nodes, queues, jobs) with the master's\n"
+        "fairness and placement policies. Prints each job's state at the end of the run.",
+        epilog="example:\n  tcl sim examples/mch-figure4.yaml --until 500 -o json\n"
+        "  tcl sim examples/mch-figure4.yaml --timeline f4.csv --plot f4.png\n"
+        "  tcl sim examples/tcluster-table3.yaml --fairness fifo --placement lotes --lotes-classes classes.yaml\n"
+        "a scenario with a `workload:` (generated arrivals) compares placement policies by response time:\n"
+        "  tcl sim examples/lotes-generated.yaml --compare lotes,tetris,first-fit --seeds 5 --plot lotes.png",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("scenario", metavar="SCENARIO.yaml")
+    p.add_argument("--fairness", default=DEFAULT_FAIRNESS, help="fifo, drf, hdrf or mch (default %(default)s)")
+    p.add_argument("--placement", help="a placement policy of the master (default: the master's default)")
+    p.add_argument("--until", type=float, metavar="T", help="stop at T seconds (default: when no events remain)")
+    p.add_argument("--seed", type=int, default=0, help="for randomized placement (default 0)")
+    p.add_argument("--timeline", metavar="FILE.csv", help="write each job's dominant share over time")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the timeline (needs matplotlib)")
+    p.add_argument("--lotes-classes", metavar="FILE", help="LoTES job classes (default: k-means over the scenario's jobs)")
+    p.add_argument("--lotes-k", type=int, default=4, metavar="K", help="classes to learn when no file is given (default 4)")
+    p.add_argument("--lotes-config-label", metavar="LABEL", help="group machines by this node label (default: by capacity)")
+    p.add_argument("--compare", metavar="P1,P2", help="workload scenarios: placement policies side by side "
+                   "(default lotes,tetris,first-fit)")
+    p.add_argument("--seeds", type=int, default=3, metavar="N", help="workload scenarios: seeds --seed .. --seed+N-1 (default 3)")
+    p.add_argument("--load", metavar="RHO,..", help="workload scenarios: loads relative to lambda* (default: the file's)")
+
+
+def add_pack(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "pack", parents=[common], help="packing quality of placement policies (Verma et al.'s metrics)",
+        description="Packs a workload from scratch with each placement policy and reports the four metrics of\n"
+        "Verma, Korupolu and Wilkes: aggregate utilization, hole filling (units as a fraction of the median\n"
+        "machine), workload inflation (horizontal/vertical, all/conforming, and Monte Carlo) and cluster\n"
+        "compaction (90th percentile of --trials binary searches over random machine prefixes).\n"
+        "Lower compaction is better; higher inflation factor and hole filling are better.",
+        epilog="examples:\n  tcl pack --generate 1000 --placement first-fit,best-fit,tetris,lotes\n"
+        "  tcl pack SCENARIO.yaml --order sum -o json\n  tcl pack --from-master --metrics util,holes",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("scenario", nargs="?", metavar="SCENARIO.yaml", help="nodes and jobs in the `tcl sim` format")
+    p.add_argument("--from-master", action="store_true", help="the live cluster's nodes and its pending and running jobs")
+    p.add_argument("--generate", type=int, metavar="MACHINES", help="a generated heterogeneous cluster and workload")
+    p.add_argument("--load", type=float, default=0.6, help="--generate: cpu requested / capacity (default 0.6)")
+    p.add_argument("--placement", help="policies, comma-separated (default: all of the master's)")
+    p.add_argument("--order", default="arrival", help=f"job order: {', '.join(PACK_ORDERS)} (default arrival)")
+    p.add_argument("--metrics", default="util,holes,inflation,mc,compaction", help="which metrics (default: all)")
+    p.add_argument("--tau", type=float, default=0.004, help="pending-task threshold (default 0.004, the paper's 0.4%%)")
+    p.add_argument("--trials", type=int, default=11, help="compaction trials (default 11)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", metavar="FILE.png", help="hole filling and inflation curves per policy (needs matplotlib)")
+
+
+def add_top(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("top", parents=[common], help="live CPU and memory of tasks (or nodes, queues)",
+                       description="Live usage against requests, refreshed every --interval seconds.\n"
+                       "MEM is the working set (usage minus page cache).",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--nodes", action="store_true", help="per node: used vs allocated vs capacity")
+    view.add_argument("--queues", action="store_true", help="per queue: share and usage")
+    p.add_argument("--sort", choices=("cpu", "memory"), default="cpu", help="sort by (default: cpu)")
+    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
+    p.add_argument("--limit", type=int, default=0, metavar="N", help="at most N rows (default: what fits)")
+    p.add_argument("--once", action="store_true", help="draw one screen and exit")
+
+
+def add_login(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("login", parents=[common], help="check a user token with the master and store it",
+                       description="Verifies the master with the cluster CA (pinned in the token, or --ca), checks\n"
+                       "the token, and stores master, CA and token in ~/.config/tcluster/credentials.json\n"
+                       "(0600; $XDG_CONFIG_HOME is honoured). The token is read from stdin unless --token.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--token", metavar="T", help="the token `tcl-master user add` printed (default: read stdin)")
+    p.add_argument("--ca", metavar="FILE", type=Path, help="the cluster CA (PEM) instead of the token's pin")
+    sub.add_parser("whoami", parents=[common], help="who the master takes you to be, and what you may do")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tcl", description="tcluster command-line client")
     add_global_options(parser, with_defaults=True)
@@ -159,37 +267,54 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    client: MasterClient | None = None
+    client: MasterClient | None = None   # once made, it names the master that answered
     try:
-        if args.command_name == "dev":
-            return commands.dev(args)
-        if args.command_name == "sim":   # local: no master
-            return run_sim(args)
-        if args.command_name == "pack":   # local; --from-master only reads
-            return run_pack(args)
-        if args.command_name == "login":  # its own credentials, not the stored ones
-            return login_command(args)
-        handler = {**commands.MASTER_COMMANDS, "queues": queues_command, "top": top_command,
-                   "whoami": whoami_command}[args.command_name]
+        if args.command_name in LOCAL_COMMANDS:
+            return load(LOCAL_COMMANDS[args.command_name])(args)
+        handler = load(MASTER_COMMANDS[args.command_name])
+        from tcluster.cli.client import MasterClient, check_master_list
         client = MasterClient(check_master_list(args.master), wait_leader_s=args.wait_leader_s)
         with client:
             return handler(args, client)
     except InvalidArgument as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except grpc.RpcError as exc:
-        master = client.address if client is not None else args.master   # the one that answered
-        exit_code, message = explain_rpc_error(exc, master)
-        print(message, file=sys.stderr)
-        if hint := login_hint(exc, args.master):
-            print(hint, file=sys.stderr)
-        return exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         silence_stdout()
         return EXIT_BROKEN_PIPE
+    except Exception as exc:
+        if not is_rpc_error(exc):
+            raise
+        return report_rpc_error(exc, client.address if client is not None else args.master, args.master)
+
+
+def load(target: str) -> Callable[..., int]:
+    """The function a "module:function" string names, importing its module now."""
+    module, _, name = target.partition(":")
+    handler: Callable[..., int] = getattr(importlib.import_module(module), name)
+    return handler
+
+
+def is_rpc_error(exc: Exception) -> bool:
+    """An error from grpc; only a command that imported grpc can raise one, so a run that
+    never did need not import it to tell."""
+    grpc = sys.modules.get("grpc")
+    return grpc is not None and isinstance(exc, grpc.RpcError)
+
+
+def report_rpc_error(exc: grpc.RpcError, answered: str, masters: str) -> int:
+    """Prints the message for an error from the master at `answered` (and a login hint if
+    one applies to `masters`); returns the exit code."""
+    from tcluster.cli.client import explain_rpc_error
+    from tcluster.cli.login import login_hint
+    exit_code, message = explain_rpc_error(exc, answered)
+    print(message, file=sys.stderr)
+    if hint := login_hint(exc, masters):
+        print(hint, file=sys.stderr)
+    return exit_code
 
 
 def silence_stdout() -> None:

@@ -10,36 +10,9 @@ import json
 import sys
 from typing import Any
 
-from tcluster.cli.client import EXIT_FAILURE, EXIT_OK
+from tcluster.cli.options import EXIT_FAILURE, EXIT_OK, PACK_ORDERS
 from tcluster.views import format_table
 from tcluster.errors import InvalidArgument
-
-ORDERS = ("arrival", "cpu", "mem", "sum")
-
-
-def add_pack(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "pack", parents=[common], help="packing quality of placement policies (Verma et al.'s metrics)",
-        description="Packs a workload from scratch with each placement policy and reports the four metrics of\n"
-        "Verma, Korupolu and Wilkes: aggregate utilization, hole filling (units as a fraction of the median\n"
-        "machine), workload inflation (horizontal/vertical, all/conforming, and Monte Carlo) and cluster\n"
-        "compaction (90th percentile of --trials binary searches over random machine prefixes).\n"
-        "Lower compaction is better; higher inflation factor and hole filling are better.",
-        epilog="examples:\n  tcl pack --generate 1000 --placement first-fit,best-fit,tetris,lotes\n"
-        "  tcl pack SCENARIO.yaml --order sum -o json\n  tcl pack --from-master --metrics util,holes",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("scenario", nargs="?", metavar="SCENARIO.yaml", help="nodes and jobs in the `tcl sim` format")
-    p.add_argument("--from-master", action="store_true", help="the live cluster's nodes and its pending and running jobs")
-    p.add_argument("--generate", type=int, metavar="MACHINES", help="a generated heterogeneous cluster and workload")
-    p.add_argument("--load", type=float, default=0.6, help="--generate: cpu requested / capacity (default 0.6)")
-    p.add_argument("--placement", help="policies, comma-separated (default: all of the master's)")
-    p.add_argument("--order", default="arrival", help=f"job order: {', '.join(ORDERS)} (default arrival)")
-    p.add_argument("--metrics", default="util,holes,inflation,mc,compaction", help="which metrics (default: all)")
-    p.add_argument("--tau", type=float, default=0.004, help="pending-task threshold (default 0.004, the paper's 0.4%%)")
-    p.add_argument("--trials", type=int, default=11, help="compaction trials (default 11)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--plot", metavar="FILE.png", help="hole filling and inflation curves per policy (needs matplotlib)")
 
 
 def run_pack(args: argparse.Namespace) -> int:
@@ -49,8 +22,8 @@ def run_pack(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.placement.split(",") if p.strip()] if args.placement else sorted(PLACEMENT_POLICIES)
     for policy in policies:
         make_placement(policy)   # unknown: InvalidArgument, exit 2
-    if args.order not in ORDERS:
-        raise InvalidArgument("--order", f"{args.order!r}; choose one of: {', '.join(ORDERS)}")
+    if args.order not in PACK_ORDERS:
+        raise InvalidArgument("--order", f"{args.order!r}; choose one of: {', '.join(PACK_ORDERS)}")
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip())
     if unknown := [m for m in metrics if m not in METRICS]:
         raise InvalidArgument("--metrics", f"unknown {', '.join(unknown)}; choose from: {', '.join(METRICS)}")

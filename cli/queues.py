@@ -6,20 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 
-from tcluster.cli.client import EXIT_OK, MasterClient
+from tcluster.cli.client import MasterClient
+from tcluster.cli.options import EXIT_OK
 from tcluster.views import format_table, queues_json
 from tcluster.v1 import jobs_pb2
 from tcluster.wire import resources_from_pb
-
-
-def add_queues(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    sub.add_parser(
-        "queues", parents=[common], help="the queue tree: weights, guaranteed and current shares",
-        description="GUARANTEED is the share a queue gets when every queue is busy (weight over its\n"
-        "siblings' weights, multiplied down the tree). SHARE is the dominant share its running\n"
-        "tasks hold now, of the READY nodes' total. RUNNING and PENDING count tasks (jobs).",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
 
 
 def queues_table(reply: jobs_pb2.ListQueuesResponse) -> str:

@@ -8,41 +8,12 @@ import json
 import sys
 from typing import Any
 
-from tcluster.cli.client import EXIT_FAILURE, EXIT_OK
+from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
 from tcluster.views import format_table
 from tcluster.units import format_bytes, format_cpu
 
-# The simulator pulls in numpy and the whole scheduler: import it only when `sim` runs,
-# so that every other `tcl` command starts fast.
-DEFAULT_FAIRNESS = "mch"
-
-
-def add_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "sim", parents=[common], help="simulate a scenario with the master's own policies",
-        description="Discrete-event simulation of a scenario (nodes, queues, jobs) with the master's\n"
-        "fairness and placement policies. Prints each job's state at the end of the run.",
-        epilog="example:\n  tcl sim examples/mch-figure4.yaml --until 500 -o json\n"
-        "  tcl sim examples/mch-figure4.yaml --timeline f4.csv --plot f4.png\n"
-        "  tcl sim examples/tcluster-table3.yaml --fairness fifo --placement lotes --lotes-classes classes.yaml\n"
-        "a scenario with a `workload:` (generated arrivals) compares placement policies by response time:\n"
-        "  tcl sim examples/lotes-generated.yaml --compare lotes,tetris,first-fit --seeds 5 --plot lotes.png",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("scenario", metavar="SCENARIO.yaml")
-    p.add_argument("--fairness", default=DEFAULT_FAIRNESS, help="fifo, drf, hdrf or mch (default %(default)s)")
-    p.add_argument("--placement", help="a placement policy of the master (default: the master's default)")
-    p.add_argument("--until", type=float, metavar="T", help="stop at T seconds (default: when no events remain)")
-    p.add_argument("--seed", type=int, default=0, help="for randomized placement (default 0)")
-    p.add_argument("--timeline", metavar="FILE.csv", help="write each job's dominant share over time")
-    p.add_argument("--plot", metavar="FILE.png", help="draw the timeline (needs matplotlib)")
-    p.add_argument("--lotes-classes", metavar="FILE", help="LoTES job classes (default: k-means over the scenario's jobs)")
-    p.add_argument("--lotes-k", type=int, default=4, metavar="K", help="classes to learn when no file is given (default 4)")
-    p.add_argument("--lotes-config-label", metavar="LABEL", help="group machines by this node label (default: by capacity)")
-    p.add_argument("--compare", metavar="P1,P2", help="workload scenarios: placement policies side by side "
-                   "(default lotes,tetris,first-fit)")
-    p.add_argument("--seeds", type=int, default=3, metavar="N", help="workload scenarios: seeds --seed .. --seed+N-1 (default 3)")
-    p.add_argument("--load", metavar="RHO,..", help="workload scenarios: loads relative to lambda* (default: the file's)")
+# The simulator pulls in numpy and the whole scheduler: import it only when `sim` runs
+# (its parser is cli/main.py's), so that every other `tcl` command starts fast.
 
 
 def run_sim(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from dataclasses import fields
 from typing import Any, Callable, TypeVar
 
 from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
-from tcluster.cli.submitflags import DEFAULT_CPU, DEFAULT_MEMORY
+from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY
 from tcluster.errors import InvalidArgument
 from tcluster.model import JobSpec
 from tcluster.resources import CPU, MEMORY, Resources, parse_resource_string

@@ -8,12 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
+from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY
 from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
 
-# Nomad-style defaults so `tcl submit -- cmd` just works; a kind given as 0 in a file or
-# in --resources counts as not given (an explicit --cpu 0 / --mem 0 is honoured).
-DEFAULT_CPU = "1"
-DEFAULT_MEMORY = "512Mi"
 # `tcl submit --help` lists its options in the order it always has; an option of a field
 # added since comes after these, with nothing to add here.
 HELP_ORDER = ("--name", "--queue", "--weight", "--tasks", "--cpu", "--mem", "--resources", "--env", "--label", "--user",

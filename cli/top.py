@@ -12,27 +12,14 @@ import sys
 import time
 from typing import Any, Callable
 
-from tcluster.cli.client import EXIT_OK, MasterClient
+from tcluster.cli.client import MasterClient
+from tcluster.cli.options import EXIT_OK
 from tcluster.views import format_table
 from tcluster.model import JobState
 from tcluster.v1 import common_pb2
 from tcluster.wire import job_state_to_pb, usage_from_pb
 
 CLEAR = "\x1b[H\x1b[2J"
-
-
-def add_top(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("top", parents=[common], help="live CPU and memory of tasks (or nodes, queues)",
-                       description="Live usage against requests, refreshed every --interval seconds.\n"
-                       "MEM is the working set (usage minus page cache).",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    view = p.add_mutually_exclusive_group()
-    view.add_argument("--nodes", action="store_true", help="per node: used vs allocated vs capacity")
-    view.add_argument("--queues", action="store_true", help="per queue: share and usage")
-    p.add_argument("--sort", choices=("cpu", "memory"), default="cpu", help="sort by (default: cpu)")
-    p.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
-    p.add_argument("--limit", type=int, default=0, metavar="N", help="at most N rows (default: what fits)")
-    p.add_argument("--once", action="store_true", help="draw one screen and exit")
 
 
 def _mib(n: float) -> str:

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from tcluster.cli.main import main
+from tcluster.cli.options import PACK_ORDERS
 from tcluster.pack.generate import cluster, workload
 from tcluster.pack.metrics import compaction, compaction_trial, hole_filling, inflate, inflation, utilization
-from tcluster.pack.schedule import PackJob, Packer
+from tcluster.pack.schedule import ORDERS, PackJob, Packer
 from tcluster.scheduler.views import NodeSpec
 from tcluster.pack.study import Settings, study
 from tcluster.resources import Resources
@@ -152,3 +153,8 @@ def test_from_master_reads_nodes_and_unfinished_tasks(monkeypatch, capsys) -> No
     (result,) = json.loads(capsys.readouterr().out)["results"]
     assert result["machines"] == 3 and result["tasks"] == 2     # the succeeded task is not packed
     assert result["utilization"]["cpu"] == pytest.approx(4 / 12)
+
+
+def test_the_cli_offers_the_orders_pack_knows() -> None:
+    # cli/options.py names them again so that `tcl --help` need not import numpy.
+    assert PACK_ORDERS == ORDERS
