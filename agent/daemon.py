@@ -17,6 +17,7 @@ import grpc
 
 from tcluster import __version__
 from tcluster.agent import codec
+from tcluster.agent.fence import LastHeard
 from tcluster.agent.joinstate import TLS_OPTIONS, load_credentials
 from tcluster.agent.masters import MasterRotation
 from tcluster.agent.outbox import Outbox, private_opener
@@ -49,7 +50,13 @@ class Agent:
         self.tasks = TaskManager(settings, runtime, self.outbox)
         self.heartbeat_interval_s = settings.heartbeat_interval_s
         self.fence_after_s = self._load_fence()
-        self.last_heard = time.monotonic()      # the last message from the master
+        # The last message from the master, on the monotonic clock. A restart does not reset
+        # it: silence already counted before the restart (agent/fence.py) still counts.
+        self.contact = LastHeard(settings.state_dir)
+        silence = self.contact.silence_at_start()
+        if silence > 0:
+            log.info("last word from the master %.1fs ago (before this start): the fence counts from then", silence)
+        self.last_heard = time.monotonic() - silence
         self._session_task: asyncio.Task[None] | None = None
         self._stale = False                     # the watchdog ended the session: its master went silent
         self._fenced = False
@@ -166,6 +173,7 @@ class Agent:
     async def _reader(self, call: grpc.aio.StreamStreamCall) -> None:
         while (message := await call.read()) is not grpc.aio.EOF:
             self.last_heard = time.monotonic()
+            self.contact.heard()
             self._fenced = False
             kind = message.WhichOneof("kind")
             if kind == "registered":
