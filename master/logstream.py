@@ -4,8 +4,9 @@ The agent may send at most LOG_WINDOW_CHUNKS pieces (its chunks are at most 64 K
 of the client: the master grants one more each time its client takes one, and cancels the
 request when the client leaves. A client that stops reading therefore stops the agent
 reading the file, and the master holds at most the window per stream (review finding 1).
-Follow streams also hold the master's attention for as long as a task runs, so each user
-may have at most `--log-follows-per-user` open at once."""
+Each open stream may hold its window for as long as its client stalls (a follow for as
+long as the task runs), so each user may have at most `--log-streams-per-user` open at once:
+the master's memory for logs is bounded per user, whatever the clients do."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ LOG_WINDOW_CHUNKS = 8            # x 64 KiB: at most 512 KiB of one stream in th
 LOG_PIECE_TIMEOUT_S = 15.0       # a following agent sends an empty piece every 5 s
 
 
-class FollowCap:
-    """Counts each user's open follow streams; one over the cap is refused."""
+class StreamCap:
+    """Counts each user's open log streams; one over the cap is refused."""
 
     def __init__(self, per_user: int) -> None:
         self.per_user = per_user
@@ -35,8 +36,8 @@ class FollowCap:
     def hold(self, user: str) -> Iterator[None]:
         if self.open(user) >= self.per_user:
             raise ResourceExhausted(
-                f"{user} already follows {self.per_user} logs, the most one user may at once "
-                f"(--log-follows-per-user); end one first")
+                f"{user} already has {self.per_user} log streams open, the most one user may at once "
+                f"(--log-streams-per-user); end one first")
         self._open[user] = self.open(user) + 1
         try:
             yield

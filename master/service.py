@@ -22,7 +22,7 @@ from tcluster.master.core.events import (
 )
 from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
-from tcluster.master.logstream import LOG_WINDOW_CHUNKS, FollowCap, stream_log
+from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
@@ -77,7 +77,7 @@ class MasterService:
         self.placement = make_placement(settings.placement)
         self.rng = random.Random(settings.seed)
         self.links: dict[str, AgentLink] = {}
-        self.follows = FollowCap(settings.log_follows_per_user)
+        self.log_streams = StreamCap(settings.log_streams_per_user)
         self.committer = Committer(store, self._send, self._recover)
         self._wake = asyncio.Event()
         self._eligible = EligibleCache()
@@ -222,11 +222,7 @@ class MasterService:
             raise Unavailable(f"node {task.node} is not connected; its logs stay on that node")
         fetch = FetchLog(secrets.token_hex(8), task.id, stderr, tail_bytes, self.settings.log_max_bytes, follow,
                          task.attempt, LOG_WINDOW_CHUNKS)
-        if not follow:
-            async for data in stream_log(link, fetch):
-                yield data
-            return
-        with self.follows.hold(caller.name):
+        with self.log_streams.hold(caller.name):    # a stalled stream, follow or not, holds its window
             async for data in stream_log(link, fetch):
                 yield data
 

@@ -1,4 +1,4 @@
-"""Log flow control, pure parts: the master's bounded LogStream and per-user FollowCap,
+"""Log flow control, pure parts: the master's bounded LogStream and per-user StreamCap,
 the agent's two-lane SendQueue and per-request Credit (review finding 1)."""
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ def test_a_disconnect_ends_the_stream_after_what_it_holds() -> None:
 
 
 @pytest.mark.parametrize(("cap", "opens", "refused_at"), [(1, 2, 1), (3, 3, None), (3, 5, 3), (8, 9, 8)])
-def test_follow_cap_refuses_one_over_and_names_the_cap(cap: int, opens: int, refused_at: int | None) -> None:
+def test_stream_cap_refuses_one_over_and_names_the_cap(cap: int, opens: int, refused_at: int | None) -> None:
     from contextlib import ExitStack
-    from tcluster.master.logstream import FollowCap
-    follows = FollowCap(cap)
+    from tcluster.master.logstream import StreamCap
+    follows = StreamCap(cap)
     with ExitStack() as held:
         for i in range(opens):
             if i == refused_at:
-                with pytest.raises(ResourceExhausted, match=f"follows {cap} logs.*--log-follows-per-user"):
+                with pytest.raises(ResourceExhausted, match=f"has {cap} log streams open.*--log-streams-per-user"):
                     held.enter_context(follows.hold("alice"))
                 break
             held.enter_context(follows.hold("alice"))
