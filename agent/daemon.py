@@ -1,6 +1,7 @@
 """The agent daemon: one stream to the master (to the leader of several: agent/masters.py),
 reconnecting with backoff; launches, kills and log requests come down it; registration,
-events and heartbeats go up.
+events and heartbeats go up, and log data after them, as the master grants credit
+(agent/sendqueue.py).
 
 Cut off from the master past the fence it was given (node timeout + half the lost
 timeout), the agent kills the tasks the master may start again elsewhere."""
@@ -17,10 +18,12 @@ import grpc
 
 from tcluster import __version__
 from tcluster.agent import codec
+from tcluster.agent.fence import LastHeard
 from tcluster.agent.joinstate import TLS_OPTIONS, load_credentials
 from tcluster.agent.masters import MasterRotation
 from tcluster.agent.outbox import Outbox, private_opener
 from tcluster.agent.runtime.base import Runtime
+from tcluster.agent.sendqueue import Credit, LogSends, SendQueue
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.tasks import TaskManager, state_dir_path
 from tcluster.bounds import GRPC_OPTIONS, MAX_EVENTS_PER_MESSAGE
@@ -50,14 +53,21 @@ class Agent:
         self.tasks = TaskManager(settings, runtime, self.outbox)
         self.heartbeat_interval_s = settings.heartbeat_interval_s
         self.fence_after_s = self._load_fence()
-        self.last_heard = time.monotonic()      # the last message from the master
+        # The last message from the master, on the monotonic clock. A restart does not reset
+        # it: silence already counted before the restart (agent/fence.py) still counts.
+        self.contact = LastHeard(settings.state_dir)
+        silence = self.contact.silence_at_start()
+        if silence > 0:
+            log.info("last word from the master %.1fs ago (before this start): the fence counts from then", silence)
+        self.last_heard = time.monotonic() - silence
         self._session_task: asyncio.Task[None] | None = None
         self._stale = False                     # the watchdog ended the session: its master went silent
         self._fenced = False
         self.registered = asyncio.Event()   # set while a session is up (tests wait on it)
         self.rotation = MasterRotation(parse_addresses(settings.master, "--master"))
         self.master = self.rotation.masters[0]     # the address of the current session
-        self._writes: asyncio.Queue[agent_pb2.AgentMessage] = asyncio.Queue()
+        self._out = SendQueue()              # heartbeats and events before log data
+        self._log_sends = LogSends()
         # LoTES (memory only): the bin this node emulates, and each task's class
         self.bin_target: agent_pb2.BinTarget | None = None
         self.classes: dict[str, int] = {}
@@ -140,7 +150,7 @@ class Agent:
     async def _session(self) -> None:
         async with self._channel() as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
-            self._writes = asyncio.Queue()
+            self._out = SendQueue()
             pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)
             register = codec.register_to_pb(
                 self.settings.node, self.tasks.capacity, self.tasks.reserved, self.node_labels(),
@@ -154,6 +164,7 @@ class Agent:
             finally:
                 for helper in helpers:
                     helper.cancel()
+                self._log_sends.cancel_all()      # their master's stream is gone
 
     def node_labels(self) -> dict[str, str]:
         """The operator's labels plus what this node can do (placement constraints use them)."""
@@ -167,6 +178,7 @@ class Agent:
     async def _reader(self, call: grpc.aio.StreamStreamCall) -> None:
         while (message := await call.read()) is not grpc.aio.EOF:
             self.last_heard = time.monotonic()
+            self.contact.heard()
             self._fenced = False
             kind = message.WhichOneof("kind")
             if kind == "registered":
@@ -181,7 +193,12 @@ class Agent:
             elif kind == "kill":
                 self.tasks.kill(message.kill.task_id, message.kill.attempt, message.kill.reason)
             elif kind == "log_request":
-                asyncio.create_task(self._send_log(message.log_request))
+                req = message.log_request
+                self._log_sends.start(req.request_id, req.window,
+                                      lambda credit, req=req: self._send_log(req, credit))
+            elif kind == "log_credit":
+                credit = message.log_credit
+                self._log_sends.credit(credit.request_id, credit.chunks, credit.cancel)
             elif kind == "ack":
                 self.outbox.ack(message.ack.seq)
         raise ConnectionError("master closed the stream")
@@ -224,19 +241,19 @@ class Agent:
 
     async def _writer(self, call: grpc.aio.StreamStreamCall) -> None:
         while True:
-            await call.write(await self._writes.get())
+            await call.write(await self._out.get())
 
     async def _events(self) -> None:
         while True:
             await self.outbox.ready.wait()
             batch = self.outbox.take_unsent()
             if batch:
-                self._writes.put_nowait(codec.events_to_pb(batch))
+                self._out.put_control(codec.events_to_pb(batch))
 
     async def _heartbeats(self) -> None:
         while True:
             usage = await asyncio.to_thread(self.tasks.sample_all)
-            self._writes.put_nowait(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix()))
+            self._out.put_control(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix()))
             await asyncio.sleep(self.heartbeat_interval_s)
 
     async def _watchdog(self) -> None:
@@ -256,14 +273,19 @@ class Agent:
                 last_sweep = time.monotonic()
                 await asyncio.to_thread(self.tasks.sweep_old_logs)
 
-    async def _send_log(self, req: agent_pb2.LogRequest) -> None:
+    async def _send_log(self, req: agent_pb2.LogRequest, credit: Credit) -> None:
+        """Each piece waits for credit, then for room in the log lane: reading the file
+        pauses meanwhile (the generator is not advanced)."""
         try:
             async for chunk in self.tasks.read_log(req.task_id, req.stderr, req.tail_bytes, req.max_bytes,
                                                    req.follow):
-                self._writes.put_nowait(codec.log_data_to_pb(req.request_id, chunk))
-            self._writes.put_nowait(codec.log_data_to_pb(req.request_id, eof=True))
+                await credit.take()
+                await self._out.put_log(codec.log_data_to_pb(req.request_id, chunk))
+            last = codec.log_data_to_pb(req.request_id, eof=True)
         except OSError as error:
-            self._writes.put_nowait(codec.log_data_to_pb(req.request_id, eof=True, error=str(error)))
+            last = codec.log_data_to_pb(req.request_id, eof=True, error=str(error))
+        await credit.take()
+        await self._out.put_log(last)
 
     def _load_fence(self) -> float:
         try:

@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="bucket of the downsampled history: means of rates, maxima of levels (default %(default)s)")
     p.add_argument("--status-visibility", choices=("all", "own"), default="all",
                    help="whose jobs a user (not an admin) may see in status and lists (default %(default)s)")
+    p.add_argument("--log-streams-per-user", type=int, default=8, metavar="N",
+                   help="open log streams (`tcl logs`, with or without -f) one user may hold at once; "
+                        "more get RESOURCE_EXHAUSTED (default %(default)s)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -128,6 +131,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
         lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,
         lotes_drift=args.lotes_drift, status_visibility=args.status_visibility,
+        log_streams_per_user=getattr(args, "log_streams_per_user", 8),
         store=getattr(args, "store", ""), store_prefix=getattr(args, "store_prefix", "/tcluster"),
         lease_ttl_s=getattr(args, "lease_ttl_s", 5), advertise=getattr(args, "advertise", ""),
         store_max_txn_ops=getattr(args, "store_max_txn_ops", 128),

@@ -22,6 +22,7 @@ from tcluster.master.core.events import (
 )
 from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
+from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
@@ -43,7 +44,6 @@ from tcluster.security.authz import (
 )
 
 log = logging.getLogger(__name__)
-LOG_PIECE_TIMEOUT_S = 15.0
 TICK_INTERVAL_S = 0.5
 
 
@@ -77,6 +77,7 @@ class MasterService:
         self.placement = make_placement(settings.placement)
         self.rng = random.Random(settings.seed)
         self.links: dict[str, AgentLink] = {}
+        self.log_streams = StreamCap(settings.log_streams_per_user)
         self.committer = Committer(store, self._send, self._recover)
         self._wake = asyncio.Event()
         self._eligible = EligibleCache()
@@ -219,23 +220,11 @@ class MasterService:
         link = self.links.get(task.node)
         if link is None:
             raise Unavailable(f"node {task.node} is not connected; its logs stay on that node")
-        request_id = secrets.token_hex(8)
-        queue = link.open_log(request_id)
-        link.send(FetchLog(request_id, task.id, stderr, tail_bytes, self.settings.log_max_bytes, follow,
-                           task.attempt))
-        try:
-            while True:
-                piece = await asyncio.wait_for(queue.get(), LOG_PIECE_TIMEOUT_S)
-                if piece.error:
-                    raise FailedPrecondition(f"logs of {task.id}: {piece.error}")
-                if piece.data:
-                    yield piece.data
-                if piece.eof:
-                    return
-        except asyncio.TimeoutError:
-            raise Unavailable(f"node {task.node} did not send the logs of {task.id} in time") from None
-        finally:
-            link.close_log(request_id)
+        fetch = FetchLog(secrets.token_hex(8), task.id, stderr, tail_bytes, self.settings.log_max_bytes, follow,
+                         task.attempt, LOG_WINDOW_CHUNKS)
+        with self.log_streams.hold(caller.name):    # a stalled stream, follow or not, holds its window
+            async for data in stream_log(link, fetch):
+                yield data
 
     def nodes(self, caller: Caller = ANONYMOUS) -> list[tuple[Node, list[str]]]:
         """With the newest contact time (kept in memory: heartbeats are not written)."""

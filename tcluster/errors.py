@@ -33,3 +33,7 @@ class Unauthenticated(TclusterError):
 
 class PermissionDenied(TclusterError):
     """The caller is known but may not do this; the message says what is missing."""
+
+
+class ResourceExhausted(TclusterError):
+    """The caller holds as many of something as a limit allows; the message names the limit."""

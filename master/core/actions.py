@@ -44,6 +44,15 @@ class FetchLog:
     max_bytes: int
     follow: bool = False
     attempt: int = 0
+    window: int = 0                 # LogData the agent may send ahead of credit; 0: unlimited
+
+
+@dataclass(frozen=True)
+class LogCredit:
+    """The client took `chunks` more pieces of a log request; `cancel`: it left."""
+    request_id: str
+    chunks: int = 0
+    cancel: bool = False
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tcluster.master.core.actions import AckReports, BinTarget, FetchLog, Kill, Launch, Registration, TaskReport
+from tcluster.master.core.actions import (
+    AckReports, BinTarget, FetchLog, Kill, Launch, LogCredit, Registration, TaskReport,
+)
 from tcluster.model import Job, JobSpec, Node, Task
 from tcluster.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
@@ -94,7 +96,7 @@ class Disconnect:
 
 
 Action = Launch | Kill | Welcome | Ack | Disconnect
-Outbound = Launch | Kill | AckReports | FetchLog | BinTarget | Welcome    # what an agent's link carries out
+Outbound = Launch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welcome    # what an agent's link carries out
 
 
 # ---- what a step changes ----

@@ -8,7 +8,8 @@ from operator import attrgetter
 
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Heartbeat, Kill, Launch, LogPiece, Registration, ReportBatch, TaskReport,
+    AckReports, BinTarget, FetchLog, Heartbeat, Kill, Launch, LogCredit, LogPiece, Registration, ReportBatch,
+    TaskReport,
 )
 from tcluster.master.core.events import Outbound, Welcome
 from tcluster.v1 import agent_pb2, common_pb2
@@ -111,7 +112,11 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, FetchLog):
         return agent_pb2.MasterMessage(log_request=agent_pb2.LogRequest(
             request_id=message.request_id, task_id=message.task_id, stderr=message.stderr,
-            tail_bytes=message.tail_bytes, max_bytes=message.max_bytes, follow=message.follow))
+            tail_bytes=message.tail_bytes, max_bytes=message.max_bytes, follow=message.follow,
+            window=message.window))
+    if isinstance(message, LogCredit):
+        return agent_pb2.MasterMessage(log_credit=agent_pb2.LogCredit(
+            request_id=message.request_id, chunks=message.chunks, cancel=message.cancel))
     raise TypeError(f"cannot send {type(message).__name__}")
 
 

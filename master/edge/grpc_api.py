@@ -10,7 +10,8 @@ from typing import AsyncIterator
 import grpc
 
 from tcluster.errors import (
-    FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, TclusterError, Unauthenticated, Unavailable,
+    FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError,
+    Unauthenticated, Unavailable,
 )
 from tcluster.master.core.actions import Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pb
@@ -37,6 +38,7 @@ STATUS_FOR_ERROR: dict[type[TclusterError], grpc.StatusCode] = {
     Unavailable: grpc.StatusCode.UNAVAILABLE,
     Unauthenticated: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDenied: grpc.StatusCode.PERMISSION_DENIED,
+    ResourceExhausted: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

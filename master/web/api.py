@@ -15,7 +15,9 @@ import orjson
 from aiohttp import web
 
 from tcluster.views import queues_json, job_json, node_json, resources_json, task_json, timestamp, usage_json
-from tcluster.errors import InvalidArgument, NotFound, PermissionDenied, TclusterError, Unauthenticated
+from tcluster.errors import (
+    InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError, Unauthenticated,
+)
 from tcluster.master.usage.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState
 from tcluster.security.authz import Caller, ReadJob, sees_only_own
@@ -291,6 +293,8 @@ async def errors_middleware(request: web.Request, handler: Any) -> web.StreamRes
         return web.json_response({"error": str(error)}, status=403)
     except (InvalidArgument, ValueError) as error:
         return web.json_response({"error": str(error)}, status=400)
+    except ResourceExhausted as error:
+        return web.json_response({"error": str(error)}, status=429)
     except TclusterError as error:
         return web.json_response({"error": str(error)}, status=503)
 

@@ -121,20 +121,22 @@ class LogData(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target")
+    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target", "log_credit")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     KILL_FIELD_NUMBER: _ClassVar[int]
     LOG_REQUEST_FIELD_NUMBER: _ClassVar[int]
     ACK_FIELD_NUMBER: _ClassVar[int]
     BIN_TARGET_FIELD_NUMBER: _ClassVar[int]
+    LOG_CREDIT_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     launch: LaunchTask
     kill: KillTask
     log_request: LogRequest
     ack: Ack
     bin_target: BinTarget
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ...) -> None: ...
+    log_credit: LogCredit
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ..., log_credit: _Optional[_Union[LogCredit, _Mapping]] = ...) -> None: ...
 
 class Registered(_message.Message):
     __slots__ = ("heartbeat_interval_s", "kills", "fence_after_s", "bin_target")
@@ -203,20 +205,32 @@ class KillTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grace_s: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class LogRequest(_message.Message):
-    __slots__ = ("request_id", "task_id", "stderr", "tail_bytes", "max_bytes", "follow")
+    __slots__ = ("request_id", "task_id", "stderr", "tail_bytes", "max_bytes", "follow", "window")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     task_id: str
     stderr: bool
     tail_bytes: int
     max_bytes: int
     follow: bool
-    def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+    window: int
+    def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., follow: _Optional[bool] = ..., window: _Optional[int] = ...) -> None: ...
+
+class LogCredit(_message.Message):
+    __slots__ = ("request_id", "chunks", "cancel")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    chunks: int
+    cancel: bool
+    def __init__(self, request_id: _Optional[str] = ..., chunks: _Optional[int] = ..., cancel: _Optional[bool] = ...) -> None: ...
 
 class Ack(_message.Message):
     __slots__ = ("seq",)

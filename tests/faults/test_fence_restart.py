@@ -1,0 +1,54 @@
+"""Review finding 3: an agent restarted while cut off keeps its fence deadline."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from testkit.faultcluster import Cluster, task_cgroups, wait_for
+from tests.faults.watch import Watch
+
+pytestmark = pytest.mark.system
+NODE_TIMEOUT_S = 2.0
+LOST_TIMEOUT_S = 10.0                  # fence = 2 + 10/2 = 7 s; LOST at 12 s of silence
+RESTART_AFTER_S = 6.0                  # before the fence: a fresh clock would fence only at ~6 + 7 = 13 s
+
+
+@pytest.mark.parametrize("cluster", ["sqlite"], indirect=True)   # the agent's clock; the store plays no part
+def test_an_agent_restarted_while_cut_off_fences_before_the_master_retries(cluster: Cluster) -> None:
+    """Proves: the agent is cut off, SIGKILLed (its task keeps running) and restarted while
+    still cut off; it re-adopts the task and stops it at the deadline it had before the
+    restart (its persisted last contact), so the old attempt's cgroup is gone before the
+    master declares it LOST and starts attempt 2 on the other node. Before the fix the
+    restarted agent counted silence from its start and both attempts ran at once."""
+    cluster.node_timeout_s, cluster.lost_timeout_s = NODE_TIMEOUT_S, LOST_TIMEOUT_S
+    cluster.start_master()
+    a = cluster.start_agent("fence-a", proxied=True)
+    job_id = cluster.submit("sh", "-c", "sleep 120", retries=1)
+    cluster.wait_task(job_id, lambda t: t["state"] == "RUNNING" and t["node"] == a.name, f"RUNNING on {a.name}")
+    b = cluster.start_agent("fence-b")
+    watch = Watch(lambda: cluster.address, lambda: [a.name, b.name]).start()
+    watch.watch(job_id)
+    try:
+        assert a.proxy is not None
+        a.proxy.cut("blackhole")
+        cluster.kill_agent(a.name, signal.SIGKILL)       # its task keeps running in its cgroup
+        assert task_cgroups(a.name), "the task should outlive its agent"
+        time.sleep(RESTART_AFTER_S)                      # the outage lasts; not a timing assertion
+        cluster.restart_agent(a.name, wait_registered=False)
+        job = cluster.wait_task(job_id, lambda t: t["attempt"] == 2 and t["state"] == "RUNNING",
+                                "attempt 2 RUNNING", timeout_s=60)
+        wait_for(lambda: watch.samples > 0, 5, "cgroup samples")
+    finally:
+        violations = watch.stop()
+    assert job["tasks"][0]["node"] == b.name, job
+    assert violations == [], violations     # never two attempts' cgroups at one sampled moment
+    assert task_cgroups(a.name) == []
+    proc = a.proc
+    assert proc is not None
+    out = proc.output()
+    assert "re-adopted" in out and "stopping tasks that may run elsewhere" in out, out[-2000:]
+    assert "the fence counts from then" in out, out[-2000:]
+    assert (a.state_dir / "last_heard.json").exists()
