@@ -10,6 +10,7 @@ import asyncio
 import logging
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import grpc
@@ -70,6 +71,7 @@ class RunningMaster:
     loop_task: asyncio.Task[None] | None = None
     dashboard: Dashboard | None = None
     secure_parts: SecureParts | None = None   # TLS and the agent port (DATA_DIR/pki exists)
+    bound_pki: MasterPki | None = None        # what the ports were bound with (checked before leading)
     election: Election | None = None
     promotion: asyncio.Task[None] | None = None
     leading: asyncio.Event = field(default_factory=asyncio.Event)
@@ -231,17 +233,22 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
         raise
     if port == 0:
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
-    return RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
+    return RunningMaster(server, settings, port, servicers, slot, secure_parts=secure, bound_pki=pki)
+
+
+def _pki_cache(settings: MasterSettings) -> Path:
+    return pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
 
 
 async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPki | None]:
     """The warm copy of the prefix and the PKI in it. If etcd does not answer, the PKI
     cached by an earlier start (master/identity/pkicache.py) lets the ports open at once and the
-    copy loads later; a first start without a cache waits for etcd instead of exiting."""
+    copy loads later (checked against etcd before campaigning: _check_pki); a start without
+    a cached PKI (a first one, or an insecure cluster's) waits for etcd instead of exiting."""
     url = settings.store_url
     kv = EtcdKV(list(url.endpoints), tls=url.tls)
     mirror = Mirror(kv, settings.store_prefix)
-    cache = pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
+    cache = _pki_cache(settings)
     delay = 0.2
     while True:
         try:
@@ -250,13 +257,27 @@ async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPk
             pkicache.save(cache, pki)
             return kv, mirror, pki
         except Unavailable as error:
-            found, pki = pkicache.load(cache)
-            if found:
+            pki = pkicache.load(cache)
+            if pki is not None:
                 log.warning("etcd unreachable (%s); serving as a standby with the cached PKI until it answers", error)
                 return kv, mirror, pki
             log.warning("etcd unreachable (%s); retrying", error)
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
+
+
+def _check_pki(master: RunningMaster, mirror: Mirror) -> str | None:
+    """Why this master must not lead (None: it may): the PKI in etcd, now loaded, is not
+    the one its ports were bound with. etcd's is cached for the restart that follows."""
+    settings = master.settings
+    try:
+        held = pki_in_mirror(mirror, settings.store_prefix)
+    except Exception as error:   # noqa: BLE001 - a partial or unreadable PKI: never lead on it
+        return f"the PKI in etcd prefix {settings.store_prefix} is unreadable: {error}"
+    why = pkicache.mismatch(master.bound_pki, held, f"etcd prefix {settings.store_prefix}")
+    if why is not None:
+        pkicache.save(_pki_cache(settings), held)
+    return why
 
 
 async def _load_copy(mirror: Mirror, leadership: Leadership) -> None:
@@ -280,6 +301,13 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
 
     async def promote() -> None:
         await _load_copy(mirror, leadership)
+        refused = _check_pki(master, mirror)
+        if refused is not None:
+            # The ports cannot be re-bound in place: main re-executes the master (the same
+            # pid, as after a lost lease), which binds with etcd's PKI; no term was begun.
+            log.error("refusing to lead: %s; restarting to bind with the PKI etcd holds", refused)
+            leadership.lose(f"refusing to lead: {refused}")
+            return
         await _reach_store(leadership)
         try:
             await leadership.campaign()
