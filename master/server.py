@@ -72,6 +72,7 @@ class RunningMaster:
     dashboard: Dashboard | None = None
     secure_parts: SecureParts | None = None   # TLS and the agent port (DATA_DIR/pki exists)
     bound_pki: MasterPki | None = None        # what the ports were bound with (checked before leading)
+    pki_checked: bool = False                 # bound_pki was found to be etcd's (_check_pki)
     election: Election | None = None
     promotion: asyncio.Task[None] | None = None
     leading: asyncio.Event = field(default_factory=asyncio.Event)
@@ -180,10 +181,14 @@ def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: 
     return LeaderInfo(id=client, client=client, agent=f"{host}:{agent_port}", http=http)
 
 
-async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None) -> RunningMaster:
+async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None,
+                       stepped_down_insecure: bool = False) -> RunningMaster:
     """Serving; with SQLite already leading, with etcd leading once `leading` is set.
-    `on_lost` (etcd): called once if this master loses its leadership or its lease."""
-    opened = await _open_copy(settings) if settings.store_url.kind == "etcd" else None
+    `on_lost` (etcd): called once if this master loses its leadership or its lease.
+    `stepped_down_insecure`: this process is the re-execution of a master that found its
+    cluster insecure in etcd (main.py); if etcd does not answer, it opens its ports as a
+    plaintext standby at once instead of waiting (it still checks before leading)."""
+    opened = await _open_copy(settings, stepped_down_insecure) if settings.store_url.kind == "etcd" else None
     copy = opened[:2] if opened is not None else None
     try:
         master = await _serve_ports(settings, copy, opened[2] if opened is not None else None)
@@ -240,7 +245,8 @@ def _pki_cache(settings: MasterSettings) -> Path:
     return pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
 
 
-async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPki | None]:
+async def _open_copy(settings: MasterSettings,
+                     stepped_down_insecure: bool = False) -> tuple[EtcdKV, Mirror, MasterPki | None]:
     """The warm copy of the prefix and the PKI in it. If etcd does not answer, the PKI
     cached by an earlier start (master/identity/pkicache.py) lets the ports open at once and the
     copy loads later (checked against etcd before campaigning: _check_pki); a start without
@@ -258,8 +264,9 @@ async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPk
             return kv, mirror, pki
         except Unavailable as error:
             pki = pkicache.load(cache)
-            if pki is not None:
-                log.warning("etcd unreachable (%s); serving as a standby with the cached PKI until it answers", error)
+            if pki is not None or stepped_down_insecure:
+                log.warning("etcd unreachable (%s); serving as a standby with %s until it answers", error,
+                            "the cached PKI" if pki else "no TLS, as before this master stepped down")
                 return kv, mirror, pki
             log.warning("etcd unreachable (%s); retrying", error)
             await asyncio.sleep(delay)
@@ -302,6 +309,7 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
     async def promote() -> None:
         await _load_copy(mirror, leadership)
         refused = _check_pki(master, mirror)
+        master.pki_checked = refused is None
         if refused is not None:
             # The ports cannot be re-bound in place: main re-executes the master (the same
             # pid, as after a lost lease), which binds with etcd's PKI; no term was begun.
