@@ -5,6 +5,7 @@ it leaves in the cgroup hierarchies are removed (only those, only when empty).""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import signal
@@ -75,7 +76,10 @@ class Dockerd:
         finally:
             client.close()
 
-    def _import_busybox(self) -> None:
+    def _import_busybox(self, image: str = "", setuid: bool = False) -> None:
+        """The busybox image; `setuid`: plus /bin/busybox-suid, a setuid-root copy, and an
+        /etc/busybox.conf that lets its `ash` keep euid 0 (busybox drops a setuid bit
+        otherwise): what a hostile image would carry to regain root."""
         with tempfile.TemporaryDirectory() as tmp:
             tar_path = Path(tmp) / "bb.tar"
             with tarfile.open(tar_path, "w") as tar:
@@ -84,12 +88,20 @@ class Dockerd:
                     link = tarfile.TarInfo(f"bin/{tool}")
                     link.type, link.linkname = tarfile.SYMTYPE, "busybox"
                     tar.addfile(link)
+                if setuid:
+                    _add_setuid_root(tar)
             client = docker.APIClient(base_url=self.url, timeout=120)
             try:
-                client.import_image(src=str(tar_path), repository=self.image, tag="latest",
+                client.import_image(src=str(tar_path), repository=image or self.image, tag="latest",
                                     changes=['CMD ["/bin/sh"]'])
             finally:
                 client.close()
+
+    def import_setuid_image(self) -> str:
+        """A second image with a setuid-root busybox (see _import_busybox); its name."""
+        name = f"{self.image}-suid"
+        self._import_busybox(name, setuid=True)
+        return name
 
     def docker(self, *args: str) -> str:
         done = subprocess.run(["docker", "-H", self.url, *args], capture_output=True, text=True)
@@ -112,6 +124,18 @@ class Dockerd:
         _remove_docker_cgroups()
         _unmount_under(self.root)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _add_setuid_root(tar: tarfile.TarFile) -> None:
+    copy = tar.gettarinfo(str(BUSYBOX), "bin/busybox-suid")
+    copy.uid = copy.gid = 0
+    copy.mode = 0o4755
+    with open(BUSYBOX, "rb") as f:
+        tar.addfile(copy, f)
+    conf = b"[SUID]\nash = ssx 0.0\n"     # ash only: plain sh runs as usual
+    info = tarfile.TarInfo("etc/busybox.conf")
+    info.size, info.mode, info.uid, info.gid = len(conf), 0o644, 0, 0
+    tar.addfile(info, io.BytesIO(conf))
 
 
 def _unmount_under(root: Path) -> None:

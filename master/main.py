@@ -148,7 +148,12 @@ def _announce(master: RunningMaster) -> None:
         print(f"tcl-master listening on {host}:{master.port}; store {settings.store_url}", file=sys.stderr, flush=True)
 
 
-async def _serve(settings: MasterSettings) -> str:
+# Set only across the re-execution after a lost lease, by a master that found no PKI in
+# etcd: the next one may then answer as a plaintext standby while etcd has no quorum.
+HANDOFF_ENV = "TCL_MASTER_STEPPED_DOWN_INSECURE"
+
+
+async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False) -> str:
     """Serves until a stop signal (returns "") or a lost leadership (returns why)."""
     lost = asyncio.Event()
     why: list[str] = []
@@ -157,7 +162,7 @@ async def _serve(settings: MasterSettings) -> str:
         why.append(reason)
         lost.set()
     stop = asyncio.ensure_future(wait_for_stop_signal())
-    master = await _start_unless_stopped(settings, on_lost, stop)
+    master = await _start_unless_stopped(settings, on_lost, stop, stepped_down_insecure)
     if master is None:
         return ""
     _announce(master)
@@ -174,14 +179,16 @@ async def _serve(settings: MasterSettings) -> str:
         announced.cancel()
         loop.remove_signal_handler(signal.SIGHUP)
         await master.stop(grace_s=0 if why else 1.0, resign=not why)
+    if why and master.pki_checked and master.bound_pki is None:
+        os.environ[HANDOFF_ENV] = "1"
     return why[0] if why else ""
 
 
 async def _start_unless_stopped(settings: MasterSettings, on_lost: Callable[[str], None],
-                                stop: asyncio.Future[None]) -> RunningMaster | None:
+                                stop: asyncio.Future[None], stepped_down_insecure: bool) -> RunningMaster | None:
     """A first start waits for etcd as long as it takes (master/server.py): a stop signal
     meanwhile ends the wait (None) instead of killing the process mid-start."""
-    starting = asyncio.ensure_future(start_master(settings, on_lost))
+    starting = asyncio.ensure_future(start_master(settings, on_lost, stepped_down_insecure))
     await asyncio.wait([starting, stop], return_when=asyncio.FIRST_COMPLETED)
     if not starting.done():
         starting.cancel()
@@ -242,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tcl-master: --lotes-classes: {error}", file=sys.stderr)
             return 2
     try:
-        lost = asyncio.run(_serve(settings))
+        lost = asyncio.run(_serve(settings, os.environ.pop(HANDOFF_ENV, "") == "1"))
     except (OSError, TclusterError) as error:
         print(f"tcl-master: {error}", file=sys.stderr)
         return 1

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import grpc
@@ -70,6 +71,8 @@ class RunningMaster:
     loop_task: asyncio.Task[None] | None = None
     dashboard: Dashboard | None = None
     secure_parts: SecureParts | None = None   # TLS and the agent port (DATA_DIR/pki exists)
+    bound_pki: MasterPki | None = None        # what the ports were bound with (checked before leading)
+    pki_checked: bool = False                 # bound_pki was found to be etcd's (_check_pki)
     election: Election | None = None
     promotion: asyncio.Task[None] | None = None
     leading: asyncio.Event = field(default_factory=asyncio.Event)
@@ -178,10 +181,14 @@ def advertised(settings: MasterSettings, port: int, agent_port: int, http_port: 
     return LeaderInfo(id=client, client=client, agent=f"{host}:{agent_port}", http=http)
 
 
-async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None) -> RunningMaster:
+async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] | None = None,
+                       stepped_down_insecure: bool = False) -> RunningMaster:
     """Serving; with SQLite already leading, with etcd leading once `leading` is set.
-    `on_lost` (etcd): called once if this master loses its leadership or its lease."""
-    opened = await _open_copy(settings) if settings.store_url.kind == "etcd" else None
+    `on_lost` (etcd): called once if this master loses its leadership or its lease.
+    `stepped_down_insecure`: this process is the re-execution of a master that found its
+    cluster insecure in etcd (main.py); if etcd does not answer, it opens its ports as a
+    plaintext standby at once instead of waiting (it still checks before leading)."""
+    opened = await _open_copy(settings, stepped_down_insecure) if settings.store_url.kind == "etcd" else None
     copy = opened[:2] if opened is not None else None
     try:
         master = await _serve_ports(settings, copy, opened[2] if opened is not None else None)
@@ -231,17 +238,23 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
         raise
     if port == 0:
         raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
-    return RunningMaster(server, settings, port, servicers, slot, secure_parts=secure)
+    return RunningMaster(server, settings, port, servicers, slot, secure_parts=secure, bound_pki=pki)
 
 
-async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPki | None]:
+def _pki_cache(settings: MasterSettings) -> Path:
+    return pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
+
+
+async def _open_copy(settings: MasterSettings,
+                     stepped_down_insecure: bool = False) -> tuple[EtcdKV, Mirror, MasterPki | None]:
     """The warm copy of the prefix and the PKI in it. If etcd does not answer, the PKI
     cached by an earlier start (master/identity/pkicache.py) lets the ports open at once and the
-    copy loads later; a first start without a cache waits for etcd instead of exiting."""
+    copy loads later (checked against etcd before campaigning: _check_pki); a start without
+    a cached PKI (a first one, or an insecure cluster's) waits for etcd instead of exiting."""
     url = settings.store_url
     kv = EtcdKV(list(url.endpoints), tls=url.tls)
     mirror = Mirror(kv, settings.store_prefix)
-    cache = pkicache.cache_dir(settings.data_dir, settings.store_url.endpoints, settings.store_prefix)
+    cache = _pki_cache(settings)
     delay = 0.2
     while True:
         try:
@@ -250,13 +263,28 @@ async def _open_copy(settings: MasterSettings) -> tuple[EtcdKV, Mirror, MasterPk
             pkicache.save(cache, pki)
             return kv, mirror, pki
         except Unavailable as error:
-            found, pki = pkicache.load(cache)
-            if found:
-                log.warning("etcd unreachable (%s); serving as a standby with the cached PKI until it answers", error)
+            pki = pkicache.load(cache)
+            if pki is not None or stepped_down_insecure:
+                log.warning("etcd unreachable (%s); serving as a standby with %s until it answers", error,
+                            "the cached PKI" if pki else "no TLS, as before this master stepped down")
                 return kv, mirror, pki
             log.warning("etcd unreachable (%s); retrying", error)
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
+
+
+def _check_pki(master: RunningMaster, mirror: Mirror) -> str | None:
+    """Why this master must not lead (None: it may): the PKI in etcd, now loaded, is not
+    the one its ports were bound with. etcd's is cached for the restart that follows."""
+    settings = master.settings
+    try:
+        held = pki_in_mirror(mirror, settings.store_prefix)
+    except Exception as error:   # noqa: BLE001 - a partial or unreadable PKI: never lead on it
+        return f"the PKI in etcd prefix {settings.store_prefix} is unreadable: {error}"
+    why = pkicache.mismatch(master.bound_pki, held, f"etcd prefix {settings.store_prefix}")
+    if why is not None:
+        pkicache.save(_pki_cache(settings), held)
+    return why
 
 
 async def _load_copy(mirror: Mirror, leadership: Leadership) -> None:
@@ -280,6 +308,14 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
 
     async def promote() -> None:
         await _load_copy(mirror, leadership)
+        refused = _check_pki(master, mirror)
+        master.pki_checked = refused is None
+        if refused is not None:
+            # The ports cannot be re-bound in place: main re-executes the master (the same
+            # pid, as after a lost lease), which binds with etcd's PKI; no term was begun.
+            log.error("refusing to lead: %s; restarting to bind with the PKI etcd holds", refused)
+            leadership.lose(f"refusing to lead: {refused}")
+            return
         await _reach_store(leadership)
         try:
             await leadership.campaign()

@@ -27,6 +27,12 @@ class SingleEtcd:
     pid: int
     log: Path
     certs: EtcdCerts | None = None     # a TLS member requiring client certificates
+    peer_port: int = 0
+
+    @property
+    def ports(self) -> tuple[int, int]:
+        """(client, peer): to start the same member again after stopping it."""
+        return int(self.endpoint.rpartition(":")[2]), self.peer_port
 
     @property
     def url(self) -> str:
@@ -53,9 +59,11 @@ def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path, certs:
         bridge.close()
 
 
-def start_single_etcd(directory: Path, certs: EtcdCerts | None = None) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
-    """With certs: clients speak TLS and must show a certificate signed by certs.ca."""
-    client, peer = free_ports(2)
+def start_single_etcd(directory: Path, certs: EtcdCerts | None = None,
+                      ports: tuple[int, int] | None = None) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
+    """With certs: clients speak TLS and must show a certificate signed by certs.ca.
+    `ports` (client, peer) and the same `directory`: the member that was stopped, again."""
+    client, peer = ports or free_ports(2)
     log = directory / "etcd.log"
     scheme = "https" if certs else "http"
     args = [str(ETCD), "--name", "solo", "--data-dir", str(directory / "data"),
@@ -66,9 +74,9 @@ def start_single_etcd(directory: Path, certs: EtcdCerts | None = None) -> tuple[
     if certs:
         args += ["--cert-file", str(certs.server_cert), "--key-file", str(certs.server_key),
                  "--trusted-ca-file", str(certs.ca), "--client-cert-auth"]
-    with open(log, "wb") as out:
+    with open(log, "ab") as out:
         popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    member = SingleEtcd(f"127.0.0.1:{client}", popen.pid, log, certs)
+    member = SingleEtcd(f"127.0.0.1:{client}", popen.pid, log, certs, peer)
     try:
         _wait_ready(member.endpoint, popen, log, certs)
     except BaseException:

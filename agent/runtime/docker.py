@@ -117,10 +117,10 @@ class DockerRuntime:
             raise LaunchError(f"container key {spec.key!r} must use only A-Za-z0-9_.-")
         if not spec.image:
             raise LaunchError("a docker task needs an image")
-        user, groups = identity(spec.user)          # before anything exists: nothing to undo
+        uid, user, groups = identity(spec.user)     # before anything exists: nothing to undo
         try:
             self._ensure_image(spec.image)
-            cid = self._create(spec, user, groups)
+            cid = self._create(spec, uid, user, groups)
         except (DockerException, OSError) as e:
             raise LaunchError(f"docker engine at {self.host}: {_msg(e)}") from e
         try:
@@ -132,8 +132,8 @@ class DockerRuntime:
                 raise LaunchError(f"cannot start the container: {_msg(e)}") from e
             raise
 
-    def _create(self, spec: TaskSpec, user: str | None, groups: list[str]) -> str:
-        cfg = host_config(spec, "/" + self.parent)
+    def _create(self, spec: TaskSpec, uid: int, user: str, groups: list[str]) -> str:
+        cfg = host_config(spec, "/" + self.parent, uid)
         if groups:
             cfg["group_add"] = groups
         try:

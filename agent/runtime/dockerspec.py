@@ -1,5 +1,6 @@
-"""The docker backend's pure parts: the container's limits in the engine's terms, its
-labels, the exit from the engine's State, and where cgroup hierarchies are mounted."""
+"""The docker backend's pure parts: the container's limits and privileges in the engine's
+terms, its labels, the exit from the engine's State, and where cgroup hierarchies are
+mounted."""
 
 from __future__ import annotations
 
@@ -26,11 +27,26 @@ def container_name(node: str, key: str) -> str:
     return f"tcl.{node}.{key}"
 
 
-def host_config(spec: TaskSpec, cgroup_parent: str) -> dict[str, Any]:
-    """The container's limits, as create_host_config keywords: the native backend's rules
-    (limits.py) in the engine's terms. Pure."""
+def privileges(uid: int) -> dict[str, Any]:
+    """What the task may gain, as create_host_config keywords. No task gains privileges
+    by exec (a setuid-root file in the image stays the task's uid, as the native shim's
+    PR_SET_NO_NEW_PRIVS does). A task not run as root gets no capability at all: a
+    non-root process has none in effect anyway, so emptying the bounding set takes
+    nothing it could use (a native non-root task cannot bind ports below 1024 or send
+    raw packets either). Root runs only where the operator allowed it (--allow-root, see
+    task_user) and keeps the engine's default set."""
+    cfg: dict[str, Any] = {"security_opt": ["no-new-privileges"]}
+    if uid != 0:
+        cfg["cap_drop"] = ["ALL"]
+    return cfg
+
+
+def host_config(spec: TaskSpec, cgroup_parent: str, uid: int) -> dict[str, Any]:
+    """The container's limits and privileges (for a task run as `uid`), as
+    create_host_config keywords: the native backend's rules (limits.py) in the engine's
+    terms. Pure."""
     cpu = _cpu(spec)
-    cfg: dict[str, Any] = {"cgroup_parent": cgroup_parent,
+    cfg: dict[str, Any] = {"cgroup_parent": cgroup_parent, **privileges(uid),
                            "cpu_shares": _clamp(round(cpu * 1024), V1_SHARES_RANGE),
                            "pids_limit": spec.pids_max if spec.pids_max > 0 else -1,
                            "blkio_weight": _clamp(round(cpu * 500), V1_BLKIO_WEIGHT_RANGE),
@@ -50,13 +66,15 @@ def host_config(spec: TaskSpec, cgroup_parent: str) -> dict[str, Any]:
     return cfg
 
 
-def identity(user: str) -> tuple[str | None, list[str]]:
-    """(uid:gid, supplementary gids) of the task's user as this node knows it: the same
-    Unix identity a native task gets, whatever the image's /etc/passwd says."""
+def identity(user: str) -> tuple[int, str, list[str]]:
+    """(uid, "uid:gid", supplementary gids) of the task's user as this node knows it: the
+    same Unix identity a native task gets, whatever the image's /etc/passwd or USER say.
+    "" is the agent's own user, as for a native task (never the image's USER, which is
+    often root and would bypass the agent's uid policy)."""
     ident = resolve_user(user)
     if ident is None:
-        return None, []
-    return f"{ident.uid}:{ident.gid}", [str(g) for g in ident.groups if g != ident.gid]
+        return os.geteuid(), f"{os.geteuid()}:{os.getegid()}", []
+    return ident.uid, f"{ident.uid}:{ident.gid}", [str(g) for g in ident.groups if g != ident.gid]
 
 
 def parse_time(text: str) -> float:

@@ -156,6 +156,42 @@ def test_an_image_job_waits_for_a_docker_node_then_runs_there(engine: Dockerd, t
     assert _remove_empty_groups(_docker_groups(docker_node)) == []     # the container's group is gone
 
 
+# Shell builtins only: the shell reads its own ids and capabilities.
+PROBE = 'while read -r k v; do case $k in Uid:|CapEff:|CapBnd:) echo "$k $v";; esac; done < /proc/self/status'
+
+
+def test_image_tasks_keep_the_agents_uid_policy_and_gain_no_root(engine: Dockerd, tmp_path: Path) -> None:
+    """Review finding 4 through the real daemons: an agent without --allow-root refuses
+    root and system uids for image tasks as for native ones, and a nobody task that runs a
+    setuid-root shell from its image stays uid 65534 with no capabilities."""
+    node = _node("priv")
+    image = engine.import_setuid_image()
+    master, address = _start_master(tmp_path)
+    agent = None
+    try:
+        agent = _start_agent(tmp_path, address, node, "--docker-host", engine.url)
+        image_job = ("submit", "--image", image, "--cpu", "0.1", "--mem", "32Mi")
+        root = tcl(address, *image_job, "--user", "root", "--", "true").stdout.strip()
+        system = tcl(address, *image_job, "--user", "daemon", "--", "true").stdout.strip()
+        attack = tcl(address, *image_job, "--user", "nobody", "--", "sh", "-c",
+                     f"/bin/busybox-suid ash -c '{PROBE}'; echo rc=$?; {PROBE}").stdout.strip()
+        refused = {job: wait_job(address, job, DONE, timeout_s=60) for job in (root, system)}
+        for job, why in ((root, "may not run as root"), (system, "are refused (`tcl-agent --deny-uids`)")):
+            assert refused[job]["state"] == "FAILED" and why in tcl(address, "status", job).stdout, refused[job]
+        assert wait_job(address, attack, DONE, timeout_s=60)["state"] == "SUCCEEDED"
+        lines = tcl(address, "logs", attack).stdout.splitlines()
+        print("\n[e2e] a setuid-root shell in the image, run as nobody:\n" + "\n".join(lines))
+        assert [line for line in lines if line.startswith("Uid:")] == ["Uid: 65534\t65534\t65534\t65534"]
+        assert "rc=1" in lines and "CapEff: 0000000000000000" in lines and "CapBnd: 0000000000000000" in lines
+    finally:
+        if agent is not None:
+            agent.stop()
+        master.stop()
+        sweep_node(node, tmp_path / node)
+    assert leaked_cgroups(node) == []
+    assert _remove_empty_groups(_docker_groups(node)) == []
+
+
 # The receiver prints its eth0 address (SIOCGIFADDR), then, per connection, the sender's
 # name (its first 16 bytes) and the bytes and rate it received, measured from its first
 # data to its last (so the senders' socket buffers do not count); it exits after $CONNS.

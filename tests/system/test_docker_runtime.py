@@ -154,6 +154,28 @@ def test_a_restarted_agent_adopts_running_and_ended_containers(engine: Dockerd, 
         again.close()
 
 
+# Shell builtins only: the shell reads its own ids and capabilities (a child applet would
+# drop a setuid euid on its own and hide what the shell had gained).
+PROBE = 'while read -r k v; do case $k in Uid:|CapEff:|CapBnd:) echo "$k $v";; esac; done < /proc/self/status'
+
+
+def test_a_setuid_root_file_in_the_image_gives_a_nobody_task_no_root(runtime: DockerRuntime, engine: Dockerd,
+                                                                     tmp_path: Path) -> None:
+    """The review's attack (finding 4): a setuid-root shell in the image. Without
+    no-new-privileges it ran with euid 0 and the engine's default capabilities."""
+    image = engine.import_setuid_image()
+    spec = task(tmp_path, "suid.0", ("sh", "-c", f"/bin/busybox-suid ash -c '{PROBE}'; echo rc=$?; {PROBE}"),
+                image=image, user="nobody")
+    wait_exit(runtime.start(spec))
+    runtime.exit_status("suid.0")                       # the log copy is complete after this
+    out, err = Path(spec.stdout_path).read_text(), Path(spec.stderr_path).read_text()
+    print(f"\n[suid] stdout:\n{out}[suid] stderr:\n{err}")
+    lines = out.splitlines()
+    assert [line for line in lines if line.startswith("Uid:")] == ["Uid: 65534\t65534\t65534\t65534"], out
+    assert "rc=1" in lines and "setres" in err              # the setuid shell could not become root
+    assert "CapEff: 0000000000000000" in lines and "CapBnd: 0000000000000000" in lines, out
+
+
 def test_a_missing_image_fails_the_start_clearly(runtime: DockerRuntime, tmp_path: Path) -> None:
     spec = task(tmp_path, "img.0", ("true",), image="tcl-no-such-image:1")
     with pytest.raises(LaunchError, match="image 'tcl-no-such-image:1' is not on this node and cannot be pulled"):

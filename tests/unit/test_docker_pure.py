@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from tcluster.agent.runtime.base import TaskSpec
-from tcluster.agent.runtime.dockerspec import cgroup_roots, exit_from_state, host_config, labels, parse_time
+from tcluster.agent.runtime.dockerspec import cgroup_roots, exit_from_state, host_config, identity, labels, parse_time
 from tcluster.resources import Resources
 
 MI = 2**20
@@ -22,7 +23,7 @@ def spec(**kw: object) -> TaskSpec:
 
 
 def test_limits_follow_the_native_rules() -> None:
-    cfg = host_config(spec(cpu_limit=0.5, pids_max=64, swap_bytes=16 * MI), "/tcluster/n.docker")
+    cfg = host_config(spec(cpu_limit=0.5, pids_max=64, swap_bytes=16 * MI), "/tcluster/n.docker", 65534)
     assert cfg["cgroup_parent"] == "/tcluster/n.docker"
     assert (cfg["cpu_shares"], cfg["cpu_period"], cfg["cpu_quota"]) == (512, 100_000, 50_000)
     assert (cfg["mem_limit"], cfg["memswap_limit"]) == (64 * MI, 80 * MI)
@@ -39,13 +40,29 @@ def test_limits_follow_the_native_rules() -> None:
     ({"resources": Resources(100.0, 0)}, "cpu_shares", 102_400),
 ])
 def test_limit_table(kw: dict[str, object], key: str, want: object) -> None:
-    assert host_config(spec(**kw), "/p")[key] == want
+    assert host_config(spec(**kw), "/p", 65534)[key] == want
 
 
 def test_no_cap_no_quota_and_a_log_cap_caps_the_engine_copy() -> None:
-    cfg = host_config(spec(log_max_bytes=1000), "/p")
+    cfg = host_config(spec(log_max_bytes=1000), "/p", 65534)
     assert "cpu_quota" not in cfg
     assert cfg["log_config"] == {"type": "json-file", "config": {"max-size": "1000", "max-file": "2"}}
+
+
+@pytest.mark.parametrize("uid,security_opt,cap_drop", [
+    (65534, ["no-new-privileges"], ["ALL"]),      # a setuid file in the image gives nothing
+    (1000, ["no-new-privileges"], ["ALL"]),
+    (0, ["no-new-privileges"], None),             # root (--allow-root) keeps the engine's default set
+])
+def test_privileges_table(uid: int, security_opt: list[str], cap_drop: list[str] | None) -> None:
+    cfg = host_config(spec(), "/p", uid)
+    assert cfg["security_opt"] == security_opt and cfg.get("cap_drop") == cap_drop
+    assert "cap_add" not in cfg and "privileged" not in cfg
+
+
+def test_identity_is_the_nodes_never_the_images() -> None:
+    assert identity("nobody")[:2] == (65534, "65534:65534")
+    assert identity("") == (os.geteuid(), f"{os.geteuid()}:{os.getegid()}", [])     # the agent's own, as native
 
 
 @pytest.mark.parametrize("state,want", [
