@@ -53,8 +53,10 @@ def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path, certs:
         bridge.close()
 
 
-def start_single_etcd(directory: Path, certs: EtcdCerts | None = None) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
-    """With certs: clients speak TLS and must show a certificate signed by certs.ca."""
+def start_single_etcd(directory: Path, certs: EtcdCerts | None = None,
+                      extra: tuple[str, ...] = ()) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
+    """With certs: clients speak TLS and must show a certificate signed by certs.ca; extra:
+    more etcd flags (e.g. a smaller --max-request-bytes)."""
     client, peer = free_ports(2)
     log = directory / "etcd.log"
     scheme = "https" if certs else "http"
@@ -66,6 +68,7 @@ def start_single_etcd(directory: Path, certs: EtcdCerts | None = None) -> tuple[
     if certs:
         args += ["--cert-file", str(certs.server_cert), "--key-file", str(certs.server_key),
                  "--trusted-ca-file", str(certs.ca), "--client-cert-auth"]
+    args += list(extra)
     with open(log, "wb") as out:
         popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     member = SingleEtcd(f"127.0.0.1:{client}", popen.pid, log, certs)

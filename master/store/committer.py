@@ -117,11 +117,14 @@ class Committer:
                     pending.done.set_result(None)
             else:
                 _fail_one(pending, error)
-        self._fail(self._queue, later, len(failed))
+        reason = next(iter(failed.values()))
+        log.error("%d change(s) not written (%s)", len(failed), reason)
+        self._fail(self._queue, later)
         self._queue = []
 
-    def _fail(self, lost: list[_Pending], error: Exception, already: int = 0) -> None:
-        log.error("%s; %d change(s) not made", error, len(lost) + already)
+    def _fail(self, lost: list[_Pending], error: Exception) -> None:
+        if lost:
+            log.error("%s; %d change(s) not made", error, len(lost))
         for pending in lost:
             _fail_one(pending, error)
         self._on_failure()
