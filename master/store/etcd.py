@@ -116,8 +116,8 @@ class EtcdStore:
         refused: set[str] = set()
         while order:
             for n in [n for n in order if touches(plans[n]) & refused]:
-                outcomes[n] = Unavailable("not written: it changes what a change the store refused just before it "
-                                          "changed; the master reloaded its state; send it again")
+                outcomes[n] = Unavailable("not written: it changes the same job or node as a change the store "
+                                          "refused just before it; the master reloaded its state; send it again")
             order = [n for n in order if outcomes[n] is None]
             order = await self._write_txns(plan_txns([(n, plans[n]) for n in order], self.max_txn_ops,
                                                      self.max_txn_bytes, frozenset(alone)), alone, refused, plans,
