@@ -6,6 +6,7 @@ anything is written, so an oversized or malformed message changes nothing."""
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Iterable
 
 from tcluster.errors import InvalidArgument
@@ -25,6 +26,12 @@ GRPC_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 )
 MAX_SPEC_BYTES = 2**20               # a job spec, all strings together
+# A job's stored record (its spec as JSON) in either store: below etcd's default
+# --max-request-bytes (1.5 MiB) with room for the transaction around it. JSON takes 2 bytes
+# for a quote or a backslash and 6 for a control character or (escaped) non-ASCII one, so a
+# spec within MAX_SPEC_BYTES may still encode beyond it. SQLite keeps the same bound, so
+# both stores take the same jobs.
+MAX_RECORD_BYTES = 1_400_000
 MAX_NAME_BYTES = 253                 # node, queue, user, image, label keys and values, ids
 MAX_ARGS = 4096                      # command words
 MAX_ENV = 1024                       # environment variables
@@ -84,3 +91,32 @@ def check_spec_bounds(spec: JobSpec) -> None:
     for key, value in spec.env:
         if "\x00" in value:
             raise InvalidArgument(f"env.{key[:QUOTE_CHARS]}", "value contains a NUL byte")
+    check_record_size(spec)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.2f} MB"
+
+
+def record_size_bound(spec: JobSpec) -> int:
+    """An upper bound of the spec's JSON size, without encoding it: 6 bytes per string
+    byte at most, plus quotes and commas per string and the fixed fields."""
+    strings = len(spec.command) + 2 * len(spec.env) + 2 * len(spec.labels) + len(spec.constraints) + 8
+    kinds = sum(6 * len(kind.encode("utf-8", "surrogatepass")) + 32 for kind in spec.resources.as_dict())
+    return 6 * spec_size(spec) + 8 * strings + kinds + 4096
+
+
+def check_record_size(spec: JobSpec, limit: int = MAX_RECORD_BYTES) -> None:
+    """Refuses a spec whose stored record would exceed `limit`, naming the field that takes most."""
+    if record_size_bound(spec) <= limit:
+        return                                  # nearly every spec: no need to encode it
+    from tcluster.codec import spec_to_dict     # here: codec imports the model, which imports this module
+    data = spec_to_dict(spec)
+    total = len(json.dumps(data, separators=(",", ":")).encode())
+    if total <= limit:
+        return
+    sizes = {name: len(json.dumps(value, separators=(",", ":")).encode()) for name, value in data.items()}
+    field = max(sizes, key=lambda name: sizes[name])
+    raise InvalidArgument(field, f"encodes to {_mb(sizes[field])} as stored (the job record to {_mb(total)}: quotes "
+                                 "and backslashes take 2 bytes, control and non-ASCII characters up to 6); the store "
+                                 f"takes at most {_mb(limit)} per job record")

@@ -60,9 +60,11 @@ def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path, certs:
 
 
 def start_single_etcd(directory: Path, certs: EtcdCerts | None = None,
-                      ports: tuple[int, int] | None = None) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
+                      ports: tuple[int, int] | None = None,
+                      extra: tuple[str, ...] = ()) -> tuple[SingleEtcd, subprocess.Popen[bytes]]:
     """With certs: clients speak TLS and must show a certificate signed by certs.ca.
-    `ports` (client, peer) and the same `directory`: the member that was stopped, again."""
+    `ports` (client, peer) and the same `directory`: the member that was stopped, again;
+    extra: more etcd flags (e.g. a smaller --max-request-bytes)."""
     client, peer = ports or free_ports(2)
     log = directory / "etcd.log"
     scheme = "https" if certs else "http"
@@ -74,6 +76,7 @@ def start_single_etcd(directory: Path, certs: EtcdCerts | None = None,
     if certs:
         args += ["--cert-file", str(certs.server_cert), "--key-file", str(certs.server_key),
                  "--trusted-ca-file", str(certs.ca), "--client-cert-auth"]
+    args += list(extra)
     with open(log, "ab") as out:
         popen = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     member = SingleEtcd(f"127.0.0.1:{client}", popen.pid, log, certs, peer)

@@ -10,15 +10,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from tcluster.errors import InvalidArgument
 from tcluster.master.store.etcdkv import parse_endpoints
 from tcluster.master.store.etcdtls import EtcdTLS, parse_tls_query
 from tcluster.master.core.events import KillIntent, Step
 from tcluster.model import Job, Node, Task
 
 
+class StoreRefused(InvalidArgument):
+    """The store refused one step's rows as they are (too large for it): that step was not
+    made, and sending it again will not help. Other steps of the same batch are unaffected."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("", f"the store refused this change: {message}")
+
+
 class StateStore(Protocol):
-    async def commit(self, steps: list[tuple[Step, list[str]]]) -> None:
-        """Writes the steps' rows, in order; StoreError (or NotLeader) if they were not."""
+    async def commit(self, steps: list[tuple[Step, list[str]]]) -> list[Exception | None]:
+        """Writes the steps' rows, in order, and answers for each: None (durable), or the
+        error that says whether it was not made (StoreRefused, StoreError) or may have been
+        (StoreError, NotLeader: etcd did not report the outcome). Raises when nothing was
+        written (StoreError, NotLeader)."""
 
     def close(self) -> None: ...
     def job_exists(self, job_id: str) -> bool: ...

@@ -2,11 +2,15 @@
 
 Writes are fenced transactions (master/store/leadership.py): a batch applies only while this
 master's leader key stands. etcd caps a transaction's operations (`--max-txn-ops`, 128 by
-default) and its size, so a large batch goes out as several transactions, in order, and
-each step's keys are ordered so that any prefix of them is a state a restart handles: a
-job's spec and tasks before the job's own key (a reader ignores tasks and specs whose job
-key is missing), deletions of a job's key before its tasks. Nothing of a batch is visible
-outside until all of it is written, as with SQLite.
+default) and its size (`--max-request-bytes`, 1.5 MiB), so a group commit goes out as
+several transactions, in order (master/store/etcdplan.py): each holds whole steps, or a
+part of one large step whose keys are ordered so that any prefix of them is a state a
+restart handles (a job's spec and tasks before the job's own key: a reader ignores tasks
+and specs whose job key is missing). So the store answers for each step: the steps of
+the transactions written are durable, those of the transaction etcd refused are retried
+one by one (the one etcd refuses alone fails, with etcd's reason), and those after a
+write whose outcome etcd did not report are told so, never "succeeded" or "not made" by
+guess. A write larger than etcd takes is refused before anything is sent.
 
 Reads come from the Mirror (master/store/etcdmirror.py), in memory: a standby's warm copy is
 the state the new leader starts from. A write whose outcome etcd did not report (no
@@ -20,55 +24,23 @@ import logging
 from dataclasses import dataclass
 from typing import Iterable
 
-from tcluster.codec import resources_from_dict, resources_to_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json
-from tcluster.master.store.etcdbridge import EtcdBridge
-from tcluster.master.store.etcdkv import EtcdKV, EtcdUnavailable, delete, delete_prefix, put
-from tcluster.master.store.etcdmirror import Mirror
+from tcluster.codec import spec_from_json
+from tcluster.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step
+from tcluster.master.store.base import StoreRefused
+from tcluster.master.store.etcdbridge import EtcdBridge
+from tcluster.master.store.etcdkv import EtcdKV, EtcdRefused, EtcdUnavailable, delete, delete_prefix, put
+from tcluster.master.store.etcdmirror import Mirror
+from tcluster.master.store.etcdplan import (  # noqa: F401  (re-exported: the plan's tests import them from here)
+    ETCD_MAX_REQUEST_BYTES, Txn, Write, chunks, merge_writes, oversized, plan_txns, step_writes, touches,
+)
+from tcluster.master.store.etcdrecords import read_node, read_task, task_key
 from tcluster.master.store.leadership import Leadership, NotLeader
 from tcluster.master.store.sqlite import StoreError
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.model import Job, JobState, Node, Task
 
 log = logging.getLogger(__name__)
-Write = tuple[str, bytes | None]      # (relative key, value; None deletes)
-
-
-# ---- the one etcd codec of each record ----
-
-def _dumps(data: object) -> bytes:
-    return json.dumps(data, separators=(",", ":")).encode()
-
-
-def job_record(job: Job) -> bytes:
-    return _dumps([job.state.value, job.submitted_at, job.finished_at, int(job.cancelled)])
-
-
-def task_record(t: Task) -> bytes:
-    usage = "" if t.usage == TaskUsage() else usage_to_json(t.usage)
-    return _dumps([t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason, t.started_at, t.finished_at,
-                   usage, t.failures])
-
-
-def node_record(n: Node) -> bytes:
-    return _dumps([resources_to_dict(n.capacity), resources_to_dict(n.reserved), dict(n.labels), n.state.value,
-                   n.last_seen, n.runtime])
-
-
-def kill_record(k: KillIntent) -> bytes:
-    return _dumps([k.node, k.reason, int(k.retry)])
-
-
-def _task(job_id: str, index: int, raw: bytes) -> Task:
-    r = json.loads(raw)
-    return Task(job_id=job_id, index=index, state=TaskState(r[0]), node=r[1], attempt=r[2], exit_code=r[3],
-                signal=r[4], reason=r[5], started_at=r[6], finished_at=r[7],
-                usage=usage_from_json(r[8]) if r[8] else TaskUsage(), failures=r[9])
-
-
-def _node(name: str, raw: bytes) -> Node:
-    r = json.loads(raw)
-    return Node(name=name, capacity=resources_from_dict(r[0]), reserved=resources_from_dict(r[1]),
-                labels=tuple(sorted(r[2].items())), state=NodeState(r[3]), last_seen=r[4], runtime=r[5])
+Outcome = Exception | None            # a step's: None = durable
 
 
 @dataclass(frozen=True)
@@ -81,57 +53,16 @@ class JobKey:
     owner: str
 
 
-def task_key(job_id: str, index: int) -> str:
-    return f"state/tasks/{job_id}/{index:06d}"
-
-
-def step_writes(step: Step, new_jobs: set[str], purge: Iterable[str]) -> list[Write]:
-    """A step's keys, in the order that keeps every prefix of them loadable."""
-    out: list[Write] = []
-    doomed = sorted(set(step.jobs_del) | set(purge))
-    out += [(f"state/jobs/{j}", None) for j in doomed]     # the job goes first: its tasks become orphans
-    out += [(f"state/specs/{j.id}", spec_to_json(j.spec).encode()) for j in step.jobs.values() if j.id in new_jobs]
-    out += [(task_key(t.job_id, t.index), task_record(t)) for t in step.tasks.values()]
-    out += [(f"state/jobs/{j.id}", job_record(j)) for j in step.jobs.values() if j.id not in doomed]
-    out += [(f"state/nodes/{n.name}", node_record(n)) for n in step.nodes.values()]
-    out += [(f"state/kills/{task}/{attempt}", None) for task, attempt in sorted(step.kills_del)]
-    out += [(f"state/kills/{k.task_id}/{k.attempt}", kill_record(k)) for k in step.kills_put.values()]
-    return out
-
-
-def merge_writes(writes: list[Write]) -> list[Write]:
-    """One write per key: etcd refuses a transaction that puts a key twice, or puts a key
-    that a deletion in it covers ("duplicate key given in txn request"), and a group
-    commit of several steps names the same job, task and node keys again and again. Each
-    key keeps the place of its first write and takes its last value, so the orders
-    step_writes keeps still hold (a new job's spec and tasks come before its key, as in
-    its first step); the puts of a job deleted in the batch are dropped: its deletion
-    removes its tasks and spec in the same transaction (_task_deletions)."""
-    at: dict[str, int] = {}
-    out: list[Write] = []
-    for key, value in writes:
-        where = at.get(key)
-        if where is None:
-            at[key] = len(out)
-            out.append((key, value))
-        else:
-            out[where] = (key, value)
-    doomed = {key[len("state/jobs/"):] for key, value in out if value is None and key.startswith("state/jobs/")}
-    if doomed:
-        out = [(key, value) for key, value in out if not (
-            (key.startswith("state/tasks/") and key.split("/")[2] in doomed)
-            or (key.startswith("state/specs/") and key[len("state/specs/"):] in doomed))]
-    return out
-
-
 class EtcdStore:
     def __init__(self, kv: EtcdKV, mirror: Mirror, leadership: Leadership, max_txn_ops: int = 128,
-                 max_txn_bytes: int = 1_000_000, bridge: EtcdBridge | None = None) -> None:
+                 max_txn_bytes: int = 1_000_000, bridge: EtcdBridge | None = None,
+                 max_request_bytes: int = ETCD_MAX_REQUEST_BYTES) -> None:
         self.kv, self.mirror, self.leadership = kv, mirror, leadership
         # Transactions go through the bridge's own loop when given: awaited on the master's
         # busy loop, each one waited ~45 ms for its turn at 2,000 agents (bench/results/ha-*).
         self.bridge = bridge
         self.max_txn_ops, self.max_txn_bytes = max_txn_ops, max_txn_bytes
+        self.max_request_bytes = max_request_bytes
         self._index: dict[str, JobKey] = {}
         self._owners: dict[str, tuple[str, str]] = {}     # job -> (queue, owner), from its spec
         for key, raw in mirror.items("state/specs"):
@@ -163,31 +94,65 @@ class EtcdStore:
 
     # ---- writes ----
 
-    async def commit(self, steps: list[tuple[Step, list[str]]]) -> None:
-        writes: list[Write] = []
-        for step, new_jobs in steps:
-            if step.durable:
-                purge = self._purgeable(step.purge_before) if step.purge_before else []
-                writes += step_writes(step, set(new_jobs), purge)
-        for chunk in self._chunks(merge_writes(writes)):
-            await self._write(chunk)
+    async def commit(self, steps: list[tuple[Step, list[str]]]) -> list[Outcome]:
+        """Each step's outcome, in order (StateStore); a write etcd would refuse for its size
+        is refused before anything is sent."""
+        plans: list[list[Write]] = []
+        outcomes: list[Outcome] = [None] * len(steps)
+        for n, (step, new_jobs) in enumerate(steps):
+            purge = self._purgeable(step.purge_before) if step.durable and step.purge_before else []
+            plans.append(step_writes(step, set(new_jobs), purge) if step.durable else [])
+            too_big = oversized(plans[n], self.max_request_bytes)
+            if too_big is not None:
+                outcomes[n] = StoreRefused(f"{too_big[0].split('/')[1]} record of {too_big[1]:,} bytes; etcd takes "
+                                           f"at most {self.max_request_bytes:,} per request: nothing was written")
+        await self._write_steps([n for n, plan in enumerate(plans) if plan and outcomes[n] is None], plans, outcomes)
+        return outcomes
+
+    async def _write_steps(self, order: list[int], plans: list[list[Write]], outcomes: list[Outcome]) -> None:
+        """Writes the steps in order; a transaction etcd refuses is retried step by step,
+        and a step that depends on a refused one (changes the same rows) is not written."""
+        alone: set[int] = set()
+        refused: set[str] = set()
+        while order:
+            for n in [n for n in order if touches(plans[n]) & refused]:
+                outcomes[n] = Unavailable("not written: it changes the same job or node as a change the store "
+                                          "refused just before it; the master reloaded its state; send it again")
+            order = [n for n in order if outcomes[n] is None]
+            order = await self._write_txns(plan_txns([(n, plans[n]) for n in order], self.max_txn_ops,
+                                                     self.max_txn_bytes, frozenset(alone)), alone, refused, plans,
+                                           outcomes)
+
+    async def _write_txns(self, txns: list[Txn], alone: set[int], refused: set[str], plans: list[list[Write]],
+                          outcomes: list[Outcome]) -> list[int]:
+        """Writes until etcd refuses one: the steps still to write then (none: all done)."""
+        for at, txn in enumerate(txns):
+            try:
+                await self._write(list(txn.writes))
+            except EtcdRefused as error:
+                if len(txn.steps) > 1:
+                    alone.update(txn.steps)              # nothing of it applied: find whose it is
+                else:
+                    partly = at > 0 and txns[at - 1].steps == txn.steps and not txns[at - 1].ends
+                    outcomes[txn.steps[0]] = StoreRefused(f"{error}{'; partly written' if partly else ''}")
+                    refused |= touches(plans[txn.steps[0]])
+                later = [n for t in txns[at:] for n in t.steps if outcomes[n] is None]
+                return list(dict.fromkeys(later))
+            except Unavailable as error:                 # StoreError (outcome unknown), NotLeader
+                for n in txn.steps:
+                    outcomes[n] = error
+                for n in {n for t in txns[at + 1:] for n in t.steps} - set(txn.steps):
+                    outcomes[n] = Unavailable("not written: the store failed on a change before it in the same "
+                                              "batch; nothing of this one was applied; send it again")
+                return []
+        return []
 
     def _purgeable(self, before: float) -> list[str]:
         return sorted(j for j, k in self._index.items() if 0 < k.finished_at < before)
 
     def _chunks(self, writes: list[Write]) -> Iterable[list[Write]]:
         """Transactions within etcd's limits, in order (the writes are merged: one per key)."""
-        chunk: list[Write] = []
-        size = 0
-        for write in writes:
-            cost = len(write[0]) + len(write[1] or b"") + 32
-            if chunk and (len(chunk) >= self.max_txn_ops or size + cost > self.max_txn_bytes):
-                yield chunk
-                chunk, size = [], 0
-            chunk.append(write)
-            size += cost
-        if chunk:
-            yield chunk
+        return chunks(writes, self.max_txn_ops, self.max_txn_bytes)
 
     async def _write(self, chunk: list[Write]) -> None:
         self.leadership.check()
@@ -253,7 +218,7 @@ class EtcdStore:
         out = []
         for job_id in ids:
             for key, raw in self.mirror.items(f"state/tasks/{job_id}"):
-                out.append(_task(job_id, int(key.rpartition("/")[2]), raw))
+                out.append(read_task(job_id, int(key.rpartition("/")[2]), raw))
         return out
 
     def load_job(self, job_id: str) -> tuple[Job, list[Task]] | None:
@@ -270,7 +235,7 @@ class EtcdStore:
         return page, len(matching)
 
     def load_nodes(self) -> list[Node]:
-        return [_node(key.rpartition("/")[2], raw) for key, raw in self.mirror.items("state/nodes")]
+        return [read_node(key.rpartition("/")[2], raw) for key, raw in self.mirror.items("state/nodes")]
 
     def load_kills(self) -> list[KillIntent]:
         out = []

@@ -4,7 +4,8 @@ leases and a prefix watch, over several endpoints.
 It uses the generated stubs that ship with `aetcd` and its own channels, one per
 endpoint, so that a dead, paused or partitioned member costs one timeout and the next
 call goes to the next member. etcd's own errors stay here: callers see `EtcdUnavailable`
-(no member answered) and `Compacted` (a watch started before the compaction point)."""
+(no member answered), `EtcdRefused` (a transaction etcd will never accept) and
+`Compacted` (a watch started before the compaction point)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ _TLS_FAILURE = re.compile(r"handshake|ssl|tsi_|certificate", re.IGNORECASE)
 
 class EtcdUnavailable(Unavailable):
     """No etcd member answered (quorum lost, or every endpoint down)."""
+
+
+class EtcdRefused(Exception):
+    """etcd answered a transaction with an error of its own (request too large, too many
+    operations, a duplicate key): refused as a whole before it was applied, and refused
+    again if sent again."""
 
 
 class Compacted(Exception):
@@ -194,7 +201,10 @@ class EtcdKV:
 
         async def call(channel: grpc.aio.Channel) -> pb.TxnResponse:   # type: ignore[name-defined]
             return await stubs.KVStub(channel).Txn(request, timeout=self.timeout_s, metadata=_REQUIRE_LEADER)
-        reply = await self._call("a transaction", call)
+        try:
+            reply = await self._call("a transaction", call)
+        except grpc.aio.AioRpcError as error:     # not retryable (_call retries the rest): nothing was applied
+            raise EtcdRefused(f"etcd refused the transaction: {(error.details() or error.code().name)[:200]}") from None
         ranges = [[_kv(kv) for kv in r.response_range.kvs] for r in reply.responses
                   if r.WhichOneof("response") == "response_range"]
         return TxnResult(reply.succeeded, reply.header.revision, ranges)

@@ -136,9 +136,13 @@ class Store:
         """Writes a step's rows in one transaction; StoreError if the disk refuses."""
         self.apply_many([(step, list(new_jobs))])
 
-    async def commit(self, steps: list[tuple[Step, list[str]]]) -> None:
-        """StateStore: the rows go to disk on a worker thread, off the event loop."""
+    async def commit(self, steps: list[tuple[Step, list[str]]]) -> list[Exception | None]:
+        """StateStore: the rows go to disk on a worker thread, off the event loop, in one
+        transaction: all of them are durable, or (StoreError) none. A record SQLite could
+        hold but etcd could not is refused at submit (tcluster/bounds.py), so both stores
+        take the same jobs."""
         await asyncio.to_thread(self.apply_many, steps)
+        return [None] * len(steps)
 
     def apply_many(self, steps: list[tuple[Step, list[str]]]) -> None:
         """Writes several steps' rows, in order, in one transaction (group commit). Called

@@ -1,5 +1,6 @@
 """Group commit: one transaction for the steps that queued meanwhile; effects only after
-the write; a failed write fails every waiter, drops their effects and triggers recovery."""
+the write; a failed write fails every waiter, drops their effects and triggers recovery;
+a step the store refuses on its own fails alone."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from tcluster.master.store.committer import Committer
 from tcluster.master.core.events import Ack, Step
+from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.sqlite import StoreError
 from tcluster.model import Job, JobSpec
 from tcluster.resources import Resources
@@ -18,14 +20,22 @@ class FakeStore:
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
         self.fail = False
+        self.refuse: set[str] = set()       # jobs whose steps the store refuses on their own
+        self.gate: asyncio.Event | None = None
+        self.entered = asyncio.Event()
 
     def apply_many(self, steps: list[tuple[Step, list[str]]]) -> None:
         if self.fail:
             raise StoreError("the master cannot write its state (disk full)")
         self.batches.append([j for step, _ in steps for j in step.jobs])
 
-    async def commit(self, steps: list[tuple[Step, list[str]]]) -> None:
-        self.apply_many(steps)
+    async def commit(self, steps: list[tuple[Step, list[str]]]) -> list[Exception | None]:
+        if self.gate is not None:
+            self.entered.set()
+            await self.gate.wait()
+        kept = [(step, new) for step, new in steps if not set(step.jobs) & self.refuse]
+        self.apply_many(kept)
+        return [StoreRefused("too large") if set(step.jobs) & self.refuse else None for step, _ in steps]
 
 
 def job_step(job_id: str) -> Step:
@@ -59,4 +69,22 @@ def test_a_failed_write_fails_its_waiters_drops_effects_and_recovers() -> None:
         store.fail = False
         await committer.add(job_step("k"), ["k"])
         assert store.batches == [["k"]] and [a.node for a in sent] == ["k"]
+    asyncio.run(body())
+
+
+def test_a_step_refused_on_its_own_fails_alone_and_later_ones_are_sent_again() -> None:
+    async def body() -> None:
+        store, sent, failures = FakeStore(), [], []
+        store.refuse, store.gate = {"bad"}, asyncio.Event()
+        committer = Committer(store, sent.extend, lambda: failures.append(1))  # type: ignore[arg-type]
+        batch = [committer.add(job_step(j), [j]) for j in ("a", "bad", "b")]
+        await store.entered.wait()               # the batch is being written ...
+        meanwhile = committer.add(job_step("c"), ["c"])   # ... computed on memory about to be reloaded
+        store.gate.set()
+        results = await asyncio.gather(*batch, meanwhile, return_exceptions=True)
+        assert results[0] is None and results[2] is None
+        assert isinstance(results[1], StoreRefused) and "refused" in str(results[1])
+        assert isinstance(results[3], StoreError) and "send it again" in str(results[3])
+        assert store.batches == [["a", "b"]] and [a.node for a in sent] == ["a", "b"]
+        assert failures == [1] and committer.idle      # memory rebuilt once from the store
     asyncio.run(body())

@@ -1,9 +1,13 @@
 """The etcd store's write plan, without etcd: which keys a step writes, in which order
-(every prefix of them must load), and how a batch is cut into transactions."""
+(every prefix of them must load), how a batch is cut into transactions (whole steps, or
+the parts of one), and which writes etcd would refuse whatever they are packed with."""
 
 from __future__ import annotations
 
+import pytest
+
 from tcluster.master.store.etcd import EtcdStore, merge_writes, step_writes, task_key
+from tcluster.master.store.etcdplan import ETCD_MAX_REQUEST_BYTES, chunks, oversized, plan_txns, touches
 from tcluster.master.core.events import KillIntent, Step
 from tcluster.model import Job, JobSpec, Task, TaskState
 from tcluster.resources import Resources
@@ -60,3 +64,55 @@ def test_a_job_deleted_in_the_same_transaction_is_not_written_beside_its_deletio
     writes = step_writes(submit_step("j1", 2), {"j1"}, []) + step_writes(Step(jobs_del={"j1"}), set(), [])
     (chunk,) = list(store(128)._chunks(merge_writes(writes)))
     assert chunk == [("state/jobs/j1", None)]
+
+
+# ---- packing a group commit: whole steps per transaction, a step's parts never shared ----
+
+def writes_of(job_id: str, tasks: int) -> list:
+    return step_writes(submit_step(job_id, tasks), {job_id}, [])
+
+
+@pytest.mark.parametrize("sizes, max_ops, alone, expected", [
+    ([1, 1, 1], 128, set(), [((0, 1, 2), True)]),                       # small steps share one transaction
+    ([1, 1, 1], 7, set(), [((0, 1), True), ((2,), True)]),              # 3 keys each: cut between steps
+    ([1, 20, 1], 8, set(), [((0,), True), ((1,), False), ((1,), False), ((1,), True), ((2,), True)]),
+    ([1, 1, 1], 128, {1}, [((0,), True), ((1,), True), ((2,), True)]),  # retried alone: shares nothing
+    ([1, 1, 1, 1], 128, {0}, [((0,), True), ((1, 2, 3), True)]),
+])
+def test_steps_are_packed_whole_and_a_large_one_is_split_alone(sizes: list[int], max_ops: int, alone: set[int],
+                                                               expected: list) -> None:
+    steps = [(n, writes_of(f"j{n}", tasks)) for n, tasks in enumerate(sizes)]
+    txns = plan_txns(steps, max_ops, 1_000_000, frozenset(alone))
+    assert [(t.steps, t.ends) for t in txns] == expected
+    assert all(len(t.writes) <= max_ops for t in txns)
+    # every step's keys are written, in its own order
+    for n, writes in steps:
+        mine = [w for t in txns if n in t.steps for w in t.writes if w[0].split("/")[2] == f"j{n}"]
+        assert mine == writes
+
+
+def test_a_transaction_is_cut_by_bytes_and_a_job_deletion_counts_its_three_ops() -> None:
+    big = [("state/specs/a", b"x" * 600), ("state/jobs/a", b"[]")]
+    assert [len(c) for c in chunks(big, 128, 500)] == [1, 1]
+    deletions = [(f"state/jobs/d{n}", None) for n in range(5)]
+    assert [len(c) for c in chunks(deletions, 8, 10_000)] == [2, 2, 1]
+
+
+@pytest.mark.parametrize("writes, expected", [
+    ([("state/specs/j1", b"{}"), (task_key("j1", 3), b"[]"), ("state/jobs/j1", b"[]")], {"job:j1"}),
+    ([("state/kills/j2.4/1", None), ("state/nodes/n1", b"[]")], {"job:j2", "node:n1"}),
+    ([("state/kills/a.b.c.0/2", b"[]")], {"job:a.b.c"}),
+    ([], set()),
+])
+def test_the_rows_a_step_touches(writes: list, expected: set[str]) -> None:
+    assert touches(writes) == expected
+
+
+@pytest.mark.parametrize("value_bytes, limit, expected", [
+    (1000, ETCD_MAX_REQUEST_BYTES, None),
+    (1_500_000, ETCD_MAX_REQUEST_BYTES, None),                  # within 1.5 MiB less the margin
+    (1_560_000, ETCD_MAX_REQUEST_BYTES, ("state/specs/j", 1_560_000 + len("state/specs/j") + 32)),
+    (300_000, 200_000, ("state/specs/j", 300_000 + len("state/specs/j") + 32)),
+])
+def test_a_write_etcd_would_refuse_whatever_its_company(value_bytes: int, limit: int, expected: object) -> None:
+    assert oversized([("state/jobs/j", b"[]"), ("state/specs/j", b"x" * value_bytes)], limit) == expected
