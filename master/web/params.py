@@ -23,7 +23,10 @@ class Allowed:
 
     def describe(self) -> str:
         kind = "a whole number" if self.whole else "a number"
-        return f"{kind} of {self.unit} from {self.low:g} to {self.high:g}"
+        return f"{kind} of {self.unit} from {self._text(self.low)} to {self._text(self.high)}"
+
+    def _text(self, value: float) -> str:
+        return str(int(value)) if self.whole else f"{value:g}"
 
 
 TIMES = Allowed(0, 1e11, False, "seconds since the epoch")        # since, until
