@@ -150,7 +150,7 @@ class Api:
         })
 
     async def jobs(self, request: web.Request) -> web.Response:
-        states = {JobState(s.upper()) for s in request.query.getall("state", []) if s}
+        states = {_job_state(s) for s in request.query.getall("state", []) if s}
         queue, user, owner = request.query.get("queue", ""), request.query.get("user", ""), request.query.get("owner", "")
         needle = request.query.get("q", "").lower()
         if self._own_only(request):
@@ -250,6 +250,14 @@ class Api:
         self.dashboard.drain()
         since, until = time_range(request)
         return _json({"since": since, "until": until, "series": self.dashboard.recorder.cluster.read(since, until)})
+
+
+def _job_state(text: str) -> JobState:
+    try:
+        return JobState(text.upper())
+    except ValueError:
+        raise InvalidArgument("state", f"{text[:40]!r} is not one of "
+                                       f"{', '.join(s.value.lower() for s in JobState)}") from None
 
 
 def _usage_now(usage: Any) -> dict[str, float] | None:
