@@ -41,7 +41,9 @@ from tcluster.scheduler.reservations import Reservations
 from tcluster.scheduler.round import schedule_round
 from tcluster.security.authz import (
     ANONYMOUS, CancelJob, Caller, ListJobs, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, run_as, sees_only_own,
+    sees_secrets,
 )
+from tcluster.redaction import hidden_fields, redact_job
 
 log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.5
@@ -52,6 +54,10 @@ def timeouts_of(settings: MasterSettings) -> Timeouts:
                     start_timeout_s=settings.start_timeout_s, job_retention_s=settings.job_retention_s,
                     heartbeat_interval_s=settings.heartbeat_interval_s,
                     resident_finished_jobs=settings.resident_finished_jobs)
+
+
+def not_found(job_id: str) -> NotFound:
+    return NotFound(f"job {job_id[:64]!r} not found")
 
 
 def load_state(store: StateStore, settings: MasterSettings, mono: float) -> MasterState:
@@ -177,9 +183,23 @@ class MasterService:
         return self.get(job_id)
 
     def read(self, job_id: str, caller: Caller) -> tuple[Job, list[Task]]:
+        """The job if the caller may read it; NotFound, as for no such job, if not."""
         pair = self.get(job_id)
-        self.gate.check(caller, ReadJob(job_id, pair[0].spec.owner))
+        self.check_visible(caller, pair[0])
         return pair
+
+    def check_visible(self, caller: Caller, job: Job) -> None:
+        """A caller who may not read a job (`--status-visibility own`) gets the very answer a
+        missing job gets, so that no answer (Get, Cancel, Logs) tells which ids exist. A
+        caller who may read it learns nothing new from a PermissionDenied after this."""
+        if not self.gate.decide(caller, ReadJob(job.id, job.spec.owner)).allowed:
+            raise not_found(job.id)
+
+    def shown(self, pair: tuple[Job, list[Task]], caller: Caller) -> tuple[Job, list[Task]]:
+        """The job as this caller may see it: owner-only values redacted for others."""
+        job = pair[0]
+        hidden = hidden_fields(sees_secrets(caller, job.spec.owner), self.queues.hides_command(job.spec.queue))
+        return redact_job(job, hidden), pair[1]
 
     def get(self, job_id: str) -> tuple[Job, list[Task]]:
         """Unchecked: for the master's own use (callers go through `read`)."""
@@ -188,7 +208,7 @@ class MasterService:
             return self.state.job_view(job), [self.state.task_view(t) for t in self.state.tasks[job_id]]
         stored = self.store.load_job(job_id) if len(job_id) <= 64 else None   # finished a while ago
         if stored is None:
-            raise NotFound(f"job {job_id[:64]!r} not found")
+            raise not_found(job_id)
         return stored
 
     def list_jobs(self, states: set[JobState], queue: str, limit: int, all_jobs: bool = False,
@@ -202,7 +222,8 @@ class MasterService:
         return [self.get(job_id) for job_id in ids], next_token, total
 
     async def cancel(self, job_id: str, caller: Caller = ANONYMOUS) -> tuple[Job, list[Task]]:
-        self.gate.check(caller, CancelJob(job_id, self.get(job_id)[0].spec.owner))
+        job = self.read(job_id, caller)[0]
+        self.gate.check(caller, CancelJob(job_id, job.spec.owner))
         _, durable = self._do(Cancel(job_id))
         self.kick()
         await durable
@@ -210,7 +231,7 @@ class MasterService:
 
     async def logs(self, job_id: str, index: int, stderr: bool, tail_bytes: int,
                    follow: bool = False, caller: Caller = ANONYMOUS) -> AsyncIterator[bytes]:
-        job, tasks = self.get(job_id)
+        job, tasks = self.read(job_id, caller)
         self.gate.check(caller, ReadLogs(job_id, job.spec.owner))
         if not 0 <= index < len(tasks):
             raise NotFound(f"job {job_id} has no task {index} (it has {len(tasks)})")
@@ -227,13 +248,18 @@ class MasterService:
                 yield data
 
     def nodes(self, caller: Caller = ANONYMOUS) -> list[tuple[Node, list[str]]]:
-        """With the newest contact time (kept in memory: heartbeats are not written)."""
+        """With the newest contact time (kept in memory: heartbeats are not written); under
+        `--status-visibility own` a user sees only their own task ids (ids name jobs)."""
         self.gate.check(caller, ReadCluster("nodes"))
+        own_only = sees_only_own(caller, self.gate.policy)
+        jobs = self.state.jobs
         out = []
         for node in sorted(self.state.nodes.values(), key=lambda n: n.name):
             live = self.state.live.get(node.name)
             seen = max(node.last_seen, live.last_seen_wall) if live else node.last_seen
-            out.append((replace(node, last_seen=seen), sorted(t.id for t in self.state.tasks_on(node.name))))
+            tasks = [t.id for t in self.state.tasks_on(node.name)
+                     if not own_only or (t.job_id in jobs and jobs[t.job_id].spec.owner == caller.name)]
+            out.append((replace(node, last_seen=seen), sorted(tasks)))
         return out
 
     def free(self, node: Node) -> object:

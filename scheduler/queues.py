@@ -10,7 +10,8 @@
 
 A queue is a mapping with `weight` (default 1, must be > 0) and optional child `queues`;
 `max_job_weight` (default 1, > 0) caps the weight a non-admin's job may ask for in it, so
-nobody buys a bigger share of the queue by asking.
+nobody buys a bigger share of the queue by asking. `hide_command: true` shows a job's
+command only to its owner and admins (default: its parent's; at the top, false: shown).
 A queue may instead name its parent (`prod: {parent: ads}` at the top level), which is
 how a cycle or an unknown parent can be written, and both are refused. A leaf is named
 by its path (`ads.prod`). Without a file there is one leaf, `default`."""
@@ -29,7 +30,7 @@ from tcluster.model import DEFAULT_QUEUE
 from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, load_located, read_config_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
-_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight")
+_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight", "hide_command")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class QueueNode:
     children: tuple[QueueNode, ...] = ()
     line: int = 0
     max_job_weight: float = 1.0        # a non-admin's job may ask at most this weight here
+    hide_command: bool | None = None   # None: as the parent queue
 
     @property
     def leaf(self) -> bool:
@@ -95,6 +97,16 @@ class QueueTree:
     def max_job_weight(self, path: str) -> float:
         node = self.node(path)
         return node.max_job_weight if node is not None else 1.0
+
+    def hides_command(self, path: str) -> bool:
+        """The nearest `hide_command` set on the way up from `path`; False if none is."""
+        while path in self._by_path:
+            if self._by_path[path].hide_command is not None:
+                return bool(self._by_path[path].hide_command)
+            if not path:
+                break
+            path = self._parent[path]
+        return False
 
     def check_leaf(self, path: str, field: str = "queue") -> None:
         if self.is_leaf(path):
@@ -159,11 +171,14 @@ def _queue(doc: Located, where: Path, name: str, path: str) -> tuple[QueueNode, 
             raise doc.error((*where, key), f"unknown key; a queue has {', '.join(_QUEUE_KEYS)}")
     weight = _weight(doc, (*where, "weight"), body.get("weight", 1))
     max_job_weight = _weight(doc, (*where, "max_job_weight"), body.get("max_job_weight", 1))
+    hide_command = body.get("hide_command")
+    if hide_command is not None and not isinstance(hide_command, bool):
+        raise doc.error((*where, "hide_command"), "must be true or false")
     parent = body.get("parent")
     if parent is not None and (not isinstance(parent, str) or len(where) > 2):
         raise doc.error((*where, "parent"), "`parent` is a queue path, allowed on top-level queues only")
     children = _children(doc, (*where, "queues"), body, path)
-    return QueueNode(name, path, weight, children, doc.line(where), max_job_weight), parent
+    return QueueNode(name, path, weight, children, doc.line(where), max_job_weight, hide_command), parent
 
 
 def _weight(doc: Located, where: Path, value: object) -> float:

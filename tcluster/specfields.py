@@ -2,8 +2,8 @@
 the store codec, the protobuf mapping and the JSON view carry it, and how a job file or a
 flag writes it), its proto field, its JSON key, its job-file key and its `tcl submit` flag.
 
-codec.py, wire.py, views.py, cli/jobfile.py and cli/spec.py read this table and nothing
-else; tests/unit/test_specfields.py fails when it, the JobSpec dataclass and the proto
+codec.py, wire.py, views.py, cli/jobfile.py, cli/spec.py and tcluster/redaction.py read
+this table and nothing else; tests/unit/test_specfields.py fails when it, the JobSpec dataclass and the proto
 disagree. Adding a job field: the JobSpec attribute, its entry here, the proto, the docs.
 
 The table's order is the job JSON's key order (`tcl status -o json`, the dashboard); the
@@ -41,6 +41,14 @@ class Kind(Enum):
         return not self.is_sequence and self not in (Kind.PAIRS, Kind.RESOURCES)
 
 
+class Shown(Enum):
+    """Who may read a field's value when a job is shown (Get, List, the dashboard, `tcl -o
+    json`); everyone else gets its keys with the values redacted, by the master."""
+    ALL = "all"              # everyone who may read the job
+    OWNER = "owner"          # the job's owner and admins: secrets travel in it
+    QUEUE = "queue"          # as ALL, or as OWNER where the job's queue sets `hide_command`
+
+
 @dataclass(frozen=True)
 class Carrier:
     """How one form of a spec (the store's dict, protobuf, JSON) holds each shape of value;
@@ -72,6 +80,7 @@ class SpecField:
     # or a rollback) refuses unknown fields, and most specs never use a new one. Set it on
     # every field added from now on.
     stored_when_set: bool = False
+    shown: Shown = Shown.ALL
 
     @property
     def dest(self) -> str:
@@ -82,12 +91,13 @@ class SpecField:
 
 def _field(name: str, kind: Kind, *, json: bool = True, file: bool | str = False, flag: str | None = None,
            metavar: str | None = None, help: str = "", choices: tuple[str, ...] = (),  # noqa: A002 - argparse's word
-           stored_when_set: bool = False) -> SpecField:
+           stored_when_set: bool = False, shown: Shown = Shown.ALL) -> SpecField:
     """Most names are the same everywhere: the proto field and JSON key are the name, a
     job-file key (file=True) too unless given as a string."""
     file_key = name if file is True else (file or None)
     return SpecField(name, kind, proto=name, json=name if json else None, file_key=file_key, flag=flag,
-                     metavar=metavar, help=help, choices=choices, stored_when_set=stored_when_set)
+                     metavar=metavar, help=help, choices=choices, stored_when_set=stored_when_set,
+                     shown=shown)
 
 
 SPEC_FIELDS: tuple[SpecField, ...] = (
@@ -96,9 +106,10 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
     # Shown as tasks_total (with the task list under "tasks"), not under its own name.
     _field("tasks", Kind.COUNT, json=False, file=True, flag="--tasks", help="number of identical tasks (default: 1)"),
     _field("resources", Kind.RESOURCES, file=True),
-    _field("command", Kind.ARGV, file=True),
+    _field("command", Kind.ARGV, file=True, shown=Shown.QUEUE),
+    # Credentials are passed in the environment: its values are the owner's (keys stay shown).
     _field("env", Kind.PAIRS, file=True, flag="--env", metavar="KEY=VALUE",
-           help="environment variable (repeatable)"),
+           help="environment variable (repeatable)", shown=Shown.OWNER),
     _field("user", Kind.TEXT, file=True, flag="--user",
            help="run tasks as this Unix user (admins only; default: your own mapping)"),
     _field("owner", Kind.TEXT),              # set by the master from the caller, never by a client

@@ -66,22 +66,25 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, service: MasterService) -> None:
         self.service = service
 
-    def _job(self, pair: tuple[Job, list[Task]]) -> jobs_pb2.Job:
+    def _job(self, pair: tuple[Job, list[Task]], caller: Caller) -> jobs_pb2.Job:
+        """Redacted here, on the master, for a caller who may not read the job's secrets."""
         lotes = self.service.lotes
+        pair = self.service.shown(pair, caller)
         return job_to_pb(*pair, dominant_share=self.service.dominant_share(*pair),
                          lotes_class=lotes.klass(pair[0].spec.resources) if lotes is not None else None)
 
     async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
             caller = caller_of(self.service, context, "Submit")
-            return self._job(await self.service.submit(spec_from_pb(request.spec), caller))
+            return self._job(await self.service.submit(spec_from_pb(request.spec), caller), caller)
         except (TclusterError, ValueError) as error:
             await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)[:200]))
             raise AssertionError("unreachable")
 
     async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return self._job(self.service.read(request.id, caller_of(self.service, context, "Get")))
+            caller = caller_of(self.service, context, "Get")
+            return self._job(self.service.read(request.id, caller), caller)
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
@@ -98,11 +101,12 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
-        return jobs_pb2.ListJobsResponse(jobs=[self._job(p) for p in pairs], next_page_token=next_token, total=total)
+        return jobs_pb2.ListJobsResponse(jobs=[self._job(p, caller) for p in pairs], next_page_token=next_token, total=total)
 
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            return self._job(await self.service.cancel(request.id, caller_of(self.service, context, "Cancel")))
+            caller = caller_of(self.service, context, "Cancel")
+            return self._job(await self.service.cancel(request.id, caller), caller)
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")

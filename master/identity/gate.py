@@ -12,7 +12,7 @@ from typing import Iterable
 
 from tcluster.errors import PermissionDenied, Unauthenticated
 from tcluster.master.identity.users import NO_TOKEN, UserDirectory
-from tcluster.security.authz import ANONYMOUS, Caller, Policy, audit_line, decide
+from tcluster.security.authz import ANONYMOUS, Caller, Decision, Policy, audit_line, decide
 
 audit = logging.getLogger("tcluster.audit")
 BEARER = "bearer"
@@ -47,11 +47,16 @@ class Gate:
             audit.warning("DENIED unauthenticated %s %s: %s", peer or "caller", call, error if token else NO_TOKEN)
             raise
 
-    def check(self, caller: Caller, action: object) -> None:
-        """PermissionDenied saying what is missing; an audit line either way."""
+    def decide(self, caller: Caller, action: object) -> Decision:
+        """The decision, with its audit line (either way)."""
         decision = decide(caller, action, self.policy)
         if caller is not ANONYMOUS:     # insecure mode has no identities worth a line per call
             audit.log(logging.INFO if decision.allowed else logging.WARNING, "%s",
                       audit_line(caller, action, decision))
+        return decision
+
+    def check(self, caller: Caller, action: object) -> None:
+        """PermissionDenied saying what is missing; an audit line either way."""
+        decision = self.decide(caller, action)
         if not decision.allowed:
             raise PermissionDenied(decision.why)

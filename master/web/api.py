@@ -20,13 +20,13 @@ from tcluster.errors import (
 )
 from tcluster.master.usage.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState
-from tcluster.security.authz import Caller, ReadJob, sees_only_own
+from tcluster.master.web.params import INDEXES, LIMITS, TAILS, TIMES, indexes, number, parse_number
+from tcluster.security.authz import Caller, sees_only_own
 from tcluster.v1 import jobs_pb2
 from tcluster.master.edge.queue_codec import queue_to_pb
 from tcluster.wire import resources_to_pb
 
 DEFAULT_RANGE_S = 900.0
-MAX_JOBS = 1000
 MAX_CHART_TASKS = 40          # a stacked chart of more tasks is unreadable
 CPU_FIELDS = ("cpu_user", "cpu_system")
 
@@ -39,18 +39,10 @@ def _json(value: Any, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(body=orjson.dumps(value), content_type="application/json", headers=headers)
 
 
-def _float(request: web.Request, name: str, default: float) -> float:
-    text = request.query.get(name, "")
-    try:
-        return float(text) if text else default
-    except ValueError:
-        raise InvalidArgument(name, f"{text[:40]!r} is not a number") from None
-
-
 def time_range(request: web.Request) -> tuple[float, float]:
     now = time.time()
-    until = _float(request, "until", now)
-    since = _float(request, "since", until - DEFAULT_RANGE_S)
+    until = number(request.query, "until", now, TIMES)
+    since = number(request.query, "since", until - DEFAULT_RANGE_S, TIMES)
     return since, until
 
 
@@ -116,8 +108,9 @@ class Api:
 
     # ---- shapes shared with `tcl -o json` ----
 
-    def job_doc(self, job: Job, tasks: list[Task], with_tasks: bool = True) -> dict[str, Any]:
-        view = self.state.job_view(job)
+    def job_doc(self, job: Job, tasks: list[Task], caller: Caller, with_tasks: bool = True) -> dict[str, Any]:
+        """Owner-only values redacted (master/service.py `shown`) for a caller not the owner."""
+        view = self.service.shown((self.state.job_view(job), tasks), caller)[0]
         docs = self.task_docs.docs(self.state, tasks) if with_tasks else []
         doc = job_json(view, docs, dominant_share=self.service.dominant_share(job, tasks))
         if not with_tasks:
@@ -157,12 +150,12 @@ class Api:
         })
 
     async def jobs(self, request: web.Request) -> web.Response:
-        states = {JobState(s.upper()) for s in request.query.getall("state", []) if s}
+        states = {_job_state(s) for s in request.query.getall("state", []) if s}
         queue, user, owner = request.query.get("queue", ""), request.query.get("user", ""), request.query.get("owner", "")
         needle = request.query.get("q", "").lower()
         if self._own_only(request):
             owner = request[CALLER].name        # as `tcl jobs` under --status-visibility own
-        limit = min(int(_float(request, "limit", 100)), MAX_JOBS)
+        limit = int(number(request.query, "limit", 100, LIMITS))
         found = []
         for job in sorted(self.state.jobs.values(), key=lambda j: j.submitted_at, reverse=True):
             spec = job.spec
@@ -174,26 +167,26 @@ class Api:
                 continue
             found.append(job)
         with_tasks = request.query.get("tasks", "true").lower() not in ("0", "false", "no")
-        docs = [self.job_doc(j, self.state.tasks[j.id], with_tasks) for j in found[:limit]]
+        docs = [self.job_doc(j, self.state.tasks[j.id], request[CALLER], with_tasks) for j in found[:limit]]
         return _json(docs, headers={"X-Total-Count": str(len(found))})
 
     async def job(self, request: web.Request) -> web.Response:
         job_id = request.match_info["job_id"]
         job = self.state.jobs.get(job_id)
         if job is not None:        # the state's own task objects: TaskDocs keeps their JSON
-            self.service.gate.check(request[CALLER], ReadJob(job_id, job.spec.owner))
-            return _json(self.job_doc(job, self.state.tasks[job_id]))
+            self.service.check_visible(request[CALLER], job)     # NotFound, as for no such job
+            return _json(self.job_doc(job, self.state.tasks[job_id], request[CALLER]))
         job, tasks = self.service.read(job_id, request[CALLER])    # finished a while ago: from the store
-        return _json(self.job_doc(job, tasks))
+        return _json(self.job_doc(job, tasks, request[CALLER]))
 
     async def job_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()
         job, tasks = self.service.read(request.match_info["job_id"], request[CALLER])
         since, until = time_range(request)
-        wanted = request.query.get("tasks", "")
+        wanted = indexes(request.query, "tasks")
         detail = request.query.get("detail", "")      # one task with every series; the others CPU only
         if wanted:
-            chosen = [tasks[int(i)] for i in wanted.split(",") if i.isdigit() and int(i) < len(tasks)]
+            chosen = [tasks[i] for i in wanted if i < len(tasks)]
         else:
             chosen = [t for t in tasks if t.started_at or t.node][:MAX_CHART_TASKS]
         out = []
@@ -208,12 +201,10 @@ class Api:
                           "cpu_limit": spec.cpu_limit, "pids_max": spec.pids_max}})
 
     async def logs(self, request: web.Request) -> web.StreamResponse:
-        index = request.match_info["index"]
-        if not index.isdigit():
-            raise InvalidArgument("index", f"{index[:40]!r} is not a task index")
+        index = parse_number("index", request.match_info["index"], INDEXES)
         follow = request.query.get("follow", "") in ("1", "true")
         stderr = request.query.get("stream", "stdout") == "stderr"
-        tail = int(_float(request, "tail", 65536))
+        tail = int(number(request.query, "tail", 65536, TAILS))
         pieces = self.service.logs(request.match_info["job_id"], int(index), stderr, tail, follow,
                                    request[CALLER])
         try:
@@ -230,7 +221,8 @@ class Api:
             await pieces.aclose()                 # a reader that left stops the node's follow
 
     async def nodes(self, request: web.Request) -> web.Response:
-        return _json([node_json(n, self.service.free(n), tasks) for n, tasks in self.service.nodes()])
+        listed = self.service.nodes(request[CALLER])     # only the caller's task ids under visibility own
+        return _json([node_json(n, self.service.free(n), tasks) for n, tasks in listed])
 
     async def node_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()
@@ -258,6 +250,14 @@ class Api:
         self.dashboard.drain()
         since, until = time_range(request)
         return _json({"since": since, "until": until, "series": self.dashboard.recorder.cluster.read(since, until)})
+
+
+def _job_state(text: str) -> JobState:
+    try:
+        return JobState(text.upper())
+    except ValueError:
+        raise InvalidArgument("state", f"{text[:40]!r} is not one of "
+                                       f"{', '.join(s.value.lower() for s in JobState)}") from None
 
 
 def _usage_now(usage: Any) -> dict[str, float] | None:

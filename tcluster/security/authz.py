@@ -3,7 +3,8 @@
 Two roles. An admin may do everything. A user may submit to queues their grants match
 (globs over the queue path; a plain path also grants its subtree), read every job's
 status (or only their own, with `--status-visibility own`), and read the logs of and
-cancel only their own jobs. A user's tasks run as the Unix user the master maps them to;
+cancel only their own jobs; a job's secrets (its env values, and its command where the
+queue hides it) are shown only to its owner and admins. A user's tasks run as the Unix user the master maps them to;
 only admins may pick another (`--user`). Every decision says why, for the caller and for
 the audit line."""
 
@@ -164,6 +165,11 @@ def run_as(caller: Caller, requested: str) -> str:
     if caller.admin and requested:
         return requested
     return caller.unix_user
+
+
+def sees_secrets(caller: Caller, owner: str) -> bool:
+    """Whether the caller reads a job's owner-only fields (tcluster/redaction.py)."""
+    return caller.admin or (bool(owner) and caller.name == owner)
 
 
 def sees_only_own(caller: Caller, policy: Policy) -> bool:

@@ -6,6 +6,7 @@ The two Unix users are made here with useradd (uid >= 1000) and removed at the e
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -123,7 +124,8 @@ def test_two_users_jobs_run_as_their_owners_and_stay_theirs(tmp_path: Path, unix
 
 def _check_flows(alice: User, bob: User, admin: User, node: str, unix: tuple[str, str]) -> None:
     sleep = ("--cpu", "0.1", "--mem", "64Mi", "--", "sleep", "300")
-    a = alice.tcl("submit", "--queue", "ads.prod", *sleep).stdout.strip()
+    a = alice.tcl("submit", "--queue", "ads.prod", "--env", "AWS_SECRET_ACCESS_KEY=alice-very-secret",
+                  *sleep).stdout.strip()
     b = bob.tcl("submit", "--queue", "eng.ml", "--weight", "3", *sleep).stdout.strip()
     alice.wait(a, {"RUNNING"})
     bob.wait(b, {"RUNNING"})
@@ -144,6 +146,10 @@ def _check_flows(alice: User, bob: User, admin: User, node: str, unix: tuple[str
     for person, args, message in refusals:
         result = person.tcl(*args, check=False)
         assert result.returncode == 1 and message in result.stderr, (args, result.stderr)
+    # a job's env values go to its owner and admins only; others see the keys (the review's #5)
+    for person, value in ((bob, "<redacted>"), (alice, "alice-very-secret"), (admin, "alice-very-secret")):
+        shown = json.loads(person.tcl("status", a, "-o", "json").stdout)
+        assert shown["env"] == {"AWS_SECRET_ACCESS_KEY": value} and shown["owner"] == "alice"
     nobody = User(alice.master, Path("/nonexistent-tcl-config"))
     result = nobody.tcl("jobs", "--master", alice.master, check=False)
     assert result.returncode == 1, result.stderr       # no credentials: no TLS, no token

@@ -57,6 +57,7 @@ def test_without_a_file_there_is_one_leaf_default() -> None:
     ("queues:\n  a: {queues: {b: {}}}\n  b: {parent: a}\n", 3, "duplicate queue 'a.b'"),
     ("queues:\n  a.b: {}\n", 2, "a queue name is 1-63"),
     ("queues:\n  a: {wieght: 2}\n", 2, "queues.a.wieght: unknown key"),
+    ("queues:\n  a: {hide_command: yes please}\n", 2, "queues.a.hide_command: must be true or false"),
     ("queues:\n  a: {queues: {}}\n", 2, "non-empty mapping"),
     ("queues: [a, b]\n", 1, "must be a mapping"),
     ("nodes: []\n", 1, "`queues:` mapping at the top"),
@@ -95,3 +96,11 @@ def test_queue_rows_add_up_jobs_into_every_ancestor() -> None:
     assert rows[""].running_tasks == 50   # the root counts everything, orphans included
     assert rows["gone"].in_tree is False and rows["gone"].dominant_share == pytest.approx(0.1)
     assert rows["dev.prod"].guaranteed_share == pytest.approx(0.36) and rows["dev"].running_tasks == 0
+
+
+def test_hide_command_is_inherited_from_the_nearest_queue_that_sets_it() -> None:
+    tree = parse_queue_text("queues:\n  sec: {hide_command: true, queues: {a: {}, b: {hide_command: false}}}\n"
+                            "  open: {queues: {c: {}}}\n", "q.yaml")
+    assert [tree.hides_command(p) for p in ("sec", "sec.a", "sec.b", "open.c", "nowhere")] == \
+        [True, True, False, False, False]
+    assert not default_tree().hides_command("default")
