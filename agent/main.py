@@ -22,6 +22,7 @@ from tcluster.constraints import parse_labels
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import join_addresses, parse_addresses
+from tcluster.nodelabels import check_declared
 from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 
@@ -83,6 +84,7 @@ def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSe
         labels = parse_labels(args.labels)
     except ValueError as error:
         raise InvalidArgument("--labels", str(error)) from None
+    check_declared(labels)
     identity = identity_from_args(args, labels)
     return AgentSettings(
         **identity, cpus=cpus, memory_bytes=memory,
