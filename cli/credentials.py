@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tcluster.errors import InvalidArgument, Unauthenticated, Unavailable
-from tcluster.security.tokens import parse_token
 
 MASTER_ENV = "TCL_MASTER"
 TOKEN_ENV = "TCL_TOKEN"
@@ -96,6 +95,7 @@ def is_loopback(master: str) -> bool:
 
 def token_pin(token: str) -> str:
     """The cluster CA fingerprint a user token names ("" for none or a malformed token)."""
+    from tcluster.security.tokens import parse_token     # only with a token: `tcl --help` stays light
     try:
         return parse_token(token).ca_fingerprint
     except Unauthenticated:
