@@ -38,6 +38,28 @@ def effective(asked: int, ceiling: int) -> int:
     return asked if 0 < asked <= ceiling else ceiling
 
 
+def asks_of(spec: object) -> dict[str, int]:
+    """The limits a job spec sets (> 0), by field: what a node's ceilings must allow."""
+    return {field: value for field, _ in LIMITS if (value := int(getattr(spec, field, 0) or 0)) > 0}
+
+
+def allows(ceilings: Ceilings, asks: dict[str, int]) -> bool:
+    """A node takes the job's limits as asked: each at most its ceiling (0: not stated,
+    so the master cannot tell and leaves it to the agent's clamp)."""
+    return all(getattr(ceilings, field) <= 0 or asked <= getattr(ceilings, field) for field, asked in asks.items())
+
+
+def short_of(asks: dict[str, int], ready: Iterable[Ceilings]) -> str:
+    """A pending reason: no ready node allows the asks (larger ceilings only on nodes down)."""
+    stated = list(ready)
+    for field, flag in LIMITS:
+        asked = asks.get(field, 0)
+        if asked and not any(allows(c, {field: asked}) for c in stated):
+            largest = max((getattr(c, field) for c in stated), default=0)
+            return f"no ready node allows {field} {asked} (the largest ready allows {largest}, {flag})"
+    return ""
+
+
 def refusal(asks: dict[str, int], nodes: Iterable[Ceilings]) -> InvalidArgument | None:
     """The error for the first limit asked above every node's stated ceiling; None when
     some node allows each ask, when no node is known yet (the job waits), or when any

@@ -1,8 +1,8 @@
 """Node limits are ceilings, through the real daemons (tcl-master, tcl-agent, real
 cgroups): the review's attack (`--log-max 1Ti --pids-max 4000000` on a node with
 `--log-max 4Mi --pids-max 64`) is refused at submit naming the limit; a job may lower the
-node's value; and a job placed on a node whose ceiling is below its ask gets the node's
-value (the agent's clamp, the last line of defence), and the agent says so."""
+node's value; a job goes only to a node whose ceilings allow its ask, and waits saying why
+while only a node that is down would."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from testkit.cgroups import SKIP_REASON, group_dirs, sweep_node
 from testkit.procs import tcl
-from tests.system.cluster import cluster, node_name, start_agent, submit, task_key, wait_state
+from tests.system.cluster import cluster, job, node_name, start_agent, submit, task_key, wait_state
 
 pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 MI = 2**20
@@ -49,25 +49,29 @@ def test_a_job_cannot_lift_the_agents_limits(tmp_path: Path) -> None:
         wait_state(master, job_id, {"CANCELLED"})
 
 
-def test_a_node_below_the_ask_applies_its_own_ceiling(tmp_path: Path) -> None:
+def test_a_job_goes_only_to_a_node_whose_ceiling_allows_it(tmp_path: Path) -> None:
     big = node_name("ceilbig")
     with cluster(tmp_path, "ceilsmall", *SMALL) as (master, node, agents):
         try:
-            agents.append(start_agent(tmp_path, master, big, "--pids-max", "4096", "--labels", "size=big"))
+            agents.append(start_agent(tmp_path, master, big, "--pids-max", "4096", "--log-max", "64Mi"))
             write = f"head -c {6 * MI} /dev/zero; sleep 60"
-            job_id = submit(master, "--pids-max", "1000", "--log-max", "16Mi", "--constraint", "size=small",
-                            "--", "sh", "-c", write)        # allowed by the big node, placed on the small one
+            job_id = submit(master, "--pids-max", "1000", "--log-max", "16Mi", "--", "sh", "-c", write)
             found = wait_state(master, job_id, {"RUNNING"})
             key = task_key(found)
-            assert found["tasks"][0]["node"] == node
-            assert pids_max(node, key) == "64"
-            logs = tmp_path / node / "logs" / key
-            wait_for(lambda: (logs / "stdout.1").exists())      # rotated at the node's 4Mi, not the job's 16Mi
+            assert found["tasks"][0]["node"] == big             # the small node's 64 is below the ask
+            assert pids_max(big, key) == "1000"
+            logs = tmp_path / big / "logs" / key
+            wait_for(lambda: (logs / "stdout").exists() and (logs / "stdout").stat().st_size == 6 * MI)
+            assert not (logs / "stdout.1").exists()              # 6Mi < the job's 16Mi: no rotation
             tcl(master, "cancel", job_id)
             wait_state(master, job_id, {"CANCELLED"})
-            assert (logs / "stdout").stat().st_size <= 4 * MI and (logs / "stdout.1").stat().st_size <= 4 * MI
-            said = (tmp_path / f"{node}.log").read_text()
-            assert f"task {key} asked pids_max 1000; this node's ceiling is 64: it gets 64" in said
+            agents.pop().stop()                                  # only a node that is down would allow it now
+            waiting = submit(master, "--pids-max", "1000", "--", "true")
+            wait_for(lambda: "no ready node allows pids_max 1000" in job(master, waiting)["pending_reason"])
+            assert job(master, waiting)["pending_reason"] == \
+                "no ready node allows pids_max 1000 (the largest ready allows 64, tcl-agent --pids-max)"
+            tcl(master, "cancel", waiting)
         finally:
-            agents[-1].stop() if len(agents) > 1 else None
+            if len(agents) > 1:
+                agents.pop().stop()
             sweep_node(big, tmp_path / big)

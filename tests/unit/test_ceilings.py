@@ -3,6 +3,8 @@ master's submit check, as tables; and the registration that carries the ceilings
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from tcluster.agent.codec import register_to_pb
@@ -14,8 +16,12 @@ from tcluster.master.core.registration import check_registration
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.core.transitions import handle
 from tcluster.master.edge.agent_codec import registration_from_pb
-from tcluster.model import JobSpec
+from tcluster.model import Job, JobSpec, Task
 from tcluster.resources import Resources
+from tcluster.scheduler.fairness import FifoPolicy
+from tcluster.scheduler.nodestate import NodeMatrix
+from tcluster.scheduler.placement import FirstFit
+from tcluster.scheduler.round import schedule_round
 
 
 @pytest.mark.parametrize("asked, ceiling, applied", [
@@ -83,3 +89,36 @@ def test_the_master_keeps_each_nodes_ceilings_and_refuses_above_them() -> None:
     small = JobSpec(command=("true",), resources=Resources(1, 2**20), pids_max=32)
     step = handle(state, Submit("0123abcd", small), Now(1001.0, 1.0))
     assert "0123abcd" in step.jobs
+
+
+def _round(matrix: NodeMatrix, spec: JobSpec) -> tuple[list[str], dict[str, str]]:
+    jobs = {"j": Job("j", spec, 0.0)}
+    result = schedule_round(jobs, {"j": [Task("j", 0)]}, matrix, FifoPolicy(), FirstFit(), random.Random(0))
+    return [node for _, node in result.placements], result.pending_reasons
+
+
+@pytest.mark.parametrize("asks, down, placed, reason", [
+    ({}, (), ["a-small"], ""),                                   # no ask: the first node in order
+    ({"pids_max": 32}, (), ["a-small"], ""),                     # the small node allows 32
+    ({"pids_max": 1000}, (), ["b-big"], ""),                     # only the big one allows 1000
+    ({"log_max_bytes": 8 * M}, (), ["b-big"], ""),
+    ({"pids_max": 1000}, ("b-big",), [],                          # its only node is down: it waits, saying why
+     "no ready node allows pids_max 1000 (the largest ready allows 64, tcl-agent --pids-max)"),
+    ({"pids_max": 1000}, ("b-big", "a-small"), [], "no nodes are ready"),
+])
+def test_placement_skips_nodes_whose_ceiling_is_below_the_ask(
+        asks: dict[str, int], down: tuple[str, ...], placed: list[str], reason: str) -> None:
+    matrix = NodeMatrix()
+    matrix.upsert("a-small", Resources(4, 2**33), {}, ceilings=Ceilings(64, 4 * M))
+    matrix.upsert("b-big", Resources(4, 2**33), {}, ceilings=Ceilings(4096, 64 * M))
+    for name in down:
+        matrix.set_schedulable(name, False)
+    spec = JobSpec(command=("true",), resources=Resources(1, 2**20), **asks)  # type: ignore[arg-type]
+    got, reasons = _round(matrix, spec)
+    assert got == placed and reasons.get("j", "") == reason
+
+
+def test_a_node_that_states_no_ceiling_takes_any_ask() -> None:
+    matrix = NodeMatrix()
+    matrix.upsert("old-agent", Resources(4, 2**33), {})          # an older agent: its own clamp decides
+    assert _round(matrix, JobSpec(command=("true",), resources=Resources(1, 2**20), pids_max=10**6))[0] == ["old-agent"]
