@@ -154,7 +154,7 @@ class Agent:
             pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)
             register = codec.register_to_pb(
                 self.settings.node, self.tasks.capacity, self.tasks.reserved, self.node_labels(),
-                self.runtime.name, self.tasks.running(), pending, __version__)
+                self.runtime.name, self.tasks.running(), pending, __version__, self.tasks.ceilings)
             # Before the await: reports added meanwhile (or beyond the cap) go as events.
             self.outbox.mark_sent(pending[-1][0] if pending else 0)
             await call.write(register)

@@ -22,6 +22,7 @@ from tcluster.constraints import parse_labels
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import join_addresses, parse_addresses
+from tcluster.nodelabels import check_declared
 from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 
@@ -38,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--memory", help="declared memory capacity, e.g. 8Gi (default: detected)")
     p.add_argument("--reserve-cpus", default="0", help="cores kept back for the agent itself")
     p.add_argument("--reserve-memory", default="0", help="memory kept back for the agent itself")
-    p.add_argument("--labels", default="", help="node labels k=v,k2=v2")
+    p.add_argument("--labels", default="", help="node labels k=v,k2=v2 (not under tcluster.io/: the join token pins those)")
     p.add_argument("--state-dir", type=Path, default=Path("/var/lib/tcluster/agent"),
                    help="logs and task state (default %(default)s)")
     p.add_argument("--runtime", default="auto", choices=RUNTIMES, help="container backend (default %(default)s)")
@@ -50,10 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deny-uids", metavar="RANGES",
                    help="never run tasks as these uids, whatever the master asks, except the nobody user "
                         "(default 0-999: system users; `none` for no range; root still needs --allow-root)")
-    p.add_argument("--pids-max", type=int, default=4096, help="processes+threads per task unless the job "
-                   "sets its own (default %(default)s)")
+    p.add_argument("--pids-max", type=int, default=4096, help="processes+threads per task, a ceiling: a job "
+                   "may ask less, never more (default %(default)s)")
     p.add_argument("--log-max", default="64Mi",
-                   help="per log file before it rotates to .1, unless the job sets its own; 0 = no cap "
+                   help="per log file before it rotates to .1, a ceiling: a job may ask less, never more; 0 = no cap "
                         "(default %(default)s)")
     p.add_argument("--task-retention-s", type=float, default=3 * 86400.0,
                    help="a finished task's directory (logs, launch record) is removed this long after it "
@@ -83,6 +84,7 @@ def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSe
         labels = parse_labels(args.labels)
     except ValueError as error:
         raise InvalidArgument("--labels", str(error)) from None
+    check_declared(labels)
     identity = identity_from_args(args, labels)
     return AgentSettings(
         **identity, cpus=cpus, memory_bytes=memory,

@@ -34,7 +34,7 @@ class AgentSettings(BaseModel):
     allow_process_runtime: bool = False         # only `tcl dev` sets this
     cgroup_parent: str | None = None            # default tcluster/<node>
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)   # until the master says otherwise
-    pids_max: int = Field(DEFAULT_PIDS_MAX, gt=0)          # per task unless the job sets its own
+    pids_max: int = Field(DEFAULT_PIDS_MAX, gt=0)          # per task; a ceiling: a job may only lower it
     kill_grace_s: float = Field(10.0, ge=0)
     log_max_bytes: int = Field(64 * 2**20, ge=0)             # per log file before rotation; 0 = no cap
     task_retention_s: float = Field(3 * 86400.0, ge=0)       # finished tasks' log directories kept this long

@@ -24,6 +24,7 @@ from tcluster.agent.taskstate import (
     Launched, LaunchFailed, RemoveContainer, Report, Signal, StartContainer, WatchExit,
 )
 from tcluster.agent.usage import to_task_usage
+from tcluster.ceilings import Ceilings, effective
 from tcluster.launch import Launch
 from tcluster.model import TaskUsage, task_network
 from tcluster.resources import Resources
@@ -42,6 +43,8 @@ class TaskManager:
         self.state = AgentTasks(Resources.of({"cpu": settings.cpus, "memory": settings.memory_bytes, **net}),
                                 Resources(settings.reserve_cpus, settings.reserve_memory_bytes))
         self.capacity, self.reserved = self.state.capacity, self.state.reserved
+        # The operator's per-task limits: stated at registration, and enforced in _prepare.
+        self.ceilings = Ceilings(pids_max=settings.pids_max, log_max_bytes=settings.log_max_bytes)
         self.logs_root = settings.state_dir / "logs"
         self._started: dict[str, Started] = {}
         self._usage: dict[str, tuple[RawUsage | None, int, TaskUsage]] = {}   # key -> (last raw, peak, usage)
@@ -114,14 +117,27 @@ class TaskManager:
         log_dir = logfiles.task_dir(self.logs_root, request.key)
         user = task_user(spec.user, self.settings.default_user, self.settings.allow_root, self.settings.denied_uids)
         save_record(log_dir, request)
+        pids_max, log_max = self._limits(request)
         return TaskSpec(
             key=request.key, task_id=request.task_id, attempt=request.attempt, command=spec.command,
             resources=spec.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),
-            env=spec.env, user=user, workdir=spec.workdir, pids_max=spec.pids_max or self.settings.pids_max,
+            env=spec.env, user=user, workdir=spec.workdir, pids_max=pids_max,
             cpu_limit=spec.cpu_limit, swap_bytes=spec.swap, namespaces=self.settings.namespaces,
-            log_max_bytes=spec.log_max_bytes or self.settings.log_max_bytes, image=spec.image,
+            log_max_bytes=log_max, image=spec.image,
             network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
         )
+
+    def _limits(self, request: Launch) -> tuple[int, int]:
+        """The job's pids and log caps, never above this agent's: the last line of defence
+        behind the master's submit check (an older master, a node with a lower ceiling)."""
+        assert request.spec is not None
+        asked = (request.spec.pids_max, request.spec.log_max_bytes)
+        got = (effective(asked[0], self.ceilings.pids_max), effective(asked[1], self.ceilings.log_max_bytes))
+        for name, want, have in (("pids_max", asked[0], got[0]), ("log_max_bytes", asked[1], got[1])):
+            if want and want != have:
+                log.warning("task %s asked %s %d; this node's ceiling is %d: it gets %d",
+                            request.key, name, want, have, have)
+        return got
 
     def _watch(self, key: str) -> None:
         started = self._started.get(key)

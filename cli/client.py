@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -9,7 +10,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import grpc
 
-from tcluster.cli.credentials import MASTER_NAME, Credentials, credentials_for
+from tcluster.cli.credentials import MASTER_NAME, Credentials, credentials_for, pinned_ca
 from tcluster.cli.leader import (
     FIRST_BACKOFF_S, MAX_BACKOFF_S, LeaderFinder, NoLeaderError, error_details, is_transport_failure,
 )
@@ -22,6 +23,9 @@ T = TypeVar("T")
 UNARY_TIMEOUT_SECONDS = 10.0
 
 _UNREACHABLE = "cannot reach the master at {master} (is tcl-master running? set --master or TCL_MASTER)"
+_TLS_FAILED = ("the TLS handshake with the master at {master} failed ({details}); check the cluster CA "
+               "(TCL_CA, or `tcl login --master {master}` again)")
+_TLS_WORDS = re.compile(r"ssl|tls|handshake|certificate", re.IGNORECASE)
 # The one table: status from the master (or the transport) -> (exit code, message).
 # Every error from the master exits 1 (usage errors, exit 2, are caught before any call);
 # statuses not listed print the master's own details, which name the problem.
@@ -64,6 +68,8 @@ def explain_rpc_error(error: grpc.RpcError, master: str, timeout: float = UNARY_
     exit_code, template = _STATUS_OUTCOMES.get(code, _DEFAULT_OUTCOME)
     if code == grpc.StatusCode.UNAVAILABLE and not is_transport_failure(error):
         exit_code, template = _DEFAULT_OUTCOME  # the master answered: show what it said
+    elif code == grpc.StatusCode.UNAVAILABLE and _TLS_WORDS.search(details):
+        template = _TLS_FAILED                  # it runs, but TLS failed: "is it running?" would mislead
     return exit_code, "error: " + template.format(master=master, timeout=timeout, details=details)
 
 
@@ -150,6 +156,7 @@ class MasterClient:
     def __post_init__(self) -> None:
         # One cluster, one CA and one token: the same credentials serve every master in it.
         creds = self.credentials if self.credentials is not None else credentials_for(self.master)
+        creds = pinned_ca(self.master, creds)      # a token alone: its CA, fetched by the pin (or CaUnavailable)
         self._creds = creds
         self._metadata = creds.metadata
         self._finder = LeaderFinder(parse_addresses(self.master, "--master"), self.wait_leader_s)

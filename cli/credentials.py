@@ -6,16 +6,21 @@ of the masters of an HA cluster, `a:7070,b:7070`), and makes the last login the 
 master. An entry serves any address of its list, and a list any of its addresses' entries. TCL_MASTER, TCL_TOKEN and TCL_CA (a PEM file) override the
 file. With a CA the channel is TLS, verifying the master's certificate against that CA
 alone under the role name master.tcluster; the token goes in `authorization: Bearer`
-metadata on every call. A token is never sent in clear text beyond this host."""
+metadata on every call. A token with no CA given pins the cluster CA by its fingerprint,
+as `tcl login` does: the CA is fetched from the master and kept only if it matches,
+before the token leaves this host. A token is never sent in clear text beyond this host
+(loopback: an IP address that is loopback, `localhost`, or a unix socket; never a name
+that merely starts with "127.")."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tcluster.errors import InvalidArgument
+from tcluster.errors import InvalidArgument, Unauthenticated, Unavailable
 
 MASTER_ENV = "TCL_MASTER"
 TOKEN_ENV = "TCL_TOKEN"
@@ -23,13 +28,14 @@ CA_ENV = "TCL_CA"
 DEFAULT_MASTER = "127.0.0.1:7070"
 MASTER_NAME = "master.tcluster"       # the role name in every master's certificate
 FILE_NAME = "credentials.json"
-_LOOPBACK = ("127.", "localhost:", "[::1]:", "unix:")
+FETCH_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
 class Credentials:
     token: str = ""
     ca_pem: bytes = b""
+    ca_pin: str = ""      # no CA given: the fingerprint the token pins, to fetch the CA by (pinned_ca)
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -63,9 +69,37 @@ def _addresses(master: str) -> list[str]:
     return [master] if master.startswith("unix:") else [part.strip() for part in master.split(",") if part.strip()]
 
 
+def host_is_loopback(address: str) -> bool:
+    """HOST:PORT, [V6]:PORT, a bare host or a unix: target names this host: a loopback
+    IP address, the name `localhost`, or a unix socket. Any other name may resolve
+    anywhere (127.attacker.example, 127.0.0.1.nip.io), so it is not loopback."""
+    if address.startswith("unix:"):
+        return True
+    host = address
+    if address.startswith("["):
+        host = address[1:].partition("]")[0]
+    elif address.count(":") == 1:
+        host = address.rpartition(":")[0]
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def is_loopback(master: str) -> bool:
     """Every address of `master` (one, or a comma-separated list) is on this host."""
-    return all(address.startswith(_LOOPBACK) for address in _addresses(master))
+    return all(host_is_loopback(address) for address in _addresses(master))
+
+
+def token_pin(token: str) -> str:
+    """The cluster CA fingerprint a user token names ("" for none or a malformed token)."""
+    from tcluster.security.tokens import parse_token     # only with a token: `tcl --help` stays light
+    try:
+        return parse_token(token).ca_fingerprint
+    except Unauthenticated:
+        return ""
 
 
 def _stored_entry(master: str) -> dict[str, object]:
@@ -91,10 +125,63 @@ def credentials_for(master: str) -> Credentials:
             ca_pem = Path(ca_file).read_bytes()
         except OSError as error:
             raise InvalidArgument(CA_ENV, f"cannot read {ca_file[:200]!r}: {error.strerror or error}") from None
+    if token and not ca_pem and (pin := token_pin(token)):
+        return Credentials(token, b"", pin)        # the CA is fetched by its pin before the token is sent
     if token and not ca_pem and not is_loopback(master):
         raise InvalidArgument("--master", f"no cluster CA for {master[:100]}: the token would travel in clear "
                                           f"text; run `tcl login --master {master[:100]}` or set {CA_ENV}")
     return Credentials(token, ca_pem)
+
+
+def cluster_ca(master: str, pin: str, ca_file: Path | None = None) -> bytes:
+    """The CA to trust for this master: the PEM file (checked against the pin, if any),
+    else the one the master presents, kept only if its sha256 is the pin. Raises
+    InvalidArgument, PinMismatch or OSError (no master reached)."""
+    from tcluster.security.bootstrap import fetch_pinned_ca   # pulls in cryptography: only here
+    from tcluster.security.pki import ca_fingerprint
+    from tcluster.leaders import parse_addresses               # pulls in grpc: only here
+    if ca_file is not None:
+        try:
+            ca_pem = ca_file.read_bytes()
+            fingerprint = ca_fingerprint(ca_pem)
+        except (OSError, ValueError) as error:
+            raise InvalidArgument("--ca", f"{str(ca_file)[:200]} is not a readable PEM certificate ({error})") from None
+        if pin and pin != fingerprint:
+            raise InvalidArgument("--ca", f"{str(ca_file)[:200]} is {fingerprint}, but the token pins {pin}")
+        return ca_pem
+    if not pin:
+        raise InvalidArgument("--ca", "the token pins no cluster CA; give the CA file with --ca FILE")
+    addresses = parse_addresses(master, "--master")
+    for address in addresses[:-1]:   # every master of a cluster presents its CA; the first reached will do
+        try:
+            return fetch_pinned_ca(address, pin, FETCH_TIMEOUT_S)
+        except OSError:
+            continue                 # a PinMismatch is not skipped: that master is not who the token says
+    return fetch_pinned_ca(addresses[-1], pin, FETCH_TIMEOUT_S)
+
+
+class CaUnavailable(Unavailable):
+    """The CA the token pins could not be had from the master: nothing was sent."""
+
+
+def pinned_ca(master: str, credentials: Credentials) -> Credentials:
+    """`credentials` with the CA its token pins fetched from `master` (unchanged when
+    it has a CA or no pin). Raises CaUnavailable saying why, before the token is sent."""
+    if credentials.ca_pem or not credentials.ca_pin:
+        return credentials
+    from tcluster.security.bootstrap import NotTls, PinMismatch
+    try:
+        return replace(credentials, ca_pem=cluster_ca(master, credentials.ca_pin))
+    except NotTls as error:
+        if is_loopback(master):      # a plaintext master on this host: the token stays on this host
+            return replace(credentials, ca_pin="")
+        raise CaUnavailable(f"{error}; the token was not sent") from None
+    except PinMismatch as error:
+        raise CaUnavailable(f"{error}; the token was not sent") from None
+    except OSError as error:
+        raise CaUnavailable(f"cannot reach the master at {master} to fetch the cluster CA the token pins "
+                            f"({error.strerror or error}); is tcl-master running? set --master or "
+                            f"{MASTER_ENV}") from None
 
 
 def save_credentials(master: str, credentials: Credentials) -> Path:

@@ -11,18 +11,14 @@ import argparse
 import getpass
 import json
 import sys
-from pathlib import Path
 
 import grpc
 
 from tcluster.cli.client import MasterClient, check_master_list, rpc_status
 from tcluster.cli.options import DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_OK
-from tcluster.cli.credentials import Credentials, credentials_for, save_credentials
+from tcluster.cli.credentials import Credentials, cluster_ca, credentials_for, save_credentials
 from tcluster.errors import InvalidArgument, Unauthenticated
-from tcluster.leaders import parse_addresses
 from tcluster.security.tokens import parse_token
-
-FETCH_TIMEOUT_S = 10.0
 
 
 def _read_token(args: argparse.Namespace) -> str:
@@ -31,30 +27,6 @@ def _read_token(args: argparse.Namespace) -> str:
     if sys.stdin.isatty():
         return getpass.getpass("token: ").strip()
     return sys.stdin.readline().strip()
-
-
-def _cluster_ca(master: str, pin: str, ca_file: Path | None) -> bytes:
-    """The CA to trust for this master; raises InvalidArgument or PinMismatch."""
-    from tcluster.security.bootstrap import fetch_pinned_ca   # pulls in cryptography: only here
-    from tcluster.security.pki import ca_fingerprint
-    if ca_file is not None:
-        try:
-            ca_pem = ca_file.read_bytes()
-            fingerprint = ca_fingerprint(ca_pem)
-        except (OSError, ValueError) as error:
-            raise InvalidArgument("--ca", f"{str(ca_file)[:200]} is not a readable PEM certificate ({error})") from None
-        if pin and pin != fingerprint:
-            raise InvalidArgument("--ca", f"{str(ca_file)[:200]} is {fingerprint}, but the token pins {pin}")
-        return ca_pem
-    if not pin:
-        raise InvalidArgument("--ca", "the token pins no cluster CA; give the CA file with --ca FILE")
-    addresses = parse_addresses(master, "--master")
-    for address in addresses[:-1]:   # every master of a cluster presents its CA; the first reached will do
-        try:
-            return fetch_pinned_ca(address, pin, FETCH_TIMEOUT_S)
-        except OSError:
-            continue                 # a PinMismatch is not skipped: that master is not who the token says
-    return fetch_pinned_ca(addresses[-1], pin, FETCH_TIMEOUT_S)
 
 
 def login(args: argparse.Namespace) -> int:
@@ -66,7 +38,7 @@ def login(args: argparse.Namespace) -> int:
     except Unauthenticated as error:
         raise InvalidArgument("--token", str(error)) from None
     try:
-        ca_pem = _cluster_ca(master, pin, args.ca)
+        ca_pem = cluster_ca(master, pin, args.ca)
     except PinMismatch as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILURE
@@ -89,7 +61,8 @@ def login_hint(error: grpc.RpcError, master: str) -> str:
     if code != grpc.StatusCode.UNAVAILABLE or "socket closed" not in details.lower():
         return ""
     try:
-        if credentials_for(master).ca_pem:
+        stored = credentials_for(master)
+        if stored.ca_pem or stored.ca_pin:   # TLS was used (or the CA fetch said why not)
             return ""
     except InvalidArgument:
         return ""

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
 
 from tcluster.cli.credentials import MASTER_ENV, default_master
 from tcluster.cli.options import (
-    DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
+    DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
 )
 from tcluster.cli.submitflags import add_submit_options, non_negative_int
-from tcluster.errors import InvalidArgument
+from tcluster.errors import InvalidArgument, Unavailable
 from tcluster.model import JobState
 from tcluster.units import parse_bytes, parse_cpu
 
@@ -279,6 +279,9 @@ def run(args: argparse.Namespace) -> int:
     except InvalidArgument as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except Unavailable as exc:     # e.g. the CA a token pins could not be fetched: nothing was sent
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -8,6 +8,7 @@ from typing import Iterable
 
 import numpy as np
 
+from tcluster.ceilings import allows
 from tcluster.constraints import Constraint
 from tcluster.scheduler.nodestate import NodeMatrix, unpack_bits
 
@@ -31,6 +32,16 @@ def match_mask(constraints: Iterable[Constraint], nodes: NodeMatrix) -> np.ndarr
     for constraint in constraints:
         bits = bits & constraint_mask(constraint, nodes)
     return bits
+
+
+def ceiling_mask(asks: dict[str, int], nodes: NodeMatrix) -> np.ndarray | None:
+    """Rows whose ceilings allow the job's pids/log limits (tcluster/ceilings.py); None
+    when the job asks none (every node allows it). A Python pass over the rows: only jobs
+    that set such limits pay it."""
+    if not asks:
+        return None
+    n = len(nodes.names)
+    return np.fromiter((allows(c, asks) for c in nodes.ceilings[:n]), dtype=bool, count=n)
 
 
 def first_unmatched(constraints: Iterable[Constraint], nodes: NodeMatrix) -> Constraint | None:

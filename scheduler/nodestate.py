@@ -20,6 +20,7 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
+from tcluster.ceilings import Ceilings
 from tcluster.resources import CPU, MEMORY, Resources
 
 _BASE_KINDS = (CPU, MEMORY)
@@ -53,6 +54,7 @@ class NodeMatrix:
         self.kinds: list[str] = list(dict.fromkeys([*_BASE_KINDS, *kinds]))
         self.names: list[str | None] = []             # by row
         self.labels: list[dict[str, str]] = []        # by row
+        self.ceilings: list[Ceilings] = []            # by row: the limits a job may ask of the node
         self._rows: dict[str, int] = {}
         self._sorted_names: list[str] = []
         self._free_rows: list[int] = []
@@ -71,13 +73,15 @@ class NodeMatrix:
     def row(self, name: str) -> int | None:
         return self._rows.get(name)
 
-    def upsert(self, name: str, capacity: Resources, labels: Mapping[str, str], schedulable: bool = True) -> None:
-        """Adds a node, or updates its capacity and labels (allocations are kept)."""
+    def upsert(self, name: str, capacity: Resources, labels: Mapping[str, str], schedulable: bool = True,
+               ceilings: Ceilings = Ceilings()) -> None:
+        """Adds a node, or updates its capacity, labels and ceilings (allocations are kept)."""
         self._ensure_kinds(capacity)
         i = self._rows.get(name)
         if i is None:
             i = self._new_row(name)
         self._set_labels(i, dict(labels))
+        self.ceilings[i] = ceilings
         previous = self._capacity[i].copy()
         self._capacity[i] = self._vector(capacity)
         self._capacity_rows[i] = self._capacity[i].tolist()
@@ -91,6 +95,7 @@ class NodeMatrix:
         if i is None:
             return
         self._set_labels(i, {})
+        self.ceilings[i] = Ceilings()
         previous = self._capacity[i].copy()
         self._set_bit(self._present, i, False)
         self.names[i] = None
@@ -216,6 +221,7 @@ class NodeMatrix:
             i, self._used = self._used, self._used + 1
             self.names.append(None)
             self.labels.append({})
+            self.ceilings.append(Ceilings())
             k = len(self.kinds)
             self._capacity_rows.append([0.0] * k)
             self._allocated_rows.append([0.0] * k)

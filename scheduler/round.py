@@ -11,10 +11,13 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 from dataclasses import dataclass
 
-from tcluster.constraints import parse_constraints
-from tcluster.model import Job, Task, TaskState, node_requirements
+import numpy as np
+
+from tcluster.ceilings import asks_of, short_of
+from tcluster.constraints import Constraint, parse_constraints
+from tcluster.model import Job, JobSpec, Task, TaskState, node_requirements
 from tcluster.scheduler.fairness import FairnessPolicy
-from tcluster.scheduler.matching import EligibleCache
+from tcluster.scheduler.matching import EligibleCache, ceiling_mask
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.queues import QueueTree
@@ -83,7 +86,7 @@ def schedule_round(
     for job_id in book.overdue(now):   # a big task must not starve behind small ones
         spec = jobs[job_id].spec
         book.hold(job_id, view.request_vector(spec.resources),
-                  cache.eligible(parse_constraints(node_requirements(spec)), nodes), view, now)
+                  _eligible(spec, parse_constraints(node_requirements(spec)), nodes, cache), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
     begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes, anbf)
     if begin is not None:
@@ -94,12 +97,12 @@ def schedule_round(
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec
             constraints = parse_constraints(node_requirements(spec))
-            matching = cache.eligible(constraints, nodes)
+            matching = _eligible(spec, constraints, nodes, cache)
             eligible = book.eligible(job_id, matching, view)   # minus nodes held for others
             request = view.request_vector(spec.resources)
             row = None if request is None else placement.choose(request, view, eligible, rng)
             if row is None:
-                reasons[job_id] = unplaceable_reason(spec.resources, constraints, nodes, matching)
+                reasons[job_id] = _reason(spec, constraints, nodes, matching)
                 held = book.skipped(job_id, request, eligible, view, now)
                 if held is not None:
                     reasons[job_id] += f"; node {held.node} is held for it (its tasks waited too long)"
@@ -117,6 +120,28 @@ def schedule_round(
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
         _explain_waiting(jobs, left, reasons, nodes, cache, book)
     return RoundResult(placements, reasons, book)
+
+
+def _eligible(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
+              cache: EligibleCache) -> np.ndarray | None:
+    """Nodes whose labels meet the constraints and whose ceilings allow the job's
+    --pids-max / --log-max (None: every node)."""
+    matching = cache.eligible(constraints, nodes)
+    allowed = ceiling_mask(asks_of(spec), nodes)
+    if allowed is None:
+        return matching
+    return allowed if matching is None else matching & allowed   # a new array: the cached one stays
+
+
+def _reason(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
+            matching: np.ndarray | None) -> str:
+    asks = asks_of(spec)
+    if asks:   # no ready node's ceilings allow it (the submit check let it in for a node that is down)
+        view = nodes.view()
+        ready = [nodes.ceilings[i] for i in np.flatnonzero(view.schedulable)]
+        if ready and (short := short_of(asks, ready)):
+            return short
+    return unplaceable_reason(spec.resources, constraints, nodes, matching)
 
 
 @contextmanager
@@ -137,7 +162,7 @@ def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dic
             continue
         spec = jobs[job_id].spec
         constraints = parse_constraints(node_requirements(spec))
-        reason = unplaceable_reason(spec.resources, constraints, nodes, cache.eligible(constraints, nodes))
+        reason = _reason(spec, constraints, nodes, _eligible(spec, constraints, nodes, cache))
         holder = next((r for r in book.held.values() if r.job_id != job_id), None)
         if reason == WAITING_FOR_NEXT_ROUND and holder is not None:
             reason = f"waiting behind a reservation: node {holder.node} is held for job {holder.job_id}"

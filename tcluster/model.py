@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from tcluster.bounds import check_spec_bounds, quote
+from tcluster.ceilings import Ceilings
 from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
@@ -75,9 +76,9 @@ class JobSpec:
     weight: float = 1.0                   # the job's weight among its queue's jobs (fairness)
     cpu_limit: float = 0.0                # hard cap in cores per task; 0 = none
     swap: int = 0                         # swap bytes per task beyond memory; 0 = none, -1 = unlimited
-    pids_max: int = 0                     # processes + threads per task; 0 = the agent's default
+    pids_max: int = 0                     # processes + threads per task; 0 = the agent's; never above it
     retries: int = 0                      # a FAILED or LOST task runs again up to this many times
-    log_max_bytes: int = 0                # per log file before rotation; 0 = the agent's default
+    log_max_bytes: int = 0                # per log file before rotation; 0 = the agent's; never above it
     image: str = ""                       # docker image; "" = the node's native runtime
     network: str = ""                     # host | none | bridge; "" = host (bridge if `net` is asked)
     net_limit: float = 0.0                # egress cap in bits/s when the link is idle; 0 = the request
@@ -196,3 +197,4 @@ class Node:
     state: NodeState = NodeState.READY
     last_seen: float = 0.0
     runtime: str = ""
+    ceilings: Ceilings = Ceilings()   # from its last registration to this master; not stored

@@ -130,7 +130,7 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
     _field("swap", Kind.SWAP, flag="--swap", metavar="SIZE",
            help="swap per task beyond --mem, e.g. 200Mi or unlimited (default: none)"),
     _field("pids_max", Kind.COUNT, flag="--pids-max", metavar="N",
-           help="processes+threads per task (default: the agent's, 4096)"),
+           help="processes+threads per task, up to the agent's (default: the agent's, 4096)"),
     _field("retries", Kind.NATURAL, file=True, flag="--retries", metavar="N",
            help="run a FAILED or LOST task again, up to N times (default: 0)"),
     _field("image", Kind.TEXT, file=True, flag="--image", metavar="IMAGE",
@@ -140,7 +140,7 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
     _field("net_limit", Kind.RATE, file=True, flag="--net-limit", metavar="RATE",
            help="let a task burst up to RATE when the link is idle"),
     _field("log_max_bytes", Kind.SIZE, file="log_max", flag="--log-max", metavar="SIZE",
-           help="per log file before it rotates (default: the agent's, 64Mi)"),
+           help="per log file before it rotates, up to the agent's (default: the agent's, 64Mi)"),
 )
 
 BY_NAME: dict[str, SpecField] = {f.name: f for f in SPEC_FIELDS}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tcluster.ceilings import Ceilings
 from tcluster.launch import Launch   # the one launch record, shared with the agent
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
@@ -28,6 +29,7 @@ class Registration:
     running: tuple[tuple[str, int], ...]    # (task_id, attempt) the agent runs now
     reports: tuple[TaskReport, ...] = ()    # events it has not had acknowledged
     last_seq: int = 0                       # seq of the last of those reports
+    ceilings: Ceilings = Ceilings()         # its --pids-max / --log-max; 0: not stated
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """What the master accepts in an agent's Register: a usable name, finite non-negative
-capacity, reserved within capacity, bounded labels. Anything else is INVALID_ARGUMENT
+capacity, reserved within capacity, bounded labels, ceilings >= 0. Anything else is INVALID_ARGUMENT
 naming the field, and nothing is written."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from tcluster.resources import MAX_AMOUNT
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$")
 _TASK_ID = re.compile(r"^[0-9a-f]{8}\.[0-9]{1,5}$")
 MAX_RUNNING = 100_000
+MAX_CEILING = 2**62
 
 
 def check_registration(reg: Registration) -> None:
@@ -36,6 +37,10 @@ def check_registration(reg: Registration) -> None:
     for key, value in reg.labels:
         check_name("register.labels", key, 63)
         check_name(f"register.labels.{key}", value, 63)
+    for field in ("pids_max", "log_max_bytes"):
+        value = getattr(reg.ceilings, field)
+        if not 0 <= value <= MAX_CEILING:
+            raise InvalidArgument(f"register.{field}", f"{value} must be from 0 (not stated) to {MAX_CEILING}")
     check_name("register.runtime", reg.runtime, 63)
     check_count("register.running", reg.running, MAX_RUNNING)
     for task_id, attempt in reg.running:

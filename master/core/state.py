@@ -211,7 +211,8 @@ class MasterState:
         self.nodes[node.name] = node
         live = self.live.get(node.name)
         schedulable = node.state is NodeState.READY and live is not None and live.connected
-        self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=schedulable)
+        self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=schedulable,
+                           ceilings=node.ceilings)
 
     def _apply_job(self, job: Job) -> None:
         before = self.jobs.get(job.id)

@@ -25,6 +25,7 @@ from tcluster.master.core.events import (
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.state import MasterState, derive_job
 from tcluster.model import Job, Node, NodeState, Task, TaskState
+from tcluster.ceilings import refusal
 from tcluster.scheduler.reasons import never_fits_reason
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,11 @@ def _submit(d: Draft, ev: Submit) -> None:
         reason = never_fits_reason(ev.spec.resources, [(n.name, n.capacity) for n in d.state.nodes.values()])
         if reason:
             raise InvalidArgument("", reason)
+    # Node limits are ceilings: what no node allows is refused now (each agent clamps too).
+    refused = refusal({"pids_max": ev.spec.pids_max, "log_max_bytes": ev.spec.log_max_bytes},
+                      (n.ceilings for n in d.state.nodes.values()))
+    if refused is not None:
+        raise refused
     if ev.job_id in d.state.jobs:
         raise FailedPrecondition(f"job id {ev.job_id} is taken")
     d.step.jobs[ev.job_id] = Job(id=ev.job_id, spec=ev.spec, submitted_at=d.now.wall)
@@ -147,7 +153,8 @@ def _joined(d: Draft, ev: AgentJoined) -> None:
     # A node still marked connected registers again: its old stream is half-open (the I/O
     # layer has closed it); the newest registration wins.
     node = Node(name=reg.node, capacity=(reg.capacity - reg.reserved).clamp_nonnegative(), reserved=reg.reserved,
-                labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime)
+                labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime,
+                ceilings=reg.ceilings)
     d.step.nodes[node.name] = node
     d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall)
     _apply_reports(d, reg.node, reg.reports)

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from operator import attrgetter
 
+from tcluster.ceilings import Ceilings
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Heartbeat, Kill, Launch, LogCredit, LogPiece, Registration, ReportBatch,
@@ -66,6 +67,7 @@ def registration_from_pb(msg: agent_pb2.Register) -> Registration:
         labels=tuple(sorted(msg.labels.items())), runtime=msg.runtime,
         running=tuple((t.task_id, t.attempt) for t in msg.running), reports=reports,
         last_seq=max((e.seq for e in msg.pending_events), default=0),
+        ceilings=Ceilings(pids_max=msg.pids_max, log_max_bytes=msg.log_max_bytes),   # 0 from an older agent
     )
 
 

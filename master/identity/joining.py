@@ -12,6 +12,7 @@ from typing import Callable
 
 from tcluster.errors import PermissionDenied, Unauthenticated
 from tcluster.master.core.actions import Registration
+from tcluster.nodelabels import admitted
 from tcluster.master.links import AgentLink
 from tcluster.master.identity.records import AuthStore, check_token
 from tcluster.security.jointoken import parse_join_token
@@ -73,7 +74,8 @@ class NodeGuard:
         self._revoked: set[AgentLink] = set()
 
     def admit(self, peer: PeerCert | None, reg: Registration) -> tuple[Registration, str]:
-        """The registration to accept (labels from the join token win) and the cert serial."""
+        """The registration to accept and the cert serial: labels from the join token win,
+        and reserved `tcluster.io/` labels the node may not claim are dropped."""
         if peer is None:
             raise Unauthenticated("this port needs a node certificate (mutual TLS); join first: "
                                   "tcl-agent join --master HOST:PORT --token TOKEN")
@@ -87,8 +89,9 @@ class NodeGuard:
         if status is None:
             raise PermissionDenied(f"node {node}'s certificate (serial {serial}) was revoked or is unknown to "
                                    "this master; join again with a new token")
-        labels = dict(reg.labels)
-        labels.update(status[1])
+        labels, dropped = admitted(dict(reg.labels), status[1])   # NodeRestriction: see tcluster/nodelabels.py
+        if dropped:
+            log.warning("node %s: ignoring labels only its join token may set: %s", node, ", ".join(dropped))
         return replace(reg, labels=tuple(sorted(labels.items()))), serial
 
     def track(self, link: AgentLink, serial: str) -> None:

@@ -22,6 +22,10 @@ class PinMismatch(Exception):
     """The master did not present the pinned CA: do not talk to it."""
 
 
+class NotTls(PinMismatch):
+    """The master did not complete a TLS handshake at all (it speaks plaintext there)."""
+
+
 def split_address(address: str) -> tuple[str, int]:
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
@@ -59,7 +63,7 @@ def fetch_pinned_ca(address: str, fingerprint: str, timeout_s: float = 10.0) -> 
     try:
         chain = _server_chain(address, timeout_s)
     except ssl.SSLError as error:
-        raise PinMismatch(f"the master at {address} did not complete a TLS handshake ({error.reason or error}); "
+        raise NotTls(f"the master at {address} did not complete a TLS handshake ({error.reason or error}); "
                           "is it initialised (`tcl-master init`) and is this its client port?") from None
     for cert in chain:
         if cert_fingerprint(cert) == pin:

@@ -93,18 +93,19 @@ class SecureCluster:
         await wait_until(check)
 
 
-def register_message(node: str) -> agent_pb2.AgentMessage:
-    return codec.register_to_pb(node, Resources(2, 2**30), Resources(0, 0), {}, "fake", [], [])
+def register_message(node: str, labels: dict[str, str] | None = None) -> agent_pb2.AgentMessage:
+    return codec.register_to_pb(node, Resources(2, 2**30), Resources(0, 0), labels or {}, "fake", [], [])
 
 
-async def connect_once(address: str, creds: grpc.ChannelCredentials | None, node: str) -> agent_pb2.MasterMessage:
+async def connect_once(address: str, creds: grpc.ChannelCredentials | None, node: str,
+                       labels: dict[str, str] | None = None) -> agent_pb2.MasterMessage:
     """One raw Connect: Register as `node`, return the first answer (or raise the RPC error)."""
     channel = (grpc.aio.secure_channel(address, creds, options=TLS_OPTIONS) if creds is not None
                else grpc.aio.insecure_channel(address))
     async with channel:
         call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
         try:
-            await call.write(register_message(node))
+            await call.write(register_message(node, labels))
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass   # the stream may already be refused: read() raises the real status
         message = await asyncio.wait_for(call.read(), WAIT_S)

@@ -41,6 +41,22 @@ def test_joined_agents_register_with_mutual_tls_get_token_labels_and_run_jobs(tm
     run(scenario, tmp_path)
 
 
+def test_a_node_cannot_claim_reserved_labels_nor_override_its_tokens(tmp_path: Path) -> None:
+    """NodeRestriction: the review's compromised node claims `tcluster.io/` labels and
+    overrides the labels its join token pinned; the master keeps the token's and drops
+    the reserved ones, except the features an agent detects (docker, netns)."""
+    async def scenario(h: Harness) -> None:
+        c = await SecureCluster.start(h)
+        await c.join("n1", c.token(labels={"rack": "r1", "tcluster.io/zone": "z1"}))
+        claimed = {"rack": "r9", "disk": "ssd", "tcluster.io/gpu": "a100", "tcluster.io/zone": "z9",
+                   "tcluster.io/docker": "true"}
+        answer = await connect_once(c.agent_address, c.credentials("n1").channel_credentials(), "n1", claimed)
+        assert answer.WhichOneof("kind") == "registered"
+        assert dict((await c.nodes())["n1"].labels) == {"rack": "r1", "disk": "ssd", "tcluster.io/zone": "z1",
+                                                       "tcluster.io/docker": "true"}
+    run(scenario, tmp_path)
+
+
 def test_a_node_certificate_cannot_register_as_another_node(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = await SecureCluster.start(h)

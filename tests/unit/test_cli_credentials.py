@@ -9,8 +9,9 @@ import grpc
 import pytest
 
 from tcluster.cli.client import explain_rpc_error
-from tcluster.cli.credentials import Credentials, credentials_for, default_master, save_credentials
+from tcluster.cli.credentials import Credentials, credentials_for, default_master, is_loopback, save_credentials
 from tcluster.errors import InvalidArgument
+from tcluster.security.tokens import new_token
 
 
 @pytest.fixture(autouse=True)
@@ -89,3 +90,47 @@ def test_a_plaintext_call_to_a_tls_master_gets_a_login_hint() -> None:
     assert login_hint(refused, "127.0.0.1:7397") == ""                 # nobody listens: the usual message says it
     save_credentials("127.0.0.1:7397", Credentials("tcu..t", b"PEM"))
     assert login_hint(closed, "127.0.0.1:7397") == ""                  # logged in: TLS was tried
+
+
+@pytest.mark.parametrize("master, loopback", [
+    ("127.0.0.1:7070", True),
+    ("127.1.2.3:7070", True),
+    ("[::1]:7070", True),
+    ("::1", True),
+    ("localhost:7070", True),
+    ("LOCALHOST:7070", True),
+    ("unix:/run/tcl.sock", True),
+    ("127.attacker.example:7070", False),     # a name, not an address: it resolves anywhere
+    ("127.0.0.1.nip.io:7070", False),
+    ("localhost.attacker.example:7070", False),
+    ("10.0.0.5:7070", False),
+    ("[::ffff:10.0.0.5]:7070", False),
+    ("127.0.0.1:7070,127.attacker.example:7070", False),
+])
+def test_loopback_is_a_parsed_address_not_a_prefix(master: str, loopback: bool) -> None:
+    assert is_loopback(master) is loopback
+
+
+def test_a_token_for_127_dot_a_name_is_refused_in_clear_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TCL_TOKEN", "tcu..x")     # pins no CA: nothing to fetch it by
+    for master in ("127.attacker.example:7070", "127.0.0.1.nip.io:7070"):
+        with pytest.raises(InvalidArgument, match="the token would travel in clear text"):
+            credentials_for(master)
+
+
+def test_a_token_that_pins_a_ca_asks_for_it_instead_of_clear_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    token = new_token("sha256:" + "ab" * 32)
+    monkeypatch.setenv("TCL_TOKEN", token)
+    assert credentials_for("10.0.0.5:7070") == Credentials(token, b"", "sha256:" + "ab" * 32)
+    assert credentials_for("10.0.0.5:7070").metadata == (("authorization", f"Bearer {token}"),)
+
+
+@pytest.mark.parametrize("details", [
+    "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:127.0.0.1:7070: Ssl handshake failed: "
+    "SSL_ERROR_SSL: error:1000007d:SSL routines:OPENSSL_internal:CERTIFICATE_VERIFY_FAILED",
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7070: Handshake failed",
+])
+def test_a_tls_failure_says_tls_not_is_it_running(details: str) -> None:
+    exit_code, message = explain_rpc_error(_Error(grpc.StatusCode.UNAVAILABLE, details), "m:1")  # type: ignore[abstract]
+    assert exit_code == 1 and message.startswith("error: the TLS handshake with the master at m:1 failed")
+    assert "is tcl-master running" not in message

@@ -26,7 +26,7 @@ from tcluster.v1 import common_pb2 as tcluster_dot_v1_dot_common__pb2
 from tcluster.v1 import jobs_pb2 as tcluster_dot_v1_dot_jobs__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17tcluster/v1/agent.proto\x12\x0btcluster.v1\x1a\x18tcluster/v1/common.proto\x1a\x16tcluster/v1/jobs.proto\"\xc3\x01\n\x0c\x41gentMessage\x12)\n\x08register\x18\x01 \x01(\x0b\x32\x15.tcluster.v1.RegisterH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.tcluster.v1.HeartbeatH\x00\x12)\n\x06\x65vents\x18\x03 \x01(\x0b\x32\x17.tcluster.v1.TaskEventsH\x00\x12(\n\x08log_data\x18\x04 \x01(\x0b\x32\x14.tcluster.v1.LogDataH\x00\x42\x06\n\x04kind\"\xd1\x02\n\x08Register\x12\x0c\n\x04node\x18\x01 \x01(\t\x12(\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x16.tcluster.v1.Resources\x12(\n\x08reserved\x18\x03 \x01(\x0b\x32\x16.tcluster.v1.Resources\x12\x31\n\x06labels\x18\x04 \x03(\x0b\x32!.tcluster.v1.Register.LabelsEntry\x12\x0f\n\x07runtime\x18\x05 \x01(\t\x12\x15\n\ragent_version\x18\x06 \x01(\t\x12)\n\x07running\x18\x07 \x03(\x0b\x32\x18.tcluster.v1.RunningTask\x12.\n\x0epending_events\x18\x08 \x03(\x0b\x32\x16.tcluster.v1.TaskEvent\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"Z\n\x0bRunningTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12)\n\tresources\x18\x03 \x01(\x0b\x32\x16.tcluster.v1.Resources\"\xd3\x01\n\tHeartbeat\x12$\n\x04\x66ree\x18\x01 \x01(\x0b\x32\x16.tcluster.v1.Resources\x12%\n\x05usage\x18\x02 \x03(\x0b\x32\x16.tcluster.v1.TaskUsage\x12\x0f\n\x07sent_at\x18\x03 \x01(\x01\x12\x37\n\tclass_mix\x18\x04 \x03(\x0b\x32$.tcluster.v1.Heartbeat.ClassMixEntry\x1a/\n\rClassMixEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xf0\x01\n\tTaskEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12%\n\x05state\x18\x04 \x01(\x0e\x32\x16.tcluster.v1.TaskState\x12\x15\n\rhas_exit_code\x18\x05 \x01(\x08\x12\x11\n\texit_code\x18\x06 \x01(\x05\x12\x0e\n\x06signal\x18\x07 \x01(\x05\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\n\n\x02\x61t\x18\t \x01(\x01\x12%\n\x05usage\x18\n \x01(\x0b\x32\x16.tcluster.v1.TaskUsage\x12\x10\n\x08rejected\x18\x0b \x01(\x08\"4\n\nTaskEvents\x12&\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x16.tcluster.v1.TaskEvent\"G\n\x07LogData\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0b\n\x03\x65of\x18\x03 \x01(\x08\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\xc5\x02\n\rMasterMessage\x12-\n\nregistered\x18\x01 \x01(\x0b\x32\x17.tcluster.v1.RegisteredH\x00\x12)\n\x06launch\x18\x02 \x01(\x0b\x32\x17.tcluster.v1.LaunchTaskH\x00\x12%\n\x04kill\x18\x03 \x01(\x0b\x32\x15.tcluster.v1.KillTaskH\x00\x12.\n\x0blog_request\x18\x04 \x01(\x0b\x32\x17.tcluster.v1.LogRequestH\x00\x12\x1f\n\x03\x61\x63k\x18\x05 \x01(\x0b\x32\x10.tcluster.v1.AckH\x00\x12,\n\nbin_target\x18\x06 \x01(\x0b\x32\x16.tcluster.v1.BinTargetH\x00\x12,\n\nlog_credit\x18\x07 \x01(\x0b\x32\x16.tcluster.v1.LogCreditH\x00\x42\x06\n\x04kind\"\x99\x01\n\nRegistered\x12\x1c\n\x14heartbeat_interval_s\x18\x01 \x01(\x01\x12$\n\x05kills\x18\x03 \x03(\x0b\x32\x15.tcluster.v1.KillTask\x12\x15\n\rfence_after_s\x18\x04 \x01(\x01\x12*\n\nbin_target\x18\x05 \x01(\x0b\x32\x16.tcluster.v1.BinTargetJ\x04\x08\x02\x10\x03\"\xf6\x01\n\tBinTarget\x12\x0e\n\x06\x63onfig\x18\x01 \x01(\t\x12\x32\n\x06\x63ounts\x18\x02 \x03(\x0b\x32\".tcluster.v1.BinTarget.CountsEntry\x12\x34\n\x07\x63lasses\x18\x03 \x03(\x0b\x32#.tcluster.v1.BinTarget.ClassesEntry\x12\x10\n\x08\x66\x61llback\x18\x04 \x01(\t\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x1a.\n\x0c\x43lassesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xa7\x01\n\nLaunchTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\r\n\x05index\x18\x04 \x01(\x05\x12\"\n\x04spec\x18\n \x01(\x0b\x32\x14.tcluster.v1.JobSpec\x12\x18\n\x0blotes_class\x18\x0b \x01(\x05H\x00\x88\x01\x01\x42\x0e\n\x0c_lotes_classJ\x04\x08\x05\x10\nJ\x04\x08\x14\x10\x17\"M\n\x08KillTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0f\n\x07grace_s\x18\x03 \x01(\x01\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\x88\x01\n\nLogRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0e\n\x06stderr\x18\x03 \x01(\x08\x12\x12\n\ntail_bytes\x18\x04 \x01(\x03\x12\x11\n\tmax_bytes\x18\x05 \x01(\x03\x12\x0e\n\x06\x66ollow\x18\x06 \x01(\x08\x12\x0e\n\x06window\x18\x07 \x01(\x05\"?\n\tLogCredit\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63hunks\x18\x02 \x01(\x05\x12\x0e\n\x06\x63\x61ncel\x18\x03 \x01(\x08\"\x12\n\x03\x41\x63k\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x32T\n\x0c\x41gentService\x12\x44\n\x07\x43onnect\x12\x19.tcluster.v1.AgentMessage\x1a\x1a.tcluster.v1.MasterMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17tcluster/v1/agent.proto\x12\x0btcluster.v1\x1a\x18tcluster/v1/common.proto\x1a\x16tcluster/v1/jobs.proto\"\xc3\x01\n\x0c\x41gentMessage\x12)\n\x08register\x18\x01 \x01(\x0b\x32\x15.tcluster.v1.RegisterH\x00\x12+\n\theartbeat\x18\x02 \x01(\x0b\x32\x16.tcluster.v1.HeartbeatH\x00\x12)\n\x06\x65vents\x18\x03 \x01(\x0b\x32\x17.tcluster.v1.TaskEventsH\x00\x12(\n\x08log_data\x18\x04 \x01(\x0b\x32\x14.tcluster.v1.LogDataH\x00\x42\x06\n\x04kind\"\xfa\x02\n\x08Register\x12\x0c\n\x04node\x18\x01 \x01(\t\x12(\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x16.tcluster.v1.Resources\x12(\n\x08reserved\x18\x03 \x01(\x0b\x32\x16.tcluster.v1.Resources\x12\x31\n\x06labels\x18\x04 \x03(\x0b\x32!.tcluster.v1.Register.LabelsEntry\x12\x0f\n\x07runtime\x18\x05 \x01(\t\x12\x15\n\ragent_version\x18\x06 \x01(\t\x12)\n\x07running\x18\x07 \x03(\x0b\x32\x18.tcluster.v1.RunningTask\x12.\n\x0epending_events\x18\x08 \x03(\x0b\x32\x16.tcluster.v1.TaskEvent\x12\x10\n\x08pids_max\x18\t \x01(\x03\x12\x15\n\rlog_max_bytes\x18\n \x01(\x03\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"Z\n\x0bRunningTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12)\n\tresources\x18\x03 \x01(\x0b\x32\x16.tcluster.v1.Resources\"\xd3\x01\n\tHeartbeat\x12$\n\x04\x66ree\x18\x01 \x01(\x0b\x32\x16.tcluster.v1.Resources\x12%\n\x05usage\x18\x02 \x03(\x0b\x32\x16.tcluster.v1.TaskUsage\x12\x0f\n\x07sent_at\x18\x03 \x01(\x01\x12\x37\n\tclass_mix\x18\x04 \x03(\x0b\x32$.tcluster.v1.Heartbeat.ClassMixEntry\x1a/\n\rClassMixEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xf0\x01\n\tTaskEvent\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12%\n\x05state\x18\x04 \x01(\x0e\x32\x16.tcluster.v1.TaskState\x12\x15\n\rhas_exit_code\x18\x05 \x01(\x08\x12\x11\n\texit_code\x18\x06 \x01(\x05\x12\x0e\n\x06signal\x18\x07 \x01(\x05\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\n\n\x02\x61t\x18\t \x01(\x01\x12%\n\x05usage\x18\n \x01(\x0b\x32\x16.tcluster.v1.TaskUsage\x12\x10\n\x08rejected\x18\x0b \x01(\x08\"4\n\nTaskEvents\x12&\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x16.tcluster.v1.TaskEvent\"G\n\x07LogData\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0b\n\x03\x65of\x18\x03 \x01(\x08\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"\xc5\x02\n\rMasterMessage\x12-\n\nregistered\x18\x01 \x01(\x0b\x32\x17.tcluster.v1.RegisteredH\x00\x12)\n\x06launch\x18\x02 \x01(\x0b\x32\x17.tcluster.v1.LaunchTaskH\x00\x12%\n\x04kill\x18\x03 \x01(\x0b\x32\x15.tcluster.v1.KillTaskH\x00\x12.\n\x0blog_request\x18\x04 \x01(\x0b\x32\x17.tcluster.v1.LogRequestH\x00\x12\x1f\n\x03\x61\x63k\x18\x05 \x01(\x0b\x32\x10.tcluster.v1.AckH\x00\x12,\n\nbin_target\x18\x06 \x01(\x0b\x32\x16.tcluster.v1.BinTargetH\x00\x12,\n\nlog_credit\x18\x07 \x01(\x0b\x32\x16.tcluster.v1.LogCreditH\x00\x42\x06\n\x04kind\"\x99\x01\n\nRegistered\x12\x1c\n\x14heartbeat_interval_s\x18\x01 \x01(\x01\x12$\n\x05kills\x18\x03 \x03(\x0b\x32\x15.tcluster.v1.KillTask\x12\x15\n\rfence_after_s\x18\x04 \x01(\x01\x12*\n\nbin_target\x18\x05 \x01(\x0b\x32\x16.tcluster.v1.BinTargetJ\x04\x08\x02\x10\x03\"\xf6\x01\n\tBinTarget\x12\x0e\n\x06\x63onfig\x18\x01 \x01(\t\x12\x32\n\x06\x63ounts\x18\x02 \x03(\x0b\x32\".tcluster.v1.BinTarget.CountsEntry\x12\x34\n\x07\x63lasses\x18\x03 \x03(\x0b\x32#.tcluster.v1.BinTarget.ClassesEntry\x12\x10\n\x08\x66\x61llback\x18\x04 \x01(\t\x1a-\n\x0b\x43ountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\x1a.\n\x0c\x43lassesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xa7\x01\n\nLaunchTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0e\n\x06job_id\x18\x03 \x01(\t\x12\r\n\x05index\x18\x04 \x01(\x05\x12\"\n\x04spec\x18\n \x01(\x0b\x32\x14.tcluster.v1.JobSpec\x12\x18\n\x0blotes_class\x18\x0b \x01(\x05H\x00\x88\x01\x01\x42\x0e\n\x0c_lotes_classJ\x04\x08\x05\x10\nJ\x04\x08\x14\x10\x17\"M\n\x08KillTask\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\x12\x0f\n\x07grace_s\x18\x03 \x01(\x01\x12\x0e\n\x06reason\x18\x04 \x01(\t\"\x88\x01\n\nLogRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0e\n\x06stderr\x18\x03 \x01(\x08\x12\x12\n\ntail_bytes\x18\x04 \x01(\x03\x12\x11\n\tmax_bytes\x18\x05 \x01(\x03\x12\x0e\n\x06\x66ollow\x18\x06 \x01(\x08\x12\x0e\n\x06window\x18\x07 \x01(\x05\"?\n\tLogCredit\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63hunks\x18\x02 \x01(\x05\x12\x0e\n\x06\x63\x61ncel\x18\x03 \x01(\x08\"\x12\n\x03\x41\x63k\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x32T\n\x0c\x41gentService\x12\x44\n\x07\x43onnect\x12\x19.tcluster.v1.AgentMessage\x1a\x1a.tcluster.v1.MasterMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,41 +44,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AGENTMESSAGE']._serialized_start=91
   _globals['_AGENTMESSAGE']._serialized_end=286
   _globals['_REGISTER']._serialized_start=289
-  _globals['_REGISTER']._serialized_end=626
-  _globals['_REGISTER_LABELSENTRY']._serialized_start=581
-  _globals['_REGISTER_LABELSENTRY']._serialized_end=626
-  _globals['_RUNNINGTASK']._serialized_start=628
-  _globals['_RUNNINGTASK']._serialized_end=718
-  _globals['_HEARTBEAT']._serialized_start=721
-  _globals['_HEARTBEAT']._serialized_end=932
-  _globals['_HEARTBEAT_CLASSMIXENTRY']._serialized_start=885
-  _globals['_HEARTBEAT_CLASSMIXENTRY']._serialized_end=932
-  _globals['_TASKEVENT']._serialized_start=935
-  _globals['_TASKEVENT']._serialized_end=1175
-  _globals['_TASKEVENTS']._serialized_start=1177
-  _globals['_TASKEVENTS']._serialized_end=1229
-  _globals['_LOGDATA']._serialized_start=1231
-  _globals['_LOGDATA']._serialized_end=1302
-  _globals['_MASTERMESSAGE']._serialized_start=1305
-  _globals['_MASTERMESSAGE']._serialized_end=1630
-  _globals['_REGISTERED']._serialized_start=1633
-  _globals['_REGISTERED']._serialized_end=1786
-  _globals['_BINTARGET']._serialized_start=1789
-  _globals['_BINTARGET']._serialized_end=2035
-  _globals['_BINTARGET_COUNTSENTRY']._serialized_start=1942
-  _globals['_BINTARGET_COUNTSENTRY']._serialized_end=1987
-  _globals['_BINTARGET_CLASSESENTRY']._serialized_start=1989
-  _globals['_BINTARGET_CLASSESENTRY']._serialized_end=2035
-  _globals['_LAUNCHTASK']._serialized_start=2038
-  _globals['_LAUNCHTASK']._serialized_end=2205
-  _globals['_KILLTASK']._serialized_start=2207
-  _globals['_KILLTASK']._serialized_end=2284
-  _globals['_LOGREQUEST']._serialized_start=2287
-  _globals['_LOGREQUEST']._serialized_end=2423
-  _globals['_LOGCREDIT']._serialized_start=2425
-  _globals['_LOGCREDIT']._serialized_end=2488
-  _globals['_ACK']._serialized_start=2490
-  _globals['_ACK']._serialized_end=2508
-  _globals['_AGENTSERVICE']._serialized_start=2510
-  _globals['_AGENTSERVICE']._serialized_end=2594
+  _globals['_REGISTER']._serialized_end=667
+  _globals['_REGISTER_LABELSENTRY']._serialized_start=622
+  _globals['_REGISTER_LABELSENTRY']._serialized_end=667
+  _globals['_RUNNINGTASK']._serialized_start=669
+  _globals['_RUNNINGTASK']._serialized_end=759
+  _globals['_HEARTBEAT']._serialized_start=762
+  _globals['_HEARTBEAT']._serialized_end=973
+  _globals['_HEARTBEAT_CLASSMIXENTRY']._serialized_start=926
+  _globals['_HEARTBEAT_CLASSMIXENTRY']._serialized_end=973
+  _globals['_TASKEVENT']._serialized_start=976
+  _globals['_TASKEVENT']._serialized_end=1216
+  _globals['_TASKEVENTS']._serialized_start=1218
+  _globals['_TASKEVENTS']._serialized_end=1270
+  _globals['_LOGDATA']._serialized_start=1272
+  _globals['_LOGDATA']._serialized_end=1343
+  _globals['_MASTERMESSAGE']._serialized_start=1346
+  _globals['_MASTERMESSAGE']._serialized_end=1671
+  _globals['_REGISTERED']._serialized_start=1674
+  _globals['_REGISTERED']._serialized_end=1827
+  _globals['_BINTARGET']._serialized_start=1830
+  _globals['_BINTARGET']._serialized_end=2076
+  _globals['_BINTARGET_COUNTSENTRY']._serialized_start=1983
+  _globals['_BINTARGET_COUNTSENTRY']._serialized_end=2028
+  _globals['_BINTARGET_CLASSESENTRY']._serialized_start=2030
+  _globals['_BINTARGET_CLASSESENTRY']._serialized_end=2076
+  _globals['_LAUNCHTASK']._serialized_start=2079
+  _globals['_LAUNCHTASK']._serialized_end=2246
+  _globals['_KILLTASK']._serialized_start=2248
+  _globals['_KILLTASK']._serialized_end=2325
+  _globals['_LOGREQUEST']._serialized_start=2328
+  _globals['_LOGREQUEST']._serialized_end=2464
+  _globals['_LOGCREDIT']._serialized_start=2466
+  _globals['_LOGCREDIT']._serialized_end=2529
+  _globals['_ACK']._serialized_start=2531
+  _globals['_ACK']._serialized_end=2549
+  _globals['_AGENTSERVICE']._serialized_start=2551
+  _globals['_AGENTSERVICE']._serialized_end=2635
 # @@protoc_insertion_point(module_scope)

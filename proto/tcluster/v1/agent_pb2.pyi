@@ -21,7 +21,7 @@ class AgentMessage(_message.Message):
     def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., events: _Optional[_Union[TaskEvents, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node", "capacity", "reserved", "labels", "runtime", "agent_version", "running", "pending_events")
+    __slots__ = ("node", "capacity", "reserved", "labels", "runtime", "agent_version", "running", "pending_events", "pids_max", "log_max_bytes")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,8 @@ class Register(_message.Message):
     AGENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     PENDING_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    PIDS_MAX_FIELD_NUMBER: _ClassVar[int]
+    LOG_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     node: str
     capacity: _common_pb2.Resources
     reserved: _common_pb2.Resources
@@ -45,7 +47,9 @@ class Register(_message.Message):
     agent_version: str
     running: _containers.RepeatedCompositeFieldContainer[RunningTask]
     pending_events: _containers.RepeatedCompositeFieldContainer[TaskEvent]
-    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[str] = ..., agent_version: _Optional[str] = ..., running: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ..., pending_events: _Optional[_Iterable[_Union[TaskEvent, _Mapping]]] = ...) -> None: ...
+    pids_max: int
+    log_max_bytes: int
+    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[str] = ..., agent_version: _Optional[str] = ..., running: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ..., pending_events: _Optional[_Iterable[_Union[TaskEvent, _Mapping]]] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ...) -> None: ...
 
 class RunningTask(_message.Message):
     __slots__ = ("task_id", "attempt", "resources")
