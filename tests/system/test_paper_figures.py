@@ -25,7 +25,7 @@ from tests.system.cgroups import MODE, SKIP_REASON, alive, group_dirs, leftovers
 from tests.system.cluster import (cluster, job, nodes, proc_cpu_seconds, submit, task_key, task_pids,
                                   wait_state)
 
-pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
+pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 MI = 2**20
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
 SPIN = "while :; do :; done"
