@@ -27,9 +27,10 @@ dev: $(VENV)/.installed
 	@$(BIN)/python -m tcluster.agent.shimbuild >/dev/null  # builds the task supervisor once, or says what is missing
 	$(BIN)/tcl dev
 
-## make test: the whole suite (unit, component, system, vm, e2e); skips are counted.
+## make test: the whole suite (unit, component, system, vm, e2e); skips are counted and the
+## 15 slowest tests are listed, so a test that grows slow is seen the day it does.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest --durations=15 $(PYTEST_ARGS)
 
 ## make proto: regenerate the checked-in gRPC/protobuf code from proto/.
 proto: $(VENV)/.installed-test

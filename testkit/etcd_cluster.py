@@ -1,6 +1,6 @@
 """A real etcd cluster on 127.0.0.1 for tests and benches: N members, each with its own
 name, data dir, client and peer ports, one shared --initial-cluster. Members are started,
-killed (SIGKILL), paused and resumed by pid; `close()` stops every member by pid and
+killed (SIGKILL), paused and resumed by pid; `close()` kills every member by pid and
 removes the data.
 
 Readiness is polled per member on its own client URL (`/health`, short timeout), never by
@@ -176,20 +176,14 @@ class EtcdCluster:
         self._paused.discard(i)
 
     def close(self) -> None:
-        """Stops every member by pid (SIGTERM, then SIGKILL) and removes the data."""
-        for i, m in enumerate(self.members):
-            if m.popen is None:
-                continue
-            if m.popen.poll() is None:
-                m.popen.send_signal(signal.SIGCONT)
-                m.popen.send_signal(signal.SIGTERM)
+        """Kills every member by pid (SIGKILL, paused ones too) and removes the data. Not
+        SIGTERM: its graceful stop hands leadership to a peer first, and with every member
+        going at once that took ~6 s per cluster, for data that is deleted next."""
         for m in self.members:
-            if m.popen is None:
-                continue
-            try:
-                m.popen.wait(STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
+            if m.popen is not None and m.popen.poll() is None:
                 m.popen.kill()
+        for m in self.members:
+            if m.popen is not None:
                 m.popen.wait(STOP_WAIT_S)
         self._paused.clear()
         for m in self.members:

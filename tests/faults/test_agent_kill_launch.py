@@ -11,7 +11,9 @@ from testkit.faultcluster import Cluster, split_key, task_cgroups, wait_for
 from tests.faults.watch import TERMINAL, Watch, check_consistent
 from tcluster.v1 import common_pb2, jobs_pb2
 
-pytestmark = pytest.mark.system
+# guest: what the agent finds and kills after a restart comes from its cgroup backend, so
+# tests/vm reruns this on cgroup v2 (on SQLite: the guest has no etcd).
+pytestmark = [pytest.mark.system, pytest.mark.guest]
 KILL_DELAYS_S = (0.0, 0.03, 0.15)    # after the task is seen STARTING: before, during, after the launch
 SETTLE_S = 40.0                      # start timeout (10 s) + reconnect + kill grace (10 s) + margin
 

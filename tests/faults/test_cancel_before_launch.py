@@ -10,7 +10,9 @@ from testkit.faultcluster import Cluster, split_key, task_cgroups, wait_for
 from tests.faults.watch import Watch, check_consistent
 from tcluster.v1 import common_pb2, jobs_pb2
 
-pytestmark = pytest.mark.system
+# guest: what the agent finds and kills after a restart comes from its cgroup backend, so
+# tests/vm reruns this on cgroup v2 (on SQLite: the guest has no etcd).
+pytestmark = [pytest.mark.system, pytest.mark.guest]
 # submit -> cancel: pending, placed, launching, running; None: as soon as a task is STARTING
 DELAYS_S: tuple[float | None, ...] = (0.0, 0.0, 0.02, 0.05, 0.1, 0.2, 0.4, None, None)
 KILL_BOUND_S = 25.0                                   # grace (10 s) + a bounded margin

@@ -160,3 +160,16 @@ def test_agent_and_cli_leave_a_hung_leader(ha: MakeHA) -> None:
         assert (task.state, task.attempt) == (common_pb2.TASK_RUNNING, 1), task
     finally:
         c.resume_one(old)
+        _settle_as_standby(c, old)
+
+
+def _settle_as_standby(c: HACluster, i: int, timeout_s: float = 30.0) -> None:
+    """Waits (without failing: it is not this test's subject) until resumed master i answers
+    as a standby. The teardown's SIGTERM is lost when it lands while the master re-executes
+    itself to step down, and the fixture then waits 15 s before its SIGKILL."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        answer = standby_answer(c.masters[i].address)
+        if answer is not None and "standby" in answer[1]:
+            return
+        time.sleep(0.1)

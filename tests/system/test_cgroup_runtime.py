@@ -19,7 +19,7 @@ from tcluster.wire import usage_from_pb, usage_to_pb
 from testkit.cgroups import (MI, MODE, SKIP_REASON, alive, group_dirs, leftovers, make_runtime, procs_file,
                                   read_limit, task, wait_exit)
 
-pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
+pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 PY = "/usr/bin/python3"       # readable by the unprivileged task users (the venv may sit in /root)
 Runtime = Cgroup1Runtime | Cgroup2Runtime
 

@@ -19,7 +19,7 @@ from tcluster.agent.runtime.cgroup1 import Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
 from testkit.cgroups import HOST, MI, SKIP_REASON, leftovers, task, wait_exit
 
-pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
+pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 Runtime = Cgroup1Runtime | Cgroup2Runtime
 NOBODY = 65534
 BIG_WAIT_MS = 600_000          # 500 MiB through the shim, also under software emulation (tests/vm)

@@ -5,7 +5,8 @@ is not touched (the masquerade test builds its own "host" namespace, and checks 
 real host's ip_forward and nftables tables are as they were). Only inside the tests/vm
 guest (TCL_VM_GUEST=1, set by tests/vm/guest_checks.py) does one more test put the NAT
 rule where the agent puts it, into the real root namespace's firewall: the guest is the
-place for firewall changes."""
+place for firewall changes. The guest runs the tests marked `guest`: the firewall one, and
+the shaped senders and masquerade on its own kernel's modules (HTB, nf_tables)."""
 
 from __future__ import annotations
 
@@ -124,6 +125,7 @@ def iperf_pair(rx_path: str, rx_ip: str, senders: dict[str, str]) -> dict[str, f
             proc.wait()
 
 
+@pytest.mark.guest
 def test_two_shaped_senders_get_their_rates(nets: TaskNetworks) -> None:
     rx, slow, fast = nets.prepare(spec("rx.0")), nets.prepare(spec("slow.0", rate=SLOW)), \
         nets.prepare(spec("fast.0", rate=FAST))
@@ -204,6 +206,7 @@ def _host_firewall() -> tuple[str, list[str]]:
     return Path("/proc/sys/net/ipv4/ip_forward").read_text(), tables
 
 
+@pytest.mark.guest
 def test_masquerade_inside_a_private_host_namespace(tmp_path: Path) -> None:
     """--masquerade end to end without touching this host's firewall: the "host" here is a
     namespace the test made (its own nftables, its own ip_forward), with an "outside"
@@ -276,6 +279,7 @@ def _nft_table(table: str) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+@pytest.mark.guest
 @pytest.mark.skipif(not IN_VM_GUEST, reason="changes the real firewall and ip_forward: runs in the tests/vm guest only")
 def test_masquerade_in_the_guests_own_firewall(tmp_path: Path) -> None:
     """--masquerade as the agent does it, in the VM guest's real root namespace: the rule

@@ -6,9 +6,12 @@ writes out.log and rc into the share and powers off. The repo is shared read-onl
 from __future__ import annotations
 
 import os
+import py_compile
 import shutil
 import subprocess
+import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +26,30 @@ class GuestRun:
     out: str                # run.sh's stdout and stderr
     console: str            # the serial console, for diagnosing a failed boot
     seconds: float
+
+
+def compile_for_the_guest(repo: Path = REPO) -> int:
+    """Writes the bytecode of the code the guest imports (the package's folders, tests/,
+    bench/) into __pycache__ beside each source, as an import would; returns how many files
+    were compiled. The guest sees the repo read-only, so without these every Python process
+    there (each `tcl`, master and agent) compiles the package anew under software emulation.
+    Written where the guest's interpreter (the same 3.11) looks, whatever this process's
+    PYTHONPYCACHEPREFIX or PYTHONDONTWRITEBYTECODE say. Python checks each file's recorded
+    source mtime and size on import, so a stale one is never used; it is rewritten here."""
+    with open(repo / "pyproject.toml", "rb") as f:
+        folders = set(tomllib.load(f)["tool"]["setuptools"]["package-dir"].values())
+    compiled = 0
+    for folder in sorted(folders | {"tests", "bench"}):
+        for source in (repo / folder).rglob("*.py"):
+            cached = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+            if cached.exists() and cached.stat().st_mtime >= source.stat().st_mtime:
+                continue
+            try:
+                py_compile.compile(str(source), cfile=str(cached), doraise=True)
+                compiled += 1
+            except py_compile.PyCompileError:
+                pass            # the guest reports a syntax error in its own run, where it matters
+    return compiled
 
 
 def qemu_missing() -> str | None:

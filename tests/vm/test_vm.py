@@ -1,7 +1,8 @@
 """cgroup v2 and systemd, for real, in a Debian guest under qemu (software emulation).
 
-One boot per run (module fixture): inside, tests/system runs against cgroup v2 (the same
-tests that run against v1 on this host), then systemd/'s unit files are verified with
+One boot per run (module fixture): inside, the system and fault tests marked `guest` run
+against cgroup v2 (the same tests run against v1 on this host; they are the ones whose code
+differs between the two, tests/vm/selection.py), then systemd/'s unit files are verified with
 `systemd-analyze verify` (any stderr fails) and started: a job runs, the agent is
 restarted with `systemctl restart` while the job's task runs, and the task finishes and
 is reported. Then the secure join flow on the same units, across a reboot of the guest
@@ -12,6 +13,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,8 @@ import pytest
 
 from tcluster.agent.runtime.shimbin import shim_binary
 from tests.vm.images import build_all
-from tests.vm.qemu import boot, qemu_missing
+from tests.vm.qemu import REPO, boot, compile_for_the_guest, qemu_missing
+from tests.vm.selection import GUEST_TESTS
 
 pytestmark = pytest.mark.vm
 GUEST_SCRIPT = """set -u
@@ -50,10 +54,12 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     build_s = time.monotonic() - started
     share = tmp_path_factory.mktemp("vm-share")
     shutil.copy(shim_binary(), share / "tcl-shim")      # static: runs in the guest as is
+    compiled = compile_for_the_guest()
     # A cap, not the expected time: on a busy 2-core host software emulation is several times
     # slower; the guest's runner unit stops run.sh after 1500 s in any case.
     run = boot(images, share, GUEST_SCRIPT, timeout_s=1620, allow_reboot=True)   # one reboot: guest_secure.py
-    print(f"\n[vm] images ready in {build_s:.1f}s; guest ran in {run.seconds:.1f}s; rc={run.rc}")
+    print(f"\n[vm] images ready in {build_s:.1f}s ({compiled} files compiled for the guest); "
+          f"guest ran in {run.seconds:.1f}s; rc={run.rc}")
     results_file = share / "results.json"
     if not results_file.exists():
         pytest.fail(f"the guest wrote no results (rc={run.rc}):\n{run.out[-3000:]}\n{run.console[-3000:]}")
@@ -79,11 +85,21 @@ def test_system_tests_pass_on_cgroup_v2(guest: dict[str, Any]) -> None:
     print("\n".join(line for line in log.splitlines() if line.startswith(("SKIPPED", "FAILED", "[fig"))))
     assert result["rc"] == 0, log[-6000:]
     assert "skipped" not in result["summary"], result["summary"]
-    # The network tests ran in the guest, the one that changes the real firewall included.
+    # Every test marked for the guest passed there, the one that changes the real firewall included.
     passed = _passed(Path(guest["share"]) / "junit.xml")
+    assert _guest_marked() - passed == set()
     for name in ("test_two_shaped_senders_get_their_rates", "test_masquerade_inside_a_private_host_namespace",
                  "test_masquerade_in_the_guests_own_firewall"):
         assert ("tests.system.test_task_network", name) in passed, name
+
+
+def _guest_marked() -> set[tuple[str, str]]:
+    """(classname, name), as junit writes them, of every test the guest is to run."""
+    listed = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                             *GUEST_TESTS], cwd=REPO, capture_output=True, text=True, timeout=300)
+    ids = [line.split("::", 1) for line in listed.stdout.splitlines() if "::" in line]
+    assert ids, listed.stdout[-3000:] + listed.stderr[-3000:]
+    return {(path.removesuffix(".py").replace("/", "."), name) for path, name in ids}
 
 
 def _passed(junit: Path) -> set[tuple[str, str]]:
