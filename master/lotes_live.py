@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from tcluster.master.core.actions import BinTarget, Launch
+from tcluster.launch import Launch
+from tcluster.master.core.actions import BinTarget
 from tcluster.master.core.events import Step, Welcome
 from tcluster.model import JobSpec, NodeState, Task
 from tcluster.resources import Resources

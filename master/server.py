@@ -27,7 +27,7 @@ from tcluster.master.identity.choice import open_auth_store
 from tcluster.master.edge.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.store.leadership import LeaderInfo, Leadership
 from tcluster.master.identity import pkicache
-from tcluster.master.edge.listeners import SecureParts, agent_address, bind_secure, check_exposure
+from tcluster.master.edge.listeners import SecureParts, bind_secure, check_exposure
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store.standby import LeaderSlot, StandbyInterceptor

@@ -30,7 +30,6 @@ from tcluster.master.core.registration import check_registration
 from tcluster.master.settings import MasterSettings
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.store.base import StateStore
-from tcluster.master.store.sqlite import StoreError
 from tcluster.master.core.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.scheduler.fairness import make_fairness

@@ -8,7 +8,6 @@ import select
 from pathlib import Path
 
 from tcluster.agent.runtime import host_mounts
-from testkit.procs import sweep_node  # noqa: F401  (re-exported for the system tests)
 from tcluster.agent.runtime.base import RuntimeSetupError, Started, TaskSpec
 from tcluster.agent.runtime.cgroup1 import TASK_CONTROLLERS, Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tcluster.ceilings import Ceilings
-from tcluster.launch import Launch   # the one launch record, shared with the agent
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock

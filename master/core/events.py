@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Kill, Launch, LogCredit, Registration, TaskReport,
+    AckReports, BinTarget, FetchLog, Kill, LogCredit, Registration, TaskReport,
 )
+from tcluster.launch import Launch
 from tcluster.model import Job, JobSpec, Node, Task
 from tcluster.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock

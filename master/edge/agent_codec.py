@@ -9,12 +9,13 @@ from operator import attrgetter
 from tcluster.ceilings import Ceilings
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Heartbeat, Kill, Launch, LogCredit, LogPiece, Registration, ReportBatch,
+    AckReports, BinTarget, FetchLog, Heartbeat, Kill, LogCredit, LogPiece, Registration, ReportBatch,
     TaskReport,
 )
 from tcluster.master.core.events import Outbound, Welcome
 from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
+from tcluster.launch import Launch
 from tcluster.model import TaskState
 from tcluster.wire import launch_to_pb, resources_from_pb, task_state_from_pb, usage_from_pb
 

@@ -31,10 +31,10 @@ from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.master.store.etcdkv import EtcdKV, EtcdRefused, EtcdUnavailable, delete, delete_prefix, put
 from tcluster.master.store.etcdmirror import Mirror
-from tcluster.master.store.etcdplan import (  # noqa: F401  (re-exported: the plan's tests import them from here)
-    ETCD_MAX_REQUEST_BYTES, Txn, Write, chunks, merge_writes, oversized, plan_txns, step_writes, touches,
+from tcluster.master.store.etcdplan import (
+    ETCD_MAX_REQUEST_BYTES, Txn, Write, chunks, oversized, plan_txns, step_writes, touches,
 )
-from tcluster.master.store.etcdrecords import read_node, read_task, task_key
+from tcluster.master.store.etcdrecords import read_node, read_task
 from tcluster.master.store.leadership import Leadership, NotLeader
 from tcluster.master.store.sqlite import StoreError
 from tcluster.model import Job, JobState, Node, Task

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Iterator
 
 from testkit.procs import BIN, Proc, tcl, tcl_json
-from testkit.cgroups import group_dirs, leftovers, sweep_node
+from testkit.cgroups import group_dirs, leftovers
+from testkit.procs import sweep_node
 
 HEARTBEAT_S = 0.5
 

@@ -12,7 +12,8 @@ from typing import Callable
 
 import pytest
 
-from testkit.cgroups import SKIP_REASON, group_dirs, sweep_node
+from testkit.cgroups import SKIP_REASON, group_dirs
+from testkit.procs import sweep_node
 from testkit.procs import tcl
 from tests.system.cluster import cluster, job, node_name, start_agent, submit, task_key, wait_state
 

@@ -23,7 +23,8 @@ from typing import Any, Iterator
 import pytest
 
 from testkit.procs import BIN, Proc, cgroup_v1_usable, tcl
-from testkit.cgroups import leftovers, sweep_node
+from testkit.cgroups import leftovers
+from testkit.procs import sweep_node
 from tests.system.cluster import node_name, wait_state
 
 SKIP = cgroup_v1_usable()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import select
 import sys
 import time
 from pathlib import Path
@@ -12,9 +11,10 @@ from typing import Iterator
 import psutil
 import pytest
 
-from tcluster.agent.runtime.base import LaunchError, Started, TaskSpec
+from tcluster.agent.runtime.base import LaunchError, TaskSpec
 from tcluster.agent.runtime.process import ProcessRuntime, session_members
 from tcluster.resources import Resources
+from testkit.cgroups import wait_exit
 
 pytestmark = pytest.mark.system
 
@@ -41,15 +41,6 @@ def task(tmp_path: Path, key: str, command: tuple[str, ...], **kw: object) -> Ta
     return TaskSpec(key=key, task_id=key, attempt=0, command=command, resources=Resources(1.0, 0),
                     stdout_path=str(tmp_path / f"{key}.out"), stderr_path=str(tmp_path / f"{key}.err"),
                     **kw)  # type: ignore[arg-type]
-
-
-def wait_exit(started: Started, timeout_ms: int = 20_000) -> None:
-    poller = select.poll()
-    poller.register(started.exit_fd, select.POLLIN)
-    try:
-        assert poller.poll(timeout_ms), f"task did not end within {timeout_ms} ms"
-    finally:
-        os.close(started.exit_fd)
 
 
 def test_exit_code_signal_and_logs(runtime: ProcessRuntime, tmp_path: Path) -> None:

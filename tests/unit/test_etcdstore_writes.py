@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.master.store.etcd import EtcdStore, merge_writes, step_writes, task_key
+from tcluster.master.store.etcd import EtcdStore
+from tcluster.master.store.etcdplan import merge_writes, step_writes
+from tcluster.master.store.etcdrecords import task_key
 from tcluster.master.store.etcdplan import ETCD_MAX_REQUEST_BYTES, chunks, oversized, plan_txns, touches
 from tcluster.master.core.events import KillIntent, Step
 from tcluster.model import Job, JobSpec, Task, TaskState

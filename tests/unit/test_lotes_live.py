@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from tcluster.master.core.actions import BinTarget, Launch, TaskReport
+from tcluster.launch import Launch
+from tcluster.master.core.actions import BinTarget, TaskReport
 from tcluster.master.core.events import Cancel, Place, Reports, Step, Submit, Tick, Beat, Welcome
 from tcluster.master.lotes_live import LotesLive, RequestWindow, book_moves
 from tcluster.model import Task, TaskState
