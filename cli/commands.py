@@ -17,12 +17,12 @@ import grpc
 
 from tcluster.cli.client import MasterClient, SubmitOutcomeUnknown, is_unreachable
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
-from tcluster.cli.replies import job_state_name, reply_job_json, reply_node_json
+from tcluster.cli.names import job_state_name
 from tcluster.cli.tables import failure_summary, job_view, jobs_table, lotes_line, nodes_table, progress_line
-from tcluster.model import JobState
+from tcluster.states import JobState
 from tcluster.units import parse_bytes
 from tcluster.v1 import jobs_pb2
-from tcluster.wire import job_state_to_pb, spec_to_pb
+from tcluster.wirebasics import job_state_to_pb
 
 JSON_OUTPUT = "json"
 # --wait polls Get; once a second is plenty for humans and cheap for the master.
@@ -30,6 +30,17 @@ POLL_INTERVAL_SECONDS = 1.0
 # While waiting, ride out a master restart (it keeps jobs on disk) for about this many polls.
 UNREACHABLE_POLLS_TOLERATED = 30
 _TERMINAL_JOB_STATES = frozenset(job_state_to_pb(state) for state in JobState if state.terminal)
+
+
+def reply_job_json(job: jobs_pb2.Job) -> Any:
+    # The JSON views load the job model; only `-o json` needs them (the tables read the reply).
+    from tcluster.cli.replies import reply_job_json as view
+    return view(job)
+
+
+def reply_node_json(node: jobs_pb2.Node, lotes: jobs_pb2.LotesStatus | None) -> Any:
+    from tcluster.cli.replies import reply_node_json as view
+    return view(node, lotes)
 
 
 def print_json(value: Any) -> None:
@@ -45,6 +56,7 @@ def submit(args: argparse.Namespace, client: MasterClient) -> int:
     import uuid
 
     from tcluster.cli.spec import submission_spec
+    from tcluster.wire import spec_to_pb
     spec = submission_spec(args)  # usage errors surface here, before any network call
     # One key per command: its own retries (a failover, a lost reply) never make a second job.
     spec = replace(spec, request_id=spec.request_id or uuid.uuid4().hex)

@@ -17,15 +17,15 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from tcluster.cli.credentials import MASTER_ENV, default_master
 from tcluster.cli.options import (
     DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
+    non_negative_int,
 )
-from tcluster.cli.submitflags import add_submit_options, non_negative_int
 from tcluster.errors import InvalidArgument, Unavailable
-from tcluster.model import JobState
+from tcluster.states import JobState
 from tcluster.units import parse_bytes, parse_cpu
 
 if TYPE_CHECKING:   # names for the annotations only: importing them at run time loads grpc
@@ -99,7 +99,7 @@ def argument_type(parse: Callable[[str, str], T], what: str) -> Callable[[str], 
     return convert
 
 
-def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_submit(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "submit", parents=[common], help="submit a job; prints its id",
         description="Submit a job of N identical tasks. Put `--` before the command.\n"
@@ -112,10 +112,12 @@ def add_submit(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
         "  ID=$(tcl submit -f job.yaml) && tcl status $ID",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_submit_options(p)
+    if isinstance(p, argparse.ArgumentParser):     # the field table loads only for a submit
+        from tcluster.cli.submitflags import add_submit_options
+        add_submit_options(p)
 
 
-def add_query_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_query_commands(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
     p.add_argument("--state", action="append", type=str.upper, choices=JOB_STATE_NAMES, help="only jobs in this state (repeatable)")
     p.add_argument("--queue", help="only jobs of this queue")
@@ -140,7 +142,7 @@ def add_query_commands(sub: argparse._SubParsersAction, common: argparse.Argumen
     sub.add_parser("nodes", parents=[common], help="list nodes with capacity, use and free resources")
 
 
-def add_dev(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_dev(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("dev", parents=[common], help="run a master and a local agent in one process (for trying tcluster)")
     p.add_argument("--data-dir", default="./.tcluster", metavar="DIR", help="state directory (default: ./.tcluster)")
     p.add_argument("--listen", default="127.0.0.1:7070", metavar="HOST:PORT", help="master address (default: 127.0.0.1:7070)")
@@ -153,7 +155,7 @@ def add_dev(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
                    help="daemon log level (default: WARNING)")
 
 
-def add_queues(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_queues(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     sub.add_parser(
         "queues", parents=[common], help="the queue tree: weights, guaranteed and current shares",
         description="GUARANTEED is the share a queue gets when every queue is busy (weight over its\n"
@@ -163,7 +165,7 @@ def add_queues(sub: argparse._SubParsersAction, common: argparse.ArgumentParser)
     )
 
 
-def add_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "sim", parents=[common], help="simulate a scenario with the master's own policies",
         description="Discrete-event simulation of a scenario (nodes, queues, jobs) with the master's\n"
@@ -191,7 +193,7 @@ def add_sim(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     p.add_argument("--load", metavar="RHO,..", help="workload scenarios: loads relative to lambda* (default: the file's)")
 
 
-def add_pack(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_pack(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "pack", parents=[common], help="packing quality of placement policies (Verma et al.'s metrics)",
         description="Packs a workload from scratch with each placement policy and reports the four metrics of\n"
@@ -216,7 +218,7 @@ def add_pack(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--plot", metavar="FILE.png", help="hole filling and inflation curves per policy (needs matplotlib)")
 
 
-def add_top(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_top(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("top", parents=[common], help="live CPU and memory of tasks (or nodes, queues)",
                        description="Live usage against requests, refreshed every --interval seconds.\n"
                        "MEM is the working set (usage minus page cache).",
@@ -230,7 +232,7 @@ def add_top(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) ->
     p.add_argument("--once", action="store_true", help="draw one screen and exit")
 
 
-def add_login(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+def add_login(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("login", parents=[common], help="check a user token with the master and store it",
                        description="Verifies the master with the cluster CA (pinned in the token, or --ca), checks\n"
                        "the token, and stores master, CA and token in ~/.config/tcluster/credentials.json\n"
@@ -241,12 +243,40 @@ def add_login(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) 
     sub.add_parser("whoami", parents=[common], help="who the master takes you to be, and what you may do")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unused:
+    """Stands for the options of a subcommand this run does not use: takes them, keeps none."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> _Unused:
+        return self
+
+
+class _Subcommands:
+    """Registers every subcommand (its name and help: what `tcl --help` lists and argparse
+    checks a command against), but builds the options of only those named in the command
+    line: building all thirteen was most of the parser's cost, and a run uses one."""
+
+    def __init__(self, sub: argparse._SubParsersAction, wanted: frozenset[str] | None) -> None:
+        self.sub, self.wanted = sub, wanted
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser | _Unused:
+        if self.wanted is None or name in self.wanted:
+            return self.sub.add_parser(name, **kwargs)
+        self.sub.add_parser(name, help=kwargs.get("help"), add_help=False)
+        return _Unused()
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """argv: the command line it will parse, so that only its subcommand is built (every
+    subcommand when None)."""
     parser = argparse.ArgumentParser(prog="tcl", description="tcluster command-line client")
     add_global_options(parser, with_defaults=True)
     common = argparse.ArgumentParser(add_help=False)
     add_global_options(common, with_defaults=False)
-    sub = parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True)
+    wanted = None if argv is None else frozenset(argv) & (MASTER_COMMANDS.keys() | LOCAL_COMMANDS.keys())
+    sub = _Subcommands(parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True), wanted)
     add_submit(sub, common)
     add_query_commands(sub, common)
     add_dev(sub, common)
@@ -260,7 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(argv).parse_args(argv)
     except SystemExit as exc:  # argparse already printed usage or help
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     return run(args)

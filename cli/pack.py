@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK, PACK_ORDERS
-from tcluster.views import format_table
+from tcluster.formats import format_table
 from tcluster.errors import InvalidArgument
 
 

@@ -8,7 +8,8 @@ import json
 
 from tcluster.cli.client import MasterClient
 from tcluster.cli.options import EXIT_OK
-from tcluster.views import format_table, queues_json
+from tcluster.formats import format_table
+from tcluster.views import queues_json
 from tcluster.v1 import jobs_pb2
 from tcluster.wire import resources_from_pb
 

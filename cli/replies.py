@@ -8,37 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tcluster.cli.names import job_state_name, task_state_name, tasks_total
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
-from tcluster.v1 import common_pb2, jobs_pb2
+from tcluster.v1 import jobs_pb2
 from tcluster.views import JsonDict, job_json, node_json, task_json
-from tcluster.wire import (
-    job_state_from_pb, resources_from_pb, resources_to_pb, spec_from_pb, task_state_from_pb, usage_from_pb,
-)
-
-
-def job_state_name(value: int) -> str:
-    try:
-        return job_state_from_pb(value).value
-    except ValueError:
-        # An older/newer master may send a state this client does not know.
-        return "UNSPECIFIED" if value == 0 else f"UNKNOWN({value})"
-
-
-def task_state_name(value: int) -> str:
-    try:
-        return task_state_from_pb(value).value
-    except ValueError:
-        return "UNSPECIFIED" if value == 0 else f"UNKNOWN({value})"
-
-
-def tasks_total(msg: jobs_pb2.Job) -> int:
-    return msg.spec.tasks or len(msg.tasks)
-
-
-def used_resources(msg: jobs_pb2.Node) -> common_pb2.Resources:
-    """capacity - free, per kind, never below zero (free may briefly exceed capacity)."""
-    used = resources_from_pb(msg.capacity) - resources_from_pb(msg.free)
-    return resources_to_pb(used.clamp_nonnegative())
+from tcluster.wire import resources_from_pb, spec_from_pb, usage_from_pb
 
 
 def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
-from tcluster.views import format_table
+from tcluster.formats import format_table
 from tcluster.units import format_bytes, format_cpu
 
 # The simulator pulls in numpy and the whole scheduler: import it only when `sim` runs

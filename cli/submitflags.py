@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Callable
 
-from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY
+from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY, non_negative_int
 from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
 
 # `tcl submit --help` lists its options in the order it always has; an option of a field
@@ -16,16 +16,6 @@ from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
 HELP_ORDER = ("--name", "--queue", "--weight", "--tasks", "--cpu", "--mem", "--resources", "--env", "--label", "--user",
               "--workdir", "--cpu-limit", "--swap", "--pids-max", "--image", "--network", "--net", "--net-limit",
               "--retries", "--log-max", "--constraint", "--file", "--wait", "--request-id")
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
 
 
 # What argparse converts; the other kinds stay text and are parsed when the spec is

@@ -6,12 +6,12 @@ import shlex
 from collections import Counter
 from typing import Mapping, Sequence
 
-from tcluster.cli.replies import job_state_name, task_state_name, tasks_total, used_resources
-from tcluster.views import format_table, signal_name, timestamp
-from tcluster.model import TERMINAL_TASK_STATES, TaskState
+from tcluster.cli.names import job_state_name, task_state_name, tasks_total, used_resources
+from tcluster.formats import format_table, signal_name, timestamp
+from tcluster.states import TERMINAL_TASK_STATES, TaskState
 from tcluster.units import format_bytes, format_cpu
 from tcluster.v1 import common_pb2, jobs_pb2
-from tcluster.wire import resources_from_pb
+from tcluster.wirebasics import resources_from_pb
 
 EMPTY = "-"
 _TERMINAL_TASK_NAMES = frozenset(state.value for state in TERMINAL_TASK_STATES)

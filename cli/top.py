@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from tcluster.cli.client import MasterClient
 from tcluster.cli.options import EXIT_OK
-from tcluster.views import format_table
+from tcluster.formats import format_table
 from tcluster.model import JobState
 from tcluster.v1 import common_pb2
 from tcluster.wire import job_state_to_pb, usage_from_pb

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
 
 from tcluster.bounds import check_spec_bounds, quote
 from tcluster.ceilings import Ceilings
 from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources
+from tcluster.states import TERMINAL_TASK_STATES, JobState, NodeState, TaskState  # noqa: F401  (the model's names)
 from tcluster.taskusage import TaskUsage
 
 MAX_TASKS_PER_JOB = 10_000
@@ -21,44 +21,6 @@ _QUEUE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 DEFAULT_QUEUE = "default"
-
-
-class TaskState(str, Enum):
-    PENDING = "PENDING"
-    STARTING = "STARTING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    KILLED = "KILLED"
-    LOST = "LOST"
-
-    @property
-    def terminal(self) -> bool:
-        return self in TERMINAL_TASK_STATES
-
-    @property
-    def holds_resources(self) -> bool:
-        return self in (TaskState.STARTING, TaskState.RUNNING)
-
-
-TERMINAL_TASK_STATES = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.KILLED, TaskState.LOST})
-
-
-class JobState(str, Enum):
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-
-
-class NodeState(str, Enum):
-    READY = "READY"
-    DOWN = "DOWN"
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,9 @@ timestamps are RFC 3339 UTC strings with milliseconds, or null when unset (0).
 
 from __future__ import annotations
 
-import signal
-from datetime import datetime, timezone
-from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
+from tcluster.formats import signal_name, timestamp
 from tcluster.model import Job, Node, Task
 from tcluster.resources import Resources
 from tcluster.specfields import SPEC_FIELDS, Carrier, Kind, SpecField
@@ -28,30 +26,6 @@ JsonDict = dict[str, Any]
 _JOB_KEYS_AFTER = {"queue": ("state", "submitted_at", "finished_at"), "weight": ("dominant_share",)}
 # Kinds held as doubles in the proto: JSON shows them as floats (2.0, never 2).
 _FLOAT_KINDS = (Kind.WEIGHT, Kind.CORES, Kind.RATE)
-
-
-def signal_name(number: int) -> str | None:
-    """9 -> 'SIGKILL'; None for 0 (no signal)."""
-    if not number:
-        return None
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"SIG{number}"
-
-
-def timestamp(seconds: float) -> str | None:
-    """Unix seconds -> '2026-11-22T10:00:00.123Z'; 0 (proto 'unset') -> None."""
-    if not seconds:
-        return None
-    whole, ms = divmod(round(seconds * 1000), 1000)
-    return f"{_second(whole)}.{ms:03d}Z"
-
-
-@lru_cache(maxsize=64)
-def _second(whole: int) -> str:
-    """Hot on the dashboard (a job page of 1,000 tasks every 2 s): most share a second."""
-    return f"{datetime.fromtimestamp(whole, tz=timezone.utc):%Y-%m-%dT%H:%M:%S}"
 
 
 def resources_json(r: Resources) -> JsonDict:
@@ -124,18 +98,6 @@ def node_json(node: Node, free: Resources, task_ids: list[str]) -> JsonDict:
         "tasks": list(task_ids),
         "last_seen": timestamp(node.last_seen),
     }
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns, two spaces apart; the last column is not padded."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row)]
-    lines = []
-    for row in [list(headers), *rows]:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths)]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
 
 
 def queue_json(q: jobs_pb2.Queue) -> dict[str, Any]:

@@ -6,64 +6,14 @@ from dataclasses import fields
 from typing import Any
 
 from tcluster.launch import Launch
-from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
+from tcluster.model import Job, JobSpec, Node, Task, TaskUsage
 from tcluster.resources import Resources
 from tcluster.specfields import SPEC_FIELDS, Carrier
 from tcluster.taskusage import NOT_SENT, OPTIONAL, RATES
 from tcluster.v1 import agent_pb2, common_pb2, jobs_pb2
-
-_TASK_STATE_TO_PB = {
-    TaskState.PENDING: common_pb2.TASK_PENDING,
-    TaskState.STARTING: common_pb2.TASK_STARTING,
-    TaskState.RUNNING: common_pb2.TASK_RUNNING,
-    TaskState.SUCCEEDED: common_pb2.TASK_SUCCEEDED,
-    TaskState.FAILED: common_pb2.TASK_FAILED,
-    TaskState.KILLED: common_pb2.TASK_KILLED,
-    TaskState.LOST: common_pb2.TASK_LOST,
-}
-_TASK_STATE_FROM_PB = {v: k for k, v in _TASK_STATE_TO_PB.items()}
-_JOB_STATE_TO_PB = {
-    JobState.PENDING: jobs_pb2.JOB_PENDING,
-    JobState.RUNNING: jobs_pb2.JOB_RUNNING,
-    JobState.SUCCEEDED: jobs_pb2.JOB_SUCCEEDED,
-    JobState.FAILED: jobs_pb2.JOB_FAILED,
-    JobState.CANCELLED: jobs_pb2.JOB_CANCELLED,
-}
-_JOB_STATE_FROM_PB = {v: k for k, v in _JOB_STATE_TO_PB.items()}
-
-
-def resources_to_pb(r: Resources) -> common_pb2.Resources:
-    return common_pb2.Resources(cpu=r.cpu, memory=r.memory, other=dict(r.other))
-
-
-def resources_from_pb(msg: common_pb2.Resources) -> Resources:
-    other = msg.other
-    if not other:        # the usual case, every heartbeat: what Resources.of makes of cpu and memory alone
-        return Resources(float(msg.cpu), int(msg.memory))
-    return Resources.of({"cpu": msg.cpu, "memory": msg.memory, **dict(other)})
-
-
-def task_state_to_pb(state: TaskState) -> int:
-    return _TASK_STATE_TO_PB[state]
-
-
-def task_state_from_pb(value: int) -> TaskState:
-    try:
-        return _TASK_STATE_FROM_PB[value]
-    except KeyError:
-        raise ValueError(f"unknown task state {value}") from None
-
-
-def job_state_to_pb(state: JobState) -> int:
-    return _JOB_STATE_TO_PB[state]
-
-
-def job_state_from_pb(value: int) -> JobState:
-    try:
-        return _JOB_STATE_FROM_PB[value]
-    except KeyError:
-        raise ValueError(f"unknown job state {value}") from None
-
+from tcluster.wirebasics import (  # noqa: F401  (the codecs' one import site for the rest of the tree)
+    job_state_from_pb, job_state_to_pb, resources_from_pb, resources_to_pb, task_state_from_pb, task_state_to_pb,
+)
 
 _FIELDS = tuple(f.name for f in fields(TaskUsage))       # each on the wire under its own name
 _PLAIN = tuple(name for name in _FIELDS if name not in OPTIONAL and name not in RATES)
