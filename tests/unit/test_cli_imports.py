@@ -64,3 +64,18 @@ def test_reading_jobs_loads_grpc_and_nothing_heavy(argv: list[str]) -> None:
     modules = loaded(argv, stub_master=True)
     assert "grpc" in modules and "tcluster.v1.jobs_pb2" in modules   # the probe measures the real path
     assert offending(modules, HEAVY) == []
+
+
+# What the tables print from (the reply itself) needs no job model; only -o json builds
+# domain values for the JSON views the dashboard shares.
+MODEL = ("tcluster.model", "tcluster.views", "tcluster.wire", "tcluster.taskusage", "tcluster.specfields")
+
+
+@pytest.mark.parametrize("argv", [["status", "j1"], ["jobs"]])
+def test_tables_print_without_the_job_model(argv: list[str]) -> None:
+    assert offending(loaded(argv, stub_master=True), MODEL) == []
+
+
+def test_json_output_goes_through_the_shared_views() -> None:
+    modules = loaded(["-o", "json", "status", "j1"], stub_master=True)
+    assert "tcluster.views" in modules and "tcluster.model" in modules
