@@ -9,9 +9,9 @@ import json
 from tcluster.cli.client import MasterClient
 from tcluster.cli.options import EXIT_OK
 from tcluster.formats import format_table
-from tcluster.views import queues_json
+from tcluster.views import JsonDict, queues_json
 from tcluster.v1 import jobs_pb2
-from tcluster.wire import resources_from_pb
+from tcluster.wire import queue_from_pb, resources_from_pb
 
 
 def queues_table(reply: jobs_pb2.ListQueuesResponse) -> str:
@@ -27,5 +27,11 @@ def queues_table(reply: jobs_pb2.ListQueuesResponse) -> str:
 
 def queues(args: argparse.Namespace, client: MasterClient) -> int:
     reply = client.list_queues()
-    print(json.dumps(queues_json(reply), indent=2) if args.output == "json" else queues_table(reply))
+    print(json.dumps(reply_queues_json(reply), indent=2) if args.output == "json" else queues_table(reply))
     return EXIT_OK
+
+
+def reply_queues_json(reply: jobs_pb2.ListQueuesResponse) -> JsonDict:
+    """The reply's rows as domain values, through the view the dashboard uses too."""
+    return queues_json([queue_from_pb(q) for q in reply.queues], reply.fairness, reply.source,
+                       resources_from_pb(reply.capacity))

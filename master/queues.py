@@ -15,7 +15,8 @@ from tcluster.errors import InvalidArgument
 from tcluster.model import Job, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.queues import QueueTree, default_tree, load_queue_file
-from tcluster.scheduler.queuestats import JobUsage, QueueRow, queue_rows
+from tcluster.queuerow import QueueRow
+from tcluster.scheduler.queuestats import JobUsage, queue_rows
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
-from tcluster.scheduler.queuestats import QueueRow
+from tcluster.queuerow import QueueRow
 from tcluster.scheduler.reservations import Reservations
 from tcluster.scheduler.round import schedule_round
 from tcluster.security.authz import (

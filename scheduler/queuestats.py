@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from tcluster.queuerow import QueueRow
 from tcluster.resources import Resources
 from tcluster.scheduler.queues import QueueNode, QueueTree
 
@@ -19,24 +20,6 @@ class JobUsage:
     demand: Resources     # one task
     running: int
     pending: int
-
-
-@dataclass(frozen=True)
-class QueueRow:
-    path: str
-    name: str
-    parent: str
-    depth: int
-    leaf: bool
-    weight: float
-    guaranteed_share: float
-    dominant_share: float
-    allocated: Resources
-    running_tasks: int
-    pending_tasks: int
-    running_jobs: int
-    pending_jobs: int
-    in_tree: bool = True
 
 
 @dataclass

@@ -10,15 +10,14 @@ timestamps are RFC 3339 UTC strings with milliseconds, or null when unset (0).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from tcluster.formats import signal_name, timestamp
 from tcluster.model import Job, Node, Task
+from tcluster.queuerow import QueueRow
 from tcluster.resources import Resources
 from tcluster.specfields import SPEC_FIELDS, Carrier, Kind, SpecField
-from tcluster.v1 import jobs_pb2
 from tcluster.taskusage import FIELD_TYPES, USAGE_FIELDS, TaskUsage
-from tcluster.wire import resources_from_pb
 
 JsonDict = dict[str, Any]
 # Where the job's own keys sit among its spec's in job JSON: the key order `-o json` has
@@ -100,18 +99,19 @@ def node_json(node: Node, free: Resources, task_ids: list[str]) -> JsonDict:
     }
 
 
-def queue_json(q: jobs_pb2.Queue) -> dict[str, Any]:
+def queue_json(q: QueueRow) -> JsonDict:
     return {
         "path": q.path, "name": q.name, "parent": q.parent, "depth": q.depth, "leaf": q.leaf,
-        "weight": q.weight, "guaranteed_share": q.guaranteed_share, "dominant_share": q.dominant_share,
-        "allocated": resources_json(resources_from_pb(q.allocated)),
+        "weight": float(q.weight), "guaranteed_share": float(q.guaranteed_share),
+        "dominant_share": float(q.dominant_share), "allocated": resources_json(q.allocated),
         "running_tasks": q.running_tasks, "pending_tasks": q.pending_tasks,
         "running_jobs": q.running_jobs, "pending_jobs": q.pending_jobs,
     }
 
 
-def queues_json(reply: jobs_pb2.ListQueuesResponse) -> dict[str, Any]:
+def queues_json(rows: Sequence[QueueRow], fairness: str, source: str, capacity: Resources) -> JsonDict:
+    """`tcl queues -o json` and /api/v1/queues: the queue tree's rows, the root (no path) left out."""
     return {
-        "fairness": reply.fairness, "source": reply.source, "capacity": resources_json(resources_from_pb(reply.capacity)),
-        "queues": [queue_json(q) for q in reply.queues if q.path],
+        "fairness": fairness, "source": source, "capacity": resources_json(capacity),
+        "queues": [queue_json(q) for q in rows if q.path],
     }

@@ -7,6 +7,7 @@ from typing import Any
 
 from tcluster.launch import Launch
 from tcluster.model import Job, JobSpec, Node, Task, TaskUsage
+from tcluster.queuerow import QueueRow
 from tcluster.resources import Resources
 from tcluster.specfields import SPEC_FIELDS, Carrier
 from tcluster.taskusage import NOT_SENT, OPTIONAL, RATES
@@ -121,3 +122,21 @@ def launch_to_pb(launch: Launch) -> agent_pb2.LaunchTask:
 def launch_from_pb(msg: agent_pb2.LaunchTask) -> Launch:
     return Launch(task_id=msg.task_id, attempt=msg.attempt, job_id=msg.job_id, index=msg.index,
                   spec=spec_from_pb(msg.spec), lotes_class=msg.lotes_class if msg.HasField("lotes_class") else None)
+
+
+def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:
+    return jobs_pb2.Queue(
+        path=row.path, name=row.name, parent=row.parent, depth=row.depth, leaf=row.leaf, weight=row.weight,
+        guaranteed_share=row.guaranteed_share, dominant_share=row.dominant_share,
+        allocated=resources_to_pb(row.allocated), running_tasks=row.running_tasks,
+        pending_tasks=row.pending_tasks, running_jobs=row.running_jobs, pending_jobs=row.pending_jobs,
+    )
+
+
+def queue_from_pb(msg: jobs_pb2.Queue) -> QueueRow:
+    return QueueRow(
+        path=msg.path, name=msg.name, parent=msg.parent, depth=msg.depth, leaf=msg.leaf, weight=msg.weight,
+        guaranteed_share=msg.guaranteed_share, dominant_share=msg.dominant_share,
+        allocated=resources_from_pb(msg.allocated), running_tasks=msg.running_tasks,
+        pending_tasks=msg.pending_tasks, running_jobs=msg.running_jobs, pending_jobs=msg.pending_jobs,
+    )

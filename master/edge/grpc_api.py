@@ -23,9 +23,8 @@ from tcluster.master.service import MasterService
 from tcluster.model import Job, Task
 from tcluster.security.authz import Caller, ReadCluster
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from tcluster.master.edge.queue_codec import queue_to_pb
 from tcluster.wire import (
-    job_state_from_pb, job_to_pb, lotes_status_to_pb, node_to_pb, resources_to_pb, spec_from_pb,
+    job_state_from_pb, job_to_pb, lotes_status_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb,
 )
 
 log = logging.getLogger(__name__)

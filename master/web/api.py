@@ -22,9 +22,6 @@ from tcluster.master.usage.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState
 from tcluster.master.web.params import INDEXES, LIMITS, TAILS, TIMES, indexes, number, parse_number
 from tcluster.security.authz import Caller, sees_only_own
-from tcluster.v1 import jobs_pb2
-from tcluster.master.edge.queue_codec import queue_to_pb
-from tcluster.wire import resources_to_pb
 
 DEFAULT_RANGE_S = 900.0
 MAX_CHART_TASKS = 40          # a stacked chart of more tasks is unreadable
@@ -120,10 +117,8 @@ class Api:
         return doc
 
     def queues_doc(self) -> dict[str, Any]:
-        reply = jobs_pb2.ListQueuesResponse(
-            queues=[queue_to_pb(row) for row in self.service.list_queues()], fairness=self.service.fairness.name,
-            source=self.service.queues.source, capacity=resources_to_pb(self.service.total_capacity()))
-        return queues_json(reply)
+        return queues_json(self.service.list_queues(), self.service.fairness.name, self.service.queues.source,
+                           self.service.total_capacity())
 
     # ---- handlers ----
 

@@ -14,7 +14,7 @@ from tcluster.master.usage.recorder import Recorder
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
-from tcluster.scheduler.queuestats import QueueRow
+from tcluster.queuerow import QueueRow
 
 GiB = 2**30
 

@@ -1,4 +1,4 @@
-"""`tcl -o json` and the dashboard build job, task and node JSON with the same views from
+"""`tcl -o json` and the dashboard build job, task, node and queue JSON with the same views from
 domain values: the CLI's path through the reply's protobuf gives the very same text."""
 
 from __future__ import annotations
@@ -7,11 +7,14 @@ import json
 
 from hypothesis import given, settings, strategies as st
 
+from tcluster.cli.queues import reply_queues_json
 from tcluster.cli.replies import reply_job_json, reply_node_json
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
+from tcluster.queuerow import QueueRow
 from tcluster.resources import Resources
-from tcluster.views import job_json, node_json, task_json
-from tcluster.wire import job_to_pb, node_to_pb
+from tcluster.v1 import jobs_pb2
+from tcluster.views import job_json, node_json, queues_json, task_json
+from tcluster.wire import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb
 from tests.unit.specs import job_specs, usages
 
 # The key order `-o json` has always printed: scripts may diff it.
@@ -49,3 +52,13 @@ def test_whole_numbers_of_double_fields_stay_floats() -> None:
         "[2.0, 1.0, 0.0, 1.0]"
     assert task_json(Task("abcd0123", 0, usage=TaskUsage()))["usage"]["cpu_rate"] == 0.0
 
+
+def test_the_cli_and_the_dashboard_print_the_same_queues() -> None:
+    rows = [QueueRow("", "root", "", 0, False, 1, 1.0, 0.25, Resources(1, 2), 1, 0, 1, 0),      # the root: left out
+            QueueRow("ads", "ads", "", 1, True, 2, 0.5, 0.25, Resources.of({"cpu": 1, "memory": 2, "gpu": 1}), 1, 3, 1, 2)]
+    capacity = Resources(4, 2**30)
+    direct = queues_json(rows, "hdrf", "queues.yaml", capacity)
+    assert [q["path"] for q in direct["queues"]] == ["ads"] and direct["queues"][0]["weight"] == 2.0
+    reply = jobs_pb2.ListQueuesResponse(queues=[queue_to_pb(r) for r in rows], fairness="hdrf", source="queues.yaml",
+                                        capacity=resources_to_pb(capacity))
+    assert json.dumps(reply_queues_json(reply)) == json.dumps(direct)

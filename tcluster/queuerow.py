@@ -1,0 +1,27 @@
+"""One row of `tcl queues`: a queue's weight, guaranteed share and what it holds now. A plain
+value on the ground floor, so that the JSON views and the wire codec take it as they take
+a Job; the scheduler computes the rows (scheduler/queuestats.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tcluster.resources import Resources
+
+
+@dataclass(frozen=True)
+class QueueRow:
+    path: str
+    name: str
+    parent: str
+    depth: int
+    leaf: bool
+    weight: float
+    guaranteed_share: float
+    dominant_share: float
+    allocated: Resources
+    running_tasks: int
+    pending_tasks: int
+    running_jobs: int
+    pending_jobs: int
+    in_tree: bool = True
