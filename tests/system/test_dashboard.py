@@ -24,6 +24,7 @@ import pytest
 
 from testkit.procs import BIN, Proc, cgroup_v1_usable, tcl
 from testkit.cgroups import leftovers
+from testkit.faultcluster import wait_for
 from testkit.procs import sweep_node
 from tests.system.cluster import node_name, wait_state
 
@@ -45,15 +46,9 @@ def _get(url: str, timeout: float = 10.0) -> Any:
         return json.loads(r.read())
 
 
-def _until(check: Any, timeout_s: float, what: str, pause: float = 0.5) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s}s")
-        time.sleep(pause)
+def _until(check: Any, timeout_s: float, what: str) -> Any:
+    # Half a second between looks: each look is a Prometheus query or a browser script.
+    return wait_for(check, timeout_s, what, interval_s=0.5)
 
 
 class Live:
