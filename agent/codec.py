@@ -15,7 +15,7 @@ def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
     event = agent_pb2.TaskEvent(
         seq=seq, task_id=r.task_id, attempt=r.attempt, state=task_state_to_pb(r.state),
         has_exit_code=r.exit_code is not None, exit_code=r.exit_code or 0, signal=r.signal,
-        reason=r.reason, at=r.at, rejected=r.rejected,
+        reason=r.reason, at=r.at, rejected=r.rejected, gpus=r.gpus,
     )
     if r.usage is not None:
         event.usage.CopyFrom(usage_to_pb(r.usage, r.task_id, r.attempt))

@@ -60,6 +60,7 @@ def task_json(task: Task, lotes_class: int | None = None) -> JsonDict:
         "finished_at": timestamp(task.finished_at),
         "usage": usage_json(task.usage),
         "lotes_class": lotes_class,
+        "gpus": list(task.gpus),       # the node's GPU indices bound to the attempt
     }
 
 

@@ -70,7 +70,7 @@ def task_to_pb(t: Task) -> jobs_pb2.Task:
         index=t.index, id=t.id, state=task_state_to_pb(t.state), node=t.node, attempt=t.attempt,
         has_exit_code=t.exit_code is not None, exit_code=t.exit_code or 0, signal=t.signal,
         reason=t.reason, started_at=t.started_at, finished_at=t.finished_at,
-        usage=usage_to_pb(t.usage, t.id, t.attempt), failures=t.failures,
+        usage=usage_to_pb(t.usage, t.id, t.attempt), failures=t.failures, gpus=list(t.gpus),
     )
 
 

@@ -21,6 +21,7 @@ from tcluster.wire import launch_to_pb, resources_from_pb, task_state_from_pb, u
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
+MAX_GPUS_PER_TASK = 64   # GPU indices kept of one report's binding
 
 
 _ID, _ATTEMPT = attrgetter("task_id"), attrgetter("attempt")
@@ -56,6 +57,7 @@ def report_from_pb(event: agent_pb2.TaskEvent) -> TaskReport:
         exit_code=event.exit_code if event.has_exit_code else None, signal=event.signal,
         reason=event.reason[:MAX_REASON_BYTES], at=event.at,
         usage=usage_from_pb(event.usage) if event.HasField("usage") else None, rejected=event.rejected,
+        gpus=tuple(event.gpus[:MAX_GPUS_PER_TASK]),
     )
 
 

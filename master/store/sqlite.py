@@ -20,11 +20,11 @@ from typing import Iterable
 from tcluster.codec import resources_from_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json
 from tcluster.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage, gpus_from_text, gpus_to_text
 from tcluster.resources import Resources
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -34,7 +34,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL, state TEXT NOT NULL,
     node TEXT NOT NULL, attempt INTEGER NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL,
     reason TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL, usage TEXT NOT NULL,
-    failures INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job_id, idx));
+    failures INTEGER NOT NULL DEFAULT 0, gpus TEXT NOT NULL DEFAULT '', PRIMARY KEY (job_id, idx));
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL, labels TEXT NOT NULL,
     state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL);
@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS kills (
 _MIGRATIONS = {
     # v1 -> v2: retries count failures; kill intents become rows.
     1: ["ALTER TABLE tasks ADD COLUMN failures INTEGER NOT NULL DEFAULT 0"],
+    # v2 -> v3: the GPU indices bound to a task's attempt ("0,2"; "" for none).
+    2: ["ALTER TABLE tasks ADD COLUMN gpus TEXT NOT NULL DEFAULT ''"],
 }
 
 
@@ -73,7 +75,7 @@ def _job(r: tuple) -> Job:  # type: ignore[type-arg]
 def _task(r: tuple) -> Task:  # type: ignore[type-arg]
     return Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
                 signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
-                usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11])
+                usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11], gpus=gpus_from_text(r[12]))
 
 
 def _usage_text(usage: TaskUsage) -> str:
@@ -177,9 +179,10 @@ class Store:
             for j in step.jobs.values() if j.id in new_jobs])
         db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=? WHERE id=?", [
             (j.state.value, j.finished_at, int(j.cancelled), j.id) for j in step.jobs.values() if j.id not in new_jobs])
-        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
+        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
-             t.started_at, t.finished_at, _usage_text(t.usage), t.failures) for t in step.tasks.values()])
+             t.started_at, t.finished_at, _usage_text(t.usage), t.failures, gpus_to_text(t.gpus))
+            for t in step.tasks.values()])
         db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?)", [
             (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
              n.state.value, n.last_seen, n.runtime) for n in step.nodes.values()])
@@ -218,7 +221,7 @@ class Store:
             return False
 
     _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled"
-    _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures"
+    _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures, gpus"
 
     def load_jobs(self, finished_limit: int | None = None, finished_tasks: int | None = None) -> list[Job]:
         """Every unfinished job, and the `finished_limit` most recently finished (all if None),

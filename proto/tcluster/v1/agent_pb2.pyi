@@ -81,7 +81,7 @@ class Heartbeat(_message.Message):
     def __init__(self, free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., usage: _Optional[_Iterable[_Union[_common_pb2.TaskUsage, _Mapping]]] = ..., sent_at: _Optional[float] = ..., class_mix: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
-    __slots__ = ("seq", "task_id", "attempt", "state", "has_exit_code", "exit_code", "signal", "reason", "at", "usage", "rejected")
+    __slots__ = ("seq", "task_id", "attempt", "state", "has_exit_code", "exit_code", "signal", "reason", "at", "usage", "rejected", "gpus")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +93,7 @@ class TaskEvent(_message.Message):
     AT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     seq: int
     task_id: str
     attempt: int
@@ -104,7 +105,8 @@ class TaskEvent(_message.Message):
     at: float
     usage: _common_pb2.TaskUsage
     rejected: bool
-    def __init__(self, seq: _Optional[int] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., rejected: _Optional[bool] = ...) -> None: ...
+    gpus: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, seq: _Optional[int] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., rejected: _Optional[bool] = ..., gpus: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TaskEvents(_message.Message):
     __slots__ = ("events",)
