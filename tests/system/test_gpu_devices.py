@@ -1,0 +1,196 @@
+"""GPUs through the real daemons on real cgroups (v1 here; v2 with its BPF device program
+in the tests/vm guest): an agent declares device nodes the test makes with mknod, of a
+major no driver has, so an open the task is allowed fails with ENXIO and one it is denied
+with EPERM (the file modes allow everyone: EPERM can only be the cgroup's word).
+
+Checked: the node offers `gpu` and labels it; tasks are bound to distinct indices, shown
+by `tcl status`; CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES; a task opens only its own
+devices, one without --gpus none; the devices are free again after an exit, a kill, an
+agent restart (rebuilt from the running tasks) and a LOST attempt."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from testkit.cgroups import SKIP_REASON, leftovers
+from testkit.procs import BIN, Proc, sweep_node, tcl
+from tests.system.cluster import HEARTBEAT_S, job, node_name, nodes, start_agent, submit, wait_state
+
+pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
+DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
+DEVICES = 3
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
+# Prints its GPU variables and what opening each device gives, then waits for its gate.
+PROBE = """
+import errno, os, sys, time
+d, n, gate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+print("env", os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("NVIDIA_VISIBLE_DEVICES"), flush=True)
+for i in range(n):
+    try:
+        os.close(os.open(f"{d}/gpu{i}", os.O_RDWR))
+        result = "OPENED"
+    except OSError as e:
+        result = errno.errorcode.get(e.errno, str(e.errno))
+    print(f"gpu{i}", result, flush=True)
+while not os.path.exists(gate):
+    time.sleep(0.2)
+"""
+
+
+def free_major() -> int:
+    """A character major no driver registered (/proc/devices), from the top of the range."""
+    used = set()
+    for line in Path("/proc/devices").read_text().split("Block devices:")[0].splitlines():
+        parts = line.split()
+        if parts and parts[0].isdigit():
+            used.add(int(parts[0]))
+    return next(m for m in range(3999, 511, -1) if m not in used)
+
+
+@pytest.fixture
+def workdir() -> Iterator[Path]:
+    """Device nodes and gates, not under /tmp (tasks get a private one), readable by the
+    tasks' user (nobody); removed after."""
+    path = Path(tempfile.mkdtemp(prefix="tcl-gpu-", dir="/var/tmp"))
+    path.chmod(0o755)
+    major = free_major()
+    try:
+        for i in range(DEVICES):
+            os.mknod(path / f"gpu{i}", 0o666 | stat.S_IFCHR, os.makedev(major, i))
+            os.chmod(path / f"gpu{i}", 0o666)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def start_master(tmp: Path) -> tuple[Proc, str]:
+    """A master that declares a silent node DOWN after 1 s and its tasks LOST 1 s later."""
+    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
+                   "--heartbeat-interval-s", str(HEARTBEAT_S), "--node-timeout-s", "1.5", "--lost-timeout-s", "1"],
+                  tmp / "master.log")
+    port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)", 60).group(1)
+    return master, f"127.0.0.1:{port}"
+
+
+def devices_leftovers(node: str) -> list[Path]:
+    """The v1 devices hierarchy is not among testkit's task controllers: looked at here."""
+    root = Path("/sys/fs/cgroup/devices/tcluster") / node
+    return [root] if root.exists() else []
+
+
+class Gpus:
+    def __init__(self, tmp: Path, work: Path) -> None:
+        self.tmp, self.work = tmp, work
+        self.node = node_name("gpu")
+        self.args = ["--cpus", "2", "--memory", "2Gi", "--gpu-devices",
+                     ",".join(str(work / f"gpu{i}") for i in range(DEVICES))]
+        self.master, self.address = start_master(tmp)
+        self.agent = self.start_agent("agent1.log")
+
+    def start_agent(self, log: str) -> Proc:
+        return start_agent(self.tmp, self.address, self.node, *self.args, log=log)
+
+    def run(self, name: str, gpus: int) -> str:
+        return submit(self.address, "--name", name, "--cpu", "0.1", "--mem", "64Mi", "--gpus", str(gpus), "--",
+                      PYTHON, "-c", PROBE, str(self.work), str(DEVICES), str(self.work / f"gate-{name}"))
+
+    def probe(self, job_id: str) -> list[str]:
+        """The task's lines once it has tried every device."""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            out = tcl(self.address, "logs", job_id, check=False).stdout
+            if f"gpu{DEVICES - 1} " in out:
+                return out.splitlines()
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} printed no probe: {out!r}")
+
+    def gpus_of(self, job_id: str) -> list[int]:
+        return wait_state(self.address, job_id, {"RUNNING"})["tasks"][0]["gpus"]
+
+    def open(self, name: str) -> None:
+        (self.work / f"gate-{name}").touch()
+
+    def close(self) -> None:
+        self.agent.stop()
+        self.master.stop()
+
+
+@pytest.fixture
+def gpus(tmp_path: Path, workdir: Path) -> Iterator[Gpus]:
+    cluster = Gpus(tmp_path, workdir)
+    passed = False
+    try:
+        yield cluster
+        passed = True
+    finally:
+        cluster.close()
+        leaked = leftovers(cluster.node) + devices_leftovers(cluster.node)
+        sweep_node(cluster.node, tmp_path / cluster.node)
+    assert not passed or leaked == [], f"the test left cgroups behind: {leaked}"
+
+
+def expected(own: list[int]) -> list[str]:
+    return [f"gpu{i} {'ENXIO' if i in own else 'EPERM'}" for i in range(DEVICES)]
+
+
+def test_tasks_are_bound_to_their_own_devices_and_confined_to_them(gpus: Gpus) -> None:
+    node = next(n for n in nodes(gpus.address) if n["name"] == gpus.node)
+    assert node["capacity"]["gpu"] == DEVICES and node["labels"]["gpu.count"] == str(DEVICES), node
+
+    two, one, none = gpus.run("two", 2), gpus.run("one", 1), gpus.run("none", 0)
+    assert gpus.gpus_of(two) == [0, 1] and gpus.gpus_of(one) == [2] and gpus.gpus_of(none) == []
+    assert gpus.probe(two) == ["env 0,1 0,1", *expected([0, 1])]
+    assert gpus.probe(one) == ["env 2 2", *expected([2])]
+    assert gpus.probe(none) == ["env  void", *expected([])]
+    # All three devices are bound: a fourth GPU task waits, and says why.
+    waiting = gpus.run("waiting", 1)
+    time.sleep(1.0)
+    assert job(gpus.address, waiting)["state"] == "PENDING"
+
+    gpus.open("two")                                         # exit: 0 and 1 are free again
+    assert wait_state(gpus.address, two, DONE)["state"] == "SUCCEEDED"
+    assert gpus.gpus_of(waiting) == [0]
+    tcl(gpus.address, "cancel", one)                         # kill: 2 is free again
+    wait_state(gpus.address, one, DONE)
+    after_kill = gpus.run("after-kill", 2)
+    assert sorted(gpus.gpus_of(after_kill)) == [1, 2]
+    assert gpus.probe(after_kill) == ["env 1,2 1,2", *expected([1, 2])]
+    for name, job_id in (("none", none), ("waiting", waiting), ("after-kill", after_kill)):
+        gpus.open(name)
+        wait_state(gpus.address, job_id, DONE)
+
+
+def test_bindings_survive_an_agent_restart_and_a_lost_attempt_frees_its_devices(gpus: Gpus) -> None:
+    held = gpus.run("held", 2)
+    assert gpus.gpus_of(held) == [0, 1]
+    gpus.agent.stop(signal.SIGKILL)                          # the task keeps running without its agent
+    gpus.agent = gpus.start_agent("agent2.log")
+    gpus.agent.wait_for_output(r"re-adopted running task \S+ \(GPUs \(0, 1\)\)", 30)
+    late = gpus.run("late", 1)
+    assert gpus.gpus_of(late) == [2], "a restarted agent must not hand out devices its tasks hold"
+    assert gpus.probe(held) == ["env 0,1 0,1", *expected([0, 1])]
+
+    # LOST: the agent is away past the master's timeouts; when it comes back, the master
+    # has it kill the lost attempts, and their devices are free for the next launch.
+    gpus.agent.stop(signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while job(gpus.address, held)["tasks"][0]["state"] != "LOST" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert job(gpus.address, held)["tasks"][0]["state"] == "LOST"
+    gpus.agent = gpus.start_agent("agent3.log")
+    again = gpus.run("again", 3)
+    assert gpus.gpus_of(again) == [0, 1, 2]
+    assert gpus.probe(again) == ["env 0,1,2 0,1,2", *expected([0, 1, 2])]
+    gpus.open("again")
+    wait_state(gpus.address, again, DONE)
+    assert json.loads(tcl(gpus.address, "status", held, "-o", "json").stdout)["tasks"][0]["gpus"] == [0, 1]
