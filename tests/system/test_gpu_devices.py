@@ -15,6 +15,8 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +24,8 @@ from typing import Iterator
 
 import pytest
 
+from tcluster.agent.runtime import devbpf
+from tcluster.agent.runtime.devices import task_rules
 from testkit.cgroups import SKIP_REASON, leftovers
 from testkit.procs import BIN, Proc, sweep_node, tcl
 from tests.system.cluster import HEARTBEAT_S, job, node_name, nodes, start_agent, submit, wait_state
@@ -194,3 +198,41 @@ def test_bindings_survive_an_agent_restart_and_a_lost_attempt_frees_its_devices(
     gpus.open("again")
     wait_state(gpus.address, again, DONE)
     assert json.loads(tcl(gpus.address, "status", held, "-o", "json").stdout)["tasks"][0]["gpus"] == [0, 1]
+
+
+def cgroup2_mount() -> Path | None:
+    """The cgroup2 mount (on this hybrid host /sys/fs/cgroup/unified: device programs work
+    there whatever controllers it has; in the tests/vm guest /sys/fs/cgroup)."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        head, _, tail = line.partition(" - ")
+        if tail.split()[:1] == ["cgroup2"]:
+            return Path(head.split()[4])
+    return None
+
+
+def test_the_bpf_device_program_allows_only_its_rules(workdir: Path) -> None:
+    """devbpf on its own, on whatever cgroup2 mount this host has: a child process in a
+    group with the program opens its own device (ENXIO: no driver) and /dev/null, and gets
+    EPERM for another device."""
+    mount = cgroup2_mount()
+    if mount is None or not os.access(mount, os.W_OK):
+        pytest.skip("no writable cgroup2 mount")
+    own = os.stat(workdir / "gpu1").st_rdev
+    group = mount / f"tcl-gpu-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        devbpf.attach(str(group), task_rules([(os.major(own), os.minor(own))]))
+        code = ("import errno, os, sys\nfor p in sys.argv[1:]:\n    try:\n        os.close(os.open(p, os.O_RDWR))\n"
+                "        print(p, 'OPENED')\n    except OSError as e:\n        print(p, errno.errorcode[e.errno])\n")
+        paths = [str(workdir / f"gpu{i}") for i in range(DEVICES)] + ["/dev/null"]
+        enter = f"echo $$ > {group}/cgroup.procs && exec {sys.executable} -c \"$0\" \"$@\""
+        out = subprocess.run(["sh", "-c", enter, code, *paths], capture_output=True, text=True, check=True).stdout
+        assert out.splitlines() == [f"{paths[0]} EPERM", f"{paths[1]} ENXIO", f"{paths[2]} EPERM",
+                                    "/dev/null OPENED"]
+    finally:
+        for _ in range(50):            # the child has exited; the group empties right after
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.05)
