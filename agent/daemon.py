@@ -255,7 +255,9 @@ class Agent:
     async def _heartbeats(self) -> None:
         while True:
             usage = await asyncio.to_thread(self.tasks.sample_all)
-            self._out.put_control(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix()))
+            gpus = await asyncio.to_thread(self.tasks.sample_gpus) if self.tasks.gpus.source == "nvml" else ()
+            self._out.put_control(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix(),
+                                                        gpus))
             await asyncio.sleep(self.heartbeat_interval_s)
 
     async def _watchdog(self) -> None:

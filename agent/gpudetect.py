@@ -19,6 +19,7 @@ from tcluster.agent.runtime.devices import CONTROL_NODES
 from tcluster.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
+DEV_DIR = "/dev"               # where NVML's devices have their nodes (/dev/nvidia<minor>)
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,11 @@ def declared(paths: str) -> tuple[Gpu, ...]:
     return tuple(found)
 
 
-def control_nodes(dev_dir: str = "/dev") -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
+def control_nodes() -> tuple[tuple[tuple[int, int], ...], tuple[str, ...]]:
     """The shared NVIDIA control nodes present on this host."""
     nums, paths = [], []
     for name in CONTROL_NODES:
-        path = os.path.join(dev_dir, os.path.basename(name))
+        path = os.path.join(DEV_DIR, os.path.basename(name))
         try:
             info = os.stat(path)
         except OSError:
@@ -99,7 +100,7 @@ def nvml_devices() -> tuple[Gpu, ...]:
     for index in range(nvml.nvmlDeviceGetCount()):
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         minor = nvml.nvmlDeviceGetMinorNumber(handle)
-        path = f"/dev/nvidia{minor}"
+        path = os.path.join(DEV_DIR, f"nvidia{minor}")
         try:
             major, minor = char_device(path)
         except InvalidArgument as error:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from tcluster.agent import logfiles
-from tcluster.agent.gpudetect import GpuInventory
+from tcluster.agent.gpudetect import GpuInventory, NvmlUsage
 from tcluster.agent.gpus import GPU, visible_env
 from tcluster.agent.launchrecord import load_gpus, load_record, save_record, valid_task_id
 from tcluster.agent.outbox import Outbox
@@ -28,6 +28,7 @@ from tcluster.agent.taskstate import (
 )
 from tcluster.agent.usage import to_task_usage
 from tcluster.ceilings import Ceilings, effective
+from tcluster.gpuusage import GpuSample
 from tcluster.launch import Launch
 from tcluster.model import TaskUsage, task_network
 from tcluster.resources import Resources
@@ -44,6 +45,7 @@ class TaskManager:
         self.runtime = runtime
         self.outbox = outbox
         self.gpus = gpus
+        self._nvml = NvmlUsage(gpus) if gpus.source == "nvml" else None
         net = {"net": settings.net_bps} if settings.net_bps else {}
         gpu = {GPU: float(len(gpus.devices))} if gpus.devices else {}
         self.state = AgentTasks(Resources.of({"cpu": settings.cpus, "memory": settings.memory_bytes, **net, **gpu}),
@@ -234,6 +236,20 @@ class TaskManager:
             if request.key in self._usage:
                 usage[request.task_id] = (request.attempt, self._usage[request.key][2])
         return usage
+
+    def sample_gpus(self) -> tuple[GpuSample, ...]:
+        """Runs in a worker thread: NVML's figures of each bound device, as its task's."""
+        if self._nvml is None:
+            return ()
+        by_device = self._nvml.sample()
+        out = []
+        for index, key in sorted(self.state.held_gpus().items()):
+            device = by_device.get(index)
+            attempt = self.state.attempts.get(key)
+            if device is not None and attempt is not None and key in self._started:
+                out.append(GpuSample(attempt.request.task_id, attempt.request.attempt, index, device.util_percent,
+                                     device.memory_used_bytes, device.memory_total_bytes))
+        return tuple(out)
 
     def _update_usage(self, key: str, raw: RawUsage) -> None:
         raw = raw if raw.mono else replace(raw, mono=time.monotonic())

@@ -17,7 +17,8 @@ from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
 from tcluster.launch import Launch
 from tcluster.model import TaskState
-from tcluster.wire import launch_to_pb, resources_from_pb, task_state_from_pb, usage_from_pb
+from tcluster.gpuusage import MAX_PER_HEARTBEAT as MAX_GPU_SAMPLES
+from tcluster.wire import gpu_usage_from_pb, launch_to_pb, resources_from_pb, task_state_from_pb, usage_from_pb
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
@@ -85,7 +86,10 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
         if len(msg.heartbeat.class_mix) > MAX_CLASSES:
             raise ValueError(f"heartbeat carries {len(msg.heartbeat.class_mix)} classes; at most {MAX_CLASSES}")
         mix = {int(k): int(n) for k, n in msg.heartbeat.class_mix.items() if k >= 0 and n > 0}
-        return Heartbeat(free=resources_from_pb(msg.heartbeat.free), usage=usage, class_mix=mix)
+        if len(msg.heartbeat.gpus) > MAX_GPU_SAMPLES:
+            raise ValueError(f"heartbeat carries {len(msg.heartbeat.gpus)} GPU samples; at most {MAX_GPU_SAMPLES}")
+        gpus = tuple(gpu_usage_from_pb(g) for g in msg.heartbeat.gpus if len(g.task_id) <= 64)
+        return Heartbeat(free=resources_from_pb(msg.heartbeat.free), usage=usage, class_mix=mix, gpus=gpus)
     if kind == "events":
         events = msg.events.events
         if len(events) > MAX_EVENTS_PER_MESSAGE:

@@ -62,7 +62,7 @@ class RunningTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ...) -> None: ...
 
 class Heartbeat(_message.Message):
-    __slots__ = ("free", "usage", "sent_at", "class_mix")
+    __slots__ = ("free", "usage", "sent_at", "class_mix", "gpus")
     class ClassMixEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -74,11 +74,13 @@ class Heartbeat(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     SENT_AT_FIELD_NUMBER: _ClassVar[int]
     CLASS_MIX_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     free: _common_pb2.Resources
     usage: _containers.RepeatedCompositeFieldContainer[_common_pb2.TaskUsage]
     sent_at: float
     class_mix: _containers.ScalarMap[int, int]
-    def __init__(self, free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., usage: _Optional[_Iterable[_Union[_common_pb2.TaskUsage, _Mapping]]] = ..., sent_at: _Optional[float] = ..., class_mix: _Optional[_Mapping[int, int]] = ...) -> None: ...
+    gpus: _containers.RepeatedCompositeFieldContainer[_common_pb2.GpuUsage]
+    def __init__(self, free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., usage: _Optional[_Iterable[_Union[_common_pb2.TaskUsage, _Mapping]]] = ..., sent_at: _Optional[float] = ..., class_mix: _Optional[_Mapping[int, int]] = ..., gpus: _Optional[_Iterable[_Union[_common_pb2.GpuUsage, _Mapping]]] = ...) -> None: ...
 
 class TaskEvent(_message.Message):
     __slots__ = ("seq", "task_id", "attempt", "state", "has_exit_code", "exit_code", "signal", "reason", "at", "usage", "rejected", "gpus")
