@@ -131,11 +131,19 @@ def requested(amount: float) -> int:
 
 
 def visible_env(indices: tuple[int, ...], node_has_gpus: bool) -> tuple[tuple[str, str], ...]:
-    """CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES for a task: its indices, or on a GPU
-    node for a task without GPUs an empty CUDA list and `void` (NVIDIA's 'no GPU')."""
+    """The GPU variables of a task bound to the node's devices `indices`:
+
+    - CUDA_VISIBLE_DEVICES: its devices as CUDA numbers them inside the task, 0..n-1. The
+      cgroup lets the task open only its own devices, and CUDA enumerates only the devices
+      it can open, from 0 (Slurm sets it so under ConstrainDevices for the same reason): the
+      node's index 2 is the task's device 0, and CUDA_VISIBLE_DEVICES=2 would name none.
+    - NVIDIA_VISIBLE_DEVICES and TCL_GPUS: the node's indices (what NVIDIA's container
+      runtime reads; what nvidia-smi on the host calls them).
+    On a GPU node a task without GPUs gets an empty CUDA list and `void` (NVIDIA's 'none')."""
     if indices:
-        text = ",".join(map(str, indices))
-        return (("CUDA_VISIBLE_DEVICES", text), ("NVIDIA_VISIBLE_DEVICES", text))
+        node = ",".join(map(str, indices))
+        local = ",".join(str(i) for i in range(len(indices)))
+        return (("CUDA_VISIBLE_DEVICES", local), ("NVIDIA_VISIBLE_DEVICES", node), ("TCL_GPUS", node))
     if node_has_gpus:
-        return (("CUDA_VISIBLE_DEVICES", ""), ("NVIDIA_VISIBLE_DEVICES", "void"))
+        return (("CUDA_VISIBLE_DEVICES", ""), ("NVIDIA_VISIBLE_DEVICES", "void"), ("TCL_GPUS", ""))
     return ()

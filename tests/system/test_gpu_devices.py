@@ -4,7 +4,8 @@ major no driver has, so an open the task is allowed fails with ENXIO and one it 
 with EPERM (the file modes allow everyone: EPERM can only be the cgroup's word).
 
 Checked: the node offers `gpu` and labels it; tasks are bound to distinct indices, shown
-by `tcl status`; CUDA_VISIBLE_DEVICES / NVIDIA_VISIBLE_DEVICES; a task opens only its own
+by `tcl status`; CUDA_VISIBLE_DEVICES (0..n-1, as CUDA numbers them inside), NVIDIA_VISIBLE_DEVICES and TCL_GPUS (the node's
+indices); a task opens only its own
 devices, one without --gpus none; the devices are free again after an exit, a kill, an
 agent restart (rebuilt from the running tasks) and a LOST attempt."""
 
@@ -38,7 +39,7 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else "python3"
 PROBE = """
 import errno, os, sys, time
 d, n, gate = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-print("env", os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get("NVIDIA_VISIBLE_DEVICES"), flush=True)
+print("env", *(os.environ.get(k) for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "TCL_GPUS")), flush=True)
 for i in range(n):
     try:
         os.close(os.open(f"{d}/gpu{i}", os.O_RDWR))
@@ -153,9 +154,9 @@ def test_tasks_are_bound_to_their_own_devices_and_confined_to_them(gpus: Gpus) -
 
     two, one, none = gpus.run("two", 2), gpus.run("one", 1), gpus.run("none", 0)
     assert gpus.gpus_of(two) == [0, 1] and gpus.gpus_of(one) == [2] and gpus.gpus_of(none) == []
-    assert gpus.probe(two) == ["env 0,1 0,1", *expected([0, 1])]
-    assert gpus.probe(one) == ["env 2 2", *expected([2])]
-    assert gpus.probe(none) == ["env  void", *expected([])]
+    assert gpus.probe(two) == ["env 0,1 0,1 0,1", *expected([0, 1])]
+    assert gpus.probe(one) == ["env 0 2 2", *expected([2])]
+    assert gpus.probe(none) == ["env  void ", *expected([])]
     # All three devices are bound: a fourth GPU task waits, and says why.
     waiting = gpus.run("waiting", 1)
     time.sleep(1.0)
@@ -168,7 +169,7 @@ def test_tasks_are_bound_to_their_own_devices_and_confined_to_them(gpus: Gpus) -
     wait_state(gpus.address, one, DONE)
     after_kill = gpus.run("after-kill", 2)
     assert sorted(gpus.gpus_of(after_kill)) == [1, 2]
-    assert gpus.probe(after_kill) == ["env 1,2 1,2", *expected([1, 2])]
+    assert gpus.probe(after_kill) == ["env 0,1 1,2 1,2", *expected([1, 2])]
     for name, job_id in (("none", none), ("waiting", waiting), ("after-kill", after_kill)):
         gpus.open(name)
         wait_state(gpus.address, job_id, DONE)
@@ -182,7 +183,7 @@ def test_bindings_survive_an_agent_restart_and_a_lost_attempt_frees_its_devices(
     gpus.agent.wait_for_output(r"re-adopted running task \S+ \(GPUs \(0, 1\)\)", 30)
     late = gpus.run("late", 1)
     assert gpus.gpus_of(late) == [2], "a restarted agent must not hand out devices its tasks hold"
-    assert gpus.probe(held) == ["env 0,1 0,1", *expected([0, 1])]
+    assert gpus.probe(held) == ["env 0,1 0,1 0,1", *expected([0, 1])]
 
     # LOST: the agent is away past the master's timeouts; when it comes back, the master
     # has it kill the lost attempts, and their devices are free for the next launch.
@@ -194,7 +195,7 @@ def test_bindings_survive_an_agent_restart_and_a_lost_attempt_frees_its_devices(
     gpus.agent = gpus.start_agent("agent3.log")
     again = gpus.run("again", 3)
     assert gpus.gpus_of(again) == [0, 1, 2]
-    assert gpus.probe(again) == ["env 0,1,2 0,1,2", *expected([0, 1, 2])]
+    assert gpus.probe(again) == ["env 0,1,2 0,1,2 0,1,2", *expected([0, 1, 2])]
     gpus.open("again")
     wait_state(gpus.address, again, DONE)
     assert json.loads(tcl(gpus.address, "status", held, "-o", "json").stdout)["tasks"][0]["gpus"] == [0, 1]

@@ -84,8 +84,12 @@ def test_pick_lowest_free_indices() -> None:
 
 def test_whole_devices_and_environment() -> None:
     assert [requested(x) for x in (0, 1, 2.0, 0.5, 1.2)] == [0, 1, 2, 1, 2]
-    assert visible_env((0, 2), True) == (("CUDA_VISIBLE_DEVICES", "0,2"), ("NVIDIA_VISIBLE_DEVICES", "0,2"))
-    assert visible_env((), True) == (("CUDA_VISIBLE_DEVICES", ""), ("NVIDIA_VISIBLE_DEVICES", "void"))
+    assert visible_env((0, 2), True) == (("CUDA_VISIBLE_DEVICES", "0,1"), ("NVIDIA_VISIBLE_DEVICES", "0,2"),
+                                         ("TCL_GPUS", "0,2"))
+    assert visible_env((3,), True) == (("CUDA_VISIBLE_DEVICES", "0"), ("NVIDIA_VISIBLE_DEVICES", "3"),
+                                       ("TCL_GPUS", "3"))
+    assert visible_env((), True) == (("CUDA_VISIBLE_DEVICES", ""), ("NVIDIA_VISIBLE_DEVICES", "void"),
+                                     ("TCL_GPUS", ""))
     assert visible_env((), False) == ()
 
 
