@@ -11,7 +11,6 @@ agent restart (rebuilt from the running tasks) and a LOST attempt."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -20,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -78,11 +78,9 @@ def workdir() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def start_master(tmp: Path) -> tuple[Proc, str]:
-    """A master that declares a silent node DOWN after 1 s and its tasks LOST 1 s later."""
+def start_master(tmp: Path, *extra: str) -> tuple[Proc, str]:
     master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
-                   "--heartbeat-interval-s", str(HEARTBEAT_S), "--node-timeout-s", "1.5", "--lost-timeout-s", "1"],
-                  tmp / "master.log")
+                   "--heartbeat-interval-s", str(HEARTBEAT_S), *extra], tmp / "master.log")
     port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)", 60).group(1)
     return master, f"127.0.0.1:{port}"
 
@@ -94,13 +92,16 @@ def devices_leftovers(node: str) -> list[Path]:
 
 
 class Gpus:
-    def __init__(self, tmp: Path, work: Path) -> None:
-        self.tmp, self.work = tmp, work
-        self.node = node_name("gpu")
+    def __init__(self, tmp: Path, work: Path, node: str, *master_args: str) -> None:
+        self.tmp, self.work, self.node = tmp, work, node
         self.args = ["--cpus", "2", "--memory", "2Gi", "--gpu-devices",
                      ",".join(str(work / f"gpu{i}") for i in range(DEVICES))]
-        self.master, self.address = start_master(tmp)
-        self.agent = self.start_agent("agent1.log")
+        self.master, self.address = start_master(tmp, *master_args)
+        try:
+            self.agent = self.start_agent("agent1.log")
+        except BaseException:
+            self.master.stop()
+            raise
 
     def start_agent(self, log: str) -> Proc:
         return start_agent(self.tmp, self.address, self.node, *self.args, log=log)
@@ -130,17 +131,22 @@ class Gpus:
         self.master.stop()
 
 
-@pytest.fixture
-def gpus(tmp_path: Path, workdir: Path) -> Iterator[Gpus]:
-    cluster = Gpus(tmp_path, workdir)
+@contextmanager
+def gpu_cluster(tmp: Path, work: Path, *master_args: str) -> Iterator[Gpus]:
+    """A master and a GPU agent; whatever they leave is swept, and a test that passed must
+    have left nothing (its tasks all ended: the agent removed their groups and its own)."""
+    node = node_name("gpu")
     passed = False
     try:
-        yield cluster
-        passed = True
+        cluster = Gpus(tmp, work, node, *master_args)
+        try:
+            yield cluster
+            passed = True
+        finally:
+            cluster.close()
     finally:
-        cluster.close()
-        leaked = leftovers(cluster.node) + devices_leftovers(cluster.node)
-        sweep_node(cluster.node, tmp_path / cluster.node)
+        leaked = leftovers(node) + devices_leftovers(node)
+        sweep_node(node, tmp / node)
     assert not passed or leaked == [], f"the test left cgroups behind: {leaked}"
 
 
@@ -148,7 +154,12 @@ def expected(own: list[int]) -> list[str]:
     return [f"gpu{i} {'ENXIO' if i in own else 'EPERM'}" for i in range(DEVICES)]
 
 
-def test_tasks_are_bound_to_their_own_devices_and_confined_to_them(gpus: Gpus) -> None:
+def test_tasks_are_bound_to_their_own_devices_and_confined_to_them(tmp_path: Path, workdir: Path) -> None:
+    with gpu_cluster(tmp_path, workdir) as gpus:
+        _bound_and_confined(gpus)
+
+
+def _bound_and_confined(gpus: Gpus) -> None:
     node = next(n for n in nodes(gpus.address) if n["name"] == gpus.node)
     assert node["capacity"]["gpu"] == DEVICES and node["labels"]["gpu.count"] == str(DEVICES), node
 
@@ -175,30 +186,42 @@ def test_tasks_are_bound_to_their_own_devices_and_confined_to_them(gpus: Gpus) -
         wait_state(gpus.address, job_id, DONE)
 
 
-def test_bindings_survive_an_agent_restart_and_a_lost_attempt_frees_its_devices(gpus: Gpus) -> None:
-    held = gpus.run("held", 2)
-    assert gpus.gpus_of(held) == [0, 1]
-    gpus.agent.stop(signal.SIGKILL)                          # the task keeps running without its agent
-    gpus.agent = gpus.start_agent("agent2.log")
-    gpus.agent.wait_for_output(r"re-adopted running task \S+ \(GPUs \(0, 1\)\)", 30)
-    late = gpus.run("late", 1)
-    assert gpus.gpus_of(late) == [2], "a restarted agent must not hand out devices its tasks hold"
-    assert gpus.probe(held) == ["env 0,1 0,1 0,1", *expected([0, 1])]
+def test_bindings_survive_an_agent_restart(tmp_path: Path, workdir: Path) -> None:
+    """The agent is killed while a task holds two devices; restarted, it rebuilds the
+    allocation from the running task and hands out only the third."""
+    with gpu_cluster(tmp_path, workdir) as gpus:
+        held = gpus.run("held", 2)
+        assert gpus.gpus_of(held) == [0, 1]
+        gpus.agent.stop(signal.SIGKILL)                      # the task keeps running without its agent
+        gpus.agent = gpus.start_agent("agent2.log")
+        gpus.agent.wait_for_output(r"re-adopted running task \S+ \(GPUs \(0, 1\)\)", 60)
+        late = gpus.run("late", 1)
+        assert gpus.gpus_of(late) == [2], "a restarted agent must not hand out devices its tasks hold"
+        assert gpus.probe(held) == ["env 0,1 0,1 0,1", *expected([0, 1])]
+        assert gpus.probe(late) == ["env 0 2 2", *expected([2])]
+        for name, job_id in (("held", held), ("late", late)):
+            gpus.open(name)
+            assert wait_state(gpus.address, job_id, DONE)["state"] == "SUCCEEDED"
+        assert job(gpus.address, held)["tasks"][0]["gpus"] == [0, 1]     # the record stays with the attempt
 
-    # LOST: the agent is away past the master's timeouts; when it comes back, the master
-    # has it kill the lost attempts, and their devices are free for the next launch.
-    gpus.agent.stop(signal.SIGKILL)
-    deadline = time.monotonic() + 60
-    while job(gpus.address, held)["tasks"][0]["state"] != "LOST" and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert job(gpus.address, held)["tasks"][0]["state"] == "LOST"
-    gpus.agent = gpus.start_agent("agent3.log")
-    again = gpus.run("again", 3)
-    assert gpus.gpus_of(again) == [0, 1, 2]
-    assert gpus.probe(again) == ["env 0,1,2 0,1,2 0,1,2", *expected([0, 1, 2])]
-    gpus.open("again")
-    wait_state(gpus.address, again, DONE)
-    assert json.loads(tcl(gpus.address, "status", held, "-o", "json").stdout)["tasks"][0]["gpus"] == [0, 1]
+
+def test_a_lost_attempt_frees_its_devices(tmp_path: Path, workdir: Path) -> None:
+    """The agent is away past the master's timeouts (short here): its task is LOST. When the
+    agent is back, the master has it kill the lost attempt, and its devices are free again."""
+    with gpu_cluster(tmp_path, workdir, "--node-timeout-s", "2", "--lost-timeout-s", "1") as gpus:
+        held = gpus.run("held", 2)
+        assert gpus.gpus_of(held) == [0, 1]
+        gpus.agent.stop(signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while job(gpus.address, held)["tasks"][0]["state"] != "LOST" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert job(gpus.address, held)["tasks"][0]["state"] == "LOST"
+        gpus.agent = gpus.start_agent("agent2.log")
+        again = gpus.run("again", 3)
+        assert gpus.gpus_of(again) == [0, 1, 2]
+        assert gpus.probe(again) == ["env 0,1,2 0,1,2 0,1,2", *expected([0, 1, 2])]
+        gpus.open("again")
+        wait_state(gpus.address, again, DONE)
 
 
 def cgroup2_mount() -> Path | None:
