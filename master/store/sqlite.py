@@ -221,7 +221,8 @@ class Store:
             return False
 
     _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled"
-    _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures, gpus"
+    _TASK_COLUMNS = ("job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, "
+                     "failures, gpus")
 
     def load_jobs(self, finished_limit: int | None = None, finished_tasks: int | None = None) -> list[Job]:
         """Every unfinished job, and the `finished_limit` most recently finished (all if None),

@@ -4,8 +4,8 @@ major no driver has, so an open the task is allowed fails with ENXIO and one it 
 with EPERM (the file modes allow everyone: EPERM can only be the cgroup's word).
 
 Checked: the node offers `gpu` and labels it; tasks are bound to distinct indices, shown
-by `tcl status`; CUDA_VISIBLE_DEVICES (0..n-1, as CUDA numbers them inside), NVIDIA_VISIBLE_DEVICES and TCL_GPUS (the node's
-indices); a task opens only its own
+by `tcl status`; CUDA_VISIBLE_DEVICES (0..n-1, as CUDA numbers them inside),
+NVIDIA_VISIBLE_DEVICES and TCL_GPUS (the node's indices); a task opens only its own
 devices, one without --gpus none; the devices are free again after an exit, a kill, an
 agent restart (rebuilt from the running tasks) and a LOST attempt."""
 

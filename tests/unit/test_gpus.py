@@ -235,3 +235,17 @@ def run_bpf(code: bytes, kind: str, major: int, minor: int, access: str) -> bool
             return regs[0] == 1
         else:
             raise AssertionError(f"unexpected opcode {op:#x}")
+
+
+def test_docker_tasks_get_their_devices_and_a_device_request() -> None:
+    from tcluster.agent.runtime.base import TaskSpec
+    from tcluster.agent.runtime.dockerspec import gpu_devices
+    spec = TaskSpec("k", "t", 1, ("x",), Resources(), "/o", "/e", gpus=(1, 3),
+                    gpu_paths=("/dev/nvidia1", "/dev/nvidia3", "/dev/nvidiactl"), gpu_driver="nvidia")
+    assert gpu_devices(spec) == {
+        "devices": ["/dev/nvidia1:/dev/nvidia1:rwm", "/dev/nvidia3:/dev/nvidia3:rwm",
+                    "/dev/nvidiactl:/dev/nvidiactl:rwm"],
+        "device_requests": [{"Driver": "nvidia", "DeviceIDs": ["1", "3"], "Capabilities": [["gpu"]]}]}
+    declared = TaskSpec("k", "t", 1, ("x",), Resources(), "/o", "/e", gpus=(0,), gpu_paths=("/dev/x0",))
+    assert gpu_devices(declared) == {"devices": ["/dev/x0:/dev/x0:rwm"]}
+    assert gpu_devices(TaskSpec("k", "t", 1, ("x",), Resources(), "/o", "/e")) == {}
