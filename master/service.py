@@ -36,8 +36,10 @@ from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
 from tcluster.queuerow import QueueRow
-from tcluster.scheduler.reservations import Reservations
+from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.round import schedule_round
+from tcluster.scheduler.preemption import PreemptionSettings
+from tcluster.master.preempting import LivePreemption
 from tcluster.security.authz import (
     ANONYMOUS, CancelJob, Caller, ListJobs, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, run_as, sees_only_own,
     sees_secrets,
@@ -52,7 +54,16 @@ def timeouts_of(settings: MasterSettings) -> Timeouts:
     return Timeouts(node_timeout_s=settings.node_timeout_s, lost_timeout_s=settings.lost_timeout_s,
                     start_timeout_s=settings.start_timeout_s, job_retention_s=settings.job_retention_s,
                     heartbeat_interval_s=settings.heartbeat_interval_s,
-                    resident_finished_jobs=settings.resident_finished_jobs)
+                    resident_finished_jobs=settings.resident_finished_jobs,
+                    preempt_grace_s=settings.preempt_grace_s)
+
+
+def make_preemption(settings: MasterSettings) -> LivePreemption | None:
+    if not settings.preemption:
+        return None
+    return LivePreemption(PreemptionSettings(
+        after_s=settings.preempt_after_s, grace_s=settings.preempt_grace_s,
+        min_runtime_s=settings.preempt_min_runtime_s, max_per_round=settings.preempt_max_per_round), settings.seed)
 
 
 def not_found(job_id: str) -> NotFound:
@@ -87,7 +98,10 @@ class MasterService:
         self._wake = asyncio.Event()
         self._eligible = EligibleCache()
         self.queues = load_tree(settings.queues_file)
-        self.reservations = Reservations(settings.reserve_after_s)
+        self.reservations = Reservations(settings.reserve_after_s, settings.preempt_grace_s + PREEMPT_HOLD_SLACK_S)
+        self.preemption = make_preemption(settings)    # None unless --preemption
+        if self.preemption is not None:
+            self.preemption.restore(self.state, self.reservations, self.clock())
         self.observer: Any = None     # dashboards (master/usage/recorder.py): told of every applied step and round
         self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
         # Who may do what; the server gives it a user directory when the master is secure.
@@ -127,6 +141,8 @@ class MasterService:
                 link.close()
         if self.lotes is not None:
             self.lotes.reloaded()
+        if self.preemption is not None:
+            self.preemption.restore(self.state, self.reservations, now.wall)
         log.error("state reloaded from the store after a failed write")
 
     def _send(self, actions: list[Action]) -> None:
@@ -345,11 +361,28 @@ class MasterService:
                                 self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock(),
                                 views=state.pending_views())
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
-        self.state.set_pending_reasons(result.pending_reasons)
         self.reservations = result.holds or self.reservations
+        self.state.set_pending_reasons(self._preempt(result.pending_reasons))
         if self.observer is not None:
             self.observer.on_round(time.perf_counter() - started, len(result.placements))
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
+
+    def _preempt(self, reasons: dict[str, str]) -> dict[str, str]:
+        """--preemption: after the round's placements, stop what restores shares; the
+        pending reasons gain what preemption does (or cannot do) for each waiting job."""
+        if self.preemption is None or not self.state.pending_jobs:
+            return reasons
+        now = self.clock()
+        plan = self.preemption.plan(self.state, self.queues, self.reservations, self._eligible, now)
+        event = self.preemption.event(plan, self.state, now)
+        if event is not None:
+            self._do(event)
+        for claim in plan.claims:
+            self.reservations.claim(claim.job_id, claim.node, now)
+        out = dict(reasons)
+        for job_id, note in plan.notes.items():
+            out[job_id] = f"{out[job_id]}; {note}" if out.get(job_id) else note
+        return out
 
     # ---- queues and shares ----
 

@@ -86,7 +86,7 @@ def schedule_round(
     for job_id in book.overdue(now):   # a big task must not starve behind small ones
         spec = jobs[job_id].spec
         book.hold(job_id, view.request_vector(spec.resources),
-                  _eligible(spec, parse_constraints(node_requirements(spec)), nodes, cache), view, now)
+                  eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
     begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes, anbf)
     if begin is not None:
@@ -97,7 +97,7 @@ def schedule_round(
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec
             constraints = parse_constraints(node_requirements(spec))
-            matching = _eligible(spec, constraints, nodes, cache)
+            matching = eligible_rows(spec, constraints, nodes, cache)
             eligible = book.eligible(job_id, matching, view)   # minus nodes held for others
             request = view.request_vector(spec.resources)
             row = None if request is None else placement.choose(request, view, eligible, rng)
@@ -112,7 +112,7 @@ def schedule_round(
             nodes.allocate(node, spec.resources)
             placements.append((waiting[job_id].popleft(), node))
             placed[job_id] = placed.get(job_id, 0) + 1
-            book.placed(job_id)
+            book.placed(job_id, node)
             fairness_round.placed(job_id)
             most.allocated(row)
             if most.changed:   # the same room again blocks nobody new
@@ -122,7 +122,7 @@ def schedule_round(
     return RoundResult(placements, reasons, book)
 
 
-def _eligible(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
+def eligible_rows(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
               cache: EligibleCache) -> np.ndarray | None:
     """Nodes whose labels meet the constraints and whose ceilings allow the job's
     --pids-max / --log-max (None: every node)."""
@@ -162,7 +162,7 @@ def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dic
             continue
         spec = jobs[job_id].spec
         constraints = parse_constraints(node_requirements(spec))
-        reason = _reason(spec, constraints, nodes, _eligible(spec, constraints, nodes, cache))
+        reason = _reason(spec, constraints, nodes, eligible_rows(spec, constraints, nodes, cache))
         holder = next((r for r in book.held.values() if r.job_id != job_id), None)
         if reason == WAITING_FOR_NEXT_ROUND and holder is not None:
             reason = f"waiting behind a reservation: node {holder.node} is held for job {holder.job_id}"

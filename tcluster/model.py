@@ -16,6 +16,7 @@ from tcluster.taskusage import TaskUsage
 MAX_TASKS_PER_JOB = 10_000
 MAX_RETRIES = 100
 NETWORK_MODES = ("", "host", "none", "bridge")
+ON_PREEMPT = ("", "requeue", "cancel")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _QUEUE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -45,6 +46,7 @@ class JobSpec:
     network: str = ""                     # host | none | bridge; "" = host (bridge if `net` is asked)
     net_limit: float = 0.0                # egress cap in bits/s when the link is idle; 0 = the request
     owner: str = ""                       # the submitting user: set by the master, never taken from a client
+    on_preempt: str = ""                  # requeue (default) | cancel: what a preempted task does
     # The client's idempotency key: a Submit retried with the same one (same owner) gets the
     # job the first call made instead of a second (tcl sends a fresh one per `tcl submit`).
     request_id: str = ""
@@ -89,6 +91,8 @@ class JobSpec:
             raise InvalidArgument("log_max_bytes", f"{self.log_max_bytes} must be bytes >= 0 (0: the agent's default)")
         if self.network not in NETWORK_MODES:
             raise InvalidArgument("network", f"{quote(self.network)} is not one of: host, none, bridge")
+        if self.on_preempt not in ON_PREEMPT:
+            raise InvalidArgument("on_preempt", f"{quote(self.on_preempt)} is not one of: requeue, cancel")
         if not (0.0 <= self.net_limit < float("inf")):
             raise InvalidArgument("net_limit", f"{self.net_limit!r} must be bits/s >= 0 (0: the request)")
 
@@ -129,6 +133,7 @@ class Task:
     finished_at: float = 0.0
     usage: TaskUsage = field(default_factory=TaskUsage)
     failures: int = 0          # attempts that ended FAILED or LOST (retries count these)
+    preemptions: int = 0       # attempts stopped to restore another queue's share (no retry used)
 
     @property
     def id(self) -> str:

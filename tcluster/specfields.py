@@ -141,6 +141,10 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
            help="let a task burst up to RATE when the link is idle"),
     _field("log_max_bytes", Kind.SIZE, file="log_max", flag="--log-max", metavar="SIZE",
            help="per log file before it rotates, up to the agent's (default: the agent's, 64Mi)"),
+    _field("on_preempt", Kind.TEXT, file=True, flag="--on-preempt", choices=("requeue", "cancel"),
+           stored_when_set=True,
+           help="when a task is preempted to restore another queue's share: requeue it (default; no retry "
+                "is used) or cancel the job"),
 )
 
 BY_NAME: dict[str, SpecField] = {f.name: f for f in SPEC_FIELDS}

@@ -52,6 +52,7 @@ def task_json(task: Task, lotes_class: int | None = None) -> JsonDict:
         "node": task.node,
         "attempt": task.attempt,
         "failures": task.failures,
+        "preemptions": task.preemptions,
         "exit_code": task.exit_code,
         "signal": task.signal,
         "signal_name": signal_name(task.signal),

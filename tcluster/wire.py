@@ -70,7 +70,7 @@ def task_to_pb(t: Task) -> jobs_pb2.Task:
         index=t.index, id=t.id, state=task_state_to_pb(t.state), node=t.node, attempt=t.attempt,
         has_exit_code=t.exit_code is not None, exit_code=t.exit_code or 0, signal=t.signal,
         reason=t.reason, started_at=t.started_at, finished_at=t.finished_at,
-        usage=usage_to_pb(t.usage, t.id, t.attempt), failures=t.failures,
+        usage=usage_to_pb(t.usage, t.id, t.attempt), failures=t.failures, preemptions=t.preemptions,
     )
 
 
@@ -113,7 +113,7 @@ def lotes_status_to_pb(status: Any) -> jobs_pb2.LotesStatus:
 def launch_to_pb(launch: Launch) -> agent_pb2.LaunchTask:
     assert launch.spec is not None, "a launch sent to an agent carries its spec"
     msg = agent_pb2.LaunchTask(task_id=launch.task_id, attempt=launch.attempt, job_id=launch.job_id,
-                               index=launch.index, spec=spec_to_pb(launch.spec))
+                               index=launch.index, spec=spec_to_pb(launch.spec), preemptions=launch.preemptions)
     if launch.lotes_class is not None:
         msg.lotes_class = launch.lotes_class
     return msg
@@ -121,7 +121,8 @@ def launch_to_pb(launch: Launch) -> agent_pb2.LaunchTask:
 
 def launch_from_pb(msg: agent_pb2.LaunchTask) -> Launch:
     return Launch(task_id=msg.task_id, attempt=msg.attempt, job_id=msg.job_id, index=msg.index,
-                  spec=spec_from_pb(msg.spec), lotes_class=msg.lotes_class if msg.HasField("lotes_class") else None)
+                  spec=spec_from_pb(msg.spec), lotes_class=msg.lotes_class if msg.HasField("lotes_class") else None,
+                  preemptions=msg.preemptions)
 
 
 def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:

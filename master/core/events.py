@@ -6,6 +6,7 @@ actions. Nothing here does I/O."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Kill, LogCredit, Registration, TaskReport,
@@ -65,11 +66,18 @@ class Beat:
 
 
 @dataclass(frozen=True)
+class Preempt:
+    """Stop these attempts to make room for other queues' tasks (scheduler/preemption.py):
+    (task id, attempt, reason, the preempting job). Their ends requeue them."""
+    victims: tuple[tuple[str, int, str, str], ...]
+
+
+@dataclass(frozen=True)
 class Tick:
     """Timeouts: silent nodes, lost tasks, launches that never started, old jobs."""
 
 
-Event = Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick
+Event = Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt
 
 
 # ---- actions ----
@@ -102,6 +110,21 @@ Outbound = Launch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welco
 
 # ---- what a step changes ----
 
+class KillMode(IntEnum):
+    """What the end of a stopped attempt means (stored as a number: the kills' `retry` column)."""
+    END = 0         # cancelled: the task ends KILLED
+    RETRY = 1       # given up (it never started): its end counts as LOST, and may use a retry
+    REQUEUE = 2     # preempted: the task waits again; no retry is used
+
+
+def kill_mode(stored: int) -> KillMode:
+    """A stored mode; one this master does not know (a newer master's) is taken as END."""
+    try:
+        return KillMode(int(stored))
+    except ValueError:
+        return KillMode.END
+
+
 @dataclass(frozen=True)
 class KillIntent:
     """Persisted until the node reports the attempt's end (or shows it no longer runs)."""
@@ -109,7 +132,12 @@ class KillIntent:
     attempt: int
     node: str
     reason: str
-    retry: bool = False        # the attempt was given up (never started): its end counts as LOST
+    mode: KillMode = KillMode.END
+    by_job: str = ""           # REQUEUE: the job whose task the room is for
+
+    @property
+    def retry(self) -> bool:
+        return self.mode is KillMode.RETRY
 
 
 @dataclass(frozen=True)
@@ -146,5 +174,6 @@ class Step:
 
 __all__ = [
     "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "Disconnect", "Event", "Kill",
-    "KillIntent", "Launch", "NodeLive", "Now", "Place", "Reports", "Step", "Submit", "Tick", "Welcome",
+    "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "Tick",
+    "Welcome",
 ]

@@ -31,6 +31,7 @@ class Timeouts:
     resident_finished_jobs: int = 1000     # finished jobs kept in memory; older ones are read from disk
     resident_finished_tasks: int = 20_000  # ...and at most this many of their tasks
     purge_interval_s: float = 60.0
+    preempt_grace_s: float = 30.0          # a preempted task's SIGTERM..SIGKILL
 
     @property
     def fence_after_s(self) -> float:

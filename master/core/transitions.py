@@ -19,8 +19,8 @@ from dataclasses import replace
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound
 from tcluster.lifecycle import can_transition
 from tcluster.master.core.events import (
-    Ack, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Kill, KillIntent, Launch, NodeLive, Now, Place,
-    Reports, Step, Submit, Tick, Welcome,
+    Ack, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Kill, KillIntent, KillMode, Launch, NodeLive, Now,
+    Place, Preempt, Reports, Step, Submit, Tick, Welcome,
 )
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.state import MasterState, derive_job
@@ -117,20 +117,53 @@ def _cancel(d: Draft, ev: Cancel) -> None:
     job = d.state.jobs[ev.job_id]
     if job.state.terminal and not job.cancelled:
         raise FailedPrecondition(f"job {ev.job_id} already ended: {job.state.value}")
-    d.step.jobs[job.id] = replace(job, cancelled=True)
-    for task in d.state.tasks[job.id]:
+    _cancel_job(d, job, CANCELLED, "cancelled before it started")
+
+
+def _cancel_job(d: Draft, job: Job, reason: str, pending_reason: str) -> None:
+    d.step.jobs[job.id] = replace(d.job(job.id), cancelled=True)
+    for stored in d.state.tasks[job.id]:
+        task = d.task(stored.id) or stored
         if task.state is TaskState.PENDING:
-            d.put(replace(task, state=TaskState.KILLED, reason="cancelled before it started",
-                          finished_at=d.now.wall))
-        elif task.state.holds_resources:
-            _want_killed(d, task, CANCELLED)
+            d.put(replace(task, state=TaskState.KILLED, reason=pending_reason, finished_at=d.now.wall))
+        elif task.state.holds_resources and d.intent(task.id, task.attempt) is None:
+            _want_killed(d, task, reason)
 
 
-def _want_killed(d: Draft, task: Task, reason: str, retry: bool = False) -> None:
-    intent = KillIntent(task.id, task.attempt, task.node, reason, retry)
+def _want_killed(d: Draft, task: Task, reason: str, mode: KillMode = KillMode.END, by_job: str = "") -> None:
+    intent = KillIntent(task.id, task.attempt, task.node, reason, mode, by_job)
     d.step.kills_put[(task.id, task.attempt)] = intent
     if d.state.connected(task.node):
-        d.step.actions.append(Kill(task.node, task.id, task.attempt, reason))
+        d.step.actions.append(Kill(task.node, task.id, task.attempt, reason, _grace(d, intent)))
+
+
+def _grace(d: Draft, intent: KillIntent) -> float:
+    """Preempted tasks get --preempt-grace-s between SIGTERM and SIGKILL; others the agent's."""
+    return d.state.timeouts.preempt_grace_s if intent.mode is KillMode.REQUEUE else 0.0
+
+
+def _preempt(d: Draft, ev: Preempt) -> None:
+    for task_id, attempt, reason, by_job in ev.victims:
+        task = d.task(task_id)
+        if task is None or task.attempt != attempt or not task.state.holds_resources:
+            continue          # it ended since the round's snapshot: the next round decides again
+        if d.intent(task_id, attempt) is None:
+            _want_killed(d, task, reason, KillMode.REQUEUE, by_job)
+
+
+def _preempted(d: Draft, task: Task, intent: KillIntent, at: float) -> None:
+    """A preempted attempt ended: the task waits again (no retry used), or, if its job
+    asked `--on-preempt cancel`, the job is cancelled."""
+    job = d.job(task.job_id)
+    if job.cancelled:
+        d.put(_ended(task, TaskState.KILLED, intent.reason, at or d.now.wall))
+    elif job.spec.on_preempt == "cancel":
+        d.put(_ended(task, TaskState.KILLED, f"{intent.reason}; the job asked --on-preempt cancel", at or d.now.wall))
+        _cancel_job(d, job, f"cancelled: task {task.index} was preempted (--on-preempt cancel)",
+                    f"cancelled before it started: task {task.index} was preempted (--on-preempt cancel)")
+    else:
+        d.put(replace(task, state=TaskState.PENDING, node="", exit_code=None, signal=0,
+                      preemptions=task.preemptions + 1, reason=f"attempt {task.attempt} {intent.reason}; requeued"))
 
 
 def _place(d: Draft, ev: Place) -> None:
@@ -138,12 +171,12 @@ def _place(d: Draft, ev: Place) -> None:
         task = d.task(task_id)
         if task is None or task.state is not TaskState.PENDING or not d.state.connected(node):
             continue       # the world moved since the round's snapshot: the next round retries
-        # A retried task keeps the reason of the attempt that failed until this one ends.
+        # A retried (or preempted) task keeps the reason of the attempt that ended until this one ends.
         started = replace(task, state=TaskState.STARTING, node=node, attempt=task.attempt + 1,
-                          reason=task.reason if task.failures else "")
+                          reason=task.reason if task.failures or task.preemptions else "")
         d.put(started)
         d.step.actions.append(Launch(task_id, started.attempt, task.job_id, task.index,
-                                     d.job(task.job_id).spec, node=node))
+                                     d.job(task.job_id).spec, node=node, preemptions=task.preemptions))
 
 
 # ---- agents ----
@@ -177,7 +210,9 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
             continue
         intent = d.intent(current.id, current.attempt)
         d.drop_intent(current.id, current.attempt)
-        if intent is not None and not intent.retry:
+        if intent is not None and intent.mode is KillMode.REQUEUE:
+            _preempted(d, current, intent, d.now.wall)
+        elif intent is not None and not intent.retry:
             d.put(_ended(current, TaskState.KILLED, f"{intent.reason}; gone from node {node}", d.now.wall))
         elif current.state is TaskState.STARTING and intent is None:
             # The launch never reached the agent (e.g. the master died right after placing).
@@ -192,7 +227,7 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
 def _unwanted(d: Draft, node: str, task_id: str, attempt: int) -> Kill | None:
     intent = d.intent(task_id, attempt)
     if intent is not None:
-        return Kill(node, task_id, attempt, intent.reason)
+        return Kill(node, task_id, attempt, intent.reason, _grace(d, intent))
     task = d.task(task_id)
     if task is None:
         return Kill(node, task_id, attempt, "unknown to the master")
@@ -241,10 +276,13 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
     if not can_transition(task.state, report.state):
         return            # a repeat (RUNNING again) or a late report after the end
     if report.state is TaskState.RUNNING:
-        reason = task.reason if task.failures else ""
+        reason = task.reason if task.failures or task.preemptions else ""
         d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at))
         return
     final = task if report.usage is None else replace(task, usage=report.usage)
+    if intent is not None and intent.mode is KillMode.REQUEUE and report.state is not TaskState.SUCCEEDED:
+        _preempted(d, final, intent, report.at)   # however it ended after SIGTERM: it was preempted
+        return
     if intent is not None and intent.retry and report.state is TaskState.KILLED:
         _end_attempt(d, final, TaskState.LOST, intent.reason, report.exit_code, report.signal, report.at)
         return
@@ -308,7 +346,9 @@ def _tick(d: Draft, ev: Tick) -> None:
 
 def _lose(d: Draft, task: Task, reason: str) -> None:
     intent = d.intent(task.id, task.attempt)
-    if intent is not None and not intent.retry:
+    if intent is not None and intent.mode is KillMode.REQUEUE:
+        _preempted(d, task, intent, d.now.wall)
+    elif intent is not None and not intent.retry:
         d.put(_ended(task, TaskState.KILLED, f"{intent.reason}; {reason}", d.now.wall))
     else:
         _end_attempt(d, task, TaskState.LOST, reason, None, 0, d.now.wall)
@@ -326,7 +366,7 @@ def _start_deadlines(d: Draft) -> None:
             continue
         if d.intent(task_id, task.attempt) is None:
             reason = f"did not start within {limit:.0f}s on node {task.node}"
-            _want_killed(d, task, reason, retry=True)
+            _want_killed(d, task, reason, KillMode.RETRY)
             d.put(replace(task, reason=f"{reason}; stopping it"))
 
 
@@ -340,7 +380,7 @@ def _forget_old_jobs(d: Draft) -> None:
 
 _HANDLERS = {
     Submit: _submit, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
-    Reports: _reports, Beat: _beat, Tick: _tick,
+    Reports: _reports, Beat: _beat, Tick: _tick, Preempt: _preempt,
 }
 
 __all__ = ["Draft", "handle"]

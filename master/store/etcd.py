@@ -26,7 +26,7 @@ from typing import Iterable
 
 from tcluster.codec import spec_from_json
 from tcluster.errors import Unavailable
-from tcluster.master.core.events import KillIntent, Step
+from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.master.store.etcdkv import EtcdKV, EtcdRefused, EtcdUnavailable, delete, delete_prefix, put
@@ -243,6 +243,7 @@ class EtcdStore:
             task_id = table.rpartition("/")[2]
             for key, raw in self.mirror.items(table):
                 r = json.loads(raw)
-                out.append(KillIntent(task_id, int(key.rpartition("/")[2]), r[0], r[1], bool(r[2])))
+                out.append(KillIntent(task_id, int(key.rpartition("/")[2]), r[0], r[1], kill_mode(r[2]),
+                                      r[3] if len(r) > 3 else ""))
         return out
 

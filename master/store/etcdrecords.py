@@ -25,7 +25,7 @@ def job_record(job: Job) -> bytes:
 def task_record(t: Task) -> bytes:
     usage = "" if t.usage == TaskUsage() else usage_to_json(t.usage)
     return _dumps([t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason, t.started_at, t.finished_at,
-                   usage, t.failures])
+                   usage, t.failures, t.preemptions])
 
 
 def node_record(n: Node) -> bytes:
@@ -34,14 +34,15 @@ def node_record(n: Node) -> bytes:
 
 
 def kill_record(k: KillIntent) -> bytes:
-    return _dumps([k.node, k.reason, int(k.retry)])
+    return _dumps([k.node, k.reason, int(k.mode), k.by_job])
 
 
 def read_task(job_id: str, index: int, raw: bytes) -> Task:
     r = json.loads(raw)
     return Task(job_id=job_id, index=index, state=TaskState(r[0]), node=r[1], attempt=r[2], exit_code=r[3],
                 signal=r[4], reason=r[5], started_at=r[6], finished_at=r[7],
-                usage=usage_from_json(r[8]) if r[8] else TaskUsage(), failures=r[9])
+                usage=usage_from_json(r[8]) if r[8] else TaskUsage(), failures=r[9],
+                preemptions=r[10] if len(r) > 10 else 0)
 
 
 def read_node(name: str, raw: bytes) -> Node:

@@ -43,6 +43,7 @@ SPEC_FIELDS = {
     "log_max_bytes": st.integers(0, 2**40),
     "image": st.sampled_from(["", "busybox:local", "registry.example/x/y:1.2"]),
     "network": st.sampled_from(["", "host", "none", "bridge"]),
+    "on_preempt": st.sampled_from(["", "requeue", "cancel"]),
     "net_limit": _finite,
     "request_id": st.just("") | st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}", fullmatch=True),
 }

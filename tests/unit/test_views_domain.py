@@ -21,7 +21,7 @@ from tests.unit.specs import job_specs, usages
 JOB_KEYS = [
     "id", "name", "queue", "state", "submitted_at", "finished_at", "resources", "command", "env", "user", "owner",
     "request_id", "workdir", "labels", "constraints", "weight", "dominant_share", "cpu_limit", "swap", "pids_max",
-    "retries", "image", "network", "net_limit", "log_max_bytes", "tasks_total", "pending_reason", "tasks",
+    "retries", "image", "network", "net_limit", "log_max_bytes", "on_preempt", "tasks_total", "pending_reason", "tasks",
 ]
 
 
