@@ -48,6 +48,7 @@ MASTER_COMMANDS = {
     "status": "tcluster.cli.commands:status", "cancel": "tcluster.cli.commands:cancel",
     "logs": "tcluster.cli.commands:logs", "nodes": "tcluster.cli.commands:nodes",
     "queues": "tcluster.cli.queues:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
+    "why": "tcluster.cli.why:why",
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
@@ -127,6 +128,14 @@ def add_query_commands(sub: _Subcommands, common: argparse.ArgumentParser) -> No
     p.add_argument("-a", "--all", action="store_true", help="every job, not just the newest 100")
 
     p = sub.add_parser("status", parents=[common], help="a job and its tasks, with usage")
+    p.add_argument("job_id", metavar="ID")
+
+    p = sub.add_parser(
+        "why", parents=[common], help="why a job waits (its queue's share, preemption) and why it was preempted",
+        description="What keeps a job's tasks waiting (placement, then preemption: which queue is below its\n"
+        "share, when a reclaim starts, what blocks it), its queue's share against its guarantee, the\n"
+        "queues above theirs, and for each preempted task who preempted it and why.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("job_id", metavar="ID")
 
     p = sub.add_parser("cancel", parents=[common], help="cancel a job; prints its new state")

@@ -20,7 +20,7 @@ def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:
     task = Task(job_id=job_id, index=msg.index, state=state, node=msg.node, attempt=msg.attempt,
                 exit_code=msg.exit_code if msg.has_exit_code else None, signal=msg.signal, reason=msg.reason,
                 started_at=msg.started_at, finished_at=msg.finished_at, usage=usage_from_pb(msg.usage),
-                failures=msg.failures)
+                failures=msg.failures, preemptions=msg.preemptions)
     doc = task_json(task, msg.lotes_class if msg.HasField("lotes_class") else None)
     doc.update(id=msg.id, state=task_state_name(msg.state))
     return doc

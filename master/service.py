@@ -376,6 +376,7 @@ class MasterService:
         plan = self.preemption.plan(self.state, self.queues, self.reservations, self._eligible, now)
         event = self.preemption.event(plan, self.state, now)
         if event is not None:
+            log.info("preempting %s", "; ".join(f"{task} for job {by} ({why})" for task, _, why, by in event.victims))
             self._do(event)
         for claim in plan.claims:
             self.reservations.claim(claim.job_id, claim.node, now)
