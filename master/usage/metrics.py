@@ -49,6 +49,7 @@ class MasterCollector(Collector):
         yield from self._nodes(state)
         yield from self._queues()
         yield from self._scheduler(state)
+        yield from self._preemption()
 
     def _nodes(self, state: Any) -> Iterator[Metric]:
         gauges = {key: GaugeMetricFamily(f"tcluster_node_{key}", text, labels=["node"]) for key, text in [
@@ -105,6 +106,33 @@ class MasterCollector(Collector):
             jobs.add_metric([name], count)
         yield jobs
         yield GaugeMetricFamily("tcluster_pending_jobs", "jobs with tasks waiting", value=len(state.pending_jobs))
+
+    def _preemption(self) -> Iterator[Metric]:
+        """--preemption's counters (absent without it: no series that can only be zero)."""
+        live = getattr(self.service, "preemption", None)
+        if live is None:
+            return
+        counters = live.counters
+        done = CounterMetricFamily("tcluster_preemptions", "tasks preempted to restore a queue's share",
+                                   labels=["preemptor_queue", "victim_queue"])
+        for (preemptor, victim), count in sorted(counters.preemptions.items()):
+            done.add_metric([preemptor, victim], count)
+        yield done
+        yield CounterMetricFamily("tcluster_preempted_cpu_seconds", "CPU time the preempted attempts had used",
+                                  value=counters.cpu_seconds)
+        blocked = CounterMetricFamily("tcluster_preemption_blocked",
+                                      "rounds x waiting jobs a queue below its share reclaimed nothing for, by reason",
+                                      labels=["reason"])
+        for reason in ("exempt", "protected", "final_share", "at_target", "rate_limit", "no_fit"):
+            blocked.add_metric([reason], counters.blocked.get(reason, 0))
+        yield blocked
+        starved = GaugeMetricFamily("tcluster_queue_starved_seconds", "how long each queue has been below its "
+                                    "share with work waiting", labels=["queue"])
+        now = self.service.clock()
+        for queue, since in sorted(live.starved_since.items()):
+            starved.add_metric([queue], max(now - since, 0.0))
+        yield starved
+
 
 _SPEC_METRICS: list[tuple[str, str, Callable[[object], float]]] = [
     ("memory_limit_bytes", "memory limit of the container", lambda s: s.resources.memory),

@@ -190,7 +190,11 @@ class Api:
             fields = None if not detail or detail == str(task.index) else CPU_FIELDS
             out.append(task_usage_doc(task, record, since, until, fields))
         spec = job.spec
+        marks = [m for m in self.dashboard.recorder.preemptions if since <= m.at <= until
+                 and m.task_id.rpartition(".")[0] == job.id]
         return _json({"job_id": job.id, "since": since, "until": until, "tasks": out,
+                      "preemptions": [{"at": m.at, "task": int(m.task_id.rpartition(".")[2]), "by_job": m.by_job,
+                                       "reason": m.reason} for m in marks],
                       "tasks_total": len(tasks), "limits": {
                           "memory": spec.resources.memory, "cpu_request": spec.resources.cpu,
                           "cpu_limit": spec.cpu_limit, "pids_max": spec.pids_max}})
@@ -239,7 +243,19 @@ class Api:
         self.dashboard.drain()
         since, until = time_range(request)
         return _json({"since": since, "until": until, "queues": {
-            path: series.read(since, until) for path, series in sorted(self.dashboard.recorder.queues.items())}})
+            path: series.read(since, until) for path, series in sorted(self.dashboard.recorder.queues.items())},
+            "preemptions": self._queue_marks(since, until, hide_jobs=self._own_only(request))})
+
+    def _queue_marks(self, since: float, until: float, hide_jobs: bool) -> list[dict[str, Any]]:
+        """Preemptions in the range, with both queues (jobs still in memory; "" for one gone);
+        job ids only for callers who may see every job."""
+        def queue(job_id: str) -> str:
+            job = self.state.jobs.get(job_id)
+            return job.spec.queue if job is not None else ""
+        marks = [{"at": m.at, "job_id": m.task_id.rpartition(".")[0], "by_job": m.by_job,
+                  "victim_queue": queue(m.task_id.rpartition(".")[0]), "preemptor_queue": queue(m.by_job)}
+                 for m in self.dashboard.recorder.preemptions if since <= m.at <= until]
+        return [{**m, "job_id": "", "by_job": ""} for m in marks] if hide_jobs else marks
 
     async def cluster_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()

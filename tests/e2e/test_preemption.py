@@ -6,8 +6,10 @@ notes; none is asserted beyond the issue's bound, with slack for a loaded machin
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import urllib.request
 import signal
 import time
 import uuid
@@ -35,6 +37,7 @@ class Cluster:
         self.flags[self.flags.index("--preempt-grace-s") + 1] = str(grace_s)
         self.master = self._master("127.0.0.1:0", "master.log")
         self.address = "127.0.0.1:" + self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+        self.http = self.master.wait_for_output(r"dashboard on (http://127\.0\.0\.1:\d+)/").group(1)
         self.agent = Proc([str(BIN / "tcl-agent"), "--master", self.address, "--node", self.node, "--runtime",
                            "cgroup1", "--cpus", "2", "--memory", "2Gi", "--state-dir", str(tmp / "agent")],
                           tmp / "agent.log")
@@ -112,6 +115,13 @@ def test_two_departments_reach_half_each_and_stay(cluster: Cluster) -> None:
     assert all(re.match(rf"attempt 1 Preempted by job {b} \(queue b below its share: 0\.\d\d < 0\.50\); requeued",
                         t["reason"]) for t in victims), victims
     assert "Preempted by job" in tcl(cluster.address, "status", a).stdout
+    metrics = urllib.request.urlopen(cluster.http + "/metrics", timeout=10).read().decode()
+    assert 'tcluster_preemptions_total{preemptor_queue="b",victim_queue="a"} 2.0' in metrics
+    assert re.search(r"^tcluster_preempted_cpu_seconds_total \d", metrics, re.M)
+    marks = json.load(urllib.request.urlopen(cluster.http + "/api/v1/queues/usage", timeout=10))["preemptions"]
+    assert [(m["victim_queue"], m["preemptor_queue"], m["by_job"]) for m in marks] == [("a", "b", b)] * 2
+    job_marks = json.load(urllib.request.urlopen(f"{cluster.http}/api/v1/jobs/{a}/usage", timeout=10))["preemptions"]
+    assert sorted(m["task"] for m in job_marks) == sorted(t["index"] for t in victims)
     tcl(cluster.address, "cancel", b)                          # room again: the victims start their attempt 2
     job = wait_until(lambda: running(tcl_json(cluster.address, "status", a)) == 4, 30)  # type: ignore[arg-type]
     for t in victims:
