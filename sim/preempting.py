@@ -76,6 +76,7 @@ class SimPreemption:
         self.starved_since: dict[str, float] = {}
         self.decided: dict[tuple[str, int], tuple[Victim, float]] = {}
         self.log: list[Preempted] = []
+        self.decisions: list[tuple[float, str, int, str, str]] = []   # (time, job, task, queue, by queue)
         self.observer: Observer | None = None   # tests see every plan with its input
         tree = sim.scenario.queues
         self.queues = tree.leaves
@@ -106,6 +107,7 @@ class SimPreemption:
         for victim in plan.victims:
             job, _, index = victim.task_id.rpartition(".")
             self.decided[(job, int(index))] = (victim, now)
+            self.decisions.append((now, job, int(index), victim.queue, victim.by_queue))
             self.sim.preempt(job, int(index), now + self.settings.grace_s)
         for claim in plan.claims:
             self.sim.book.claim(claim.job_id, claim.node, now)
@@ -201,7 +203,4 @@ class SimPreemption:
         targets = np.minimum(self._guarantee, demand.max(axis=1, initial=0.0))
         return tuple(QueuePoint(round(float(s), 12), round(float(t), 12), w)
                      for s, t, w in zip(shares, targets, waiting))
-
-    def decided_count(self) -> int:
-        return int(self.sim.counters.get("preemptions", 0))
 
