@@ -216,7 +216,11 @@ class _Planner:
                 choices.append(choice)
                 if len(choices) >= self.settings.sample_nodes:
                     break
-        return cheapest(choices), search.blocked()
+        # A node claimed for this job already, if it still has victims: a node serves one
+        # job, so spreading one job's claims over many nodes would lock other starved
+        # queues out of the victims left on them (the sim's property test found this).
+        own = [c for c in choices if self.owner.get(c.node) == job.job_id]
+        return cheapest(own or choices), search.blocked()
 
     def _rows(self, job: WaitingJob, request: np.ndarray) -> list[int]:
         """Nodes that could hold the task when empty, from a rotating start, at most max_node_visits."""
@@ -234,7 +238,13 @@ class _Planner:
         if not rows:
             return []
         start = self.rng.randrange(len(rows))
-        return (rows[start:] + rows[:start])[: self.settings.max_node_visits]
+        rows = rows[start:] + rows[:start]
+        own = [view.rows[n] for n, owner in self.owner.items() if owner == job.job_id and n in view.rows]
+        own = [r for r in own if ok[r]]
+        if own:   # visited first (see _find)
+            mine = set(own)
+            rows = own + [r for r in rows if r not in mine]
+        return rows[: self.settings.max_node_visits]
 
     def _room(self, name: str, row: int) -> np.ndarray:
         """Free now, plus what tasks being stopped will free, minus what is claimed already."""
