@@ -20,6 +20,7 @@ import math
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,6 +34,9 @@ from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.sim.scenario import Scenario, SimJob
+
+if TYPE_CHECKING:
+    from tcluster.sim.preempting import SimPreemption
 
 # At equal times: submissions, then task ends, then victims whose grace is over, all
 # before the round. A tick only wakes the round (a starvation clock or a rate limit).
@@ -83,7 +87,7 @@ class SimRun:
     counters: dict[str, int]
     timeline: tuple[tuple[float, tuple[float, ...]], ...]   # (time, share per scenario job)
     lotes: dict | None = None              # the plan LoTES followed, or why it fell back
-    preemption: object | None = None       # sim/preempting.py's SimPreemption: its log and queue timeline
+    preemption: SimPreemption | None = None   # its log and the queues' shares over time, when asked for
 
 
 class Simulator:
@@ -107,7 +111,7 @@ class Simulator:
         self.until: float | None = None
         self.counters = {"events": 0, "rounds": 0, "tasks_placed": 0, "tasks_done": 0}
         self.on_node: dict[str, dict[tuple[str, int], None]] = {n.name: {} for n in scenario.nodes}
-        self.preemption = None
+        self.preemption: SimPreemption | None = None
         claim_for = float("inf")
         if preemption is not None or record_queues:
             from tcluster.sim.preempting import SimPreemption   # the planner only when asked for

@@ -26,7 +26,7 @@ import numpy as np
 
 from tcluster.formats import format_table
 from tcluster.sim.engine import SimRun
-from tcluster.sim.preempting import QueuePoint, SimPreemption
+from tcluster.sim.preempting import QueuePoint
 
 RATIO = 0.9          # an episode ends at this fraction of the target
 EPSILON = 1e-9
@@ -95,7 +95,7 @@ def thrash(decisions: Sequence[tuple[float, str, int, str, str]]) -> tuple[int, 
 
 def summarize(system: str, run: SimRun) -> Summary:
     rec = run.preemption
-    assert isinstance(rec, SimPreemption), "summarize needs a run with record_queues or preemption"
+    assert rec is not None, "summarize needs a run with record_queues or preemption"
     eps = episodes(rec.timeline, rec.queues)
     hours = run.end / 3600 if run.end > 0 else 0.0
     decided = len(rec.decisions)
@@ -148,7 +148,7 @@ def write_share_plot(runs: Sequence[tuple[str, SimRun]], path: Path | str, title
     figure, panels = plt.subplots(len(runs), 1, figsize=(9, 2.8 * len(runs)), sharex=True, squeeze=False)
     for (system, run), axes in zip(runs, panels[:, 0]):
         rec = run.preemption
-        assert isinstance(rec, SimPreemption)
+        assert rec is not None
         times = [t for t, _ in rec.timeline]
         for i, queue in enumerate(rec.queues):
             line, = axes.step(times, [p[i].share for _, p in rec.timeline], where="post", label=queue)
