@@ -134,6 +134,8 @@ def sim_table(report: dict[str, Any]) -> str:
     m = report["metrics"]
     head = (f"t={m['time']:g}s  fairness={m['fairness']}  placement={m['placement']}  events={m['events']}  "
             f"rounds={m['rounds']}  placed={m['tasks_placed']}  done={m['tasks_done']}")
+    if "preemptions" in m:   # --preemption / --preempt-naive
+        head += f"  preemptions={m['preemptions']}  requeued={m['tasks_requeued']}"
     weights = m["flattened_weights"]
     jobs = format_table(
         ("JOB", "QUEUE", "TASKS", "RUNNING", "DONE", "SHARE", "MCH WEIGHT"),

@@ -119,6 +119,8 @@ def test_tcl_sim_compares_the_three_systems(capsys: pytest.CaptureFixture[str], 
     assert main([*args, "--preempt-grace-s", "10"]) == 0
     out = capsys.readouterr().out
     assert "grace=10s" in out and "TO SHARE P50" in out and "naive" in out
+    assert main(["sim", str(EXAMPLES / "preemption-departments.yaml"), "--until", "1000", "--preempt-naive"]) == 0
+    assert "preemptions=" in capsys.readouterr().out.splitlines()[0]
 
 
 # ---- properties over random trees and workloads ----
