@@ -189,6 +189,7 @@ def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
         epilog="example:\n  tcl sim examples/mch-figure4.yaml --until 500 -o json\n"
         "  tcl sim examples/mch-figure4.yaml --timeline f4.csv --plot f4.png\n"
         "  tcl sim examples/tcluster-table3.yaml --fairness fifo --placement lotes --lotes-classes classes.yaml\n"
+        "  tcl sim examples/preemption-departments.yaml --preempt-compare --plot shares.png\n"
         "a scenario with a `workload:` (generated arrivals) compares placement policies by response time:\n"
         "  tcl sim examples/lotes-generated.yaml --compare lotes,tetris,first-fit --seeds 5 --plot lotes.png",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -207,6 +208,21 @@ def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
                    "(default lotes,tetris,first-fit)")
     p.add_argument("--seeds", type=int, default=3, metavar="N", help="workload scenarios: seeds --seed .. --seed+N-1 (default 3)")
     p.add_argument("--load", metavar="RHO,..", help="workload scenarios: loads relative to lambda* (default: the file's)")
+    add_sim_preemption(p)
+
+
+def add_sim_preemption(p: argparse.ArgumentParser) -> None:
+    """The knobs default to the scenario's `preemption:` mapping, else to tcl-master's defaults."""
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--preemption", action="store_true", help="preempt as tcl-master --preemption does")
+    mode.add_argument("--preempt-naive", action="store_true",
+                      help="the naive policy: preempt on any share deficit, no victim floor, no final-share rule")
+    mode.add_argument("--preempt-compare", action="store_true",
+                      help="no preemption, preemption and naive side by side: time to share, preemptions, work lost")
+    p.add_argument("--preempt-after-s", type=float, metavar="S", help="a queue below its target this long reclaims (30)")
+    p.add_argument("--preempt-grace-s", type=float, metavar="S", help="a victim holds its room this long (30)")
+    p.add_argument("--preempt-min-runtime-s", type=float, metavar="S", help="a younger task is no victim (60)")
+    p.add_argument("--preempt-max-per-round", type=int, metavar="N", help="victims per round (10)")
 
 
 def add_pack(sub: _Subcommands, common: argparse.ArgumentParser) -> None:

@@ -81,12 +81,21 @@ class LivePreemption:
         waiting = [WaitingJob(v.job_id, v.queue, v.demand, v.pending) for v in state.pending_views()]
         claims = [Claim(job, node, count) for job, node, count in book.claims()]
 
+        demands: dict[str, np.ndarray] = {}     # per job: the planner may visit hundreds of nodes
+        kills = state.kills
+
         def running_on(node: str) -> Iterable[RunningTask]:
             for task in state.tasks_on(node):
-                if task.state.holds_resources and (task.id, task.attempt) not in state.kills:
-                    job = state.jobs[task.job_id]
-                    yield RunningTask(task.id, task.job_id, job.spec.queue, task.started_at or now,
-                                      resource_vector(job.spec.resources, view.kinds))
+                if not task.state.holds_resources:
+                    continue
+                task_id = task.id
+                if kills and (task_id, task.attempt) in kills:
+                    continue
+                spec = state.jobs[task.job_id].spec
+                demand = demands.get(task.job_id)
+                if demand is None:
+                    demand = demands[task.job_id] = resource_vector(spec.resources, view.kinds)
+                yield RunningTask(task_id, task.job_id, spec.queue, task.started_at or now, demand)
 
         def eligible(job_id: str) -> np.ndarray | None:
             spec = state.jobs[job_id].spec

@@ -120,6 +120,13 @@ class _Planner:
         # A held or claimed node serves one job: no other job's victims are chosen there.
         self.owner = {**inp.held_for, **{c.node: c.job_id for c in inp.claims}}
         self.chosen: set[str] = set()                         # victims of this round so far
+        self._fits: dict[str, np.ndarray] = {}                # job -> nodes it fits when empty
+        # One random start a round, for every search: the jobs of a round look at the same
+        # nodes first, so a node's tasks are asked for once (the input does not change while
+        # the round plans) and a round examines about max_node_visits nodes, not that many
+        # per starved job (the worst case: no victim anywhere).
+        self._spin: float | None = None
+        self._tasks: dict[str, list[RunningTask]] = {}
         self.freed_on: dict[str, np.ndarray] = {}             # what they free, per node
         self.standings = self._standings()
         self.budget = settings.max_per_round
@@ -133,7 +140,8 @@ class _Planner:
         return resource_vector(resources, self.kinds)
 
     def share(self, usage: np.ndarray) -> float:
-        return float(np.max(usage * self._inverse, initial=0.0))
+        # max(..., 0.0) as np.max(initial=0.0) did, without its wrapper's cost (a hot path)
+        return max(float((usage * self._inverse).max()), 0.0) if len(self._inverse) else 0.0
 
     # ---- who is entitled to what ----
 
@@ -208,7 +216,7 @@ class _Planner:
         for row in self._rows(job, request):
             name = self.inp.view.names[row]
             assert name is not None
-            tasks = [t for t in self.inp.running_on(name) if t.task_id not in self.chosen]
+            tasks = [t for t in self._running_on(name) if t.task_id not in self.chosen]
             choice = search.on_node(name, self._room(name, row), tasks)
             if choice is not None and not choice.victims:
                 return choice, Blocked.NO_FIT        # room is already there (or on its way)
@@ -216,31 +224,68 @@ class _Planner:
                 choices.append(choice)
                 if len(choices) >= self.settings.sample_nodes:
                     break
-        return cheapest(choices), search.blocked()
+        # A node claimed for this job already, if it still has victims: a node serves one
+        # job, so spreading one job's claims over many nodes would lock other starved
+        # queues out of the victims left on them (the sim's property test found this).
+        own = [c for c in choices if self.owner.get(c.node) == job.job_id]
+        return cheapest(own or choices), search.blocked()
 
     def _rows(self, job: WaitingJob, request: np.ndarray) -> list[int]:
-        """Nodes that could hold the task when empty, from a rotating start, at most max_node_visits."""
+        """Nodes that could hold the task when empty, in name order from the round's random
+        start (wrapping), at most max_node_visits; the nodes claimed for the job first. The filter and the rotation
+        are numpy's: only the rows to visit become Python ints (10,000 nodes: ~0.1 ms)."""
         view = self.inp.view
-        ok = view.schedulable.copy()
-        eligible = self.inp.eligible(job.job_id)
-        if eligible is not None:
-            ok &= eligible
-        ok &= np.all(view.capacity >= request - EPSILON, axis=1)
-        for name in (n for n, owner in self.owner.items() if owner != job.job_id):
-            row = view.rows.get(name)
-            if row is not None:
+        ok = self._fits_empty(job, request).copy()
+        owned = [(view.rows.get(name), owner == job.job_id) for name, owner in self.owner.items()]
+        for row, mine in owned:
+            if row is not None and not mine:
                 ok[row] = False
-        rows = [int(r) for r in view.order if ok[r]]
-        if not rows:
+        rows = view.order[ok[view.order]]
+        if not len(rows):
             return []
-        start = self.rng.randrange(len(rows))
-        return (rows[start:] + rows[:start])[: self.settings.max_node_visits]
+        if self._spin is None:
+            self._spin = self.rng.random()
+        start, limit = min(int(self._spin * len(rows)), len(rows) - 1), self.settings.max_node_visits
+        visit = np.concatenate((rows[start:start + limit], rows[:max(0, start + limit - len(rows))])).tolist()
+        own = [row for row, mine in owned if mine and row is not None and ok[row]]
+        if own:   # visited first (see _find)
+            taken = set(own)
+            visit = own + [r for r in visit if r not in taken][: max(0, limit - len(own))]
+        return visit[:limit]
+
+    def _running_on(self, name: str) -> list[RunningTask]:
+        found = self._tasks.get(name)
+        if found is None:
+            found = self._tasks[name] = list(self.inp.running_on(name))
+        return found
+
+    def _fits_empty(self, job: WaitingJob, request: np.ndarray) -> np.ndarray:
+        """Schedulable, allowed by the job's constraints, big enough when empty: the same
+        all round, so worked out once per job (a (nodes, kinds) compare: ~0.2 ms at 10,000)."""
+        found = self._fits.get(job.job_id)
+        if found is None:
+            view = self.inp.view
+            found = view.schedulable.copy()
+            eligible = self.inp.eligible(job.job_id)
+            if eligible is not None:
+                found &= eligible
+            for kind, need in enumerate((request - EPSILON).tolist()):   # per column: 10x np.all(axis=1)
+                found &= view.capacity[:, kind] >= need
+            self._fits[job.job_id] = found
+        return found
 
     def _room(self, name: str, row: int) -> np.ndarray:
-        """Free now, plus what tasks being stopped will free, minus what is claimed already."""
+        """Free now, plus what tasks being stopped will free, minus what is claimed already.
+        (Only the terms a node has: this runs for every node visited.)"""
+        room = self.inp.view.free[row]
         leaving = self.inp.leaving.get(name)
-        room = self.inp.view.free[row] + (self.vector(leaving) if leaving is not None else 0.0)
-        return room + self.freed_on.get(name, 0.0) - self.claimed_on.get(name, 0.0)
+        if leaving is not None:
+            room = room + self.vector(leaving)
+        freed = self.freed_on.get(name)
+        if freed is not None:
+            room = room + freed
+        claimed = self.claimed_on.get(name)
+        return room if claimed is None else room - claimed
 
     def _take(self, job: WaitingJob, choice: NodeChoice) -> None:
         request = self.requests[job.job_id]

@@ -195,3 +195,24 @@ def test_a_job_that_cannot_fit_anywhere_is_no_preemptor() -> None:
     m = cluster("n1")
     result = plan(m, running(m, "n1", "a", 4), [WaitingJob("b-job", "b", Resources(cpu=4, memory=0), 1)])
     assert result.victims == ()
+
+
+def test_a_jobs_claims_gather_on_few_nodes_so_another_starved_queue_finds_victims() -> None:
+    """A node claimed for one job serves only that job this round. k1 (target 0.25, 8
+    tasks) and q1 (0.5, 16 tasks) both reclaim from k0, which fills 8 nodes of 4 tasks:
+    k1's claims must take two nodes, not one task here and there on many, or q1 finds too
+    few nodes left and waits another grace period (found by test_preemption_sim.py)."""
+    names = [f"n{i}" for i in range(1, 9)]
+    m = cluster(*names)
+    tasks = [t for n in names for t in running(m, n, "q0.k0", 4, job="fill")]
+    by_node = {n: [t for t in tasks if f".{n}." in t.task_id] for n in names}
+    queues = "queues:\n  q0: {weight: 1, queues: {k0: {weight: 1}, k1: {weight: 1}}}\n  q1: {weight: 1}\n"
+    waiting = [WaitingJob("w0", "q0.k1", HALF, 32), WaitingJob("w1", "q1", HALF, 32)]
+    inp = PreemptionInput(parse_queue_text(queues, "t"), m.view(), {"q0.k0": HALF.times(32)}, waiting,
+                          lambda n: by_node[n])
+    for seed in range(5):
+        result = plan_preemption(inp, PreemptionSettings(max_per_round=50), {"q0.k1": 0.0, "q1": 0.0}, NOW,
+                                 random.Random(seed))
+        claims = {job: sorted({c.node for c in result.claims if c.job_id == job}) for job in ("w0", "w1")}
+        assert [sum(c.job_id == job for c in result.claims) for job in ("w0", "w1")] == [8, 16], claims
+        assert len(claims["w0"]) == 2 and len(claims["w1"]) == 4 and not set(claims["w0"]) & set(claims["w1"])
