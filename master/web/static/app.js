@@ -223,6 +223,8 @@ async function job(id) {
     <p class="muted">queue ${esc(j.queue)} · owner ${esc(j.user || "agent default")} · ${cores(j.resources.cpu)} CPU and ${bytes(j.resources.memory)} per task
     ${j.cpu_limit ? "· cap " + cores(j.cpu_limit) : ""} · submitted ${when(j.submitted_at)} · <code>${esc(j.command.join(" "))}</code></p>
     ${j.pending_reason ? `<p class="reason" id="pending-reason">pending: ${esc(j.pending_reason)}</p>` : ""}
+    ${j.reason ? `<p class="reason" id="end-reason">ended: ${esc(j.reason)}</p>` : ""}
+    ${batchLine(j)}
     <div id="oom-list">${ooms.map(o => `<div class="oom">OOM kill: task ${o.task} on ${esc(o.node)} at ${esc(new Date(o.at * 1000).toLocaleString())}</div>`).join("")}</div>
     <div id="preemption-list">${(u.preemptions || []).map(p => `<div class="preempted">task ${p.task} preempted at ${esc(new Date(p.at * 1000).toLocaleString())}: ${esc(p.reason)}</div>`).join("")}</div>
     <h2>Tasks</h2><table id="tasks"><tr><th>#</th><th>state</th><th>node</th><th>try</th><th>exit</th><th>reason</th><th>CPU</th><th>working set</th><th>peak</th><th>pids</th><th></th></tr>` +
@@ -235,6 +237,17 @@ async function job(id) {
   const pick = document.getElementById("task-pick");
   pick.onchange = () => { page.task = +pick.value; refresh(); };
   drawJobCharts(id, u, ooms.map(o => o.at), sel, (u.preemptions || []).map(p => p.at));
+}
+
+// Arrays, dependencies, gangs and time limits, where the job has them (README, "Batch work").
+function batchLine(j) {
+  const parts = [];
+  if (j.array) parts.push(`array ${esc(j.array)}${j.throttle ? `, at most ${j.throttle} at once` : ""}; waiting ` +
+    `[${esc((j.pending_indexes || "").slice(0, 80)) || "none"}]` + (j.skipped_indexes ? `; cancelled before starting [${esc(j.skipped_indexes.slice(0, 80))}]` : ""));
+  if (j.dependency) parts.push(`depends on ${esc(j.dependency)}`);
+  if (j.gang) parts.push(`gang of ${j.tasks_total}`);
+  if (j.time_limit_s) parts.push(`time limit ${j.time_limit_s}s`);
+  return parts.length ? `<p class="muted" id="batch">${parts.join(" · ")}</p>` : "";
 }
 
 function drawJobCharts(id, u, oomTimes, sel, preemptTimes) {
