@@ -111,7 +111,7 @@ class Api:
         docs = self.task_docs.docs(self.state, tasks) if with_tasks else []
         doc = job_json(view, docs, dominant_share=self.service.dominant_share(job, tasks))
         if not with_tasks:
-            doc["tasks_total"] = len(tasks)
+            doc["tasks_total"] = job.spec.tasks    # an array's indexes, placed or not
         counts = self.state.counts.get(job.id, {})
         doc["task_states"] = {s.value: counts.get(s, 0) for s in TaskState if counts.get(s, 0)}
         return doc
