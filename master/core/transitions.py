@@ -19,13 +19,15 @@ from dataclasses import replace
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound
 from tcluster.lifecycle import can_transition
 from tcluster.master.core.events import (
-    Ack, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Kill, KillIntent, KillMode, Launch, NodeLive, Now,
-    Place, Preempt, Reports, Step, Submit, Tick, Welcome,
+    Ack, AgentJoined, AgentLeft, Beat, Cancel, Cordon, Disconnect, Drain, Event, Kill, KillIntent, KillMode, Launch,
+    Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, Welcome,
 )
+from tcluster.master.core import nodeops
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.state import MasterState, derive_job
 from tcluster.model import Job, Node, NodeState, Task, TaskState
 from tcluster.ceilings import refusal
+from tcluster.nodeops import READY_OPS
 from tcluster.scheduler.reasons import never_fits_reason
 
 log = logging.getLogger(__name__)
@@ -184,10 +186,11 @@ def _place(d: Draft, ev: Place) -> None:
 def _joined(d: Draft, ev: AgentJoined) -> None:
     reg = ev.registration
     # A node still marked connected registers again: its old stream is half-open (the I/O
-    # layer has closed it); the newest registration wins.
+    # layer has closed it); the newest registration wins. What an operator asked stays.
+    known = d.state.nodes.get(reg.node)
     node = Node(name=reg.node, capacity=(reg.capacity - reg.reserved).clamp_nonnegative(), reserved=reg.reserved,
                 labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime,
-                ceilings=reg.ceilings)
+                ceilings=reg.ceilings, ops=known.ops if known is not None else READY_OPS)
     d.step.nodes[node.name] = node
     d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall)
     _apply_reports(d, reg.node, reg.reports)
@@ -341,6 +344,7 @@ def _tick(d: Draft, ev: Tick) -> None:
             for task in d.state.tasks_on(name):
                 _lose(d, task, f"node {name} unreachable for {silent:.0f}s")
     _start_deadlines(d)
+    nodeops.tick(d, _want_killed)
     _forget_old_jobs(d)
 
 
@@ -381,6 +385,7 @@ def _forget_old_jobs(d: Draft) -> None:
 _HANDLERS = {
     Submit: _submit, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
     Reports: _reports, Beat: _beat, Tick: _tick, Preempt: _preempt,
+    Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
 }
 
 __all__ = ["Draft", "handle"]
