@@ -55,7 +55,7 @@ class Windows:
         if not names:
             return ""
         ops = self.windows[names[0]]
-        span = f"{_clock(ops.maint_start)}-{_clock(ops.maint_end)} UTC"
+        span = f"from {_clock(ops.maint_start)} to {_clock(ops.maint_end)} UTC"
         more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
         limit = time_limit_of(spec)
         runs = "the job has no time limit" if limit <= 0 else f"its time limit ({limit:g}s) would overlap it"
