@@ -18,6 +18,7 @@ whole output with prometheus_client's own parser."""
 
 from __future__ import annotations
 
+import time
 from operator import attrgetter
 from typing import Any, Callable, Iterator
 
@@ -84,7 +85,7 @@ class MasterCollector(Collector):
                                    "is away), 0 for the others", labels=["node", "state"])
         drains = GaugeMetricFamily("tcluster_node_drain_seconds", "how long the drain has taken (DRAINING) or took "
                                    "(DRAINED)", labels=["node"])
-        now = self.service.clock()
+        now = getattr(self.service, "clock", time.time)()
         for name, node in sorted(state.nodes.items()):
             shown = shown_state(node.state, node.ops, state.connected(name))
             for each in NodeState:
