@@ -32,8 +32,18 @@ class NodeRequest:
     duration_s: float = 0.0
 
 
+MAX_REASON_CHARS = 1024
+MAX_NODE_NAME_BYTES = 253
+
+
 def event_of(request: NodeRequest, by: str) -> NodeEvent:
-    """InvalidArgument for an op this master does not know (a newer client's)."""
+    """The request checked at the edge (sizes: nothing oversized is written), as an event.
+    InvalidArgument for an op this master does not know (a newer client's)."""
+    if len(request.reason) > MAX_REASON_CHARS:
+        raise InvalidArgument("reason", f"is {len(request.reason)} characters; at most {MAX_REASON_CHARS}")
+    long = next((n for n in request.nodes if len(n.encode()) > MAX_NODE_NAME_BYTES), None)
+    if long is not None:
+        raise InvalidArgument("nodes", f"a node name of {len(long.encode())} bytes; at most {MAX_NODE_NAME_BYTES}")
     make: dict[str, Callable[[], NodeEvent]] = {
         "cordon": lambda: Cordon(request.nodes, by, request.reason),
         "uncordon": lambda: Uncordon(request.nodes, by, request.reason),

@@ -284,15 +284,16 @@ class MasterService:
             out.append((replace(node, last_seen=seen, state=shown), sorted(tasks)))
         return out
 
-    async def operate_nodes(self, request: nodeops.NodeRequest, caller: Caller = ANONYMOUS) -> list[Node]:
+    async def operate_nodes(self, request: nodeops.NodeRequest,
+                            caller: Caller = ANONYMOUS) -> list[tuple[Node, list[str]]]:
         """cordon, uncordon, drain, maint (admins only): one event for all the named nodes,
-        durable before the answer; the nodes as they are then."""
+        durable before the answer; the nodes (and their task ids) as they are then."""
         self.gate.check(caller, OperateNodes(request.op, request.nodes))
         _, durable = self._do(nodeops.event_of(request, caller.name))
         self.kick()
         await durable
         names = set(request.nodes)
-        return [n for n, _ in self.nodes(caller) if n.name in names]
+        return [(n, tasks) for n, tasks in self.nodes(caller) if n.name in names]
 
     def drain_blockers(self, name: str) -> list[nodeops.Blocker]:
         return nodeops.blockers(self.state, name, self.clock())

@@ -79,7 +79,7 @@ def uncordon(d: Draft, ev: Uncordon) -> None:
 
 
 def drain(d: Draft, ev: Drain) -> None:
-    if ev.deadline_s < 0:
+    if not 0 <= ev.deadline_s < float("inf"):
         raise InvalidArgument("deadline", f"{ev.deadline_s!r} must be seconds >= 0 (0: no deadline)")
     deadline = d.now.wall + ev.deadline_s if ev.deadline_s > 0 else 0.0
     for node in _named(d, ev.nodes):
@@ -96,6 +96,8 @@ def drain(d: Draft, ev: Drain) -> None:
 def maintain(d: Draft, ev: Maintain) -> None:
     if not 0 < ev.duration_s < float("inf"):
         raise InvalidArgument("duration", f"{ev.duration_s!r} must be seconds > 0")
+    if not 0 <= ev.start < float("inf"):
+        raise InvalidArgument("start", f"{ev.start!r} is not a time (unix seconds)")
     end = ev.start + ev.duration_s
     if end <= d.now.wall:
         raise InvalidArgument("start", "the window is already over; give a start in the future (or now)")

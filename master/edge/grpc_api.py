@@ -150,7 +150,8 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
             await _abort(context, error)
             raise AssertionError("unreachable")
         return jobs_pb2.OperateNodesResponse(nodes=[
-            node_to_pb(n, self.service.free(n), [], blockers=self.service.drain_blockers(n.name)) for n in done])
+            node_to_pb(n, self.service.free(n), tasks, blockers=self.service.drain_blockers(n.name))
+            for n, tasks in done])
 
     async def ListQueues(self, request: jobs_pb2.ListQueuesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListQueuesResponse:
         try:

@@ -34,4 +34,7 @@ def test_only_admins_operate_nodes(tmp_path: Path) -> None:
         code, _ = await code_of(h.cluster.OperateNodes(jobs_pb2.OperateNodesRequest(op="reboot", nodes=["n1"]),
                                                        metadata=auth(t["admin"])))
         assert code == grpc.StatusCode.INVALID_ARGUMENT
+        code, why = await code_of(h.cluster.OperateNodes(
+            jobs_pb2.OperateNodesRequest(op="cordon", nodes=["n1"], reason="x" * 5000), metadata=auth(t["admin"])))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and why.startswith("reason: is 5000 characters")
     run(scenario, tmp_path)

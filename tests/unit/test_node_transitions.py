@@ -98,6 +98,8 @@ def test_who_when_why_are_recorded_and_uncordon_drops_the_window() -> None:
     (Drain(("n1",), "a", deadline_s=-1), InvalidArgument),
     (Maintain(("n1",), "a", WALL0 - 100, 50), InvalidArgument),     # already over
     (Maintain(("n1",), "a", WALL0, 0), InvalidArgument),
+    (Maintain(("n1",), "a", float("nan"), 60), InvalidArgument),
+    (Drain(("n1",), "a", deadline_s=float("inf")), InvalidArgument),
 ])
 def test_bad_requests_change_nothing(event: object, error: type) -> None:
     w = idle_world()
