@@ -49,7 +49,7 @@ MASTER_COMMANDS = {
     "status": "tcluster.cli.commands:status", "cancel": "tcluster.cli.commands:cancel",
     "logs": "tcluster.cli.commands:logs", "nodes": "tcluster.cli.commands:nodes",
     "queues": "tcluster.cli.queues:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
-    "why": "tcluster.cli.why:why", "node": "tcluster.cli.nodeops:node",
+    "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update", "node": "tcluster.cli.nodeops:node",
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
@@ -139,8 +139,15 @@ def add_query_commands(sub: _Subcommands, common: argparse.ArgumentParser) -> No
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("job_id", metavar="ID")
 
-    p = sub.add_parser("cancel", parents=[common], help="cancel a job; prints its new state")
+    p = sub.add_parser("cancel", parents=[common], help="cancel a job (or some of its tasks); prints its new state")
     p.add_argument("job_id", metavar="ID")
+    p.add_argument("--tasks", metavar="INDEXES",
+                   help="only these tasks, e.g. 5-9,12 (an array's indexes); running ones are killed")
+
+    p = sub.add_parser("update", parents=[common], help="change a running job: an array's throttle")
+    p.add_argument("job_id", metavar="ID")
+    p.add_argument("--throttle", type=non_negative_int, required=True, metavar="N",
+                   help="at most N of the array's tasks running at once (0: no limit)")
 
     p = sub.add_parser("logs", parents=[common], help="print a task's log (stdout by default)")
     p.add_argument("job_id", metavar="ID")

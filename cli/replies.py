@@ -12,6 +12,7 @@ from tcluster.cli.names import job_state_name, task_state_name, tasks_total
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.v1 import jobs_pb2
 from tcluster.views import JsonDict, job_json, node_json, task_json
+from tcluster.arrays import index_set_from_text
 from tcluster.wire import node_ops_from_pb, resources_from_pb, spec_from_pb, usage_from_pb
 
 
@@ -29,7 +30,9 @@ def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:
 def reply_job_json(msg: jobs_pb2.Job) -> JsonDict:
     job = Job(id=msg.id, spec=spec_from_pb(msg.spec), submitted_at=msg.submitted_at,
               state=_known(JobState, job_state_name(msg.state), JobState.PENDING), finished_at=msg.finished_at,
-              pending_reason=msg.pending_reason)
+              pending_reason=msg.pending_reason, unplaced=index_set_from_text(msg.unplaced),
+              skipped=index_set_from_text(msg.skipped), throttle=msg.throttle, reason=msg.reason,
+              released=msg.released)
     doc = job_json(job, [reply_task_json(msg.id, t) for t in msg.tasks], dominant_share=msg.dominant_share)
     doc.update(state=job_state_name(msg.state), tasks_total=tasks_total(msg))
     return doc

@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 from tcluster.cli.names import job_state_name, task_state_name, tasks_total, used_resources
 from tcluster.formats import format_table, signal_name, timestamp
 from tcluster.states import TERMINAL_TASK_STATES, TaskState
-from tcluster.units import format_bytes, format_cpu
+from tcluster.units import format_bytes, format_cpu, format_duration
 from tcluster.v1 import common_pb2, jobs_pb2
 from tcluster.wirebasics import resources_from_pb
 
@@ -127,11 +127,35 @@ def job_view(job: jobs_pb2.Job, now: float) -> str:
     ]
     if spec.constraints:
         header.append(("Constraints", "; ".join(spec.constraints)))
+    header += batch_lines(job)
     if job.pending_reason:
         header.append(("Pending", job.pending_reason))
+    if job.reason:
+        header.append(("Ended", job.reason))
     width = max(len(key) for key, _ in header) + 2
     lines = [f"{key + ':':<{width}}{value}" for key, value in header]
     return "\n".join(lines) + "\n\n" + tasks_table(job.tasks)
+
+
+def batch_lines(job: jobs_pb2.Job) -> list[tuple[str, str]]:
+    """Array, dependency, gang and time-limit lines of `tcl status`, where the job has them."""
+    spec, lines = job.spec, []
+    if spec.array:
+        waiting = f"[{_clip(job.unplaced)}]" if job.unplaced else "none"
+        throttle = f", at most {job.throttle} at once" if job.throttle else ""
+        skipped = f", cancelled before starting [{_clip(job.skipped)}]" if job.skipped else ""
+        lines.append(("Array", f"{spec.array.partition('%')[0]}{throttle}; waiting {waiting}{skipped}"))
+    if spec.dependency:
+        lines.append(("Depends on", spec.dependency + ("" if not job.released else " (met)")))
+    if spec.gang:
+        lines.append(("Gang", f"all {spec.tasks} tasks together"))
+    if spec.time_limit_s:
+        lines.append(("Time limit", format_duration(spec.time_limit_s)))
+    return lines
+
+
+def _clip(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[:width].rpartition(",")[0] + ",…"
 
 
 def labels_cell(labels: dict[str, str]) -> str:

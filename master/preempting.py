@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -124,3 +124,11 @@ def _cpu_seconds(state: MasterState, task_id: str, started_at: float, now: float
     task = state.task(task_id)
     cpu = state.jobs[task.job_id].spec.resources.cpu if task is not None else 0.0
     return max(now - started_at, 0.0) * cpu if started_at else 0.0
+
+
+def make_preemption(settings: Any) -> LivePreemption | None:
+    if not settings.preemption:
+        return None
+    return LivePreemption(PreemptionSettings(
+        after_s=settings.preempt_after_s, grace_s=settings.preempt_grace_s,
+        min_runtime_s=settings.preempt_min_runtime_s, max_per_round=settings.preempt_max_per_round), settings.seed)

@@ -13,19 +13,21 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable
 
+from tcluster.arrays import parse_index_set
+from tcluster.dependency import parse_dependency
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.core.events import (
-    Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Launch, Now, Place, Reports, Step,
-    Submit, Tick,
+    Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Disconnect, Event, Launch, Now, Place, Reports,
+    Step, Submit, Tick, UpdateJob,
 )
 from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
-from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
+from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
 from tcluster.master.core.registration import check_registration
 from tcluster.master.settings import MasterSettings
 from tcluster.master.core.state import MasterState, Timeouts
@@ -39,8 +41,7 @@ from tcluster.queuerow import QueueRow
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.round import schedule_round
 from tcluster.scheduler.windows import Windows
-from tcluster.scheduler.preemption import PreemptionSettings
-from tcluster.master.preempting import LivePreemption
+from tcluster.master.preempting import make_preemption
 from tcluster.master import nodeops
 from tcluster.nodeops import shown_state
 from tcluster.security.authz import (
@@ -61,14 +62,6 @@ def timeouts_of(settings: MasterSettings) -> Timeouts:
                     preempt_grace_s=settings.preempt_grace_s)
 
 
-def make_preemption(settings: MasterSettings) -> LivePreemption | None:
-    if not settings.preemption:
-        return None
-    return LivePreemption(PreemptionSettings(
-        after_s=settings.preempt_after_s, grace_s=settings.preempt_grace_s,
-        min_runtime_s=settings.preempt_min_runtime_s, max_per_round=settings.preempt_max_per_round), settings.seed)
-
-
 def not_found(job_id: str) -> NotFound:
     return NotFound(f"job {job_id[:64]!r} not found")
 
@@ -79,7 +72,12 @@ def load_state(store: StateStore, settings: MasterSettings, mono: float) -> Mast
     jobs = store.load_jobs(finished_limit=timeouts.resident_finished_jobs,
                            finished_tasks=timeouts.resident_finished_tasks)
     tasks = store.load_tasks({j.id for j in jobs})
-    return MasterState(jobs, tasks, store.load_nodes(), store.load_kills(), timeouts, mono)
+    state = MasterState(jobs, tasks, store.load_nodes(), store.load_kills(), timeouts, mono)
+    for parent in sorted(set(state.dependents) - set(state.jobs)):   # waited on, ended, not resident
+        stored = store.load_job(parent)
+        if stored is not None:
+            state.ended[parent] = stored[0].state
+    return state
 
 
 class MasterService:
@@ -173,6 +171,7 @@ class MasterService:
         spec = replace(spec, owner=caller.name)
         spec.validate()         # the one check of a spec; `tcl submit` runs the same one early
         self.queues.check_leaf(spec.queue)
+        spec = with_queue_time_limit(spec, self.queues.max_time_limit_s(spec.queue))
         self.gate.check(caller, SubmitJob(spec.queue, spec.user, spec.weight, self.queues.max_job_weight(spec.queue)))
         spec = replace(spec, user=run_as(caller, spec.user))
         if spec.request_id and (spec.owner, spec.request_id) in self.state.by_request:
@@ -180,7 +179,7 @@ class MasterService:
         job_id = secrets.token_hex(4)
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
-        _, durable = self._do(Submit(job_id, spec))
+        _, durable = self._do(Submit(job_id, spec, self._known_states(spec)))
         if self.lotes is not None:
             self.lotes.submitted(spec)
         self.kick()
@@ -242,10 +241,32 @@ class MasterService:
                                               page_token, owner)
         return [self.get(job_id) for job_id in ids], next_token, total
 
-    async def cancel(self, job_id: str, caller: Caller = ANONYMOUS) -> tuple[Job, list[Task]]:
+    def _known_states(self, spec: JobSpec) -> tuple[tuple[str, JobState], ...]:
+        """How the jobs a dependency names ended, for those no longer in memory (on disk)."""
+        if not spec.dependency:
+            return ()
+        known = []
+        for job_id in parse_dependency(spec.dependency).jobs:
+            if job_id not in self.state.jobs and (stored := self.store.load_job(job_id)) is not None:
+                known.append((job_id, stored[0].state))
+        return tuple(known)
+
+    async def cancel(self, job_id: str, caller: Caller = ANONYMOUS, tasks: str = "") -> tuple[Job, list[Task]]:
+        """The whole job, or (`tasks`: 5-9,12) only those of its tasks."""
         job = self.read(job_id, caller)[0]
         self.gate.check(caller, CancelJob(job_id, job.spec.owner))
-        _, durable = self._do(Cancel(job_id))
+        event = CancelTasks(job_id, parse_index_set(tasks)) if tasks else Cancel(job_id)
+        _, durable = self._do(event)
+        self.kick()
+        await durable
+        return self.get(job_id)
+
+    async def update(self, job_id: str, caller: Caller = ANONYMOUS, throttle: int | None = None
+                     ) -> tuple[Job, list[Task]]:
+        """What may change while a job runs (its owner or an admin, as for cancel)."""
+        job = self.read(job_id, caller)[0]
+        self.gate.check(caller, CancelJob(job_id, job.spec.owner))
+        _, durable = self._do(UpdateJob(job_id, throttle))
         self.kick()
         await durable
         return self.get(job_id)

@@ -6,7 +6,7 @@ caller commits the placements it gets back."""
 from __future__ import annotations
 
 import random
-from collections import deque
+from itertools import chain
 from contextlib import contextmanager
 from typing import Callable, Iterator
 from dataclasses import dataclass
@@ -39,25 +39,30 @@ class RoundResult:
 def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobView]:
     views = []
     for job_id, job_tasks in tasks.items():
-        pending = sum(1 for t in job_tasks if t.state is TaskState.PENDING)
         job = jobs[job_id]
-        if pending and not job.cancelled:
-            running = sum(1 for t in job_tasks if t.state.holds_resources)
+        pending = sum(1 for t in job_tasks if t.state is TaskState.PENDING) + len(job.unplaced)
+        running = sum(1 for t in job_tasks if t.state.holds_resources)
+        if job.throttle:
+            pending = min(pending, max(job.throttle - running, 0))
+        if pending and not job.cancelled and not job.held:
             views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources, pending, running,
                                  job.spec.weight))
     return views
 
 
 class _Waiting(dict):  # type: ignore[type-arg]
-    """A job's pending tasks, found only when the round first places one of its tasks:
-    a round costs what it places, not the size of every waiting job."""
+    """A job's pending tasks, found only when the round first places one of its tasks and
+    taken one at a time: a round costs what it places, not the size of every waiting job
+    (an array's unplaced indexes become tasks only as they are taken)."""
 
-    def __init__(self, tasks: dict[str, list[Task]]) -> None:
+    def __init__(self, jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> None:
         super().__init__()
-        self._tasks = tasks
+        self._jobs, self._tasks = jobs, tasks
 
-    def __missing__(self, job_id: str) -> deque[Task]:
-        found = deque(t for t in self._tasks[job_id] if t.state is TaskState.PENDING)
+    def __missing__(self, job_id: str) -> Iterator[Task]:
+        rows = (t for t in self._tasks[job_id] if t.state is TaskState.PENDING)
+        unplaced = (Task(job_id=job_id, index=i) for i in self._jobs[job_id].unplaced)
+        found = chain(rows, unplaced)
         self[job_id] = found
         return found
 
@@ -79,7 +84,7 @@ def schedule_round(
     if not view.schedulable.any():
         return RoundResult([], {v.job_id: "no nodes are ready" for v in views}, reservations)
     cache = eligible_cache or EligibleCache()
-    waiting = _Waiting(tasks)
+    waiting = _Waiting(jobs, tasks)
     placed: dict[str, int] = {}
     placements: list[tuple[Task, str]] = []
     reasons: dict[str, str] = {}
@@ -113,7 +118,7 @@ def schedule_round(
                 continue
             node = view.names[row]
             nodes.allocate(node, spec.resources)
-            placements.append((waiting[job_id].popleft(), node))
+            placements.append((next(waiting[job_id]), node))
             placed[job_id] = placed.get(job_id, 0) + 1
             book.placed(job_id, node)
             fairness_round.placed(job_id)

@@ -2,7 +2,7 @@
 it cannot still be running when the node's window opens, as Slurm's MAINT reservations
 keep backfill from starting jobs whose time limit overlaps them.
 
-A job's time limit is its spec's `time_limit_s` (0 or absent: none). A job without one may
+A job's time limit is its spec's `time_limit_s` (`tcl submit --time-limit`; 0: none). A job without one may
 run for ever, so it starts on no node whose window is not yet over; with one, it starts
 where now + limit <= the window's start. Inside the window the node is MAINT and takes
 nothing (its schedulable flag is off), so this matters only for windows still ahead."""
@@ -21,7 +21,8 @@ from tcluster.scheduler.nodestate import NodeMatrix
 
 
 def time_limit_of(spec: JobSpec) -> float:
-    """The job's time limit in seconds; 0 = none (the field is newer than this module)."""
+    """The job's time limit in seconds; 0 = none (read with getattr: a spec from before
+    time limits has none)."""
     return float(getattr(spec, "time_limit_s", 0) or 0)
 
 

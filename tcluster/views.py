@@ -25,7 +25,7 @@ JsonDict = dict[str, Any]
 # always printed (the spec's keys follow the field table's order).
 _JOB_KEYS_AFTER = {"queue": ("state", "submitted_at", "finished_at"), "weight": ("dominant_share",)}
 # Kinds held as doubles in the proto: JSON shows them as floats (2.0, never 2).
-_FLOAT_KINDS = (Kind.WEIGHT, Kind.CORES, Kind.RATE)
+_FLOAT_KINDS = (Kind.WEIGHT, Kind.CORES, Kind.RATE, Kind.DURATION)
 
 
 def resources_json(r: Resources) -> JsonDict:
@@ -82,7 +82,10 @@ def job_json(job: Job, tasks: list[JsonDict], dominant_share: float = 0.0) -> Js
             doc[entry.json] = spec_value_json(entry, getattr(job.spec, entry.name))
         for key in _JOB_KEYS_AFTER.get(entry.name, ()):
             doc[key] = own[key]
-    doc.update(tasks_total=job.spec.tasks, pending_reason=job.pending_reason, tasks=tasks)
+    doc.update(tasks_total=job.spec.tasks, pending_reason=job.pending_reason, reason=job.reason)
+    if job.spec.array:        # an array's indexes without a task yet, and its live throttle
+        doc.update(pending_indexes=job.unplaced.text(), skipped_indexes=job.skipped.text(), throttle=job.throttle)
+    doc["tasks"] = tasks
     return doc
 
 

@@ -82,7 +82,8 @@ def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_cl
         id=job.id, spec=spec_to_pb(job.spec), state=job_state_to_pb(job.state),
         submitted_at=job.submitted_at, finished_at=job.finished_at,
         pending_reason=job.pending_reason, tasks=[task_to_pb(t) for t in tasks],
-        dominant_share=dominant_share,
+        dominant_share=dominant_share, unplaced=job.unplaced.text(), skipped=job.skipped.text(),
+        throttle=job.throttle, reason=job.reason, released=job.released,
     )
     if lotes_class is not None:
         for task in msg.tasks:

@@ -12,7 +12,8 @@ from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Kill, LogCredit, Registration, TaskReport,
 )
 from tcluster.launch import Launch
-from tcluster.model import Job, JobSpec, Node, Task
+from tcluster.arrays import IndexSet
+from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
 
@@ -29,6 +30,23 @@ class Now:
 class Submit:
     job_id: str
     spec: JobSpec          # validated by the service before the event is made
+    # The states of the jobs its dependency names that are no longer in memory (read from
+    # the store by the service); those in memory are read from the state.
+    known: tuple[tuple[str, JobState], ...] = ()
+
+
+@dataclass(frozen=True)
+class CancelTasks:
+    """`tcl cancel JOB --tasks 5-9`: some of a job's tasks (an array's indexes)."""
+    job_id: str
+    indexes: IndexSet
+
+
+@dataclass(frozen=True)
+class UpdateJob:
+    """`tcl update JOB --throttle N`: what may change while a job runs."""
+    job_id: str
+    throttle: int | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +134,8 @@ class Tick:
     """Timeouts: silent nodes, lost tasks, launches that never started, old jobs."""
 
 
-Event = Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt | NodeEvent
+Event = (Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt | CancelTasks | UpdateJob
+         | NodeEvent)
 
 
 # ---- actions ----
@@ -154,6 +173,7 @@ class KillMode(IntEnum):
     END = 0         # cancelled: the task ends KILLED
     RETRY = 1       # given up (it never started): its end counts as LOST, and may use a retry
     REQUEUE = 2     # preempted: the task waits again; no retry is used
+    TIMELIMIT = 3   # past its --time-limit: the task ends FAILED (TimeLimit), no retry
 
 
 def kill_mode(stored: int) -> KillMode:
@@ -199,11 +219,13 @@ class Step:
     jobs_del: set[str] = field(default_factory=set)
     purge_before: float = 0.0      # forget every job that finished before this (unix seconds)
     ticked: float | None = None    # a Tick's monotonic time: apply files away the launches it found overdue
+    ticked_wall: float | None = None   # ... and its wall time: the time limits it acted on
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
     usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there
     free: dict[str, Resources] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
+    known_states: dict[str, JobState] = field(default_factory=dict)   # waited-on jobs not in memory
 
     @property
     def durable(self) -> bool:
@@ -212,8 +234,8 @@ class Step:
 
 
 __all__ = [
-    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "Cordon", "Disconnect", "Drain",
-    "Event", "Kill", "Maintain", "NodeEvent", "Uncordon",
+    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "CancelTasks", "UpdateJob", "Cordon",
+    "Disconnect", "Drain", "Event", "Kill", "Maintain", "NodeEvent", "Uncordon",
     "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "Tick",
     "Welcome",
 ]

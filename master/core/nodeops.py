@@ -10,19 +10,17 @@ registrations copy it (transitions._joined) and the store keeps it."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 from tcluster.errors import InvalidArgument, NotFound
+from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Cordon, Drain, KillMode, Maintain, Uncordon
 from tcluster.model import Node, NodeState, Task
 from tcluster.nodeops import DRAIN_REASON_PREFIX, READY_OPS, NodeOps
 
-if TYPE_CHECKING:      # the Draft's module imports this one (its handler table)
-    from tcluster.master.core.transitions import Draft
-
 # transitions._want_killed: persists a kill intent and sends the Kill (with the preemption
 # grace for REQUEUE). Passed in rather than imported: transitions imports this module.
-KillFn = Callable[["Draft", Task, str, KillMode], None]
+KillFn = Callable[[Draft, Task, str, KillMode], None]
 MAX_NODES_PER_EVENT = 10_000
 
 

@@ -13,18 +13,21 @@ Rules users rely on (README, "Faults"):
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import replace
 
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound
 from tcluster.lifecycle import can_transition
+from tcluster.arrays import IndexSet
+from tcluster.master.core.batch import materialize, new_job, resolve_dependents, update_job
+from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import (
-    Ack, AgentJoined, AgentLeft, Beat, Cancel, Cordon, Disconnect, Drain, Event, Kill, KillIntent, KillMode, Launch,
-    Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, Welcome,
+    Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Cordon, Disconnect, Drain, Event, Kill, KillIntent,
+    KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, UpdateJob, Welcome,
 )
 from tcluster.master.core import nodeops
 from tcluster.master.core.actions import TaskReport
-from tcluster.master.core.state import MasterState, derive_job
+from tcluster.master.core.state import MasterState
+from tcluster.units import format_duration
 from tcluster.model import Job, Node, NodeState, Task, TaskState
 from tcluster.ceilings import refusal
 from tcluster.nodeops import READY_OPS
@@ -32,62 +35,12 @@ from tcluster.scheduler.reasons import never_fits_reason
 
 log = logging.getLogger(__name__)
 CANCELLED = "cancelled"
-
-
-class Draft:
-    """A step being built: reads see the step's own changes over the state."""
-
-    def __init__(self, state: MasterState, now: Now) -> None:
-        self.state, self.now, self.step = state, now, Step()
-        self._before: dict[str, Task | None] = {}
-
-    def task(self, task_id: str) -> Task | None:
-        return self.step.tasks.get(task_id) or self.state.task(task_id)
-
-    def job(self, job_id: str) -> Job:
-        return self.step.jobs.get(job_id) or self.state.jobs[job_id]
-
-    def put(self, task: Task) -> None:
-        self._before.setdefault(task.id, self.state.task(task.id))
-        self.step.tasks[task.id] = task
-
-    def intent(self, task_id: str, attempt: int) -> KillIntent | None:
-        key = (task_id, attempt)
-        if key in self.step.kills_del:
-            return None
-        return self.step.kills_put.get(key) or self.state.kills.get(key)
-
-    def drop_intent(self, task_id: str, attempt: int) -> None:
-        key = (task_id, attempt)
-        self.step.kills_put.pop(key, None)
-        if key in self.state.kills:
-            self.step.kills_del.add(key)
-
-    def live(self, node: str) -> NodeLive | None:
-        return self.step.live.get(node) or self.state.live.get(node)
-
-    def finish(self) -> Step:
-        """Derives the state of every job whose tasks changed, from counts."""
-        if not self.step.tasks and not self.step.jobs:
-            return self.step   # heartbeats: nothing to derive
-        deltas: dict[str, Counter[TaskState]] = {}
-        for task_id, task in self.step.tasks.items():
-            delta = deltas.setdefault(task.job_id, Counter())
-            before = self._before.get(task_id)
-            if before is not None:
-                delta[before.state] -= 1
-            delta[task.state] += 1
-        for job_id in set(deltas) | set(self.step.jobs):
-            counts = Counter(self.state.counts.get(job_id, Counter()))
-            counts.update(deltas.get(job_id, Counter()))
-            job = derive_job(self.job(job_id), counts, self.now.wall)
-            if job != self.state.jobs.get(job_id):
-                self.step.jobs[job_id] = job
-        return self.step
+TIME_LIMIT = "TimeLimit"
 
 
 def handle(state: MasterState, event: Event, now: Now) -> Step:
     draft = Draft(state, now)
+    draft.on_job_end = resolve_dependents
     _HANDLERS[type(event)](draft, event)
     return draft.finish()
 
@@ -108,9 +61,10 @@ def _submit(d: Draft, ev: Submit) -> None:
         raise refused
     if ev.job_id in d.state.jobs:
         raise FailedPrecondition(f"job id {ev.job_id} is taken")
-    d.step.jobs[ev.job_id] = Job(id=ev.job_id, spec=ev.spec, submitted_at=d.now.wall)
-    for index in range(ev.spec.tasks):
-        d.put(Task(job_id=ev.job_id, index=index))
+    job, rows = new_job(d, ev)
+    d.step.jobs[ev.job_id] = job
+    for task in rows:
+        d.put(task)
 
 
 def _cancel(d: Draft, ev: Cancel) -> None:
@@ -123,7 +77,9 @@ def _cancel(d: Draft, ev: Cancel) -> None:
 
 
 def _cancel_job(d: Draft, job: Job, reason: str, pending_reason: str) -> None:
-    d.step.jobs[job.id] = replace(d.job(job.id), cancelled=True)
+    current = d.job(job.id)     # an array's indexes never placed are skipped, rowless
+    d.step.jobs[job.id] = replace(current, cancelled=True, unplaced=IndexSet(),
+                                  skipped=current.skipped.union(current.unplaced))
     for stored in d.state.tasks[job.id]:
         task = d.task(stored.id) or stored
         if task.state is TaskState.PENDING:
@@ -168,9 +124,37 @@ def _preempted(d: Draft, task: Task, intent: KillIntent, at: float) -> None:
                       preemptions=task.preemptions + 1, reason=f"attempt {task.attempt} {intent.reason}; requeued"))
 
 
+def _cancel_tasks(d: Draft, ev: CancelTasks) -> None:
+    """Some of a job's tasks: those waiting end (an array's unplaced indexes are skipped),
+    running ones are killed; the others (ended, or not in the job) are left as they are."""
+    if ev.job_id not in d.state.jobs:
+        raise NotFound(f"job {ev.job_id[:64]!r} not found")
+    job = d.state.jobs[ev.job_id]
+    if job.finished_at:
+        raise FailedPrecondition(f"job {ev.job_id} already ended: {job.state.value}")
+    gone = IndexSet.of(i for i in ev.indexes if i in job.unplaced) if len(ev.indexes) < 100_000 else None
+    skipped = ev.indexes if gone is None else gone
+    unplaced = job.unplaced.without(skipped)
+    if unplaced != job.unplaced:
+        d.step.jobs[job.id] = replace(job, unplaced=unplaced, skipped=job.skipped.union(job.unplaced.without(unplaced)))
+    for stored in d.state.tasks[job.id]:
+        task = d.task(stored.id) or stored
+        if task.index not in ev.indexes:
+            continue
+        if task.state is TaskState.PENDING:
+            d.put(replace(task, state=TaskState.KILLED, reason="cancelled before it started (tcl cancel --tasks)",
+                          finished_at=d.now.wall))
+        elif task.state.holds_resources and d.intent(task.id, task.attempt) is None:
+            _want_killed(d, task, "cancelled (tcl cancel --tasks)")
+
+
+def _update(d: Draft, ev: UpdateJob) -> None:
+    update_job(d, ev)
+
+
 def _place(d: Draft, ev: Place) -> None:
     for task_id, node in ev.placements:
-        task = d.task(task_id)
+        task = d.task(task_id) or materialize(d, task_id)
         if task is None or task.state is not TaskState.PENDING or not d.state.connected(node):
             continue       # the world moved since the round's snapshot: the next round retries
         # A retried (or preempted) task keeps the reason of the attempt that ended until this one ends.
@@ -283,6 +267,10 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
         d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at))
         return
     final = task if report.usage is None else replace(task, usage=report.usage)
+    if intent is not None and intent.mode is KillMode.TIMELIMIT and report.state is not TaskState.SUCCEEDED:
+        d.put(replace(final, state=TaskState.FAILED, reason=TIME_LIMIT, exit_code=report.exit_code,
+                      signal=report.signal, finished_at=report.at or d.now.wall))
+        return
     if intent is not None and intent.mode is KillMode.REQUEUE and report.state is not TaskState.SUCCEEDED:
         _preempted(d, final, intent, report.at)   # however it ended after SIGTERM: it was preempted
         return
@@ -344,6 +332,7 @@ def _tick(d: Draft, ev: Tick) -> None:
             for task in d.state.tasks_on(name):
                 _lose(d, task, f"node {name} unreachable for {silent:.0f}s")
     _start_deadlines(d)
+    _time_limits(d)
     nodeops.tick(d, _want_killed)
     _forget_old_jobs(d)
 
@@ -374,6 +363,19 @@ def _start_deadlines(d: Draft) -> None:
             d.put(replace(task, reason=f"{reason}; stopping it"))
 
 
+def _time_limits(d: Draft) -> None:
+    """RUNNING attempts past their job's --time-limit: SIGTERM, the grace, SIGKILL; the
+    end is FAILED with the reason TimeLimit (no retry: it would run as long again)."""
+    d.step.ticked_wall = d.now.wall
+    for task_id, attempt, _ in d.state.deadlines.due(d.now.wall):
+        task = d.task(task_id)
+        if task is None or task.attempt != attempt or task.state is not TaskState.RUNNING:
+            continue
+        if d.intent(task_id, attempt) is None:
+            limit = d.job(task.job_id).spec.time_limit_s
+            _want_killed(d, task, f"{TIME_LIMIT}: ran past --time-limit {format_duration(limit)}", KillMode.TIMELIMIT)
+
+
 def _forget_old_jobs(d: Draft) -> None:
     """Once a purge interval: every job that finished before the retention horizon goes,
     in memory and on disk (most of them live only on disk by then)."""
@@ -384,7 +386,7 @@ def _forget_old_jobs(d: Draft) -> None:
 
 _HANDLERS = {
     Submit: _submit, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
-    Reports: _reports, Beat: _beat, Tick: _tick, Preempt: _preempt,
+    Reports: _reports, Beat: _beat, Tick: _tick, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
     Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
 }
 

@@ -106,7 +106,16 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
             caller = caller_of(self.service, context, "Cancel")
-            return self._job(await self.service.cancel(request.id, caller), caller)
+            return self._job(await self.service.cancel(request.id, caller, request.tasks), caller)
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+
+    async def Update(self, request: jobs_pb2.UpdateJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            caller = caller_of(self.service, context, "Update")
+            throttle = request.throttle if request.HasField("throttle") else None
+            return self._job(await self.service.update(request.id, caller, throttle), caller)
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")

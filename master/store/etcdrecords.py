@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from tcluster.codec import resources_from_dict, resources_to_dict, usage_from_json, usage_to_json
+from tcluster.codec import job_extra_to_json, resources_from_dict, resources_to_dict, usage_from_json, usage_to_json
 from tcluster.master.core.events import KillIntent
 from tcluster.model import Job, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.nodeops import READY_OPS, ops_from_json, ops_to_json
@@ -20,7 +20,8 @@ def task_key(job_id: str, index: int) -> str:
 
 
 def job_record(job: Job) -> bytes:
-    return _dumps([job.state.value, job.submitted_at, job.finished_at, int(job.cancelled)])
+    extra = job_extra_to_json(job)      # only when set: an older master reads the first four
+    return _dumps([job.state.value, job.submitted_at, job.finished_at, int(job.cancelled), *([extra] if extra else [])])
 
 
 def task_record(t: Task) -> bytes:

@@ -17,7 +17,9 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable
 
-from tcluster.codec import resources_from_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json
+from tcluster.codec import (
+    job_extra_to_json, resources_from_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json, with_job_extra,
+)
 from tcluster.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
@@ -25,12 +27,13 @@ from tcluster.nodeops import ops_from_json, ops_to_json
 from tcluster.resources import Resources
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, spec TEXT NOT NULL, state TEXT NOT NULL, submitted_at REAL NOT NULL,
-    finished_at REAL NOT NULL, pending_reason TEXT NOT NULL, cancelled INTEGER NOT NULL);
+    finished_at REAL NOT NULL, pending_reason TEXT NOT NULL, cancelled INTEGER NOT NULL,
+    extra TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS tasks (
     job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL, state TEXT NOT NULL,
     node TEXT NOT NULL, attempt INTEGER NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL,
@@ -52,8 +55,10 @@ _MIGRATIONS = {
     1: [("tasks", "failures", "INTEGER NOT NULL DEFAULT 0")],
     # v2 -> v3: preemption. A kill's `retry` holds its KillMode (0 end, 1 retry, 2 requeue).
     2: [("tasks", "preemptions", "INTEGER NOT NULL DEFAULT 0"), ("kills", "by_job", "TEXT NOT NULL DEFAULT ''")],
-    # v3 -> v4: node operations. A node's operator state (cordon, drain, window) as JSON; '' = none.
-    3: [("nodes", "ops", "TEXT NOT NULL DEFAULT ''")],
+    # v3 -> v4: batch work: an array's ranges, its throttle, a dependency's release (codec.job_extra_to_json).
+    3: [("jobs", "extra", "TEXT NOT NULL DEFAULT ''")],
+    # v4 -> v5: node operations. A node's operator state (cordon, drain, window) as JSON; '' = none.
+    4: [("nodes", "ops", "TEXT NOT NULL DEFAULT ''")],
 }
 
 
@@ -73,8 +78,8 @@ def _resources_json(r: Resources) -> str:
 
 
 def _job(r: tuple) -> Job:  # type: ignore[type-arg]
-    return Job(id=r[0], spec=spec_from_json(r[1]), state=JobState(r[2]), submitted_at=r[3], finished_at=r[4],
-               cancelled=bool(r[5]))
+    return with_job_extra(Job(id=r[0], spec=spec_from_json(r[1]), state=JobState(r[2]), submitted_at=r[3],
+                              finished_at=r[4], cancelled=bool(r[5])), r[6])
 
 
 def _task(r: tuple) -> Task:  # type: ignore[type-arg]
@@ -181,11 +186,13 @@ class Store:
 
     def _write(self, step: Step, new_jobs: set[str]) -> None:
         db = self._db
-        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,'',?)", [
-            (j.id, spec_to_json(j.spec), j.state.value, j.submitted_at, j.finished_at, int(j.cancelled))
+        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,'',?,?)", [
+            (j.id, spec_to_json(j.spec), j.state.value, j.submitted_at, j.finished_at, int(j.cancelled),
+             job_extra_to_json(j))
             for j in step.jobs.values() if j.id in new_jobs])
-        db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=? WHERE id=?", [
-            (j.state.value, j.finished_at, int(j.cancelled), j.id) for j in step.jobs.values() if j.id not in new_jobs])
+        db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=?, extra=? WHERE id=?", [
+            (j.state.value, j.finished_at, int(j.cancelled), job_extra_to_json(j), j.id)
+            for j in step.jobs.values() if j.id not in new_jobs])
         db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
              t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions)
@@ -227,7 +234,7 @@ class Store:
         except sqlite3.Error:
             return False
 
-    _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled"
+    _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled, extra"
     _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures, preemptions"
 
     def load_jobs(self, finished_limit: int | None = None, finished_tasks: int | None = None) -> list[Job]:

@@ -44,6 +44,13 @@ SPEC_FIELDS = {
     "image": st.sampled_from(["", "busybox:local", "registry.example/x/y:1.2"]),
     "network": st.sampled_from(["", "host", "none", "bridge"]),
     "on_preempt": st.sampled_from(["", "requeue", "cancel"]),
+    "time_limit_s": st.sampled_from([0.0, 3.0, 7200.0]),
+    "array": st.sampled_from(["", "0-9", "1,3,5-7%2", "0-99:2"]),
+    "dependency": st.sampled_from(["", "afterok:0123abcd", "afterok:0123abcd:89abcdef,afterany:01234567"]),
+    "keep_unmet": st.booleans(),
+    "gang": st.booleans(),
+    "gang_timeout_s": st.sampled_from([0.0, 60.0]),
+    "gang_restart": st.booleans(),
     "net_limit": _finite,
     "request_id": st.just("") | st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}", fullmatch=True),
 }

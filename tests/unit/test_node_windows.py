@@ -1,14 +1,11 @@
 """Maintenance windows in a scheduling round (scheduler/windows.py): a job starts only
 where it cannot still run when the window opens; without a time limit it starts nowhere
-whose window is not over. JobSpec.time_limit_s is read when it exists (another change adds
-it), so the tests give the spec one through a subclass. The pending reason names the
-window."""
+whose window is not over (JobSpec.time_limit_s, `tcl submit --time-limit`). The pending
+reason names the window."""
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-
 from tcluster.model import Job, JobSpec, Task
 from tcluster.nodeops import NodeOps
 from tcluster.resources import Resources
@@ -20,11 +17,6 @@ from tcluster.scheduler.windows import Windows, time_limit_of, windows_of
 
 NOW = 1_000_000.0
 WINDOW = NodeOps(maint_start=NOW + 3600, maint_end=NOW + 7200, maint_by="ops", maint_reason="ups")
-
-
-@dataclass(frozen=True)
-class LimitedSpec(JobSpec):
-    time_limit_s: float = 0.0
 
 
 def matrix() -> NodeMatrix:
@@ -49,9 +41,9 @@ def test_without_a_time_limit_a_future_window_keeps_the_job_off() -> None:
 
 
 def test_a_time_limit_that_ends_before_the_window_may_start_there() -> None:
-    assert place(LimitedSpec(("true",), Resources(1, 2**20), time_limit_s=3600), matrix(),
+    assert place(JobSpec(("true",), Resources(1, 2**20), time_limit_s=3600), matrix(),
                  windows_of({"n1": WINDOW}, NOW))[0] == ["n1"]
-    assert place(LimitedSpec(("true",), Resources(1, 2**20), time_limit_s=3601), matrix(),
+    assert place(JobSpec(("true",), Resources(1, 2**20), time_limit_s=3601), matrix(),
                  windows_of({"n1": WINDOW}, NOW))[0] == ["n2"]
 
 

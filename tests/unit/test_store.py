@@ -101,7 +101,7 @@ def test_a_version_1_database_is_migrated_and_keeps_node_limits(tmp_path: Path) 
 
 
 def test_a_version_3_database_gains_node_operations_and_keeps_its_nodes(tmp_path: Path) -> None:
-    """v3 -> v4 adds nodes.ops (idempotently: a second open adds nothing); a node's
+    """v4 -> v5 adds nodes.ops (from v3, after v4's step; idempotently); a node's
     operator state (who, when, why, deadline, window) is written and read back."""
     from tcluster.nodeops import NodeOps
     db = tmp_path / "v3.db"
@@ -126,4 +126,4 @@ def test_a_version_3_database_gains_node_operations_and_keeps_its_nodes(tmp_path
     again = Store(db)
     assert again.load_nodes()[0].ops == draining
     again.close()
-    assert sqlite3.connect(db).execute("SELECT value FROM meta").fetchone() == ("4",)
+    assert sqlite3.connect(db).execute("SELECT value FROM meta").fetchone() == ("5",)

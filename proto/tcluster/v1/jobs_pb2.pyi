@@ -33,7 +33,7 @@ LOG_STDOUT: LogStream
 LOG_STDERR: LogStream
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "owner", "request_id", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit", "on_preempt")
+    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "owner", "request_id", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit", "on_preempt", "time_limit_s", "array", "dependency", "keep_unmet", "gang", "gang_timeout_s", "gang_restart")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +70,13 @@ class JobSpec(_message.Message):
     LOG_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     NET_LIMIT_FIELD_NUMBER: _ClassVar[int]
     ON_PREEMPT_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    KEEP_UNMET_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
+    GANG_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    GANG_RESTART_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     tasks: int
@@ -92,7 +99,14 @@ class JobSpec(_message.Message):
     log_max_bytes: int
     net_limit: float
     on_preempt: str
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ..., on_preempt: _Optional[str] = ...) -> None: ...
+    time_limit_s: float
+    array: str
+    dependency: str
+    keep_unmet: bool
+    gang: bool
+    gang_timeout_s: float
+    gang_restart: bool
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ..., on_preempt: _Optional[str] = ..., time_limit_s: _Optional[float] = ..., array: _Optional[str] = ..., dependency: _Optional[str] = ..., keep_unmet: _Optional[bool] = ..., gang: _Optional[bool] = ..., gang_timeout_s: _Optional[float] = ..., gang_restart: _Optional[bool] = ...) -> None: ...
 
 class Task(_message.Message):
     __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage", "failures", "lotes_class", "preemptions")
@@ -129,7 +143,7 @@ class Task(_message.Message):
     def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., failures: _Optional[int] = ..., lotes_class: _Optional[int] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share")
+    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share", "unplaced", "skipped", "throttle", "reason", "released")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -138,6 +152,11 @@ class Job(_message.Message):
     PENDING_REASON_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    UNPLACED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -146,7 +165,12 @@ class Job(_message.Message):
     pending_reason: str
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     dominant_share: float
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ...) -> None: ...
+    unplaced: str
+    skipped: str
+    throttle: int
+    reason: str
+    released: bool
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., unplaced: _Optional[str] = ..., skipped: _Optional[str] = ..., throttle: _Optional[int] = ..., reason: _Optional[str] = ..., released: _Optional[bool] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
     __slots__ = ("spec",)
@@ -187,10 +211,20 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "tasks")
     ID_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    tasks: str
+    def __init__(self, id: _Optional[str] = ..., tasks: _Optional[str] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("id", "throttle")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    throttle: int
+    def __init__(self, id: _Optional[str] = ..., throttle: _Optional[int] = ...) -> None: ...
 
 class LogsRequest(_message.Message):
     __slots__ = ("job_id", "task_index", "stream", "tail_bytes", "follow")

@@ -55,6 +55,11 @@ class JobServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.CancelJobRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
                 _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/tcluster.v1.JobService/Update',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+                _registered_method=True)
         self.Logs = channel.unary_stream(
                 '/tcluster.v1.JobService/Logs',
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.LogsRequest.SerializeToString,
@@ -90,6 +95,13 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Update(self, request, context):
+        """What may change while a job runs: an array's throttle (`tcl update`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Logs(self, request, context):
         """Streams a task's log file from the agent that ran it.
         """
@@ -118,6 +130,11 @@ def add_JobServiceServicer_to_server(servicer, server):
             'Cancel': grpc.unary_unary_rpc_method_handler(
                     servicer.Cancel,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.CancelJobRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.Job.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.UpdateJobRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.Job.SerializeToString,
             ),
             'Logs': grpc.unary_stream_rpc_method_handler(
@@ -234,6 +251,33 @@ class JobService:
             target,
             '/tcluster.v1.JobService/Cancel',
             tcluster_dot_v1_dot_jobs__pb2.CancelJobRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.JobService/Update',
+            tcluster_dot_v1_dot_jobs__pb2.UpdateJobRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
             options,
             channel_credentials,
