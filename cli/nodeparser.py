@@ -1,31 +1,26 @@
-"""`tcl node cordon|uncordon|drain|maint`'s parser and its time arguments (durations such
-as 90s, 5m, 1h30m, 2d; start times as now, +30m, an ISO 8601 time or unix seconds). Plain
+"""`tcl node cordon|uncordon|drain|maint`'s parser and its time arguments (durations as
+--time-limit takes them: 90s, 5m, 1h30m, 2d, 1-00:00:00; start times as now, +30m, an ISO 8601 time or unix seconds). Plain
 values only: importable without grpc, so `tcl node --help` stays fast (cli/main.py)."""
 
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from datetime import datetime
 from typing import Any, Callable
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-
+from tcluster import units
+from tcluster.errors import InvalidArgument
 
 def parse_duration(text: str) -> float:
-    """'90', '90s', '5m', '1h30m', '2d' -> seconds (> 0)."""
-    value = text.strip().lower()
+    """Seconds (> 0) in the syntax --time-limit takes (tcluster.units: 90, 5m, 1h30m, 2d,
+    Slurm's 1-00:00:00)."""
     try:
-        seconds = float(value)
-    except ValueError:
-        parts = _PART.findall(value)
-        if not parts or "".join(n + u for n, u in parts) != value:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 90s, 5m, 1h30m or 2d") from None
-        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if not 0 < seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a duration > 0")
+        seconds = units.parse_duration(text)
+    except InvalidArgument as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a duration > 0 ({units.DURATION_HINT})")
     return seconds
 
 

@@ -2,8 +2,9 @@
 cordon keeps new tasks off a node; a drain with a deadline leaves the tasks that end before
 it alone and requeues the rest on the other node, where they succeed without using a
 retry (`--monitor` says what blocks, and when it is DRAINED); a maintenance window keeps a
-job without a time limit off the node; a master killed mid-drain keeps the drain and its
-deadline. Deadlines are seconds long, so the file runs in well under a minute."""
+job without a time limit off the node, while one whose time limit ends before the window
+may still start there; a master killed mid-drain keeps the drain and its deadline.
+Deadlines are seconds long: the file takes about a minute."""
 
 from __future__ import annotations
 
@@ -157,6 +158,9 @@ def test_a_maintenance_window_keeps_unbounded_jobs_off_the_node(cluster: Cluster
     waiting = cluster.submit("true")
     reason = wait_until(lambda: tcl_json(cluster.address, "status", waiting)["pending_reason"], 10)
     assert f"node {cluster.n1} has a maintenance window" in reason and "no time limit" in reason, reason
+    bounded = tcl(cluster.address, "submit", "--time-limit", "30m", "--cpu", "0.5", "--mem", "32Mi", "--",
+                  "true").stdout.strip()                          # ends before the window opens: it may start there
+    assert wait_job(cluster.address, bounded, {"SUCCEEDED"})["tasks"][0]["node"] == cluster.n1
     tcl(cluster.address, "node", "maint", cluster.n1, "--start", "now", "--duration", "1h")
     assert cluster.node(cluster.n1)["state"] == "MAINT"
     tcl(cluster.address, "node", "uncordon", cluster.n1)                 # ends the window
