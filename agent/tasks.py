@@ -262,6 +262,8 @@ def task_identity_env(request: Launch) -> tuple[tuple[str, str], ...]:
     assert request.spec is not None
     env = [("TCL_JOB_ID", request.job_id), ("TCL_TASK_INDEX", str(request.index)),
            ("TCL_TASK_COUNT", str(request.spec.tasks)), ("TCL_ATTEMPT", str(request.attempt))]
+    if request.spec.array:          # an array task's index is its array index
+        env.append(("TCL_ARRAY_TASK_ID", str(request.index)))
     if request.preemptions:
         env += [("TCL_PREEMPTED", "1"), ("TCL_PREEMPTIONS", str(request.preemptions))]
     return tuple(env)

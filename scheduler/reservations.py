@@ -33,6 +33,7 @@ class Reservation:
     node: str
     since: float
     claimed: int = 0    # > 0: a preemption's hold: room being freed there for this many tasks
+    gang: bool = False  # one of the nodes held for a gang (it may hold several)
 
 
 PREEMPT_HOLD_SLACK_S = 60.0   # a claim outlives its victims' grace by this much at most
@@ -95,6 +96,17 @@ class Reservations:
         if r is not None and r.job_id != job_id:
             return          # the planner never picks a node held for another job
         self.held[node] = Reservation(job_id, node, now, (r.claimed if r is not None else 0) + 1)
+
+    def gang_skipped(self, job_id: str, nodes: list[str], now: float) -> list[str]:
+        """A gang fit nowhere this round: once it has waited reserve_after_s, and if no other
+        gang holds, `nodes` (gangs.gang_rows) are held for it. Returns the gang's holds."""
+        since = self.waiting_since.setdefault(job_id, now)
+        other_gang = any(r.gang and r.job_id != job_id for r in self.held.values())
+        if now - since >= self.reserve_after_s and not other_gang and not self.holding(job_id):
+            for node in nodes:
+                if node not in self.held:
+                    self.held[node] = Reservation(job_id, node, now, gang=True)
+        return sorted(n for n, r in self.held.items() if r.job_id == job_id)
 
     def claims(self) -> list[tuple[str, str, int]]:
         """(job, node, tasks) for every preemption hold."""

@@ -17,8 +17,9 @@ from tcluster.ceilings import asks_of, short_of
 from tcluster.constraints import Constraint, parse_constraints
 from tcluster.model import Job, JobSpec, Task, TaskState, node_requirements
 from tcluster.scheduler.fairness import FairnessPolicy
+from tcluster.scheduler.gangs import gang_rows, place_gang
 from tcluster.scheduler.matching import EligibleCache, ceiling_mask
-from tcluster.scheduler.nodestate import NodeMatrix
+from tcluster.scheduler.nodestate import NodeMatrix, NodeMatrixView
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.reservations import LargestFree, Reservations
@@ -93,9 +94,12 @@ def schedule_round(
     book.start_round([v.job_id for v in views], view, now)
     for job_id in book.overdue(now):   # a big task must not starve behind small ones
         spec = jobs[job_id].spec
+        if spec.gang:
+            continue                   # a gang holds all it needs, when it is tried (gangs.py)
         book.hold(job_id, view.request_vector(spec.resources),
                   eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache, windows), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
+    pending_of = {v.job_id: (v.pending, v.running) for v in views}
     begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes, anbf)
     if begin is not None:
         begin()
@@ -108,6 +112,28 @@ def schedule_round(
             matching = eligible_rows(spec, constraints, nodes, cache, windows)
             eligible = book.eligible(job_id, matching, view)   # minus nodes held for others
             request = view.request_vector(spec.resources)
+            if spec.gang:     # all of its waiting tasks now, or none
+                size, running = pending_of[job_id]
+                if running:      # a restart: the members still running stop first
+                    reasons[job_id] = f"gang: waiting for its {running} running task(s) to stop before it restarts"
+                    fairness_round.skip(job_id)
+                    continue
+                rows = None if request is None else place_gang(size, spec.resources, request, view, eligible,
+                                                               placement, nodes, rng)
+                if rows is None:
+                    reasons[job_id] = _gang_waits(job_id, size, request, view, matching, book, now)
+                    fairness_round.skip(job_id)
+                    continue
+                for row in rows:
+                    node = view.names[row]
+                    placements.append((next(waiting[job_id]), node))
+                    placed[job_id] = placed.get(job_id, 0) + 1
+                    book.placed(job_id, node)
+                    fairness_round.placed(job_id)
+                    most.allocated(row)
+                if most.changed:
+                    fairness_round.limit(most.resources())
+                continue
             row = None if request is None else placement.choose(request, view, eligible, rng)
             if row is None:
                 reasons[job_id] = _reason(spec, constraints, nodes, matching, windows)
@@ -128,6 +154,19 @@ def schedule_round(
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
         _explain_waiting(jobs, left, reasons, nodes, cache, book, windows)
     return RoundResult(placements, reasons, book)
+
+
+def _gang_waits(job_id: str, size: int, request: np.ndarray | None, view: NodeMatrixView,
+               matching: np.ndarray | None, book: Reservations, now: float) -> str:
+    """Why a gang waits, after it takes its hold (if it is its turn to hold)."""
+    reason = f"gang: its {size} tasks do not all fit at once now"
+    if request is None:
+        return reason
+    others = {n for n, r in book.held.items() if r.job_id != job_id}
+    held = book.gang_skipped(job_id, gang_rows(size, request, view, matching, others), now)
+    if held:
+        reason += f"; nodes {', '.join(held[:8])}{' …' if len(held) > 8 else ''} are held for it"
+    return reason
 
 
 def eligible_rows(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,

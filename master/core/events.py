@@ -174,6 +174,7 @@ class KillMode(IntEnum):
     RETRY = 1       # given up (it never started): its end counts as LOST, and may use a retry
     REQUEUE = 2     # preempted: the task waits again; no retry is used
     TIMELIMIT = 3   # past its --time-limit: the task ends FAILED (TimeLimit), no retry
+    GANG = 4        # its gang restarts: the task waits again with the others, no retry used
 
 
 def kill_mode(stored: int) -> KillMode:

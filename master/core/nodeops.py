@@ -10,17 +10,12 @@ registrations copy it (transitions._joined) and the store keeps it."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable
-
 from tcluster.errors import InvalidArgument, NotFound
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Cordon, Drain, KillMode, Maintain, Uncordon
+from tcluster.master.core.stopping import want_killed
 from tcluster.model import Node, NodeState, Task
 from tcluster.nodeops import DRAIN_REASON_PREFIX, READY_OPS, NodeOps
-
-# transitions._want_killed: persists a kill intent and sends the Kill (with the preemption
-# grace for REQUEUE). Passed in rather than imported: transitions imports this module.
-KillFn = Callable[[Draft, Task, str, KillMode], None]
 MAX_NODES_PER_EVENT = 10_000
 
 
@@ -104,7 +99,7 @@ def maintain(d: Draft, ev: Maintain) -> None:
         _set(d, node, _window(ops, d.now.wall))
 
 
-def tick(d: Draft, kill: KillFn) -> None:
+def tick(d: Draft) -> None:
     """Only the nodes an operator touched (MasterState.operated): O(those), not O(nodes)."""
     for name in sorted(d.state.operated):
         node = node_of(d, name)
@@ -114,7 +109,7 @@ def tick(d: Draft, kill: KillFn) -> None:
         if ops.state is NodeState.DRAINING:
             ops = _drained_if_empty(d, name, ops)
             if ops.state is NodeState.DRAINING and ops.deadline and d.now.wall >= ops.deadline:
-                _requeue_the_rest(d, name, ops, kill)
+                _requeue_the_rest(d, name, ops)
         _set(d, node, ops)
 
 
@@ -129,14 +124,15 @@ def deadline_reason(name: str, ops: NodeOps) -> str:
     return f"{DRAIN_REASON_PREFIX}node {name}{why} reached its deadline"
 
 
-def _requeue_the_rest(d: Draft, name: str, ops: NodeOps, kill: KillFn) -> None:
+def _requeue_the_rest(d: Draft, name: str, ops: NodeOps) -> None:
     """The deadline won: each task still here takes the preemption path (SIGTERM, the
-    grace, SIGKILL; its end requeues it without using a retry, or cancels its job if it
-    asked --on-preempt cancel). Once per attempt: an intent already written stands."""
+    grace, SIGKILL; its end requeues it without using a retry, a gang whole, or cancels
+    its job if it asked --on-preempt cancel). Once per attempt: an intent already
+    written stands."""
     reason = deadline_reason(name, ops)
     for task in blocking(d, name):
         if d.intent(task.id, task.attempt) is None:
-            kill(d, task, reason, KillMode.REQUEUE)
+            want_killed(d, task, reason, KillMode.REQUEUE)
 
 
 def _window(ops: NodeOps, now: float) -> NodeOps:

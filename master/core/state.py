@@ -61,6 +61,7 @@ class MasterState:
         for job in jobs:
             self._index_dependency(job)
         self.deadlines = DeadlineIndex()             # RUNNING tasks with a time limit
+        self.gangs: set[str] = {j.id for j in jobs if j.spec.gang and not j.finished_at}   # unfinished gangs
         self.pending_jobs: set[str] = {jid for jid in self.jobs if self._has_pending(jid)}
         self.pending_reasons: dict[str, str] = {}
         # (owner, request_id) -> job id, for every job in memory: a retried Submit finds its job
@@ -279,6 +280,10 @@ class MasterState:
         if before is not None:
             counts.subtract(virtual_counts(before))
         self._index_dependency(job)
+        if job.spec.gang and not job.finished_at:
+            self.gangs.add(job.id)
+        else:
+            self.gangs.discard(job.id)
         if job.finished_at and (before is None or not before.finished_at):
             heapq.heappush(self.finished, (job.finished_at, job.id))
             self.finished_tasks += len(self.tasks[job.id])
@@ -331,6 +336,7 @@ class MasterState:
             if self.dependents.get(job_id):
                 self.ended[job_id] = job.state         # leaves memory; those waiting on it still learn how it ended
         self.slots.pop(job_id, None)
+        self.gangs.discard(job_id)
         for task in self.tasks.pop(job_id, []):
             self._release(task)
             self.usage.discard(task.id)

@@ -20,6 +20,9 @@ from tcluster.lifecycle import can_transition
 from tcluster.arrays import IndexSet
 from tcluster.master.core.batch import materialize, new_job, resolve_dependents, update_job
 from tcluster.master.core.draft import Draft
+from tcluster.master.core.stopping import (
+    GANG_TIMEOUT_S, cancel_job, ended, gang_member_ended, grace, requeued_end, restart_gang, want_killed,
+)
 from tcluster.master.core.events import (
     Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Cordon, Disconnect, Drain, Event, Kill, KillIntent,
     KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, UpdateJob, Welcome,
@@ -28,7 +31,7 @@ from tcluster.master.core import nodeops
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.state import MasterState
 from tcluster.units import format_duration
-from tcluster.model import Job, Node, NodeState, Task, TaskState
+from tcluster.model import Node, NodeState, Task, TaskState
 from tcluster.ceilings import refusal
 from tcluster.nodeops import READY_OPS
 from tcluster.scheduler.reasons import never_fits_reason
@@ -73,31 +76,7 @@ def _cancel(d: Draft, ev: Cancel) -> None:
     job = d.state.jobs[ev.job_id]
     if job.state.terminal and not job.cancelled:
         raise FailedPrecondition(f"job {ev.job_id} already ended: {job.state.value}")
-    _cancel_job(d, job, CANCELLED, "cancelled before it started")
-
-
-def _cancel_job(d: Draft, job: Job, reason: str, pending_reason: str) -> None:
-    current = d.job(job.id)     # an array's indexes never placed are skipped, rowless
-    d.step.jobs[job.id] = replace(current, cancelled=True, unplaced=IndexSet(),
-                                  skipped=current.skipped.union(current.unplaced))
-    for stored in d.state.tasks[job.id]:
-        task = d.task(stored.id) or stored
-        if task.state is TaskState.PENDING:
-            d.put(replace(task, state=TaskState.KILLED, reason=pending_reason, finished_at=d.now.wall))
-        elif task.state.holds_resources and d.intent(task.id, task.attempt) is None:
-            _want_killed(d, task, reason)
-
-
-def _want_killed(d: Draft, task: Task, reason: str, mode: KillMode = KillMode.END, by_job: str = "") -> None:
-    intent = KillIntent(task.id, task.attempt, task.node, reason, mode, by_job)
-    d.step.kills_put[(task.id, task.attempt)] = intent
-    if d.state.connected(task.node):
-        d.step.actions.append(Kill(task.node, task.id, task.attempt, reason, _grace(d, intent)))
-
-
-def _grace(d: Draft, intent: KillIntent) -> float:
-    """Preempted tasks get --preempt-grace-s between SIGTERM and SIGKILL; others the agent's."""
-    return d.state.timeouts.preempt_grace_s if intent.mode is KillMode.REQUEUE else 0.0
+    cancel_job(d, job, CANCELLED, "cancelled before it started")
 
 
 def _preempt(d: Draft, ev: Preempt) -> None:
@@ -106,22 +85,7 @@ def _preempt(d: Draft, ev: Preempt) -> None:
         if task is None or task.attempt != attempt or not task.state.holds_resources:
             continue          # it ended since the round's snapshot: the next round decides again
         if d.intent(task_id, attempt) is None:
-            _want_killed(d, task, reason, KillMode.REQUEUE, by_job)
-
-
-def _preempted(d: Draft, task: Task, intent: KillIntent, at: float) -> None:
-    """A preempted attempt ended: the task waits again (no retry used), or, if its job
-    asked `--on-preempt cancel`, the job is cancelled."""
-    job = d.job(task.job_id)
-    if job.cancelled:
-        d.put(_ended(task, TaskState.KILLED, intent.reason, at or d.now.wall))
-    elif job.spec.on_preempt == "cancel":
-        d.put(_ended(task, TaskState.KILLED, f"{intent.reason}; the job asked --on-preempt cancel", at or d.now.wall))
-        _cancel_job(d, job, f"cancelled: task {task.index} was preempted (--on-preempt cancel)",
-                    f"cancelled before it started: task {task.index} was preempted (--on-preempt cancel)")
-    else:
-        d.put(replace(task, state=TaskState.PENDING, node="", exit_code=None, signal=0,
-                      preemptions=task.preemptions + 1, reason=f"attempt {task.attempt} {intent.reason}; requeued"))
+            want_killed(d, task, reason, KillMode.REQUEUE, by_job)
 
 
 def _cancel_tasks(d: Draft, ev: CancelTasks) -> None:
@@ -145,7 +109,7 @@ def _cancel_tasks(d: Draft, ev: CancelTasks) -> None:
             d.put(replace(task, state=TaskState.KILLED, reason="cancelled before it started (tcl cancel --tasks)",
                           finished_at=d.now.wall))
         elif task.state.holds_resources and d.intent(task.id, task.attempt) is None:
-            _want_killed(d, task, "cancelled (tcl cancel --tasks)")
+            want_killed(d, task, "cancelled (tcl cancel --tasks)")
 
 
 def _update(d: Draft, ev: UpdateJob) -> None:
@@ -197,10 +161,10 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
             continue
         intent = d.intent(current.id, current.attempt)
         d.drop_intent(current.id, current.attempt)
-        if intent is not None and intent.mode is KillMode.REQUEUE:
-            _preempted(d, current, intent, d.now.wall)
+        if intent is not None and requeued_end(d, current, intent, d.now.wall):
+            pass
         elif intent is not None and not intent.retry:
-            d.put(_ended(current, TaskState.KILLED, f"{intent.reason}; gone from node {node}", d.now.wall))
+            d.put(ended(current, TaskState.KILLED, f"{intent.reason}; gone from node {node}", d.now.wall))
         elif current.state is TaskState.STARTING and intent is None:
             # The launch never reached the agent (e.g. the master died right after placing).
             d.put(replace(current, state=TaskState.PENDING, node="", reason=f"requeued: node {node} never got it"))
@@ -214,7 +178,7 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
 def _unwanted(d: Draft, node: str, task_id: str, attempt: int) -> Kill | None:
     intent = d.intent(task_id, attempt)
     if intent is not None:
-        return Kill(node, task_id, attempt, intent.reason, _grace(d, intent))
+        return Kill(node, task_id, attempt, intent.reason, grace(d, intent))
     task = d.task(task_id)
     if task is None:
         return Kill(node, task_id, attempt, "unknown to the master")
@@ -271,22 +235,19 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
         d.put(replace(final, state=TaskState.FAILED, reason=TIME_LIMIT, exit_code=report.exit_code,
                       signal=report.signal, finished_at=report.at or d.now.wall))
         return
-    if intent is not None and intent.mode is KillMode.REQUEUE and report.state is not TaskState.SUCCEEDED:
-        _preempted(d, final, intent, report.at)   # however it ended after SIGTERM: it was preempted
-        return
+    if intent is not None and report.state is not TaskState.SUCCEEDED and requeued_end(d, final, intent, report.at):
+        return   # however it ended after SIGTERM: it was stopped to run again (preempted, its gang restarts)
     if intent is not None and intent.retry and report.state is TaskState.KILLED:
         _end_attempt(d, final, TaskState.LOST, intent.reason, report.exit_code, report.signal, report.at)
         return
     _end_attempt(d, final, report.state, report.reason, report.exit_code, report.signal, report.at)
 
 
-def _ended(task: Task, state: TaskState, reason: str, at: float) -> Task:
-    return replace(task, state=state, reason=reason, finished_at=at)
-
-
 def _end_attempt(d: Draft, task: Task, state: TaskState, reason: str, exit_code: int | None, signal: int,
                  at: float) -> None:
     """An attempt ended: the task ends too, unless the job asked for retries of failures."""
+    if gang_member_ended(d, task, state, reason, at):
+        return
     job = d.job(task.job_id)
     failed = state in (TaskState.FAILED, TaskState.LOST)
     failures = task.failures + failed
@@ -333,16 +294,17 @@ def _tick(d: Draft, ev: Tick) -> None:
                 _lose(d, task, f"node {name} unreachable for {silent:.0f}s")
     _start_deadlines(d)
     _time_limits(d)
-    nodeops.tick(d, _want_killed)
+    _gang_timeouts(d)
+    nodeops.tick(d)
     _forget_old_jobs(d)
 
 
 def _lose(d: Draft, task: Task, reason: str) -> None:
     intent = d.intent(task.id, task.attempt)
-    if intent is not None and intent.mode is KillMode.REQUEUE:
-        _preempted(d, task, intent, d.now.wall)
+    if intent is not None and requeued_end(d, task, intent, d.now.wall):
+        pass
     elif intent is not None and not intent.retry:
-        d.put(_ended(task, TaskState.KILLED, f"{intent.reason}; {reason}", d.now.wall))
+        d.put(ended(task, TaskState.KILLED, f"{intent.reason}; {reason}", d.now.wall))
     else:
         _end_attempt(d, task, TaskState.LOST, reason, None, 0, d.now.wall)
     # Should the node come back with this attempt, its registration kills it as unwanted.
@@ -359,7 +321,7 @@ def _start_deadlines(d: Draft) -> None:
             continue
         if d.intent(task_id, task.attempt) is None:
             reason = f"did not start within {limit:.0f}s on node {task.node}"
-            _want_killed(d, task, reason, KillMode.RETRY)
+            want_killed(d, task, reason, KillMode.RETRY)
             d.put(replace(task, reason=f"{reason}; stopping it"))
 
 
@@ -373,7 +335,21 @@ def _time_limits(d: Draft) -> None:
             continue
         if d.intent(task_id, attempt) is None:
             limit = d.job(task.job_id).spec.time_limit_s
-            _want_killed(d, task, f"{TIME_LIMIT}: ran past --time-limit {format_duration(limit)}", KillMode.TIMELIMIT)
+            want_killed(d, task, f"{TIME_LIMIT}: ran past --time-limit {format_duration(limit)}", KillMode.TIMELIMIT)
+
+
+def _gang_timeouts(d: Draft) -> None:
+    """A gang whose members are not all RUNNING --gang-timeout-s after their launch began
+    is stopped and requeued whole (a member that cannot start must not hold the others)."""
+    for job_id in sorted(d.state.gangs):
+        job = d.job(job_id)
+        limit = job.spec.gang_timeout_s or GANG_TIMEOUT_S
+        for task in d.state.tasks[job_id]:
+            since = d.state.starts.since.get(task.id)
+            if task.state is TaskState.STARTING and since is not None and d.now.mono - since > limit:
+                why = f"gang: task {task.index} not RUNNING within {limit:.0f}s of its launch"
+                restart_gang(d, job, why)
+                break
 
 
 def _forget_old_jobs(d: Draft) -> None:
