@@ -280,6 +280,10 @@ class MasterClient:
         return self._call(lambda c: c.cluster.ListQueues(jobs_pb2.ListQueuesRequest(), timeout=self.timeout,
                                                          metadata=self._metadata))
 
+    def operate_nodes(self, request: jobs_pb2.OperateNodesRequest) -> jobs_pb2.OperateNodesResponse:
+        """cordon, uncordon, drain, maint: the same request again changes nothing more."""
+        return self._call(lambda c: c.cluster.OperateNodes(request, timeout=self.timeout, metadata=self._metadata))
+
     def list_nodes(self) -> list[jobs_pb2.Node]:
         return list(self.nodes_response().nodes)
 

@@ -174,7 +174,7 @@ def nodes(args: argparse.Namespace, client: MasterClient) -> int:
     if args.output == JSON_OUTPUT:
         print_json([reply_node_json(node, lotes) for node in listed])
     else:
-        print(nodes_table(listed, lotes=lotes is not None))
+        print(nodes_table(listed, lotes=lotes is not None, now=time.time()))
         if lotes is not None:
             print(lotes_line(lotes))
     return EXIT_OK

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from tcluster.cli.credentials import MASTER_ENV, default_master
+from tcluster.cli.nodeparser import add_node
 from tcluster.cli.options import (
     DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
     non_negative_int,
@@ -48,7 +49,7 @@ MASTER_COMMANDS = {
     "status": "tcluster.cli.commands:status", "cancel": "tcluster.cli.commands:cancel",
     "logs": "tcluster.cli.commands:logs", "nodes": "tcluster.cli.commands:nodes",
     "queues": "tcluster.cli.queues:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
-    "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update",
+    "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update", "node": "tcluster.cli.nodeops:node",
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
@@ -317,6 +318,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_pack(sub, common)
     add_top(sub, common)
     add_login(sub, common)
+    add_node(sub, common)
     return parser
 
 

@@ -13,7 +13,7 @@ from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.v1 import jobs_pb2
 from tcluster.views import JsonDict, job_json, node_json, task_json
 from tcluster.arrays import index_set_from_text
-from tcluster.wire import resources_from_pb, spec_from_pb, usage_from_pb
+from tcluster.wire import node_ops_from_pb, resources_from_pb, spec_from_pb, usage_from_pb
 
 
 def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:
@@ -42,8 +42,8 @@ def reply_node_json(msg: jobs_pb2.Node, lotes: jobs_pb2.LotesStatus | None = Non
     """`lotes` (the plan status) adds a "lotes" object: the node's bin and class mixes."""
     node = Node(name=msg.name, capacity=resources_from_pb(msg.capacity), reserved=resources_from_pb(msg.reserved),
                 labels=tuple(sorted(msg.labels.items())), state=_known(NodeState, msg.state, NodeState.READY),
-                last_seen=msg.last_seen)
-    doc = node_json(node, resources_from_pb(msg.free), list(msg.tasks))
+                last_seen=msg.last_seen, ops=node_ops_from_pb(msg.ops))
+    doc = node_json(node, resources_from_pb(msg.free), list(msg.tasks), msg.blockers)
     doc["state"] = msg.state
     if msg.HasField("lotes") or lotes is not None:
         doc["lotes"] = lotes_json(msg.lotes, lotes)

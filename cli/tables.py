@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import time
 from collections import Counter
 from typing import Mapping, Sequence
 
@@ -161,11 +162,16 @@ def labels_cell(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or EMPTY
 
 
-def nodes_table(nodes: Sequence[jobs_pb2.Node], lotes: bool = False) -> str:
-    """lotes: add the LoTES columns (configuration, target and actual class mixes)."""
+def nodes_table(nodes: Sequence[jobs_pb2.Node], lotes: bool = False, now: float = 0.0) -> str:
+    """lotes: add the LoTES columns (configuration, target and actual class mixes). An
+    OPERATOR column (who asked what, when, why) appears once any node has a cordon, a
+    drain or a maintenance window."""
     headers: tuple[str, ...] = ("NAME", "STATE", "CPU", "MEM", "FREE CPU", "FREE MEM", "TASKS", "LABELS")
     if lotes:
         headers = (*headers[:7], "CONFIG", "TARGET", "ACTUAL", headers[7])
+    notes = [node_ops_cell(node.ops, now) for node in sorted(nodes, key=lambda n: n.name)]
+    if any(notes):
+        headers = (*headers, "OPERATOR")
     rows = []
     for node in sorted(nodes, key=lambda n: n.name):
         used_cpu, used_mem = resource_cells(used_resources(node))
@@ -177,8 +183,34 @@ def nodes_table(nodes: Sequence[jobs_pb2.Node], lotes: bool = False) -> str:
         )
         if lotes:
             row = (*row[:7], node.lotes.config or EMPTY, mix_cell(node.lotes.target), mix_cell(node.lotes.actual), row[7])
+        if any(notes):
+            row = (*row, notes[len(rows)] or EMPTY)
         rows.append(row)
     return format_table(headers, rows)
+
+
+def clock_cell(moment: float, now: float) -> str:
+    """A local time, with the date unless it is today's (and how far off, given now)."""
+    same_day = now and time.localtime(moment)[:3] == time.localtime(now)[:3]
+    text = time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M", time.localtime(moment))
+    if now and moment > now:
+        text += f" (in {format_age(moment - now)})"
+    return text
+
+
+def node_ops_cell(ops: jobs_pb2.NodeOps, now: float = 0.0) -> str:
+    """'draining by alice 14:02:11: kernel 6.8; deadline 15:02:11 (in 59m)'; "" if nothing was asked."""
+    parts = []
+    if ops.state and ops.state != "READY":
+        text = f"{ops.state.lower()} by {ops.by or '?'} {clock_cell(ops.at, 0.0)}"
+        text += f": {ops.reason}" if ops.reason else ""
+        if ops.state == "DRAINING":
+            text += f"; deadline {clock_cell(ops.drain_deadline, now)}" if ops.drain_deadline else "; no deadline"
+        parts.append(text)
+    if ops.maint_end:
+        window = f"maint {clock_cell(ops.maint_start, 0.0)} - {clock_cell(ops.maint_end, 0.0)} by {ops.maint_by or '?'}"
+        parts.append(window + (f": {ops.maint_reason}" if ops.maint_reason else ""))
+    return "; ".join(parts)
 
 
 def mix_cell(mix: Mapping[int, int]) -> str:

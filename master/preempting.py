@@ -28,6 +28,7 @@ from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.reservations import Reservations
 from tcluster.scheduler.round import eligible_rows
 from tcluster.scheduler.victims import RunningTask
+from tcluster.scheduler.windows import Windows
 
 
 @dataclass
@@ -54,8 +55,9 @@ class LivePreemption:
                 book.claim(job_id, node, now)
 
     def plan(self, state: MasterState, tree: QueueTree, book: Reservations, cache: EligibleCache,
-             now: float) -> PreemptionPlan:
-        inp = self._input(state, tree, book, cache, now)
+             now: float, windows: Windows | None = None) -> PreemptionPlan:
+        """windows: maintenance windows ahead; no room is made where the job could not start."""
+        inp = self._input(state, tree, book, cache, now, windows)
         plan = plan_preemption(inp, self.settings, self.starved_since, now, self.rng)
         self.starved_since = plan.starved_since
         for reason in plan.blocked.values():
@@ -75,7 +77,7 @@ class LivePreemption:
         return Preempt(tuple(victims)) if victims else None
 
     def _input(self, state: MasterState, tree: QueueTree, book: Reservations, cache: EligibleCache,
-               now: float) -> PreemptionInput:
+               now: float, windows: Windows | None = None) -> PreemptionInput:
         view = state.matrix.view()
         held, leaving = _holdings(state)
         waiting = [WaitingJob(v.job_id, v.queue, v.demand, v.pending) for v in state.pending_views()]
@@ -99,7 +101,7 @@ class LivePreemption:
 
         def eligible(job_id: str) -> np.ndarray | None:
             spec = state.jobs[job_id].spec
-            return eligible_rows(spec, parse_constraints(node_requirements(spec)), state.matrix, cache)
+            return eligible_rows(spec, parse_constraints(node_requirements(spec)), state.matrix, cache, windows)
 
         return PreemptionInput(tree, view, held, waiting, running_on, claims, leaving, book.holders(), eligible)
 

@@ -40,10 +40,13 @@ from tcluster.scheduler.placement import make_placement
 from tcluster.queuerow import QueueRow
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.round import schedule_round
+from tcluster.scheduler.windows import Windows
 from tcluster.master.preempting import make_preemption
+from tcluster.master import nodeops
+from tcluster.nodeops import shown_state
 from tcluster.security.authz import (
-    ANONYMOUS, CancelJob, Caller, ListJobs, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, run_as, sees_only_own,
-    sees_secrets,
+    ANONYMOUS, CancelJob, Caller, ListJobs, OperateNodes, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, run_as,
+    sees_only_own, sees_secrets,
 )
 from tcluster.redaction import hidden_fields, redact_job
 
@@ -104,6 +107,7 @@ class MasterService:
         self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
+        self.node_counters = nodeops.NodeOpsCounters()
 
     # ---- the one way to change state ----
 
@@ -117,6 +121,8 @@ class MasterService:
         new_jobs = [j for j in step.jobs if j not in self.state.jobs]
         before = self.lotes.snapshot(step) if self.lotes is not None else None   # LoTES: the book follows steps
         self.state.apply(step)
+        if step.kills_put:
+            self.node_counters.on_step(step)
         if self.observer is not None:
             self.observer.on_step(event, step, self.clock())
         if self.lotes is not None:
@@ -295,8 +301,23 @@ class MasterService:
             seen = max(node.last_seen, live.last_seen_wall) if live else node.last_seen
             tasks = [t.id for t in self.state.tasks_on(node.name)
                      if not own_only or (t.job_id in jobs and jobs[t.job_id].spec.owner == caller.name)]
-            out.append((replace(node, last_seen=seen), sorted(tasks)))
+            shown = shown_state(node.state, node.ops, self.state.connected(node.name))
+            out.append((replace(node, last_seen=seen, state=shown), sorted(tasks)))
         return out
+
+    async def operate_nodes(self, request: nodeops.NodeRequest,
+                            caller: Caller = ANONYMOUS) -> list[tuple[Node, list[str]]]:
+        """cordon, uncordon, drain, maint (admins only): one event for all the named nodes,
+        durable before the answer; the nodes (and their task ids) as they are then."""
+        self.gate.check(caller, OperateNodes(request.op, request.nodes))
+        _, durable = self._do(nodeops.event_of(request, caller.name))
+        self.kick()
+        await durable
+        names = set(request.nodes)
+        return [(n, tasks) for n, tasks in self.nodes(caller) if n.name in names]
+
+    def drain_blockers(self, name: str) -> list[nodeops.Blocker]:
+        return nodeops.blockers(self.state, name, self.clock())
 
     def free(self, node: Node) -> object:
         return self.state.free(node.name)
@@ -378,23 +399,24 @@ class MasterService:
         if not pending:
             return []
         started = time.perf_counter()
+        windows = nodeops.windows(state, self.clock())
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
                                 self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock(),
-                                views=state.pending_views())
+                                views=state.pending_views(), windows=windows)
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
         self.reservations = result.holds or self.reservations
-        self.state.set_pending_reasons(self._preempt(result.pending_reasons))
+        self.state.set_pending_reasons(self._preempt(result.pending_reasons, windows))
         if self.observer is not None:
             self.observer.on_round(time.perf_counter() - started, len(result.placements))
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
 
-    def _preempt(self, reasons: dict[str, str]) -> dict[str, str]:
+    def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
         """--preemption: after the round's placements, stop what restores shares; the
         pending reasons gain what preemption does (or cannot do) for each waiting job."""
         if self.preemption is None or not self.state.pending_jobs:
             return reasons
         now = self.clock()
-        plan = self.preemption.plan(self.state, self.queues, self.reservations, self._eligible, now)
+        plan = self.preemption.plan(self.state, self.queues, self.reservations, self._eligible, now, windows)
         event = self.preemption.event(plan, self.state, now)
         if event is not None:
             log.info("preempting %s", "; ".join(f"{task} for job {by} ({why})" for task, _, why, by in event.victims))

@@ -25,6 +25,7 @@ from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
+from tcluster.scheduler.windows import Windows
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,13 @@ def schedule_round(
     fairness: FairnessPolicy, placement: PlacementPolicy, rng: random.Random,
     eligible_cache: EligibleCache | None = None, queues: QueueTree | None = None,
     reservations: Reservations | None = None, now: float = 0.0, views: list[JobView] | None = None,
+    windows: Windows | None = None,
 ) -> RoundResult:
     """`queues` is the fairness tree; `reservations` (kept by the caller across rounds)
     holds nodes for jobs whose next task has waited long enough; `now` dates the waits.
     `views` (pending and running counts per waiting job) saves a scan when the caller
-    keeps counts, as the master does."""
+    keeps counts, as the master does. `windows`: nodes' maintenance windows ahead
+    (scheduler/windows.py); a job starts nowhere it could still run when one opens."""
     views = job_views(jobs, tasks) if views is None else views
     view = nodes.view()
     if not view.schedulable.any():
@@ -94,7 +97,7 @@ def schedule_round(
         if spec.gang:
             continue                   # a gang holds all it needs, when it is tried (gangs.py)
         book.hold(job_id, view.request_vector(spec.resources),
-                  eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache), view, now)
+                  eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache, windows), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
     pending_of = {v.job_id: (v.pending, v.running) for v in views}
     begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes, anbf)
@@ -106,7 +109,7 @@ def schedule_round(
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec
             constraints = parse_constraints(node_requirements(spec))
-            matching = eligible_rows(spec, constraints, nodes, cache)
+            matching = eligible_rows(spec, constraints, nodes, cache, windows)
             eligible = book.eligible(job_id, matching, view)   # minus nodes held for others
             request = view.request_vector(spec.resources)
             if spec.gang:     # all of its waiting tasks now, or none
@@ -133,7 +136,7 @@ def schedule_round(
                 continue
             row = None if request is None else placement.choose(request, view, eligible, rng)
             if row is None:
-                reasons[job_id] = _reason(spec, constraints, nodes, matching)
+                reasons[job_id] = _reason(spec, constraints, nodes, matching, windows)
                 held = book.skipped(job_id, request, eligible, view, now)
                 if held is not None:
                     reasons[job_id] += f"; node {held.node} is held for it (its tasks waited too long)"
@@ -149,7 +152,7 @@ def schedule_round(
             if most.changed:   # the same room again blocks nobody new
                 fairness_round.limit(most.resources())   # saturated kinds block who needs them
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
-        _explain_waiting(jobs, left, reasons, nodes, cache, book)
+        _explain_waiting(jobs, left, reasons, nodes, cache, book, windows)
     return RoundResult(placements, reasons, book)
 
 
@@ -167,18 +170,29 @@ def _gang_waits(job_id: str, size: int, request: np.ndarray | None, view: NodeMa
 
 
 def eligible_rows(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
-              cache: EligibleCache) -> np.ndarray | None:
-    """Nodes whose labels meet the constraints and whose ceilings allow the job's
-    --pids-max / --log-max (None: every node)."""
+              cache: EligibleCache, windows: Windows | None = None) -> np.ndarray | None:
+    """Nodes whose labels meet the constraints, whose ceilings allow the job's
+    --pids-max / --log-max and whose maintenance window (if any) the job cannot run
+    into (None: every node)."""
     matching = cache.eligible(constraints, nodes)
-    allowed = ceiling_mask(asks_of(spec), nodes)
-    if allowed is None:
-        return matching
-    return allowed if matching is None else matching & allowed   # a new array: the cached one stays
+    for allowed in (ceiling_mask(asks_of(spec), nodes), windows.allowed(spec, nodes) if windows else None):
+        if allowed is not None:
+            matching = allowed if matching is None else matching & allowed   # a new array: the cached one stays
+    return matching
 
 
 def _reason(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
-            matching: np.ndarray | None) -> str:
+            matching: np.ndarray | None, windows: Windows | None = None) -> str:
+    reason = _plain_reason(spec, constraints, nodes, matching)
+    note = _window_note(spec, nodes, windows) if windows is not None else ""
+    if not note:
+        return reason
+    usable = nodes.view().schedulable if matching is None else nodes.view().schedulable & matching
+    return f"{reason}; {note}" if usable.any() else note
+
+
+def _plain_reason(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
+                  matching: np.ndarray | None) -> str:
     asks = asks_of(spec)
     if asks:   # no ready node's ceilings allow it (the submit check let it in for a node that is down)
         view = nodes.view()
@@ -186,6 +200,14 @@ def _reason(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatri
         if ready and (short := short_of(asks, ready)):
             return short
     return unplaceable_reason(spec.resources, constraints, nodes, matching)
+
+
+def _window_note(spec: JobSpec, nodes: NodeMatrix, windows: Windows) -> str:
+    """Which ready nodes a maintenance window keeps from the job, and why ("": none)."""
+    allowed = windows.allowed(spec, nodes)
+    if allowed is None or not (nodes.view().schedulable & ~allowed).any():
+        return ""
+    return windows.reason(spec)
 
 
 @contextmanager
@@ -198,7 +220,8 @@ def _finally(call: Callable[[], None] | None) -> Iterator[None]:
 
 
 def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dict[str, str],
-                     nodes: NodeMatrix, cache: EligibleCache, book: Reservations) -> None:
+                     nodes: NodeMatrix, cache: EligibleCache, book: Reservations,
+                     windows: Windows | None = None) -> None:
     """Every job still waiting gets a reason, from the state after this round's placements:
     the fairness round stops offering a job whose resource saturated without skipping it."""
     for job_id, left in waiting.items():
@@ -206,7 +229,7 @@ def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dic
             continue
         spec = jobs[job_id].spec
         constraints = parse_constraints(node_requirements(spec))
-        reason = _reason(spec, constraints, nodes, eligible_rows(spec, constraints, nodes, cache))
+        reason = _reason(spec, constraints, nodes, eligible_rows(spec, constraints, nodes, cache, windows), windows)
         holder = next((r for r in book.held.values() if r.job_id != job_id), None)
         if reason == WAITING_FOR_NEXT_ROUND and holder is not None:
             reason = f"waiting behind a reservation: node {holder.node} is held for job {holder.job_id}"

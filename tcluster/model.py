@@ -11,6 +11,7 @@ from tcluster.dependency import parse_dependency
 from tcluster.ceilings import Ceilings
 from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
+from tcluster.nodeops import READY_OPS, NodeOps
 from tcluster.resources import Resources
 from tcluster.states import TERMINAL_TASK_STATES, JobState, NodeState, TaskState  # noqa: F401  (the model's names)
 from tcluster.taskusage import TaskUsage
@@ -202,3 +203,4 @@ class Node:
     last_seen: float = 0.0
     runtime: str = ""
     ceilings: Ceilings = Ceilings()   # from its last registration to this master; not stored
+    ops: NodeOps = READY_OPS          # what an operator asked (cordon, drain, maintenance); kept across restarts

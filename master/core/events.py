@@ -91,11 +91,51 @@ class Preempt:
 
 
 @dataclass(frozen=True)
+class Cordon:
+    """An admin's: no new tasks on these nodes (all or none: an unknown name refuses the event)."""
+    nodes: tuple[str, ...]
+    by: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Uncordon:
+    """Back to READY: lifts a cordon, cancels a drain, ends the maintenance window."""
+    nodes: tuple[str, ...]
+    by: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Cordon, let the tasks end; at now + deadline_s (0: no deadline) requeue what still runs."""
+    nodes: tuple[str, ...]
+    by: str
+    reason: str = ""
+    deadline_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Maintain:
+    """A maintenance window [start, start + duration_s) (unix seconds): placement starts nothing
+    there that could still run when it opens; inside it the node is MAINT."""
+    nodes: tuple[str, ...]
+    by: str
+    start: float
+    duration_s: float
+    reason: str = ""
+
+
+NodeEvent = Cordon | Uncordon | Drain | Maintain
+
+
+@dataclass(frozen=True)
 class Tick:
     """Timeouts: silent nodes, lost tasks, launches that never started, old jobs."""
 
 
-Event = Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt | CancelTasks | UpdateJob
+Event = (Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt | CancelTasks | UpdateJob
+         | NodeEvent)
 
 
 # ---- actions ----
@@ -195,7 +235,8 @@ class Step:
 
 
 __all__ = [
-    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "CancelTasks", "UpdateJob", "Disconnect", "Event", "Kill",
+    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "CancelTasks", "UpdateJob", "Cordon",
+    "Disconnect", "Drain", "Event", "Kill", "Maintain", "NodeEvent", "Uncordon",
     "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "Tick",
     "Welcome",
 ]

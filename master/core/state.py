@@ -83,6 +83,8 @@ class MasterState:
         self.live: dict[str, NodeLive] = {n.name: NodeLive(False, started_mono, n.last_seen) for n in self.nodes.values()}
         self.matrix = NodeMatrix()
         self.by_node: dict[str, set[str]] = {}
+        # Nodes an operator touched (cordon, drain, a window): the tick looks at these only.
+        self.operated: set[str] = {n.name for n in self.nodes.values() if _operated(n)}
         for node in self.nodes.values():
             self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=False)
         for task in (t for ts in self.tasks.values() for t in ts):
@@ -194,7 +196,7 @@ class MasterState:
         for name, live in step.live.items():
             self._set_live(name, live)
             if name in self.nodes:
-                self.matrix.set_schedulable(name, live.connected and self.nodes[name].state is NodeState.READY)
+                self.matrix.set_schedulable(name, _schedulable(self.nodes[name], live))
         for job in step.jobs.values():
             self._apply_job(job)
         for task in step.tasks.values():
@@ -256,10 +258,12 @@ class MasterState:
 
     def _apply_node(self, node: Node) -> None:
         self.nodes[node.name] = node
-        live = self.live.get(node.name)
-        schedulable = node.state is NodeState.READY and live is not None and live.connected
-        self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=schedulable,
-                           ceilings=node.ceilings)
+        if _operated(node):
+            self.operated.add(node.name)
+        else:
+            self.operated.discard(node.name)
+        self.matrix.upsert(node.name, node.capacity, dict(node.labels),
+                           schedulable=_schedulable(node, self.live.get(node.name)), ceilings=node.ceilings)
 
     def _apply_job(self, job: Job) -> None:
         before = self.jobs.get(job.id)
@@ -369,6 +373,16 @@ class MasterState:
         if task.state.holds_resources and task.node:
             self.matrix.release(task.node, self.jobs[task.job_id].spec.resources)
             self.by_node.get(task.node, set()).discard(task.id)
+
+
+def _schedulable(node: Node, live: NodeLive | None) -> bool:
+    """Placement (and preemption, which places) may use it: connected, READY, and no
+    operator state that keeps new tasks away (cordoned, draining, drained, in maintenance)."""
+    return live is not None and live.connected and node.state is NodeState.READY and node.ops.schedulable
+
+
+def _operated(node: Node) -> bool:
+    return node.ops.state is not NodeState.READY or node.ops.has_window
 
 
 def virtual_counts(job: Job) -> Counter[TaskState]:

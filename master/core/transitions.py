@@ -24,14 +24,16 @@ from tcluster.master.core.stopping import (
     GANG_TIMEOUT_S, cancel_job, ended, gang_member_ended, grace, requeued_end, restart_gang, want_killed,
 )
 from tcluster.master.core.events import (
-    Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Disconnect, Event, Kill, KillIntent, KillMode, Launch,
-    NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, UpdateJob, Welcome,
+    Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Cordon, Disconnect, Drain, Event, Kill, KillIntent,
+    KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, UpdateJob, Welcome,
 )
+from tcluster.master.core import nodeops
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.state import MasterState
 from tcluster.units import format_duration
 from tcluster.model import Node, NodeState, Task, TaskState
 from tcluster.ceilings import refusal
+from tcluster.nodeops import READY_OPS
 from tcluster.scheduler.reasons import never_fits_reason
 
 log = logging.getLogger(__name__)
@@ -132,10 +134,11 @@ def _place(d: Draft, ev: Place) -> None:
 def _joined(d: Draft, ev: AgentJoined) -> None:
     reg = ev.registration
     # A node still marked connected registers again: its old stream is half-open (the I/O
-    # layer has closed it); the newest registration wins.
+    # layer has closed it); the newest registration wins. What an operator asked stays.
+    known = d.state.nodes.get(reg.node)
     node = Node(name=reg.node, capacity=(reg.capacity - reg.reserved).clamp_nonnegative(), reserved=reg.reserved,
                 labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime,
-                ceilings=reg.ceilings)
+                ceilings=reg.ceilings, ops=known.ops if known is not None else READY_OPS)
     d.step.nodes[node.name] = node
     d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall)
     _apply_reports(d, reg.node, reg.reports)
@@ -292,6 +295,7 @@ def _tick(d: Draft, ev: Tick) -> None:
     _start_deadlines(d)
     _time_limits(d)
     _gang_timeouts(d)
+    nodeops.tick(d)
     _forget_old_jobs(d)
 
 
@@ -359,6 +363,7 @@ def _forget_old_jobs(d: Draft) -> None:
 _HANDLERS = {
     Submit: _submit, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
     Reports: _reports, Beat: _beat, Tick: _tick, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
+    Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
 }
 
 __all__ = ["Draft", "handle"]

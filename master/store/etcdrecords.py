@@ -8,6 +8,7 @@ import json
 from tcluster.codec import job_extra_to_json, resources_from_dict, resources_to_dict, usage_from_json, usage_to_json
 from tcluster.master.core.events import KillIntent
 from tcluster.model import Job, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.nodeops import READY_OPS, ops_from_json, ops_to_json
 
 
 def _dumps(data: object) -> bytes:
@@ -31,7 +32,7 @@ def task_record(t: Task) -> bytes:
 
 def node_record(n: Node) -> bytes:
     return _dumps([resources_to_dict(n.capacity), resources_to_dict(n.reserved), dict(n.labels), n.state.value,
-                   n.last_seen, n.runtime])
+                   n.last_seen, n.runtime, ops_to_json(n.ops)])
 
 
 def kill_record(k: KillIntent) -> bytes:
@@ -49,4 +50,5 @@ def read_task(job_id: str, index: int, raw: bytes) -> Task:
 def read_node(name: str, raw: bytes) -> Node:
     r = json.loads(raw)
     return Node(name=name, capacity=resources_from_dict(r[0]), reserved=resources_from_dict(r[1]),
-                labels=tuple(sorted(r[2].items())), state=NodeState(r[3]), last_seen=r[4], runtime=r[5])
+                labels=tuple(sorted(r[2].items())), state=NodeState(r[3]), last_seen=r[4], runtime=r[5],
+                ops=ops_from_json(r[6]) if len(r) > 6 else READY_OPS)    # records before node operations: none

@@ -23,10 +23,11 @@ from tcluster.codec import (
 from tcluster.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.nodeops import ops_from_json, ops_to_json
 from tcluster.resources import Resources
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -40,7 +41,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     failures INTEGER NOT NULL DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job_id, idx));
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL, labels TEXT NOT NULL,
-    state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL);
+    state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL, ops TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS jobs_by_submit ON jobs (submitted_at, id);
 CREATE INDEX IF NOT EXISTS jobs_by_finish ON jobs (finished_at);
 CREATE TABLE IF NOT EXISTS kills (
@@ -56,6 +57,8 @@ _MIGRATIONS = {
     2: [("tasks", "preemptions", "INTEGER NOT NULL DEFAULT 0"), ("kills", "by_job", "TEXT NOT NULL DEFAULT ''")],
     # v3 -> v4: batch work: an array's ranges, its throttle, a dependency's release (codec.job_extra_to_json).
     3: [("jobs", "extra", "TEXT NOT NULL DEFAULT ''")],
+    # v4 -> v5: node operations. A node's operator state (cordon, drain, window) as JSON; '' = none.
+    4: [("nodes", "ops", "TEXT NOT NULL DEFAULT ''")],
 }
 
 
@@ -194,9 +197,9 @@ class Store:
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
              t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions)
             for t in step.tasks.values()])
-        db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?)", [
+        db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?)", [
             (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
-             n.state.value, n.last_seen, n.runtime) for n in step.nodes.values()])
+             n.state.value, n.last_seen, n.runtime, ops_to_json(n.ops)) for n in step.nodes.values()])
         db.executemany("DELETE FROM kills WHERE task_id=? AND attempt=?", sorted(step.kills_del))
         db.executemany("INSERT OR REPLACE INTO kills VALUES (?,?,?,?,?,?)", [
             (k.task_id, k.attempt, k.node, k.reason, int(k.mode), k.by_job) for k in step.kills_put.values()])
@@ -297,10 +300,11 @@ class Store:
         return [(r[0], r[1]) for r in rows], total
 
     def load_nodes(self) -> list[Node]:
-        rows = self._reads().execute("SELECT * FROM nodes ORDER BY name").fetchall()
+        rows = self._reads().execute("SELECT name, capacity, reserved, labels, state, last_seen, runtime, ops "
+                                     "FROM nodes ORDER BY name").fetchall()
         return [Node(name=r[0], capacity=resources_from_dict(json.loads(r[1])),
                      reserved=resources_from_dict(json.loads(r[2])), labels=tuple(sorted(json.loads(r[3]).items())),
-                     state=NodeState(r[4]), last_seen=r[5], runtime=r[6]) for r in rows]
+                     state=NodeState(r[4]), last_seen=r[5], runtime=r[6], ops=ops_from_json(r[7])) for r in rows]
 
     def load_kills(self) -> list[KillIntent]:
         rows = self._reads().execute("SELECT task_id, attempt, node, reason, retry, by_job FROM kills").fetchall()

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tcluster.nodeops import shown_state
 from tcluster.views import queues_json, job_json, node_json, resources_json, task_json, timestamp, usage_json
 from tcluster.errors import (
     InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError, Unauthenticated,
@@ -127,7 +128,7 @@ class Api:
         state = self.state
         nodes: dict[str, int] = {}
         for name, node in state.nodes.items():
-            key = node.state.value if state.connected(name) or node.state.value != "READY" else "DOWN"
+            key = shown_state(node.state, node.ops, state.connected(name)).value
             nodes[key] = nodes.get(key, 0) + 1
         jobs = {s.value: 0 for s in JobState}
         for job in state.jobs.values():
@@ -221,7 +222,8 @@ class Api:
 
     async def nodes(self, request: web.Request) -> web.Response:
         listed = self.service.nodes(request[CALLER])     # only the caller's task ids under visibility own
-        return _json([node_json(n, self.service.free(n), tasks) for n, tasks in listed])
+        return _json([node_json(n, self.service.free(n), tasks, self.service.drain_blockers(n.name))
+                      for n, tasks in listed])
 
     async def node_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()

@@ -98,3 +98,32 @@ def test_a_version_1_database_is_migrated_and_keeps_node_limits(tmp_path: Path) 
     assert (loaded.cpu_limit, loaded.pids_max) == (0.5, 77)
     assert store.load_tasks()[0].failures == 0 and store.load_kills() == []
     store.close()
+
+
+def test_a_version_3_database_gains_node_operations_and_keeps_its_nodes(tmp_path: Path) -> None:
+    """v4 -> v5 adds nodes.ops (from v3, after v4's step; idempotently); a node's
+    operator state (who, when, why, deadline, window) is written and read back."""
+    from tcluster.nodeops import NodeOps
+    db = tmp_path / "v3.db"
+    raw = sqlite3.connect(db)
+    raw.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '3');
+        CREATE TABLE nodes (name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL,
+            labels TEXT NOT NULL, state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL);
+        INSERT INTO nodes VALUES ('n1', '{"cpu": 4.0}', '{}', '{}', 'READY', 5.0, 'cgroup1');
+    """)
+    raw.commit()
+    raw.close()
+    store = Store(db)
+    assert [(n.name, n.ops) for n in store.load_nodes()] == [("n1", NodeOps())]
+    draining = NodeOps(NodeState.DRAINING, "alice", 7.0, "kernel 6.8", deadline=3607.0, since=7.0,
+                       maint_start=9000.0, maint_end=9600.0, maint_by="ops", maint_reason="ups")
+    node = store.load_nodes()[0]
+    store.apply(Step(nodes={"n1": Node(node.name, node.capacity, node.reserved, node.labels, node.state,
+                                       node.last_seen, node.runtime, ops=draining)}))
+    store.close()
+    again = Store(db)
+    assert again.load_nodes()[0].ops == draining
+    again.close()
+    assert sqlite3.connect(db).execute("SELECT value FROM meta").fetchone() == ("5",)

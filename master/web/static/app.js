@@ -162,11 +162,25 @@ function queueTable(queues) {
 async function nodes() {
   const list = await api("nodes");
   setMain("nodes", `<h1>Nodes</h1><table><tr><th>node</th><th>state</th><th>CPU allocated / capacity</th>
-    <th>memory allocated / capacity</th><th>tasks</th><th>labels</th><th>last seen</th></tr>` + list.map(n => `<tr>
+    <th>memory allocated / capacity</th><th>tasks</th><th>labels</th><th>last seen</th><th>operator</th></tr>` + list.map(n => `<tr>
     <td><a href="#/nodes/${encodeURIComponent(n.name)}">${esc(n.name)}</a></td><td class="state ${n.state}">${n.state}</td>
     <td>${cores(n.used.cpu)} / ${cores(n.capacity.cpu)}</td><td>${bytes(n.used.memory)} / ${bytes(n.capacity.memory)}</td>
     <td>${n.tasks.length}</td><td>${esc(Object.entries(n.labels).map(([k, v]) => k + "=" + v).join(", "))}</td>
-    <td>${when(n.last_seen)}</td></tr>`).join("") + "</table>");
+    <td>${when(n.last_seen)}</td><td>${opsText(n)}</td></tr>`).join("") + "</table>");
+}
+
+// Node operations (README "Node operations"): who asked what, when, why; a drain's deadline and what it waits for.
+function opsText(n) {
+  const o = n.ops || {}, parts = [];
+  if (o.state && o.state !== "READY") {
+    let text = `<span class="state ${o.state}">${o.state.toLowerCase()}</span> by ${esc(o.by || "?")} ${when(o.at)}`;
+    if (o.reason) text += `: ${esc(o.reason)}`;
+    if (o.state === "DRAINING") text += o.drain_deadline ? `; deadline ${when(o.drain_deadline)}` : "; no deadline";
+    if (n.blockers && n.blockers.length) text += `; waiting for ${n.blockers.map(b => `<span title="${esc(b.why)}">${esc(b.task)}</span>`).join(", ")}`;
+    parts.push(text);
+  }
+  if (o.maintenance) parts.push(`maintenance ${when(o.maintenance.start)} to ${when(o.maintenance.end)} by ${esc(o.maintenance.by || "?")}${o.maintenance.reason ? ": " + esc(o.maintenance.reason) : ""}`);
+  return parts.join("; ");
 }
 
 async function node(name) {

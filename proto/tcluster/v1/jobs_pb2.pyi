@@ -251,7 +251,7 @@ class ListNodesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("name", "state", "capacity", "free", "labels", "tasks", "last_seen", "reserved", "lotes")
+    __slots__ = ("name", "state", "capacity", "free", "labels", "tasks", "last_seen", "reserved", "lotes", "ops", "blockers")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -268,6 +268,8 @@ class Node(_message.Message):
     LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
     LOTES_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     capacity: _common_pb2.Resources
@@ -277,7 +279,69 @@ class Node(_message.Message):
     last_seen: float
     reserved: _common_pb2.Resources
     lotes: NodeLotes
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., tasks: _Optional[_Iterable[str]] = ..., last_seen: _Optional[float] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., lotes: _Optional[_Union[NodeLotes, _Mapping]] = ...) -> None: ...
+    ops: NodeOps
+    blockers: _containers.RepeatedCompositeFieldContainer[NodeBlocker]
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., tasks: _Optional[_Iterable[str]] = ..., last_seen: _Optional[float] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., lotes: _Optional[_Union[NodeLotes, _Mapping]] = ..., ops: _Optional[_Union[NodeOps, _Mapping]] = ..., blockers: _Optional[_Iterable[_Union[NodeBlocker, _Mapping]]] = ...) -> None: ...
+
+class NodeOps(_message.Message):
+    __slots__ = ("state", "by", "at", "reason", "drain_deadline", "drain_since", "maint_start", "maint_end", "maint_by", "maint_reason")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_SINCE_FIELD_NUMBER: _ClassVar[int]
+    MAINT_START_FIELD_NUMBER: _ClassVar[int]
+    MAINT_END_FIELD_NUMBER: _ClassVar[int]
+    MAINT_BY_FIELD_NUMBER: _ClassVar[int]
+    MAINT_REASON_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    by: str
+    at: float
+    reason: str
+    drain_deadline: float
+    drain_since: float
+    maint_start: float
+    maint_end: float
+    maint_by: str
+    maint_reason: str
+    def __init__(self, state: _Optional[str] = ..., by: _Optional[str] = ..., at: _Optional[float] = ..., reason: _Optional[str] = ..., drain_deadline: _Optional[float] = ..., drain_since: _Optional[float] = ..., maint_start: _Optional[float] = ..., maint_end: _Optional[float] = ..., maint_by: _Optional[str] = ..., maint_reason: _Optional[str] = ...) -> None: ...
+
+class NodeBlocker(_message.Message):
+    __slots__ = ("task_id", "job_id", "job_name", "state", "why")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    job_id: str
+    job_name: str
+    state: str
+    why: str
+    def __init__(self, task_id: _Optional[str] = ..., job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., state: _Optional[str] = ..., why: _Optional[str] = ...) -> None: ...
+
+class OperateNodesRequest(_message.Message):
+    __slots__ = ("op", "nodes", "reason", "deadline_s", "start", "duration_s")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_S_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    op: str
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    deadline_s: float
+    start: float
+    duration_s: float
+    def __init__(self, op: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., deadline_s: _Optional[float] = ..., start: _Optional[float] = ..., duration_s: _Optional[float] = ...) -> None: ...
+
+class OperateNodesResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
 
 class NodeLotes(_message.Message):
     __slots__ = ("config", "target", "actual", "counted")

@@ -331,6 +331,11 @@ class ClusterServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.OperateNodes = channel.unary_unary(
+                '/tcluster.v1.ClusterService/OperateNodes',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.OperateNodesRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.OperateNodesResponse.FromString,
+                _registered_method=True)
         self.ListQueues = channel.unary_unary(
                 '/tcluster.v1.ClusterService/ListQueues',
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesRequest.SerializeToString,
@@ -348,6 +353,13 @@ class ClusterServiceServicer:
 
     def ListNodes(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OperateNodes(self, request, context):
+        """cordon | uncordon | drain | maint (README "Node operations"); admins only
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -373,6 +385,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'OperateNodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.OperateNodes,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.OperateNodesRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.OperateNodesResponse.SerializeToString,
             ),
             'ListQueues': grpc.unary_unary_rpc_method_handler(
                     servicer.ListQueues,
@@ -412,6 +429,33 @@ class ClusterService:
             '/tcluster.v1.ClusterService/ListNodes',
             tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OperateNodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.ClusterService/OperateNodes',
+            tcluster_dot_v1_dot_jobs__pb2.OperateNodesRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.OperateNodesResponse.FromString,
             options,
             channel_credentials,
             insecure,
