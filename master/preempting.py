@@ -7,10 +7,11 @@ The decision itself is scheduler/preemption.py, the same code `tcl sim` runs."""
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -29,6 +30,8 @@ from tcluster.scheduler.reservations import Reservations
 from tcluster.scheduler.round import eligible_rows
 from tcluster.scheduler.victims import RunningTask
 from tcluster.scheduler.windows import Windows
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -75,6 +78,22 @@ class LivePreemption:
             self.counters.preemptions[(v.by_queue, v.queue)] += 1
             self.counters.cpu_seconds += _cpu_seconds(state, v.task_id, task.started_at, now)
         return Preempt(tuple(victims)) if victims else None
+
+    def after_round(self, state: MasterState, tree: QueueTree, book: Reservations, cache: EligibleCache, now: float,
+                    do: Callable[[Preempt], object], reasons: dict[str, str], windows: Any = None) -> dict[str, str]:
+        """Plans, stops the victims (one Preempt event through `do`), holds the claimed
+        nodes; the pending reasons gain what preemption does (or cannot do) for each job."""
+        plan = self.plan(state, tree, book, cache, now, windows)
+        event = self.event(plan, state, now)
+        if event is not None:
+            log.info("preempting %s", "; ".join(f"{task} for job {by} ({why})" for task, _, why, by in event.victims))
+            do(event)
+        for claim in plan.claims:
+            book.claim(claim.job_id, claim.node, now)
+        out = dict(reasons)
+        for job_id, note in plan.notes.items():
+            out[job_id] = f"{out[job_id]}; {note}" if out.get(job_id) else note
+        return out
 
     def _input(self, state: MasterState, tree: QueueTree, book: Reservations, cache: EligibleCache,
                now: float, windows: Windows | None = None) -> PreemptionInput:

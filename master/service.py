@@ -30,7 +30,7 @@ from tcluster.master.paging import page_of_jobs
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
 from tcluster.master.core.registration import check_registration
 from tcluster.master.settings import MasterSettings
-from tcluster.master.core.state import MasterState, Timeouts
+from tcluster.master.loading import load_state, not_found
 from tcluster.master.store.base import StateStore
 from tcluster.master.core.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, Task
@@ -52,32 +52,6 @@ from tcluster.redaction import hidden_fields, redact_job
 
 log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.5
-
-
-def timeouts_of(settings: MasterSettings) -> Timeouts:
-    return Timeouts(node_timeout_s=settings.node_timeout_s, lost_timeout_s=settings.lost_timeout_s,
-                    start_timeout_s=settings.start_timeout_s, job_retention_s=settings.job_retention_s,
-                    heartbeat_interval_s=settings.heartbeat_interval_s,
-                    resident_finished_jobs=settings.resident_finished_jobs,
-                    preempt_grace_s=settings.preempt_grace_s)
-
-
-def not_found(job_id: str) -> NotFound:
-    return NotFound(f"job {job_id[:64]!r} not found")
-
-
-def load_state(store: StateStore, settings: MasterSettings, mono: float) -> MasterState:
-    """Unfinished jobs and the most recently finished ones; older ones are read on demand."""
-    timeouts = timeouts_of(settings)
-    jobs = store.load_jobs(finished_limit=timeouts.resident_finished_jobs,
-                           finished_tasks=timeouts.resident_finished_tasks)
-    tasks = store.load_tasks({j.id for j in jobs})
-    state = MasterState(jobs, tasks, store.load_nodes(), store.load_kills(), timeouts, mono)
-    for parent in sorted(set(state.dependents) - set(state.jobs)):   # waited on, ended, not resident
-        stored = store.load_job(parent)
-        if stored is not None:
-            state.ended[parent] = stored[0].state
-    return state
 
 
 class MasterService:
@@ -411,22 +385,11 @@ class MasterService:
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
 
     def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
-        """--preemption: after the round's placements, stop what restores shares; the
-        pending reasons gain what preemption does (or cannot do) for each waiting job."""
+        """--preemption: after the round's placements (master/preempting.py)."""
         if self.preemption is None or not self.state.pending_jobs:
             return reasons
-        now = self.clock()
-        plan = self.preemption.plan(self.state, self.queues, self.reservations, self._eligible, now, windows)
-        event = self.preemption.event(plan, self.state, now)
-        if event is not None:
-            log.info("preempting %s", "; ".join(f"{task} for job {by} ({why})" for task, _, why, by in event.victims))
-            self._do(event)
-        for claim in plan.claims:
-            self.reservations.claim(claim.job_id, claim.node, now)
-        out = dict(reasons)
-        for job_id, note in plan.notes.items():
-            out[job_id] = f"{out[job_id]}; {note}" if out.get(job_id) else note
-        return out
+        return self.preemption.after_round(self.state, self.queues, self.reservations, self._eligible, self.clock(),
+                                           lambda event: self._do(event), reasons, windows)
 
     # ---- queues and shares ----
 
