@@ -8,15 +8,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import time
 import uuid
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job
+from testkit.procs import (
+    BIN, Proc, cancel_every_job, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job, wait_until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -49,25 +49,11 @@ class Cluster:
 
     def stop(self) -> None:
         try:
-            jobs = tcl_json(self.address, "jobs", "--all")
-            for job in jobs if isinstance(jobs, list) else []:
-                if job["state"] in ("PENDING", "RUNNING"):
-                    tcl(self.address, "cancel", job["id"], check=False)
-            for job in jobs if isinstance(jobs, list) else []:
-                wait_until(lambda: all(t["finished_at"] for t in self.status(job["id"])["tasks"]), 60)
+            cancel_every_job(self.address)
         finally:
             self.agent.stop()
             self.master.stop()
         assert leaked_cgroups(self.node) == []
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float) -> float:
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"not within {timeout_s}s")
-        time.sleep(0.2)
-    return time.monotonic() - started
 
 
 def seconds(stamp: str | None) -> float:
@@ -127,22 +113,27 @@ def test_a_thousand_index_array_with_a_throttle_of_20(cluster: Cluster, runs_dir
           f"from first start to last end, master SIGKILLed once")
 
 
-def test_a_pipeline_runs_in_order_and_a_failure_cancels_the_rest(cluster: Cluster) -> None:
-    first = cluster.submit("--cpu", "0.1", "--", "sleep", "2")
+def test_a_pipeline_runs_in_order_and_a_failure_cancels_the_rest(cluster: Cluster, runs_dir: Path) -> None:
+    def until(name: str) -> str:      # a task that runs until the test lets it end
+        return f"while [ ! -e {runs_dir}/{name} ]; do sleep 0.1; done"
+
+    first = cluster.submit("--cpu", "0.1", "--", "sh", "-c", until("go"))
     second = cluster.submit("--cpu", "0.1", "--after-ok", first, "--", "true")
     third = cluster.submit("--cpu", "0.1", "--dependency", f"afterok:{second}", "--", "true")
-    assert "waiting for dependency" in cluster.status(third)["pending_reason"], (cluster.status(first), cluster.status(second), cluster.status(third))
+    assert "waiting for dependency" in cluster.status(third)["pending_reason"]
     cluster.restart_master()
+    (runs_dir / "go").touch()
     jobs = [wait_job(cluster.address, j, DONE, timeout_s=60) for j in (first, second, third)]
     assert [j["state"] for j in jobs] == ["SUCCEEDED"] * 3
     ends = [seconds(j["tasks"][0]["finished_at"]) for j in jobs]
     starts = [seconds(j["tasks"][0]["started_at"]) for j in jobs]
     assert starts[1] >= ends[0] and starts[2] >= ends[1]
 
-    bad = cluster.submit("--cpu", "0.1", "--", "sh", "-c", "sleep 4; exit 3")   # after the others are in
+    bad = cluster.submit("--cpu", "0.1", "--", "sh", "-c", until("fail") + "; exit 3")
     after = cluster.submit("--cpu", "0.1", "--after-ok", bad, "--", "true")
     last = cluster.submit("--cpu", "0.1", "--after-ok", after, "--", "true")
     cluster.restart_master()
+    (runs_dir / "fail").touch()
     assert wait_job(cluster.address, bad, DONE)["state"] == "FAILED"
     cancelled = [wait_job(cluster.address, j, DONE) for j in (after, last)]
     assert [j["state"] for j in cancelled] == ["CANCELLED", "CANCELLED"]
@@ -161,7 +152,7 @@ def test_two_gangs_each_needing_sixty_percent_both_finish(cluster: Cluster) -> N
     assert [j["state"] for j in jobs] == ["SUCCEEDED", "SUCCEEDED"]
     for job in jobs:                                        # each gang started together
         started = [seconds(t["started_at"]) for t in job["tasks"]]
-        assert max(started) - min(started) < 2.5
+        assert max(started) - min(started) < 5   # one round launched them (a loaded host starts them slower)
     first, second = sorted(jobs, key=lambda j: seconds(j["tasks"][0]["started_at"]))
     assert min(seconds(t["started_at"]) for t in second["tasks"]) >= \
         max(seconds(t["finished_at"]) for t in first["tasks"]) - 0.5   # one after the other

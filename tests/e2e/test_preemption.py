@@ -14,11 +14,12 @@ import signal
 import time
 import uuid
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
-from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job
+from testkit.procs import (
+    BIN, Proc, cancel_every_job, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job, wait_until,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 AFTER_S, GRACE_S = 2.0, 2.0
@@ -60,28 +61,12 @@ class Cluster:
         return {q["path"]: round(q["dominant_share"], 3) for q in reply["queues"]}   # type: ignore[index]
 
     def stop(self) -> None:
-        """Cancels what still runs (an agent leaves its tasks running when it stops), then stops."""
         try:
-            jobs = tcl_json(self.address, "jobs", "--all")
-            for job in jobs if isinstance(jobs, list) else []:
-                if job["state"] in ("PENDING", "RUNNING"):
-                    tcl(self.address, "cancel", job["id"], check=False)
-            for job in jobs if isinstance(jobs, list) else []:   # CANCELLED at once; its tasks end later
-                wait_until(lambda: all(t["finished_at"] for t in tcl_json(self.address, "status", job["id"])["tasks"]),
-                           40)
+            cancel_every_job(self.address)
         finally:
             self.agent.stop()
-        self.master.stop()
+            self.master.stop()
         assert leaked_cgroups(self.node) == []
-
-
-def wait_until(check: Callable[[], bool], timeout_s: float) -> float:
-    started = time.monotonic()
-    while not check():
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(f"not within {timeout_s}s")
-        time.sleep(0.1)
-    return time.monotonic() - started
 
 
 def running(job: dict) -> int:
