@@ -106,7 +106,7 @@ class LivePreemption:
         kills = state.kills
 
         def running_on(node: str) -> Iterable[RunningTask]:
-            for task in state.tasks_on(node):
+            for task in state.tasks_on(node, ordered=False):   # the planner orders candidates itself
                 if not task.state.holds_resources:
                     continue
                 task_id = task.id

@@ -139,8 +139,11 @@ class MasterState:
         job = self.jobs.get(job_id)
         return job.state if job is not None else self.ended.get(job_id)
 
-    def tasks_on(self, node: str) -> list[Task]:
-        found = (self.task(task_id) for task_id in sorted(self.by_node.get(node, ())))
+    def tasks_on(self, node: str, ordered: bool = True) -> list[Task]:
+        """The tasks holding resources on `node`, by id (`ordered=False`: in no particular
+        order, for a caller that orders them itself, as the preemption planner does)."""
+        ids = self.by_node.get(node, ())
+        found = (self.task(task_id) for task_id in (sorted(ids) if ordered else ids))
         return [t for t in found if t is not None]
 
     def connected(self, node: str) -> bool:
