@@ -249,9 +249,12 @@ class MasterService:
                    follow: bool = False, caller: Caller = ANONYMOUS) -> AsyncIterator[bytes]:
         job, tasks = self.read(job_id, caller)
         self.gate.check(caller, ReadLogs(job_id, job.spec.owner))
-        if not 0 <= index < len(tasks):
-            raise NotFound(f"job {job_id} has no task {index} (it has {len(tasks)})")
-        task = tasks[index]
+        task = next((t for t in tasks if t.index == index), None)   # an array's rows are by array index
+        if task is None:
+            if index in job.unplaced:
+                raise FailedPrecondition(f"task {job_id}.{index} has not started yet (PENDING)")
+            raise NotFound(f"job {job_id} has no task {index} (it has {job.spec.tasks}"
+                           f"{': ' + job.spec.array if job.spec.array else ''})")
         if not task.node:
             raise FailedPrecondition(f"task {task.id} has not started yet ({task.state.value})")
         link = self.links.get(task.node)

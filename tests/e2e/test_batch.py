@@ -107,6 +107,8 @@ def test_a_thousand_index_array_with_a_throttle_of_20(cluster: Cluster, runs_dir
     assert all(t["exit_code"] == 0 for t in tasks)
     runs = sorted(int(line) for line in (runs_dir / "runs").read_text().split())
     assert runs == list(range(1000))                                          # ... and ran exactly once
+    assert tcl(cluster.address, "logs", job_id, "--task", "999").returncode == 0   # addressed by its index
+    assert "no task 1000" in tcl(cluster.address, "logs", job_id, "--task", "1000", check=False).stderr
     assert most_at_once(tasks) <= 20
     print(f"\n1000-index array: at most {most_at_once(tasks)} at once; "
           f"{seconds(max(t['finished_at'] for t in tasks)) - seconds(min(t['started_at'] for t in tasks)):.1f}s "
