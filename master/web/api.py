@@ -182,7 +182,8 @@ class Api:
         wanted = indexes(request.query, "tasks")
         detail = request.query.get("detail", "")      # one task with every series; the others CPU only
         if wanted:
-            chosen = [tasks[i] for i in wanted if i < len(tasks)]
+            by_index = {t.index: t for t in tasks}     # an array's rows are by array index
+            chosen = [by_index[i] for i in wanted if i in by_index]
         else:
             chosen = [t for t in tasks if t.started_at or t.node][:MAX_CHART_TASKS]
         out = []
