@@ -41,6 +41,7 @@ class Attempt:
     phase: Phase
     kill_reason: str = ""          # set once a kill was asked for (also while LAUNCHING)
     gpus: tuple[int, ...] = ()     # device indices bound to this attempt
+    kill_grace_s: float = 0.0      # the kill's SIGTERM..SIGKILL; 0: the agent's --kill-grace-s
 
 
 # ---- events ----
@@ -77,6 +78,7 @@ class KillAsked:
     attempt: int
     reason: str
     at: float
+    grace_s: float = 0.0           # 0: the agent's --kill-grace-s (a preemption asks for its own)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class Signal:
 @dataclass(frozen=True)
 class ArmGrace:
     key: str
+    grace_s: float = 0.0           # 0: the agent's --kill-grace-s
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,7 @@ class AgentTasks:
                                       WatchExit(ev.key)]
         if attempt.kill_reason:
             self.attempts[ev.key] = replace(attempt, phase=Phase.KILLING)
-            return actions + [Signal(ev.key, signal.SIGTERM), ArmGrace(ev.key)]
+            return actions + [Signal(ev.key, signal.SIGTERM), ArmGrace(ev.key, attempt.kill_grace_s)]
         self.attempts[ev.key] = replace(attempt, phase=Phase.RUNNING)
         return actions
 
@@ -224,10 +227,10 @@ class AgentTasks:
         if attempt.kill_reason:
             return []                                  # already being killed
         if attempt.phase is Phase.LAUNCHING:
-            self.attempts[key] = replace(attempt, kill_reason=reason)
+            self.attempts[key] = replace(attempt, kill_reason=reason, kill_grace_s=ev.grace_s)
             return []                                  # carried out once the launch finishes
-        self.attempts[key] = replace(attempt, phase=Phase.KILLING, kill_reason=reason)
-        return [Signal(key, signal.SIGTERM), ArmGrace(key)]
+        self.attempts[key] = replace(attempt, phase=Phase.KILLING, kill_reason=reason, kill_grace_s=ev.grace_s)
+        return [Signal(key, signal.SIGTERM), ArmGrace(key, ev.grace_s)]
 
     def _grace_over(self, ev: GraceOver) -> list[AgentAction]:
         attempt = self.attempts.get(ev.key)
