@@ -8,14 +8,15 @@ from tcluster.model import TaskUsage
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
 from tcluster.v1 import agent_pb2
-from tcluster.wire import resources_to_pb, task_state_to_pb, usage_to_pb
+from tcluster.gpuusage import GpuSample
+from tcluster.wire import gpu_usage_to_pb, resources_to_pb, task_state_to_pb, usage_to_pb
 
 
 def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
     event = agent_pb2.TaskEvent(
         seq=seq, task_id=r.task_id, attempt=r.attempt, state=task_state_to_pb(r.state),
         has_exit_code=r.exit_code is not None, exit_code=r.exit_code or 0, signal=r.signal,
-        reason=r.reason, at=r.at, rejected=r.rejected,
+        reason=r.reason, at=r.at, rejected=r.rejected, gpus=r.gpus,
     )
     if r.usage is not None:
         event.usage.CopyFrom(usage_to_pb(r.usage, r.task_id, r.attempt))
@@ -37,11 +38,12 @@ def register_to_pb(node: str, capacity: Resources, reserved: Resources, labels: 
 
 
 def heartbeat_to_pb(free: Resources, usage: dict[str, tuple[int, TaskUsage]], now: float,
-                    class_mix: dict[int, int] | None = None) -> agent_pb2.AgentMessage:
+                    class_mix: dict[int, int] | None = None,
+                    gpus: tuple[GpuSample, ...] = ()) -> agent_pb2.AgentMessage:
     return agent_pb2.AgentMessage(heartbeat=agent_pb2.Heartbeat(
         free=resources_to_pb(free), sent_at=now,
         usage=[usage_to_pb(u, task_id, attempt) for task_id, (attempt, u) in usage.items()],
-        class_mix=class_mix or {},
+        class_mix=class_mix or {}, gpus=[gpu_usage_to_pb(g) for g in gpus],
     ))
 
 

@@ -25,6 +25,8 @@ from tcluster.agent.outbox import Outbox, private_opener
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.sendqueue import Credit, LogSends, SendQueue
 from tcluster.agent.settings import AgentSettings
+from tcluster.agent.gpudetect import GpuInventory
+from tcluster.agent.gpus import node_labels as gpu_labels
 from tcluster.agent.tasks import TaskManager, state_dir_path
 from tcluster.bounds import GRPC_OPTIONS, MAX_EVENTS_PER_MESSAGE
 from tcluster.leaders import parse_addresses, standby_hint
@@ -44,13 +46,13 @@ RESEND_AFTER_S = 10.0
 
 
 class Agent:
-    def __init__(self, settings: AgentSettings, runtime: Runtime) -> None:
+    def __init__(self, settings: AgentSettings, runtime: Runtime, gpus: GpuInventory = GpuInventory()) -> None:
         self.settings = settings
         self.runtime = runtime
         state_dir_path(settings.state_dir)
         # Unacked reports live on disk too: a restarted agent still delivers them.
         self.outbox = Outbox(settings.state_dir / "outbox.jsonl")
-        self.tasks = TaskManager(settings, runtime, self.outbox)
+        self.tasks = TaskManager(settings, runtime, self.outbox, gpus)
         self.heartbeat_interval_s = settings.heartbeat_interval_s
         self.fence_after_s = self._load_fence()
         # The last message from the master, on the monotonic clock. A restart does not reset
@@ -168,7 +170,7 @@ class Agent:
 
     def node_labels(self) -> dict[str, str]:
         """The operator's labels plus what this node can do (placement constraints use them)."""
-        labels = dict(self.settings.labels)
+        labels = {**gpu_labels(self.tasks.gpus.devices), **self.settings.labels}   # the operator's win
         if getattr(self.runtime, "docker", None) is not None:
             labels[DOCKER_LABEL] = "true"
         if getattr(self.runtime, "nets", None) is not None:
@@ -253,7 +255,9 @@ class Agent:
     async def _heartbeats(self) -> None:
         while True:
             usage = await asyncio.to_thread(self.tasks.sample_all)
-            self._out.put_control(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix()))
+            gpus = await asyncio.to_thread(self.tasks.sample_gpus) if self.tasks.gpus.source == "nvml" else ()
+            self._out.put_control(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix(),
+                                                        gpus))
             await asyncio.sleep(self.heartbeat_interval_s)
 
     async def _watchdog(self) -> None:

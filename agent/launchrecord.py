@@ -25,10 +25,15 @@ def valid_task_id(task_id: str) -> bool:
     return bool(_TASK_ID.match(task_id))
 
 
-def record_to_dict(launch: Launch) -> dict[str, object]:
+def record_to_dict(launch: Launch, gpus: tuple[int, ...] = ()) -> dict[str, object]:
+    """`gpus`: the device indices the agent bound the attempt to (only written when some
+    were: records of tasks without GPUs keep the first agents' keys)."""
     assert launch.spec is not None
-    return {"task_id": launch.task_id, "attempt": launch.attempt, "job_id": launch.job_id,
-            "index": launch.index, "spec": spec_to_dict(launch.spec)}
+    record: dict[str, object] = {"task_id": launch.task_id, "attempt": launch.attempt, "job_id": launch.job_id,
+                                 "index": launch.index, "spec": spec_to_dict(launch.spec)}
+    if gpus:
+        record["gpus"] = list(gpus)
+    return record
 
 
 def record_from_dict(data: dict[str, object]) -> Launch:
@@ -40,12 +45,12 @@ def record_from_dict(data: dict[str, object]) -> Launch:
                   spec=spec_from_dict(spec))
 
 
-def save_record(log_dir: Path, launch: Launch) -> None:
+def save_record(log_dir: Path, launch: Launch, gpus: tuple[int, ...] = ()) -> None:
     """Atomic, fsynced and 0600 (the spec holds the task's environment)."""
     tmp = log_dir / (RECORD_FILE + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, json.dumps(record_to_dict(launch)).encode())
+        os.write(fd, json.dumps(record_to_dict(launch, gpus)).encode())
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -57,3 +62,12 @@ def load_record(log_dir: Path) -> Launch | None:
         return record_from_dict(json.loads((log_dir / RECORD_FILE).read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def load_gpus(log_dir: Path) -> tuple[int, ...]:
+    """The GPU binding kept in the record; () when none (or no readable record)."""
+    try:
+        data = json.loads((log_dir / RECORD_FILE).read_text())
+        return tuple(int(i) for i in data.get("gpus", ()))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return ()

@@ -12,6 +12,8 @@ import psutil
 from pydantic import ValidationError
 
 from tcluster.agent.daemon import Agent
+from tcluster.agent.gpudetect import inventory
+from tcluster.agent.gpus import parse_selection
 from tcluster.agent.joinstate import PKI_DIR, JoinedStateError, agent_address, load_joined
 from tcluster.agent.tasks import state_dir_path
 from tcluster.agent.runtime import make_node_runtime, make_runtime
@@ -69,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--net-subnet", default="10.88.0.0/24", help="task addresses on this node (default %(default)s)")
     p.add_argument("--masquerade", action="store_true",
                    help="NAT the task subnet out of the node with one nftables rule (off by default)")
+    p.add_argument("--gpus", metavar="all|N|I,J",
+                   help="GPUs this node offers: all, the first N, these indices (e.g. 0,2; one index: 3,), "
+                        "or 0 for none; found through NVML (pip install nvidia-ml-py) unless --gpu-devices "
+                        "declares them (default: all that are found)")
+    p.add_argument("--gpu-devices", metavar="PATHS",
+                   help="declare the GPUs' device nodes, comma-separated (index i = the i-th path), for hosts "
+                        "without NVML; every one is offered unless --gpus narrows them")
     p.add_argument("--no-namespaces", action="store_true",
                    help="run tasks without their own PID/mount/UTS/IPC namespaces")
     p.add_argument("--log-level", default="INFO")
@@ -147,11 +156,15 @@ def _runtime_options(args: argparse.Namespace) -> dict[str, object]:
             out[key] = getattr(args, flag)
     if getattr(args, "no_namespaces", False):
         out["namespaces"] = False
+    for flag in ("gpus", "gpu_devices"):
+        if getattr(args, flag, None):
+            out[flag] = getattr(args, flag)
     return out
 
 
 def build_agent(settings: AgentSettings) -> Agent:
     state_dir_path(settings.state_dir)
+    gpus = inventory(parse_selection(settings.gpus or "all"), settings.gpu_devices)
     native = make_runtime(settings.runtime, settings.node, settings.state_dir, settings.cgroup_parent,
                           allow_process=settings.allow_process_runtime, namespaces=settings.namespaces)
     runtime: Runtime = native
@@ -160,7 +173,7 @@ def build_agent(settings: AgentSettings) -> Agent:
                                     net=settings.networks, net_subnet=settings.net_subnet,
                                     masquerade=settings.masquerade)
     runtime.setup()
-    return Agent(settings, runtime)
+    return Agent(settings, runtime, gpus)
 
 
 async def run_agent(agent: Agent) -> int:
@@ -203,8 +216,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tcl-agent: cannot start: {error}", file=sys.stderr)
         return 1
     tls = " (mutual TLS)" if settings.tls_dir is not None else ""
-    print(f"tcl-agent {settings.node}: runtime {agent.runtime.name}, master {settings.master}{tls}", file=sys.stderr,
-          flush=True)
+    devices = agent.tasks.gpus.devices
+    gpus = f", GPUs {','.join(str(g.index) for g in devices)} ({agent.tasks.gpus.source})" if devices else ""
+    print(f"tcl-agent {settings.node}: runtime {agent.runtime.name}, master {settings.master}{tls}{gpus}",
+          file=sys.stderr, flush=True)
     return asyncio.run(run_agent(agent))
 
 

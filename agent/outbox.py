@@ -33,7 +33,8 @@ def report_from_json(line: str) -> tuple[int, TaskReport]:
     doc = json.loads(line)
     data = doc["report"]
     usage = TaskUsage(**data["usage"]) if data.get("usage") is not None else None
-    report = TaskReport(**{**data, "state": TaskState(data["state"]), "usage": usage})
+    report = TaskReport(**{**data, "state": TaskState(data["state"]), "usage": usage,
+                           "gpus": tuple(data.get("gpus") or ())})
     return int(doc["seq"]), report
 
 

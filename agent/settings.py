@@ -44,6 +44,8 @@ class AgentSettings(BaseModel):
     net_bps: float = Field(0.0, ge=0)                        # declared egress bandwidth (the `net` resource)
     net_subnet: str = "10.88.0.0/24"                         # task addresses on this node's bridge
     masquerade: bool = False                                 # NAT the subnet out of the node (nftables)
+    gpus: str = ""                                           # --gpus: all | N | 0,2; "" = none (or all declared)
+    gpu_devices: str = ""                                    # --gpu-devices: declared device nodes, comma-separated
     # Tasks outlive the agent (their shims record their exits) and a restarted agent
     # re-adopts them; only `tcl dev` stops its tasks with it.
     kill_tasks_on_exit: bool = False

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from tcluster.agent import logfiles
-from tcluster.agent.launchrecord import load_record, save_record, valid_task_id
+from tcluster.agent.gpudetect import GpuInventory, NvmlUsage
+from tcluster.agent.gpus import GPU, visible_env
+from tcluster.agent.launchrecord import load_gpus, load_record, save_record, valid_task_id
 from tcluster.agent.outbox import Outbox
 from tcluster.agent.runas import task_user
 from tcluster.agent.runtime.base import LaunchError, RawUsage, Runtime, Started, TaskSpec
+from tcluster.agent.runtime.devices import task_rules
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.taskstate import (
     Adopted, AgentAction, AgentEvent, AgentTasks, ArmGrace, CutOff, Exited, GraceOver, KillAsked, LaunchAsked,
@@ -25,6 +28,7 @@ from tcluster.agent.taskstate import (
 )
 from tcluster.agent.usage import to_task_usage
 from tcluster.ceilings import Ceilings, effective
+from tcluster.gpuusage import GpuSample
 from tcluster.launch import Launch
 from tcluster.model import TaskUsage, task_network
 from tcluster.resources import Resources
@@ -35,13 +39,17 @@ __all__ = ["TaskManager"]
 
 
 class TaskManager:
-    def __init__(self, settings: AgentSettings, runtime: Runtime, outbox: Outbox) -> None:
+    def __init__(self, settings: AgentSettings, runtime: Runtime, outbox: Outbox,
+                 gpus: GpuInventory = GpuInventory()) -> None:
         self.settings = settings
         self.runtime = runtime
         self.outbox = outbox
+        self.gpus = gpus
+        self._nvml = NvmlUsage(gpus) if gpus.source == "nvml" else None
         net = {"net": settings.net_bps} if settings.net_bps else {}
-        self.state = AgentTasks(Resources.of({"cpu": settings.cpus, "memory": settings.memory_bytes, **net}),
-                                Resources(settings.reserve_cpus, settings.reserve_memory_bytes))
+        gpu = {GPU: float(len(gpus.devices))} if gpus.devices else {}
+        self.state = AgentTasks(Resources.of({"cpu": settings.cpus, "memory": settings.memory_bytes, **net, **gpu}),
+                                Resources(settings.reserve_cpus, settings.reserve_memory_bytes), gpus.indices)
         self.capacity, self.reserved = self.state.capacity, self.state.reserved
         # The operator's per-task limits: stated at registration, and enforced in _prepare.
         self.ceilings = Ceilings(pids_max=settings.pids_max, log_max_bytes=settings.log_max_bytes)
@@ -84,7 +92,7 @@ class TaskManager:
         if isinstance(action, Report):
             self.outbox.add(action.report)
         elif isinstance(action, StartContainer):
-            self._spawn(self._start(action.request))
+            self._spawn(self._start(action.request, action.gpus))
         elif isinstance(action, WatchExit):
             self._watch(action.key)
         elif isinstance(action, Signal):
@@ -100,9 +108,9 @@ class TaskManager:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _start(self, request: Launch) -> None:
+    async def _start(self, request: Launch, gpus: tuple[int, ...] = ()) -> None:
         try:
-            spec = await asyncio.to_thread(self._prepare, request)
+            spec = await asyncio.to_thread(self._prepare, request, gpus)
             started = await asyncio.to_thread(self.runtime.start, spec)
         except (LaunchError, OSError) as error:
             self.feed(LaunchFailed(request.key, str(error), time.time()))
@@ -110,22 +118,40 @@ class TaskManager:
         self._started[request.key] = started
         self.feed(Launched(request.key, started.started_at))
 
-    def _prepare(self, request: Launch) -> TaskSpec:
+    def _prepare(self, request: Launch, gpus: tuple[int, ...] = ()) -> TaskSpec:
         """The task's directory and launch record (before the container exists: see recover())."""
         assert request.spec is not None
         spec = request.spec
         log_dir = logfiles.task_dir(self.logs_root, request.key)
         user = task_user(spec.user, self.settings.default_user, self.settings.allow_root, self.settings.denied_uids)
-        save_record(log_dir, request)
+        save_record(log_dir, request, gpus)
         pids_max, log_max = self._limits(request)
         return TaskSpec(
             key=request.key, task_id=request.task_id, attempt=request.attempt, command=spec.command,
             resources=spec.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),
-            env=(*spec.env, *task_identity_env(request)), user=user, workdir=spec.workdir, pids_max=pids_max,
+            env=self._env((*spec.env, *task_identity_env(request)), gpus), user=user, workdir=spec.workdir,
+            pids_max=pids_max,
             cpu_limit=spec.cpu_limit, swap_bytes=spec.swap, namespaces=self.settings.namespaces,
             log_max_bytes=log_max, image=spec.image,
             network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
+            **self._devices(gpus),
         )
+
+    def _env(self, env: tuple[tuple[str, str], ...], gpus: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
+        """The job's environment with the GPU variables the agent owns set over it."""
+        ours = visible_env(gpus, bool(self.gpus.devices))
+        names = {name for name, _ in ours}
+        return tuple((k, v) for k, v in env if k not in names) + ours
+
+    def _devices(self, gpus: tuple[int, ...]) -> dict[str, object]:
+        """On a node that offers GPUs every task's device access is confined: its own GPUs
+        and the shared control nodes, beside the standard devices. Elsewhere: unchanged."""
+        if not self.gpus.devices:
+            return {}
+        own = self.gpus.by_index(gpus)
+        return {"devices": task_rules([(g.major, g.minor) for g in own], self.gpus.shared if own else ()),
+                "gpus": gpus, "gpu_paths": tuple(g.path for g in own) + (self.gpus.shared_paths if own else ()),
+                "gpu_driver": "nvidia" if self.gpus.source == "nvml" else ""}
 
     def _limits(self, request: Launch) -> tuple[int, int]:
         """The job's pids and log caps, never above this agent's: the last line of defence
@@ -189,12 +215,13 @@ class TaskManager:
                 await asyncio.to_thread(self.runtime.remove, key)
                 continue
             started = await asyncio.to_thread(self.runtime.adopt, key)
+            gpus = load_gpus(self.logs_root / key)
             if started is not None:
                 self._started[key] = started
-                log.info("re-adopted running task %s", key)
+                log.info("re-adopted running task %s%s", key, f" (GPUs {gpus})" if gpus else "")
             else:
                 log.info("task %s ended while the agent was away", key)
-            self.feed(Adopted(request))
+            self.feed(Adopted(request, gpus))
 
     # ---- usage ----
 
@@ -210,6 +237,20 @@ class TaskManager:
             if request.key in self._usage:
                 usage[request.task_id] = (request.attempt, self._usage[request.key][2])
         return usage
+
+    def sample_gpus(self) -> tuple[GpuSample, ...]:
+        """Runs in a worker thread: NVML's figures of each bound device, as its task's."""
+        if self._nvml is None:
+            return ()
+        by_device = self._nvml.sample()
+        out = []
+        for index, key in sorted(self.state.held_gpus().items()):
+            device = by_device.get(index)
+            attempt = self.state.attempts.get(key)
+            if device is not None and attempt is not None and key in self._started:
+                out.append(GpuSample(attempt.request.task_id, attempt.request.attempt, index, device.util_percent,
+                                     device.memory_used_bytes, device.memory_total_bytes))
+        return tuple(out)
 
     def _update_usage(self, key: str, raw: RawUsage) -> None:
         raw = raw if raw.mono else replace(raw, mono=time.monotonic())

@@ -9,6 +9,9 @@ the outbox) and feeds their results back as events. Rules:
 - a kill that arrives while the container is still being made is kept and carried out
   as soon as the launch finishes; a kill for an attempt that is not here is answered
   with KILLED, so the master's kill intent always ends;
+- a launch that asks for GPUs is bound to the lowest free device indices this node offers;
+  the binding is held by the attempt (so it is released exactly once, when the attempt
+  leaves: exit, failed launch) and rebuilt from the launch records after a restart;
 - cut off from the master past the fence, attempts the master may start again elsewhere
   (jobs with retries) are killed, so two copies of one task never run at once."""
 
@@ -18,6 +21,7 @@ import signal
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from tcluster.agent.gpus import GPU, pick, requested
 from tcluster.agent.runtime.base import ExitStatus
 from tcluster.launch import Launch
 from tcluster.model import TaskState, TaskUsage
@@ -36,6 +40,7 @@ class Attempt:
     request: Launch
     phase: Phase
     kill_reason: str = ""          # set once a kill was asked for (also while LAUNCHING)
+    gpus: tuple[int, ...] = ()     # device indices bound to this attempt
     kill_grace_s: float = 0.0      # the kill's SIGTERM..SIGKILL; 0: the agent's --kill-grace-s
 
 
@@ -64,6 +69,7 @@ class LaunchFailed:
 class Adopted:
     """Found on disk after an agent restart, still running or ended meanwhile."""
     request: Launch
+    gpus: tuple[int, ...] = ()     # its binding, from its launch record
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ AgentEvent = LaunchAsked | Launched | LaunchFailed | Adopted | KillAsked | Grace
 @dataclass(frozen=True)
 class StartContainer:
     request: Launch
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -135,9 +142,10 @@ AgentAction = StartContainer | WatchExit | Signal | ArmGrace | Report | RemoveCo
 
 
 class AgentTasks:
-    def __init__(self, capacity: Resources, reserved: Resources) -> None:
+    def __init__(self, capacity: Resources, reserved: Resources, gpus: tuple[int, ...] = ()) -> None:
         self.capacity = capacity
         self.reserved = reserved
+        self.gpus = gpus                              # the device indices this node offers
         self.attempts: dict[str, Attempt] = {}        # by key "<task_id>.<attempt>"
 
     # ---- queries ----
@@ -151,6 +159,14 @@ class AgentTasks:
 
     def live(self) -> list[Launch]:
         return [a.request for a in self.attempts.values()]
+
+    def held_gpus(self) -> dict[int, str]:
+        """Device index -> the key of the attempt holding it."""
+        return {i: key for key, a in self.attempts.items() for i in a.gpus}
+
+    def gpus_of(self, key: str) -> tuple[int, ...]:
+        attempt = self.attempts.get(key)
+        return attempt.gpus if attempt is not None else ()
 
     # ---- the one way in ----
 
@@ -169,14 +185,20 @@ class AgentTasks:
         if short:
             why = f"not enough {', '.join(short)} free on this node ({self.free().describe()})"
             return [_report(r, TaskState.FAILED, ev.at, reason=why, rejected=True)]
-        self.attempts[r.key] = Attempt(r, Phase.LAUNCHING)
-        return [StartContainer(r)]
+        want = requested(r.resources.get(GPU))
+        gpus = pick(self.gpus, self.held_gpus(), want) if want else ()
+        if gpus is None:
+            why = f"{want} GPU(s) asked, {len(self.gpus) - len(self.held_gpus())} of {len(self.gpus)} free on this node"
+            return [_report(r, TaskState.FAILED, ev.at, reason=why, rejected=True)]
+        self.attempts[r.key] = Attempt(r, Phase.LAUNCHING, gpus=gpus)
+        return [StartContainer(r, gpus)]
 
     def _launched(self, ev: Launched) -> list[AgentAction]:
         attempt = self.attempts.get(ev.key)
         if attempt is None:
             return [RemoveContainer(ev.key)]
-        actions: list[AgentAction] = [_report(attempt.request, TaskState.RUNNING, ev.at), WatchExit(ev.key)]
+        actions: list[AgentAction] = [_report(attempt.request, TaskState.RUNNING, ev.at, gpus=attempt.gpus),
+                                      WatchExit(ev.key)]
         if attempt.kill_reason:
             self.attempts[ev.key] = replace(attempt, phase=Phase.KILLING)
             return actions + [Signal(ev.key, signal.SIGTERM), ArmGrace(ev.key, attempt.kill_grace_s)]
@@ -192,7 +214,7 @@ class AgentTasks:
         return [_report(attempt.request, TaskState.FAILED, ev.at, reason=ev.reason)]
 
     def _adopted(self, ev: Adopted) -> list[AgentAction]:
-        self.attempts[ev.request.key] = Attempt(ev.request, Phase.RUNNING)
+        self.attempts[ev.request.key] = Attempt(ev.request, Phase.RUNNING, gpus=ev.gpus)
         return [WatchExit(ev.request.key)]
 
     def _kill(self, ev: KillAsked) -> list[AgentAction]:
@@ -251,9 +273,10 @@ _HANDLERS = {
 
 
 def _report(request: Launch, state: TaskState, at: float, *, reason: str = "", exit_code: int | None = None,
-            signal_: int = 0, usage: TaskUsage | None = None, rejected: bool = False) -> Report:
+            signal_: int = 0, usage: TaskUsage | None = None, rejected: bool = False,
+            gpus: tuple[int, ...] = ()) -> Report:
     return Report(TaskReport(task_id=request.task_id, attempt=request.attempt, state=state, exit_code=exit_code,
-                             signal=signal_, reason=reason, at=at, usage=usage, rejected=rejected))
+                             signal=signal_, reason=reason, at=at, usage=usage, rejected=rejected, gpus=gpus))
 
 
 def describe_exit(exit_code: int | None, signum: int) -> str:

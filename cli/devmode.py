@@ -56,6 +56,13 @@ tcluster dev: master on {listen}, agent '{node}' (runtime {runtime}), state in {
 """
 
 
+def _runtime_text(agent: Any) -> str:
+    """The runtime's name, and the GPUs the agent offers where it found some."""
+    gpus = agent.tasks.gpus
+    found = f", GPUs {','.join(str(g.index) for g in gpus.devices)} ({gpus.source})" if gpus.devices else ""
+    return f"{agent.runtime.name}{found}"
+
+
 async def _local_agent(master_settings: MasterSettings, agent_args: argparse.Namespace, client: str,
                        agent_port: int) -> object:
     """The local agent joins like any node (first start), then talks mutual TLS. Tasks run as
@@ -86,7 +93,7 @@ async def _run(master_settings: MasterSettings, agent_args: argparse.Namespace) 
     runner = asyncio.create_task(agent.run(), name="agent")
     url = f"http://{master_settings.http.rpartition(':')[0]}:{master.http_port}/" if master.dashboard else ""
     token = credentials_for(client).token
-    print(_banner(client, master_settings.data_dir, agent.settings.node, agent.runtime.name, url, user, token),
+    print(_banner(client, master_settings.data_dir, agent.settings.node, _runtime_text(agent), url, user, token),
           flush=True)
     try:
         await wait_for_stop_signal()

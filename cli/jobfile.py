@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources, parse_resource_string, resources_from_mapping
+from tcluster.resources import GPU, Resources, parse_resource_string, resources_from_mapping
 from tcluster.specfields import FILE_KEYS, SPEC_FIELDS, Kind
 from tcluster.units import parse_bits, parse_bytes, parse_duration
 
@@ -25,7 +25,10 @@ SHELL = ("/bin/sh", "-c")
 # added since comes after these, with nothing to add here.
 _LISTED = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints",
            "weight", "retries", "log_max", "image", "network", "net_limit")
-KNOWN_KEYS = tuple(sorted(FILE_KEYS, key=lambda key: _LISTED.index(key) if key in _LISTED else len(_LISTED)))
+# Keys that are no spec field of their own: `gpus: N` is the resource `gpu` (resources.gpu).
+GPUS_KEY = "gpus"
+KNOWN_KEYS = tuple(sorted(FILE_KEYS, key=lambda key: _LISTED.index(key) if key in _LISTED else len(_LISTED))) + (
+    GPUS_KEY,)
 _BOOL_TAG = "tag:yaml.org,2002:bool"
 
 
@@ -84,7 +87,13 @@ def parse_job_file(text: str) -> JobFile:
 def _job_file_from(doc: Mapping[str, Any]) -> JobFile:
     read = ((entry.name, _READERS[entry.kind](doc.get(entry.file_key), entry.file_key))
             for entry in SPEC_FIELDS if entry.file_key)
-    return JobFile(MappingProxyType({name: value for name, value in read if value is not None}))
+    values = {name: value for name, value in read if value is not None}
+    gpus = _optional_count(doc.get(GPUS_KEY), GPUS_KEY, minimum=0)
+    if gpus is not None:
+        if values.get("resources", Resources()).get(GPU) not in (0.0, float(gpus)):
+            raise InvalidArgument(GPUS_KEY, f"{gpus} contradicts resources.gpu; give one of them")
+        values["resources"] = Resources.of({**values.get("resources", Resources()).as_dict(), GPU: gpus})
+    return JobFile(MappingProxyType(values))
 
 
 def _optional_size(value: Any, key: str) -> int | None:

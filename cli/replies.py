@@ -13,7 +13,7 @@ from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.v1 import jobs_pb2
 from tcluster.views import JsonDict, job_json, node_json, task_json
 from tcluster.arrays import index_set_from_text
-from tcluster.wire import node_ops_from_pb, resources_from_pb, spec_from_pb, usage_from_pb
+from tcluster.wire import gpu_usage_from_pb, node_ops_from_pb, resources_from_pb, spec_from_pb, usage_from_pb
 
 
 def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:
@@ -21,8 +21,9 @@ def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:
     task = Task(job_id=job_id, index=msg.index, state=state, node=msg.node, attempt=msg.attempt,
                 exit_code=msg.exit_code if msg.has_exit_code else None, signal=msg.signal, reason=msg.reason,
                 started_at=msg.started_at, finished_at=msg.finished_at, usage=usage_from_pb(msg.usage),
-                failures=msg.failures, preemptions=msg.preemptions)
-    doc = task_json(task, msg.lotes_class if msg.HasField("lotes_class") else None)
+                failures=msg.failures, preemptions=msg.preemptions, gpus=tuple(msg.gpus))
+    doc = task_json(task, msg.lotes_class if msg.HasField("lotes_class") else None,
+                    tuple(gpu_usage_from_pb(g) for g in msg.gpu_usage))
     doc.update(id=msg.id, state=task_state_name(msg.state))
     return doc
 

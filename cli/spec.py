@@ -14,7 +14,7 @@ from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
 from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY
 from tcluster.errors import InvalidArgument
 from tcluster.model import JobSpec
-from tcluster.resources import CPU, MEMORY, Resources, parse_resource_string
+from tcluster.resources import CPU, GPU, MEMORY, Resources, parse_resource_string
 from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
 from tcluster.units import parse_bits, parse_bytes, parse_cpu, parse_duration
 
@@ -100,6 +100,8 @@ def merge_resources(args: argparse.Namespace, from_file: Resources | None) -> Re
         amounts[MEMORY] = float(parse_bytes(args.mem, "--mem"))
     if getattr(args, "net", None) is not None:
         amounts["net"] = parse_bits(args.net, "--net")
+    if getattr(args, "gpus", None) is not None:
+        amounts[GPU] = float(args.gpus)
     return Resources.of(amounts)
 
 

@@ -34,6 +34,9 @@ _OWN: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         "metavar": "SPEC", "help": "per task, the paper's form: 'cpu_num=0.5; memory=0.5GB; net=10Mbit'"}),
     "--net": (("--net",), {
         "metavar": "RATE", "help": "egress bandwidth per task, e.g. 50Mbit (implies --network bridge)"}),
+    "--gpus": (("--gpus",), {
+        "metavar": "N", "type": non_negative_int,
+        "help": "whole GPUs per task, bound to devices of its node (CUDA_VISIBLE_DEVICES) (default: 0)"}),
     "--file": (("-f", "--file"), {
         "metavar": "JOB.yaml",
         "help": "job file: name, queue, tasks, resources, command, env, user, workdir, labels, constraints"}),

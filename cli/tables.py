@@ -90,7 +90,22 @@ def tasks_table(tasks: Sequence[jobs_pb2.Task]) -> str:
         headers = (*headers[:4], "CLASS", *headers[4:])
         classes = [class_cell(task) for task in sorted(tasks, key=lambda t: t.index)]
         rows = [(*row[:4], k, *row[4:]) for row, k in zip(rows, classes)]
+    if any(task.gpus for task in tasks):                      # GPU jobs: each task's devices and their use
+        headers = (*headers[:3], "GPUS", *headers[3:])
+        cells = [gpu_cell(task) for task in sorted(tasks, key=lambda t: t.index)]
+        rows = [(*row[:3], g, *row[3:]) for row, g in zip(rows, cells)]
     return format_table(headers, rows)
+
+
+def gpu_cell(task: jobs_pb2.Task) -> str:
+    """'0,2' and, where NVML reported them, each device's utilization: '0,2 (87%,91%)'."""
+    if not task.gpus:
+        return EMPTY
+    text = ",".join(map(str, task.gpus))
+    util = {g.index: g.util_percent for g in task.gpu_usage}
+    if util:
+        text += " (" + ",".join(f"{util[i]:.0f}%" for i in task.gpus if i in util) + ")"
+    return text
 
 
 def class_cell(task: jobs_pb2.Task) -> str:

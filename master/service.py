@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator, Callable
 from tcluster.arrays import parse_index_set
 from tcluster.dependency import parse_dependency
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
+from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.core.events import (
@@ -68,6 +69,7 @@ class MasterService:
         self.placement = make_placement(settings.placement)
         self.rng = random.Random(settings.seed)
         self.links: dict[str, AgentLink] = {}
+        self.gpus = GpuBoard()       # the last NVML samples of running tasks' GPUs, per node
         self.log_streams = StreamCap(settings.log_streams_per_user)
         self.committer = Committer(store, self._send, self._recover)
         self._wake = asyncio.Event()
@@ -317,12 +319,14 @@ class MasterService:
         link.close()
         if self.links.get(link.node) is link:
             del self.links[link.node]
+            self.gpus.forget(link.node)
             self._do(AgentLeft(link.node))
             log.info("node %s disconnected", link.node)
 
     def on_heartbeat(self, link: AgentLink, beat: Heartbeat) -> None:
         if self.links.get(link.node) is link:
             self._do(Beat(link.node, beat.free, beat.usage))
+            self.gpus.update(link.node, beat.gpus)
             if self.lotes is not None:
                 self.lotes.heartbeat(link.node, beat.class_mix)
 

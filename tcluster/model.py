@@ -160,10 +160,20 @@ class Task:
     usage: TaskUsage = field(default_factory=TaskUsage)
     failures: int = 0          # attempts that ended FAILED or LOST (retries count these)
     preemptions: int = 0       # attempts stopped to restore another queue's share (no retry used)
+    gpus: tuple[int, ...] = ()  # the node's GPU indices bound to the attempt, as its agent reported them
 
     @property
     def id(self) -> str:
         return task_id(self.job_id, self.index)
+
+
+def gpus_to_text(gpus: tuple[int, ...]) -> str:
+    """'0,2' (the form of CUDA_VISIBLE_DEVICES); '' for none."""
+    return ",".join(map(str, gpus))
+
+
+def gpus_from_text(text: str | None) -> tuple[int, ...]:
+    return tuple(int(p) for p in (text or "").split(",") if p.strip().isdigit())
 
 
 def task_id(job_id: str, index: int) -> str:

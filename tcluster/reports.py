@@ -19,3 +19,4 @@ class TaskReport:
     at: float = 0.0
     usage: TaskUsage | None = None
     rejected: bool = False
+    gpus: tuple[int, ...] = ()     # RUNNING: the node's GPU indices bound to the attempt

@@ -12,6 +12,7 @@ from tcluster.units import format_bytes, format_cpu, parse_bits, parse_bytes, pa
 
 CPU = "cpu"
 MEMORY = "memory"
+GPU = "gpu"                   # whole devices; the agent binds a task to that many of its own
 # Float slack for fractional cores, so 0.1 + 0.2 fits in 0.3.
 _EPSILON = 1e-9
 _KIND = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -80,7 +81,7 @@ class Resources:
             raise InvalidArgument(field, "request is empty; ask for some cpu and/or memory (e.g. --cpu 0.5 --mem 256Mi)")
 
 
-_ALIASES = {"cpu": CPU, "cpus": CPU, "cpu_num": CPU, "memory": MEMORY, "mem": MEMORY}
+_ALIASES = {"cpu": CPU, "cpus": CPU, "cpu_num": CPU, "memory": MEMORY, "mem": MEMORY, "gpus": GPU}
 
 
 def parse_amount(kind: str, value: str | float, field: str) -> float:
@@ -99,6 +100,8 @@ def parse_amount(kind: str, value: str | float, field: str) -> float:
             raise InvalidArgument(field, f"cannot parse {str(value)[:40]!r} as a number") from None
     if not math.isfinite(number) or number < 0:
         raise InvalidArgument(field, f"{value!r} must be a finite amount >= 0")
+    if kind == GPU and not number.is_integer():
+        raise InvalidArgument(field, f"{value!r} must be a whole number of GPUs (a task gets whole devices)")
     return number
 
 

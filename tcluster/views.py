@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tcluster.formats import signal_name, timestamp
+from tcluster.gpuusage import GpuSample, gpu_json
 from tcluster.model import Job, Node, Task
 from tcluster.nodeops import NodeOps
 from tcluster.queuerow import QueueRow
@@ -44,9 +45,10 @@ def usage_json(usage: TaskUsage) -> JsonDict:
     return doc
 
 
-def task_json(task: Task, lotes_class: int | None = None) -> JsonDict:
-    """lotes_class: the LoTES class of the task's job, where the master reports one."""
-    return {
+def task_json(task: Task, lotes_class: int | None = None, gpu_usage: tuple[GpuSample, ...] = ()) -> JsonDict:
+    """lotes_class: the LoTES class of the task's job, where the master reports one;
+    gpu_usage: its GPUs' last samples (the key is there only where NVML reported some)."""
+    doc: JsonDict = {
         "index": task.index,
         "id": task.id,
         "state": task.state.value,
@@ -62,7 +64,11 @@ def task_json(task: Task, lotes_class: int | None = None) -> JsonDict:
         "finished_at": timestamp(task.finished_at),
         "usage": usage_json(task.usage),
         "lotes_class": lotes_class,
+        "gpus": list(task.gpus),       # the node's GPU indices bound to the attempt
     }
+    if gpu_usage:
+        doc["gpu_usage"] = gpu_json(gpu_usage)
+    return doc
 
 
 _JSON = Carrier(resources=resources_json, pairs=lambda pairs: dict(sorted(pairs)), sequence=list)

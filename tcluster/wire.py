@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
+from tcluster.gpuusage import GpuSample
 from tcluster.launch import Launch
 from tcluster.model import Job, JobSpec, Node, NodeState, Task, TaskUsage
 from tcluster.nodeops import OPERATOR_STATES, NodeOps
@@ -37,6 +38,16 @@ def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2
     return msg
 
 
+def gpu_usage_to_pb(s: GpuSample) -> common_pb2.GpuUsage:
+    return common_pb2.GpuUsage(task_id=s.task_id, attempt=s.attempt, index=s.index, util_percent=s.util_percent,
+                               memory_used_bytes=s.memory_used_bytes, memory_total_bytes=s.memory_total_bytes)
+
+
+def gpu_usage_from_pb(msg: common_pb2.GpuUsage) -> GpuSample:
+    return GpuSample(msg.task_id, msg.attempt, msg.index, msg.util_percent, msg.memory_used_bytes,
+                     msg.memory_total_bytes)
+
+
 def usage_from_pb(msg: common_pb2.TaskUsage) -> TaskUsage:
     """Hot: one per task per heartbeat. Builds the frozen value without its __init__ (which
     sets every field one by one through object.__setattr__); every field is the proto's own."""
@@ -67,21 +78,25 @@ def spec_from_pb(msg: jobs_pb2.JobSpec) -> JobSpec:
                       if value or not entry.kind.is_scalar})
 
 
-def task_to_pb(t: Task) -> jobs_pb2.Task:
+def task_to_pb(t: Task, gpu_usage: tuple[GpuSample, ...] = ()) -> jobs_pb2.Task:
     return jobs_pb2.Task(
         index=t.index, id=t.id, state=task_state_to_pb(t.state), node=t.node, attempt=t.attempt,
         has_exit_code=t.exit_code is not None, exit_code=t.exit_code or 0, signal=t.signal,
         reason=t.reason, started_at=t.started_at, finished_at=t.finished_at,
         usage=usage_to_pb(t.usage, t.id, t.attempt), failures=t.failures, preemptions=t.preemptions,
+        gpus=list(t.gpus), gpu_usage=[gpu_usage_to_pb(s) for s in gpu_usage],
     )
 
 
-def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_class: int | None = None) -> jobs_pb2.Job:
-    """lotes_class: the LoTES class of the job's tasks (one request, one class), if any."""
+def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_class: int | None = None,
+              gpu_usage: Callable[[Task], tuple[GpuSample, ...]] | None = None) -> jobs_pb2.Job:
+    """lotes_class: the LoTES class of the job's tasks (one request, one class), if any;
+    gpu_usage: the last GPU samples of a task (the master's GpuBoard), where known."""
     msg = jobs_pb2.Job(
         id=job.id, spec=spec_to_pb(job.spec), state=job_state_to_pb(job.state),
         submitted_at=job.submitted_at, finished_at=job.finished_at,
-        pending_reason=job.pending_reason, tasks=[task_to_pb(t) for t in tasks],
+        pending_reason=job.pending_reason,
+        tasks=[task_to_pb(t, gpu_usage(t) if gpu_usage is not None and t.gpus else ()) for t in tasks],
         dominant_share=dominant_share, unplaced=job.unplaced.text(), skipped=job.skipped.text(),
         throttle=job.throttle, reason=job.reason, released=job.released,
     )

@@ -12,6 +12,8 @@ from typing import Protocol
 
 from tcluster.resources import Resources
 
+from .devices import DeviceRule
+
 DEFAULT_PIDS_MAX = 4096
 
 
@@ -45,6 +47,11 @@ class TaskSpec:
     network: str = "host"                 # host | none | bridge
     net_rate_bps: float = 0.0             # egress bandwidth guaranteed (HTB rate); 0 = none
     net_ceil_bps: float = 0.0             # egress cap when the link is idle (HTB ceil); 0 = the rate
+    # Device nodes the task may open (devices.py); None: not confined (a node without GPUs).
+    devices: tuple[DeviceRule, ...] | None = None
+    gpus: tuple[int, ...] = ()            # the agent's indices of the GPUs bound to the task
+    gpu_paths: tuple[str, ...] = ()       # their device nodes, then the shared control nodes (docker)
+    gpu_driver: str = ""                  # "nvidia" when NVML found them: docker device requests
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,14 @@ from .base import LaunchError, RawUsage, RuntimeSetupError, TaskSpec
 from .cgfs import (closable, is_safe_name, kill_all, make_chain, read_pids, read_text,
                    remove_if_empty, rmdir_cgroup, signal_pids, wait_until)
 from .detect import CgroupMounts
+from .devices import v1_device_limits
 from .limits import v1_limits
 from .shimbase import ShimRuntime
 from .usage import V1_FILES, oom_kills_v1, usage_v1
 from .writer import write_file, write_v1
 
 TASK_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "freezer")
-OPTIONAL_CONTROLLERS = ("blkio",)      # I/O weight and bytes, where the host mounts it
+OPTIONAL_CONTROLLERS = ("blkio", "devices")   # I/O weight and bytes; device rules (GPU nodes)
 KILL_TIMEOUT_S = 5.0
 
 
@@ -47,8 +48,9 @@ class Cgroup1Runtime(ShimRuntime):
         super().__init__(state_dir, namespaces)
         self._subtree = subtree.strip("/")
         self._roots = {c: Path(p) for c in TASK_CONTROLLERS + OPTIONAL_CONTROLLERS if (p := mounts.v1_path(c))}
-        if "blkio" in self._roots and not os.access(self._roots["blkio"], os.W_OK):
-            del self._roots["blkio"]        # optional: without it, no I/O weight or bytes
+        for optional in OPTIONAL_CONTROLLERS:   # without blkio: no I/O weight or bytes
+            if optional in self._roots and not os.access(self._roots[optional], os.W_OK):
+                del self._roots[optional]
         self._created: list[Path] = []
         self._paths: dict[str, list[tuple[str, str]]] = {}     # per container: files sample() reads
 
@@ -79,14 +81,15 @@ class Cgroup1Runtime(ShimRuntime):
         self.setup_shim()
 
     def _prepare(self, spec: TaskSpec) -> list[str]:
-        dirs = self._dirs(spec.key)
+        dirs = self._task_dirs(spec)
         made: list[Path] = []
         try:
             for d in _unique(dirs):
                 d.mkdir()
                 made.append(d)
             memsw = (dirs["memory"] / "memory.memsw.limit_in_bytes").exists()
-            write_v1(dirs, v1_limits(spec, memsw=memsw, blkio=self._blkio_weight_file(dirs)))
+            limits = v1_limits(spec, memsw=memsw, blkio=self._blkio_weight_file(dirs))
+            write_v1(dirs, limits + (v1_device_limits(spec.devices) if spec.devices is not None else []))
         except (OSError, LaunchError) as e:
             remove_if_empty(made[::-1])      # only what we made: an existing group is not ours
             if isinstance(e, FileExistsError):
@@ -95,6 +98,16 @@ class Cgroup1Runtime(ShimRuntime):
                 raise LaunchError(f"cannot create the task's cgroups: {e}") from e
             raise
         return [str(d / "cgroup.procs") for d in _unique(dirs)]
+
+    def _task_dirs(self, spec: TaskSpec) -> dict[str, Path]:
+        """The task's groups: a devices group only when its device access is confined."""
+        dirs = self._dirs(spec.key)
+        if spec.devices is None:
+            dirs.pop("devices", None)
+        elif "devices" not in dirs:
+            raise LaunchError("the task's device access must be confined (this node offers GPUs) and no "
+                              "writable cgroup v1 devices hierarchy is mounted")
+        return dirs
 
     def _is_empty(self, dirs: dict[str, Path]) -> bool:
         # Empty once no hierarchy lists a process. Not pids.current: it still counts

@@ -18,6 +18,7 @@ from .base import LaunchError, RawUsage, RuntimeSetupError, TaskSpec
 from .cgfs import (closable, is_safe_name, kill_all, make_chain, parse_flat_keyed, read_pids,
                    read_text, remove_if_empty, rmdir_cgroup, signal_pids, wait_until)
 from .detect import V2_OPTIONAL, V2_REQUIRED, CgroupMounts, parse_controllers
+from . import devbpf
 from .limits import v2_limits
 from .shimbase import ShimRuntime
 from .usage import V2_FILES, oom_kills_v2, usage_v2
@@ -133,6 +134,8 @@ class Cgroup2Runtime(ShimRuntime):
         try:
             write_v2(group, v2_limits(spec, swap_file=(group / "memory.swap.max").exists(),
                                       io_file=(group / "io.weight").exists()))
+            if spec.devices is not None:
+                devbpf.attach(str(group), spec.devices)     # before any task process is in it
         except LaunchError:
             try:
                 _remove_cgroup(group)

@@ -58,11 +58,25 @@ def host_config(spec: TaskSpec, cgroup_parent: str, uid: int) -> dict[str, Any]:
     if memory > 0:
         swap = -1 if spec.swap_bytes == UNLIMITED_SWAP else memory + max(0, spec.swap_bytes)
         cfg.update(mem_limit=memory, memswap_limit=swap)
+    cfg.update(gpu_devices(spec))
     if spec.log_max_bytes > 0:
         # The engine's own copy is capped too (it is what a restarted agent copies again).
         cfg["log_config"] = {"type": "json-file", "config": {"max-size": str(spec.log_max_bytes), "max-file": "2"}}
     else:
         cfg["log_config"] = {"type": "json-file", "config": {}}
+    return cfg
+
+
+def gpu_devices(spec: TaskSpec) -> dict[str, Any]:
+    """The task's GPUs in the engine's terms: their device nodes (and the shared control
+    nodes) added to the container's allow list, and, where NVML found them, a device
+    request for the NVIDIA runtime hook by index (it also mounts the driver's libraries)."""
+    if not spec.gpus:
+        return {}
+    cfg: dict[str, Any] = {"devices": [f"{path}:{path}:rwm" for path in spec.gpu_paths]}
+    if spec.gpu_driver:
+        cfg["device_requests"] = [{"Driver": spec.gpu_driver, "DeviceIDs": [str(i) for i in spec.gpus],
+                                   "Capabilities": [["gpu"]]}]
     return cfg
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tcluster.ceilings import Ceilings
+from tcluster.gpuusage import GpuSample
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
@@ -71,6 +72,7 @@ class Heartbeat:
     free: Resources
     usage: UsageBlock                          # the samples, by task id and attempt
     class_mix: dict[int, int] = field(default_factory=dict)   # LoTES: running tasks per class
+    gpus: tuple[GpuSample, ...] = ()           # NVML's per-GPU samples of running tasks, where read
 
 
 @dataclass(frozen=True)

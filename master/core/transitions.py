@@ -228,7 +228,8 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
         return            # a repeat (RUNNING again) or a late report after the end
     if report.state is TaskState.RUNNING:
         reason = task.reason if task.failures or task.preemptions else ""
-        d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at))
+        d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at,
+                      gpus=report.gpus))
         return
     final = task if report.usage is None else replace(task, usage=report.usage)
     if intent is not None and intent.mode is KillMode.TIMELIMIT and report.state is not TaskState.SUCCEEDED:

@@ -17,10 +17,12 @@ from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
 from tcluster.launch import Launch
 from tcluster.model import TaskState
-from tcluster.wire import launch_to_pb, resources_from_pb, task_state_from_pb, usage_from_pb
+from tcluster.gpuusage import MAX_PER_HEARTBEAT as MAX_GPU_SAMPLES
+from tcluster.wire import gpu_usage_from_pb, launch_to_pb, resources_from_pb, task_state_from_pb, usage_from_pb
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
+MAX_GPUS_PER_TASK = 64   # GPU indices kept of one report's binding
 
 
 _ID, _ATTEMPT = attrgetter("task_id"), attrgetter("attempt")
@@ -56,6 +58,7 @@ def report_from_pb(event: agent_pb2.TaskEvent) -> TaskReport:
         exit_code=event.exit_code if event.has_exit_code else None, signal=event.signal,
         reason=event.reason[:MAX_REASON_BYTES], at=event.at,
         usage=usage_from_pb(event.usage) if event.HasField("usage") else None, rejected=event.rejected,
+        gpus=tuple(event.gpus[:MAX_GPUS_PER_TASK]),
     )
 
 
@@ -83,7 +86,10 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
         if len(msg.heartbeat.class_mix) > MAX_CLASSES:
             raise ValueError(f"heartbeat carries {len(msg.heartbeat.class_mix)} classes; at most {MAX_CLASSES}")
         mix = {int(k): int(n) for k, n in msg.heartbeat.class_mix.items() if k >= 0 and n > 0}
-        return Heartbeat(free=resources_from_pb(msg.heartbeat.free), usage=usage, class_mix=mix)
+        if len(msg.heartbeat.gpus) > MAX_GPU_SAMPLES:
+            raise ValueError(f"heartbeat carries {len(msg.heartbeat.gpus)} GPU samples; at most {MAX_GPU_SAMPLES}")
+        gpus = tuple(gpu_usage_from_pb(g) for g in msg.heartbeat.gpus if len(g.task_id) <= 64)
+        return Heartbeat(free=resources_from_pb(msg.heartbeat.free), usage=usage, class_mix=mix, gpus=gpus)
     if kind == "events":
         events = msg.events.events
         if len(events) > MAX_EVENTS_PER_MESSAGE:

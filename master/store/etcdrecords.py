@@ -27,7 +27,7 @@ def job_record(job: Job) -> bytes:
 def task_record(t: Task) -> bytes:
     usage = "" if t.usage == TaskUsage() else usage_to_json(t.usage)
     return _dumps([t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason, t.started_at, t.finished_at,
-                   usage, t.failures, t.preemptions])
+                   usage, t.failures, t.preemptions, list(t.gpus)])
 
 
 def node_record(n: Node) -> bytes:
@@ -44,7 +44,8 @@ def read_task(job_id: str, index: int, raw: bytes) -> Task:
     return Task(job_id=job_id, index=index, state=TaskState(r[0]), node=r[1], attempt=r[2], exit_code=r[3],
                 signal=r[4], reason=r[5], started_at=r[6], finished_at=r[7],
                 usage=usage_from_json(r[8]) if r[8] else TaskUsage(), failures=r[9],
-                preemptions=r[10] if len(r) > 10 else 0)
+                preemptions=r[10] if len(r) > 10 else 0,
+                gpus=tuple(int(i) for i in r[11]) if len(r) > 11 else ())
 
 
 def read_node(name: str, raw: bytes) -> Node:

@@ -22,12 +22,12 @@ from tcluster.codec import (
 )
 from tcluster.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage, gpus_from_text, gpus_to_text
 from tcluster.nodeops import ops_from_json, ops_to_json
 from tcluster.resources import Resources
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL, state TEXT NOT NULL,
     node TEXT NOT NULL, attempt INTEGER NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL,
     reason TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL, usage TEXT NOT NULL,
-    failures INTEGER NOT NULL DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job_id, idx));
+    failures INTEGER NOT NULL DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0, gpus TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (job_id, idx));
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL, labels TEXT NOT NULL,
     state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL, ops TEXT NOT NULL DEFAULT '');
@@ -59,6 +60,8 @@ _MIGRATIONS = {
     3: [("jobs", "extra", "TEXT NOT NULL DEFAULT ''")],
     # v4 -> v5: node operations. A node's operator state (cordon, drain, window) as JSON; '' = none.
     4: [("nodes", "ops", "TEXT NOT NULL DEFAULT ''")],
+    # v5 -> v6: the GPU indices bound to a task's attempt ("0,2"; '' for none).
+    5: [("tasks", "gpus", "TEXT NOT NULL DEFAULT ''")],
 }
 
 
@@ -85,7 +88,8 @@ def _job(r: tuple) -> Job:  # type: ignore[type-arg]
 def _task(r: tuple) -> Task:  # type: ignore[type-arg]
     return Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
                 signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
-                usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11], preemptions=r[12])
+                usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11], preemptions=r[12],
+                gpus=gpus_from_text(r[13]))
 
 
 def _usage_text(usage: TaskUsage) -> str:
@@ -193,9 +197,10 @@ class Store:
         db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=?, extra=? WHERE id=?", [
             (j.state.value, j.finished_at, int(j.cancelled), job_extra_to_json(j), j.id)
             for j in step.jobs.values() if j.id not in new_jobs])
-        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
-             t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions)
+             t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions,
+             gpus_to_text(t.gpus))
             for t in step.tasks.values()])
         db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?)", [
             (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
@@ -235,7 +240,8 @@ class Store:
             return False
 
     _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled, extra"
-    _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures, preemptions"
+    _TASK_COLUMNS = ("job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, "
+                     "failures, preemptions, gpus")
 
     def load_jobs(self, finished_limit: int | None = None, finished_tasks: int | None = None) -> list[Job]:
         """Every unfinished job, and the `finished_limit` most recently finished (all if None),

@@ -28,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from tcluster.master.usage.recorder import ROUND_BUCKETS, Recorder
+from tcluster.gpuusage import DCGM_SERIES
 from tcluster.model import JobState, NodeState
 from tcluster.nodeops import shown_state
 from tcluster.taskusage import USAGE_FIELDS
@@ -53,6 +54,20 @@ class MasterCollector(Collector):
         yield from self._queues()
         yield from self._scheduler(state)
         yield from self._preemption()
+        yield from self._gpus()
+
+    def _gpus(self) -> Iterator[Metric]:
+        """DCGM's names for the GPUs of running tasks, where agents read NVML (none elsewhere:
+        no series rather than zeros). `Hostname` is the node, as DCGM's exporter labels it."""
+        board = getattr(self.service, "gpus", None)
+        samples = board.items() if board is not None else []
+        if not samples:
+            return
+        for name, text, value in DCGM_SERIES:
+            family = GaugeMetricFamily(name, text, labels=["gpu", "Hostname", "job_id", "task"])
+            for node, s in samples:
+                family.add_metric([str(s.index), node, s.task_id.rpartition(".")[0], s.task_id], value(s))
+            yield family
 
     def _nodes(self, state: Any) -> Iterator[Metric]:
         gauges = {key: GaugeMetricFamily(f"tcluster_node_{key}", text, labels=["node"]) for key, text in [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from tcluster.cli.jobfile import KNOWN_KEYS
+from tcluster.cli.jobfile import GPUS_KEY, KNOWN_KEYS
 from tcluster.cli.submitflags import add_submit_options
 from tcluster.model import JobSpec
 from tcluster.specfields import SPEC_FIELDS
@@ -37,4 +37,5 @@ def test_every_flag_and_file_key_of_the_table_is_offered() -> None:
     add_submit_options(parser)
     offered = {name for action in parser._actions for name in action.option_strings}
     assert {entry.flag for entry in SPEC_FIELDS if entry.flag} <= offered
-    assert set(KNOWN_KEYS) == {entry.file_key for entry in SPEC_FIELDS if entry.file_key}
+    # `gpus:` is no field of its own: the resource gpu (resources.gpu) under a short key.
+    assert set(KNOWN_KEYS) == {entry.file_key for entry in SPEC_FIELDS if entry.file_key} | {GPUS_KEY}

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tcluster.master.core.events import KillIntent, KillMode, Step
-from tcluster.master.store.sqlite import Store, StoreError
+from tcluster.master.store.sqlite import SCHEMA_VERSION, Store, StoreError
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tests.unit.specs import job_specs
@@ -126,4 +126,24 @@ def test_a_version_3_database_gains_node_operations_and_keeps_its_nodes(tmp_path
     again = Store(db)
     assert again.load_nodes()[0].ops == draining
     again.close()
-    assert sqlite3.connect(db).execute("SELECT value FROM meta").fetchone() == ("5",)
+    assert sqlite3.connect(db).execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
+
+
+def test_a_version_5_database_gains_the_tasks_gpu_binding(tmp_path: Path) -> None:
+    """v5 -> v6 adds tasks.gpus: an old row reads as no GPUs; a binding is written and read back."""
+    db = tmp_path / "v5.db"
+    store = Store(db)
+    job = Job("0123abcd", JobSpec(("x",), Resources.of({"cpu": 1, "gpu": 2})), 1.0)
+    store.apply(Step(jobs={job.id: job}, tasks={"0123abcd.0": Task(job.id, 0)}), new_jobs=[job.id])
+    store.close()
+    raw = sqlite3.connect(db)
+    raw.executescript("ALTER TABLE tasks DROP COLUMN gpus; UPDATE meta SET value = '5' WHERE key = 'schema_version';")
+    raw.commit()
+    raw.close()
+    store = Store(db)
+    assert store.load_tasks()[0].gpus == ()
+    store.apply(Step(tasks={"0123abcd.0": Task(job.id, 0, TaskState.RUNNING, node="n1", attempt=1, gpus=(0, 2))}))
+    store.close()
+    again = Store(db)
+    assert again.load_tasks()[0].gpus == (0, 2)
+    again.close()

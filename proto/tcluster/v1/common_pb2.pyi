@@ -106,3 +106,19 @@ class TaskUsage(_message.Message):
     io_read_rate: float
     io_write_rate: float
     def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., cpu_seconds: _Optional[float] = ..., cpu_rate: _Optional[float] = ..., memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., memory_anon_bytes: _Optional[int] = ..., memory_file_bytes: _Optional[int] = ..., pids: _Optional[int] = ..., sampled_at: _Optional[float] = ..., cpu_user_seconds: _Optional[float] = ..., cpu_system_seconds: _Optional[float] = ..., cpu_user_rate: _Optional[float] = ..., cpu_system_rate: _Optional[float] = ..., cpu_throttled_seconds: _Optional[float] = ..., cpu_throttled_periods: _Optional[int] = ..., memory_swap_bytes: _Optional[int] = ..., io_read_bytes: _Optional[int] = ..., io_write_bytes: _Optional[int] = ..., oom_kills: _Optional[int] = ..., pids_max_hits: _Optional[int] = ..., net_tx_bytes: _Optional[int] = ..., net_rx_bytes: _Optional[int] = ..., net_tx_rate: _Optional[float] = ..., net_rx_rate: _Optional[float] = ..., memory_inactive_file_bytes: _Optional[int] = ..., rates_derived: _Optional[bool] = ..., cpu_throttled_rate: _Optional[float] = ..., io_read_rate: _Optional[float] = ..., io_write_rate: _Optional[float] = ...) -> None: ...
+
+class GpuUsage(_message.Message):
+    __slots__ = ("task_id", "attempt", "index", "util_percent", "memory_used_bytes", "memory_total_bytes")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    UTIL_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    attempt: int
+    index: int
+    util_percent: float
+    memory_used_bytes: int
+    memory_total_bytes: int
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., index: _Optional[int] = ..., util_percent: _Optional[float] = ..., memory_used_bytes: _Optional[int] = ..., memory_total_bytes: _Optional[int] = ...) -> None: ...
