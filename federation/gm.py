@@ -165,13 +165,12 @@ class GlobalManager:
 
     def _external(self, p: Pending) -> Send | None:
         n = len(self.views)
+        others = [g for g in range(self.n_gms) if g != self.gm]
         for k in range(n):
             lm = (self.rr_ext + k) % n
             view = self.views[lm]
-            for j in range(1, self.n_gms):
-                src = (self.gm + j + self.rr_ext) % self.n_gms
-                if src == self.gm:
-                    continue
+            for j in range(len(others)):
+                src = others[(j + self.rr_ext) % len(others)]
                 node = match_task(view.parts[src], view.free, p.task.req, p.task.pc)
                 if node >= 0:
                     self.rr_ext = (lm + 1) % n
