@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tcluster.federation.messages import (
     Answer, Inconsistent, Kind, Launch, Launched, LMLayout, LMState, LogicalNode, PreemptAndLaunch, Refused,
-    RepartitionAndLaunch, Request, Res, TaskEnded, TaskSpec, Why, add, fits, satisfies, sub,
+    RepartitionAndLaunch, Request, Res, TaskEnded, TaskOn, TaskSpec, Why, add, fits, satisfies, sub,
 )
 
 Notice = tuple[int, TaskEnded]      # (GM to tell, what happened to its task)
@@ -35,8 +35,11 @@ class Running:
 
 
 class LocalManager:
-    def __init__(self, layout: LMLayout, epoch: int = 1) -> None:
+    def __init__(self, layout: LMLayout, epoch: int = 1, publish_tasks: bool = False) -> None:
         self.layout = layout
+        # The running-task list in every state costs O(tasks) per change: only when GMs
+        # run Alg. 2 and must pick victims.
+        self.publish_tasks = publish_tasks
         self.lm = layout.lm
         self.epoch = epoch
         self.version = 0
@@ -149,6 +152,8 @@ class LocalManager:
         """The full state every GM may see: built once per version, shared by all answers."""
         if self._state is None:
             logical = tuple(r.logical for r in self.running.values() if r.logical is not None)
+            tasks = tuple(TaskOn(r.task.task_id, r.task.queue, r.node, r.task.req)
+                          for r in self.running.values()) if self.publish_tasks else ()
             self._state = LMState(self.lm, self.epoch, self.version, tuple(self.free), logical,
-                                  tuple(sorted(self.usage.items())))
+                                  tuple(sorted(self.usage.items())), tasks)
         return self._state

@@ -74,6 +74,15 @@ class LogicalNode:
 
 
 @dataclass(frozen=True)
+class TaskOn:
+    """A running task as Alg. 2 sees it: whose queue, on which node, holding what."""
+    task_id: str
+    queue: str
+    node: int
+    req: Res
+
+
+@dataclass(frozen=True)
 class LMState:
     """An LM's state as one GM may see it: free room per physical node (logical nodes'
     room already taken out), the logical nodes, and running usage per queue (for Alg. 2).
@@ -84,6 +93,7 @@ class LMState:
     free: tuple[Res, ...]
     logical: tuple[LogicalNode, ...] = ()
     usage: tuple[tuple[str, Res], ...] = ()
+    tasks: tuple[TaskOn, ...] = ()   # oldest first; only from an LM that publishes them (Alg. 2)
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,8 @@ def summarize(run: FedRun) -> Summary:
 def format_summary(s: Summary, cfg: FedConfig, spec: WorkloadSpec, wall_s: float) -> str:
     lines = [
         f"Megha federation: {cfg.lms} LMs x {cfg.gms} GMs, {cfg.workers} workers, {spec.tasks} tasks "
-        f"(load {spec.load:.0%}, seed {cfg.seed}, repartition {'on' if cfg.repartition else 'off'}); "
+        f"(load {spec.load:.0%}, seed {cfg.seed}, repartition {'on' if cfg.repartition else 'off'}, "
+        f"preemption {'on' if cfg.preemption else 'off'}); "
         f"simulated in {wall_s:.1f} s",
         f"placed {s.placed}, never placed {s.unplaced}; peak cores held {s.peak_busy:.1%}",
         "",
@@ -108,10 +109,12 @@ def parse(argv: list[str] | None) -> tuple[FedConfig, WorkloadSpec]:
     p.add_argument("--heartbeat", type=float, default=10.0, help="LM -> GM full state period, seconds")
     p.add_argument("--queues-per-gm", type=int, default=1)
     p.add_argument("--no-repartition", action="store_true")
+    p.add_argument("--preemption", action="store_true", help="Alg. 2 with equal shares over all queues")
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args(argv)
     cfg = FedConfig(lms=a.lms, gms=a.gms, workers=a.workers, queues_per_gm=a.queues_per_gm,
-                    heartbeat_s=a.heartbeat, repartition=not a.no_repartition, seed=a.seed)
+                    heartbeat_s=a.heartbeat, repartition=not a.no_repartition,
+                    preemption=a.preemption, seed=a.seed)
     spec = WorkloadSpec(tasks=a.tasks, load=a.load, mean_duration_s=a.mean_duration, constrained=a.constrained)
     return cfg, spec
 

@@ -29,6 +29,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from tcluster.federation.fairness import FairPreempter
 from tcluster.federation.gm import GlobalManager, GMStats, NoRoom, Send
 from tcluster.federation.lm import LocalManager, Notice
 from tcluster.federation.messages import Answer, Launched, LMState, NodeSpec, Request, Res, TaskSpec
@@ -52,6 +53,7 @@ class FedConfig:
     lm_handler_s: float = 0.00005
     heartbeat_s: float = 10.0
     repartition: bool = True
+    preemption: bool = False           # Alg. 2, with equal shares over all queues
     seed: int = 1
 
 
@@ -89,9 +91,11 @@ class FederationSim:
                  arrivals: list[Arrival], preempter: Preempter | None = None) -> None:
         self.cfg = config
         layouts = [split(i, nodes, config.gms) for i, nodes in enumerate(clusters)]
-        self.lms = [LocalManager(layout) for layout in layouts]
+        self.lms = [LocalManager(layout, publish_tasks=config.preemption) for layout in layouts]
         owner = {q: g for g in range(config.gms) for q in _queues_of(g, config.queues_per_gm)}
         self.queue_gm = owner
+        if config.preemption and preempter is None:
+            preempter = FairPreempter({q: 1.0 / len(owner) for q in owner})
         self.gms = [GlobalManager(g, layouts, config.gms, _queues_of(g, config.queues_per_gm),
                                   config.repartition, preempter) for g in range(config.gms)]
         self.run = FedRun(config, {}, [gm.stats for gm in self.gms], clusters)
@@ -206,6 +210,8 @@ class FederationSim:
         rec.processing += self.cfg.lm_handler_s
         nodes = len(lm.free)
         took = self._send(("ans", lm_i, g), _ANSWER, (g, answer), nodes)
+        for notice in notices:           # the LM stopped the victims before it committed
+            self._released(lm_i, notice)
         if isinstance(answer, Launched) and self.current.get(request.task.task_id) != answer.request_id:
             self.current[request.task.task_id] = answer.request_id
             self.run.ledger.append(("commit", lm_i, answer.node, request.task.task_id, request.task.req))
@@ -215,8 +221,6 @@ class FederationSim:
             self.launched_since_beat += 1
         else:
             rec.communication += took
-        for notice in notices:
-            self._released(lm_i, notice)
 
     def _start(self, item: tuple[TaskSpec, str]) -> None:
         task, request_id = item

@@ -77,9 +77,12 @@ def constraint_count(layouts: list[LMLayout]) -> int:
 
 
 class LMView:
-    """A GM's copy of one LM: partitions (fixed) and free room per node (stale). Applied
-    states must be newer by (epoch, version); an older one is dropped, so a reordered
-    update cannot roll back what a later answer already told (notes §6.4 #2)."""
+    """A GM's copy of one LM: partitions (fixed) and free room per node (stale). A full
+    state applies only when newer by (epoch, version) than the last full one, so a
+    reordered update cannot roll back what a later answer already told (notes §6.4 #2).
+    A delta is newer news about one node only: it is kept per node, and a later full
+    state overrides it only if that state is newer still (a delta must not make an
+    older full state of all the other nodes look current)."""
 
     def __init__(self, layout: LMLayout, n_gms: int, n_constraints: int) -> None:
         self.layout = layout
@@ -87,6 +90,8 @@ class LMView:
         self.free: list[Res] = [n.cap for n in layout.nodes]
         self.epoch = 0
         self.version = -1
+        self.state: LMState | None = None    # the last full state (usage and tasks, for Alg. 2)
+        self.node_news: dict[int, tuple[int, int]] = {}   # node -> (epoch, version) of a newer delta
 
     def newer(self, epoch: int, version: int) -> bool:
         return (epoch, version) > (self.epoch, self.version)
@@ -94,16 +99,20 @@ class LMView:
     def apply(self, state: LMState) -> bool:
         if not self.newer(state.epoch, state.version):
             return False
-        self.free = list(state.free)
-        self.epoch, self.version = state.epoch, state.version
+        stamp = (state.epoch, state.version)
+        kept = {n: v for n, v in self.node_news.items() if v > stamp}
+        self.free = [self.free[i] if i in kept else f for i, f in enumerate(state.free)]
+        self.node_news = kept
+        self.epoch, self.version = stamp
+        self.state = state
         return True
 
     def apply_delta(self, delta: TaskEnded) -> bool:
-        # Per-link FIFO delivery makes versions arrive in order; the check only guards.
-        if not self.newer(delta.epoch, delta.version):
+        stamp = (delta.epoch, delta.version)
+        if stamp <= (self.epoch, self.version) or stamp <= self.node_news.get(delta.node, (0, -1)):
             return False
         self.free[delta.node] = delta.node_free
-        self.epoch, self.version = delta.epoch, delta.version
+        self.node_news[delta.node] = stamp
         return True
 
     def debit(self, node: int, req: Res) -> None:

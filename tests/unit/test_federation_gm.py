@@ -163,3 +163,20 @@ def test_an_older_state_never_rolls_the_view_back() -> None:
     gm.on_answer(lm.handle(gm.decide().request)[0])
     gm.on_state(old)                               # a periodic update that left before the launch
     assert gm.views[0].free[0] == (1, 90)
+
+
+def test_a_delta_about_one_node_does_not_hide_a_newer_full_state() -> None:
+    lays = two_lms()
+    lm = LocalManager(lays[0])
+    gm = synced(GlobalManager(0, lays, 2, ["q0"]), [lm])
+    gm.submit(task("a"))
+    gm.on_answer(lm.handle(gm.decide().request)[0])          # node 0: version 1
+    lm.handle(Launch("y:0", 1, 1, 1, task("y", 8)))             # node 1 fills: version 2
+    stale = lm.state()
+    _, delta = lm.end("a")                                      # node 0 frees: version 3
+    gm.on_delta(delta)
+    assert gm.views[0].free[0] == (2, 100) and gm.views[0].free[1] == (8, 100)
+    gm.on_state(stale)                                          # older than the delta, newer than the view
+    assert gm.views[0].free == [(2, 100), (0, 90)]
+    gm.on_state(lm.state())
+    assert gm.views[0].version == 3 and gm.views[0].node_news == {}
