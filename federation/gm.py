@@ -1,0 +1,225 @@
+"""The Global Manager's logic: its users' queues, a stale view of every LM, Alg. 1's
+decision (internal partitions round-robin across LMs, then external partitions
+round-robin across LMs), and what it does with each LM answer (notes §2.3, §2.5).
+
+Sans-IO: `decide()` returns the next request to send (or that a task found no room, or
+None when nothing can be tried on the current view); `on_answer`, `on_state` and
+`on_delta` take what the LMs send. The GM keeps one request outstanding at a time, as
+the paper's synchronous REST calls do; with that, and states applied only when newer,
+its view of its own partitions is never more generous than the truth unless another
+GM repartitioned from them (K7a: no internal inconsistency without repartitions).
+
+Choices where the paper is silent (notes §7):
+- after an inconsistency the GM adopts the LM's state carried in the answer and puts
+  the task back at the head of its queue (a new attempt, a new request id);
+- a task with no room anywhere goes to the back of its queue (§IV-B5) and is not tried
+  again until the view changes, so a full federation does not spin;
+- external partitions within one LM are tried in rotating order of their owners."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+from tcluster.federation.messages import (
+    Answer, Inconsistent, Kind, Launch, Launched, LMLayout, LMState, PreemptAndLaunch, Refused,
+    RepartitionAndLaunch, Request, TaskEnded, TaskSpec,
+)
+from tcluster.federation.view import LMView, constraint_count, match_task
+
+
+@dataclass(frozen=True)
+class Send:
+    lm: int
+    request: Request
+
+
+@dataclass(frozen=True)
+class NoRoom:
+    """No internal, external or preemption placement: the task went to its queue's back."""
+    task: TaskSpec
+
+
+Decision = Union[Send, NoRoom, None]
+# Alg. 2's hook: (gm, task) -> a PreemptAndLaunch to send, or None (federation/fairness.py).
+Preempter = Callable[["GlobalManager", TaskSpec, str], Union[Send, None]]
+
+
+@dataclass
+class Pending:
+    task: TaskSpec
+    attempt: int = 0
+    failed_at: int = -1          # the view stamp at which it last found no room
+
+
+@dataclass
+class _Queue:
+    """A user queue. Tasks that found no room at the current view stamp are parked at
+    the back; the queue is ready while some task has not failed at this stamp."""
+    items: deque[Pending] = field(default_factory=deque)
+    failed: int = 0
+    stamp: int = -1
+
+    def _sync(self, stamp: int) -> None:
+        if self.stamp != stamp:
+            self.failed, self.stamp = 0, stamp
+
+    def ready(self, stamp: int) -> bool:
+        self._sync(stamp)
+        return len(self.items) > self.failed
+
+    def pop(self, stamp: int) -> Pending:
+        self._sync(stamp)
+        while self.items[0].failed_at == stamp:
+            self.items.rotate(-1)    # a parked task moves to the back, as §IV-B5 requeues it
+        return self.items.popleft()
+
+    def park(self, p: Pending, stamp: int) -> None:
+        self._sync(stamp)
+        p.failed_at = stamp
+        self.failed += 1
+        self.items.append(p)
+
+
+@dataclass
+class GMStats:
+    launches: int = 0
+    repartitions: int = 0
+    preemptions: int = 0
+    internal_inconsistencies: int = 0
+    external_inconsistencies: int = 0
+    refused: int = 0
+    no_room: int = 0
+
+
+class GlobalManager:
+    def __init__(self, gm: int, layouts: list[LMLayout], n_gms: int, queues: list[str],
+                 repartition: bool = True, preempter: Preempter | None = None) -> None:
+        self.gm, self.n_gms = gm, n_gms
+        n_constraints = constraint_count(layouts)
+        self.views = [LMView(layout, n_gms, n_constraints) for layout in layouts]
+        self.queues: dict[str, _Queue] = {q: _Queue() for q in queues}
+        self.order = list(queues)
+        self.repartition, self.preempter = repartition, preempter
+        self.rr_queue = self.rr_int = self.rr_ext = 0
+        self.stamp = 0               # bumped whenever the view changes
+        self.outstanding: tuple[Pending, str, Request] | None = None    # (task, queue, request)
+        self.running: dict[str, tuple[int, int, Pending]] = {}           # own task -> (lm, node, task)
+        self.stats = GMStats()
+
+    # ---- queues ----
+
+    def submit(self, task: TaskSpec) -> None:
+        """A task of a queue this GM owns (the router forwarded it, §IV-C)."""
+        self.queues[task.queue].items.append(Pending(task))
+
+    def pending(self) -> int:
+        n = sum(len(q.items) for q in self.queues.values())
+        return n + (self.outstanding is not None)
+
+    def _next(self) -> tuple[Pending, str] | None:
+        """Queues round-robin (§IV-C), skipping those with nothing new to try."""
+        for k in range(len(self.order)):
+            name = self.order[(self.rr_queue + k) % len(self.order)]
+            if self.queues[name].ready(self.stamp):
+                self.rr_queue = (self.rr_queue + k + 1) % len(self.order)
+                return self.queues[name].pop(self.stamp), name
+        return None
+
+    # ---- Alg. 1 ----
+
+    def decide(self) -> Decision:
+        if self.outstanding is not None:
+            return None
+        nxt = self._next()
+        if nxt is None:
+            return None
+        p, queue = nxt
+        send = self._internal(p) or (self._external(p) if self.repartition else None)
+        if send is None and self.preempter is not None:
+            send = self.preempter(self, p.task, self._request_id(p))
+        if send is None:
+            self.queues[queue].park(p, self.stamp)
+            self.stats.no_room += 1
+            return NoRoom(p.task)
+        self.outstanding = (p, queue, send.request)
+        if not isinstance(send.request, PreemptAndLaunch):
+            self.views[send.lm].debit(send.request.node, p.task.req)
+        return send
+
+    @staticmethod
+    def _request_id(p: Pending) -> str:
+        return f"{p.task.task_id}:{p.attempt}"
+
+    def _internal(self, p: Pending) -> Send | None:
+        n = len(self.views)
+        for k in range(n):
+            lm = (self.rr_int + k) % n
+            view = self.views[lm]
+            node = match_task(view.parts[self.gm], view.free, p.task.req, p.task.pc)
+            if node >= 0:
+                self.rr_int = (lm + 1) % n
+                return Send(lm, Launch(self._request_id(p), self.gm, view.epoch, node, p.task))
+        return None
+
+    def _external(self, p: Pending) -> Send | None:
+        n = len(self.views)
+        others = [g for g in range(self.n_gms) if g != self.gm]
+        for k in range(n):
+            lm = (self.rr_ext + k) % n
+            view = self.views[lm]
+            for j in range(len(others)):
+                src = others[(j + self.rr_ext) % len(others)]
+                node = match_task(view.parts[src], view.free, p.task.req, p.task.pc)
+                if node >= 0:
+                    self.rr_ext = (lm + 1) % n
+                    req = RepartitionAndLaunch(self._request_id(p), self.gm, view.epoch, src, node, p.task)
+                    return Send(lm, req)
+        return None
+
+    # ---- what the LMs send ----
+
+    def on_answer(self, answer: Answer) -> None:
+        if self.outstanding is None or self.outstanding[2].request_id != answer.request_id:
+            return               # a late copy of an answer already taken: nothing to do
+        p, queue, request = self.outstanding
+        self.outstanding = None
+        self._adopt(answer.state)
+        if isinstance(answer, Launched):
+            self.running[p.task.task_id] = (answer.lm, answer.node, p)
+            self.stats.launches += 1
+            self.stats.repartitions += isinstance(request, RepartitionAndLaunch) or answer.logical
+            self.stats.preemptions += len(answer.preempted)
+            return
+        if isinstance(answer, Inconsistent):
+            if answer.kind is Kind.INTERNAL:
+                self.stats.internal_inconsistencies += 1
+            else:
+                self.stats.external_inconsistencies += 1
+        elif isinstance(answer, Refused):
+            self.stats.refused += 1
+        p.attempt += 1
+        p.failed_at = -1
+        self.queues[queue].items.appendleft(p)
+
+    def _adopt(self, state: LMState) -> None:
+        if self.views[state.lm].apply(state):
+            self.stamp += 1
+
+    def on_state(self, state: LMState) -> None:
+        """The LM's periodic full view (M8)."""
+        self._adopt(state)
+
+    def on_delta(self, delta: TaskEnded) -> None:
+        """A prompt notice that one of this GM's tasks ended or was preempted."""
+        run = self.running.pop(delta.task_id, None)
+        if self.views[delta.lm].apply_delta(delta):
+            self.stamp += 1
+        if delta.preempted and run is not None:
+            # Back at the head, to be "scheduled as a regular task" (§IV-C, notes §7), with
+            # a new attempt: its old request id is answered from the LM's memory.
+            p = run[2]
+            p.attempt += 1
+            p.failed_at = -1
+            self.queues[p.task.queue].items.appendleft(p)

@@ -1,0 +1,159 @@
+"""The Local Manager's logic: the only consistent state of its cluster, and the
+check-and-commit of every GM request against it (§IV-A, §IV-B4, §IV-B6; notes §2.4).
+
+Sans-IO: `handle(request)` returns the answer plus the per-GM notices it causes (tasks
+of other GMs stopped by a preemption); `end(task_id)` returns the prompt delta for the
+task's GM; `state()` is the periodic view. A live LM must run `handle` atomically with
+respect to every other request (one event loop), as the simulator does.
+
+The check table, in the order it is applied:
+  duplicate request id  -> the first answer again (never launch twice)
+  stale epoch           -> Refused (a GM that missed a failover)
+  node not in the partition the request names -> Inconsistent(NOT_IN_PARTITION); for a
+                           Launch the GM's refreshed view then sends it the repartition way
+  constraints or room insufficient -> Inconsistent(INSUFFICIENT / VICTIM_GONE)
+  fits                  -> commit, Launched"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tcluster.federation.messages import (
+    Answer, Inconsistent, Kind, Launch, Launched, LMLayout, LMState, LogicalNode, PreemptAndLaunch, Refused,
+    RepartitionAndLaunch, Request, Res, TaskEnded, TaskOn, TaskSpec, Why, add, fits, satisfies, sub,
+)
+
+Notice = tuple[int, TaskEnded]      # (GM to tell, what happened to its task)
+
+
+@dataclass(frozen=True)
+class Running:
+    task: TaskSpec
+    gm: int
+    node: int
+    logical: LogicalNode | None
+
+
+class LocalManager:
+    def __init__(self, layout: LMLayout, epoch: int = 1, publish_tasks: bool = False) -> None:
+        self.layout = layout
+        # The running-task list in every state costs O(tasks) per change: only when GMs
+        # run Alg. 2 and must pick victims.
+        self.publish_tasks = publish_tasks
+        self.lm = layout.lm
+        self.epoch = epoch
+        self.version = 0
+        self.free: list[Res] = [n.cap for n in layout.nodes]
+        self.running: dict[str, Running] = {}
+        # request id -> first answer. Unbounded here (a simulation run); a live LM keeps
+        # a bounded map, as long as a GM may retry (notes §6.4 #4).
+        self.answers: dict[str, Answer] = {}
+        self.usage: dict[str, Res] = {}          # queue -> running request total (for Alg. 2)
+        self._state: LMState | None = None
+
+    # ---- requests ----
+
+    def handle(self, req: Request) -> tuple[Answer, tuple[Notice, ...]]:
+        first = self.answers.get(req.request_id)
+        if first is not None:
+            return first, ()
+        notices: tuple[Notice, ...] = ()
+        if req.epoch != self.epoch:
+            answer: Answer = Refused(req.request_id, req.task.task_id, self.lm, self.epoch, self.state())
+        elif not 0 <= req.node < len(self.free):
+            answer = self._fail(req, Kind.INTERNAL, Why.UNKNOWN_NODE)
+        elif isinstance(req, Launch):
+            answer = self._launch(req)
+        elif isinstance(req, RepartitionAndLaunch):
+            answer = self._repartition(req)
+        else:
+            answer, notices = self._preempt(req)
+        self.answers[req.request_id] = answer
+        return answer, notices
+
+    def _launch(self, req: Launch) -> Answer:
+        if self.layout.owner[req.node] != req.gm:
+            return self._fail(req, Kind.INTERNAL, Why.NOT_IN_PARTITION)
+        if not self._fits(req.task, req.node, self.free[req.node]):
+            return self._fail(req, Kind.INTERNAL, Why.INSUFFICIENT)
+        self._commit(req, None)
+        return Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state())
+
+    def _repartition(self, req: RepartitionAndLaunch) -> Answer:
+        if req.src == req.gm or self.layout.owner[req.node] != req.src:
+            return self._fail(req, Kind.EXTERNAL, Why.NOT_IN_PARTITION)
+        if not self._fits(req.task, req.node, self.free[req.node]):
+            return self._fail(req, Kind.EXTERNAL, Why.INSUFFICIENT)
+        self._commit(req, LogicalNode(req.node, req.task.req, req.gm, req.task.task_id))
+        return Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state(), logical=True)
+
+    def _preempt(self, req: PreemptAndLaunch) -> tuple[Answer, tuple[Notice, ...]]:
+        """The victims must all still run on the node and freeing them must make room;
+        anything else is an inconsistency (the paper leaves the check open, notes §2.4)."""
+        kind = Kind.INTERNAL if self.layout.owner[req.node] == req.gm else Kind.EXTERNAL
+        victims = [self.running.get(v) for v in req.victims]
+        if not victims or any(v is None or v.node != req.node for v in victims):
+            return self._fail(req, kind, Why.VICTIM_GONE), ()
+        room = self.free[req.node]
+        for v in victims:
+            room = add(room, v.task.req)
+        if not self._fits(req.task, req.node, room):
+            return self._fail(req, kind, Why.INSUFFICIENT), ()
+        notices = tuple(self._release(v, preempted=True) for v in victims)
+        logical = None if kind is Kind.INTERNAL else LogicalNode(req.node, req.task.req, req.gm, req.task.task_id)
+        self._commit(req, logical)
+        answer = Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state(),
+                          logical=logical is not None, preempted=req.victims)
+        return answer, notices
+
+    def _fits(self, task: TaskSpec, node: int, room: Res) -> bool:
+        # K8 holds here, at the only place that commits: constraints and every dimension.
+        return satisfies(self.layout.nodes[node].cmask, task.pc) and fits(task.req, room)
+
+    def _fail(self, req: Request, kind: Kind, why: Why) -> Inconsistent:
+        return Inconsistent(req.request_id, req.task.task_id, self.lm, kind, why, self.state())
+
+    def _commit(self, req: Request, logical: LogicalNode | None) -> None:
+        if req.task.task_id in self.running:
+            # A new request id for a task that already runs here would launch it twice.
+            raise ValueError(f"task {req.task.task_id} already runs on LM {self.lm}")
+        self.free[req.node] = sub(self.free[req.node], req.task.req)
+        self.running[req.task.task_id] = Running(req.task, req.gm, req.node, logical)
+        q = req.task.queue
+        self.usage[q] = add(self.usage[q], req.task.req) if q in self.usage else req.task.req
+        self._changed()
+
+    # ---- task ends and state ----
+
+    def end(self, task_id: str) -> Notice:
+        """A task finished: its room (a logical node's too) returns to the physical node,
+        and its GM gets a prompt delta."""
+        return self._release(self.running[task_id], preempted=False)
+
+    def _release(self, run: Running, preempted: bool) -> Notice:
+        del self.running[run.task.task_id]
+        self.free[run.node] = add(self.free[run.node], run.task.req)
+        self.usage[run.task.queue] = sub(self.usage[run.task.queue], run.task.req)
+        self._changed()
+        return run.gm, TaskEnded(self.lm, self.epoch, self.version, run.task.task_id, run.node,
+                                 self.free[run.node], preempted)
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._state = None
+
+    def fail_over(self) -> None:
+        """A standby took over (§IV-D): a new epoch fences requests from GMs that have not
+        seen it yet."""
+        self.epoch += 1
+        self._changed()
+
+    def state(self) -> LMState:
+        """The full state every GM may see: built once per version, shared by all answers."""
+        if self._state is None:
+            logical = tuple(r.logical for r in self.running.values() if r.logical is not None)
+            tasks = tuple(TaskOn(r.task.task_id, r.task.queue, r.node, r.task.req)
+                          for r in self.running.values()) if self.publish_tasks else ()
+            self._state = LMState(self.lm, self.epoch, self.version, tuple(self.free), logical,
+                                  tuple(sorted(self.usage.items())), tasks)
+        return self._state

@@ -1,0 +1,182 @@
+"""Megha's GM (federation/gm.py, federation/view.py): Alg. 1 on hand-made partitions, and
+what the GM does with each LM answer."""
+
+from __future__ import annotations
+
+from tcluster.federation.gm import GlobalManager, NoRoom, Send
+from tcluster.federation.lm import LocalManager
+from tcluster.federation.messages import (
+    Inconsistent, Kind, Launch, Launched, LMLayout, NodeSpec, RepartitionAndLaunch, TaskSpec,
+)
+from tcluster.federation.view import Partition, match_task, split
+
+A, B = 1 << 0, 1 << 1          # two constraints
+
+
+def layout(lm: int, nodes: list[tuple[int, int]], owner: list[int]) -> LMLayout:
+    """Nodes as (cores, cmask) with 100 MB each; owner[i] is node i's GM."""
+    return LMLayout(lm, tuple(NodeSpec((c, 100), m) for c, m in nodes), tuple(owner))
+
+
+def task(tid: str = "t", cores: int = 1, pc: int = 0, queue: str = "q0") -> TaskSpec:
+    return TaskSpec(tid, queue, (cores, 10), pc)
+
+
+def test_partitions_are_an_equal_interleaved_split() -> None:
+    nodes = tuple(NodeSpec((4, 100), 0) for _ in range(7))
+    assert split(0, nodes, 3).owner == (0, 1, 2, 0, 1, 2, 0)
+
+
+def test_match_ands_the_constraint_vectors_and_takes_the_first_fit() -> None:
+    lay = layout(0, [(4, A), (8, A | B), (2, A | B), (8, A | B), (8, B)], [0] * 5)
+    part = Partition.of(lay, 0, 2)
+    assert part.bitvec == (0b01111, 0b11110)
+    free = [n.cap for n in lay.nodes]
+    assert match_task(part, free, (1, 10), A | B) == 1          # first with both bits
+    assert match_task(part, free, (4, 10), 0) == 0              # no constraint: node 0 fits
+    free[1] = (0, 100)
+    assert match_task(part, free, (4, 10), A | B) == 3          # node 2 too small, node 1 full
+    assert match_task(part, free, (9, 10), A) == -1
+    assert match_task(part, free, (1, 10), 1 << 5) == -1        # a constraint no node has
+
+
+def test_match_only_looks_inside_the_partition() -> None:
+    lay = layout(0, [(8, A), (8, 0), (8, A)], [1, 0, 0])
+    part = Partition.of(lay, 0, 1)
+    assert part.nodes == (1, 2)
+    assert match_task(part, [n.cap for n in lay.nodes], (1, 1), A) == 2
+
+
+def two_lms() -> list[LMLayout]:
+    # LM 0: GM 0 owns node 0 (2 cores), GM 1 owns node 1 (8). LM 1 likewise.
+    return [layout(0, [(2, A), (8, A)], [0, 1]), layout(1, [(2, A), (8, A)], [0, 1])]
+
+
+def synced(gm: GlobalManager, lms: list[LocalManager]) -> GlobalManager:
+    """A GM starts from one full state of every LM (it learns their epochs there)."""
+    for lm in lms:
+        gm.on_state(lm.state())
+    return gm
+
+
+def test_internal_partitions_round_robin_across_lms() -> None:
+    gm = GlobalManager(0, two_lms(), 2, ["q0"])
+    sent = []
+    for i in range(4):
+        gm.submit(task(f"t{i}"))
+        d = gm.decide()
+        assert isinstance(d, Send) and isinstance(d.request, Launch)
+        sent.append((d.lm, d.request.node))
+        gm.outstanding = None    # as if answered; the view keeps the debit
+    assert sent == [(0, 0), (1, 0), (0, 0), (1, 0)]
+
+
+def test_external_partitions_after_internal_ones_then_no_room() -> None:
+    gm = GlobalManager(0, two_lms(), 2, ["q0"])
+    gm.submit(task("big", cores=5))
+    d = gm.decide()
+    assert isinstance(d, Send) and isinstance(d.request, RepartitionAndLaunch)
+    assert (d.lm, d.request.src, d.request.node) == (0, 1, 1)
+    gm.outstanding = None
+    gm.submit(task("big2", cores=5))
+    d = gm.decide()
+    assert isinstance(d, Send) and d.lm == 1       # external round-robin moved on to LM 1
+    gm.outstanding = None
+    gm.submit(task("huge", cores=9))
+    assert isinstance(gm.decide(), NoRoom)
+    assert gm.decide() is None                     # nothing new to try on this view
+    assert gm.pending() == 1
+
+
+def test_no_repartition_means_no_room_outside_own_partitions() -> None:
+    gm = GlobalManager(0, two_lms(), 2, ["q0"], repartition=False)
+    gm.submit(task("big", cores=5))
+    assert isinstance(gm.decide(), NoRoom)
+
+
+def test_a_no_room_task_is_tried_again_when_the_view_changes() -> None:
+    lays = two_lms()
+    gm = GlobalManager(0, lays, 2, ["q0"], repartition=False)
+    lm = LocalManager(lays[0])
+    gm.on_state(lm.state())
+    gm.submit(task("a", cores=2))
+    gm.submit(task("b", cores=2))
+    gm.submit(task("c", cores=2))
+    assert isinstance(gm.decide(), Send)
+    gm.outstanding = None
+    assert isinstance(gm.decide(), Send)
+    gm.outstanding = None
+    assert isinstance(gm.decide(), NoRoom) and gm.decide() is None
+    lm.fail_over()                                 # any newer state wakes the queue
+    gm.on_state(lm.state())
+    assert gm.decide() is not None
+
+
+def test_an_inconsistency_adopts_the_lm_state_and_requeues_at_the_head() -> None:
+    lays = two_lms()
+    lm = LocalManager(lays[0])
+    other = synced(GlobalManager(1, lays, 2, ["q1"]), [lm])
+    gm = synced(GlobalManager(0, lays, 2, ["q0"]), [lm])
+    # GM 1 repartitions node 0 of LM 0 (GM 0's) behind GM 0's back.
+    other.submit(task("x", cores=2, queue="q1"))
+    other.views[1].free[1] = (0, 0)
+    other.views[1].free[0] = (0, 0)
+    other.views[0].free[1] = (0, 0)
+    d = other.decide()
+    assert isinstance(d, Send) and isinstance(d.request, RepartitionAndLaunch) and d.request.node == 0
+    assert isinstance(lm.handle(d.request)[0], Launched)
+    gm.submit(task("a"))
+    gm.submit(task("b"))
+    d = gm.decide()
+    assert isinstance(d, Send) and (d.lm, d.request.node) == (0, 0)
+    answer, _ = lm.handle(d.request)
+    assert isinstance(answer, Inconsistent) and answer.kind is Kind.INTERNAL
+    gm.on_answer(answer)
+    assert gm.views[0].free[0] == (0, 90) and gm.stats.internal_inconsistencies == 1
+    head = gm.queues["q0"].items[0]
+    assert head.task.task_id == "a" and head.attempt == 1
+    d = gm.decide()                                # the same task first, a new request id, LM 1
+    assert isinstance(d, Send) and d.request.request_id == "a:1" and d.lm == 1
+
+
+def test_success_records_the_task_and_a_late_copy_is_ignored() -> None:
+    lays = two_lms()
+    lm = LocalManager(lays[0])
+    gm = synced(GlobalManager(0, lays, 2, ["q0"]), [lm])
+    gm.submit(task("a"))
+    d = gm.decide()
+    assert gm.views[0].free[0] == (1, 90)          # debited at send time
+    answer, _ = lm.handle(d.request)
+    gm.on_answer(answer)
+    gm.on_answer(answer)
+    assert gm.running["a"][:2] == (0, 0) and gm.stats.launches == 1 and gm.pending() == 0
+    assert gm.views[0].version == lm.version
+    assert gm.views[0].free[0] == (1, 90)
+
+
+def test_an_older_state_never_rolls_the_view_back() -> None:
+    lays = two_lms()
+    lm = LocalManager(lays[0])
+    gm = synced(GlobalManager(0, lays, 2, ["q0"]), [lm])
+    old = lm.state()
+    gm.submit(task("a"))
+    gm.on_answer(lm.handle(gm.decide().request)[0])
+    gm.on_state(old)                               # a periodic update that left before the launch
+    assert gm.views[0].free[0] == (1, 90)
+
+
+def test_a_delta_about_one_node_does_not_hide_a_newer_full_state() -> None:
+    lays = two_lms()
+    lm = LocalManager(lays[0])
+    gm = synced(GlobalManager(0, lays, 2, ["q0"]), [lm])
+    gm.submit(task("a"))
+    gm.on_answer(lm.handle(gm.decide().request)[0])          # node 0: version 1
+    lm.handle(Launch("y:0", 1, 1, 1, task("y", 8)))             # node 1 fills: version 2
+    stale = lm.state()
+    _, delta = lm.end("a")                                      # node 0 frees: version 3
+    gm.on_delta(delta)
+    assert gm.views[0].free[0] == (2, 100) and gm.views[0].free[1] == (8, 100)
+    gm.on_state(stale)                                          # older than the delta, newer than the view
+    assert gm.views[0].free == [(2, 100), (0, 90)]
+    gm.on_state(lm.state())
+    assert gm.views[0].version == 3 and gm.views[0].node_news == {}

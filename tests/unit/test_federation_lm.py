@@ -1,0 +1,134 @@
+"""Megha's LM (federation/lm.py): the check-and-commit table, task ends and per-GM deltas."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from tcluster.federation.gm import GlobalManager, Send
+from tcluster.federation.lm import LocalManager
+from tcluster.federation.messages import (
+    Inconsistent, Kind, Launch, Launched, LMLayout, NodeSpec, PreemptAndLaunch, Refused, RepartitionAndLaunch,
+    TaskSpec, Why,
+)
+
+A = 1
+
+# Node 0 (GM 0's): 4 cores with constraint A. Node 1 (GM 1's): 8 cores, no constraint.
+LAYOUT = LMLayout(7, (NodeSpec((4, 100), A), NodeSpec((8, 100), 0)), (0, 1))
+
+
+def t(tid: str = "t", cores: int = 2, pc: int = 0, queue: str = "q0") -> TaskSpec:
+    return TaskSpec(tid, queue, (cores, 10), pc)
+
+
+def fresh() -> LocalManager:
+    lm = LocalManager(LAYOUT, epoch=3)
+    # Node 0 already runs 3 of its 4 cores for GM 0; node 1 runs 6 of 8 for GM 1.
+    lm.handle(Launch("pre0:0", 0, 3, 0, t("pre0", 3)))
+    lm.handle(Launch("pre1:0", 1, 3, 1, t("pre1", 6, queue="q1")))
+    return lm
+
+
+# (name, request, expected answer type, kind, why, launched on node)
+TABLE = [
+    ("fits", Launch("a:0", 0, 3, 0, t("a", 1, A)), Launched, None, None, 0),
+    ("insufficient", Launch("a:0", 0, 3, 0, t("a", 2)), Inconsistent, Kind.INTERNAL, Why.INSUFFICIENT, None),
+    ("constraint unmet", Launch("a:0", 1, 3, 1, t("a", 1, A)), Inconsistent, Kind.INTERNAL, Why.INSUFFICIENT, None),
+    ("not in the GM's partition", Launch("a:0", 0, 3, 1, t("a", 1)), Inconsistent, Kind.INTERNAL,
+     Why.NOT_IN_PARTITION, None),
+    ("unknown node", Launch("a:0", 0, 3, 9, t("a", 1)), Inconsistent, Kind.INTERNAL, Why.UNKNOWN_NODE, None),
+    ("stale epoch", Launch("a:0", 0, 2, 0, t("a", 1)), Refused, None, None, None),
+    ("repartition fits", RepartitionAndLaunch("a:0", 0, 3, 1, 1, t("a", 2)), Launched, None, None, 1),
+    ("repartition insufficient", RepartitionAndLaunch("a:0", 0, 3, 1, 1, t("a", 3)), Inconsistent,
+     Kind.EXTERNAL, Why.INSUFFICIENT, None),
+    ("repartition from the wrong partition", RepartitionAndLaunch("a:0", 0, 3, 1, 0, t("a", 1)), Inconsistent,
+     Kind.EXTERNAL, Why.NOT_IN_PARTITION, None),
+    ("repartition of the GM's own node", RepartitionAndLaunch("a:0", 0, 3, 0, 0, t("a", 1)), Inconsistent,
+     Kind.EXTERNAL, Why.NOT_IN_PARTITION, None),
+    ("repartition at a stale epoch", RepartitionAndLaunch("a:0", 0, 4, 1, 1, t("a", 1)), Refused, None, None, None),
+    ("preempt fits", PreemptAndLaunch("a:0", 0, 3, 1, ("pre1",), t("a", 8)), Launched, None, None, 1),
+    ("preempt insufficient", PreemptAndLaunch("a:0", 0, 3, 1, ("pre1",), t("a", 9)), Inconsistent,
+     Kind.EXTERNAL, Why.INSUFFICIENT, None),
+    ("preempt a victim gone", PreemptAndLaunch("a:0", 0, 3, 1, ("nope",), t("a", 1)), Inconsistent,
+     Kind.EXTERNAL, Why.VICTIM_GONE, None),
+    ("preempt a victim elsewhere", PreemptAndLaunch("a:0", 0, 3, 0, ("pre1",), t("a", 1)), Inconsistent,
+     Kind.INTERNAL, Why.VICTIM_GONE, None),
+]
+
+
+@pytest.mark.parametrize("name, req, answer_type, kind, why, node", TABLE, ids=[row[0] for row in TABLE])
+def test_the_check_table(name, req, answer_type, kind, why, node) -> None:
+    lm = fresh()
+    before = (list(lm.free), lm.version)
+    answer, _ = lm.handle(req)
+    assert type(answer) is answer_type
+    assert answer.request_id == req.request_id and answer.lm == 7 and answer.state == lm.state()
+    if isinstance(answer, Inconsistent):
+        assert (answer.kind, answer.why) == (kind, why)
+    if node is None:
+        assert (list(lm.free), lm.version) == before and "a" not in lm.running
+    else:
+        assert answer.node == node and lm.running["a"].node == node
+        assert all(f >= 0 for free in lm.free for f in free)
+
+
+@pytest.mark.parametrize("req", [row[1] for row in TABLE], ids=[row[0] for row in TABLE])
+def test_a_duplicate_request_id_gets_the_first_answer_and_never_launches_twice(req) -> None:
+    lm = fresh()
+    first, _ = lm.handle(req)
+    state = (list(lm.free), dict(lm.running), lm.version)
+    again, notices = lm.handle(req)
+    assert again is first and notices == ()
+    assert (list(lm.free), dict(lm.running), lm.version) == state
+
+
+def test_a_new_request_id_for_a_running_task_is_an_error_not_a_second_launch() -> None:
+    lm = fresh()
+    with pytest.raises(ValueError):
+        lm.handle(Launch("pre0:1", 0, 3, 0, t("pre0", 1)))
+
+
+def test_a_repartition_carves_a_logical_node_that_dissolves_at_the_end() -> None:
+    lm = fresh()
+    answer, _ = lm.handle(RepartitionAndLaunch("a:0", 0, 3, 1, 1, t("a", 2)))
+    assert answer.logical and lm.free[1] == (0, 80)
+    (logical,) = answer.state.logical
+    assert (logical.phys, logical.cap, logical.owner, logical.task_id) == (1, (2, 10), 0, "a")
+    gm, delta = lm.end("a")
+    assert gm == 0 and delta.task_id == "a" and delta.node == 1 and delta.node_free == (2, 90)
+    assert lm.state().logical == () and dict(lm.state().usage)["q0"] == (3, 10)
+
+
+def test_a_preemption_stops_the_victims_and_tells_their_gm() -> None:
+    lm = fresh()
+    answer, notices = lm.handle(PreemptAndLaunch("a:0", 0, 3, 1, ("pre1",), t("a", 8)))
+    assert answer.preempted == ("pre1",) and answer.logical
+    ((gm, delta),) = notices
+    assert gm == 1 and delta.preempted and delta.task_id == "pre1"
+    assert "pre1" not in lm.running and lm.free[1] == (0, 90)
+
+
+def test_task_end_deltas_carry_increasing_versions() -> None:
+    lm = fresh()
+    _, d0 = lm.end("pre0")
+    _, d1 = lm.end("pre1")
+    assert d0.version < d1.version == lm.version and d0.node_free == (4, 100)
+
+
+def test_a_gm_refused_for_a_stale_epoch_adopts_the_new_one_and_retries_first() -> None:
+    gm = GlobalManager(0, [replace(LAYOUT, lm=0)], 2, ["q0"])
+    lm = LocalManager(replace(LAYOUT, lm=0), epoch=3)
+    gm.on_state(lm.state())
+    lm.fail_over()                                  # a standby took over: epoch 4
+    gm.submit(t("a", 1))
+    d = gm.decide()
+    assert isinstance(d, Send) and d.request.epoch == 3
+    answer, _ = lm.handle(d.request)
+    assert isinstance(answer, Refused) and answer.epoch == 4
+    gm.on_answer(answer)
+    assert gm.stats.refused == 1 and gm.views[0].epoch == 4
+    d = gm.decide()
+    assert d.request.task.task_id == "a" and d.request.epoch == 4
+    assert isinstance(lm.handle(d.request)[0], Launched)
