@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SKIP_DIRS = {".git", ".venv", "build", "dist", "__pycache__", "node_modules"}
 
 DAEMONS = frozenset({"master", "master/core", "agent"})
-INSTALLED = frozenset({"tcluster", "master", "master/core", "agent", "cli", "scheduler", "sim", "pack"})
+INSTALLED = frozenset({"tcluster", "master", "master/core", "agent", "cli", "scheduler", "sim", "pack", "federation"})
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,10 @@ class Rule:
 RULES = (
     Rule("the core imports only tcluster/ and scheduler/", frozenset({"master/core"}),
          only=frozenset({"tcluster", "scheduler"})),
-    Rule("policies import no daemon or CLI", frozenset({"scheduler", "sim", "pack"}),
+    Rule("policies import no daemon or CLI", frozenset({"scheduler", "sim", "pack", "federation"}),
          banned=frozenset(DAEMONS | {"cli"})),
     Rule("the ground floor imports no daemon, CLI or policy", frozenset({"tcluster"}),
-         banned=frozenset(DAEMONS | {"cli", "scheduler", "sim", "pack"})),
+         banned=frozenset(DAEMONS | {"cli", "scheduler", "sim", "pack", "federation"})),
     Rule("the agent imports nothing of the master or CLI", frozenset({"agent"}),
          banned=frozenset({"master", "master/core", "cli"})),
     Rule("the master imports nothing of the agent or CLI", frozenset({"master", "master/core"}),
