@@ -12,6 +12,7 @@ from tcluster.errors import InvalidArgument, NotFound
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Submit, UpdateJob
 from tcluster.model import Job, Task, TaskState
+from tcluster.taskusage import NO_USAGE
 
 
 def new_job(d: Draft, ev: Submit) -> tuple[Job, list[Task]]:
@@ -87,7 +88,7 @@ def materialize(d: Draft, placements: tuple[tuple[str, str], ...]) -> dict[str, 
     for job_id, indexes in wanted.items():
         job = d.job(job_id)
         d.step.jobs[job_id] = replace(job, unplaced=job.unplaced.without(indexes))
-        rows.update((f"{job_id}.{i}", Task(job_id=job_id, index=i)) for i in indexes)
+        rows.update((f"{job_id}.{i}", Task(job_id=job_id, index=i, usage=NO_USAGE)) for i in indexes)
     return rows
 
 
