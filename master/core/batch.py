@@ -82,8 +82,9 @@ def materialize(d: Draft, placements: tuple[tuple[str, str], ...]) -> dict[str, 
         job = d.step.jobs.get(job_id) or d.state.jobs.get(job_id)
         if job is None or not job.unplaced or not index_text.isdigit() or not d.state.connected(node):
             continue
-        if int(index_text) in job.unplaced:
-            wanted.setdefault(job_id, []).append(int(index_text))
+        index = int(index_text)
+        if index in job.unplaced:
+            wanted.setdefault(job_id, []).append(index)
     rows: dict[str, Task] = {}
     for job_id, indexes in wanted.items():
         job = d.job(job_id)
