@@ -130,19 +130,29 @@ def run_comparison(args: argparse.Namespace, scenario: Any) -> int:
     return EXIT_OK
 
 
+def _time(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
 def sim_table(report: dict[str, Any]) -> str:
     m = report["metrics"]
     head = (f"t={m['time']:g}s  fairness={m['fairness']}  placement={m['placement']}  events={m['events']}  "
             f"rounds={m['rounds']}  placed={m['tasks_placed']}  done={m['tasks_done']}")
     if "preemptions" in m:   # --preemption / --preempt-naive
         head += f"  preemptions={m['preemptions']}  requeued={m['tasks_requeued']}"
+    if "jobs_cancelled" in m:   # a scenario with batch work
+        head += f"  failed={m['tasks_failed']}  cancelled={m['jobs_cancelled']}"
     weights = m["flattened_weights"]
     jobs = format_table(
-        ("JOB", "QUEUE", "TASKS", "RUNNING", "DONE", "SHARE", "MCH WEIGHT"),
-        [(j["name"], j["queue"], str(j["tasks_total"]), str(j["tasks_running"]), str(j["tasks_done"]),
-          f"{j['dominant_share']:.3f}", f"{weights[j['name']]:.3g}" if j["name"] in weights else "-")
-         for j in report["jobs"]],
+        ("JOB", "QUEUE", "TASKS", "RUNNING", "DONE", "SHARE", "MCH WEIGHT", "STATE", "STARTED", "ENDED"),
+        [(j["name"], j["queue"], j.get("array") or str(j["tasks_total"]), str(j["tasks_running"]),
+          str(j["tasks_done"]), f"{j['dominant_share']:.3f}",
+          f"{weights[j['name']]:.3g}" if j["name"] in weights else "-", j["state"], _time(j["started"]),
+          _time(j["ended"])) for j in report["jobs"]],
     )
+    why = [f"{j['name']}: {j['reason']}" for j in report["jobs"] if j["reason"]]
+    if why:   # cancelled jobs, and those still waiting for a dependency
+        jobs += "\n\n" + "\n".join(why)
     nodes = format_table(
         ("NODE", "CPU", "MEM", "FREE CPU", "FREE MEM"),
         [(n["name"], format_cpu(n["capacity"]["cpu"]), format_bytes(n["capacity"]["memory"]),

@@ -36,6 +36,9 @@ def place_gang(size: int, resources: Resources, request: np.ndarray, view: NodeM
         return rows
     for row in rows:
         nodes.release(view.names[row], resources)   # type: ignore[arg-type]
+    unchoose = getattr(placement, "unchoose", None)   # a policy that keeps the round's choices (anbf, lotes)
+    if unchoose is not None and rows:
+        unchoose(rows, request)
     return None
 
 

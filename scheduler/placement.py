@@ -215,6 +215,12 @@ class AffinityNumberBestFit(_Policy):
     def end_round(self) -> None:
         self._cache, self._placed = None, []
 
+    def unchoose(self, rows: list[int], request: np.ndarray) -> None:
+        """The caller released these rows again (a gang that did not fit): scored again
+        next time, or a later job of the round would see them still taken."""
+        if self._cache is not None:
+            self._placed.extend(rows)
+
     def choose(self, request: np.ndarray, view: NodeMatrixView, eligible: np.ndarray | None,
                rng: random.Random) -> int | None:
         if self._cache is None:

@@ -26,6 +26,7 @@ from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
 from tcluster.scheduler.windows import Windows
+from tcluster.taskusage import NO_USAGE
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,9 @@ class _Waiting(dict):  # type: ignore[type-arg]
 
     def __missing__(self, job_id: str) -> Iterator[Task]:
         rows = (t for t in self._tasks[job_id] if t.state is TaskState.PENDING)
-        unplaced = (Task(job_id=job_id, index=i) for i in self._jobs[job_id].unplaced)
+        # The shared empty usage: a Task's own TaskUsage() would make an array's placements
+        # cost half again what a plain job's do (its rows exist already).
+        unplaced = (Task(job_id=job_id, index=i, usage=NO_USAGE) for i in self._jobs[job_id].unplaced)
         found = chain(rows, unplaced)
         self[job_id] = found
         return found

@@ -11,7 +11,11 @@ one round.
 
 With preemption on (sim/preempting.py) the planner of the live master runs after each
 round; a victim keeps its room until its grace ends (an event), then its task is
-requeued in its job and later starts again from the beginning."""
+requeued in its job and later starts again from the beginning.
+
+Batch work (sim/batch.py): an array's indexes go to the round as the master's Job.unplaced
+with its throttle; a job with a dependency is held until the jobs it names end; a gang
+and a time limit are the JobSpec's."""
 
 from __future__ import annotations
 
@@ -19,12 +23,13 @@ import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tcluster.scheduler.round import schedule_round
+from tcluster.arrays import IndexSet
 from tcluster.model import Job, JobSpec, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import make_fairness
@@ -33,6 +38,7 @@ from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.preemption import PreemptionSettings
+from tcluster.sim.batch import TIME_LIMIT, Dependencies, run_for
 from tcluster.sim.scenario import Scenario, SimJob
 
 if TYPE_CHECKING:
@@ -50,6 +56,7 @@ class TaskRun:
     start: float
     end: float | None = None     # None: still running at the end of the run
     preempted: bool = False      # ended by a preemption (the task was requeued)
+    reason: str = ""             # why it failed (TimeLimit)
 
 
 @dataclass
@@ -63,10 +70,26 @@ class JobTrack:
     leaving: set[int] = field(default_factory=set)           # preempted, in their grace
     attempts: dict[int, int] = field(default_factory=dict)   # task -> attempts started
     runs: list[TaskRun] = field(default_factory=list)
+    unplaced: IndexSet = IndexSet()       # an array's indexes never started (Job.unplaced in the round)
+    failed: int = 0                       # tasks ended FAILED (their time limit)
+    peak: int = 0                         # most tasks running at once
+    released_at: float | None = None      # when its dependency was met
+    ended_at: float | None = None         # when its last task ended, or it was cancelled
+    reason: str = ""                      # why it was cancelled, or what it waits for
+
+    @property
+    def left(self) -> int:
+        """Tasks not yet started, or requeued."""
+        return len(self.waiting) + len(self.unplaced)
 
     @property
     def pending(self) -> int:
-        return len(self.waiting)
+        """What the round may place now: none while held or cancelled, at most the throttle."""
+        if self.job.held or self.job.cancelled:
+            return 0
+        if self.job.throttle:
+            return min(self.left, max(self.job.throttle - len(self.running), 0))
+        return self.left
 
 
 @dataclass(frozen=True)
@@ -121,6 +144,9 @@ class Simulator:
                 claim_for = preemption.grace_s + PREEMPT_HOLD_SLACK_S
                 self.counters.update(preemptions=0, tasks_requeued=0)
         self.book = Reservations(scenario.reserve_after_s, claim_for)
+        if any(j.batch.used for j in scenario.jobs):
+            self.counters.update(tasks_failed=0, jobs_cancelled=0)
+        self.dependencies = Dependencies(scenario.jobs, self.tracks, self.counters)
         self.timeline: list[tuple[float, tuple[float, ...]]] = []
         self._mu = {j.name: j.resources.dominant_share(self.capacity) for j in scenario.jobs}
 
@@ -164,6 +190,7 @@ class Simulator:
             self._sample(now)
         end = now if until is None else until
         self._sample(end, force=True)   # the last row is the state the report gives
+        self.dependencies.refresh()
         tracks = tuple(self.tracks[j.name] for j in self.scenario.jobs if j.name in self.tracks)
         return SimRun(end, tracks, self.matrix, self.capacity, dict(self.counters), tuple(self.timeline), self.lotes,
                       self.preemption)
@@ -188,9 +215,14 @@ class Simulator:
 
     def _submit(self, name: str, now: float) -> None:
         spec = next(j for j in self.scenario.jobs if j.name == name)
+        b = spec.batch
         job_spec = JobSpec(("sim",), spec.resources, name=name, queue=spec.queue, tasks=spec.tasks,
-                           constraints=spec.constraints, weight=spec.weight)
-        self.tracks[name] = JobTrack(spec, Job(name, job_spec, submitted_at=now), deque(range(spec.tasks)))
+                           constraints=spec.constraints, weight=spec.weight, time_limit_s=b.time_limit_s,
+                           array=b.array, dependency=b.dependency, keep_unmet=b.keep_unmet, gang=b.gang)
+        job = Job(name, job_spec, submitted_at=now, unplaced=b.indexes, throttle=b.throttle)
+        waiting = deque() if b.array else deque(range(spec.tasks))   # an array's wait as ranges
+        self.tracks[name] = track = JobTrack(spec, job, waiting, unplaced=b.indexes)
+        self.dependencies.resolve(track, now)   # its predecessors may have ended already
 
     def _end(self, name: str, index: int, attempt: int, now: float) -> None:
         track = self.tracks[name]
@@ -199,9 +231,17 @@ class Simulator:
             return          # that attempt was preempted: its end never comes
         if index in track.leaving and self.preemption is not None:
             self.preemption.released(track, index, now, lost=False)   # it finished within its grace
-        self._stop(track, index, now)
-        track.done += 1
-        self.counters["tasks_done"] += 1
+        run = self._stop(track, index, now)
+        if run_for(track.spec.duration, track.spec.batch.time_limit_s)[1]:
+            run.reason = TIME_LIMIT
+            track.failed += 1
+            self.counters["tasks_failed"] += 1
+        else:
+            track.done += 1
+            self.counters["tasks_done"] += 1
+        if track.done + track.failed == track.spec.tasks:
+            track.ended_at = now
+            self.dependencies.ended(track, now)
 
     def _release(self, name: str, index: int, attempt: int, now: float) -> None:
         """A victim's grace is over: its room is free and its task waits again."""
@@ -254,15 +294,25 @@ class Simulator:
         for name, track in self.tracks.items():
             if track.pending <= 0:
                 continue
-            window = _window(view.request_vector(track.spec.resources), free_total, track.pending)
             jobs[name] = track.job
+            if track.spec.batch.array:   # as the master: the round counts and takes the ranges itself
+                jobs[name] = replace(track.job, unplaced=track.unplaced)
+            # A gang is placed whole or not at all, and holds nodes for its whole size: no window.
+            window = len(track.waiting) if track.spec.batch.array or track.spec.batch.gang else \
+                _window(view.request_vector(track.spec.resources), free_total, track.pending)
             first = [track.waiting[i] for i in range(window)]
             tasks[name] = [*track.running.values(), *(Task(name, index) for index in first)]
         return jobs, tasks
 
     def _start(self, track: JobTrack, index: int, node: str, now: float) -> None:
-        # The round places a job's waiting tasks in the order given: almost always the first.
-        track.waiting.popleft() if track.waiting[0] == index else track.waiting.remove(index)
+        # The round places a job's waiting tasks in the order given (almost always the
+        # first), then an array's unplaced indexes from the smallest.
+        if track.waiting and track.waiting[0] == index:
+            track.waiting.popleft()
+        elif index in track.unplaced:
+            track.unplaced = track.unplaced.without((index,))
+        else:
+            track.waiting.remove(index)
         attempt = track.attempts[index] = track.attempts.get(index, 0) + 1
         track.running[index] = Task(track.spec.name, index, TaskState.RUNNING, node=node, attempt=attempt,
                                     started_at=now)
@@ -272,8 +322,10 @@ class Simulator:
         if (k := self._classify(track.spec.resources)) is not None:
             self.lotes_book.started(node, k)   # as the master tells the book on commit
         self.counters["tasks_placed"] += 1
-        if track.spec.duration is not None:   # a requeued task runs its whole duration again
-            self.push(now + track.spec.duration, _END, track.spec.name, index, attempt)
+        track.peak = max(track.peak, len(track.running))
+        duration, _ = run_for(track.spec.duration, track.spec.batch.time_limit_s)
+        if duration is not None:   # a requeued task runs its whole duration again
+            self.push(now + duration, _END, track.spec.name, index, attempt)
 
     def _sample(self, now: float, force: bool = False) -> None:
         if self.preemption is not None:

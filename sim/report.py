@@ -1,8 +1,13 @@
 """What `tcl sim` prints: JSON (`-o json`), tables, the timeline CSV and its plot.
 
 JSON contract: `jobs` [{name, queue, tasks_total, tasks_running, tasks_done,
-dominant_share, placements: [{task, node, start, end}]}], `nodes` [{name, capacity,
-free}], `metrics` {...}. Sizes are bytes, shares are of the total cluster capacity,
+dominant_share, placements: [{task, node, start, end}], state, submitted, released,
+started, ended, reason, tasks_failed, max_running}], `nodes` [{name, capacity, free}],
+`metrics` {...}. Per job: `released` is when its dependency was met (null: it has none
+or it still waits), `started` its first task's start, `ended` when its last task ended or
+it was cancelled (null: not yet), `reason` why it was cancelled or what it still waits for;
+an array's job also has `array` (as written), a task that hit its time limit
+`"reason": "TimeLimit"` in its placement. Sizes are bytes, shares are of the total cluster capacity,
 and everything is taken at the end of the run. `end` is null for a task still running
 then. Field names are an interface: add, never rename."""
 
@@ -16,7 +21,8 @@ from tcluster.resources import MEMORY, Resources
 from tcluster.scheduler.mch_paper import paper_weights
 from tcluster.scheduler.queuestats import JobUsage, queue_rows
 from tcluster.scheduler.views import JobView
-from tcluster.sim.engine import JobTrack, SimRun
+from tcluster.sim.batch import job_state
+from tcluster.sim.engine import JobTrack, SimRun, TaskRun
 from tcluster.sim.scenario import Scenario
 
 Json = dict[str, Any]
@@ -34,8 +40,22 @@ def job_json(track: JobTrack, capacity: Resources) -> Json:
         "tasks_running": len(track.running),
         "tasks_done": track.done,
         "dominant_share": track.spec.resources.times(len(track.running)).dominant_share(capacity),
-        "placements": [{"task": r.task, "node": r.node, "start": r.start, "end": r.end} for r in track.runs],
+        "placements": [_placement(r) for r in track.runs],
+        "state": job_state(track).value,
+        "submitted": track.job.submitted_at,
+        "released": track.released_at,
+        "started": track.runs[0].start if track.runs else None,
+        "ended": track.ended_at,
+        "reason": track.reason,
+        "tasks_failed": track.failed,
+        "max_running": track.peak,
+        **({"array": track.spec.batch.array} if track.spec.batch.array else {}),
     }
+
+
+def _placement(run: TaskRun) -> Json:
+    placed = {"task": run.task, "node": run.node, "start": run.start, "end": run.end}
+    return {**placed, "reason": run.reason} if run.reason else placed
 
 
 def to_json(run: SimRun, scenario: Scenario, fairness: str, placement: str) -> Json:

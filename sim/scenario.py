@@ -12,7 +12,12 @@ A scenario may give a `workload:` (arrival processes over job classes, see
 sim/workload.py) instead of, or beside, `jobs`.
 
 `duration` is seconds per task, or null to run until the end. Optional per job:
-`weight` (default 1) and `constraints` (as `tcl submit --constraint`). Optional at the
+`weight` (default 1) and `constraints` (as `tcl submit --constraint`). Batch work
+(sim/batch.py), each as the master takes it: `array: 0-999%50` (instead of `tasks`:
+the tasks are these indexes, at most 50 running at once), `dependency: afterok:prep`
+(Slurm's form naming scenario jobs, `?` for or; a cycle is refused), `keep_unmet: true`,
+`gang: true` (all tasks in one round or none) and `time_limit: 2h` (a task still running
+then ends FAILED). Optional at the
 top: `reserve_after_s`, and `preemption: {after_s, grace_s, min_runtime_s,
 max_per_round}` (the knobs of `tcl-master --preempt-*`, same defaults; whether a run
 preempts is the command line's choice: `tcl sim --preemption`). Every error names the line and the path, e.g.
@@ -35,12 +40,14 @@ from tcluster.scheduler.reasons import never_fits_reason
 from tcluster.scheduler.reservations import DEFAULT_RESERVE_AFTER_S
 from tcluster.scheduler.views import NodeSpec
 from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, format_path, load_located, read_config_file
+from tcluster.sim.batch import BATCH_KEYS, BatchSpec, batch_spec, check_dependencies
 from tcluster.sim.workload import Workload, parse_workload
 
 _TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption")
 _PREEMPT_KEYS = ("after_s", "grace_s", "min_runtime_s", "max_per_round")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
-_JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints")
+_JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints",
+             *BATCH_KEYS)
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,7 @@ class SimJob:
     duration: float | None          # None: runs until the end
     weight: float = 1.0
     constraints: tuple[str, ...] = ()
+    batch: BatchSpec = BatchSpec()   # array, dependency, gang, time limit (none by default)
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,7 @@ def _jobs(doc: Located, queues: QueueTree, nodes: tuple[NodeSpec, ...]) -> tuple
             raise doc.error(("jobs", i, "name"), f"duplicate job name {job.name!r} (also jobs[{names[job.name]}])")
         names[job.name] = i
         jobs.append(job)
+    check_dependencies(doc, jobs)
     return tuple(jobs)
 
 
@@ -202,6 +211,9 @@ def _job(doc: Located, path: Path, body: dict[str, Any], queues: QueueTree, node
     tasks = body.get("tasks", 1)
     if isinstance(tasks, bool) or not isinstance(tasks, int) or tasks < 1:
         raise doc.error((*path, "tasks"), f"{tasks!r} must be a whole number >= 1")
+    batch = batch_spec(doc, path, body)
+    if batch.indexes:   # an array's tasks are its indexes
+        tasks = len(batch.indexes)
     resources = _resources(doc, (*path, "resources"), body.get("resources"))
     reason = never_fits_reason(resources, [(n.name, n.capacity) for n in nodes])
     if reason:   # "resources.memory: each task asks for ..." -> at jobs[i].resources.memory
@@ -212,7 +224,7 @@ def _job(doc: Located, path: Path, body: dict[str, Any], queues: QueueTree, node
         name, queue, _number(doc, (*path, "submit"), body.get("submit", 0), minimum=0.0), tasks, resources,
         None if duration is None else _number(doc, (*path, "duration"), duration, minimum=0.0, strict=True),
         _number(doc, (*path, "weight"), body.get("weight", 1), minimum=0.0, strict=True),
-        _constraints(doc, (*path, "constraints"), body.get("constraints")),
+        _constraints(doc, (*path, "constraints"), body.get("constraints")), batch,
     )
 
 

@@ -39,8 +39,15 @@ class IndexSet:
         return bool(self.runs)
 
     def __contains__(self, index: object) -> bool:
-        return isinstance(index, int) and any(
-            first <= index <= last and (index - first) % step == 0 for first, last, step in self.runs)
+        # A plain loop, not any() over a generator: a Place asks this once per index it takes.
+        if not isinstance(index, int):
+            return False
+        for first, last, step in self.runs:
+            if index < first:
+                break          # runs are sorted by their first index (their spans may interleave)
+            if index <= last and (index - first) % step == 0:
+                return True
+        return False
 
     def __iter__(self) -> Iterator[int]:
         for first, last, step in self.runs:

@@ -131,3 +131,8 @@ FIELD_TYPES: dict[str, type] = {f.name: float if f.type == "float" else int for 
 RATES = ("cpu_throttled_rate", "io_read_rate", "io_write_rate")
 # Optional on the wire: an unset field reads 0 from protobuf, NOT_SENT in the domain.
 OPTIONAL = tuple(f.name for f in fields(TaskUsage) if f.default == NOT_SENT and f.name not in RATES)
+
+
+# No usage yet: one shared instance (it is frozen) for rows made in bulk, such as an
+# array's tasks as they are placed; TaskUsage() costs more than the rest of a Task.
+NO_USAGE = TaskUsage()

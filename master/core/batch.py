@@ -12,6 +12,7 @@ from tcluster.errors import InvalidArgument, NotFound
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Submit, UpdateJob
 from tcluster.model import Job, Task, TaskState
+from tcluster.taskusage import NO_USAGE
 
 
 def new_job(d: Draft, ev: Submit) -> tuple[Job, list[Task]]:
@@ -69,15 +70,27 @@ def _cancel_unmet(d: Draft, job: Job, verdict: Verdict) -> None:
             d.put(replace(task, state=TaskState.KILLED, reason=reason, finished_at=d.now.wall))
 
 
-def materialize(d: Draft, task_id: str) -> Task | None:
-    """An array index placed for the first time gets its row (and leaves the ranges)."""
-    job_id, _, index_text = task_id.rpartition(".")
-    job = d.step.jobs.get(job_id) or d.state.jobs.get(job_id)
-    if job is None or not index_text.isdigit() or int(index_text) not in job.unplaced:
-        return None
-    index = int(index_text)
-    d.step.jobs[job_id] = replace(job, unplaced=job.unplaced.without((index,)))
-    return Task(job_id=job_id, index=index)
+def materialize(d: Draft, placements: tuple[tuple[str, str], ...]) -> dict[str, Task]:
+    """The rows of the array indexes a Place takes for the first time, by task id. Each
+    job's indexes leave its ranges at once: one `without` and one Job copy per job, not
+    per index (a copy per index made an array's placements cost twice a plain job's).
+    Only indexes placed on a node still connected leave: the others stay unplaced for the
+    next round (a row is written only for those, so one left out here would be lost)."""
+    wanted: dict[str, list[int]] = {}
+    for task_id, node in placements:
+        job_id, _, index_text = task_id.rpartition(".")
+        job = d.step.jobs.get(job_id) or d.state.jobs.get(job_id)
+        if job is None or not job.unplaced or not index_text.isdigit() or not d.state.connected(node):
+            continue
+        index = int(index_text)
+        if index in job.unplaced:
+            wanted.setdefault(job_id, []).append(index)
+    rows: dict[str, Task] = {}
+    for job_id, indexes in wanted.items():
+        job = d.job(job_id)
+        d.step.jobs[job_id] = replace(job, unplaced=job.unplaced.without(indexes))
+        rows.update((f"{job_id}.{i}", Task(job_id=job_id, index=i, usage=NO_USAGE)) for i in indexes)
+    return rows
 
 
 def update_job(d: Draft, ev: UpdateJob) -> None:

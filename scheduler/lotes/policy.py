@@ -35,6 +35,13 @@ class LotesPlacement(_Policy):
     def begin_round(self) -> None:
         self._round = None
 
+    def unchoose(self, rows: list[int], request: np.ndarray) -> None:
+        """The caller released these rows again (a gang that did not fit): not counted."""
+        k = self.book.classify(request) if self._round is not None and self.book.plan is not None else None
+        if k is not None and self._round is not None:
+            for row in rows:
+                self._round[row, k] -= 1
+
     def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
         plan = self.book.plan
         if plan is None:

@@ -229,3 +229,21 @@ def test_a_gang_not_all_running_by_its_timeout_restarts() -> None:
     step = w.do(Tick(), at=11.0)
     assert {k[0] for k in step.kills_put} == {f"{A}.0", f"{A}.1"}
     assert all("not RUNNING within 10s" in k.reason for k in step.kills_put.values())
+
+
+def test_an_index_placed_on_a_node_gone_since_the_round_stays_unplaced() -> None:
+    w = world()
+    w.do(Submit(A, spec(array="0-2")))
+    step = w.do(Place(((f"{A}.0", "gone"), (f"{A}.1", "n1"))))
+    assert set(step.tasks) == {f"{A}.1"} and w.state.jobs[A].unplaced.text() == "0,2"
+    assert w.state.counts[A][TaskState.PENDING] == 2 and w.state.counts[A][TaskState.STARTING] == 1
+
+
+def test_many_indexes_of_one_array_leave_its_ranges_in_one_place() -> None:
+    w = world()
+    w.do(Submit(A, spec(array="0-99:3")))
+    taken = [0, 3, 9, 30, 99]
+    step = w.do(Place(tuple((f"{A}.{i}", "n1") for i in taken)))
+    assert sorted(step.tasks) == sorted(f"{A}.{i}" for i in taken)
+    assert w.state.jobs[A].unplaced.text() == "6,12-27:3,33-96:3" and len(w.state.jobs[A].unplaced) == 29
+    assert w.state.counts[A][TaskState.PENDING] == 29 and w.state.counts[A][TaskState.STARTING] == 5

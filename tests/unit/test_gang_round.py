@@ -80,3 +80,18 @@ def test_a_gang_with_running_members_waits_for_them_to_stop() -> None:
     result = schedule_round({"g": job}, {"g": tasks}, matrix, make_fairness("drf"), make_placement("first-fit"),
                             random.Random(0))
     assert result.placements == [] and "running task(s) to stop" in result.pending_reasons["g"]
+
+
+def test_a_gang_that_did_not_fit_leaves_its_nodes_to_the_next_job_under_anbf() -> None:
+    """anbf keeps its scores within a round; the rows a failed gang gave back are scored
+    again (before, they stayed taken for the rest of the round: a waiting gang starved
+    every job fairness offered after it)."""
+    matrix = cluster(5)
+    matrix.allocate("n0", ONE)
+    g, g_tasks = gang("g", 5, at=0.0)
+    small = Job("s", JobSpec(("x",), ONE, tasks=4), submitted_at=1.0)
+    result = schedule_round({"g": g, "s": small}, {"g": g_tasks, "s": [Task("s", i) for i in range(4)]}, matrix,
+                            make_fairness("fifo"), make_placement("anbf"), random.Random(0),
+                            reservations=Reservations(30), now=0.0)
+    assert sorted(node for task, node in result.placements if task.job_id == "s") == ["n1", "n2", "n3", "n4"]
+    assert "do not all fit" in result.pending_reasons["g"]

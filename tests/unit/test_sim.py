@@ -65,7 +65,9 @@ def test_output_contract_and_the_end_of_a_run(capsys: pytest.CaptureFixture[str]
     report = sim_json(capsys, str(tmp_path / "s.yaml"), "--placement", "first-fit")
     assert set(report) == {"jobs", "nodes", "metrics"}
     job = report["jobs"][0]
-    assert set(job) == {"name", "queue", "tasks_total", "tasks_running", "tasks_done", "dominant_share", "placements"}
+    assert set(job) == {"name", "queue", "tasks_total", "tasks_running", "tasks_done", "dominant_share", "placements",
+                        "state", "submitted", "released", "started", "ended", "reason", "tasks_failed", "max_running"}
+    assert (job["state"], job["started"], job["ended"], job["released"], job["reason"]) == ("SUCCEEDED", 5, 15, None, "")
     assert job["queue"] == "default" and job["tasks_done"] == 3 and job["tasks_running"] == 0
     assert job["placements"] == [{"task": 0, "node": "w1", "start": 5.0, "end": 15.0},
                                  {"task": 1, "node": "w1", "start": 5.0, "end": 15.0},
