@@ -92,6 +92,8 @@ class MasterService:
         self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
+        # Called after each loop iteration that did not fail (systemd's watchdog: master/reload.py).
+        self.after_round: Callable[[], None] = lambda: None
 
     # ---- the one way to change state ----
 
@@ -317,6 +319,7 @@ class MasterService:
                 pass
             self._wake.clear()
             if not self.acting():     # a master that lost its lease decides nothing more
+                self.after_round()    # (its loop still turns: not a hang)
                 continue
             try:
                 if self.monotonic() - last_tick >= TICK_INTERVAL_S:
@@ -329,6 +332,8 @@ class MasterService:
                 log.error("%s", error)
             except Exception:  # a bug in one round must not stop the master
                 log.exception("scheduling round failed")
+            else:
+                self.after_round()
 
     def tick(self) -> None:
         step, _ = self._do(Tick())
