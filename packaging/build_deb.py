@@ -1,0 +1,162 @@
+"""`make deb`: build dist/tcluster_<version>_amd64.deb with dpkg-deb from a clean copy of
+the working tree.
+
+The package carries wheels, not a venv: a venv holds absolute paths into the interpreter
+that made it, so postinst (packaging/deb/postinst) builds /opt/tcluster/venv on the target
+with the target's own python3 from these wheels, with `pip --no-index` (nothing is fetched
+at install time). The wheels are chosen here for the target's Python (TARGET_PY, Debian
+12's 3.11 by default) and platform, whatever interpreter runs this script; their versions
+are pinned to the build venv's where it has them (the versions the tests ran with), and
+written to /opt/tcluster/requirements.txt. The tcluster wheel has the task supervisor
+compiled in statically (setup.py).
+
+Usage: python packaging/build_deb.py [--version 0.1.1] [--revision 1] [--out dist]
+(`make deb VERSION=0.1.1`); the version defaults to pyproject.toml's."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEB = Path(__file__).resolve().parent / "deb"
+TARGET_PY = os.environ.get("TCL_DEB_PYTHON", "3.11")
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_12_x86_64",
+             "manylinux2010_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64", "any")
+# What the build venv has that the package must not pin (tests, tools, the project itself).
+NOT_PINNED = {"tcluster", "pip", "setuptools", "wheel"}
+ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.main", "tcl-agent": "tcluster.agent.main"}
+
+
+def run(*args: str, cwd: Path | None = None) -> str:
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"build_deb: {' '.join(args)[:200]} failed ({done.returncode}):\n{done.stdout[-2000:]}\n"
+                 f"{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def project_version() -> str:
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return str(tomllib.load(f)["project"]["version"])
+
+
+def stage_source(dest: Path, version: str) -> None:
+    """The tracked and untracked-but-not-ignored files (a clean checkout's view), version stamped."""
+    listed = run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=REPO)
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    pyproject = dest / "pyproject.toml"
+    pyproject.write_text(re.sub(r'(?m)^version = ".*"$', f'version = "{version}"', pyproject.read_text(), count=1))
+    init = dest / "tcluster" / "__init__.py"
+    init.write_text(re.sub(r'(?m)^__version__ = ".*"$', f'__version__ = "{version}"', init.read_text(), count=1))
+
+
+def build_wheels(source: Path, wheels: Path) -> None:
+    """The tcluster wheel (shim inside), then its dependencies for the target Python and pip."""
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source))
+    (tcluster_wheel,) = wheels.glob("tcluster-*.whl")
+    constraints = wheels.parent / "constraints.txt"
+    constraints.write_text("\n".join(pins_of_build_venv()) + "\n")
+    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
+    run(sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", TARGET_PY,
+        "--implementation", "cp", "--abi", f"cp{TARGET_PY.replace('.', '')}", *platforms, "-c", str(constraints),
+        "-d", str(wheels), str(tcluster_wheel), "pip")
+
+
+def pins_of_build_venv() -> list[str]:
+    frozen = run(sys.executable, "-m", "pip", "freeze", "--exclude-editable")
+    return sorted(line for line in frozen.splitlines()
+                  if "==" in line and line.split("==")[0].lower() not in NOT_PINNED)
+
+
+def requirements(wheels: Path) -> str:
+    """name==version of every wheel but pip's: exactly what postinst installs."""
+    pins = []
+    for wheel in sorted(wheels.glob("*.whl")):
+        name, version = wheel.name.split("-")[:2]
+        if name.lower() != "pip":
+            pins.append(f"{name}=={version}")
+    return "\n".join(pins) + "\n"
+
+
+def wrapper(module: str) -> str:
+    """/opt/tcluster/bin/X: the venv's python, whatever pip would have written as a shebang."""
+    return f"#!/opt/tcluster/venv/bin/python\nimport sys\nfrom {module} import main\nsys.exit(main())\n"
+
+
+def lay_out(root: Path, wheels: Path, version: str) -> None:
+    opt = root / "opt" / "tcluster"
+    shutil.copytree(wheels, opt / "wheels", ignore=shutil.ignore_patterns("constraints.txt"))
+    (opt / "requirements.txt").write_text(requirements(wheels))
+    (opt / "VERSION").write_text(version + "\n")
+    shutil.copy2(REPO / "README.md", opt / "README.md")
+    shutil.copy2(REPO / "install.sh", opt / "install.sh")
+    (opt / "install.sh").chmod(0o755)
+    (opt / "bin").mkdir()
+    (root / "usr" / "bin").mkdir(parents=True)
+    for name, module in ENTRY_POINTS.items():
+        (opt / "bin" / name).write_text(wrapper(module))
+        (opt / "bin" / name).chmod(0o755)
+        (root / "usr" / "bin" / name).symlink_to(f"/opt/tcluster/bin/{name}")
+    units = root / "lib" / "systemd" / "system"
+    units.mkdir(parents=True)
+    for unit in ("tcl-agent.service", "tcl-master.service"):
+        shutil.copy2(REPO / "systemd" / unit, units / unit)
+    etc = root / "etc" / "tcluster"
+    etc.mkdir(parents=True)
+    for conf in ("agent.toml", "master.toml"):
+        shutil.copy2(REPO / "systemd" / conf, etc / conf)
+
+
+def control(root: Path, version: str) -> None:
+    major, minor = TARGET_PY.split(".")
+    size_kb = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink()) // 1024
+    # Installed: the wheels plus the venv unpacked from them (about three times their size).
+    text = (DEB / "control.in").read_text().replace("@VERSION@", version).replace("@PY@", TARGET_PY) \
+        .replace("@PY_NEXT@", f"{major}.{int(minor) + 1}").replace("@SIZE_KB@", str(size_kb * 4))
+    meta = root / "DEBIAN"
+    meta.mkdir()
+    (meta / "control").write_text(text)
+    shutil.copy2(DEB / "conffiles", meta / "conffiles")
+    for script in ("postinst", "prerm", "postrm"):
+        shutil.copy2(DEB / script, meta / script)
+        (meta / script).chmod(0o755)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="build_deb", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", default="", help="upstream version (default: pyproject.toml's)")
+    p.add_argument("--revision", default="1", help="Debian revision (default %(default)s)")
+    p.add_argument("--out", type=Path, default=REPO / "dist")
+    args = p.parse_args(argv)
+    version = args.version or project_version()
+    deb_version = f"{version}-{args.revision}"
+    with tempfile.TemporaryDirectory(prefix="tcl-deb-") as tmp_name:
+        tmp = Path(tmp_name)
+        stage_source(tmp / "src", version)
+        build_wheels(tmp / "src", tmp / "wheels")
+        root = tmp / "root"
+        lay_out(root, tmp / "wheels", deb_version)
+        control(root, deb_version)
+        args.out.mkdir(parents=True, exist_ok=True)
+        out = args.out / f"tcluster_{deb_version}_amd64.deb"
+        # Wheels are zips already: gzip -1 is as small as xz here, and much faster.
+        run("dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", str(root), str(out))
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
