@@ -1,7 +1,7 @@
 """The agent under systemd: READY=1 once its tasks are re-adopted, STATUS= lines, and SIGHUP,
 which re-reads the command line's --config file and applies what can change live.
 
-Live (read at each use by the task manager): the log level, kill_grace_s,
+Live (read at each use by the task manager): the log level,
 task_retention_s, default_user, allow_root and deny_uids (a tightened policy holds for the
 next launch). Everything else (capacity, labels, master, runtime, networks, ...) is fixed
 at start: the master and the runtime were set up with it, so a change is logged as needing
@@ -26,7 +26,7 @@ from tcluster.errors import InvalidArgument
 from tcluster.sdnotify import Notifier
 
 log = logging.getLogger(__name__)
-LIVE = ("kill_grace_s", "task_retention_s", "default_user", "allow_root", "deny_uids")
+LIVE = ("task_retention_s", "default_user", "allow_root", "deny_uids")
 
 
 class AgentReloader:

@@ -51,7 +51,7 @@ MASTER_COMMANDS = {
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
-    "login": "tcluster.cli.login:login",
+    "login": "tcluster.cli.login:login", "doctor": "tcluster.cli.doctor:doctor",
 }
 
 
@@ -243,6 +243,18 @@ def add_login(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     sub.add_parser("whoami", parents=[common], help="who the master takes you to be, and what you may do")
 
 
+def add_doctor(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("doctor", parents=[common], help="check this node for the agent: cgroups, kernel, shim, master",
+                       description="Checks what tcl-agent needs on this node: cgroup version, controllers and "
+                       "delegation, the namespaces and pidfds the task supervisor uses, the supervisor itself, "
+                       "root, the master's ports and the clock skew against it. Each line is OK, SKIP (cannot be "
+                       "checked here) or FAIL with the fix; exit 1 if any FAIL.")
+    p.add_argument("--config", metavar="FILE", type=Path,
+                   help="the agent's config file (e.g. /etc/tcluster/agent.toml): its state_dir and master")
+    p.add_argument("--state-dir", metavar="DIR", type=Path,
+                   help="the agent's state dir, for its join (default: the config's, else /var/lib/tcluster/agent)")
+
+
 class _Unused:
     """Stands for the options of a subcommand this run does not use: takes them, keeps none."""
 
@@ -285,6 +297,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_pack(sub, common)
     add_top(sub, common)
     add_login(sub, common)
+    add_doctor(sub, common)
     return parser
 
 
