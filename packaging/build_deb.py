@@ -1,14 +1,16 @@
 """`make deb`: build dist/tcluster_<version>_amd64.deb with dpkg-deb from a clean copy of
 the working tree.
 
-The package carries wheels, not a venv: a venv holds absolute paths into the interpreter
-that made it, so postinst (packaging/deb/postinst) builds /opt/tcluster/venv on the target
-with the target's own python3 from these wheels, with `pip --no-index` (nothing is fetched
-at install time). The wheels are chosen here for the target's Python (TARGET_PY, Debian
-12's 3.11 by default) and platform, whatever interpreter runs this script; their versions
-are pinned to the build venv's where it has them (the versions the tests ran with), and
-written to /opt/tcluster/requirements.txt. The tcluster wheel has the task supervisor
-compiled in statically (setup.py).
+The package carries a venv for the target's own interpreter, never the build machine's:
+/opt/tcluster/venv/bin/python links to /usr/bin/python<TARGET_PY> (Depends: python3.11 on
+Debian 12), and its site-packages holds tcluster and every dependency unpacked from wheels
+chosen for that Python and platform (`pip install --target --python-version --platform`,
+as tests/vm/images.py does for the guest), whatever interpreter runs this script. So
+nothing is fetched or built at install time and dpkg owns every file (remove and purge
+leave nothing behind); postinst (packaging/deb/postinst) only compiles the bytecode with
+the target's python. Versions are pinned to the build venv's where it has them (the
+versions the tests ran with) and listed in /opt/tcluster/requirements.txt. The tcluster
+wheel has the task supervisor compiled in statically (setup.py).
 
 Usage: python packaging/build_deb.py [--version 0.1.1] [--revision 1] [--out dist]
 (`make deb VERSION=0.1.1`); the version defaults to pyproject.toml's."""
@@ -63,16 +65,25 @@ def stage_source(dest: Path, version: str) -> None:
     init.write_text(re.sub(r'(?m)^__version__ = ".*"$', f'__version__ = "{version}"', init.read_text(), count=1))
 
 
-def build_wheels(source: Path, wheels: Path) -> None:
-    """The tcluster wheel (shim inside), then its dependencies for the target Python and pip."""
+def build_wheel(source: Path, wheels: Path) -> Path:
+    """The tcluster wheel, with the task supervisor inside."""
     run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source))
-    (tcluster_wheel,) = wheels.glob("tcluster-*.whl")
-    constraints = wheels.parent / "constraints.txt"
+    (wheel,) = wheels.glob("tcluster-*.whl")
+    return wheel
+
+
+def install_for_target(wheel: Path, site: Path) -> None:
+    """tcluster and its dependencies unpacked into `site` for the target's Python: wheels only,
+    no bytecode (the target's python compiles it), no scripts (bin/ wrappers call main())."""
+    constraints = wheel.parent / "constraints.txt"
     constraints.write_text("\n".join(pins_of_build_venv()) + "\n")
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
-    run(sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", TARGET_PY,
-        "--implementation", "cp", "--abi", f"cp{TARGET_PY.replace('.', '')}", *platforms, "-c", str(constraints),
-        "-d", str(wheels), str(tcluster_wheel), "pip")
+    run(sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(site), "--only-binary=:all:",
+        "--python-version", TARGET_PY, "--implementation", "cp", "--abi", f"cp{TARGET_PY.replace('.', '')}",
+        *platforms, "-c", str(constraints), str(wheel))
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    for stray in site.glob("*.dist-info/direct_url.json"):    # names the build machine's temporary wheel path
+        stray.unlink()
 
 
 def pins_of_build_venv() -> list[str]:
@@ -81,13 +92,12 @@ def pins_of_build_venv() -> list[str]:
                   if "==" in line and line.split("==")[0].lower() not in NOT_PINNED)
 
 
-def requirements(wheels: Path) -> str:
-    """name==version of every wheel but pip's: exactly what postinst installs."""
+def requirements(site: Path) -> str:
+    """name==version of every distribution in the venv: what the package pins."""
     pins = []
-    for wheel in sorted(wheels.glob("*.whl")):
-        name, version = wheel.name.split("-")[:2]
-        if name.lower() != "pip":
-            pins.append(f"{name}=={version}")
+    for info in sorted(site.glob("*.dist-info"), key=lambda p: p.name.lower()):
+        name, version = info.name.removesuffix(".dist-info").split("-")[:2]
+        pins.append(f"{name}=={version}")
     return "\n".join(pins) + "\n"
 
 
@@ -96,10 +106,21 @@ def wrapper(module: str) -> str:
     return f"#!/opt/tcluster/venv/bin/python\nimport sys\nfrom {module} import main\nsys.exit(main())\n"
 
 
-def lay_out(root: Path, wheels: Path, version: str) -> None:
+def venv(opt: Path, wheel: Path) -> None:
+    """A venv as `python3 -m venv --without-pip` would make it on the target."""
+    root = opt / "venv"
+    (root / "bin").mkdir(parents=True)
+    (root / "pyvenv.cfg").write_text(f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {TARGET_PY}\n")
+    for name in ("python", "python3", f"python{TARGET_PY}"):
+        (root / "bin" / name).symlink_to(f"/usr/bin/python{TARGET_PY}")
+    site = root / "lib" / f"python{TARGET_PY}" / "site-packages"
+    install_for_target(wheel, site)
+    (opt / "requirements.txt").write_text(requirements(site))
+
+
+def lay_out(root: Path, wheel: Path, version: str) -> None:
     opt = root / "opt" / "tcluster"
-    shutil.copytree(wheels, opt / "wheels", ignore=shutil.ignore_patterns("constraints.txt"))
-    (opt / "requirements.txt").write_text(requirements(wheels))
+    venv(opt, wheel)
     (opt / "VERSION").write_text(version + "\n")
     shutil.copy2(REPO / "README.md", opt / "README.md")
     shutil.copy2(REPO / "install.sh", opt / "install.sh")
@@ -121,11 +142,10 @@ def lay_out(root: Path, wheels: Path, version: str) -> None:
 
 
 def control(root: Path, version: str) -> None:
-    major, minor = TARGET_PY.split(".")
     size_kb = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink()) // 1024
-    # Installed: the wheels plus the venv unpacked from them (about three times their size).
+    # Installed: the files plus the bytecode postinst writes (about a third more).
     text = (DEB / "control.in").read_text().replace("@VERSION@", version).replace("@PY@", TARGET_PY) \
-        .replace("@PY_NEXT@", f"{major}.{int(minor) + 1}").replace("@SIZE_KB@", str(size_kb * 4))
+        .replace("@SIZE_KB@", str(size_kb * 4 // 3))
     meta = root / "DEBIAN"
     meta.mkdir()
     (meta / "control").write_text(text)
@@ -146,14 +166,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tcl-deb-") as tmp_name:
         tmp = Path(tmp_name)
         stage_source(tmp / "src", version)
-        build_wheels(tmp / "src", tmp / "wheels")
+        wheel = build_wheel(tmp / "src", tmp / "wheels")
         root = tmp / "root"
-        lay_out(root, tmp / "wheels", deb_version)
+        lay_out(root, wheel, deb_version)
         control(root, deb_version)
         args.out.mkdir(parents=True, exist_ok=True)
         out = args.out / f"tcluster_{deb_version}_amd64.deb"
-        # Wheels are zips already: gzip -1 is as small as xz here, and much faster.
-        run("dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", str(root), str(out))
+        # gzip: a slow target (tests/vm's emulated guest) unpacks it several times faster than xz.
+        run("dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(root), str(out))
     print(out)
     return 0
 
