@@ -105,3 +105,22 @@ def test_agent_ready_watchdog_and_a_hung_loop_stops_the_pings(tmp_path: Path,
         for subtree in node_subtrees(node):   # a killed agent leaves its (empty) tcluster/<node>
             subtree.rmdir()
     assert leftovers(node) == []
+
+
+def test_doctor_on_this_host_against_a_live_master(tmp_path: Path) -> None:
+    """Every check on a real host: cgroups, kernel, shim, the master's port, and the clock
+    read from the master's own metadata (the same host: no skew to speak of)."""
+    import json
+    import subprocess
+    master, address = start_master(tmp_path)
+    try:
+        done = subprocess.run([str(BIN / "tcl"), "doctor", "--master", address, "--state-dir", str(tmp_path / "none"),
+                               "-o", "json"], capture_output=True, text=True, timeout=120)
+    finally:
+        master.stop()
+    report = json.loads(done.stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert done.returncode == 0 and report["ok"], done.stdout + done.stderr
+    assert checks["clock"]["status"] == "OK" and float(checks["clock"]["detail"].split("s ")[0]) < 1.0, checks["clock"]
+    assert checks["port"]["detail"] == f"{address} accepts connections"
+    assert checks["identity"]["status"] == "SKIP" and checks["shim"]["status"] == "OK"
