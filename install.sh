@@ -6,7 +6,7 @@
 # PACKAGE.deb: the package to install (`make deb` builds it); without one, the newest
 # tcluster_*.deb beside this script or in the current directory, else the tcluster package
 # already installed (this script is also /opt/tcluster/install.sh). Nothing is downloaded.
-# --master/--token (or $TCL_MASTER/$TCL_TOKEN): the master's client address and a token from
+# --master/--token (or $TCL_MASTER/$TCL_JOIN_TOKEN): the master's client address and a token from
 # `tcl-master join-token create`; the join is skipped on a node that already joined.
 # Then the preflight (`tcl doctor`: cgroups, kernel features, the task supervisor, the
 # master's ports and clock) must pass, and the tcl-agent unit is enabled and started.
@@ -16,7 +16,7 @@ set -eu
 STATE_DIR=/var/lib/tcluster/agent
 CONFIG=/etc/tcluster/agent.toml
 MASTER=${TCL_MASTER:-}
-TOKEN=${TCL_TOKEN:-}
+TOKEN=${TCL_JOIN_TOKEN:-}
 NODE=
 PACKAGE=
 PREFLIGHT=yes
@@ -73,7 +73,7 @@ join_cluster() {
         return
     fi
     [ -n "$MASTER" ] || die "--master HOST:PORT is needed to join (or \$TCL_MASTER)"
-    [ -n "$TOKEN" ] || die "--token is needed to join: on the master, tcl-master join-token create (or \$TCL_TOKEN)"
+    [ -n "$TOKEN" ] || die "--token is needed to join: on the master, tcl-master join-token create (or \$TCL_JOIN_TOKEN)"
     set -- --master "$MASTER" --token "$TOKEN" --state-dir "$STATE_DIR"
     [ -z "$NODE" ] || set -- "$@" --node "$NODE"
     tcl-agent join "$@" || die "the join failed (the reason is above); a token is single-use and expires"
