@@ -34,6 +34,7 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x8
              "manylinux2010_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64", "any")
 # What the build venv has that the package must not pin (tests, tools, the project itself).
 NOT_PINNED = {"tcluster", "pip", "setuptools", "wheel"}
+PRUNED_SUFFIXES = {".pyi", ".pxd", ".pyx", ".h", ".hpp"}
 ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.main", "tcl-agent": "tcluster.agent.main"}
 
 
@@ -84,6 +85,18 @@ def install_for_target(wheel: Path, site: Path) -> None:
     shutil.rmtree(site / "bin", ignore_errors=True)
     for stray in site.glob("*.dist-info/direct_url.json"):    # names the build machine's temporary wheel path
         stray.unlink()
+    prune(site)
+
+
+def prune(site: Path) -> None:
+    """The dependencies' own test suites, type stubs and C headers: never imported at run
+    time, and about 40% of the files dpkg would unpack (and postinst compile) on each node."""
+    ours = site / "tcluster"
+    for tests in [p for p in site.rglob("tests") if p.is_dir() and ours not in p.parents]:
+        shutil.rmtree(tests, ignore_errors=True)
+    for path in site.rglob("*"):
+        if path.suffix in PRUNED_SUFFIXES and path.is_file() and ours not in path.parents:
+            path.unlink()
 
 
 def pins_of_build_venv() -> list[str]:

@@ -106,3 +106,14 @@ def test_build_helpers(tmp_path: Path) -> None:
     build.stage_source(stage, "0.1.1")
     assert 'version = "0.1.1"' in (stage / "pyproject.toml").read_text()
     assert '__version__ = "0.1.1"' in (stage / "tcluster" / "__init__.py").read_text()
+
+
+def test_prune_keeps_our_package_and_what_dependencies_import(tmp_path: Path) -> None:
+    build = load(REPO / "packaging" / "build_deb.py", "tcl_build_deb_prune")
+    for name in ("numpy/__init__.py", "numpy/core/tests/test_x.py", "numpy/core/x.pyi", "numpy/core/include/a.h",
+                 "tcluster/agent/shim.c", "tcluster/tests/keep.py", "tcluster/x.pyi", "scipy/tests/t.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    build.prune(tmp_path)
+    left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert left == ["numpy/__init__.py", "tcluster/agent/shim.c", "tcluster/tests/keep.py", "tcluster/x.pyi"]
