@@ -208,7 +208,7 @@ class Agent:
             elif kind == "bin_target":
                 self._on_bin_target(message.bin_target)
             elif kind == "kill":
-                self.tasks.kill(message.kill.task_id, message.kill.attempt, message.kill.reason)
+                self.tasks.kill(message.kill.task_id, message.kill.attempt, message.kill.reason, message.kill.grace_s)
             elif kind == "log_request":
                 req = message.log_request
                 self._log_sends.start(req.request_id, req.window,
@@ -227,7 +227,7 @@ class Agent:
             self.fence_after_s = msg.fence_after_s
             self._save_fence()
         for kill in msg.kills:
-            self.tasks.kill(kill.task_id, kill.attempt, kill.reason)
+            self.tasks.kill(kill.task_id, kill.attempt, kill.reason, kill.grace_s)
         if msg.HasField("bin_target"):
             self._on_bin_target(msg.bin_target)
         log.info("registered with %s as %s", self.master, self.settings.node)

@@ -71,9 +71,9 @@ class TaskManager:
             return
         self.feed(LaunchAsked(request, time.time()))
 
-    def kill(self, task_id: str, attempt: int, reason: str) -> None:
+    def kill(self, task_id: str, attempt: int, reason: str, grace_s: float = 0.0) -> None:
         if valid_task_id(task_id):
-            self.feed(KillAsked(task_id, attempt, reason, time.time()))
+            self.feed(KillAsked(task_id, attempt, reason, time.time(), grace_s))
 
     def cut_off(self, seconds: float) -> None:
         self.feed(CutOff(seconds, time.time()))
@@ -91,7 +91,7 @@ class TaskManager:
             self._spawn(self._signal(action.key, action.signum))
         elif isinstance(action, ArmGrace):
             self._timers[action.key] = asyncio.get_running_loop().call_later(
-                self.settings.kill_grace_s, self.feed, GraceOver(action.key))
+                action.grace_s or self.settings.kill_grace_s, self.feed, GraceOver(action.key))
         elif isinstance(action, RemoveContainer):
             self._spawn(self._remove(action.key))
 
@@ -121,7 +121,7 @@ class TaskManager:
         return TaskSpec(
             key=request.key, task_id=request.task_id, attempt=request.attempt, command=spec.command,
             resources=spec.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),
-            env=spec.env, user=user, workdir=spec.workdir, pids_max=pids_max,
+            env=(*spec.env, *task_identity_env(request)), user=user, workdir=spec.workdir, pids_max=pids_max,
             cpu_limit=spec.cpu_limit, swap_bytes=spec.swap, namespaces=self.settings.namespaces,
             log_max_bytes=log_max, image=spec.image,
             network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
@@ -255,3 +255,15 @@ def state_dir_path(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
     return path
+
+
+def task_identity_env(request: Launch) -> tuple[tuple[str, str], ...]:
+    """Who the task is (README, "Task environment"): these win over the job's own --env."""
+    assert request.spec is not None
+    env = [("TCL_JOB_ID", request.job_id), ("TCL_TASK_INDEX", str(request.index)),
+           ("TCL_TASK_COUNT", str(request.spec.tasks)), ("TCL_ATTEMPT", str(request.attempt))]
+    if request.spec.array:          # an array task's index is its array index
+        env.append(("TCL_ARRAY_TASK_ID", str(request.index)))
+    if request.preemptions:
+        env += [("TCL_PREEMPTED", "1"), ("TCL_PREEMPTIONS", str(request.preemptions))]
+    return tuple(env)

@@ -36,6 +36,7 @@ class Attempt:
     request: Launch
     phase: Phase
     kill_reason: str = ""          # set once a kill was asked for (also while LAUNCHING)
+    kill_grace_s: float = 0.0      # the kill's SIGTERM..SIGKILL; 0: the agent's --kill-grace-s
 
 
 # ---- events ----
@@ -71,6 +72,7 @@ class KillAsked:
     attempt: int
     reason: str
     at: float
+    grace_s: float = 0.0           # 0: the agent's --kill-grace-s (a preemption asks for its own)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class Signal:
 @dataclass(frozen=True)
 class ArmGrace:
     key: str
+    grace_s: float = 0.0           # 0: the agent's --kill-grace-s
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,7 @@ class AgentTasks:
         actions: list[AgentAction] = [_report(attempt.request, TaskState.RUNNING, ev.at), WatchExit(ev.key)]
         if attempt.kill_reason:
             self.attempts[ev.key] = replace(attempt, phase=Phase.KILLING)
-            return actions + [Signal(ev.key, signal.SIGTERM), ArmGrace(ev.key)]
+            return actions + [Signal(ev.key, signal.SIGTERM), ArmGrace(ev.key, attempt.kill_grace_s)]
         self.attempts[ev.key] = replace(attempt, phase=Phase.RUNNING)
         return actions
 
@@ -202,10 +205,10 @@ class AgentTasks:
         if attempt.kill_reason:
             return []                                  # already being killed
         if attempt.phase is Phase.LAUNCHING:
-            self.attempts[key] = replace(attempt, kill_reason=reason)
+            self.attempts[key] = replace(attempt, kill_reason=reason, kill_grace_s=ev.grace_s)
             return []                                  # carried out once the launch finishes
-        self.attempts[key] = replace(attempt, phase=Phase.KILLING, kill_reason=reason)
-        return [Signal(key, signal.SIGTERM), ArmGrace(key)]
+        self.attempts[key] = replace(attempt, phase=Phase.KILLING, kill_reason=reason, kill_grace_s=ev.grace_s)
+        return [Signal(key, signal.SIGTERM), ArmGrace(key, ev.grace_s)]
 
     def _grace_over(self, ev: GraceOver) -> list[AgentAction]:
         attempt = self.attempts.get(ev.key)

@@ -251,9 +251,15 @@ class MasterClient:
                 return jobs, reply.total
             request.page_token = reply.next_page_token
 
-    def cancel(self, job_id: str) -> jobs_pb2.Job:
-        return self._call(lambda c: c.jobs.Cancel(jobs_pb2.CancelJobRequest(id=job_id), timeout=self.timeout,
-                                                  metadata=self._metadata))
+    def cancel(self, job_id: str, tasks: str = "") -> jobs_pb2.Job:
+        return self._call(lambda c: c.jobs.Cancel(jobs_pb2.CancelJobRequest(id=job_id, tasks=tasks),
+                                                  timeout=self.timeout, metadata=self._metadata))
+
+    def update(self, job_id: str, throttle: int | None = None) -> jobs_pb2.Job:
+        request = jobs_pb2.UpdateJobRequest(id=job_id)
+        if throttle is not None:
+            request.throttle = throttle
+        return self._call(lambda c: c.jobs.Update(request, timeout=self.timeout, metadata=self._metadata))
 
     def logs(self, request: jobs_pb2.LogsRequest) -> Iterator[jobs_pb2.LogChunk]:
         """The leader is found when the stream opens: a standby's refusal comes with the first read."""
@@ -273,6 +279,10 @@ class MasterClient:
     def list_queues(self) -> jobs_pb2.ListQueuesResponse:
         return self._call(lambda c: c.cluster.ListQueues(jobs_pb2.ListQueuesRequest(), timeout=self.timeout,
                                                          metadata=self._metadata))
+
+    def operate_nodes(self, request: jobs_pb2.OperateNodesRequest) -> jobs_pb2.OperateNodesResponse:
+        """cordon, uncordon, drain, maint: the same request again changes nothing more."""
+        return self._call(lambda c: c.cluster.OperateNodes(request, timeout=self.timeout, metadata=self._metadata))
 
     def list_nodes(self) -> list[jobs_pb2.Node]:
         return list(self.nodes_response().nodes)

@@ -131,11 +131,20 @@ def status(args: argparse.Namespace, client: MasterClient) -> int:
 
 
 def cancel(args: argparse.Namespace, client: MasterClient) -> int:
-    job = client.cancel(args.job_id)
+    job = client.cancel(args.job_id, args.tasks or "")
     if args.output == JSON_OUTPUT:
         print_json(reply_job_json(job))
     else:
         print(job_state_name(job.state))
+    return EXIT_OK
+
+
+def update(args: argparse.Namespace, client: MasterClient) -> int:
+    job = client.update(args.job_id, throttle=args.throttle)
+    if args.output == JSON_OUTPUT:
+        print_json(reply_job_json(job))
+    else:
+        print(f"{job.id}: throttle {job.throttle or 'none'}")
     return EXIT_OK
 
 
@@ -165,7 +174,7 @@ def nodes(args: argparse.Namespace, client: MasterClient) -> int:
     if args.output == JSON_OUTPUT:
         print_json([reply_node_json(node, lotes) for node in listed])
     else:
-        print(nodes_table(listed, lotes=lotes is not None))
+        print(nodes_table(listed, lotes=lotes is not None, now=time.time()))
         if lotes is not None:
             print(lotes_line(lotes))
     return EXIT_OK

@@ -17,7 +17,7 @@ import yaml
 from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources, parse_resource_string, resources_from_mapping
 from tcluster.specfields import FILE_KEYS, SPEC_FIELDS, Kind
-from tcluster.units import parse_bits, parse_bytes
+from tcluster.units import parse_bits, parse_bytes, parse_duration
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
 SHELL = ("/bin/sh", "-c")
@@ -103,6 +103,12 @@ def _optional_weight(value: Any, key: str) -> float | None:
     return float(value)
 
 
+def _optional_flag(value: Any, key: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise InvalidArgument(key, f"must be true or false, got {value!r}")
+
+
 def _optional_rate(value: Any, key: str) -> float | None:
     return None if value is None else parse_bits(str(value), key)
 
@@ -183,6 +189,8 @@ _READERS: dict[Kind, Callable[[Any, str], Any]] = {
     Kind.WEIGHT: _optional_weight,
     Kind.SIZE: _optional_size,
     Kind.RATE: _optional_rate,
+    Kind.DURATION: lambda value, key: None if value is None else parse_duration(value, key),
+    Kind.FLAG: _optional_flag,
     Kind.PAIRS: _string_pairs,
     Kind.LIST: _string_list,
     Kind.ARGV: _command,

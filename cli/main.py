@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from tcluster.cli.credentials import MASTER_ENV, default_master
+from tcluster.cli.doctorparser import add_doctor
+from tcluster.cli.nodeparser import add_node
 from tcluster.cli.options import (
     DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
     non_negative_int,
@@ -48,6 +50,7 @@ MASTER_COMMANDS = {
     "status": "tcluster.cli.commands:status", "cancel": "tcluster.cli.commands:cancel",
     "logs": "tcluster.cli.commands:logs", "nodes": "tcluster.cli.commands:nodes",
     "queues": "tcluster.cli.queues:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
+    "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update", "node": "tcluster.cli.nodeops:node",
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
@@ -129,8 +132,23 @@ def add_query_commands(sub: _Subcommands, common: argparse.ArgumentParser) -> No
     p = sub.add_parser("status", parents=[common], help="a job and its tasks, with usage")
     p.add_argument("job_id", metavar="ID")
 
-    p = sub.add_parser("cancel", parents=[common], help="cancel a job; prints its new state")
+    p = sub.add_parser(
+        "why", parents=[common], help="why a job waits (its queue's share, preemption) and why it was preempted",
+        description="What keeps a job's tasks waiting (placement, then preemption: which queue is below its\n"
+        "share, when a reclaim starts, what blocks it), its queue's share against its guarantee, the\n"
+        "queues above theirs, and for each preempted task who preempted it and why.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("job_id", metavar="ID")
+
+    p = sub.add_parser("cancel", parents=[common], help="cancel a job (or some of its tasks); prints its new state")
+    p.add_argument("job_id", metavar="ID")
+    p.add_argument("--tasks", metavar="INDEXES",
+                   help="only these tasks, e.g. 5-9,12 (an array's indexes); running ones are killed")
+
+    p = sub.add_parser("update", parents=[common], help="change a running job: an array's throttle")
+    p.add_argument("job_id", metavar="ID")
+    p.add_argument("--throttle", type=non_negative_int, required=True, metavar="N",
+                   help="at most N of the array's tasks running at once (0: no limit)")
 
     p = sub.add_parser("logs", parents=[common], help="print a task's log (stdout by default)")
     p.add_argument("job_id", metavar="ID")
@@ -173,6 +191,7 @@ def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
         epilog="example:\n  tcl sim examples/mch-figure4.yaml --until 500 -o json\n"
         "  tcl sim examples/mch-figure4.yaml --timeline f4.csv --plot f4.png\n"
         "  tcl sim examples/tcluster-table3.yaml --fairness fifo --placement lotes --lotes-classes classes.yaml\n"
+        "  tcl sim examples/preemption-departments.yaml --preempt-compare --plot shares.png\n"
         "a scenario with a `workload:` (generated arrivals) compares placement policies by response time:\n"
         "  tcl sim examples/lotes-generated.yaml --compare lotes,tetris,first-fit --seeds 5 --plot lotes.png",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -191,6 +210,21 @@ def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
                    "(default lotes,tetris,first-fit)")
     p.add_argument("--seeds", type=int, default=3, metavar="N", help="workload scenarios: seeds --seed .. --seed+N-1 (default 3)")
     p.add_argument("--load", metavar="RHO,..", help="workload scenarios: loads relative to lambda* (default: the file's)")
+    add_sim_preemption(p)
+
+
+def add_sim_preemption(p: argparse.ArgumentParser) -> None:
+    """The knobs default to the scenario's `preemption:` mapping, else to tcl-master's defaults."""
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--preemption", action="store_true", help="preempt as tcl-master --preemption does")
+    mode.add_argument("--preempt-naive", action="store_true",
+                      help="the naive policy: preempt on any share deficit, no victim floor, no final-share rule")
+    mode.add_argument("--preempt-compare", action="store_true",
+                      help="no preemption, preemption and naive side by side: time to share, preemptions, work lost")
+    p.add_argument("--preempt-after-s", type=float, metavar="S", help="a queue below its target this long reclaims (30)")
+    p.add_argument("--preempt-grace-s", type=float, metavar="S", help="a victim holds its room this long (30)")
+    p.add_argument("--preempt-min-runtime-s", type=float, metavar="S", help="a younger task is no victim (60)")
+    p.add_argument("--preempt-max-per-round", type=int, metavar="N", help="victims per round (10)")
 
 
 def add_pack(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
@@ -243,18 +277,6 @@ def add_login(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     sub.add_parser("whoami", parents=[common], help="who the master takes you to be, and what you may do")
 
 
-def add_doctor(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("doctor", parents=[common], help="check this node for the agent: cgroups, kernel, shim, master",
-                       description="Checks what tcl-agent needs on this node: cgroup version, controllers and "
-                       "delegation, the namespaces and pidfds the task supervisor uses, the supervisor itself, "
-                       "root, the master's ports and the clock skew against it. Each line is OK, SKIP (cannot be "
-                       "checked here) or FAIL with the fix; exit 1 if any FAIL.")
-    p.add_argument("--config", metavar="FILE", type=Path,
-                   help="the agent's config file (e.g. /etc/tcluster/agent.toml): its state_dir and master")
-    p.add_argument("--state-dir", metavar="DIR", type=Path,
-                   help="the agent's state dir, for its join (default: the config's, else /var/lib/tcluster/agent)")
-
-
 class _Unused:
     """Stands for the options of a subcommand this run does not use: takes them, keeps none."""
 
@@ -297,6 +319,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_pack(sub, common)
     add_top(sub, common)
     add_login(sub, common)
+    add_node(sub, common)
     add_doctor(sub, common)
     return parser
 

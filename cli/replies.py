@@ -12,7 +12,8 @@ from tcluster.cli.names import job_state_name, task_state_name, tasks_total
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.v1 import jobs_pb2
 from tcluster.views import JsonDict, job_json, node_json, task_json
-from tcluster.wire import resources_from_pb, spec_from_pb, usage_from_pb
+from tcluster.arrays import index_set_from_text
+from tcluster.wire import node_ops_from_pb, resources_from_pb, spec_from_pb, usage_from_pb
 
 
 def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:
@@ -20,7 +21,7 @@ def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:
     task = Task(job_id=job_id, index=msg.index, state=state, node=msg.node, attempt=msg.attempt,
                 exit_code=msg.exit_code if msg.has_exit_code else None, signal=msg.signal, reason=msg.reason,
                 started_at=msg.started_at, finished_at=msg.finished_at, usage=usage_from_pb(msg.usage),
-                failures=msg.failures)
+                failures=msg.failures, preemptions=msg.preemptions)
     doc = task_json(task, msg.lotes_class if msg.HasField("lotes_class") else None)
     doc.update(id=msg.id, state=task_state_name(msg.state))
     return doc
@@ -29,7 +30,9 @@ def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:
 def reply_job_json(msg: jobs_pb2.Job) -> JsonDict:
     job = Job(id=msg.id, spec=spec_from_pb(msg.spec), submitted_at=msg.submitted_at,
               state=_known(JobState, job_state_name(msg.state), JobState.PENDING), finished_at=msg.finished_at,
-              pending_reason=msg.pending_reason)
+              pending_reason=msg.pending_reason, unplaced=index_set_from_text(msg.unplaced),
+              skipped=index_set_from_text(msg.skipped), throttle=msg.throttle, reason=msg.reason,
+              released=msg.released)
     doc = job_json(job, [reply_task_json(msg.id, t) for t in msg.tasks], dominant_share=msg.dominant_share)
     doc.update(state=job_state_name(msg.state), tasks_total=tasks_total(msg))
     return doc
@@ -39,8 +42,8 @@ def reply_node_json(msg: jobs_pb2.Node, lotes: jobs_pb2.LotesStatus | None = Non
     """`lotes` (the plan status) adds a "lotes" object: the node's bin and class mixes."""
     node = Node(name=msg.name, capacity=resources_from_pb(msg.capacity), reserved=resources_from_pb(msg.reserved),
                 labels=tuple(sorted(msg.labels.items())), state=_known(NodeState, msg.state, NodeState.READY),
-                last_seen=msg.last_seen)
-    doc = node_json(node, resources_from_pb(msg.free), list(msg.tasks))
+                last_seen=msg.last_seen, ops=node_ops_from_pb(msg.ops))
+    doc = node_json(node, resources_from_pb(msg.free), list(msg.tasks), msg.blockers)
     doc["state"] = msg.state
     if msg.HasField("lotes") or lotes is not None:
         doc["lotes"] = lotes_json(msg.lotes, lotes)

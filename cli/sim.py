@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
@@ -27,7 +28,12 @@ def run_sim(args: argparse.Namespace) -> int:
     if scenario.workload is not None:
         return run_comparison(args, scenario)
     lotes = lotes_options(args, scenario) if placement == "lotes" else None
-    run = simulate(scenario, args.fairness, placement, args.until, args.seed, lotes)   # unknown policy: exit 2
+    if getattr(args, "preempt_compare", False):
+        return run_preempt_comparison(args, scenario, placement, lotes)
+    settings = preemption_settings(args, scenario)
+    if settings is not None and getattr(args, "preempt_naive", False):
+        settings = replace(settings, final_share_rule=False, victim_floor=False)
+    run = simulate(scenario, args.fairness, placement, args.until, args.seed, lotes, settings)   # unknown policy: exit 2
     report = to_json(run, scenario, args.fairness, placement)
     if args.timeline:
         write_timeline(run, scenario, args.timeline)
@@ -38,6 +44,49 @@ def run_sim(args: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_FAILURE
     print(json.dumps(report, indent=2) if args.output == "json" else sim_table(report))
+    return EXIT_OK
+
+
+def preemption_settings(args: argparse.Namespace, scenario: Any) -> Any:
+    """The scenario's knobs (tcl-master's defaults where it gives none), the flags over
+    them; None when the run does not preempt."""
+    from tcluster.errors import InvalidArgument
+
+    if not any(getattr(args, k, False) for k in ("preemption", "preempt_naive", "preempt_compare")):
+        return None
+    knobs = {"after_s": args.preempt_after_s, "grace_s": args.preempt_grace_s,
+             "min_runtime_s": args.preempt_min_runtime_s, "max_per_round": args.preempt_max_per_round}
+    for key, value in knobs.items():
+        if value is not None and (value < (1 if key == "max_per_round" else 0)):
+            flag = "--preempt-" + key.replace("_", "-")
+            raise InvalidArgument(flag, f"{value!r} must be >= {1 if key == 'max_per_round' else 0}")
+    return replace(scenario.preemption, **{k: v for k, v in knobs.items() if v is not None})
+
+
+def run_preempt_comparison(args: argparse.Namespace, scenario: Any, placement: str, lotes: Any) -> int:
+    """The same scenario and seed three times: no preemption, preemption, the naive policy."""
+    from tcluster.sim.engine import simulate
+    from tcluster.sim.preemption_report import comparison_table, summarize, to_json, write_share_plot
+
+    fair = preemption_settings(args, scenario)
+    systems = [("none", None), ("preemption", fair),
+               ("naive", replace(fair, final_share_rule=False, victim_floor=False))]
+    runs = [(name, simulate(scenario, args.fairness, placement, args.until, args.seed, lotes, settings,
+                            record_queues=True)) for name, settings in systems]
+    summaries = [summarize(name, run) for name, run in runs]
+    if args.plot:
+        try:
+            write_share_plot(runs, args.plot, f"{args.scenario} ({args.fairness})")
+        except RuntimeError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_FAILURE
+    if args.output == "json":
+        print(json.dumps(to_json(summaries), indent=2))
+    else:
+        s = fair
+        print(f"after={s.after_s:g}s grace={s.grace_s:g}s min-runtime={s.min_runtime_s:g}s "
+              f"max-per-round={s.max_per_round}  fairness={args.fairness}  placement={placement}  seed={args.seed}\n")
+        print(comparison_table(summaries))
     return EXIT_OK
 
 
@@ -85,6 +134,8 @@ def sim_table(report: dict[str, Any]) -> str:
     m = report["metrics"]
     head = (f"t={m['time']:g}s  fairness={m['fairness']}  placement={m['placement']}  events={m['events']}  "
             f"rounds={m['rounds']}  placed={m['tasks_placed']}  done={m['tasks_done']}")
+    if "preemptions" in m:   # --preemption / --preempt-naive
+        head += f"  preemptions={m['preemptions']}  requeued={m['tasks_requeued']}"
     weights = m["flattened_weights"]
     jobs = format_table(
         ("JOB", "QUEUE", "TASKS", "RUNNING", "DONE", "SHARE", "MCH WEIGHT"),

@@ -7,7 +7,7 @@ per kind: `--resources` overrides the file's kinds, `--cpu`/`--mem` override bot
 from __future__ import annotations
 
 import argparse
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Callable, TypeVar
 
 from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
@@ -16,7 +16,7 @@ from tcluster.errors import InvalidArgument
 from tcluster.model import JobSpec
 from tcluster.resources import CPU, MEMORY, Resources, parse_resource_string
 from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
-from tcluster.units import parse_bits, parse_bytes, parse_cpu
+from tcluster.units import parse_bits, parse_bytes, parse_cpu, parse_duration
 
 T = TypeVar("T")
 SIZE_HINT = (
@@ -38,8 +38,19 @@ def submission_spec(args: argparse.Namespace) -> JobSpec:
 
 def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
     """Field by field, from the table: the flag, else the file, else the JobSpec default."""
-    return JobSpec(**{entry.name: _merge_field(entry, args, job_file) for entry in SPEC_FIELDS
+    spec = JobSpec(**{entry.name: _merge_field(entry, args, job_file) for entry in SPEC_FIELDS
                       if entry.flag is not None or entry.file_key is not None})
+    return replace(spec, dependency=join_dependencies(spec.dependency, args))
+
+
+def join_dependencies(given: str, args: argparse.Namespace) -> str:
+    """--after-ok/--after-any/--after-notok J[,J...] added to --dependency (all must hold)."""
+    parts = [given] if given else []
+    for flag, kind in (("after_ok", "afterok"), ("after_any", "afterany"), ("after_notok", "afternotok")):
+        jobs = [j.strip() for value in getattr(args, flag, None) or () for j in value.split(",") if j.strip()]
+        if jobs:
+            parts.append(":".join([kind, *jobs]))
+    return ",".join(parts)
 
 
 def _merge_field(entry: SpecField, args: argparse.Namespace, job_file: JobFile) -> Any:
@@ -68,6 +79,7 @@ def _as_given(value: T, flag: str) -> T:
 
 # Flags argparse leaves as text (cli/submitflags.py), parsed here so errors name the flag.
 _FLAG_PARSERS: dict[Kind, Callable[[str, str], Any]] = {
+    Kind.DURATION: parse_duration,
     Kind.CORES: parse_cpu,
     Kind.SIZE: parse_bytes,
     Kind.RATE: parse_bits,

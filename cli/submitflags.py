@@ -39,6 +39,13 @@ _OWN: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         "help": "job file: name, queue, tasks, resources, command, env, user, workdir, labels, constraints"}),
     "--wait": (("--wait",), {
         "action": "store_true", "help": "wait until the job ends (progress on stderr); exit 0 only if it SUCCEEDED"}),
+    # Dependencies by kind, joined into --dependency's form (cli/spec.py).
+    "--after-ok": (("--after-ok",), {"metavar": "J[,J...]", "action": "append",
+                                     "help": "start only after these jobs SUCCEEDED"}),
+    "--after-any": (("--after-any",), {"metavar": "J[,J...]", "action": "append",
+                                       "help": "start only after these jobs ended, however"}),
+    "--after-notok": (("--after-notok",), {"metavar": "J[,J...]", "action": "append",
+                                           "help": "start only after these jobs FAILED or were CANCELLED"}),
 }
 
 
@@ -65,4 +72,7 @@ def _options(entry: SpecField) -> dict[str, Any]:
         options["action"] = "append"
     elif entry.kind in _FLAG_TYPES:
         options["type"] = _FLAG_TYPES[entry.kind]
+    elif entry.kind is Kind.FLAG:
+        options["action"] = "store_const"     # None when absent: the job file's value stands
+        options["const"] = True
     return options

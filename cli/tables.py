@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import shlex
+import time
 from collections import Counter
 from typing import Mapping, Sequence
 
 from tcluster.cli.names import job_state_name, task_state_name, tasks_total, used_resources
 from tcluster.formats import format_table, signal_name, timestamp
 from tcluster.states import TERMINAL_TASK_STATES, TaskState
-from tcluster.units import format_bytes, format_cpu
+from tcluster.units import format_bytes, format_cpu, format_duration
 from tcluster.v1 import common_pb2, jobs_pb2
 from tcluster.wirebasics import resources_from_pb
 
@@ -126,22 +127,51 @@ def job_view(job: jobs_pb2.Job, now: float) -> str:
     ]
     if spec.constraints:
         header.append(("Constraints", "; ".join(spec.constraints)))
+    header += batch_lines(job)
     if job.pending_reason:
         header.append(("Pending", job.pending_reason))
+    if job.reason:
+        header.append(("Ended", job.reason))
     width = max(len(key) for key, _ in header) + 2
     lines = [f"{key + ':':<{width}}{value}" for key, value in header]
     return "\n".join(lines) + "\n\n" + tasks_table(job.tasks)
+
+
+def batch_lines(job: jobs_pb2.Job) -> list[tuple[str, str]]:
+    """Array, dependency, gang and time-limit lines of `tcl status`, where the job has them."""
+    spec, lines = job.spec, []
+    if spec.array:
+        waiting = f"[{_clip(job.unplaced)}]" if job.unplaced else "none"
+        throttle = f", at most {job.throttle} at once" if job.throttle else ""
+        skipped = f", cancelled before starting [{_clip(job.skipped)}]" if job.skipped else ""
+        lines.append(("Array", f"{spec.array.partition('%')[0]}{throttle}; waiting {waiting}{skipped}"))
+    if spec.dependency:
+        lines.append(("Depends on", spec.dependency + ("" if not job.released else " (met)")))
+    if spec.gang:
+        lines.append(("Gang", f"all {spec.tasks} tasks together"))
+    if spec.time_limit_s:
+        lines.append(("Time limit", format_duration(spec.time_limit_s)))
+    return lines
+
+
+def _clip(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[:width].rpartition(",")[0] + ",…"
 
 
 def labels_cell(labels: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or EMPTY
 
 
-def nodes_table(nodes: Sequence[jobs_pb2.Node], lotes: bool = False) -> str:
-    """lotes: add the LoTES columns (configuration, target and actual class mixes)."""
+def nodes_table(nodes: Sequence[jobs_pb2.Node], lotes: bool = False, now: float = 0.0) -> str:
+    """lotes: add the LoTES columns (configuration, target and actual class mixes). An
+    OPERATOR column (who asked what, when, why) appears once any node has a cordon, a
+    drain or a maintenance window."""
     headers: tuple[str, ...] = ("NAME", "STATE", "CPU", "MEM", "FREE CPU", "FREE MEM", "TASKS", "LABELS")
     if lotes:
         headers = (*headers[:7], "CONFIG", "TARGET", "ACTUAL", headers[7])
+    notes = [node_ops_cell(node.ops, now) for node in sorted(nodes, key=lambda n: n.name)]
+    if any(notes):
+        headers = (*headers, "OPERATOR")
     rows = []
     for node in sorted(nodes, key=lambda n: n.name):
         used_cpu, used_mem = resource_cells(used_resources(node))
@@ -153,8 +183,34 @@ def nodes_table(nodes: Sequence[jobs_pb2.Node], lotes: bool = False) -> str:
         )
         if lotes:
             row = (*row[:7], node.lotes.config or EMPTY, mix_cell(node.lotes.target), mix_cell(node.lotes.actual), row[7])
+        if any(notes):
+            row = (*row, notes[len(rows)] or EMPTY)
         rows.append(row)
     return format_table(headers, rows)
+
+
+def clock_cell(moment: float, now: float) -> str:
+    """A local time, with the date unless it is today's (and how far off, given now)."""
+    same_day = now and time.localtime(moment)[:3] == time.localtime(now)[:3]
+    text = time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M", time.localtime(moment))
+    if now and moment > now:
+        text += f" (in {format_age(moment - now)})"
+    return text
+
+
+def node_ops_cell(ops: jobs_pb2.NodeOps, now: float = 0.0) -> str:
+    """'draining by alice 14:02:11: kernel 6.8; deadline 15:02:11 (in 59m)'; "" if nothing was asked."""
+    parts = []
+    if ops.state and ops.state != "READY":
+        text = f"{ops.state.lower()} by {ops.by or '?'} {clock_cell(ops.at, 0.0)}"
+        text += f": {ops.reason}" if ops.reason else ""
+        if ops.state == "DRAINING":
+            text += f"; deadline {clock_cell(ops.drain_deadline, now)}" if ops.drain_deadline else "; no deadline"
+        parts.append(text)
+    if ops.maint_end:
+        window = f"maint {clock_cell(ops.maint_start, 0.0)} - {clock_cell(ops.maint_end, 0.0)} by {ops.maint_by or '?'}"
+        parts.append(window + (f": {ops.maint_reason}" if ops.maint_reason else ""))
+    return "; ".join(parts)
 
 
 def mix_cell(mix: Mapping[int, int]) -> str:

@@ -59,6 +59,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queue tree (YAML); SIGHUP reloads it (default: one queue, `default`)")
     p.add_argument("--reserve-after-s", type=float, default=30.0,
                    help="a job whose next task waited this long gets a node held for it (default %(default)s)")
+    p.add_argument("--preemption", action="store_true",
+                   help="stop tasks of queues above their share to restore queues below theirs (README, "
+                        "\"Preemption\"; default off)")
+    p.add_argument("--preempt-after-s", type=float, default=30.0, metavar="S",
+                   help="how long a queue stays below its share, with work waiting, before it reclaims "
+                        "(default %(default)s)")
+    p.add_argument("--preempt-grace-s", type=float, default=30.0, metavar="S",
+                   help="a preempted task gets SIGTERM, then SIGKILL this much later (default %(default)s)")
+    p.add_argument("--preempt-min-runtime-s", type=float, default=60.0, metavar="S",
+                   help="a task that has run less than this is never preempted (default %(default)s)")
+    p.add_argument("--preempt-max-per-round", type=int, default=10, metavar="N",
+                   help="at most N tasks preempted per scheduling round (default %(default)s)")
     p.add_argument("--placement", default=DEFAULT_PLACEMENT,
                    help=f"which node: {', '.join(sorted(PLACEMENT_POLICIES))} (default %(default)s)")
     p.add_argument("--lotes-classes", metavar="FILE", type=Path,
@@ -133,6 +145,10 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         lost_timeout_s=args.lost_timeout_s, start_timeout_s=args.start_timeout_s,
         job_retention_s=args.job_retention_s,
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
+        preemption=getattr(args, "preemption", False), preempt_after_s=getattr(args, "preempt_after_s", 30.0),
+        preempt_grace_s=getattr(args, "preempt_grace_s", 30.0),
+        preempt_min_runtime_s=getattr(args, "preempt_min_runtime_s", 60.0),
+        preempt_max_per_round=getattr(args, "preempt_max_per_round", 10),
         http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
         lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,

@@ -8,11 +8,13 @@ Jobs are never touched by a reload."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
 from tcluster.errors import InvalidArgument
-from tcluster.model import Job, Task, TaskState
+from tcluster.model import Job, JobSpec, Task, TaskState
+from tcluster.units import format_duration
 from tcluster.resources import Resources
 from tcluster.scheduler.queues import QueueTree, default_tree, load_queue_file
 from tcluster.queuerow import QueueRow
@@ -75,3 +77,15 @@ def dominant_share(job: Job, tasks: list[Task], capacity: Resources) -> float:
 def rows(tree: QueueTree, jobs: dict[str, Job], counts: Mapping[str, Mapping[TaskState, int]],
          capacity: Resources) -> list[QueueRow]:
     return queue_rows(tree, job_usage(jobs, counts), capacity)
+
+
+def with_queue_time_limit(spec: JobSpec, queue_max_s: float) -> JobSpec:
+    """A queue's max_time_limit caps a job's --time-limit and is the limit of one without."""
+    if not queue_max_s:
+        return spec
+    if not spec.time_limit_s:
+        return replace(spec, time_limit_s=queue_max_s)
+    if spec.time_limit_s > queue_max_s:
+        raise InvalidArgument("time_limit", f"{format_duration(spec.time_limit_s)} is above queue {spec.queue}'s "
+                                            f"max_time_limit {format_duration(queue_max_s)}")
+    return spec

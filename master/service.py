@@ -13,22 +13,24 @@ import time
 from dataclasses import replace
 from typing import Any, AsyncIterator, Callable
 
+from tcluster.arrays import parse_index_set
+from tcluster.dependency import parse_dependency
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.core.events import (
-    Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Launch, Now, Place, Reports, Step,
-    Submit, Tick,
+    Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Disconnect, Event, Launch, Now, Place, Reports,
+    Step, Submit, Tick, UpdateJob,
 )
 from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
-from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows
+from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
 from tcluster.master.core.registration import check_registration
 from tcluster.master.settings import MasterSettings
-from tcluster.master.core.state import MasterState, Timeouts
+from tcluster.master.loading import load_state, not_found
 from tcluster.master.store.base import StateStore
 from tcluster.master.core.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, Task
@@ -36,36 +38,20 @@ from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
 from tcluster.queuerow import QueueRow
-from tcluster.scheduler.reservations import Reservations
+from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.round import schedule_round
+from tcluster.scheduler.windows import Windows
+from tcluster.master.preempting import make_preemption
+from tcluster.master import nodeops
+from tcluster.nodeops import shown_state
 from tcluster.security.authz import (
-    ANONYMOUS, CancelJob, Caller, ListJobs, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, run_as, sees_only_own,
-    sees_secrets,
+    ANONYMOUS, CancelJob, Caller, ListJobs, OperateNodes, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, run_as,
+    sees_only_own, sees_secrets,
 )
 from tcluster.redaction import hidden_fields, redact_job
 
 log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.5
-
-
-def timeouts_of(settings: MasterSettings) -> Timeouts:
-    return Timeouts(node_timeout_s=settings.node_timeout_s, lost_timeout_s=settings.lost_timeout_s,
-                    start_timeout_s=settings.start_timeout_s, job_retention_s=settings.job_retention_s,
-                    heartbeat_interval_s=settings.heartbeat_interval_s,
-                    resident_finished_jobs=settings.resident_finished_jobs)
-
-
-def not_found(job_id: str) -> NotFound:
-    return NotFound(f"job {job_id[:64]!r} not found")
-
-
-def load_state(store: StateStore, settings: MasterSettings, mono: float) -> MasterState:
-    """Unfinished jobs and the most recently finished ones; older ones are read on demand."""
-    timeouts = timeouts_of(settings)
-    jobs = store.load_jobs(finished_limit=timeouts.resident_finished_jobs,
-                           finished_tasks=timeouts.resident_finished_tasks)
-    tasks = store.load_tasks({j.id for j in jobs})
-    return MasterState(jobs, tasks, store.load_nodes(), store.load_kills(), timeouts, mono)
 
 
 class MasterService:
@@ -87,11 +73,15 @@ class MasterService:
         self._wake = asyncio.Event()
         self._eligible = EligibleCache()
         self.queues = load_tree(settings.queues_file)
-        self.reservations = Reservations(settings.reserve_after_s)
+        self.reservations = Reservations(settings.reserve_after_s, settings.preempt_grace_s + PREEMPT_HOLD_SLACK_S)
+        self.preemption = make_preemption(settings)    # None unless --preemption
+        if self.preemption is not None:
+            self.preemption.restore(self.state, self.reservations, self.clock())
         self.observer: Any = None     # dashboards (master/usage/recorder.py): told of every applied step and round
         self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
+        self.node_counters = nodeops.NodeOpsCounters()
         # Called after each loop iteration that did not fail (systemd's watchdog: master/reload.py).
         self.after_round: Callable[[], None] = lambda: None
 
@@ -107,6 +97,8 @@ class MasterService:
         new_jobs = [j for j in step.jobs if j not in self.state.jobs]
         before = self.lotes.snapshot(step) if self.lotes is not None else None   # LoTES: the book follows steps
         self.state.apply(step)
+        if step.kills_put:
+            self.node_counters.on_step(step)
         if self.observer is not None:
             self.observer.on_step(event, step, self.clock())
         if self.lotes is not None:
@@ -129,6 +121,8 @@ class MasterService:
                 link.close()
         if self.lotes is not None:
             self.lotes.reloaded()
+        if self.preemption is not None:
+            self.preemption.restore(self.state, self.reservations, now.wall)
         log.error("state reloaded from the store after a failed write")
 
     def _send(self, actions: list[Action]) -> None:
@@ -153,6 +147,7 @@ class MasterService:
         spec = replace(spec, owner=caller.name)
         spec.validate()         # the one check of a spec; `tcl submit` runs the same one early
         self.queues.check_leaf(spec.queue)
+        spec = with_queue_time_limit(spec, self.queues.max_time_limit_s(spec.queue))
         self.gate.check(caller, SubmitJob(spec.queue, spec.user, spec.weight, self.queues.max_job_weight(spec.queue)))
         spec = replace(spec, user=run_as(caller, spec.user))
         if spec.request_id and (spec.owner, spec.request_id) in self.state.by_request:
@@ -160,7 +155,7 @@ class MasterService:
         job_id = secrets.token_hex(4)
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
-        _, durable = self._do(Submit(job_id, spec))
+        _, durable = self._do(Submit(job_id, spec, self._known_states(spec)))
         if self.lotes is not None:
             self.lotes.submitted(spec)
         self.kick()
@@ -222,10 +217,32 @@ class MasterService:
                                               page_token, owner)
         return [self.get(job_id) for job_id in ids], next_token, total
 
-    async def cancel(self, job_id: str, caller: Caller = ANONYMOUS) -> tuple[Job, list[Task]]:
+    def _known_states(self, spec: JobSpec) -> tuple[tuple[str, JobState], ...]:
+        """How the jobs a dependency names ended, for those no longer in memory (on disk)."""
+        if not spec.dependency:
+            return ()
+        known = []
+        for job_id in parse_dependency(spec.dependency).jobs:
+            if job_id not in self.state.jobs and (stored := self.store.load_job(job_id)) is not None:
+                known.append((job_id, stored[0].state))
+        return tuple(known)
+
+    async def cancel(self, job_id: str, caller: Caller = ANONYMOUS, tasks: str = "") -> tuple[Job, list[Task]]:
+        """The whole job, or (`tasks`: 5-9,12) only those of its tasks."""
         job = self.read(job_id, caller)[0]
         self.gate.check(caller, CancelJob(job_id, job.spec.owner))
-        _, durable = self._do(Cancel(job_id))
+        event = CancelTasks(job_id, parse_index_set(tasks)) if tasks else Cancel(job_id)
+        _, durable = self._do(event)
+        self.kick()
+        await durable
+        return self.get(job_id)
+
+    async def update(self, job_id: str, caller: Caller = ANONYMOUS, throttle: int | None = None
+                     ) -> tuple[Job, list[Task]]:
+        """What may change while a job runs (its owner or an admin, as for cancel)."""
+        job = self.read(job_id, caller)[0]
+        self.gate.check(caller, CancelJob(job_id, job.spec.owner))
+        _, durable = self._do(UpdateJob(job_id, throttle))
         self.kick()
         await durable
         return self.get(job_id)
@@ -234,9 +251,12 @@ class MasterService:
                    follow: bool = False, caller: Caller = ANONYMOUS) -> AsyncIterator[bytes]:
         job, tasks = self.read(job_id, caller)
         self.gate.check(caller, ReadLogs(job_id, job.spec.owner))
-        if not 0 <= index < len(tasks):
-            raise NotFound(f"job {job_id} has no task {index} (it has {len(tasks)})")
-        task = tasks[index]
+        task = next((t for t in tasks if t.index == index), None)   # an array's rows are by array index
+        if task is None:
+            if index in job.unplaced:
+                raise FailedPrecondition(f"task {job_id}.{index} has not started yet (PENDING)")
+            raise NotFound(f"job {job_id} has no task {index} (it has {job.spec.tasks}"
+                           f"{': ' + job.spec.array if job.spec.array else ''})")
         if not task.node:
             raise FailedPrecondition(f"task {task.id} has not started yet ({task.state.value})")
         link = self.links.get(task.node)
@@ -260,8 +280,23 @@ class MasterService:
             seen = max(node.last_seen, live.last_seen_wall) if live else node.last_seen
             tasks = [t.id for t in self.state.tasks_on(node.name)
                      if not own_only or (t.job_id in jobs and jobs[t.job_id].spec.owner == caller.name)]
-            out.append((replace(node, last_seen=seen), sorted(tasks)))
+            shown = shown_state(node.state, node.ops, self.state.connected(node.name))
+            out.append((replace(node, last_seen=seen, state=shown), sorted(tasks)))
         return out
+
+    async def operate_nodes(self, request: nodeops.NodeRequest,
+                            caller: Caller = ANONYMOUS) -> list[tuple[Node, list[str]]]:
+        """cordon, uncordon, drain, maint (admins only): one event for all the named nodes,
+        durable before the answer; the nodes (and their task ids) as they are then."""
+        self.gate.check(caller, OperateNodes(request.op, request.nodes))
+        _, durable = self._do(nodeops.event_of(request, caller.name))
+        self.kick()
+        await durable
+        names = set(request.nodes)
+        return [(n, tasks) for n, tasks in self.nodes(caller) if n.name in names]
+
+    def drain_blockers(self, name: str) -> list[nodeops.Blocker]:
+        return nodeops.blockers(self.state, name, self.clock())
 
     def free(self, node: Node) -> object:
         return self.state.free(node.name)
@@ -346,15 +381,23 @@ class MasterService:
         if not pending:
             return []
         started = time.perf_counter()
+        windows = nodeops.windows(state, self.clock())
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
                                 self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock(),
-                                views=state.pending_views())
+                                views=state.pending_views(), windows=windows)
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
-        self.state.set_pending_reasons(result.pending_reasons)
         self.reservations = result.holds or self.reservations
+        self.state.set_pending_reasons(self._preempt(result.pending_reasons, windows))
         if self.observer is not None:
             self.observer.on_round(time.perf_counter() - started, len(result.placements))
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
+
+    def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
+        """--preemption: after the round's placements (master/preempting.py)."""
+        if self.preemption is None or not self.state.pending_jobs:
+            return reasons
+        return self.preemption.after_round(self.state, self.queues, self.reservations, self._eligible, self.clock(),
+                                           lambda event: self._do(event), reasons, windows)
 
     # ---- queues and shares ----
 

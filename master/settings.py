@@ -40,6 +40,12 @@ class MasterSettings(BaseModel):
     queues_file: Path | None = None                 # the queue tree (YAML); None: one queue, `default`
     reserve_after_s: float = Field(30.0, ge=0)      # a job's task waits this long: a node is held for it
     placement: str = DEFAULT_PLACEMENT
+    # Preemption (README, "Preemption"): off unless asked.
+    preemption: bool = False
+    preempt_after_s: float = Field(30.0, ge=0)       # a queue below its target this long reclaims
+    preempt_grace_s: float = Field(30.0, ge=0)       # a victim's SIGTERM..SIGKILL
+    preempt_min_runtime_s: float = Field(60.0, ge=0)  # a younger task is no victim
+    preempt_max_per_round: int = Field(10, ge=1)     # victims per round, all queues together
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)
     node_timeout_s: float = Field(15.0, gt=0)        # silent this long: DOWN
     lost_timeout_s: float = Field(30.0, ge=0)        # DOWN this much longer: its tasks LOST

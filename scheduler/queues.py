@@ -12,6 +12,9 @@ A queue is a mapping with `weight` (default 1, must be > 0) and optional child `
 `max_job_weight` (default 1, > 0) caps the weight a non-admin's job may ask for in it, so
 nobody buys a bigger share of the queue by asking. `hide_command: true` shows a job's
 command only to its owner and admins (default: its parent's; at the top, false: shown).
+`preemptable: false` protects the queue's tasks (and its subtree's) from preemption
+(default: its parent's; at the top, true). `max_time_limit: 2h` caps a job's --time-limit
+there and is the limit of a job that gives none (default: its parent's; at the top, none).
 A queue may instead name its parent (`prod: {parent: ads}` at the top level), which is
 how a cycle or an unknown parent can be written, and both are refused. A leaf is named
 by its path (`ads.prod`). Without a file there is one leaf, `default`."""
@@ -27,10 +30,11 @@ from typing import Any, Iterator
 
 from tcluster.errors import InvalidArgument
 from tcluster.model import DEFAULT_QUEUE
+from tcluster.units import parse_duration
 from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, load_located, read_config_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
-_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight", "hide_command")
+_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable", "max_time_limit")
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,8 @@ class QueueNode:
     line: int = 0
     max_job_weight: float = 1.0        # a non-admin's job may ask at most this weight here
     hide_command: bool | None = None   # None: as the parent queue
+    preemptable: bool | None = None    # False: its tasks are never preempted; None: as the parent
+    max_time_limit_s: float | None = None   # a job's --time-limit at most (and its default); None: as the parent
 
     @property
     def leaf(self) -> bool:
@@ -108,6 +114,27 @@ class QueueTree:
             path = self._parent[path]
         return False
 
+    def preemptable(self, path: str) -> bool:
+        """The nearest `preemptable` set on the way up from `path`; True if none is (a
+        queue not in the tree, left over from an older file, is preemptable too)."""
+        while path in self._by_path:
+            if self._by_path[path].preemptable is not None:
+                return bool(self._by_path[path].preemptable)
+            if not path:
+                break
+            path = self._parent[path]
+        return True
+
+    def max_time_limit_s(self, path: str) -> float:
+        """The nearest `max_time_limit` on the way up from `path`; 0 if none is (no limit)."""
+        while path in self._by_path:
+            if self._by_path[path].max_time_limit_s is not None:
+                return float(self._by_path[path].max_time_limit_s)
+            if not path:
+                break
+            path = self._parent[path]
+        return 0.0
+
     def check_leaf(self, path: str, field: str = "queue") -> None:
         if self.is_leaf(path):
             return
@@ -171,14 +198,33 @@ def _queue(doc: Located, where: Path, name: str, path: str) -> tuple[QueueNode, 
             raise doc.error((*where, key), f"unknown key; a queue has {', '.join(_QUEUE_KEYS)}")
     weight = _weight(doc, (*where, "weight"), body.get("weight", 1))
     max_job_weight = _weight(doc, (*where, "max_job_weight"), body.get("max_job_weight", 1))
-    hide_command = body.get("hide_command")
-    if hide_command is not None and not isinstance(hide_command, bool):
-        raise doc.error((*where, "hide_command"), "must be true or false")
+    hide_command, preemptable = _flag(doc, where, body, "hide_command"), _flag(doc, where, body, "preemptable")
     parent = body.get("parent")
     if parent is not None and (not isinstance(parent, str) or len(where) > 2):
         raise doc.error((*where, "parent"), "`parent` is a queue path, allowed on top-level queues only")
     children = _children(doc, (*where, "queues"), body, path)
-    return QueueNode(name, path, weight, children, doc.line(where), max_job_weight, hide_command), parent
+    return QueueNode(name, path, weight, children, doc.line(where), max_job_weight, hide_command,
+                     preemptable, _time_limit(doc, where, body)), parent
+
+
+def _time_limit(doc: Located, where: Path, body: dict[Any, Any]) -> float | None:
+    value = body.get("max_time_limit")
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value, "max_time_limit")
+    except InvalidArgument as error:
+        raise doc.error((*where, "max_time_limit"), str(error).partition(": ")[2] or str(error)) from None
+    if seconds <= 0:
+        raise doc.error((*where, "max_time_limit"), "must be a duration > 0, e.g. 2h or 1-00:00:00")
+    return seconds
+
+
+def _flag(doc: Located, where: Path, body: dict[Any, Any], key: str) -> bool | None:
+    value = body.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise doc.error((*where, key), "must be true or false")
+    return value
 
 
 def _weight(doc: Located, where: Path, value: object) -> float:

@@ -16,7 +16,7 @@ The ledger is state kept across rounds by its owner (the master or the simulator
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import numpy as np
@@ -32,16 +32,22 @@ class Reservation:
     job_id: str
     node: str
     since: float
+    claimed: int = 0    # > 0: a preemption's hold: room being freed there for this many tasks
+    gang: bool = False  # one of the nodes held for a gang (it may hold several)
+
+
+PREEMPT_HOLD_SLACK_S = 60.0   # a claim outlives its victims' grace by this much at most
 
 
 class Reservations:
-    def __init__(self, reserve_after_s: float = DEFAULT_RESERVE_AFTER_S) -> None:
+    def __init__(self, reserve_after_s: float = DEFAULT_RESERVE_AFTER_S, claim_for_s: float = float("inf")) -> None:
         self.reserve_after_s = reserve_after_s
+        self.claim_for_s = claim_for_s              # a preemption's hold ends after this, placed or not
         self.waiting_since: dict[str, float] = {}   # job -> when its next task first fitted nowhere
         self.held: dict[str, Reservation] = {}      # node -> its reservation
 
     def copy(self) -> Reservations:
-        other = Reservations(self.reserve_after_s)
+        other = Reservations(self.reserve_after_s, self.claim_for_s)
         other.waiting_since, other.held = dict(self.waiting_since), dict(self.held)
         return other
 
@@ -51,7 +57,8 @@ class Reservations:
         pending = set(pending_jobs)
         schedulable = {name for name, ok in zip(view.names, view.schedulable.tolist()) if ok}
         self.waiting_since = {j: self.waiting_since.get(j, now) for j in sorted(pending)}
-        self.held = {n: r for n, r in self.held.items() if n in schedulable and r.job_id in pending}
+        self.held = {n: r for n, r in self.held.items() if n in schedulable and r.job_id in pending
+                     and not (r.claimed and now - r.since > self.claim_for_s)}
 
     def overdue(self, now: float) -> list[str]:
         """Jobs that placed nothing for reserve_after_s and hold no node, longest first."""
@@ -71,9 +78,43 @@ class Reservations:
                 mask[row] = False
         return mask
 
-    def placed(self, job_id: str) -> None:
+    def placed(self, job_id: str, node: str = "") -> None:
+        """A task of the job was placed on `node`: its waiting hold ends; a preemption's
+        hold there serves one task fewer (and holds elsewhere stay: their room is coming)."""
         self.waiting_since.pop(job_id, None)
-        self.held = {n: r for n, r in self.held.items() if r.job_id != job_id}
+        kept = {}
+        for name, r in self.held.items():
+            if r.job_id != job_id or (r.claimed and name != node):
+                kept[name] = r
+            elif r.claimed > 1 and name == node:
+                kept[name] = replace(r, claimed=r.claimed - 1)
+        self.held = kept
+
+    def claim(self, job_id: str, node: str, now: float) -> None:
+        """A preemption frees room on `node` for one more task of the job: hold it for the job."""
+        r = self.held.get(node)
+        if r is not None and r.job_id != job_id:
+            return          # the planner never picks a node held for another job
+        self.held[node] = Reservation(job_id, node, now, (r.claimed if r is not None else 0) + 1)
+
+    def gang_skipped(self, job_id: str, nodes: list[str], now: float) -> list[str]:
+        """A gang fit nowhere this round: once it has waited reserve_after_s, and if no other
+        gang holds, `nodes` (gangs.gang_rows) are held for it. Returns the gang's holds."""
+        since = self.waiting_since.setdefault(job_id, now)
+        other_gang = any(r.gang and r.job_id != job_id for r in self.held.values())
+        if now - since >= self.reserve_after_s and not other_gang and not self.holding(job_id):
+            for node in nodes:
+                if node not in self.held:
+                    self.held[node] = Reservation(job_id, node, now, gang=True)
+        return sorted(n for n, r in self.held.items() if r.job_id == job_id)
+
+    def claims(self) -> list[tuple[str, str, int]]:
+        """(job, node, tasks) for every preemption hold."""
+        return [(r.job_id, r.node, r.claimed) for r in self.held.values() if r.claimed]
+
+    def holders(self) -> dict[str, str]:
+        """node -> job, for the waiting holds (not preemption's)."""
+        return {n: r.job_id for n, r in self.held.items() if not r.claimed}
 
     def holding(self, job_id: str) -> Reservation | None:
         return next((r for r in self.held.values() if r.job_id == job_id), None)

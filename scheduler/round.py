@@ -6,7 +6,7 @@ caller commits the placements it gets back."""
 from __future__ import annotations
 
 import random
-from collections import deque
+from itertools import chain
 from contextlib import contextmanager
 from typing import Callable, Iterator
 from dataclasses import dataclass
@@ -17,13 +17,15 @@ from tcluster.ceilings import asks_of, short_of
 from tcluster.constraints import Constraint, parse_constraints
 from tcluster.model import Job, JobSpec, Task, TaskState, node_requirements
 from tcluster.scheduler.fairness import FairnessPolicy
+from tcluster.scheduler.gangs import gang_rows, place_gang
 from tcluster.scheduler.matching import EligibleCache, ceiling_mask
-from tcluster.scheduler.nodestate import NodeMatrix
+from tcluster.scheduler.nodestate import NodeMatrix, NodeMatrixView
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
+from tcluster.scheduler.windows import Windows
 
 
 @dataclass(frozen=True)
@@ -38,25 +40,30 @@ class RoundResult:
 def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobView]:
     views = []
     for job_id, job_tasks in tasks.items():
-        pending = sum(1 for t in job_tasks if t.state is TaskState.PENDING)
         job = jobs[job_id]
-        if pending and not job.cancelled:
-            running = sum(1 for t in job_tasks if t.state.holds_resources)
+        pending = sum(1 for t in job_tasks if t.state is TaskState.PENDING) + len(job.unplaced)
+        running = sum(1 for t in job_tasks if t.state.holds_resources)
+        if job.throttle:
+            pending = min(pending, max(job.throttle - running, 0))
+        if pending and not job.cancelled and not job.held:
             views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources, pending, running,
                                  job.spec.weight))
     return views
 
 
 class _Waiting(dict):  # type: ignore[type-arg]
-    """A job's pending tasks, found only when the round first places one of its tasks:
-    a round costs what it places, not the size of every waiting job."""
+    """A job's pending tasks, found only when the round first places one of its tasks and
+    taken one at a time: a round costs what it places, not the size of every waiting job
+    (an array's unplaced indexes become tasks only as they are taken)."""
 
-    def __init__(self, tasks: dict[str, list[Task]]) -> None:
+    def __init__(self, jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> None:
         super().__init__()
-        self._tasks = tasks
+        self._jobs, self._tasks = jobs, tasks
 
-    def __missing__(self, job_id: str) -> deque[Task]:
-        found = deque(t for t in self._tasks[job_id] if t.state is TaskState.PENDING)
+    def __missing__(self, job_id: str) -> Iterator[Task]:
+        rows = (t for t in self._tasks[job_id] if t.state is TaskState.PENDING)
+        unplaced = (Task(job_id=job_id, index=i) for i in self._jobs[job_id].unplaced)
+        found = chain(rows, unplaced)
         self[job_id] = found
         return found
 
@@ -66,17 +73,19 @@ def schedule_round(
     fairness: FairnessPolicy, placement: PlacementPolicy, rng: random.Random,
     eligible_cache: EligibleCache | None = None, queues: QueueTree | None = None,
     reservations: Reservations | None = None, now: float = 0.0, views: list[JobView] | None = None,
+    windows: Windows | None = None,
 ) -> RoundResult:
     """`queues` is the fairness tree; `reservations` (kept by the caller across rounds)
     holds nodes for jobs whose next task has waited long enough; `now` dates the waits.
     `views` (pending and running counts per waiting job) saves a scan when the caller
-    keeps counts, as the master does."""
+    keeps counts, as the master does. `windows`: nodes' maintenance windows ahead
+    (scheduler/windows.py); a job starts nowhere it could still run when one opens."""
     views = job_views(jobs, tasks) if views is None else views
     view = nodes.view()
     if not view.schedulable.any():
         return RoundResult([], {v.job_id: "no nodes are ready" for v in views}, reservations)
     cache = eligible_cache or EligibleCache()
-    waiting = _Waiting(tasks)
+    waiting = _Waiting(jobs, tasks)
     placed: dict[str, int] = {}
     placements: list[tuple[Task, str]] = []
     reasons: dict[str, str] = {}
@@ -85,9 +94,12 @@ def schedule_round(
     book.start_round([v.job_id for v in views], view, now)
     for job_id in book.overdue(now):   # a big task must not starve behind small ones
         spec = jobs[job_id].spec
+        if spec.gang:
+            continue                   # a gang holds all it needs, when it is tried (gangs.py)
         book.hold(job_id, view.request_vector(spec.resources),
-                  _eligible(spec, parse_constraints(node_requirements(spec)), nodes, cache), view, now)
+                  eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache, windows), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
+    pending_of = {v.job_id: (v.pending, v.running) for v in views}
     begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes, anbf)
     if begin is not None:
         begin()
@@ -97,12 +109,34 @@ def schedule_round(
         while (job_id := fairness_round.next_job()) is not None:
             spec = jobs[job_id].spec
             constraints = parse_constraints(node_requirements(spec))
-            matching = _eligible(spec, constraints, nodes, cache)
+            matching = eligible_rows(spec, constraints, nodes, cache, windows)
             eligible = book.eligible(job_id, matching, view)   # minus nodes held for others
             request = view.request_vector(spec.resources)
+            if spec.gang:     # all of its waiting tasks now, or none
+                size, running = pending_of[job_id]
+                if running:      # a restart: the members still running stop first
+                    reasons[job_id] = f"gang: waiting for its {running} running task(s) to stop before it restarts"
+                    fairness_round.skip(job_id)
+                    continue
+                rows = None if request is None else place_gang(size, spec.resources, request, view, eligible,
+                                                               placement, nodes, rng)
+                if rows is None:
+                    reasons[job_id] = _gang_waits(job_id, size, request, view, matching, book, now)
+                    fairness_round.skip(job_id)
+                    continue
+                for row in rows:
+                    node = view.names[row]
+                    placements.append((next(waiting[job_id]), node))
+                    placed[job_id] = placed.get(job_id, 0) + 1
+                    book.placed(job_id, node)
+                    fairness_round.placed(job_id)
+                    most.allocated(row)
+                if most.changed:
+                    fairness_round.limit(most.resources())
+                continue
             row = None if request is None else placement.choose(request, view, eligible, rng)
             if row is None:
-                reasons[job_id] = _reason(spec, constraints, nodes, matching)
+                reasons[job_id] = _reason(spec, constraints, nodes, matching, windows)
                 held = book.skipped(job_id, request, eligible, view, now)
                 if held is not None:
                     reasons[job_id] += f"; node {held.node} is held for it (its tasks waited too long)"
@@ -110,31 +144,55 @@ def schedule_round(
                 continue
             node = view.names[row]
             nodes.allocate(node, spec.resources)
-            placements.append((waiting[job_id].popleft(), node))
+            placements.append((next(waiting[job_id]), node))
             placed[job_id] = placed.get(job_id, 0) + 1
-            book.placed(job_id)
+            book.placed(job_id, node)
             fairness_round.placed(job_id)
             most.allocated(row)
             if most.changed:   # the same room again blocks nobody new
                 fairness_round.limit(most.resources())   # saturated kinds block who needs them
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
-        _explain_waiting(jobs, left, reasons, nodes, cache, book)
+        _explain_waiting(jobs, left, reasons, nodes, cache, book, windows)
     return RoundResult(placements, reasons, book)
 
 
-def _eligible(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
-              cache: EligibleCache) -> np.ndarray | None:
-    """Nodes whose labels meet the constraints and whose ceilings allow the job's
-    --pids-max / --log-max (None: every node)."""
+def _gang_waits(job_id: str, size: int, request: np.ndarray | None, view: NodeMatrixView,
+               matching: np.ndarray | None, book: Reservations, now: float) -> str:
+    """Why a gang waits, after it takes its hold (if it is its turn to hold)."""
+    reason = f"gang: its {size} tasks do not all fit at once now"
+    if request is None:
+        return reason
+    others = {n for n, r in book.held.items() if r.job_id != job_id}
+    held = book.gang_skipped(job_id, gang_rows(size, request, view, matching, others), now)
+    if held:
+        reason += f"; nodes {', '.join(held[:8])}{' …' if len(held) > 8 else ''} are held for it"
+    return reason
+
+
+def eligible_rows(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
+              cache: EligibleCache, windows: Windows | None = None) -> np.ndarray | None:
+    """Nodes whose labels meet the constraints, whose ceilings allow the job's
+    --pids-max / --log-max and whose maintenance window (if any) the job cannot run
+    into (None: every node)."""
     matching = cache.eligible(constraints, nodes)
-    allowed = ceiling_mask(asks_of(spec), nodes)
-    if allowed is None:
-        return matching
-    return allowed if matching is None else matching & allowed   # a new array: the cached one stays
+    for allowed in (ceiling_mask(asks_of(spec), nodes), windows.allowed(spec, nodes) if windows else None):
+        if allowed is not None:
+            matching = allowed if matching is None else matching & allowed   # a new array: the cached one stays
+    return matching
 
 
 def _reason(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
-            matching: np.ndarray | None) -> str:
+            matching: np.ndarray | None, windows: Windows | None = None) -> str:
+    reason = _plain_reason(spec, constraints, nodes, matching)
+    note = _window_note(spec, nodes, windows) if windows is not None else ""
+    if not note:
+        return reason
+    usable = nodes.view().schedulable if matching is None else nodes.view().schedulable & matching
+    return f"{reason}; {note}" if usable.any() else note
+
+
+def _plain_reason(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatrix,
+                  matching: np.ndarray | None) -> str:
     asks = asks_of(spec)
     if asks:   # no ready node's ceilings allow it (the submit check let it in for a node that is down)
         view = nodes.view()
@@ -142,6 +200,14 @@ def _reason(spec: JobSpec, constraints: tuple[Constraint, ...], nodes: NodeMatri
         if ready and (short := short_of(asks, ready)):
             return short
     return unplaceable_reason(spec.resources, constraints, nodes, matching)
+
+
+def _window_note(spec: JobSpec, nodes: NodeMatrix, windows: Windows) -> str:
+    """Which ready nodes a maintenance window keeps from the job, and why ("": none)."""
+    allowed = windows.allowed(spec, nodes)
+    if allowed is None or not (nodes.view().schedulable & ~allowed).any():
+        return ""
+    return windows.reason(spec)
 
 
 @contextmanager
@@ -154,7 +220,8 @@ def _finally(call: Callable[[], None] | None) -> Iterator[None]:
 
 
 def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dict[str, str],
-                     nodes: NodeMatrix, cache: EligibleCache, book: Reservations) -> None:
+                     nodes: NodeMatrix, cache: EligibleCache, book: Reservations,
+                     windows: Windows | None = None) -> None:
     """Every job still waiting gets a reason, from the state after this round's placements:
     the fairness round stops offering a job whose resource saturated without skipping it."""
     for job_id, left in waiting.items():
@@ -162,7 +229,7 @@ def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dic
             continue
         spec = jobs[job_id].spec
         constraints = parse_constraints(node_requirements(spec))
-        reason = _reason(spec, constraints, nodes, _eligible(spec, constraints, nodes, cache))
+        reason = _reason(spec, constraints, nodes, eligible_rows(spec, constraints, nodes, cache, windows), windows)
         holder = next((r for r in book.held.values() if r.job_id != job_id), None)
         if reason == WAITING_FOR_NEXT_ROUND and holder is not None:
             reason = f"waiting behind a reservation: node {holder.node} is held for job {holder.job_id}"

@@ -7,14 +7,20 @@ no threads: the clock jumps from event to event.
 A round only sees the pending tasks that could possibly fit, at most as many as the
 free total allows plus one. This keeps a round O(running tasks) and not O(all tasks).
 The decisions are the same, because a job can never place more tasks than that in
-one round."""
+one round.
+
+With preemption on (sim/preempting.py) the planner of the live master runs after each
+round; a victim keeps its room until its grace ends (an event), then its task is
+requeued in its job and later starts again from the beginning."""
 
 from __future__ import annotations
 
 import heapq
 import math
 import random
+from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,10 +31,16 @@ from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import make_placement
-from tcluster.scheduler.reservations import Reservations
+from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
+from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.sim.scenario import Scenario, SimJob
 
-_SUBMIT, _END = 0, 1   # at equal times tasks end after submissions are in; both before the round
+if TYPE_CHECKING:
+    from tcluster.sim.preempting import SimPreemption
+
+# At equal times: submissions, then task ends, then victims whose grace is over, all
+# before the round. A tick only wakes the round (a starvation clock or a rate limit).
+_SUBMIT, _END, _RELEASE, _TICK = 0, 1, 2, 3
 
 
 @dataclass
@@ -37,20 +49,24 @@ class TaskRun:
     node: str
     start: float
     end: float | None = None     # None: still running at the end of the run
+    preempted: bool = False      # ended by a preemption (the task was requeued)
 
 
 @dataclass
 class JobTrack:
     spec: SimJob
     job: Job
-    next_task: int = 0
+    # Tasks neither running nor done: requeued ones first (they start again soonest), then by index.
+    waiting: deque[int] = field(default_factory=deque)
     done: int = 0
-    running: dict[int, Task] = field(default_factory=dict)
+    running: dict[int, Task] = field(default_factory=dict)   # leaving ones too: they hold their room
+    leaving: set[int] = field(default_factory=set)           # preempted, in their grace
+    attempts: dict[int, int] = field(default_factory=dict)   # task -> attempts started
     runs: list[TaskRun] = field(default_factory=list)
 
     @property
     def pending(self) -> int:
-        return self.spec.tasks - self.next_task
+        return len(self.waiting)
 
 
 @dataclass(frozen=True)
@@ -71,11 +87,13 @@ class SimRun:
     counters: dict[str, int]
     timeline: tuple[tuple[float, tuple[float, ...]], ...]   # (time, share per scenario job)
     lotes: dict | None = None              # the plan LoTES followed, or why it fell back
+    preemption: SimPreemption | None = None   # its log and the queues' shares over time, when asked for
 
 
 class Simulator:
     def __init__(self, scenario: Scenario, fairness: str, placement: str, seed: int = 0,
-                 lotes: LotesOptions | None = None) -> None:
+                 lotes: LotesOptions | None = None, preemption: PreemptionSettings | None = None,
+                 record_queues: bool = False) -> None:
         self.scenario = scenario
         self.fairness, self.placement = make_fairness(fairness), make_placement(placement)
         self.rng = random.Random(seed)
@@ -86,11 +104,23 @@ class Simulator:
         self.lotes = self._plan_lotes(lotes or LotesOptions(), seed) if self.lotes_book is not None else None
         self.capacity = self.matrix.total_capacity()
         self.cache = EligibleCache()
-        self.book = Reservations(scenario.reserve_after_s)
         self.tracks: dict[str, JobTrack] = {}
-        self.events: list[tuple[float, int, int, str, int]] = []   # (time, kind, seq, job, task)
+        self.events: list[tuple[float, int, int, str, int, int]] = []   # (time, kind, seq, job, task, attempt)
         self.seq = 0
+        self.live = 0            # events on the heap that are not ticks
+        self.until: float | None = None
         self.counters = {"events": 0, "rounds": 0, "tasks_placed": 0, "tasks_done": 0}
+        self.on_node: dict[str, dict[tuple[str, int], None]] = {n.name: {} for n in scenario.nodes}
+        self.preemption: SimPreemption | None = None
+        claim_for = float("inf")
+        if preemption is not None or record_queues:
+            from tcluster.sim.preempting import SimPreemption   # the planner only when asked for
+
+            self.preemption = SimPreemption(self, preemption, seed)
+            if preemption is not None:   # as the master: a claim outlives its victims' grace by the slack
+                claim_for = preemption.grace_s + PREEMPT_HOLD_SLACK_S
+                self.counters.update(preemptions=0, tasks_requeued=0)
+        self.book = Reservations(scenario.reserve_after_s, claim_for)
         self.timeline: list[tuple[float, tuple[float, ...]]] = []
         self._mu = {j.name: j.resources.dominant_share(self.capacity) for j in scenario.jobs}
 
@@ -120,41 +150,91 @@ class Simulator:
         return None if vector is None or self.lotes_book is None else self.lotes_book.classify(vector)
 
     def run(self, until: float | None = None) -> SimRun:
+        self.until = until
         for job in self.scenario.jobs:
-            self._push(job.submit, _SUBMIT, job.name, -1)
+            self.push(job.submit, _SUBMIT, job.name)
         now = 0.0
         while self.events and (until is None or self.events[0][0] <= until):
             now = self.events[0][0]
             while self.events and self.events[0][0] == now:
-                _, kind, _, name, index = heapq.heappop(self.events)
-                self.counters["events"] += 1
-                self._submit(name, now) if kind == _SUBMIT else self._end(name, index, now)
+                self._apply(heapq.heappop(self.events), now)
             self._round(now)
+            if self.preemption is not None:
+                self.preemption.after_round(now)
             self._sample(now)
         end = now if until is None else until
         self._sample(end, force=True)   # the last row is the state the report gives
         tracks = tuple(self.tracks[j.name] for j in self.scenario.jobs if j.name in self.tracks)
-        return SimRun(end, tracks, self.matrix, self.capacity, dict(self.counters), tuple(self.timeline), self.lotes)
+        return SimRun(end, tracks, self.matrix, self.capacity, dict(self.counters), tuple(self.timeline), self.lotes,
+                      self.preemption)
 
-    def _push(self, time: float, kind: int, name: str, index: int) -> None:
+    def push(self, time: float, kind: int, name: str = "", index: int = -1, attempt: int = 0) -> None:
         self.seq += 1
-        heapq.heappush(self.events, (time, kind, self.seq, name, index))
+        self.live += kind != _TICK
+        heapq.heappush(self.events, (time, kind, self.seq, name, index, attempt))
+
+    def _apply(self, event: tuple[float, int, int, str, int, int], now: float) -> None:
+        _, kind, _, name, index, attempt = event
+        if kind == _TICK:
+            return          # only wakes the round: not counted as an event
+        self.live -= 1
+        self.counters["events"] += 1
+        if kind == _SUBMIT:
+            self._submit(name, now)
+        elif kind == _END:
+            self._end(name, index, attempt, now)
+        else:
+            self._release(name, index, attempt, now)
 
     def _submit(self, name: str, now: float) -> None:
         spec = next(j for j in self.scenario.jobs if j.name == name)
         job_spec = JobSpec(("sim",), spec.resources, name=name, queue=spec.queue, tasks=spec.tasks,
                            constraints=spec.constraints, weight=spec.weight)
-        self.tracks[name] = JobTrack(spec, Job(name, job_spec, submitted_at=now))
+        self.tracks[name] = JobTrack(spec, Job(name, job_spec, submitted_at=now), deque(range(spec.tasks)))
 
-    def _end(self, name: str, index: int, now: float) -> None:
+    def _end(self, name: str, index: int, attempt: int, now: float) -> None:
         track = self.tracks[name]
+        task = track.running.get(index)
+        if task is None or task.attempt != attempt:
+            return          # that attempt was preempted: its end never comes
+        if index in track.leaving and self.preemption is not None:
+            self.preemption.released(track, index, now, lost=False)   # it finished within its grace
+        self._stop(track, index, now)
+        track.done += 1
+        self.counters["tasks_done"] += 1
+
+    def _release(self, name: str, index: int, attempt: int, now: float) -> None:
+        """A victim's grace is over: its room is free and its task waits again."""
+        track = self.tracks[name]
+        task = track.running.get(index)
+        if task is None or task.attempt != attempt or index not in track.leaving:
+            return          # it finished on its own within its grace
+        if self.preemption is not None:
+            self.preemption.released(track, index, now, lost=True)
+        self._stop(track, index, now).preempted = True
+        track.waiting.appendleft(index)
+        self.counters["tasks_requeued"] += 1
+
+    def _stop(self, track: JobTrack, index: int, now: float) -> TaskRun:
         task = track.running.pop(index)
+        track.leaving.discard(index)
+        del self.on_node[task.node][(track.spec.name, index)]
         self.matrix.release(task.node, track.spec.resources)
         if (k := self._classify(track.spec.resources)) is not None:
             self.lotes_book.ended(task.node, k)
-        track.done += 1
-        self.counters["tasks_done"] += 1
-        next(r for r in reversed(track.runs) if r.task == index).end = now
+        run = next(r for r in reversed(track.runs) if r.task == index)
+        run.end = now
+        return run
+
+    def preempt(self, name: str, index: int, release_at: float) -> None:
+        """The planner chose this task: it holds its room until `release_at` (its grace)."""
+        track = self.tracks[name]
+        track.leaving.add(index)
+        self.counters["preemptions"] += 1
+        self.push(release_at, _RELEASE, name, index, track.running[index].attempt)
+
+    def tick(self, at: float) -> None:
+        self.push(at, _TICK)
 
     def _round(self, now: float) -> None:
         jobs, tasks = self._round_input()
@@ -176,22 +256,28 @@ class Simulator:
                 continue
             window = _window(view.request_vector(track.spec.resources), free_total, track.pending)
             jobs[name] = track.job
-            tasks[name] = [*track.running.values(), *(Task(name, track.next_task + i) for i in range(window))]
+            first = [track.waiting[i] for i in range(window)]
+            tasks[name] = [*track.running.values(), *(Task(name, index) for index in first)]
         return jobs, tasks
 
     def _start(self, track: JobTrack, index: int, node: str, now: float) -> None:
-        assert index == track.next_task, (index, track.next_task)
-        track.next_task += 1
-        track.running[index] = Task(track.spec.name, index, TaskState.RUNNING, node=node, attempt=1)
+        # The round places a job's waiting tasks in the order given: almost always the first.
+        track.waiting.popleft() if track.waiting[0] == index else track.waiting.remove(index)
+        attempt = track.attempts[index] = track.attempts.get(index, 0) + 1
+        track.running[index] = Task(track.spec.name, index, TaskState.RUNNING, node=node, attempt=attempt,
+                                    started_at=now)
         track.runs.append(TaskRun(index, node, now))
+        self.on_node[node][(track.spec.name, index)] = None
         self.matrix.allocate(node, track.spec.resources)
         if (k := self._classify(track.spec.resources)) is not None:
             self.lotes_book.started(node, k)   # as the master tells the book on commit
         self.counters["tasks_placed"] += 1
-        if track.spec.duration is not None:
-            self._push(now + track.spec.duration, _END, track.spec.name, index)
+        if track.spec.duration is not None:   # a requeued task runs its whole duration again
+            self.push(now + track.spec.duration, _END, track.spec.name, index, attempt)
 
     def _sample(self, now: float, force: bool = False) -> None:
+        if self.preemption is not None:
+            self.preemption.sample(now, force)
         shares = tuple(
             len(self.tracks[j.name].running) * self._mu[j.name] if j.name in self.tracks else 0.0
             for j in self.scenario.jobs
@@ -212,5 +298,8 @@ def _window(request: np.ndarray | None, free_total: np.ndarray, pending: int) ->
 
 
 def simulate(scenario: Scenario, fairness: str, placement: str, until: float | None = None, seed: int = 0,
-             lotes: LotesOptions | None = None) -> SimRun:
-    return Simulator(scenario, fairness, placement, seed, lotes).run(until)
+             lotes: LotesOptions | None = None, preemption: PreemptionSettings | None = None,
+             record_queues: bool = False) -> SimRun:
+    """`preemption`: the planner's settings (None: off); `record_queues`: keep each
+    queue's share and target over time (SimRun.preemption) even with preemption off."""
+    return Simulator(scenario, fairness, placement, seed, lotes, preemption, record_queues).run(until)

@@ -13,7 +13,9 @@ sim/workload.py) instead of, or beside, `jobs`.
 
 `duration` is seconds per task, or null to run until the end. Optional per job:
 `weight` (default 1) and `constraints` (as `tcl submit --constraint`). Optional at the
-top: `reserve_after_s`. Every error names the line and the path, e.g.
+top: `reserve_after_s`, and `preemption: {after_s, grace_s, min_runtime_s,
+max_per_round}` (the knobs of `tcl-master --preempt-*`, same defaults; whether a run
+preempts is the command line's choice: `tcl sim --preemption`). Every error names the line and the path, e.g.
 `scenario.yaml:14: jobs[3].resources.cpu: ...`."""
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
 from tcluster.model import DEFAULT_QUEUE
 from tcluster.resources import Resources, resources_from_mapping
+from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_located
 from tcluster.scheduler.reasons import never_fits_reason
 from tcluster.scheduler.reservations import DEFAULT_RESERVE_AFTER_S
@@ -34,7 +37,8 @@ from tcluster.scheduler.views import NodeSpec
 from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, format_path, load_located, read_config_file
 from tcluster.sim.workload import Workload, parse_workload
 
-_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload")
+_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption")
+_PREEMPT_KEYS = ("after_s", "grace_s", "min_runtime_s", "max_per_round")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
 _JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints")
 
@@ -59,6 +63,7 @@ class Scenario:
     reserve_after_s: float = DEFAULT_RESERVE_AFTER_S
     source: str = ""
     workload: Workload | None = None     # generated arrivals (sim/workload.py) instead of `jobs`
+    preemption: PreemptionSettings = PreemptionSettings()   # the knobs, used when the run preempts
 
 
 def load_scenario(path: FsPath | str) -> Scenario:
@@ -80,7 +85,23 @@ def parse_scenario(text: str, source: str) -> Scenario:
         workload = parse_workload(doc, kinds)
     jobs = _jobs(doc, queues, nodes) if workload is None or "jobs" in doc.value else ()
     reserve = doc.value.get("reserve_after_s", DEFAULT_RESERVE_AFTER_S)
-    return Scenario(nodes, queues, jobs, _number(doc, ("reserve_after_s",), reserve, minimum=0.0), source, workload)
+    return Scenario(nodes, queues, jobs, _number(doc, ("reserve_after_s",), reserve, minimum=0.0), source, workload,
+                    _preemption(doc))
+
+
+def _preemption(doc: Located) -> PreemptionSettings:
+    if "preemption" not in doc.value:
+        return PreemptionSettings()
+    path: Path = ("preemption",)
+    body = _mapping(doc, path, doc.value["preemption"], _PREEMPT_KEYS)
+    knobs: dict[str, float] = {k: _number(doc, (*path, k), body[k], minimum=0.0) for k in _PREEMPT_KEYS[:3] if k in body}
+    settings = PreemptionSettings(**knobs)
+    if "max_per_round" in body:
+        count = body["max_per_round"]
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise doc.error((*path, "max_per_round"), f"{count!r} must be a whole number >= 1")
+        settings = PreemptionSettings(**knobs, max_per_round=count)
+    return settings
 
 
 def _list(doc: Located, key: str) -> list[Any]:

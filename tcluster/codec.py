@@ -10,7 +10,7 @@ import json
 from dataclasses import fields
 from typing import Any
 
-from tcluster.model import JobSpec, TaskUsage
+from tcluster.model import Job, JobSpec, TaskUsage
 from tcluster.resources import Resources
 from tcluster.specfields import BY_NAME, Carrier
 
@@ -62,3 +62,32 @@ def usage_from_json(text: str) -> TaskUsage:
     data = json.loads(text)
     known = {f.name for f in fields(TaskUsage)}
     return TaskUsage(**{k: v for k, v in data.items() if k in known})
+
+
+def job_extra_to_json(job: Job) -> str:
+    """A job's batch bookkeeping (array ranges, throttle, dependency release) as the stores
+    keep it: one JSON text, "" when all are defaults (most jobs)."""
+    extra: dict[str, object] = {}
+    if job.unplaced:
+        extra["unplaced"] = job.unplaced.text()
+    if job.skipped:
+        extra["skipped"] = job.skipped.text()
+    if job.throttle:
+        extra["throttle"] = job.throttle
+    if job.released:
+        extra["released"] = True
+    if job.reason:
+        extra["reason"] = job.reason
+    return json.dumps(extra, separators=(",", ":")) if extra else ""
+
+
+def with_job_extra(job: Job, text: str | None) -> Job:
+    if not text:
+        return job
+    from dataclasses import replace
+
+    from tcluster.arrays import index_set_from_text
+    extra = json.loads(text)
+    return replace(job, unplaced=index_set_from_text(extra.get("unplaced", "")),
+                   skipped=index_set_from_text(extra.get("skipped", "")), throttle=int(extra.get("throttle", 0)),
+                   released=bool(extra.get("released", False)), reason=str(extra.get("reason", "")))

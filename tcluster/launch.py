@@ -19,6 +19,7 @@ class Launch:
     spec: JobSpec | None       # None only for an agent's kill of an attempt it does not have
     node: str = ""             # the master's addressee; not sent (the agent is that node)
     lotes_class: int | None = None     # LoTES: the task's class (-1: none; None: not lotes)
+    preemptions: int = 0               # earlier attempts that were preempted (TCL_PREEMPTED)
 
     @property
     def key(self) -> str:

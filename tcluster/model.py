@@ -6,16 +6,21 @@ import re
 from dataclasses import dataclass, field
 
 from tcluster.bounds import check_spec_bounds, quote
+from tcluster.arrays import IndexSet, parse_array
+from tcluster.dependency import parse_dependency
 from tcluster.ceilings import Ceilings
 from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
+from tcluster.nodeops import READY_OPS, NodeOps
 from tcluster.resources import Resources
 from tcluster.states import TERMINAL_TASK_STATES, JobState, NodeState, TaskState  # noqa: F401  (the model's names)
 from tcluster.taskusage import TaskUsage
 
 MAX_TASKS_PER_JOB = 10_000
+MAX_ARRAY_TASKS = 10_000_000      # an array's indexes are ranges: its cost grows with what runs
 MAX_RETRIES = 100
 NETWORK_MODES = ("", "host", "none", "bridge")
+ON_PREEMPT = ("", "requeue", "cancel")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _QUEUE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -45,6 +50,14 @@ class JobSpec:
     network: str = ""                     # host | none | bridge; "" = host (bridge if `net` is asked)
     net_limit: float = 0.0                # egress cap in bits/s when the link is idle; 0 = the request
     owner: str = ""                       # the submitting user: set by the master, never taken from a client
+    on_preempt: str = ""                  # requeue (default) | cancel: what a preempted task does
+    time_limit_s: float = 0.0             # a task running this long ends FAILED (TimeLimit); 0 = none
+    array: str = ""                       # Slurm's array form (0-999%50): tasks are these indexes
+    dependency: str = ""                  # Slurm's form: afterok:J1:J2,afterany:J3 (? for or)
+    keep_unmet: bool = False              # a dependency that can no longer be met keeps the job waiting
+    gang: bool = False                    # all tasks start in one round, or none
+    gang_timeout_s: float = 0.0           # 0 = 300: a gang not all RUNNING by then is stopped and requeued
+    gang_restart: bool = False            # a failed member restarts the gang (else the job FAILS)
     # The client's idempotency key: a Submit retried with the same one (same owner) gets the
     # job the first call made instead of a second (tcl sends a fresh one per `tcl submit`).
     request_id: str = ""
@@ -63,7 +76,7 @@ class JobSpec:
                                                 "starting with a letter or digit (e.g. a UUID)")
         if not _QUEUE.match(self.queue):
             raise InvalidArgument("queue", f"{quote(self.queue)} is not a queue path like 'default' or 'ads.prod'")
-        if not 1 <= self.tasks <= MAX_TASKS_PER_JOB:
+        if not self.array and not 1 <= self.tasks <= MAX_TASKS_PER_JOB:   # an array's count is its indexes
             raise InvalidArgument("tasks", f"{self.tasks} is out of range; allowed 1..{MAX_TASKS_PER_JOB}")
         for key, _ in self.env:
             if not _ENV_KEY.match(key):
@@ -75,6 +88,20 @@ class JobSpec:
         if not (0.0 < self.weight < float("inf")):
             raise InvalidArgument("weight", f"{self.weight!r} must be a number > 0 (default 1)")
         self._validate_limits()
+
+    def _validate_batch(self) -> None:
+        if not (0.0 <= self.time_limit_s < float("inf")):
+            raise InvalidArgument("time_limit", f"{self.time_limit_s!r} must be a duration >= 0 (0: none)")
+        if not (0.0 <= self.gang_timeout_s < float("inf")):
+            raise InvalidArgument("gang_timeout", f"{self.gang_timeout_s!r} must be a duration >= 0 (0: 300 s)")
+        if self.array:
+            indexes, _ = parse_array(self.array)
+            if len(indexes) > MAX_ARRAY_TASKS:
+                raise InvalidArgument("array", f"{len(indexes)} indexes; at most {MAX_ARRAY_TASKS} per array")
+            if self.gang:
+                raise InvalidArgument("gang", "an array's tasks cannot be a gang; submit a job of --tasks N with --gang")
+        if self.dependency:
+            parse_dependency(self.dependency)
 
     def _validate_limits(self) -> None:
         if not (0.0 <= self.cpu_limit < float("inf")):
@@ -89,6 +116,9 @@ class JobSpec:
             raise InvalidArgument("log_max_bytes", f"{self.log_max_bytes} must be bytes >= 0 (0: the agent's default)")
         if self.network not in NETWORK_MODES:
             raise InvalidArgument("network", f"{quote(self.network)} is not one of: host, none, bridge")
+        self._validate_batch()
+        if self.on_preempt not in ON_PREEMPT:
+            raise InvalidArgument("on_preempt", f"{quote(self.on_preempt)} is not one of: requeue, cancel")
         if not (0.0 <= self.net_limit < float("inf")):
             raise InvalidArgument("net_limit", f"{self.net_limit!r} must be bits/s >= 0 (0: the request)")
 
@@ -129,6 +159,7 @@ class Task:
     finished_at: float = 0.0
     usage: TaskUsage = field(default_factory=TaskUsage)
     failures: int = 0          # attempts that ended FAILED or LOST (retries count these)
+    preemptions: int = 0       # attempts stopped to restore another queue's share (no retry used)
 
     @property
     def id(self) -> str:
@@ -148,6 +179,18 @@ class Job:
     finished_at: float = 0.0
     pending_reason: str = ""
     cancelled: bool = False
+    # Arrays: indexes not yet given a task (placed ones have rows), those cancelled before
+    # they ever started, and the live throttle (%N; `tcl update --throttle`), 0: none.
+    unplaced: IndexSet = IndexSet()
+    skipped: IndexSet = IndexSet()
+    throttle: int = 0
+    released: bool = False       # its dependency is met (a job without one never waits for it)
+    reason: str = ""             # why the master ended it (an unmet dependency, a gang's failure)
+
+    @property
+    def held(self) -> bool:
+        """Waiting for its dependency: not offered to the scheduler."""
+        return bool(self.spec.dependency) and not self.released and not self.cancelled
 
 
 @dataclass(frozen=True)
@@ -160,3 +203,4 @@ class Node:
     last_seen: float = 0.0
     runtime: str = ""
     ceilings: Ceilings = Ceilings()   # from its last registration to this master; not stored
+    ops: NodeOps = READY_OPS          # what an operator asked (cordon, drain, maintenance); kept across restarts

@@ -31,6 +31,8 @@ class Kind(Enum):
     LIST = "list"            # strings; a flag adds to the file's
     ARGV = "argv"            # the command: a list, or one shell line in a job file
     RESOURCES = "resources"  # per-kind amounts (flags: --cpu, --mem, --resources, --net)
+    DURATION = "duration"    # seconds, written as a duration: 90, 15m, 2h, 1-00:00:00
+    FLAG = "flag"            # true or false (a flag without a value)
 
     @property
     def is_sequence(self) -> bool:
@@ -141,6 +143,30 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
            help="let a task burst up to RATE when the link is idle"),
     _field("log_max_bytes", Kind.SIZE, file="log_max", flag="--log-max", metavar="SIZE",
            help="per log file before it rotates, up to the agent's (default: the agent's, 64Mi)"),
+    _field("time_limit_s", Kind.DURATION, file="time_limit", flag="--time-limit", metavar="DURATION",
+           stored_when_set=True,
+           help="a task still running this long gets SIGTERM, then SIGKILL, and ends FAILED (TimeLimit): "
+                "90 (seconds), 15m, 2h, 1-00:00:00 (default: none, or the queue's max_time_limit)"),
+    _field("array", Kind.TEXT, file=True, flag="--array", metavar="SPEC", stored_when_set=True,
+           help="an array job: task indexes in Slurm's form, 0-999, 1,3,5-7, 0-99:2, and %%N to run at most N "
+                "at once (0-999%%50); each task gets TCL_ARRAY_TASK_ID"),
+    _field("dependency", Kind.TEXT, file=True, flag="--dependency", metavar="SPEC", stored_when_set=True,
+           help="start only after other jobs, Slurm's form: afterok:J1:J2,afterany:J3 (`?` instead of `,`: "
+                "any one); see also --after-ok, --after-any, --after-notok"),
+    _field("keep_unmet", Kind.FLAG, file="keep_on_unmet_dependency", flag="--keep-on-unmet-dependency",
+           stored_when_set=True,
+           help="keep the job waiting when a dependency can no longer be met (default: cancel it, naming the job)"),
+    _field("gang", Kind.FLAG, file=True, flag="--gang", stored_when_set=True,
+           help="all of the job's tasks start together (in one round) or none does"),
+    _field("gang_timeout_s", Kind.DURATION, file="gang_timeout", flag="--gang-timeout-s", metavar="DURATION",
+           stored_when_set=True,
+           help="a gang not all RUNNING this long after it started is stopped and requeued (default: 300)"),
+    _field("gang_restart", Kind.FLAG, file=True, flag="--gang-restart", stored_when_set=True,
+           help="a failed member restarts the whole gang (default: it ends the gang's job FAILED)"),
+    _field("on_preempt", Kind.TEXT, file=True, flag="--on-preempt", choices=("requeue", "cancel"),
+           stored_when_set=True,
+           help="when a task is preempted to restore another queue's share: requeue it (default; no retry "
+                "is used) or cancel the job"),
 )
 
 BY_NAME: dict[str, SpecField] = {f.name: f for f in SPEC_FIELDS}

@@ -40,5 +40,12 @@ class JobState(str, Enum):
 
 
 class NodeState(str, Enum):
+    """READY and DOWN follow the agent's stream; the others are an operator's (README,
+    "Node operations"): CORDONED takes no new tasks, DRAINING waits for its tasks to end
+    (or its deadline), DRAINED has none left, MAINT is inside a maintenance window."""
     READY = "READY"
     DOWN = "DOWN"
+    CORDONED = "CORDONED"
+    DRAINING = "DRAINING"
+    DRAINED = "DRAINED"
+    MAINT = "MAINT"

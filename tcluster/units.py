@@ -92,3 +92,52 @@ def format_bytes(n: int | float) -> str:
 
 def format_cpu(cores: float) -> str:
     return f"{cores:.3f}".rstrip("0").rstrip(".") or "0"
+
+
+_DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|min|m|h|d)")
+_CLOCK = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")   # Slurm's D-HH:MM:SS, HH:MM:SS, MM:SS
+DURATION_HINT = "e.g. 90 (seconds), 30s, 15m, 2h, 1d, 1h30m or Slurm's 1-00:00:00, 2:00:00, 45:00"
+
+
+def parse_duration(text: str | int | float, field: str = "duration") -> float:
+    """Seconds from `90`, `90s`, `15m`, `2h`, `1d`, `1h30m`, or Slurm's clock forms."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)
+    else:
+        seconds = _duration_text(str(text).strip().lower(), field)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgument(field, f"{str(text)[:40]!r} must be a duration >= 0 ({DURATION_HINT})")
+    return seconds
+
+
+def _duration_text(text: str, field: str) -> float:
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    clock = _CLOCK.match(text) if (":" in text or "-" in text) else None
+    if clock is not None:
+        days, first, *rest = clock.groups()
+        fields = [int(first), *(int(r) for r in rest if r is not None)]
+        if days is not None:        # D-HH, D-HH:MM, D-HH:MM:SS
+            fields += [0] * (3 - len(fields))
+        elif len(fields) == 2:      # MM:SS
+            fields = [0, *fields]
+        hours, minutes, secs = fields
+        return int(days or 0) * 86400 + hours * 3600 + minutes * 60 + secs
+    parts = _DURATION_PART.findall(text)
+    if parts and "".join(a + u for a, u in parts) == text.replace(" ", ""):
+        return sum(float(amount) * _DURATION_UNITS[unit] for amount, unit in parts)
+    raise InvalidArgument(field, f"cannot parse {text[:40]!r} as a duration ({DURATION_HINT})")
+
+
+def format_duration(seconds: float) -> str:
+    """2h, 1h30m, 45s: the shortest exact form."""
+    if seconds <= 0:
+        return "0s"
+    whole = int(round(seconds))
+    out = ""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if whole >= size:
+            out += f"{whole // size}{unit}"
+            whole %= size
+    return out or f"{seconds:g}s"

@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 from tcluster.formats import signal_name, timestamp
 from tcluster.model import Job, Node, Task
+from tcluster.nodeops import NodeOps
 from tcluster.queuerow import QueueRow
 from tcluster.resources import Resources
 from tcluster.specfields import SPEC_FIELDS, Carrier, Kind, SpecField
@@ -24,7 +25,7 @@ JsonDict = dict[str, Any]
 # always printed (the spec's keys follow the field table's order).
 _JOB_KEYS_AFTER = {"queue": ("state", "submitted_at", "finished_at"), "weight": ("dominant_share",)}
 # Kinds held as doubles in the proto: JSON shows them as floats (2.0, never 2).
-_FLOAT_KINDS = (Kind.WEIGHT, Kind.CORES, Kind.RATE)
+_FLOAT_KINDS = (Kind.WEIGHT, Kind.CORES, Kind.RATE, Kind.DURATION)
 
 
 def resources_json(r: Resources) -> JsonDict:
@@ -52,6 +53,7 @@ def task_json(task: Task, lotes_class: int | None = None) -> JsonDict:
         "node": task.node,
         "attempt": task.attempt,
         "failures": task.failures,
+        "preemptions": task.preemptions,
         "exit_code": task.exit_code,
         "signal": task.signal,
         "signal_name": signal_name(task.signal),
@@ -80,11 +82,14 @@ def job_json(job: Job, tasks: list[JsonDict], dominant_share: float = 0.0) -> Js
             doc[entry.json] = spec_value_json(entry, getattr(job.spec, entry.name))
         for key in _JOB_KEYS_AFTER.get(entry.name, ()):
             doc[key] = own[key]
-    doc.update(tasks_total=job.spec.tasks, pending_reason=job.pending_reason, tasks=tasks)
+    doc.update(tasks_total=job.spec.tasks, pending_reason=job.pending_reason, reason=job.reason)
+    if job.spec.array:        # an array's indexes without a task yet, and its live throttle
+        doc.update(pending_indexes=job.unplaced.text(), skipped_indexes=job.skipped.text(), throttle=job.throttle)
+    doc["tasks"] = tasks
     return doc
 
 
-def node_json(node: Node, free: Resources, task_ids: list[str]) -> JsonDict:
+def node_json(node: Node, free: Resources, task_ids: list[str], blockers: Sequence[Any] = ()) -> JsonDict:
     return {
         "name": node.name,
         "state": node.state.value,
@@ -96,7 +101,26 @@ def node_json(node: Node, free: Resources, task_ids: list[str]) -> JsonDict:
         "labels": dict(sorted(node.labels)),
         "tasks": list(task_ids),
         "last_seen": timestamp(node.last_seen),
+        "ops": node_ops_json(node.ops),
+        "blockers": blockers_json(blockers),
     }
+
+
+def node_ops_json(ops: NodeOps) -> JsonDict:
+    """What an operator asked (README "Node operations"), with who, when and why; the
+    node's `state` is DOWN while its agent is away, whatever was asked."""
+    window = None
+    if ops.has_window:
+        window = {"start": timestamp(ops.maint_start), "end": timestamp(ops.maint_end), "by": ops.maint_by,
+                  "reason": ops.maint_reason}
+    return {"state": ops.state.value, "by": ops.by, "at": timestamp(ops.at), "reason": ops.reason,
+            "drain_deadline": timestamp(ops.deadline), "drain_since": timestamp(ops.since), "maintenance": window}
+
+
+def blockers_json(blockers: Sequence[Any]) -> list[JsonDict]:
+    """A draining node's tasks and why the drain waits for each (master.nodeops.Blocker or its reply)."""
+    return [{"task": b.task_id, "job_id": b.job_id, "job_name": b.job_name, "state": b.state, "why": b.why}
+            for b in blockers]
 
 
 def queue_json(q: QueueRow) -> JsonDict:

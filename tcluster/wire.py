@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any
+from typing import Any, Sequence
 
 from tcluster.launch import Launch
-from tcluster.model import Job, JobSpec, Node, Task, TaskUsage
+from tcluster.model import Job, JobSpec, Node, NodeState, Task, TaskUsage
+from tcluster.nodeops import OPERATOR_STATES, NodeOps
 from tcluster.queuerow import QueueRow
 from tcluster.resources import Resources
 from tcluster.specfields import SPEC_FIELDS, Carrier
@@ -20,6 +21,7 @@ _FIELDS = tuple(f.name for f in fields(TaskUsage))       # each on the wire unde
 _PLAIN = tuple(name for name in _FIELDS if name not in OPTIONAL and name not in RATES)
 _NO_RATES = {name: float(NOT_SENT) for name in RATES}
 _new_usage = object.__new__
+_OPERATOR_STATE_NAMES = frozenset(s.value for s in OPERATOR_STATES)
 
 
 def usage_to_pb(u: TaskUsage, task_id: str = "", attempt: int = 0) -> common_pb2.TaskUsage:
@@ -70,7 +72,7 @@ def task_to_pb(t: Task) -> jobs_pb2.Task:
         index=t.index, id=t.id, state=task_state_to_pb(t.state), node=t.node, attempt=t.attempt,
         has_exit_code=t.exit_code is not None, exit_code=t.exit_code or 0, signal=t.signal,
         reason=t.reason, started_at=t.started_at, finished_at=t.finished_at,
-        usage=usage_to_pb(t.usage, t.id, t.attempt), failures=t.failures,
+        usage=usage_to_pb(t.usage, t.id, t.attempt), failures=t.failures, preemptions=t.preemptions,
     )
 
 
@@ -80,7 +82,8 @@ def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_cl
         id=job.id, spec=spec_to_pb(job.spec), state=job_state_to_pb(job.state),
         submitted_at=job.submitted_at, finished_at=job.finished_at,
         pending_reason=job.pending_reason, tasks=[task_to_pb(t) for t in tasks],
-        dominant_share=dominant_share,
+        dominant_share=dominant_share, unplaced=job.unplaced.text(), skipped=job.skipped.text(),
+        throttle=job.throttle, reason=job.reason, released=job.released,
     )
     if lotes_class is not None:
         for task in msg.tasks:
@@ -88,17 +91,34 @@ def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_cl
     return msg
 
 
-def node_to_pb(node: Node, free: Resources, task_ids: list[str], lotes: Any = None) -> jobs_pb2.Node:
-    """lotes: a master.lotes_live.NodeLotesView (config, target, actual, counted) or None."""
+def node_to_pb(node: Node, free: Resources, task_ids: list[str], lotes: Any = None,
+               blockers: Sequence[Any] = ()) -> jobs_pb2.Node:
+    """lotes: a master.lotes_live.NodeLotesView (config, target, actual, counted) or None;
+    blockers: master.nodeops.Blocker values (a draining node's tasks and why)."""
     msg = jobs_pb2.Node(
         name=node.name, state=node.state.value, capacity=resources_to_pb(node.capacity),
         free=resources_to_pb(free), labels=dict(node.labels), tasks=task_ids,
-        last_seen=node.last_seen, reserved=resources_to_pb(node.reserved),
+        last_seen=node.last_seen, reserved=resources_to_pb(node.reserved), ops=node_ops_to_pb(node.ops),
+        blockers=[jobs_pb2.NodeBlocker(task_id=b.task_id, job_id=b.job_id, job_name=b.job_name, state=b.state,
+                                       why=b.why) for b in blockers],
     )
     if lotes is not None:
         msg.lotes.CopyFrom(jobs_pb2.NodeLotes(config=lotes.config, target=lotes.target, actual=lotes.actual,
                                               counted=lotes.counted))
     return msg
+
+
+def node_ops_to_pb(ops: NodeOps) -> jobs_pb2.NodeOps:
+    return jobs_pb2.NodeOps(state=ops.state.value, by=ops.by, at=ops.at, reason=ops.reason,
+                            drain_deadline=ops.deadline, drain_since=ops.since, maint_start=ops.maint_start,
+                            maint_end=ops.maint_end, maint_by=ops.maint_by, maint_reason=ops.maint_reason)
+
+
+def node_ops_from_pb(msg: jobs_pb2.NodeOps) -> NodeOps:
+    """An unknown state (a newer master's) reads as CORDONED, as the stores read it."""
+    state = NodeState(msg.state) if msg.state in _OPERATOR_STATE_NAMES else NodeState.CORDONED
+    return NodeOps(state if msg.state else NodeState.READY, msg.by, msg.at, msg.reason, msg.drain_deadline,
+                   msg.drain_since, msg.maint_start, msg.maint_end, msg.maint_by, msg.maint_reason)
 
 
 def lotes_status_to_pb(status: Any) -> jobs_pb2.LotesStatus:
@@ -113,7 +133,7 @@ def lotes_status_to_pb(status: Any) -> jobs_pb2.LotesStatus:
 def launch_to_pb(launch: Launch) -> agent_pb2.LaunchTask:
     assert launch.spec is not None, "a launch sent to an agent carries its spec"
     msg = agent_pb2.LaunchTask(task_id=launch.task_id, attempt=launch.attempt, job_id=launch.job_id,
-                               index=launch.index, spec=spec_to_pb(launch.spec))
+                               index=launch.index, spec=spec_to_pb(launch.spec), preemptions=launch.preemptions)
     if launch.lotes_class is not None:
         msg.lotes_class = launch.lotes_class
     return msg
@@ -121,7 +141,8 @@ def launch_to_pb(launch: Launch) -> agent_pb2.LaunchTask:
 
 def launch_from_pb(msg: agent_pb2.LaunchTask) -> Launch:
     return Launch(task_id=msg.task_id, attempt=msg.attempt, job_id=msg.job_id, index=msg.index,
-                  spec=spec_from_pb(msg.spec), lotes_class=msg.lotes_class if msg.HasField("lotes_class") else None)
+                  spec=spec_from_pb(msg.spec), lotes_class=msg.lotes_class if msg.HasField("lotes_class") else None,
+                  preemptions=msg.preemptions)
 
 
 def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -113,3 +114,26 @@ def sweep_nodes_of_this_run(marker: str) -> list[str]:
     for name in names:
         sweep_node(name)
     return names
+
+
+def wait_until(check: Callable[[], bool], timeout_s: float, interval_s: float = 0.2) -> float:
+    """Seconds until `check()` held; AssertionError past `timeout_s`."""
+    started = time.monotonic()
+    while not check():
+        if time.monotonic() - started > timeout_s:
+            raise AssertionError(f"not within {timeout_s}s")
+        time.sleep(interval_s)
+    return time.monotonic() - started
+
+
+def cancel_every_job(master: str, timeout_s: float = 60.0) -> None:
+    """Cancels what still runs and waits for its tasks to end: an agent leaves its tasks
+    running when it stops, so a test cancels them before stopping its agents."""
+    jobs = tcl_json(master, "jobs", "--all")
+    listed = jobs if isinstance(jobs, list) else []
+    for job in listed:
+        if job["state"] in ("PENDING", "RUNNING"):
+            tcl(master, "cancel", job["id"], check=False)
+    for job in listed:    # CANCELLED at once; its tasks end after their grace
+        wait_until(lambda: all(t["finished_at"] for t in tcl_json(master, "status", job["id"])["tasks"]),  # type: ignore[index]
+                   timeout_s)

@@ -16,6 +16,7 @@ class Kill:
     task_id: str
     attempt: int
     reason: str
+    grace_s: float = 0.0       # SIGTERM, then SIGKILL after this; 0: the agent's --kill-grace-s
 
 
 @dataclass(frozen=True)

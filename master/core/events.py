@@ -6,12 +6,14 @@ actions. Nothing here does I/O."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Kill, LogCredit, Registration, TaskReport,
 )
 from tcluster.launch import Launch
-from tcluster.model import Job, JobSpec, Node, Task
+from tcluster.arrays import IndexSet
+from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
 
@@ -28,6 +30,23 @@ class Now:
 class Submit:
     job_id: str
     spec: JobSpec          # validated by the service before the event is made
+    # The states of the jobs its dependency names that are no longer in memory (read from
+    # the store by the service); those in memory are read from the state.
+    known: tuple[tuple[str, JobState], ...] = ()
+
+
+@dataclass(frozen=True)
+class CancelTasks:
+    """`tcl cancel JOB --tasks 5-9`: some of a job's tasks (an array's indexes)."""
+    job_id: str
+    indexes: IndexSet
+
+
+@dataclass(frozen=True)
+class UpdateJob:
+    """`tcl update JOB --throttle N`: what may change while a job runs."""
+    job_id: str
+    throttle: int | None = None
 
 
 @dataclass(frozen=True)
@@ -65,11 +84,58 @@ class Beat:
 
 
 @dataclass(frozen=True)
+class Preempt:
+    """Stop these attempts to make room for other queues' tasks (scheduler/preemption.py):
+    (task id, attempt, reason, the preempting job). Their ends requeue them."""
+    victims: tuple[tuple[str, int, str, str], ...]
+
+
+@dataclass(frozen=True)
+class Cordon:
+    """An admin's: no new tasks on these nodes (all or none: an unknown name refuses the event)."""
+    nodes: tuple[str, ...]
+    by: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Uncordon:
+    """Back to READY: lifts a cordon, cancels a drain, ends the maintenance window."""
+    nodes: tuple[str, ...]
+    by: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Cordon, let the tasks end; at now + deadline_s (0: no deadline) requeue what still runs."""
+    nodes: tuple[str, ...]
+    by: str
+    reason: str = ""
+    deadline_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class Maintain:
+    """A maintenance window [start, start + duration_s) (unix seconds): placement starts nothing
+    there that could still run when it opens; inside it the node is MAINT."""
+    nodes: tuple[str, ...]
+    by: str
+    start: float
+    duration_s: float
+    reason: str = ""
+
+
+NodeEvent = Cordon | Uncordon | Drain | Maintain
+
+
+@dataclass(frozen=True)
 class Tick:
     """Timeouts: silent nodes, lost tasks, launches that never started, old jobs."""
 
 
-Event = Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick
+Event = (Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt | CancelTasks | UpdateJob
+         | NodeEvent)
 
 
 # ---- actions ----
@@ -102,6 +168,23 @@ Outbound = Launch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welco
 
 # ---- what a step changes ----
 
+class KillMode(IntEnum):
+    """What the end of a stopped attempt means (stored as a number: the kills' `retry` column)."""
+    END = 0         # cancelled: the task ends KILLED
+    RETRY = 1       # given up (it never started): its end counts as LOST, and may use a retry
+    REQUEUE = 2     # preempted: the task waits again; no retry is used
+    TIMELIMIT = 3   # past its --time-limit: the task ends FAILED (TimeLimit), no retry
+    GANG = 4        # its gang restarts: the task waits again with the others, no retry used
+
+
+def kill_mode(stored: int) -> KillMode:
+    """A stored mode; one this master does not know (a newer master's) is taken as END."""
+    try:
+        return KillMode(int(stored))
+    except ValueError:
+        return KillMode.END
+
+
 @dataclass(frozen=True)
 class KillIntent:
     """Persisted until the node reports the attempt's end (or shows it no longer runs)."""
@@ -109,7 +192,12 @@ class KillIntent:
     attempt: int
     node: str
     reason: str
-    retry: bool = False        # the attempt was given up (never started): its end counts as LOST
+    mode: KillMode = KillMode.END
+    by_job: str = ""           # REQUEUE: the job whose task the room is for
+
+    @property
+    def retry(self) -> bool:
+        return self.mode is KillMode.RETRY
 
 
 @dataclass(frozen=True)
@@ -132,11 +220,13 @@ class Step:
     jobs_del: set[str] = field(default_factory=set)
     purge_before: float = 0.0      # forget every job that finished before this (unix seconds)
     ticked: float | None = None    # a Tick's monotonic time: apply files away the launches it found overdue
+    ticked_wall: float | None = None   # ... and its wall time: the time limits it acted on
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
     usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there
     free: dict[str, Resources] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
+    known_states: dict[str, JobState] = field(default_factory=dict)   # waited-on jobs not in memory
 
     @property
     def durable(self) -> bool:
@@ -145,6 +235,8 @@ class Step:
 
 
 __all__ = [
-    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "Disconnect", "Event", "Kill",
-    "KillIntent", "Launch", "NodeLive", "Now", "Place", "Reports", "Step", "Submit", "Tick", "Welcome",
+    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "CancelTasks", "UpdateJob", "Cordon",
+    "Disconnect", "Drain", "Event", "Kill", "Maintain", "NodeEvent", "Uncordon",
+    "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "Tick",
+    "Welcome",
 ]

@@ -13,7 +13,9 @@ from dataclasses import dataclass, replace
 
 from tcluster.lifecycle import job_state_from_counts
 from tcluster.master.core.events import KillIntent, NodeLive, Step
+from tcluster.master.core.deadlines import DeadlineIndex
 from tcluster.master.core.startindex import StartIndex
+from tcluster.dependency import dependency_reason, parse_dependency
 from tcluster.master.core.usageblock import UsageIndex
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
@@ -31,6 +33,7 @@ class Timeouts:
     resident_finished_jobs: int = 1000     # finished jobs kept in memory; older ones are read from disk
     resident_finished_tasks: int = 20_000  # ...and at most this many of their tasks
     purge_interval_s: float = 60.0
+    preempt_grace_s: float = 30.0          # a preempted task's SIGTERM..SIGKILL
 
     @property
     def fence_after_s(self) -> float:
@@ -46,10 +49,19 @@ class MasterState:
         self.started_mono = started_mono
         self.jobs: dict[str, Job] = {j.id: j for j in jobs}
         self.tasks: dict[str, list[Task]] = {j.id: [] for j in jobs}
+        # Arrays: a task's row by its index (their rows exist only for placed indexes, in
+        # the order they were placed); other jobs' rows sit at their index.
+        self.slots: dict[str, dict[int, int]] = {j.id: {} for j in jobs if j.spec.array}
         for task in sorted(tasks, key=lambda t: (t.job_id, t.index)):
-            self.tasks[task.job_id].append(task)
+            self._add_row(task)
         self.counts: dict[str, Counter[TaskState]] = {
-            jid: Counter(t.state for t in ts) for jid, ts in self.tasks.items()}
+            jid: Counter(t.state for t in ts) + virtual_counts(self.jobs[jid]) for jid, ts in self.tasks.items()}
+        self.dependents: dict[str, set[str]] = {}    # job -> held jobs that wait on its end
+        self.ended: dict[str, JobState] = {}         # waited-on jobs no longer in memory: how they ended
+        for job in jobs:
+            self._index_dependency(job)
+        self.deadlines = DeadlineIndex()             # RUNNING tasks with a time limit
+        self.gangs: set[str] = {j.id for j in jobs if j.spec.gang and not j.finished_at}   # unfinished gangs
         self.pending_jobs: set[str] = {jid for jid in self.jobs if self._has_pending(jid)}
         self.pending_reasons: dict[str, str] = {}
         # (owner, request_id) -> job id, for every job in memory: a retried Submit finds its job
@@ -71,10 +83,15 @@ class MasterState:
         self.live: dict[str, NodeLive] = {n.name: NodeLive(False, started_mono, n.last_seen) for n in self.nodes.values()}
         self.matrix = NodeMatrix()
         self.by_node: dict[str, set[str]] = {}
+        # Nodes an operator touched (cordon, drain, a window): the tick looks at these only.
+        self.operated: set[str] = {n.name for n in self.nodes.values() if _operated(n)}
         for node in self.nodes.values():
             self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=False)
         for task in (t for ts in self.tasks.values() for t in ts):
             self._hold(task)
+            limit = self.jobs[task.job_id].spec.time_limit_s
+            if limit and task.state is TaskState.RUNNING:
+                self.deadlines.add(task.id, task.attempt, task.started_at + limit)
             if task.state is TaskState.STARTING:
                 self.starts.add(task.id, started_mono)
 
@@ -83,9 +100,22 @@ class MasterState:
     def task(self, task_id: str) -> Task | None:
         job_id, _, index = task_id.rpartition(".")
         tasks = self.tasks.get(job_id)
-        if tasks is None or not index.isdigit() or int(index) >= len(tasks):
+        if tasks is None or not index.isdigit():
             return None
-        return tasks[int(index)]
+        row = self._row(job_id, int(index))
+        return tasks[row] if row is not None else None
+
+    def _row(self, job_id: str, index: int) -> int | None:
+        slots = self.slots.get(job_id)
+        if slots is not None:
+            return slots.get(index)
+        return index if index < len(self.tasks.get(job_id, ())) else None
+
+    def _add_row(self, task: Task) -> None:
+        slots = self.slots.get(task.job_id)
+        if slots is not None:
+            slots[task.index] = len(self.tasks[task.job_id])
+        self.tasks[task.job_id].append(task)
 
     def task_view(self, task: Task) -> Task:
         """The task with its newest usage sample (kept in memory between reports)."""
@@ -96,10 +126,24 @@ class MasterState:
         reason = self.pending_reasons.get(job.id, job.pending_reason) if job.id in self.pending_jobs else ""
         if job.id in self.pending_jobs and not reason:
             reason = "waiting to be scheduled"
+        if job.held:
+            reason = dependency_reason(job.spec.dependency, self.job_state)
+        counts = self.counts.get(job.id)
+        if job.throttle and counts and counts[TaskState.PENDING] and not job.held:
+            running = counts[TaskState.STARTING] + counts[TaskState.RUNNING]
+            if running >= job.throttle:
+                reason = f"array throttle: {running} running, at most {job.throttle} at once (%{job.throttle})"
         return replace(job, pending_reason=reason)
 
-    def tasks_on(self, node: str) -> list[Task]:
-        found = (self.task(task_id) for task_id in sorted(self.by_node.get(node, ())))
+    def job_state(self, job_id: str) -> JobState | None:
+        job = self.jobs.get(job_id)
+        return job.state if job is not None else self.ended.get(job_id)
+
+    def tasks_on(self, node: str, ordered: bool = True) -> list[Task]:
+        """The tasks holding resources on `node`, by id (`ordered=False`: in no particular
+        order, for a caller that orders them itself, as the preemption planner does)."""
+        ids = self.by_node.get(node, ())
+        found = (self.task(task_id) for task_id in (sorted(ids) if ordered else ids))
         return [t for t in found if t is not None]
 
     def connected(self, node: str) -> bool:
@@ -135,12 +179,17 @@ class MasterState:
         for job_id in sorted(self.pending_jobs):
             job, counts = self.jobs[job_id], self.counts[job_id]
             running = counts[TaskState.STARTING] + counts[TaskState.RUNNING]
-            views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources,
-                                 counts[TaskState.PENDING], running, job.spec.weight))
+            pending = counts[TaskState.PENDING]
+            if job.throttle:      # an array's %N: no more than N at once
+                pending = min(pending, max(job.throttle - running, 0))
+            if pending:
+                views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources,
+                                     pending, running, job.spec.weight))
         return views
 
     def _has_pending(self, job_id: str) -> bool:
-        return not self.jobs[job_id].cancelled and self.counts[job_id][TaskState.PENDING] > 0
+        job = self.jobs[job_id]
+        return not job.cancelled and not job.held and self.counts[job_id][TaskState.PENDING] > 0
 
     # ---- the one way in ----
 
@@ -150,7 +199,7 @@ class MasterState:
         for name, live in step.live.items():
             self._set_live(name, live)
             if name in self.nodes:
-                self.matrix.set_schedulable(name, live.connected and self.nodes[name].state is NodeState.READY)
+                self.matrix.set_schedulable(name, _schedulable(self.nodes[name], live))
         for job in step.jobs.values():
             self._apply_job(job)
         for task in step.tasks.values():
@@ -163,12 +212,15 @@ class MasterState:
         for name, free in step.free.items():
             if name in self.nodes:
                 self.matrix.report_free(name, free)
+        self.ended.update(step.known_states)
         if step.usage is not None:
             self.usage.put(step.usage)   # only samples of tasks holding resources (transitions._beat)
         for job_id in step.jobs_del:
             self._forget_job(job_id)
         if step.ticked is not None:     # launches past the start timeout at this tick: overdue from now on
             self.starts.settle(step.ticked, self.timeouts.start_timeout_s)
+        if step.ticked_wall is not None:   # time limits reached at this tick have their kill intents now
+            self.deadlines.settle(step.ticked_wall)
         if step.purge_before:
             self.purged_at = step.purge_before + self.timeouts.job_retention_s
         self._evict_finished(step.purge_before)
@@ -209,10 +261,12 @@ class MasterState:
 
     def _apply_node(self, node: Node) -> None:
         self.nodes[node.name] = node
-        live = self.live.get(node.name)
-        schedulable = node.state is NodeState.READY and live is not None and live.connected
-        self.matrix.upsert(node.name, node.capacity, dict(node.labels), schedulable=schedulable,
-                           ceilings=node.ceilings)
+        if _operated(node):
+            self.operated.add(node.name)
+        else:
+            self.operated.discard(node.name)
+        self.matrix.upsert(node.name, node.capacity, dict(node.labels),
+                           schedulable=_schedulable(node, self.live.get(node.name)), ceilings=node.ceilings)
 
     def _apply_job(self, job: Job) -> None:
         before = self.jobs.get(job.id)
@@ -220,24 +274,41 @@ class MasterState:
         if job.id not in self.tasks:
             self.tasks[job.id] = []
             self.counts[job.id] = Counter()
+            if job.spec.array:
+                self.slots[job.id] = {}
             if job.spec.request_id:
                 self.by_request[(job.spec.owner, job.spec.request_id)] = job.id
+        counts = self.counts[job.id]
+        counts.update(virtual_counts(job))
+        if before is not None:
+            counts.subtract(virtual_counts(before))
+        self._index_dependency(job)
+        if job.spec.gang and not job.finished_at:
+            self.gangs.add(job.id)
+        else:
+            self.gangs.discard(job.id)
         if job.finished_at and (before is None or not before.finished_at):
             heapq.heappush(self.finished, (job.finished_at, job.id))
-            self.finished_tasks += job.spec.tasks
+            self.finished_tasks += len(self.tasks[job.id])
 
     def _apply_task(self, task: Task) -> None:
         tasks = self.tasks[task.job_id]
         counts = self.counts[task.job_id]
-        if task.index < len(tasks):
-            old = tasks[task.index]
+        row = self._row(task.job_id, task.index)
+        was = None
+        if row is not None:
+            old = tasks[row]
+            was = old.state
             self._release(old)
             counts[old.state] -= 1
-            tasks[task.index] = task
-        else:                          # a new job's tasks arrive in index order
-            tasks.append(task)
+            tasks[row] = task
+        else:                          # a new job's tasks arrive in index order; an array's as placed
+            self._add_row(task)
         counts[task.state] += 1
         self._hold(task)
+        limit = self.jobs[task.job_id].spec.time_limit_s
+        if limit and task.state is TaskState.RUNNING and was is not TaskState.RUNNING:
+            self.deadlines.add(task.id, task.attempt, (task.started_at or 0.0) + limit)
         if task.state is TaskState.STARTING:
             self.starts.add(task.id, self.live_clock(task.node))
         else:
@@ -261,7 +332,14 @@ class MasterState:
     def _forget_job(self, job_id: str) -> None:
         job = self.jobs.get(job_id)
         if job is not None and job.finished_at:
-            self.finished_tasks -= job.spec.tasks
+            self.finished_tasks -= len(self.tasks.get(job_id, ()))
+        if job is not None:
+            for parent in self._parents(job):
+                self.dependents.get(parent, set()).discard(job_id)
+            if self.dependents.get(job_id):
+                self.ended[job_id] = job.state         # leaves memory; those waiting on it still learn how it ended
+        self.slots.pop(job_id, None)
+        self.gangs.discard(job_id)
         for task in self.tasks.pop(job_id, []):
             self._release(task)
             self.usage.discard(task.id)
@@ -273,6 +351,22 @@ class MasterState:
         self.pending_jobs.discard(job_id)
         self.pending_reasons.pop(job_id, None)
 
+    def _parents(self, job: Job) -> tuple[str, ...]:
+        return parse_dependency(job.spec.dependency).jobs if job.spec.dependency else ()
+
+    def _index_dependency(self, job: Job) -> None:
+        """A held job is found from each job it waits on; a released (or cancelled) one no longer."""
+        for parent in self._parents(job):
+            if job.held:
+                self.dependents.setdefault(parent, set()).add(job.id)
+            else:
+                waiting = self.dependents.get(parent)
+                if waiting is not None:
+                    waiting.discard(job.id)
+                    if not waiting:
+                        del self.dependents[parent]
+                        self.ended.pop(parent, None)     # nobody waits on how it ended any more
+
     def _hold(self, task: Task) -> None:
         if task.state.holds_resources and task.node:
             self.matrix.allocate(task.node, self.jobs[task.job_id].spec.resources)
@@ -282,6 +376,24 @@ class MasterState:
         if task.state.holds_resources and task.node:
             self.matrix.release(task.node, self.jobs[task.job_id].spec.resources)
             self.by_node.get(task.node, set()).discard(task.id)
+
+
+def _schedulable(node: Node, live: NodeLive | None) -> bool:
+    """Placement (and preemption, which places) may use it: connected, READY, and no
+    operator state that keeps new tasks away (cordoned, draining, drained, in maintenance)."""
+    return live is not None and live.connected and node.state is NodeState.READY and node.ops.schedulable
+
+
+def _operated(node: Node) -> bool:
+    return node.ops.state is not NodeState.READY or node.ops.has_window
+
+
+def virtual_counts(job: Job) -> Counter[TaskState]:
+    """An array's indexes without rows: unplaced ones wait (PENDING), skipped ones were
+    cancelled before they started (KILLED)."""
+    if not job.unplaced and not job.skipped:
+        return Counter()
+    return Counter({TaskState.PENDING: len(job.unplaced), TaskState.KILLED: len(job.skipped)})
 
 
 def derive_job(job: Job, counts: Counter[TaskState], wall: float) -> Job:

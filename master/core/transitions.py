@@ -13,79 +13,37 @@ Rules users rely on (README, "Faults"):
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import replace
 
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound
 from tcluster.lifecycle import can_transition
-from tcluster.master.core.events import (
-    Ack, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Event, Kill, KillIntent, Launch, NodeLive, Now, Place,
-    Reports, Step, Submit, Tick, Welcome,
+from tcluster.arrays import IndexSet
+from tcluster.master.core.batch import materialize, new_job, resolve_dependents, update_job
+from tcluster.master.core.draft import Draft
+from tcluster.master.core.stopping import (
+    GANG_TIMEOUT_S, cancel_job, ended, gang_member_ended, grace, requeued_end, restart_gang, want_killed,
 )
+from tcluster.master.core.events import (
+    Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Cordon, Disconnect, Drain, Event, Kill, KillIntent,
+    KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, UpdateJob, Welcome,
+)
+from tcluster.master.core import nodeops
 from tcluster.master.core.actions import TaskReport
-from tcluster.master.core.state import MasterState, derive_job
-from tcluster.model import Job, Node, NodeState, Task, TaskState
+from tcluster.master.core.state import MasterState
+from tcluster.units import format_duration
+from tcluster.model import Node, NodeState, Task, TaskState
 from tcluster.ceilings import refusal
+from tcluster.nodeops import READY_OPS
 from tcluster.scheduler.reasons import never_fits_reason
 
 log = logging.getLogger(__name__)
 CANCELLED = "cancelled"
-
-
-class Draft:
-    """A step being built: reads see the step's own changes over the state."""
-
-    def __init__(self, state: MasterState, now: Now) -> None:
-        self.state, self.now, self.step = state, now, Step()
-        self._before: dict[str, Task | None] = {}
-
-    def task(self, task_id: str) -> Task | None:
-        return self.step.tasks.get(task_id) or self.state.task(task_id)
-
-    def job(self, job_id: str) -> Job:
-        return self.step.jobs.get(job_id) or self.state.jobs[job_id]
-
-    def put(self, task: Task) -> None:
-        self._before.setdefault(task.id, self.state.task(task.id))
-        self.step.tasks[task.id] = task
-
-    def intent(self, task_id: str, attempt: int) -> KillIntent | None:
-        key = (task_id, attempt)
-        if key in self.step.kills_del:
-            return None
-        return self.step.kills_put.get(key) or self.state.kills.get(key)
-
-    def drop_intent(self, task_id: str, attempt: int) -> None:
-        key = (task_id, attempt)
-        self.step.kills_put.pop(key, None)
-        if key in self.state.kills:
-            self.step.kills_del.add(key)
-
-    def live(self, node: str) -> NodeLive | None:
-        return self.step.live.get(node) or self.state.live.get(node)
-
-    def finish(self) -> Step:
-        """Derives the state of every job whose tasks changed, from counts."""
-        if not self.step.tasks and not self.step.jobs:
-            return self.step   # heartbeats: nothing to derive
-        deltas: dict[str, Counter[TaskState]] = {}
-        for task_id, task in self.step.tasks.items():
-            delta = deltas.setdefault(task.job_id, Counter())
-            before = self._before.get(task_id)
-            if before is not None:
-                delta[before.state] -= 1
-            delta[task.state] += 1
-        for job_id in set(deltas) | set(self.step.jobs):
-            counts = Counter(self.state.counts.get(job_id, Counter()))
-            counts.update(deltas.get(job_id, Counter()))
-            job = derive_job(self.job(job_id), counts, self.now.wall)
-            if job != self.state.jobs.get(job_id):
-                self.step.jobs[job_id] = job
-        return self.step
+TIME_LIMIT = "TimeLimit"
 
 
 def handle(state: MasterState, event: Event, now: Now) -> Step:
     draft = Draft(state, now)
+    draft.on_job_end = resolve_dependents
     _HANDLERS[type(event)](draft, event)
     return draft.finish()
 
@@ -106,9 +64,10 @@ def _submit(d: Draft, ev: Submit) -> None:
         raise refused
     if ev.job_id in d.state.jobs:
         raise FailedPrecondition(f"job id {ev.job_id} is taken")
-    d.step.jobs[ev.job_id] = Job(id=ev.job_id, spec=ev.spec, submitted_at=d.now.wall)
-    for index in range(ev.spec.tasks):
-        d.put(Task(job_id=ev.job_id, index=index))
+    job, rows = new_job(d, ev)
+    d.step.jobs[ev.job_id] = job
+    for task in rows:
+        d.put(task)
 
 
 def _cancel(d: Draft, ev: Cancel) -> None:
@@ -117,33 +76,57 @@ def _cancel(d: Draft, ev: Cancel) -> None:
     job = d.state.jobs[ev.job_id]
     if job.state.terminal and not job.cancelled:
         raise FailedPrecondition(f"job {ev.job_id} already ended: {job.state.value}")
-    d.step.jobs[job.id] = replace(job, cancelled=True)
-    for task in d.state.tasks[job.id]:
+    cancel_job(d, job, CANCELLED, "cancelled before it started")
+
+
+def _preempt(d: Draft, ev: Preempt) -> None:
+    for task_id, attempt, reason, by_job in ev.victims:
+        task = d.task(task_id)
+        if task is None or task.attempt != attempt or not task.state.holds_resources:
+            continue          # it ended since the round's snapshot: the next round decides again
+        if d.intent(task_id, attempt) is None:
+            want_killed(d, task, reason, KillMode.REQUEUE, by_job)
+
+
+def _cancel_tasks(d: Draft, ev: CancelTasks) -> None:
+    """Some of a job's tasks: those waiting end (an array's unplaced indexes are skipped),
+    running ones are killed; the others (ended, or not in the job) are left as they are."""
+    if ev.job_id not in d.state.jobs:
+        raise NotFound(f"job {ev.job_id[:64]!r} not found")
+    job = d.state.jobs[ev.job_id]
+    if job.finished_at:
+        raise FailedPrecondition(f"job {ev.job_id} already ended: {job.state.value}")
+    gone = IndexSet.of(i for i in ev.indexes if i in job.unplaced) if len(ev.indexes) < 100_000 else None
+    skipped = ev.indexes if gone is None else gone
+    unplaced = job.unplaced.without(skipped)
+    if unplaced != job.unplaced:
+        d.step.jobs[job.id] = replace(job, unplaced=unplaced, skipped=job.skipped.union(job.unplaced.without(unplaced)))
+    for stored in d.state.tasks[job.id]:
+        task = d.task(stored.id) or stored
+        if task.index not in ev.indexes:
+            continue
         if task.state is TaskState.PENDING:
-            d.put(replace(task, state=TaskState.KILLED, reason="cancelled before it started",
+            d.put(replace(task, state=TaskState.KILLED, reason="cancelled before it started (tcl cancel --tasks)",
                           finished_at=d.now.wall))
-        elif task.state.holds_resources:
-            _want_killed(d, task, CANCELLED)
+        elif task.state.holds_resources and d.intent(task.id, task.attempt) is None:
+            want_killed(d, task, "cancelled (tcl cancel --tasks)")
 
 
-def _want_killed(d: Draft, task: Task, reason: str, retry: bool = False) -> None:
-    intent = KillIntent(task.id, task.attempt, task.node, reason, retry)
-    d.step.kills_put[(task.id, task.attempt)] = intent
-    if d.state.connected(task.node):
-        d.step.actions.append(Kill(task.node, task.id, task.attempt, reason))
+def _update(d: Draft, ev: UpdateJob) -> None:
+    update_job(d, ev)
 
 
 def _place(d: Draft, ev: Place) -> None:
     for task_id, node in ev.placements:
-        task = d.task(task_id)
+        task = d.task(task_id) or materialize(d, task_id)
         if task is None or task.state is not TaskState.PENDING or not d.state.connected(node):
             continue       # the world moved since the round's snapshot: the next round retries
-        # A retried task keeps the reason of the attempt that failed until this one ends.
+        # A retried (or preempted) task keeps the reason of the attempt that ended until this one ends.
         started = replace(task, state=TaskState.STARTING, node=node, attempt=task.attempt + 1,
-                          reason=task.reason if task.failures else "")
+                          reason=task.reason if task.failures or task.preemptions else "")
         d.put(started)
         d.step.actions.append(Launch(task_id, started.attempt, task.job_id, task.index,
-                                     d.job(task.job_id).spec, node=node))
+                                     d.job(task.job_id).spec, node=node, preemptions=task.preemptions))
 
 
 # ---- agents ----
@@ -151,10 +134,11 @@ def _place(d: Draft, ev: Place) -> None:
 def _joined(d: Draft, ev: AgentJoined) -> None:
     reg = ev.registration
     # A node still marked connected registers again: its old stream is half-open (the I/O
-    # layer has closed it); the newest registration wins.
+    # layer has closed it); the newest registration wins. What an operator asked stays.
+    known = d.state.nodes.get(reg.node)
     node = Node(name=reg.node, capacity=(reg.capacity - reg.reserved).clamp_nonnegative(), reserved=reg.reserved,
                 labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime,
-                ceilings=reg.ceilings)
+                ceilings=reg.ceilings, ops=known.ops if known is not None else READY_OPS)
     d.step.nodes[node.name] = node
     d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall)
     _apply_reports(d, reg.node, reg.reports)
@@ -177,8 +161,10 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
             continue
         intent = d.intent(current.id, current.attempt)
         d.drop_intent(current.id, current.attempt)
-        if intent is not None and not intent.retry:
-            d.put(_ended(current, TaskState.KILLED, f"{intent.reason}; gone from node {node}", d.now.wall))
+        if intent is not None and requeued_end(d, current, intent, d.now.wall):
+            pass
+        elif intent is not None and not intent.retry:
+            d.put(ended(current, TaskState.KILLED, f"{intent.reason}; gone from node {node}", d.now.wall))
         elif current.state is TaskState.STARTING and intent is None:
             # The launch never reached the agent (e.g. the master died right after placing).
             d.put(replace(current, state=TaskState.PENDING, node="", reason=f"requeued: node {node} never got it"))
@@ -192,7 +178,7 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
 def _unwanted(d: Draft, node: str, task_id: str, attempt: int) -> Kill | None:
     intent = d.intent(task_id, attempt)
     if intent is not None:
-        return Kill(node, task_id, attempt, intent.reason)
+        return Kill(node, task_id, attempt, intent.reason, grace(d, intent))
     task = d.task(task_id)
     if task is None:
         return Kill(node, task_id, attempt, "unknown to the master")
@@ -241,23 +227,27 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
     if not can_transition(task.state, report.state):
         return            # a repeat (RUNNING again) or a late report after the end
     if report.state is TaskState.RUNNING:
-        reason = task.reason if task.failures else ""
+        reason = task.reason if task.failures or task.preemptions else ""
         d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at))
         return
     final = task if report.usage is None else replace(task, usage=report.usage)
+    if intent is not None and intent.mode is KillMode.TIMELIMIT and report.state is not TaskState.SUCCEEDED:
+        d.put(replace(final, state=TaskState.FAILED, reason=TIME_LIMIT, exit_code=report.exit_code,
+                      signal=report.signal, finished_at=report.at or d.now.wall))
+        return
+    if intent is not None and report.state is not TaskState.SUCCEEDED and requeued_end(d, final, intent, report.at):
+        return   # however it ended after SIGTERM: it was stopped to run again (preempted, its gang restarts)
     if intent is not None and intent.retry and report.state is TaskState.KILLED:
         _end_attempt(d, final, TaskState.LOST, intent.reason, report.exit_code, report.signal, report.at)
         return
     _end_attempt(d, final, report.state, report.reason, report.exit_code, report.signal, report.at)
 
 
-def _ended(task: Task, state: TaskState, reason: str, at: float) -> Task:
-    return replace(task, state=state, reason=reason, finished_at=at)
-
-
 def _end_attempt(d: Draft, task: Task, state: TaskState, reason: str, exit_code: int | None, signal: int,
                  at: float) -> None:
     """An attempt ended: the task ends too, unless the job asked for retries of failures."""
+    if gang_member_ended(d, task, state, reason, at):
+        return
     job = d.job(task.job_id)
     failed = state in (TaskState.FAILED, TaskState.LOST)
     failures = task.failures + failed
@@ -303,13 +293,18 @@ def _tick(d: Draft, ev: Tick) -> None:
             for task in d.state.tasks_on(name):
                 _lose(d, task, f"node {name} unreachable for {silent:.0f}s")
     _start_deadlines(d)
+    _time_limits(d)
+    _gang_timeouts(d)
+    nodeops.tick(d)
     _forget_old_jobs(d)
 
 
 def _lose(d: Draft, task: Task, reason: str) -> None:
     intent = d.intent(task.id, task.attempt)
-    if intent is not None and not intent.retry:
-        d.put(_ended(task, TaskState.KILLED, f"{intent.reason}; {reason}", d.now.wall))
+    if intent is not None and requeued_end(d, task, intent, d.now.wall):
+        pass
+    elif intent is not None and not intent.retry:
+        d.put(ended(task, TaskState.KILLED, f"{intent.reason}; {reason}", d.now.wall))
     else:
         _end_attempt(d, task, TaskState.LOST, reason, None, 0, d.now.wall)
     # Should the node come back with this attempt, its registration kills it as unwanted.
@@ -326,8 +321,35 @@ def _start_deadlines(d: Draft) -> None:
             continue
         if d.intent(task_id, task.attempt) is None:
             reason = f"did not start within {limit:.0f}s on node {task.node}"
-            _want_killed(d, task, reason, retry=True)
+            want_killed(d, task, reason, KillMode.RETRY)
             d.put(replace(task, reason=f"{reason}; stopping it"))
+
+
+def _time_limits(d: Draft) -> None:
+    """RUNNING attempts past their job's --time-limit: SIGTERM, the grace, SIGKILL; the
+    end is FAILED with the reason TimeLimit (no retry: it would run as long again)."""
+    d.step.ticked_wall = d.now.wall
+    for task_id, attempt, _ in d.state.deadlines.due(d.now.wall):
+        task = d.task(task_id)
+        if task is None or task.attempt != attempt or task.state is not TaskState.RUNNING:
+            continue
+        if d.intent(task_id, attempt) is None:
+            limit = d.job(task.job_id).spec.time_limit_s
+            want_killed(d, task, f"{TIME_LIMIT}: ran past --time-limit {format_duration(limit)}", KillMode.TIMELIMIT)
+
+
+def _gang_timeouts(d: Draft) -> None:
+    """A gang whose members are not all RUNNING --gang-timeout-s after their launch began
+    is stopped and requeued whole (a member that cannot start must not hold the others)."""
+    for job_id in sorted(d.state.gangs):
+        job = d.job(job_id)
+        limit = job.spec.gang_timeout_s or GANG_TIMEOUT_S
+        for task in d.state.tasks[job_id]:
+            since = d.state.starts.since.get(task.id)
+            if task.state is TaskState.STARTING and since is not None and d.now.mono - since > limit:
+                why = f"gang: task {task.index} not RUNNING within {limit:.0f}s of its launch"
+                restart_gang(d, job, why)
+                break
 
 
 def _forget_old_jobs(d: Draft) -> None:
@@ -340,7 +362,8 @@ def _forget_old_jobs(d: Draft) -> None:
 
 _HANDLERS = {
     Submit: _submit, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
-    Reports: _reports, Beat: _beat, Tick: _tick,
+    Reports: _reports, Beat: _beat, Tick: _tick, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
+    Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
 }
 
 __all__ = ["Draft", "handle"]

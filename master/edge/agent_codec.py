@@ -100,11 +100,12 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
         return agent_pb2.MasterMessage(launch=launch_to_pb(message))
     if isinstance(message, Kill):
         return agent_pb2.MasterMessage(kill=agent_pb2.KillTask(
-            task_id=message.task_id, attempt=message.attempt, reason=message.reason))
+            task_id=message.task_id, attempt=message.attempt, reason=message.reason, grace_s=message.grace_s))
     if isinstance(message, Welcome):
         registered = agent_pb2.Registered(
             heartbeat_interval_s=message.heartbeat_interval_s, fence_after_s=message.fence_after_s,
-            kills=[agent_pb2.KillTask(task_id=k.task_id, attempt=k.attempt, reason=k.reason) for k in message.kills])
+            kills=[agent_pb2.KillTask(task_id=k.task_id, attempt=k.attempt, reason=k.reason, grace_s=k.grace_s)
+                   for k in message.kills])
         if isinstance(message.bin_target, BinTarget):
             registered.bin_target.CopyFrom(bin_target_to_pb(message.bin_target))
         return agent_pb2.MasterMessage(registered=registered)

@@ -20,6 +20,7 @@ from tcluster.master.identity.gate import bearer_token
 from tcluster.master.identity.joining import NodeGuard
 from tcluster.master.links import AgentLink
 from tcluster.master.identity.peer import peer_cert
+from tcluster.master.nodeops import NodeRequest
 from tcluster.master.service import MasterService
 from tcluster.model import Job, Task
 from tcluster.security.authz import Caller, ReadCluster
@@ -113,7 +114,16 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
             caller = caller_of(self.service, context, "Cancel")
-            return self._job(await self.service.cancel(request.id, caller), caller)
+            return self._job(await self.service.cancel(request.id, caller, request.tasks), caller)
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+
+    async def Update(self, request: jobs_pb2.UpdateJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            caller = caller_of(self.service, context, "Update")
+            throttle = request.throttle if request.HasField("throttle") else None
+            return self._job(await self.service.update(request.id, caller, throttle), caller)
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
@@ -141,12 +151,25 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
-        nodes = [node_to_pb(n, self.service.free(n), tasks, lotes.node_view(n.name) if lotes is not None else None)
-                 for n, tasks in listed]
+        nodes = [node_to_pb(n, self.service.free(n), tasks, lotes.node_view(n.name) if lotes is not None else None,
+                            self.service.drain_blockers(n.name)) for n, tasks in listed]
         response = jobs_pb2.ListNodesResponse(nodes=nodes, placement=self.service.placement.name)
         if lotes is not None:
             response.lotes.CopyFrom(lotes_status_to_pb(lotes.status_view()))
         return response
+
+    async def OperateNodes(self, request: jobs_pb2.OperateNodesRequest,
+                           context: grpc.aio.ServicerContext) -> jobs_pb2.OperateNodesResponse:
+        ask = NodeRequest(request.op, tuple(request.nodes), request.reason, request.deadline_s, request.start,
+                          request.duration_s)
+        try:
+            done = await self.service.operate_nodes(ask, caller_of(self.service, context, "OperateNodes"))
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+        return jobs_pb2.OperateNodesResponse(nodes=[
+            node_to_pb(n, self.service.free(n), tasks, blockers=self.service.drain_blockers(n.name))
+            for n, tasks in done])
 
     async def ListQueues(self, request: jobs_pb2.ListQueuesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListQueuesResponse:
         try:

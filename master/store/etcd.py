@@ -24,9 +24,9 @@ import logging
 from dataclasses import dataclass
 from typing import Iterable
 
-from tcluster.codec import spec_from_json
+from tcluster.codec import spec_from_json, with_job_extra
 from tcluster.errors import Unavailable
-from tcluster.master.core.events import KillIntent, Step
+from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.master.store.etcdkv import EtcdKV, EtcdRefused, EtcdUnavailable, delete, delete_prefix, put
@@ -196,8 +196,8 @@ class EtcdStore:
         if raw is None or spec is None:
             return None
         r = json.loads(raw)
-        return Job(id=job_id, spec=spec_from_json(spec.decode()), state=JobState(r[0]), submitted_at=r[1],
-                   finished_at=r[2], cancelled=bool(r[3]))
+        return with_job_extra(Job(id=job_id, spec=spec_from_json(spec.decode()), state=JobState(r[0]),
+                                  submitted_at=r[1], finished_at=r[2], cancelled=bool(r[3])), r[4] if len(r) > 4 else "")
 
     def load_jobs(self, finished_limit: int | None = None, finished_tasks: int | None = None) -> list[Job]:
         keys = sorted(self._index.items(), key=lambda item: (item[1].submitted_at, item[0]))
@@ -243,6 +243,7 @@ class EtcdStore:
             task_id = table.rpartition("/")[2]
             for key, raw in self.mirror.items(table):
                 r = json.loads(raw)
-                out.append(KillIntent(task_id, int(key.rpartition("/")[2]), r[0], r[1], bool(r[2])))
+                out.append(KillIntent(task_id, int(key.rpartition("/")[2]), r[0], r[1], kill_mode(r[2]),
+                                      r[3] if len(r) > 3 else ""))
         return out
 

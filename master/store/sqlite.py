@@ -17,36 +17,48 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable
 
-from tcluster.codec import resources_from_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json
+from tcluster.codec import (
+    job_extra_to_json, resources_from_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json, with_job_extra,
+)
 from tcluster.errors import Unavailable
-from tcluster.master.core.events import KillIntent, Step
+from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.nodeops import ops_from_json, ops_to_json
 from tcluster.resources import Resources
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 5
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, spec TEXT NOT NULL, state TEXT NOT NULL, submitted_at REAL NOT NULL,
-    finished_at REAL NOT NULL, pending_reason TEXT NOT NULL, cancelled INTEGER NOT NULL);
+    finished_at REAL NOT NULL, pending_reason TEXT NOT NULL, cancelled INTEGER NOT NULL,
+    extra TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS tasks (
     job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, idx INTEGER NOT NULL, state TEXT NOT NULL,
     node TEXT NOT NULL, attempt INTEGER NOT NULL, exit_code INTEGER, signal INTEGER NOT NULL,
     reason TEXT NOT NULL, started_at REAL NOT NULL, finished_at REAL NOT NULL, usage TEXT NOT NULL,
-    failures INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job_id, idx));
+    failures INTEGER NOT NULL DEFAULT 0, preemptions INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (job_id, idx));
 CREATE TABLE IF NOT EXISTS nodes (
     name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL, labels TEXT NOT NULL,
-    state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL);
+    state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL, ops TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS jobs_by_submit ON jobs (submitted_at, id);
 CREATE INDEX IF NOT EXISTS jobs_by_finish ON jobs (finished_at);
 CREATE TABLE IF NOT EXISTS kills (
     task_id TEXT NOT NULL, attempt INTEGER NOT NULL, node TEXT NOT NULL, reason TEXT NOT NULL,
-    retry INTEGER NOT NULL, PRIMARY KEY (task_id, attempt));
+    retry INTEGER NOT NULL, by_job TEXT NOT NULL DEFAULT '', PRIMARY KEY (task_id, attempt));
 """
+# Columns added since: (table, column, declaration), by the version that lacks them. A
+# table the schema creates afresh (kills, before v2) already has them: added only if missing.
 _MIGRATIONS = {
     # v1 -> v2: retries count failures; kill intents become rows.
-    1: ["ALTER TABLE tasks ADD COLUMN failures INTEGER NOT NULL DEFAULT 0"],
+    1: [("tasks", "failures", "INTEGER NOT NULL DEFAULT 0")],
+    # v2 -> v3: preemption. A kill's `retry` holds its KillMode (0 end, 1 retry, 2 requeue).
+    2: [("tasks", "preemptions", "INTEGER NOT NULL DEFAULT 0"), ("kills", "by_job", "TEXT NOT NULL DEFAULT ''")],
+    # v3 -> v4: batch work: an array's ranges, its throttle, a dependency's release (codec.job_extra_to_json).
+    3: [("jobs", "extra", "TEXT NOT NULL DEFAULT ''")],
+    # v4 -> v5: node operations. A node's operator state (cordon, drain, window) as JSON; '' = none.
+    4: [("nodes", "ops", "TEXT NOT NULL DEFAULT ''")],
 }
 
 
@@ -66,14 +78,14 @@ def _resources_json(r: Resources) -> str:
 
 
 def _job(r: tuple) -> Job:  # type: ignore[type-arg]
-    return Job(id=r[0], spec=spec_from_json(r[1]), state=JobState(r[2]), submitted_at=r[3], finished_at=r[4],
-               cancelled=bool(r[5]))
+    return with_job_extra(Job(id=r[0], spec=spec_from_json(r[1]), state=JobState(r[2]), submitted_at=r[3],
+                              finished_at=r[4], cancelled=bool(r[5])), r[6])
 
 
 def _task(r: tuple) -> Task:  # type: ignore[type-arg]
     return Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
                 signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
-                usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11])
+                usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11], preemptions=r[12])
 
 
 def _usage_text(usage: TaskUsage) -> str:
@@ -117,11 +129,13 @@ class Store:
             raise RuntimeError(f"state database schema {version} is newer than {SCHEMA_VERSION}; upgrade tcl-master")
         with self._db:
             self._db.execute("BEGIN")
-            for step in range(version, SCHEMA_VERSION):
-                for sql in _MIGRATIONS[step]:
-                    self._db.execute(sql)
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 self._db.execute(statement)
+            for step in range(version, SCHEMA_VERSION):
+                for table, column, declaration in _MIGRATIONS[step]:
+                    have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                    if column not in have:
+                        self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
@@ -172,20 +186,23 @@ class Store:
 
     def _write(self, step: Step, new_jobs: set[str]) -> None:
         db = self._db
-        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,'',?)", [
-            (j.id, spec_to_json(j.spec), j.state.value, j.submitted_at, j.finished_at, int(j.cancelled))
+        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,'',?,?)", [
+            (j.id, spec_to_json(j.spec), j.state.value, j.submitted_at, j.finished_at, int(j.cancelled),
+             job_extra_to_json(j))
             for j in step.jobs.values() if j.id in new_jobs])
-        db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=? WHERE id=?", [
-            (j.state.value, j.finished_at, int(j.cancelled), j.id) for j in step.jobs.values() if j.id not in new_jobs])
-        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
+        db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=?, extra=? WHERE id=?", [
+            (j.state.value, j.finished_at, int(j.cancelled), job_extra_to_json(j), j.id)
+            for j in step.jobs.values() if j.id not in new_jobs])
+        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
-             t.started_at, t.finished_at, _usage_text(t.usage), t.failures) for t in step.tasks.values()])
-        db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?)", [
+             t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions)
+            for t in step.tasks.values()])
+        db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?)", [
             (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
-             n.state.value, n.last_seen, n.runtime) for n in step.nodes.values()])
+             n.state.value, n.last_seen, n.runtime, ops_to_json(n.ops)) for n in step.nodes.values()])
         db.executemany("DELETE FROM kills WHERE task_id=? AND attempt=?", sorted(step.kills_del))
-        db.executemany("INSERT OR REPLACE INTO kills VALUES (?,?,?,?,?)", [
-            (k.task_id, k.attempt, k.node, k.reason, int(k.retry)) for k in step.kills_put.values()])
+        db.executemany("INSERT OR REPLACE INTO kills VALUES (?,?,?,?,?,?)", [
+            (k.task_id, k.attempt, k.node, k.reason, int(k.mode), k.by_job) for k in step.kills_put.values()])
         db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
         db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])
         if step.purge_before:
@@ -217,8 +234,8 @@ class Store:
         except sqlite3.Error:
             return False
 
-    _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled"
-    _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures"
+    _JOB_COLUMNS = "id, spec, state, submitted_at, finished_at, cancelled, extra"
+    _TASK_COLUMNS = "job_id, idx, state, node, attempt, exit_code, signal, reason, started_at, finished_at, usage, failures, preemptions"
 
     def load_jobs(self, finished_limit: int | None = None, finished_tasks: int | None = None) -> list[Job]:
         """Every unfinished job, and the `finished_limit` most recently finished (all if None),
@@ -283,11 +300,12 @@ class Store:
         return [(r[0], r[1]) for r in rows], total
 
     def load_nodes(self) -> list[Node]:
-        rows = self._reads().execute("SELECT * FROM nodes ORDER BY name").fetchall()
+        rows = self._reads().execute("SELECT name, capacity, reserved, labels, state, last_seen, runtime, ops "
+                                     "FROM nodes ORDER BY name").fetchall()
         return [Node(name=r[0], capacity=resources_from_dict(json.loads(r[1])),
                      reserved=resources_from_dict(json.loads(r[2])), labels=tuple(sorted(json.loads(r[3]).items())),
-                     state=NodeState(r[4]), last_seen=r[5], runtime=r[6]) for r in rows]
+                     state=NodeState(r[4]), last_seen=r[5], runtime=r[6], ops=ops_from_json(r[7])) for r in rows]
 
     def load_kills(self) -> list[KillIntent]:
-        rows = self._reads().execute("SELECT task_id, attempt, node, reason, retry FROM kills").fetchall()
-        return [KillIntent(r[0], r[1], r[2], r[3], bool(r[4])) for r in rows]
+        rows = self._reads().execute("SELECT task_id, attempt, node, reason, retry, by_job FROM kills").fetchall()
+        return [KillIntent(r[0], r[1], r[2], r[3], kill_mode(r[4]), r[5]) for r in rows]

@@ -18,6 +18,7 @@ whole output with prometheus_client's own parser."""
 
 from __future__ import annotations
 
+import time
 from operator import attrgetter
 from typing import Any, Callable, Iterator
 
@@ -27,7 +28,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from tcluster.master.usage.recorder import ROUND_BUCKETS, Recorder
-from tcluster.model import JobState
+from tcluster.model import JobState, NodeState
+from tcluster.nodeops import shown_state
 from tcluster.taskusage import USAGE_FIELDS
 
 TASK_LABELS = ["job_id", "job_name", "task", "node", "queue", "user"]
@@ -47,8 +49,10 @@ class MasterCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         state = self.service.state
         yield from self._nodes(state)
+        yield from self._node_ops(state)
         yield from self._queues()
         yield from self._scheduler(state)
+        yield from self._preemption()
 
     def _nodes(self, state: Any) -> Iterator[Metric]:
         gauges = {key: GaugeMetricFamily(f"tcluster_node_{key}", text, labels=["node"]) for key, text in [
@@ -73,6 +77,27 @@ class MasterCollector(Collector):
         for (node, queue), kills in sorted(self.recorder.oom_kills.items()):
             ooms.add_metric([node, queue], kills)
         yield ooms
+
+    def _node_ops(self, state: Any) -> Iterator[Metric]:
+        """Node operations: one series per node and state (1 for the state it is in, as
+        kube-state-metrics does), how long drains took or take, and the deadline's requeues."""
+        states = GaugeMetricFamily("tcluster_node_state", "1 for the state the node is in (DOWN while its agent "
+                                   "is away), 0 for the others", labels=["node", "state"])
+        drains = GaugeMetricFamily("tcluster_node_drain_seconds", "how long the drain has taken (DRAINING) or took "
+                                   "(DRAINED)", labels=["node"])
+        now = getattr(self.service, "clock", time.time)()
+        for name, node in sorted(state.nodes.items()):
+            shown = shown_state(node.state, node.ops, state.connected(name))
+            for each in NodeState:
+                states.add_metric([name, each.value], float(each is shown))
+            if node.ops.since:
+                end = node.ops.at if node.ops.state is NodeState.DRAINED else now
+                drains.add_metric([name], max(end - node.ops.since, 0.0))
+        yield states
+        yield drains
+        counters = getattr(self.service, "node_counters", None)
+        yield CounterMetricFamily("tcluster_node_drain_requeues", "tasks a drain's deadline stopped and requeued",
+                                  value=counters.drain_requeues if counters is not None else 0)
 
     def _queues(self) -> Iterator[Metric]:
         rows = [r for r in self.service.list_queues() if r.path]
@@ -105,6 +130,33 @@ class MasterCollector(Collector):
             jobs.add_metric([name], count)
         yield jobs
         yield GaugeMetricFamily("tcluster_pending_jobs", "jobs with tasks waiting", value=len(state.pending_jobs))
+
+    def _preemption(self) -> Iterator[Metric]:
+        """--preemption's counters (absent without it: no series that can only be zero)."""
+        live = getattr(self.service, "preemption", None)
+        if live is None:
+            return
+        counters = live.counters
+        done = CounterMetricFamily("tcluster_preemptions", "tasks preempted to restore a queue's share",
+                                   labels=["preemptor_queue", "victim_queue"])
+        for (preemptor, victim), count in sorted(counters.preemptions.items()):
+            done.add_metric([preemptor, victim], count)
+        yield done
+        yield CounterMetricFamily("tcluster_preempted_cpu_seconds", "CPU time the preempted attempts had used",
+                                  value=counters.cpu_seconds)
+        blocked = CounterMetricFamily("tcluster_preemption_blocked",
+                                      "rounds x waiting jobs a queue below its share reclaimed nothing for, by reason",
+                                      labels=["reason"])
+        for reason in ("exempt", "protected", "final_share", "at_target", "rate_limit", "no_fit"):
+            blocked.add_metric([reason], counters.blocked.get(reason, 0))
+        yield blocked
+        starved = GaugeMetricFamily("tcluster_queue_starved_seconds", "how long each queue has been below its "
+                                    "share with work waiting", labels=["queue"])
+        now = self.service.clock()
+        for queue, since in sorted(live.starved_since.items()):
+            starved.add_metric([queue], max(now - since, 0.0))
+        yield starved
+
 
 _SPEC_METRICS: list[tuple[str, str, Callable[[object], float]]] = [
     ("memory_limit_bytes", "memory limit of the container", lambda s: s.resources.memory),

@@ -9,13 +9,13 @@ bench compares). `drain(state)` does the work in one batch, from the dashboard's
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
 
-from tcluster.master.core.events import Beat, Step
+from tcluster.master.core.events import Beat, Preempt, Step
 from tcluster.master.usage.history import CLUSTER, NODE, QUEUE, HistoryConfig, Series, TaskRecord, settle
 from tcluster.master.usage.ingest import CPU, WS, Counters, extract
 from tcluster.master.usage.taskrings import TaskRings
@@ -27,6 +27,15 @@ from tcluster.model import Task, TaskState
 ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 OOM_REASON = "OOMKilled"
 CHANGED_MAX = 100_000
+PREEMPTION_MARKS = 10_000      # the newest preemptions, for the job and queue charts (memory only)
+
+
+@dataclass(frozen=True)
+class PreemptionMark:
+    at: float          # unix seconds: when it was decided
+    task_id: str       # the victim
+    by_job: str        # the job the room was for
+    reason: str
 BeatRef = tuple[float, str, UsageBlock]     # (wall, node, the samples the step kept)
 
 
@@ -64,6 +73,7 @@ class Recorder:
         self._ends: list[tuple[float, Task]] = []
         self.generation = 0                              # steps and rounds seen: /metrics is cached per value
         self._changed: set[str] | None = set()           # tasks changed (placed, ended) since asked; None: any
+        self.preemptions: deque[PreemptionMark] = deque(maxlen=PREEMPTION_MARKS)   # newest last, for the charts
 
     # ---- called by the service: O(1) ----
 
@@ -79,6 +89,9 @@ class Recorder:
             self._ends.extend((wall, t) for t in step.tasks.values() if not t.state.holds_resources)
         if step.jobs_del:
             self.forgotten |= step.jobs_del
+        if isinstance(event, Preempt):
+            for intent in step.kills_put.values():
+                self.preemptions.append(PreemptionMark(wall, intent.task_id, intent.by_job, intent.reason))
 
     def on_round(self, seconds: float, placed: int) -> None:
         self.generation += 1

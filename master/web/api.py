@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tcluster.nodeops import shown_state
 from tcluster.views import queues_json, job_json, node_json, resources_json, task_json, timestamp, usage_json
 from tcluster.errors import (
     InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError, Unauthenticated,
@@ -111,7 +112,7 @@ class Api:
         docs = self.task_docs.docs(self.state, tasks) if with_tasks else []
         doc = job_json(view, docs, dominant_share=self.service.dominant_share(job, tasks))
         if not with_tasks:
-            doc["tasks_total"] = len(tasks)
+            doc["tasks_total"] = job.spec.tasks    # an array's indexes, placed or not
         counts = self.state.counts.get(job.id, {})
         doc["task_states"] = {s.value: counts.get(s, 0) for s in TaskState if counts.get(s, 0)}
         return doc
@@ -127,7 +128,7 @@ class Api:
         state = self.state
         nodes: dict[str, int] = {}
         for name, node in state.nodes.items():
-            key = node.state.value if state.connected(name) or node.state.value != "READY" else "DOWN"
+            key = shown_state(node.state, node.ops, state.connected(name)).value
             nodes[key] = nodes.get(key, 0) + 1
         jobs = {s.value: 0 for s in JobState}
         for job in state.jobs.values():
@@ -181,7 +182,8 @@ class Api:
         wanted = indexes(request.query, "tasks")
         detail = request.query.get("detail", "")      # one task with every series; the others CPU only
         if wanted:
-            chosen = [tasks[i] for i in wanted if i < len(tasks)]
+            by_index = {t.index: t for t in tasks}     # an array's rows are by array index
+            chosen = [by_index[i] for i in wanted if i in by_index]
         else:
             chosen = [t for t in tasks if t.started_at or t.node][:MAX_CHART_TASKS]
         out = []
@@ -190,7 +192,11 @@ class Api:
             fields = None if not detail or detail == str(task.index) else CPU_FIELDS
             out.append(task_usage_doc(task, record, since, until, fields))
         spec = job.spec
+        marks = [m for m in self.dashboard.recorder.preemptions if since <= m.at <= until
+                 and m.task_id.rpartition(".")[0] == job.id]
         return _json({"job_id": job.id, "since": since, "until": until, "tasks": out,
+                      "preemptions": [{"at": m.at, "task": int(m.task_id.rpartition(".")[2]), "by_job": m.by_job,
+                                       "reason": m.reason} for m in marks],
                       "tasks_total": len(tasks), "limits": {
                           "memory": spec.resources.memory, "cpu_request": spec.resources.cpu,
                           "cpu_limit": spec.cpu_limit, "pids_max": spec.pids_max}})
@@ -217,7 +223,8 @@ class Api:
 
     async def nodes(self, request: web.Request) -> web.Response:
         listed = self.service.nodes(request[CALLER])     # only the caller's task ids under visibility own
-        return _json([node_json(n, self.service.free(n), tasks) for n, tasks in listed])
+        return _json([node_json(n, self.service.free(n), tasks, self.service.drain_blockers(n.name))
+                      for n, tasks in listed])
 
     async def node_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()
@@ -239,7 +246,19 @@ class Api:
         self.dashboard.drain()
         since, until = time_range(request)
         return _json({"since": since, "until": until, "queues": {
-            path: series.read(since, until) for path, series in sorted(self.dashboard.recorder.queues.items())}})
+            path: series.read(since, until) for path, series in sorted(self.dashboard.recorder.queues.items())},
+            "preemptions": self._queue_marks(since, until, hide_jobs=self._own_only(request))})
+
+    def _queue_marks(self, since: float, until: float, hide_jobs: bool) -> list[dict[str, Any]]:
+        """Preemptions in the range, with both queues (jobs still in memory; "" for one gone);
+        job ids only for callers who may see every job."""
+        def queue(job_id: str) -> str:
+            job = self.state.jobs.get(job_id)
+            return job.spec.queue if job is not None else ""
+        marks = [{"at": m.at, "job_id": m.task_id.rpartition(".")[0], "by_job": m.by_job,
+                  "victim_queue": queue(m.task_id.rpartition(".")[0]), "preemptor_queue": queue(m.by_job)}
+                 for m in self.dashboard.recorder.preemptions if since <= m.at <= until]
+        return [{**m, "job_id": "", "by_job": ""} for m in marks] if hide_jobs else marks
 
     async def cluster_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()

@@ -76,7 +76,13 @@ class ReadCluster:
     what: str                            # nodes | queues | whoami
 
 
-Action = Union[SubmitJob, ReadJob, ListJobs, ReadLogs, CancelJob, ReadCluster]
+@dataclass(frozen=True)
+class OperateNodes:
+    op: str                              # cordon | uncordon | drain | maint
+    nodes: tuple[str, ...]
+
+
+Action = Union[SubmitJob, ReadJob, ListJobs, ReadLogs, CancelJob, ReadCluster, OperateNodes]
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,12 @@ def _cluster(caller: Caller, a: ReadCluster, policy: Policy) -> Decision:
     return Decision(True, f"every user may read {a.what}")
 
 
+def _operate(caller: Caller, a: OperateNodes, policy: Policy) -> Decision:
+    """Taking nodes out of service moves everyone's tasks: admins only (as `scontrol
+    update state=drain` is root's or SlurmUser's)."""
+    return Decision(False, f"user {caller.name} may not {a.op} nodes: node operations are for admins")
+
+
 _RULES: dict[type, Callable[[Caller, object, Policy], Decision]] = {
     SubmitJob: _submit,            # type: ignore[dict-item]
     ReadJob: _read_job,            # type: ignore[dict-item]
@@ -145,6 +157,7 @@ _RULES: dict[type, Callable[[Caller, object, Policy], Decision]] = {
     ReadLogs: _logs,               # type: ignore[dict-item]
     CancelJob: _cancel,            # type: ignore[dict-item]
     ReadCluster: _cluster,         # type: ignore[dict-item]
+    OperateNodes: _operate,        # type: ignore[dict-item]
 }
 
 

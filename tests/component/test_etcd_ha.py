@@ -143,3 +143,41 @@ def test_a_job_larger_than_one_transaction_is_written_in_order_and_loads_whole(t
         finally:
             await b.stop(grace_s=0)
     asyncio.run(body())
+
+
+def test_arrays_and_dependencies_survive_a_failover(tmp_path: Path, single_etcd: SingleEtcd) -> None:
+    """An array's ranges and throttle, and a job held on another, are state in etcd: the
+    master that takes over has them, and resolves the dependency on the predecessor's end."""
+    prefix = f"/ha-{uuid.uuid4().hex[:8]}"
+
+    async def body() -> None:
+        a = await start_master(settings(tmp_path, single_etcd, prefix, "a"), [].append)
+        await asyncio.wait_for(a.leading.wait(), WAIT_S)
+        b = await start_master(settings(tmp_path, single_etcd, prefix, "b"), [].append)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{a.port}") as channel:
+                stub = jobs_pb2_grpc.JobServiceStub(channel)
+                array_spec = spec()
+                array_spec.array = "0-99999%7"
+                array = await stub.Submit(jobs_pb2.SubmitRequest(spec=array_spec), timeout=10)
+                first = await stub.Submit(jobs_pb2.SubmitRequest(spec=spec()), timeout=10)
+                held_spec = spec()
+                held_spec.dependency = f"afterok:{first.id}"
+                held = await stub.Submit(jobs_pb2.SubmitRequest(spec=held_spec), timeout=10)
+            await a.stop(grace_s=0, resign=False)
+            await asyncio.wait_for(b.leading.wait(), WAIT_S)
+            seen = await get(b, array.id)
+            assert (seen.unplaced, seen.throttle, seen.spec.tasks, len(seen.tasks)) == ("0-99999", 7, 100000, 0)
+            waiting = await get(b, held.id)
+            assert "waiting for dependency" in waiting.pending_reason and not waiting.released
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as channel:
+                await jobs_pb2_grpc.JobServiceStub(channel).Cancel(jobs_pb2.CancelJobRequest(id=first.id), timeout=10)
+            for _ in range(100):
+                ended = await get(b, held.id)
+                if ended.reason:
+                    break
+                await asyncio.sleep(0.05)
+            assert ended.reason == f"cancelled: dependency can no longer be met: afterok:{first.id} (CANCELLED)"
+        finally:
+            await b.stop(grace_s=0)
+    asyncio.run(body())

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from tests.component.fuzz_strategies import (
     EXAMPLES, FUZZ, RPC_TIMEOUT_S, SCALE, BackgroundMaster, Shown, check_alive, check_reply, check_restart_keeps_everything,
-    full_spec, int32s, int64s, job_specs, outcome, register_summary, shown, small_texts, texts,
+    floats, full_spec, int32s, int64s, job_specs, outcome, register_summary, shown, small_texts, texts,
 )
 from tcluster.v1 import jobs_pb2
 
@@ -103,6 +103,25 @@ def test_cluster_service(master: BackgroundMaster, calls: list[str]) -> None:
         rpc = getattr(master.cluster, name)
         request = jobs_pb2.ListNodesRequest() if name == "ListNodes" else jobs_pb2.ListQueuesRequest()
         _exercise(master, name, lambda: rpc(request, timeout=RPC_TIMEOUT_S))
+
+
+THE_NODE = "<the master's node>"      # replaced by a real node's name when the example runs
+
+
+@FUZZ
+@given(op=st.one_of(st.sampled_from(["cordon", "uncordon", "drain", "maint"]), small_texts),
+       nodes=st.lists(st.one_of(texts, st.just(THE_NODE)), max_size=4), reason=texts, deadline=floats,
+       start=floats, duration=floats)
+def test_operate_nodes(master: BackgroundMaster, op: str, nodes: list[str], reason: str, deadline: float,
+                       start: float, duration: float) -> None:
+    """Node operations; the master's node is put back to READY after each example."""
+    names = [n.name for n in master.cluster.ListNodes(jobs_pb2.ListNodesRequest(), timeout=RPC_TIMEOUT_S).nodes]
+    nodes = [names[0] if n == THE_NODE and names else n for n in nodes]
+    request = jobs_pb2.OperateNodesRequest(op=op, nodes=nodes, reason=reason, deadline_s=deadline, start=start,
+                                           duration_s=duration)
+    _exercise(master, "OperateNodes", lambda: master.cluster.OperateNodes(request, timeout=RPC_TIMEOUT_S))
+    if names:
+        master.cluster.OperateNodes(jobs_pb2.OperateNodesRequest(op="uncordon", nodes=names), timeout=RPC_TIMEOUT_S)
 
 
 @FUZZ.__class__(FUZZ, max_examples=int(60 * SCALE))

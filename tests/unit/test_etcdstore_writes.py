@@ -118,3 +118,14 @@ def test_the_rows_a_step_touches(writes: list, expected: set[str]) -> None:
 ])
 def test_a_write_etcd_would_refuse_whatever_its_company(value_bytes: int, limit: int, expected: object) -> None:
     assert oversized([("state/jobs/j", b"[]"), ("state/specs/j", b"x" * value_bytes)], limit) == expected
+
+
+def test_a_node_record_carries_its_operator_state_and_old_records_read_as_none() -> None:
+    from tcluster.master.store.etcdrecords import node_record, read_node
+    from tcluster.model import Node, NodeState
+    from tcluster.nodeops import NodeOps
+    from tcluster.resources import Resources
+    node = Node("n1", Resources(4, 2**30), ops=NodeOps(NodeState.CORDONED, "alice", 3.0, "disk"))
+    assert read_node("n1", node_record(node)) == node
+    old = b'[{"cpu":4.0},{},{},"READY",5.0,"cgroup1"]'      # written before node operations
+    assert read_node("n1", old).ops == NodeOps()

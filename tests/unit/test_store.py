@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tcluster.master.core.events import KillIntent, Step
+from tcluster.master.core.events import KillIntent, KillMode, Step
 from tcluster.master.store.sqlite import Store, StoreError
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
@@ -26,19 +26,20 @@ def test_round_trip_survives_reopen(tmp_path: Path) -> None:
                    cpu_limit=0.5, pids_max=77, swap=-1, retries=2)
     job = Job("abc", spec, 10.0, JobState.RUNNING)
     task = Task("abc", 1, TaskState.SUCCEEDED, "n1", 2, 0, 0, "", 11.0, 12.0,
-                TaskUsage(1.5, 0.5, 10, 20, 5, 5, 3, 12.0), failures=1)
+                TaskUsage(1.5, 0.5, 10, 20, 5, 5, 3, 12.0), failures=1, preemptions=2)
     node = Node("n1", Resources(4, 2**33), Resources(0.5, 2**28), (("rack", "r1"),), NodeState.DOWN, 9.0, "cgroup1")
-    kill = KillIntent("abc.1", 2, "n1", "cancelled", retry=False)
+    kill = KillIntent("abc.1", 2, "n1", "cancelled")
+    preempt = KillIntent("abc.0", 1, "n1", "Preempted by job j2", KillMode.REQUEUE, by_job="j2")
     store = Store(db)
-    store.apply(_step(job, [Task("abc", 0), task], [node], [kill]), new_jobs=["abc"])
+    store.apply(_step(job, [Task("abc", 0), task], [node], [kill, preempt]), new_jobs=["abc"])
     store.apply(Step(jobs={"abc": job.__class__(**{**job.__dict__, "cancelled": True})}))   # an update, no new spec
     store.close()
     again = Store(db)
     assert again.load_jobs()[0].spec == spec and again.load_jobs()[0].cancelled
     assert again.load_tasks() == [Task("abc", 0), task]
     assert again.load_nodes() == [node]
-    assert again.load_kills() == [kill]
-    again.apply(Step(kills_del={("abc.1", 2)}, jobs_del={"abc"}))
+    assert sorted(again.load_kills(), key=lambda k: k.task_id) == [preempt, kill]
+    again.apply(Step(kills_del={("abc.1", 2), ("abc.0", 1)}, jobs_del={"abc"}))
     assert again.load_jobs() == [] and again.load_tasks() == [] and again.load_kills() == []
     again.close()
 
@@ -97,3 +98,32 @@ def test_a_version_1_database_is_migrated_and_keeps_node_limits(tmp_path: Path) 
     assert (loaded.cpu_limit, loaded.pids_max) == (0.5, 77)
     assert store.load_tasks()[0].failures == 0 and store.load_kills() == []
     store.close()
+
+
+def test_a_version_3_database_gains_node_operations_and_keeps_its_nodes(tmp_path: Path) -> None:
+    """v4 -> v5 adds nodes.ops (from v3, after v4's step; idempotently); a node's
+    operator state (who, when, why, deadline, window) is written and read back."""
+    from tcluster.nodeops import NodeOps
+    db = tmp_path / "v3.db"
+    raw = sqlite3.connect(db)
+    raw.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '3');
+        CREATE TABLE nodes (name TEXT PRIMARY KEY, capacity TEXT NOT NULL, reserved TEXT NOT NULL,
+            labels TEXT NOT NULL, state TEXT NOT NULL, last_seen REAL NOT NULL, runtime TEXT NOT NULL);
+        INSERT INTO nodes VALUES ('n1', '{"cpu": 4.0}', '{}', '{}', 'READY', 5.0, 'cgroup1');
+    """)
+    raw.commit()
+    raw.close()
+    store = Store(db)
+    assert [(n.name, n.ops) for n in store.load_nodes()] == [("n1", NodeOps())]
+    draining = NodeOps(NodeState.DRAINING, "alice", 7.0, "kernel 6.8", deadline=3607.0, since=7.0,
+                       maint_start=9000.0, maint_end=9600.0, maint_by="ops", maint_reason="ups")
+    node = store.load_nodes()[0]
+    store.apply(Step(nodes={"n1": Node(node.name, node.capacity, node.reserved, node.labels, node.state,
+                                       node.last_seen, node.runtime, ops=draining)}))
+    store.close()
+    again = Store(db)
+    assert again.load_nodes()[0].ops == draining
+    again.close()
+    assert sqlite3.connect(db).execute("SELECT value FROM meta").fetchone() == ("5",)

@@ -21,7 +21,8 @@ from tests.unit.specs import job_specs, usages
 JOB_KEYS = [
     "id", "name", "queue", "state", "submitted_at", "finished_at", "resources", "command", "env", "user", "owner",
     "request_id", "workdir", "labels", "constraints", "weight", "dominant_share", "cpu_limit", "swap", "pids_max",
-    "retries", "image", "network", "net_limit", "log_max_bytes", "tasks_total", "pending_reason", "tasks",
+    "retries", "image", "network", "net_limit", "log_max_bytes", "time_limit_s", "array", "dependency", "keep_unmet", "gang", "gang_timeout_s",
+    "gang_restart", "on_preempt", "tasks_total", "pending_reason", "reason", "tasks",
 ]
 
 
@@ -32,7 +33,8 @@ def test_the_cli_and_the_dashboard_print_the_same_job(spec, usage, state, share,
     tasks = [Task("abcd0123", 0, TaskState.RUNNING, node="n1", attempt=1, started_at=5.5, usage=usage),
              Task("abcd0123", 1, TaskState.FAILED, exit_code=3, signal=9, reason="r", failures=2)]
     direct = job_json(job, [task_json(t, lotes_class) for t in tasks], share)
-    assert list(direct) == JOB_KEYS
+    array_keys = ["pending_indexes", "skipped_indexes", "throttle"] if spec.array else []
+    assert list(direct) == [*JOB_KEYS[:-1], *array_keys, "tasks"]
     assert json.dumps(reply_job_json(job_to_pb(job, tasks, share, lotes_class))) == json.dumps(direct)
 
 

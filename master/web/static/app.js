@@ -72,15 +72,16 @@ function seriesOpts(labels, opts = {}) {
     value: (u, v) => v == null ? "-" : opts.fmt(v) }));
 }
 
-function drawOOMs(u, ooms) {
+// Vertical markers: OOM kills (red) and preemptions (orange), each with its word.
+function drawMarks(u, times, color, text, row) {
   const ctx = u.ctx;
   ctx.save();
-  ctx.strokeStyle = "#c0392b"; ctx.fillStyle = "#c0392b"; ctx.lineWidth = 2; ctx.font = "bold 11px sans-serif";
-  for (const t of ooms) {
+  ctx.strokeStyle = color; ctx.fillStyle = color; ctx.lineWidth = 2; ctx.font = "bold 11px sans-serif";
+  for (const t of times) {
     const x = u.valToPos(t, "x", true);
     if (x < u.bbox.left || x > u.bbox.left + u.bbox.width) continue;
     ctx.beginPath(); ctx.moveTo(x, u.bbox.top); ctx.lineTo(x, u.bbox.top + u.bbox.height); ctx.stroke();
-    ctx.fillText("OOM", x + 3, u.bbox.top + 12);
+    ctx.fillText(text, x + 3, u.bbox.top + 12 * row);
   }
   ctx.restore();
 }
@@ -94,7 +95,8 @@ function chart(key, el, title, data, labels, fmt, opts = {}) {
     box.innerHTML = `<h3>${esc(title)}</h3><div class="plot"></div>`;
     el.appendChild(box);
   }
-  const ooms = opts.ooms || [];
+  const ooms = opts.ooms || [], preempts = opts.preempts || [];
+  box.dataset.preemptions = preempts.length;
   box.dataset.points = data[0].length ? data.slice(1).reduce((n, ys) => n + ys.filter(v => v != null).length, 0) : 0;
   box.dataset.ooms = ooms.length;
   oomsByKey[key] = ooms;
@@ -108,12 +110,13 @@ function chart(key, el, title, data, labels, fmt, opts = {}) {
                                  return [Math.min(min, ...o), Math.max(max, ...o.map(t => t + 1))]; } }, y: { range: (u, min, max) => [0, Math.max(max * 1.05, opts.minMax || 1e-9)] } },
       series: [{}, ...seriesOpts(labels, { ...opts, fmt })],
       axes: [{}, { values: (u, vals) => vals.map(fmt), size: 80 }],
-      hooks: { draw: [u => drawOOMs(u, u._ooms || [])] } }, data, box.querySelector(".plot"));
+      hooks: { draw: [u => { drawMarks(u, u._ooms || [], "#c0392b", "OOM", 1);
+                             drawMarks(u, u._preempts || [], "#e67e22", "preempted", 2); }] } }, data, box.querySelector(".plot"));
     u._sig = sig; charts[key] = u;
   } else {
     u.setData(data);
   }
-  u._ooms = ooms; u.redraw(false);
+  u._ooms = ooms; u._preempts = preempts; u.redraw(false);
   return box;
 }
 
@@ -159,11 +162,25 @@ function queueTable(queues) {
 async function nodes() {
   const list = await api("nodes");
   setMain("nodes", `<h1>Nodes</h1><table><tr><th>node</th><th>state</th><th>CPU allocated / capacity</th>
-    <th>memory allocated / capacity</th><th>tasks</th><th>labels</th><th>last seen</th></tr>` + list.map(n => `<tr>
+    <th>memory allocated / capacity</th><th>tasks</th><th>labels</th><th>last seen</th><th>operator</th></tr>` + list.map(n => `<tr>
     <td><a href="#/nodes/${encodeURIComponent(n.name)}">${esc(n.name)}</a></td><td class="state ${n.state}">${n.state}</td>
     <td>${cores(n.used.cpu)} / ${cores(n.capacity.cpu)}</td><td>${bytes(n.used.memory)} / ${bytes(n.capacity.memory)}</td>
     <td>${n.tasks.length}</td><td>${esc(Object.entries(n.labels).map(([k, v]) => k + "=" + v).join(", "))}</td>
-    <td>${when(n.last_seen)}</td></tr>`).join("") + "</table>");
+    <td>${when(n.last_seen)}</td><td>${opsText(n)}</td></tr>`).join("") + "</table>");
+}
+
+// Node operations (README "Node operations"): who asked what, when, why; a drain's deadline and what it waits for.
+function opsText(n) {
+  const o = n.ops || {}, parts = [];
+  if (o.state && o.state !== "READY") {
+    let text = `<span class="state ${o.state}">${o.state.toLowerCase()}</span> by ${esc(o.by || "?")} ${when(o.at)}`;
+    if (o.reason) text += `: ${esc(o.reason)}`;
+    if (o.state === "DRAINING") text += o.drain_deadline ? `; deadline ${when(o.drain_deadline)}` : "; no deadline";
+    if (n.blockers && n.blockers.length) text += `; waiting for ${n.blockers.map(b => `<span title="${esc(b.why)}">${esc(b.task)}</span>`).join(", ")}`;
+    parts.push(text);
+  }
+  if (o.maintenance) parts.push(`maintenance ${when(o.maintenance.start)} to ${when(o.maintenance.end)} by ${esc(o.maintenance.by || "?")}${o.maintenance.reason ? ": " + esc(o.maintenance.reason) : ""}`);
+  return parts.join("; ");
 }
 
 async function node(name) {
@@ -189,7 +206,10 @@ async function queues() {
   const colors = leaves.flatMap((_, i) => [COLORS[i % COLORS.length]]);
   chart("q-shares", document.getElementById("q-charts"), "Leaf queues", [a.xs, ...shares, ...guar],
     [...leaves.map(x => x.path), ...leaves.map(x => x.path + " guaranteed")], pct,
-    { colors: [...colors, ...colors], dashes: [...leaves.map(() => undefined), ...leaves.map(() => [5, 5])], height: 280 });
+    { colors: [...colors, ...colors], dashes: [...leaves.map(() => undefined), ...leaves.map(() => [5, 5])], height: 280,
+      preempts: (u.preemptions || []).map(p => p.at) });
+  document.getElementById("q-charts").insertAdjacentHTML("beforeend", `<div id="preemption-list">${(u.preemptions || []).slice(-20)
+    .map(p => `<div class="preempted">${esc(new Date(p.at * 1000).toLocaleString())}: queue ${esc(p.preemptor_queue)} preempted a task of queue ${esc(p.victim_queue)} (job ${esc(p.job_id)}, for job ${esc(p.by_job)})</div>`).join("")}</div>`);
 }
 
 async function jobs() {
@@ -217,7 +237,10 @@ async function job(id) {
     <p class="muted">queue ${esc(j.queue)} · owner ${esc(j.user || "agent default")} · ${cores(j.resources.cpu)} CPU and ${bytes(j.resources.memory)} per task
     ${j.cpu_limit ? "· cap " + cores(j.cpu_limit) : ""} · submitted ${when(j.submitted_at)} · <code>${esc(j.command.join(" "))}</code></p>
     ${j.pending_reason ? `<p class="reason" id="pending-reason">pending: ${esc(j.pending_reason)}</p>` : ""}
+    ${j.reason ? `<p class="reason" id="end-reason">ended: ${esc(j.reason)}</p>` : ""}
+    ${batchLine(j)}
     <div id="oom-list">${ooms.map(o => `<div class="oom">OOM kill: task ${o.task} on ${esc(o.node)} at ${esc(new Date(o.at * 1000).toLocaleString())}</div>`).join("")}</div>
+    <div id="preemption-list">${(u.preemptions || []).map(p => `<div class="preempted">task ${p.task} preempted at ${esc(new Date(p.at * 1000).toLocaleString())}: ${esc(p.reason)}</div>`).join("")}</div>
     <h2>Tasks</h2><table id="tasks"><tr><th>#</th><th>state</th><th>node</th><th>try</th><th>exit</th><th>reason</th><th>CPU</th><th>working set</th><th>peak</th><th>pids</th><th></th></tr>` +
     j.tasks.slice(0, 200).map(t => { const x = t.usage; return `<tr data-task="${t.index}"><td>${t.index}</td><td class="state ${t.state}">${t.state}</td>
       <td>${esc(t.node || "-")}</td><td>${t.attempt}</td><td>${t.exit_code ?? (t.signal_name || "-")}</td><td class="${t.reason === "OOMKilled" ? "oom" : ""}">${esc(t.reason)}</td>
@@ -227,10 +250,21 @@ async function job(id) {
     <div class="charts" id="job-charts"></div>`);
   const pick = document.getElementById("task-pick");
   pick.onchange = () => { page.task = +pick.value; refresh(); };
-  drawJobCharts(id, u, ooms.map(o => o.at), sel);
+  drawJobCharts(id, u, ooms.map(o => o.at), sel, (u.preemptions || []).map(p => p.at));
 }
 
-function drawJobCharts(id, u, oomTimes, sel) {
+// Arrays, dependencies, gangs and time limits, where the job has them (README, "Batch work").
+function batchLine(j) {
+  const parts = [];
+  if (j.array) parts.push(`array ${esc(j.array)}${j.throttle ? `, at most ${j.throttle} at once` : ""}; waiting ` +
+    `[${esc((j.pending_indexes || "").slice(0, 80)) || "none"}]` + (j.skipped_indexes ? `; cancelled before starting [${esc(j.skipped_indexes.slice(0, 80))}]` : ""));
+  if (j.dependency) parts.push(`depends on ${esc(j.dependency)}`);
+  if (j.gang) parts.push(`gang of ${j.tasks_total}`);
+  if (j.time_limit_s) parts.push(`time limit ${j.time_limit_s}s`);
+  return parts.length ? `<p class="muted" id="batch">${parts.join(" · ")}</p>` : "";
+}
+
+function drawJobCharts(id, u, oomTimes, sel, preemptTimes) {
   const el = document.getElementById("job-charts");
   if (!u.tasks.length) return;
   const a = align(u.tasks.map(t => t.series));
@@ -243,7 +277,7 @@ function drawJobCharts(id, u, oomTimes, sel) {
   chart("job-cpu:" + id, el, `CPU by task, stacked (cores; dashed: request${u.limits.cpu_limit ? ", cap" : ""})`,
     [a.xs, ...stacked.slice().reverse(), req, ...(u.limits.cpu_limit ? [a.xs.map(() => u.limits.cpu_limit * n)] : [])],
     [...cpuLabels, "request", ...(u.limits.cpu_limit ? ["cap"] : [])], cores,
-    { ooms: oomTimes, fills: cpuLabels.map((_, i) => COLORS[(n - 1 - i) % COLORS.length] + "cc"),
+    { ooms: oomTimes, preempts: preemptTimes, fills: cpuLabels.map((_, i) => COLORS[(n - 1 - i) % COLORS.length] + "cc"),
       colors: [...cpuLabels.map((_, i) => COLORS[(n - 1 - i) % COLORS.length]), "#333", "#c0392b"],
       dashes: [...cpuLabels.map(() => undefined), [6, 4], [2, 3]] });
   const t = u.tasks.find(x => x.index === sel) || u.tasks[0], s = t.series;

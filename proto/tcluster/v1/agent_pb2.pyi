@@ -181,20 +181,22 @@ class BinTarget(_message.Message):
     def __init__(self, config: _Optional[str] = ..., counts: _Optional[_Mapping[int, int]] = ..., classes: _Optional[_Mapping[str, int]] = ..., fallback: _Optional[str] = ...) -> None: ...
 
 class LaunchTask(_message.Message):
-    __slots__ = ("task_id", "attempt", "job_id", "index", "spec", "lotes_class")
+    __slots__ = ("task_id", "attempt", "job_id", "index", "spec", "lotes_class", "preemptions")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     LOTES_CLASS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     attempt: int
     job_id: str
     index: int
     spec: _jobs_pb2.JobSpec
     lotes_class: int
-    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., spec: _Optional[_Union[_jobs_pb2.JobSpec, _Mapping]] = ..., lotes_class: _Optional[int] = ...) -> None: ...
+    preemptions: int
+    def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., job_id: _Optional[str] = ..., index: _Optional[int] = ..., spec: _Optional[_Union[_jobs_pb2.JobSpec, _Mapping]] = ..., lotes_class: _Optional[int] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
 class KillTask(_message.Message):
     __slots__ = ("task_id", "attempt", "grace_s", "reason")

@@ -33,7 +33,7 @@ LOG_STDOUT: LogStream
 LOG_STDERR: LogStream
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "owner", "request_id", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit")
+    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "owner", "request_id", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit", "on_preempt", "time_limit_s", "array", "dependency", "keep_unmet", "gang", "gang_timeout_s", "gang_restart")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +69,14 @@ class JobSpec(_message.Message):
     PIDS_MAX_FIELD_NUMBER: _ClassVar[int]
     LOG_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     NET_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    ON_PREEMPT_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    ARRAY_FIELD_NUMBER: _ClassVar[int]
+    DEPENDENCY_FIELD_NUMBER: _ClassVar[int]
+    KEEP_UNMET_FIELD_NUMBER: _ClassVar[int]
+    GANG_FIELD_NUMBER: _ClassVar[int]
+    GANG_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    GANG_RESTART_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     tasks: int
@@ -90,10 +98,18 @@ class JobSpec(_message.Message):
     pids_max: int
     log_max_bytes: int
     net_limit: float
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ...) -> None: ...
+    on_preempt: str
+    time_limit_s: float
+    array: str
+    dependency: str
+    keep_unmet: bool
+    gang: bool
+    gang_timeout_s: float
+    gang_restart: bool
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ..., on_preempt: _Optional[str] = ..., time_limit_s: _Optional[float] = ..., array: _Optional[str] = ..., dependency: _Optional[str] = ..., keep_unmet: _Optional[bool] = ..., gang: _Optional[bool] = ..., gang_timeout_s: _Optional[float] = ..., gang_restart: _Optional[bool] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage", "failures", "lotes_class")
+    __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage", "failures", "lotes_class", "preemptions")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +124,7 @@ class Task(_message.Message):
     USAGE_FIELD_NUMBER: _ClassVar[int]
     FAILURES_FIELD_NUMBER: _ClassVar[int]
     LOTES_CLASS_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     index: int
     id: str
     state: _common_pb2.TaskState
@@ -122,10 +139,11 @@ class Task(_message.Message):
     usage: _common_pb2.TaskUsage
     failures: int
     lotes_class: int
-    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., failures: _Optional[int] = ..., lotes_class: _Optional[int] = ...) -> None: ...
+    preemptions: int
+    def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., failures: _Optional[int] = ..., lotes_class: _Optional[int] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share")
+    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share", "unplaced", "skipped", "throttle", "reason", "released")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +152,11 @@ class Job(_message.Message):
     PENDING_REASON_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     DOMINANT_SHARE_FIELD_NUMBER: _ClassVar[int]
+    UNPLACED_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -142,7 +165,12 @@ class Job(_message.Message):
     pending_reason: str
     tasks: _containers.RepeatedCompositeFieldContainer[Task]
     dominant_share: float
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ...) -> None: ...
+    unplaced: str
+    skipped: str
+    throttle: int
+    reason: str
+    released: bool
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., unplaced: _Optional[str] = ..., skipped: _Optional[str] = ..., throttle: _Optional[int] = ..., reason: _Optional[str] = ..., released: _Optional[bool] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
     __slots__ = ("spec",)
@@ -183,10 +211,20 @@ class ListJobsResponse(_message.Message):
     def __init__(self, jobs: _Optional[_Iterable[_Union[Job, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class CancelJobRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "tasks")
     ID_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    tasks: str
+    def __init__(self, id: _Optional[str] = ..., tasks: _Optional[str] = ...) -> None: ...
+
+class UpdateJobRequest(_message.Message):
+    __slots__ = ("id", "throttle")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    throttle: int
+    def __init__(self, id: _Optional[str] = ..., throttle: _Optional[int] = ...) -> None: ...
 
 class LogsRequest(_message.Message):
     __slots__ = ("job_id", "task_index", "stream", "tail_bytes", "follow")
@@ -213,7 +251,7 @@ class ListNodesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Node(_message.Message):
-    __slots__ = ("name", "state", "capacity", "free", "labels", "tasks", "last_seen", "reserved", "lotes")
+    __slots__ = ("name", "state", "capacity", "free", "labels", "tasks", "last_seen", "reserved", "lotes", "ops", "blockers")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +268,8 @@ class Node(_message.Message):
     LAST_SEEN_FIELD_NUMBER: _ClassVar[int]
     RESERVED_FIELD_NUMBER: _ClassVar[int]
     LOTES_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    BLOCKERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     state: str
     capacity: _common_pb2.Resources
@@ -239,7 +279,69 @@ class Node(_message.Message):
     last_seen: float
     reserved: _common_pb2.Resources
     lotes: NodeLotes
-    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., tasks: _Optional[_Iterable[str]] = ..., last_seen: _Optional[float] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., lotes: _Optional[_Union[NodeLotes, _Mapping]] = ...) -> None: ...
+    ops: NodeOps
+    blockers: _containers.RepeatedCompositeFieldContainer[NodeBlocker]
+    def __init__(self, name: _Optional[str] = ..., state: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., free: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., tasks: _Optional[_Iterable[str]] = ..., last_seen: _Optional[float] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., lotes: _Optional[_Union[NodeLotes, _Mapping]] = ..., ops: _Optional[_Union[NodeOps, _Mapping]] = ..., blockers: _Optional[_Iterable[_Union[NodeBlocker, _Mapping]]] = ...) -> None: ...
+
+class NodeOps(_message.Message):
+    __slots__ = ("state", "by", "at", "reason", "drain_deadline", "drain_since", "maint_start", "maint_end", "maint_by", "maint_reason")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    DRAIN_SINCE_FIELD_NUMBER: _ClassVar[int]
+    MAINT_START_FIELD_NUMBER: _ClassVar[int]
+    MAINT_END_FIELD_NUMBER: _ClassVar[int]
+    MAINT_BY_FIELD_NUMBER: _ClassVar[int]
+    MAINT_REASON_FIELD_NUMBER: _ClassVar[int]
+    state: str
+    by: str
+    at: float
+    reason: str
+    drain_deadline: float
+    drain_since: float
+    maint_start: float
+    maint_end: float
+    maint_by: str
+    maint_reason: str
+    def __init__(self, state: _Optional[str] = ..., by: _Optional[str] = ..., at: _Optional[float] = ..., reason: _Optional[str] = ..., drain_deadline: _Optional[float] = ..., drain_since: _Optional[float] = ..., maint_start: _Optional[float] = ..., maint_end: _Optional[float] = ..., maint_by: _Optional[str] = ..., maint_reason: _Optional[str] = ...) -> None: ...
+
+class NodeBlocker(_message.Message):
+    __slots__ = ("task_id", "job_id", "job_name", "state", "why")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    WHY_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    job_id: str
+    job_name: str
+    state: str
+    why: str
+    def __init__(self, task_id: _Optional[str] = ..., job_id: _Optional[str] = ..., job_name: _Optional[str] = ..., state: _Optional[str] = ..., why: _Optional[str] = ...) -> None: ...
+
+class OperateNodesRequest(_message.Message):
+    __slots__ = ("op", "nodes", "reason", "deadline_s", "start", "duration_s")
+    OP_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_S_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    op: str
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    deadline_s: float
+    start: float
+    duration_s: float
+    def __init__(self, op: _Optional[str] = ..., nodes: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., deadline_s: _Optional[float] = ..., start: _Optional[float] = ..., duration_s: _Optional[float] = ...) -> None: ...
+
+class OperateNodesResponse(_message.Message):
+    __slots__ = ("nodes",)
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    nodes: _containers.RepeatedCompositeFieldContainer[Node]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[Node, _Mapping]]] = ...) -> None: ...
 
 class NodeLotes(_message.Message):
     __slots__ = ("config", "target", "actual", "counted")

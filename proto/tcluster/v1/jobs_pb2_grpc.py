@@ -55,6 +55,11 @@ class JobServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.CancelJobRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
                 _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/tcluster.v1.JobService/Update',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.UpdateJobRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+                _registered_method=True)
         self.Logs = channel.unary_stream(
                 '/tcluster.v1.JobService/Logs',
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.LogsRequest.SerializeToString,
@@ -90,6 +95,13 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Update(self, request, context):
+        """What may change while a job runs: an array's throttle (`tcl update`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Logs(self, request, context):
         """Streams a task's log file from the agent that ran it.
         """
@@ -118,6 +130,11 @@ def add_JobServiceServicer_to_server(servicer, server):
             'Cancel': grpc.unary_unary_rpc_method_handler(
                     servicer.Cancel,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.CancelJobRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.Job.SerializeToString,
+            ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.UpdateJobRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.Job.SerializeToString,
             ),
             'Logs': grpc.unary_stream_rpc_method_handler(
@@ -246,6 +263,33 @@ class JobService:
             _registered_method=True)
 
     @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.JobService/Update',
+            tcluster_dot_v1_dot_jobs__pb2.UpdateJobRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def Logs(request,
             target,
             options=(),
@@ -287,6 +331,11 @@ class ClusterServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.OperateNodes = channel.unary_unary(
+                '/tcluster.v1.ClusterService/OperateNodes',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.OperateNodesRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.OperateNodesResponse.FromString,
+                _registered_method=True)
         self.ListQueues = channel.unary_unary(
                 '/tcluster.v1.ClusterService/ListQueues',
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.ListQueuesRequest.SerializeToString,
@@ -304,6 +353,13 @@ class ClusterServiceServicer:
 
     def ListNodes(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OperateNodes(self, request, context):
+        """cordon | uncordon | drain | maint (README "Node operations"); admins only
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -329,6 +385,11 @@ def add_ClusterServiceServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'OperateNodes': grpc.unary_unary_rpc_method_handler(
+                    servicer.OperateNodes,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.OperateNodesRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.OperateNodesResponse.SerializeToString,
             ),
             'ListQueues': grpc.unary_unary_rpc_method_handler(
                     servicer.ListQueues,
@@ -368,6 +429,33 @@ class ClusterService:
             '/tcluster.v1.ClusterService/ListNodes',
             tcluster_dot_v1_dot_jobs__pb2.ListNodesRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OperateNodes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.ClusterService/OperateNodes',
+            tcluster_dot_v1_dot_jobs__pb2.OperateNodesRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.OperateNodesResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,65 @@
+"""`tcl why JOB`: why a job waits, and why its tasks were preempted, in one place.
+
+From two replies the master already gives (the job, the queue rows): the job's pending
+reason (placement's word, then what preemption does or cannot do for it: which queue is
+below its share, when a reclaim starts, what blocks it), its queue's standing against
+its guarantee, the queues above theirs (where room would come from), and each task's
+preemptions with the reason its last one gave (who preempted it and why)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tcluster.cli.client import MasterClient
+from tcluster.cli.names import job_state_name, task_state_name
+from tcluster.cli.options import EXIT_OK
+from tcluster.views import JsonDict
+from tcluster.v1 import jobs_pb2
+
+
+def why(args: argparse.Namespace, client: MasterClient) -> int:
+    job = client.get(args.job_id)
+    queues = client.list_queues()
+    doc = why_json(job, queues)
+    print(json.dumps(doc, indent=2) if args.output == "json" else why_text(doc))
+    return EXIT_OK
+
+
+def why_json(job: jobs_pb2.Job, reply: jobs_pb2.ListQueuesResponse) -> JsonDict:
+    rows = {q.path: q for q in reply.queues if q.path}
+    mine = rows.get(job.spec.queue)
+    over = [{"queue": q.path, "share": round(q.dominant_share, 4), "guaranteed_share": round(q.guaranteed_share, 4)}
+            for q in rows.values() if q.leaf and q.path != job.spec.queue and q.dominant_share > q.guaranteed_share + 1e-9]
+    tasks = list(job.tasks)
+    return {
+        "job": job.id, "state": job_state_name(job.state), "queue": job.spec.queue,
+        "pending_tasks": sum(task_state_name(t.state) == "PENDING" for t in tasks),
+        "running_tasks": sum(task_state_name(t.state) in ("STARTING", "RUNNING") for t in tasks),
+        "pending_reason": job.pending_reason,
+        "queue_share": round(mine.dominant_share, 4) if mine is not None else None,
+        "queue_guaranteed_share": round(mine.guaranteed_share, 4) if mine is not None else None,
+        "queues_above_their_share": over,
+        "preempted": [{"task": t.index, "preemptions": t.preemptions, "state": task_state_name(t.state),
+                       "reason": t.reason} for t in tasks if t.preemptions],
+    }
+
+
+def why_text(doc: JsonDict) -> str:
+    lines = [f"job {doc['job']} in queue {doc['queue']}: {doc['state']} "
+             f"({doc['running_tasks']} running, {doc['pending_tasks']} pending)"]
+    if doc["pending_reason"]:
+        lines.append(f"waits: {doc['pending_reason']}")
+    elif doc["pending_tasks"] == 0:
+        lines.append("nothing of it waits")
+    if doc["queue_share"] is not None:
+        lines.append(f"queue {doc['queue']} holds {doc['queue_share']:.2f} of the cluster; "
+                     f"guaranteed {doc['queue_guaranteed_share']:.2f}")
+    over = doc["queues_above_their_share"]
+    if over:
+        lines.append("queues above their guaranteed share: " + ", ".join(
+            f"{q['queue']} ({q['share']:.2f} > {q['guaranteed_share']:.2f})" for q in over))
+    for task in doc["preempted"]:
+        lines.append(f"task {task['task']} was preempted {task['preemptions']} time(s), now {task['state']}: "
+                     f"{task['reason']}")
+    return "\n".join(lines)

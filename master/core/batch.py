@@ -1,0 +1,95 @@
+"""Batch work in the master's transitions (README, "Batch work"): arrays whose waiting
+indexes are ranges (a task row is made when an index is placed), dependencies resolved on
+their predecessors' ends, and what a submit of either checks. Pure, on a Draft."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tcluster.arrays import IndexSet, parse_array
+from tcluster.dependency import Outcome, Verdict, evaluate, parse_dependency
+from tcluster.errors import InvalidArgument, NotFound
+from tcluster.master.core.draft import Draft
+from tcluster.master.core.events import Submit, UpdateJob
+from tcluster.model import Job, Task, TaskState
+
+
+def new_job(d: Draft, ev: Submit) -> tuple[Job, list[Task]]:
+    """The job a submit makes and the rows it writes: every task of a plain job, none of
+    an array (its indexes wait as ranges)."""
+    spec, unplaced, throttle = ev.spec, IndexSet(), 0
+    if spec.array:
+        unplaced, throttle = parse_array(spec.array)
+        spec = replace(spec, tasks=len(unplaced))
+    job = Job(id=ev.job_id, spec=spec, submitted_at=d.now.wall, unplaced=unplaced, throttle=throttle)
+    if spec.dependency:
+        d.step.known_states.update(ev.known)
+        job = replace(job, released=_check_dependency(d, job))
+    rows = [] if spec.array else [Task(job_id=ev.job_id, index=i) for i in range(spec.tasks)]
+    return job, rows
+
+
+def _check_dependency(d: Draft, job: Job) -> bool:
+    """Refuses a dependency on unknown jobs, or one that can never be met (unless the job
+    asked to be kept); True if it is met already."""
+    dependency = parse_dependency(job.spec.dependency)
+    missing = [j for j in dependency.jobs if d.job_state(j) is None]
+    if missing:
+        raise InvalidArgument("dependency", f"job {missing[0][:64]!r} not found (a job may wait only on jobs "
+                                            "submitted before it: there can be no cycle)")
+    verdict = evaluate(dependency, d.job_state)
+    if verdict.outcome is Outcome.UNMET and not job.spec.keep_unmet:
+        raise InvalidArgument("dependency", f"can never be met: {verdict.why}; add --keep-on-unmet-dependency "
+                                            "to submit it anyway")
+    return verdict.outcome is Outcome.MET
+
+
+def resolve_dependents(d: Draft, ended: str) -> None:
+    """`ended` just ended: each job held on it is released, cancelled (naming it), or
+    keeps waiting (other terms, or --keep-on-unmet-dependency)."""
+    for job_id in sorted(d.state.dependents.get(ended, ())):
+        job = d.job(job_id)
+        if not job.held:
+            continue
+        verdict = evaluate(parse_dependency(job.spec.dependency), d.job_state)
+        if verdict.outcome is Outcome.MET:
+            d.step.jobs[job_id] = replace(job, released=True)
+        elif verdict.outcome is Outcome.UNMET and not job.spec.keep_unmet:
+            _cancel_unmet(d, job, verdict)
+
+
+def _cancel_unmet(d: Draft, job: Job, verdict: Verdict) -> None:
+    """A held job never started: its rows end KILLED and an array's indexes are skipped."""
+    reason = f"cancelled: dependency can no longer be met: {verdict.why}"
+    d.step.jobs[job.id] = replace(job, cancelled=True, unplaced=IndexSet(), skipped=job.skipped.union(job.unplaced),
+                                  reason=reason)
+    for stored in d.state.tasks.get(job.id, ()):
+        task = d.task(stored.id) or stored
+        if task.state is TaskState.PENDING:
+            d.put(replace(task, state=TaskState.KILLED, reason=reason, finished_at=d.now.wall))
+
+
+def materialize(d: Draft, task_id: str) -> Task | None:
+    """An array index placed for the first time gets its row (and leaves the ranges)."""
+    job_id, _, index_text = task_id.rpartition(".")
+    job = d.step.jobs.get(job_id) or d.state.jobs.get(job_id)
+    if job is None or not index_text.isdigit() or int(index_text) not in job.unplaced:
+        return None
+    index = int(index_text)
+    d.step.jobs[job_id] = replace(job, unplaced=job.unplaced.without((index,)))
+    return Task(job_id=job_id, index=index)
+
+
+def update_job(d: Draft, ev: UpdateJob) -> None:
+    job = d.state.jobs.get(ev.job_id)
+    if job is None:
+        raise NotFound(f"job {ev.job_id[:64]!r} not found")
+    if ev.throttle is not None:
+        if ev.throttle < 0:
+            raise InvalidArgument("throttle", f"{ev.throttle} must be >= 0 (0: no limit)")
+        d.step.jobs[job.id] = replace(job, throttle=ev.throttle)
+
+
+def array_pending(job: Job) -> str:
+    """`[40-999]`: an array's indexes not yet placed, for tables and reasons."""
+    return job.unplaced.compact() if job.unplaced else ""

@@ -1,0 +1,91 @@
+"""A step being built by the transitions: reads see the step's own changes over the
+state, and `finish` derives each changed job's state from counts, then lets the jobs
+that ended release (or cancel) the jobs that wait on them (master/core/batch.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable
+
+from tcluster.master.core.events import KillIntent, NodeLive, Now, Step
+from tcluster.master.core.state import MasterState, derive_job, virtual_counts
+from tcluster.model import Job, JobState, Task, TaskState
+
+
+class Draft:
+    """A step being built: reads see the step's own changes over the state."""
+
+    def __init__(self, state: MasterState, now: Now) -> None:
+        self.state, self.now, self.step = state, now, Step()
+        self._before: dict[str, Task | None] = {}
+        # Called with each job that ended in this step (batch.resolve_dependents), set by handle().
+        self.on_job_end: Callable[[Draft, str], None] | None = None
+
+    def task(self, task_id: str) -> Task | None:
+        return self.step.tasks.get(task_id) or self.state.task(task_id)
+
+    def job(self, job_id: str) -> Job:
+        return self.step.jobs.get(job_id) or self.state.jobs[job_id]
+
+    def job_state(self, job_id: str) -> JobState | None:
+        """A job's state, also of one no longer in memory but waited on (state.ended)."""
+        job = self.step.jobs.get(job_id) or self.state.jobs.get(job_id)
+        if job is not None:
+            return job.state
+        return self.step.known_states.get(job_id) or self.state.ended.get(job_id)
+
+    def put(self, task: Task) -> None:
+        self._before.setdefault(task.id, self.state.task(task.id))
+        self.step.tasks[task.id] = task
+
+    def intent(self, task_id: str, attempt: int) -> KillIntent | None:
+        key = (task_id, attempt)
+        if key in self.step.kills_del:
+            return None
+        return self.step.kills_put.get(key) or self.state.kills.get(key)
+
+    def drop_intent(self, task_id: str, attempt: int) -> None:
+        key = (task_id, attempt)
+        self.step.kills_put.pop(key, None)
+        if key in self.state.kills:
+            self.step.kills_del.add(key)
+
+    def live(self, node: str) -> NodeLive | None:
+        return self.step.live.get(node) or self.state.live.get(node)
+
+    def finish(self) -> Step:
+        """Derives the state of every job whose tasks changed, from counts; a job that
+        ended releases or cancels those waiting on it, which may end more (a chain)."""
+        if not self.step.tasks and not self.step.jobs:
+            return self.step   # heartbeats: nothing to derive
+        handled: set[str] = set()
+        while ended := [j for j in self._derive() if j not in handled]:
+            handled.update(ended)
+            for job_id in ended:
+                if self.on_job_end is not None:
+                    self.on_job_end(self, job_id)
+        return self.step
+
+    def _derive(self) -> list[str]:
+        """Re-derives every changed job; returns those terminal now that were not before."""
+        deltas: dict[str, Counter[TaskState]] = {}
+        for task_id, task in self.step.tasks.items():
+            delta = deltas.setdefault(task.job_id, Counter())
+            before = self._before.get(task_id)
+            if before is not None:
+                delta[before.state] -= 1
+            delta[task.state] += 1
+        ended = []
+        for job_id in set(deltas) | set(self.step.jobs):
+            counts = Counter(self.state.counts.get(job_id, Counter()))
+            counts.update(deltas.get(job_id, Counter()))
+            before = self.state.jobs.get(job_id)
+            counts.update(virtual_counts(self.job(job_id)))      # an array's indexes without rows
+            if before is not None:
+                counts.subtract(virtual_counts(before))
+            job = derive_job(self.job(job_id), counts, self.now.wall)
+            if job != before:
+                self.step.jobs[job_id] = job
+            if job.state.terminal and job.finished_at and (before is None or not before.finished_at):
+                ended.append(job_id)
+        return sorted(ended)
