@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/tcluster/v1/*.proto)
 PYTEST_ARGS ?=
 
-.PHONY: dev test proto venv clean
+.PHONY: dev test proto venv clean deb
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,5 +37,11 @@ proto: $(VENV)/.installed-test
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto \
 		--grpc_python_out=proto $(PROTOS)
 
+## make deb [VERSION=0.1.1]: dist/tcluster_<version>-1_amd64.deb (packaging/build_deb.py): wheels
+## for the target's python3 (3.11) with the task supervisor compiled in, a venv built by
+## postinst, the units and /etc/tcluster/{master,agent}.toml as conffiles; install.sh inside.
+deb: $(VENV)/.installed
+	$(BIN)/python packaging/build_deb.py $(if $(VERSION),--version $(VERSION))
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

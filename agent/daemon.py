@@ -13,6 +13,8 @@ import json
 import logging
 import random
 import time
+from pathlib import Path
+from typing import Callable
 
 import grpc
 
@@ -31,6 +33,7 @@ from tcluster.agent.tasks import TaskManager, state_dir_path
 from tcluster.bounds import GRPC_OPTIONS, MAX_EVENTS_PER_MESSAGE
 from tcluster.leaders import parse_addresses, standby_hint
 from tcluster.model import DOCKER_LABEL, NETNS_LABEL
+from tcluster.sdnotify import Notifier
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
 from tcluster.wire import launch_from_pb
 
@@ -73,16 +76,23 @@ class Agent:
         # LoTES (memory only): the bin this node emulates, and each task's class
         self.bin_target: agent_pb2.BinTarget | None = None
         self.classes: dict[str, int] = {}
+        # systemd (tcluster/sdnotify.py): READY=1 once the tasks are re-adopted, WATCHDOG=1
+        # after each heartbeat (or reconnect attempt); main sets a real one under systemd.
+        self.notifier = Notifier.disabled()
+        self.on_ready: Callable[[], None] = lambda: None
+        self.ready = False
 
     async def run(self) -> None:
         """Stays connected until cancelled; backoff 0.2 s doubling to reconnect_max_s, with jitter.
         First re-adopts what a previous run of the agent left running. Any unexpected error in
         a session is logged and the session starts again: the daemon never idles half-dead."""
         await self.tasks.recover()
+        self._ready()
         watchdog = asyncio.create_task(self._watchdog(), name="agent-watchdog")
         delay = 0.2
         try:
             while True:
+                self.notifier.watchdog()      # between sessions this loop is the one that turns
                 started = time.monotonic()
                 self.master = self.rotation.next()
                 hint: str | None = None
@@ -97,12 +107,19 @@ class Agent:
                     self.registered.clear()
                 if time.monotonic() - started > 10:
                     delay = 0.2
+                self.notifier.status(f"node {self.settings.node}: no session with {self.master}; reconnecting")
                 if not self.rotation.ended(hint):
                     continue      # another master (or the hinted leader) may take us now
                 await asyncio.sleep(delay * random.uniform(0.8, 1.2))
                 delay = min(delay * 2, self.settings.reconnect_max_s)
         finally:
             watchdog.cancel()
+
+    def _ready(self) -> None:
+        self.ready = True
+        self.notifier.ready(f"node {self.settings.node}: {len(self.tasks.running())} task(s) re-adopted; "
+                            f"connecting to {self.rotation.masters[0]}")
+        self.on_ready()
 
     async def _watched_session(self) -> None:
         """The session, ended by the watchdog (ConnectionError) if the master goes silent."""
@@ -216,6 +233,7 @@ class Agent:
         if msg.HasField("bin_target"):
             self._on_bin_target(msg.bin_target)
         log.info("registered with %s as %s", self.master, self.settings.node)
+        self.notifier.status(f"node {self.settings.node}: registered with {self.master}")
         self.rotation.connected()
         self.registered.set()
 
@@ -258,6 +276,8 @@ class Agent:
             gpus = await asyncio.to_thread(self.tasks.sample_gpus) if self.tasks.gpus.source == "nvml" else ()
             self._out.put_control(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix(),
                                                         gpus))
+            hang_if_asked(self.settings.test_hang_file)
+            self.notifier.watchdog()      # only after a heartbeat went out: a stuck loop stops the pings
             await asyncio.sleep(self.heartbeat_interval_s)
 
     async def _watchdog(self) -> None:
@@ -305,6 +325,18 @@ class Agent:
         tmp.replace(path)
 
     async def shutdown(self) -> None:
+        self.notifier.close()
         if self.settings.kill_tasks_on_exit:
             await self.tasks.shutdown()
         self.runtime.close()
+
+
+def hang_if_asked(trigger: Path | None) -> None:
+    """Test only (settings.test_hang_file): blocks the event loop for good, as a deadlock
+    would, once the file appears; the file is removed so that the restarted agent runs."""
+    if trigger is None or not trigger.exists():
+        return
+    trigger.unlink(missing_ok=True)
+    log.warning("test hang: %s appeared; the heartbeat loop stops here", trigger)
+    while True:
+        time.sleep(3600)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -11,9 +12,11 @@ from pathlib import Path
 import psutil
 from pydantic import ValidationError
 
+from tcluster import __version__
 from tcluster.agent.daemon import Agent
 from tcluster.agent.gpudetect import inventory
 from tcluster.agent.gpus import parse_selection
+from tcluster.agent.reload import AgentReloader
 from tcluster.agent.joinstate import PKI_DIR, JoinedStateError, agent_address, load_joined
 from tcluster.agent.tasks import state_dir_path
 from tcluster.agent.runtime import make_node_runtime, make_runtime
@@ -21,10 +24,12 @@ from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.runtime.base import RuntimeSetupError
 from tcluster.agent.settings import RUNTIMES, AgentSettings
 from tcluster.constraints import parse_labels
-from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.configfile import ConfigError, add_config_flag, load_args
+from tcluster.daemon import explain_argument_error, explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import join_addresses, parse_addresses
 from tcluster.nodelabels import check_declared
+from tcluster.sdnotify import Notifier
 from tcluster.units import parse_bits, parse_bytes, parse_cpu
 
 
@@ -80,7 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "without NVML; every one is offered unless --gpus narrows them")
     p.add_argument("--no-namespaces", action="store_true",
                    help="run tasks without their own PID/mount/UTS/IPC namespaces")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR; SIGHUP applies a new one")
+    # Test only: when this file appears, the heartbeat loop hangs (tests/vm: the watchdog restarts the agent).
+    p.add_argument("--test-hang-file", type=Path, default=None, help=argparse.SUPPRESS)
+    add_config_flag(p, "/etc/tcluster/agent.toml")
+    p.add_argument("--version", action="version", version=f"tcl-agent {__version__}")
     return p
 
 
@@ -101,6 +110,7 @@ def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSe
         reserve_memory_bytes=parse_bytes(args.reserve_memory, "--reserve-memory"),
         state_dir=args.state_dir, runtime=args.runtime, cgroup_parent=args.cgroup_parent,
         heartbeat_interval_s=args.heartbeat_interval_s, **_runtime_options(args), **overrides,
+        test_hang_file=getattr(args, "test_hang_file", None),
         **_log_options(args), **_network_options(args),
     )
 
@@ -176,10 +186,13 @@ def build_agent(settings: AgentSettings) -> Agent:
     return Agent(settings, runtime, gpus)
 
 
-async def run_agent(agent: Agent) -> int:
-    """0 after SIGTERM/SIGINT; 1 if the agent itself failed (systemd then restarts it)."""
+async def run_agent(agent: Agent, reloader: AgentReloader | None = None) -> int:
+    """0 after SIGTERM/SIGINT; 1 if the agent itself failed (systemd then restarts it).
+    SIGHUP reloads the config file once the agent is ready (agent/reload.py)."""
     runner = asyncio.create_task(agent.run(), name="agent")
     stop = asyncio.create_task(wait_for_stop_signal(), name="stop-signal")
+    if reloader is not None:
+        agent.on_ready = reloader.install
     try:
         await asyncio.wait({runner, stop}, return_when=asyncio.FIRST_COMPLETED)
         if runner.done() and not runner.cancelled() and runner.exception() is not None:
@@ -188,6 +201,9 @@ async def run_agent(agent: Agent) -> int:
             return 1
         return 0
     finally:
+        agent.notifier.stopping()
+        if reloader is not None and agent.ready:
+            reloader.uninstall()
         runner.cancel()
         stop.cancel()
         await agent.shutdown()
@@ -198,19 +214,25 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "join":
         from tcluster.agent.joincmd import main as join_main
         return join_main(argv[1:])
-    args = build_parser().parse_args(argv)
-    setup_logging(args.log_level)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)   # until ready: an early SIGHUP must not kill the start
+    parser = build_parser()
     try:
-        settings = settings_from_args(args)
+        loaded = load_args(parser, argv)
+    except ConfigError as error:
+        print(f"tcl-agent: {error}", file=sys.stderr)
+        return 2
+    setup_logging(loaded.args.log_level)
+    try:
+        settings = settings_from_args(loaded.args)
         agent = build_agent(settings)
     except JoinedStateError as error:
         print(f"tcl-agent: cannot start: {error}", file=sys.stderr)
         return 1
     except InvalidArgument as error:
-        print(f"tcl-agent: {error}", file=sys.stderr)
+        print(explain_argument_error("tcl-agent", error, loaded.origin), file=sys.stderr)
         return 2
     except ValidationError as error:
-        print(explain_settings_error("tcl-agent", error), file=sys.stderr)
+        print(explain_settings_error("tcl-agent", error, loaded.origin), file=sys.stderr)
         return 2
     except (RuntimeSetupError, OSError) as error:
         print(f"tcl-agent: cannot start: {error}", file=sys.stderr)
@@ -218,9 +240,11 @@ def main(argv: list[str] | None = None) -> int:
     tls = " (mutual TLS)" if settings.tls_dir is not None else ""
     devices = agent.tasks.gpus.devices
     gpus = f", GPUs {','.join(str(g.index) for g in devices)} ({agent.tasks.gpus.source})" if devices else ""
-    print(f"tcl-agent {settings.node}: runtime {agent.runtime.name}, master {settings.master}{tls}{gpus}",
+    print(f"tcl-agent {__version__} {settings.node}: runtime {agent.runtime.name}, master {settings.master}{tls}{gpus}",
           file=sys.stderr, flush=True)
-    return asyncio.run(run_agent(agent))
+    agent.notifier = Notifier.from_env()
+    reloader = AgentReloader(agent, parser, loaded, settings_from_args, agent.notifier)
+    return asyncio.run(run_agent(agent, reloader))
 
 
 if __name__ == "__main__":

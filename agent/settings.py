@@ -57,6 +57,9 @@ class AgentSettings(BaseModel):
     reconnect_max_s: float = Field(5.0, gt=0)
     # After `tcl-agent join`: STATE_DIR/pki; the stream then only ever uses mutual TLS.
     tls_dir: Path | None = None
+    # Test only (tests/vm): the heartbeat loop hangs once this file appears, as a deadlock
+    # would, so the systemd watchdog's restart can be shown. None: never looked at.
+    test_hang_file: Path | None = None
 
     @field_validator("node")
     @classmethod

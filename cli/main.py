@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from tcluster.cli.credentials import MASTER_ENV, default_master
+from tcluster.cli.doctorparser import add_doctor
 from tcluster.cli.nodeparser import add_node
 from tcluster.cli.options import (
     DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
@@ -53,7 +54,7 @@ MASTER_COMMANDS = {
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
-    "login": "tcluster.cli.login:login",
+    "login": "tcluster.cli.login:login", "doctor": "tcluster.cli.doctor:doctor",
 }
 
 
@@ -319,6 +320,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_top(sub, common)
     add_login(sub, common)
     add_node(sub, common)
+    add_doctor(sub, common)
     return parser
 
 

@@ -13,13 +13,17 @@ from typing import Callable
 
 from pydantic import ValidationError
 
+from tcluster import __version__
+from tcluster.configfile import ConfigError, Loaded, add_config_flag, load_args
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.errors import InvalidArgument, TclusterError
 from tcluster.master.queues import load_tree
+from tcluster.master.reload import MasterReloader
 from tcluster.master.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.lotes.classes import load_classes
+from tcluster.sdnotify import Notifier
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
 
@@ -107,7 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-streams-per-user", type=int, default=8, metavar="N",
                    help="open log streams (`tcl logs`, with or without -f) one user may hold at once; "
                         "more get RESOURCE_EXHAUSTED (default %(default)s)")
-    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR; SIGHUP applies a new one")
+    add_config_flag(p, "/etc/tcluster/master.toml")
+    p.add_argument("--version", action="version", version=f"tcl-master {__version__}")
     return p
 
 
@@ -169,8 +175,10 @@ def _announce(master: RunningMaster) -> None:
 HANDOFF_ENV = "TCL_MASTER_STEPPED_DOWN_INSECURE"
 
 
-async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False) -> str:
-    """Serves until a stop signal (returns "") or a lost leadership (returns why)."""
+async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False,
+                 config: tuple[argparse.ArgumentParser, Loaded] | None = None) -> str:
+    """Serves until a stop signal (returns "") or a lost leadership (returns why).
+    config: the parser and arguments that SIGHUP re-reads (master/reload.py)."""
     lost = asyncio.Event()
     why: list[str] = []
 
@@ -185,14 +193,20 @@ async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False) 
     if master.election is not None:
         print(f"tcl-master standby: campaigning in {settings.store_url} prefix {settings.store_prefix}",
               file=sys.stderr, flush=True)
+    notifier = Notifier.from_env()
+    reloader = MasterReloader(master, *(config or (None, None)), settings_from_args, notifier)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGHUP, lambda: master.service.reload_queues() if master.service else None)
+    loop.add_signal_handler(signal.SIGHUP, reloader.reload)
+    notifier.ready(reloader.status())
     announced = asyncio.ensure_future(_announce_leading(master))
+    fed = asyncio.ensure_future(reloader.feed())
     try:
         await asyncio.wait([stop, asyncio.ensure_future(lost.wait())], return_when=asyncio.FIRST_COMPLETED)
     finally:
+        notifier.stopping()
         stop.cancel()
         announced.cancel()
+        fed.cancel()
         loop.remove_signal_handler(signal.SIGHUP)
         await master.stop(grace_s=0 if why else 1.0, resign=not why)
     if why and master.pki_checked and master.bound_pki is None:
@@ -246,12 +260,19 @@ def main(argv: list[str] | None = None) -> int:
     if argv and not argv[0].startswith("-"):   # a subcommand (the daemon's own arguments are all flags)
         from tcluster.master.identity.admin import run_admin
         return run_admin(build_admin_parser(), argv)
-    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)   # until serving: an early SIGHUP must not kill the start
+    parser = build_parser()
+    try:
+        loaded = load_args(parser, argv)
+    except ConfigError as error:
+        print(f"tcl-master: {error}", file=sys.stderr)
+        return 2
+    args = loaded.args
     setup_logging(args.log_level)
     try:
         settings = settings_from_args(args)
     except ValidationError as error:
-        print(explain_settings_error("tcl-master", error), file=sys.stderr)
+        print(explain_settings_error("tcl-master", error, loaded.origin), file=sys.stderr)
         return 2
     try:
         load_tree(settings.queues_file)   # a bad queue file stops the start, naming the line
@@ -265,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tcl-master: --lotes-classes: {error}", file=sys.stderr)
             return 2
     try:
-        lost = asyncio.run(_serve(settings, os.environ.pop(HANDOFF_ENV, "") == "1"))
+        lost = asyncio.run(_serve(settings, os.environ.pop(HANDOFF_ENV, "") == "1", (parser, loaded)))
     except (OSError, TclusterError) as error:
         print(f"tcl-master: {error}", file=sys.stderr)
         return 1

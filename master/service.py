@@ -84,6 +84,8 @@ class MasterService:
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
         self.node_counters = nodeops.NodeOpsCounters()
+        # Called after each loop iteration that did not fail (systemd's watchdog: master/reload.py).
+        self.after_round: Callable[[], None] = lambda: None
 
     # ---- the one way to change state ----
 
@@ -356,6 +358,7 @@ class MasterService:
                 pass
             self._wake.clear()
             if not self.acting():     # a master that lost its lease decides nothing more
+                self.after_round()    # (its loop still turns: not a hang)
                 continue
             try:
                 if self.monotonic() - last_tick >= TICK_INTERVAL_S:
@@ -368,6 +371,8 @@ class MasterService:
                 log.error("%s", error)
             except Exception:  # a bug in one round must not stop the master
                 log.exception("scheduling round failed")
+            else:
+                self.after_round()
 
     def tick(self) -> None:
         step, _ = self._do(Tick())

@@ -6,9 +6,11 @@ import asyncio
 import logging
 import signal
 import sys
-from typing import Sequence
+from typing import Callable, Sequence
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+from tcluster.errors import InvalidArgument
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -16,13 +18,35 @@ def setup_logging(level: str = "INFO") -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def explain_settings_error(prog: str, error: ValidationError) -> str:
-    """One line per bad setting, named as its command-line flag."""
+def explain_settings_error(prog: str, error: ValidationError,
+                           origin: Callable[[str], str | None] = lambda name: None) -> str:
+    """One line per bad setting, named as its command-line flag, or as FILE:LINE: key when
+    `origin` says the value came from the config file (tcluster/configfile.py)."""
     lines = []
     for item in error.errors():
-        flag = "--" + "-".join(str(p) for p in item["loc"]).replace("_", "-")
-        lines.append(f"{prog}: {flag}: {item['msg'].removeprefix('Value error, ')}")
+        name = "_".join(str(p) for p in item["loc"])
+        where = origin(name) or "--" + name.replace("_", "-")
+        lines.append(f"{prog}: {where}: {item['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)
+
+
+def explain_argument_error(prog: str, error: InvalidArgument, origin: Callable[[str], str | None]) -> str:
+    """An InvalidArgument that names a flag (`--memory: ...`), reworded as FILE:LINE: key
+    when that flag's value came from the config file."""
+    dest = error.field.lstrip("-").replace("-", "_")
+    where = origin(dest) if error.field.startswith("--") else None
+    if where is None:
+        return f"{prog}: {error}"
+    return f"{prog}: {where}: {str(error).removeprefix(error.field + ': ')}"
+
+
+def changed_settings(old: BaseModel, new: BaseModel) -> list[str]:
+    """The names of the settings whose values differ (a reload's diff)."""
+    return [name for name in type(old).model_fields if getattr(old, name) != getattr(new, name)]
+
+
+def set_log_level(level: str) -> None:
+    logging.getLogger().setLevel(level.upper())
 
 
 def one_of(value: str, choices: Sequence[str], what: str = "") -> str:

@@ -24,6 +24,8 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
+from tcluster.sdnotify import SYSTEMD_ONLY_ENV
+
 from .base import ExitStatus, LaunchError, RawUsage, RuntimeSetupError, Started, TaskSpec
 from .cgfs import is_safe_name, read_pids, read_text, remove_if_empty, rmdir_cgroup, signal_pids
 from .detect import CgroupMounts
@@ -139,7 +141,7 @@ class DockerRuntime:
         try:
             made = self.api.create_container(
                 spec.image, command=list(spec.command) or None, name=container_name(self.node, spec.key),
-                user=user, environment=[f"{k}={v}" for k, v in spec.env], working_dir=spec.workdir or None,
+                user=user, environment=[f"{k}={v}" for k, v in spec.env if k not in SYSTEMD_ONLY_ENV], working_dir=spec.workdir or None,
                 labels=labels(spec, self.node), host_config=self.api.create_host_config(**cfg),
                 stdin_open=False, tty=False)
         except APIError as e:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tcluster.sdnotify import SYSTEMD_ONLY_ENV
+
 from .base import LaunchError, TaskSpec
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -113,6 +115,8 @@ def task_env(spec: TaskSpec, ident: Identity | None) -> dict[str, str]:
     if spec.namespaces:
         env["HOSTNAME"] = spec.task_id[:HOSTNAME_MAX]
     env.update(dict(spec.env))
+    for name in SYSTEMD_ONLY_ENV:   # even if the job carries them: a task must not talk to the agent's systemd
+        env.pop(name, None)
     return env
 
 

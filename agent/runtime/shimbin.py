@@ -5,8 +5,10 @@ task, and the container's init (PID 1 of its namespace) would be charged to the 
 memory limit; the C shim starts in ~1-2 ms and weighs ~100 KiB, like conmon or
 containerd's shims. It is built at agent start (or `python -m tcluster.agent.shimbuild`
 at install time) into a cache named by the source's hash, so a changed shim.c is rebuilt
-and an unchanged one never is. $TCL_SHIM points at a prebuilt binary instead (e.g. a
-machine without a compiler)."""
+and an unchanged one never is. A wheel (setup.py) ships one built statically at wheel-build
+time beside shim.c, under the same hashed name, so a node needs no compiler: it is used when
+present, and a shim.c it was not built from is never paired with it. $TCL_SHIM points at a
+prebuilt binary instead (e.g. a machine without a compiler)."""
 
 from __future__ import annotations
 
@@ -77,10 +79,19 @@ def shim_binary() -> Path:
         source = SOURCE.read_bytes()
     except OSError as e:
         raise RuntimeSetupError(f"cannot read the task supervisor's source {SOURCE}: {e}") from e
+    shipped = shipped_binary(source)
+    if shipped is not None:
+        return shipped
     out = cache_dir() / binary_name(source)
     if not os.access(out, os.X_OK):
         _compile(SOURCE, out)
     return out
+
+
+def shipped_binary(source: bytes) -> Path | None:
+    """The shim the wheel carries (built from this very source), if it is there and runnable."""
+    path = SOURCE.parent / binary_name(source)
+    return path if os.access(path, os.X_OK) else None
 
 
 def main() -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import AsyncIterator
 
 import grpc
@@ -30,6 +31,13 @@ from tcluster.wire import (
 
 log = logging.getLogger(__name__)
 REGISTER_TIMEOUT_S = 30.0
+# The master's wall clock, sent as initial metadata on ListNodes and Join (calls a node may
+# make before it has a user's token): `tcl doctor` measures a node's clock skew with it.
+MASTER_TIME_KEY = "tcl-master-time"
+
+
+async def send_master_time(context: grpc.aio.ServicerContext) -> None:
+    await context.send_initial_metadata(((MASTER_TIME_KEY, f"{time.time():.6f}"),))
 
 STATUS_FOR_ERROR: dict[type[TclusterError], grpc.StatusCode] = {
     InvalidArgument: grpc.StatusCode.INVALID_ARGUMENT,
@@ -138,6 +146,7 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
         self.service = service
 
     async def ListNodes(self, request: jobs_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListNodesResponse:
+        await send_master_time(context)
         lotes = self.service.lotes
         try:
             listed = self.service.nodes(caller_of(self.service, context, "ListNodes"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from tcluster.errors import InvalidArgument, TclusterError
-from tcluster.master.edge.grpc_api import _abort   # the one status table lives there
+from tcluster.master.edge.grpc_api import _abort, send_master_time   # the one status table lives there
 from tcluster.master.identity.joining import NodeJoin
 from tcluster.v1 import join_pb2, join_pb2_grpc
 
@@ -17,6 +17,7 @@ class JoinServicer(join_pb2_grpc.NodeJoinServicer):
         self.joiner = joiner
 
     async def Join(self, request: join_pb2.JoinRequest, context: grpc.aio.ServicerContext) -> join_pb2.JoinResponse:
+        await send_master_time(context)
         try:
             if len(request.csr_pem) > MAX_CSR_BYTES:
                 raise InvalidArgument("csr_pem", f"at most {MAX_CSR_BYTES} bytes")

@@ -95,6 +95,8 @@ def install_units() -> None:
     for unit in UNITS:
         shutil.copy(REPO / "systemd" / unit, Path("/etc/systemd/system") / unit)
     Path("/etc/tcluster").mkdir(exist_ok=True)
+    for conf in ("master.toml", "agent.toml"):     # the units read them (--config), as the package installs them
+        shutil.copy(REPO / "systemd" / conf, Path("/etc/tcluster") / conf)
     Path("/etc/tcluster/master.env").write_text('TCL_MASTER_ARGS="--listen 127.0.0.1:7070 --heartbeat-interval-s 0.5"\n')
     Path("/etc/tcluster/agent.env").write_text(
         'TCL_AGENT_ARGS="--master 127.0.0.1:7070 --node vm1 --cpus 2 --memory 1Gi"\n'

@@ -1,0 +1,195 @@
+"""`make deb`: build dist/tcluster_<version>_amd64.deb with dpkg-deb from a clean copy of
+the working tree.
+
+The package carries a venv for the target's own interpreter, never the build machine's:
+/opt/tcluster/venv/bin/python links to /usr/bin/python<TARGET_PY> (Depends: python3.11 on
+Debian 12), and its site-packages holds tcluster and every dependency unpacked from wheels
+chosen for that Python and platform (`pip install --target --python-version --platform`,
+as tests/vm/images.py does for the guest), whatever interpreter runs this script. So
+nothing is fetched or built at install time and dpkg owns every file (remove and purge
+leave nothing behind); postinst (packaging/deb/postinst) only compiles the bytecode with
+the target's python. Versions are pinned to the build venv's where it has them (the
+versions the tests ran with) and listed in /opt/tcluster/requirements.txt. The tcluster
+wheel has the task supervisor compiled in statically (setup.py).
+
+Usage: python packaging/build_deb.py [--version 0.1.1] [--revision 1] [--out dist]
+(`make deb VERSION=0.1.1`); the version defaults to pyproject.toml's."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEB = Path(__file__).resolve().parent / "deb"
+TARGET_PY = os.environ.get("TCL_DEB_PYTHON", "3.11")
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_12_x86_64",
+             "manylinux2010_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64", "any")
+# What the build venv has that the package must not pin (tests, tools, the project itself).
+NOT_PINNED = {"tcluster", "pip", "setuptools", "wheel"}
+PRUNED_SUFFIXES = {".pyi", ".pxd", ".pyx", ".h", ".hpp"}
+ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.main", "tcl-agent": "tcluster.agent.main"}
+
+
+def run(*args: str, cwd: Path | None = None) -> str:
+    done = subprocess.run(args, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"build_deb: {' '.join(args)[:200]} failed ({done.returncode}):\n{done.stdout[-2000:]}\n"
+                 f"{done.stderr[-4000:]}")
+    return done.stdout
+
+
+def project_version() -> str:
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return str(tomllib.load(f)["project"]["version"])
+
+
+def stage_source(dest: Path, version: str) -> None:
+    """The tracked and untracked-but-not-ignored files (a clean checkout's view), version stamped."""
+    listed = run("git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=REPO)
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    pyproject = dest / "pyproject.toml"
+    pyproject.write_text(re.sub(r'(?m)^version = ".*"$', f'version = "{version}"', pyproject.read_text(), count=1))
+    init = dest / "tcluster" / "__init__.py"
+    init.write_text(re.sub(r'(?m)^__version__ = ".*"$', f'__version__ = "{version}"', init.read_text(), count=1))
+
+
+def build_wheel(source: Path, wheels: Path) -> Path:
+    """The tcluster wheel, with the task supervisor inside."""
+    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(source))
+    (wheel,) = wheels.glob("tcluster-*.whl")
+    return wheel
+
+
+def install_for_target(wheel: Path, site: Path) -> None:
+    """tcluster and its dependencies unpacked into `site` for the target's Python: wheels only,
+    no bytecode (the target's python compiles it), no scripts (bin/ wrappers call main())."""
+    constraints = wheel.parent / "constraints.txt"
+    constraints.write_text("\n".join(pins_of_build_venv()) + "\n")
+    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
+    run(sys.executable, "-m", "pip", "install", "-q", "--no-compile", "--target", str(site), "--only-binary=:all:",
+        "--python-version", TARGET_PY, "--implementation", "cp", "--abi", f"cp{TARGET_PY.replace('.', '')}",
+        *platforms, "-c", str(constraints), str(wheel))
+    shutil.rmtree(site / "bin", ignore_errors=True)
+    for stray in site.glob("*.dist-info/direct_url.json"):    # names the build machine's temporary wheel path
+        stray.unlink()
+    prune(site)
+
+
+def prune(site: Path) -> None:
+    """The dependencies' own test suites, type stubs and C headers: never imported at run
+    time, and about 40% of the files dpkg would unpack (and postinst compile) on each node."""
+    ours = site / "tcluster"
+    for tests in [p for p in site.rglob("tests") if p.is_dir() and ours not in p.parents]:
+        shutil.rmtree(tests, ignore_errors=True)
+    for path in site.rglob("*"):
+        if path.suffix in PRUNED_SUFFIXES and path.is_file() and ours not in path.parents:
+            path.unlink()
+
+
+def pins_of_build_venv() -> list[str]:
+    frozen = run(sys.executable, "-m", "pip", "freeze", "--exclude-editable")
+    return sorted(line for line in frozen.splitlines()
+                  if "==" in line and line.split("==")[0].lower() not in NOT_PINNED)
+
+
+def requirements(site: Path) -> str:
+    """name==version of every distribution in the venv: what the package pins."""
+    pins = []
+    for info in sorted(site.glob("*.dist-info"), key=lambda p: p.name.lower()):
+        name, version = info.name.removesuffix(".dist-info").split("-")[:2]
+        pins.append(f"{name}=={version}")
+    return "\n".join(pins) + "\n"
+
+
+def wrapper(module: str) -> str:
+    """/opt/tcluster/bin/X: the venv's python, whatever pip would have written as a shebang."""
+    return f"#!/opt/tcluster/venv/bin/python\nimport sys\nfrom {module} import main\nsys.exit(main())\n"
+
+
+def venv(opt: Path, wheel: Path) -> None:
+    """A venv as `python3 -m venv --without-pip` would make it on the target."""
+    root = opt / "venv"
+    (root / "bin").mkdir(parents=True)
+    (root / "pyvenv.cfg").write_text(f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {TARGET_PY}\n")
+    for name in ("python", "python3", f"python{TARGET_PY}"):
+        (root / "bin" / name).symlink_to(f"/usr/bin/python{TARGET_PY}")
+    site = root / "lib" / f"python{TARGET_PY}" / "site-packages"
+    install_for_target(wheel, site)
+    (opt / "requirements.txt").write_text(requirements(site))
+
+
+def lay_out(root: Path, wheel: Path, version: str) -> None:
+    opt = root / "opt" / "tcluster"
+    venv(opt, wheel)
+    (opt / "VERSION").write_text(version + "\n")
+    shutil.copy2(REPO / "README.md", opt / "README.md")
+    shutil.copy2(REPO / "install.sh", opt / "install.sh")
+    (opt / "install.sh").chmod(0o755)
+    (opt / "bin").mkdir()
+    (root / "usr" / "bin").mkdir(parents=True)
+    for name, module in ENTRY_POINTS.items():
+        (opt / "bin" / name).write_text(wrapper(module))
+        (opt / "bin" / name).chmod(0o755)
+        (root / "usr" / "bin" / name).symlink_to(f"/opt/tcluster/bin/{name}")
+    units = root / "lib" / "systemd" / "system"
+    units.mkdir(parents=True)
+    for unit in ("tcl-agent.service", "tcl-master.service"):
+        shutil.copy2(REPO / "systemd" / unit, units / unit)
+    etc = root / "etc" / "tcluster"
+    etc.mkdir(parents=True)
+    for conf in ("agent.toml", "master.toml"):
+        shutil.copy2(REPO / "systemd" / conf, etc / conf)
+
+
+def control(root: Path, version: str) -> None:
+    size_kb = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink()) // 1024
+    # Installed: the files plus the bytecode postinst writes (about a third more).
+    text = (DEB / "control.in").read_text().replace("@VERSION@", version).replace("@PY@", TARGET_PY) \
+        .replace("@SIZE_KB@", str(size_kb * 4 // 3))
+    meta = root / "DEBIAN"
+    meta.mkdir()
+    (meta / "control").write_text(text)
+    shutil.copy2(DEB / "conffiles", meta / "conffiles")
+    for script in ("postinst", "prerm", "postrm"):
+        shutil.copy2(DEB / script, meta / script)
+        (meta / script).chmod(0o755)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="build_deb", description=__doc__.split("\n\n")[0])
+    p.add_argument("--version", default="", help="upstream version (default: pyproject.toml's)")
+    p.add_argument("--revision", default="1", help="Debian revision (default %(default)s)")
+    p.add_argument("--out", type=Path, default=REPO / "dist")
+    args = p.parse_args(argv)
+    version = args.version or project_version()
+    deb_version = f"{version}-{args.revision}"
+    with tempfile.TemporaryDirectory(prefix="tcl-deb-") as tmp_name:
+        tmp = Path(tmp_name)
+        stage_source(tmp / "src", version)
+        wheel = build_wheel(tmp / "src", tmp / "wheels")
+        root = tmp / "root"
+        lay_out(root, wheel, deb_version)
+        control(root, deb_version)
+        args.out.mkdir(parents=True, exist_ok=True)
+        out = args.out / f"tcluster_{deb_version}_amd64.deb"
+        # gzip: a slow target (tests/vm's emulated guest) unpacks it several times faster than xz.
+        run("dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(root), str(out))
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

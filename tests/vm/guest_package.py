@@ -1,0 +1,173 @@
+"""Runs inside the guest (systemd, cgroup v2, no network), from tests/vm/test_package.py:
+the Debian package built on the host, as an operator would use it.
+
+1. `dpkg -i` the first package; `tcl-master init`, the master unit, a join token.
+2. /opt/tcluster/install.sh (no package: the installed one) joins the node with --token,
+   runs `tcl doctor` and starts the agent unit; a job's task runs.
+3. install.sh with a rebuilt package of a higher version while the task runs: postinst
+   restarts the daemons; the agent runs the new version, the task survives and succeeds,
+   the operator's edited /etc/tcluster/agent.toml is untouched.
+4. The agent's heartbeat loop is made to hang (the test-only trigger in agent.toml): the
+   unit's watchdog kills it and systemd starts it again.
+5. `dpkg -r` keeps config and state; `dpkg -P` removes them.
+Writes package-results.json into the share; journals and tool outputs beside it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+SHARE = Path("/mnt/share")
+ETC = Path("/etc/tcluster")
+MASTER_DIR = Path("/var/lib/tcluster/master")
+NODE = "vm3"
+HANG = Path("/run/tcl-hang")      # agent.toml's test_hang_file
+GO = Path("/run/tcl-go")          # the task waits for it (visible in its mount namespace: only /tmp is private)
+UNITS = ("tcl-agent.service", "tcl-master.service")
+ENV = {**os.environ, "TCL_MASTER": "127.0.0.1:7070", "TCL_CA": str(MASTER_DIR / "pki" / "ca.crt"),
+       "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def sh(*args: str, timeout: float = 600, log: str = "") -> subprocess.CompletedProcess[str]:
+    started = time.monotonic()
+    done = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=ENV, cwd="/")
+    if log:
+        (SHARE / log).write_text(f"$ {' '.join(args)}\n{done.stdout}{done.stderr}[rc={done.returncode}]\n")
+    print(f"[guest] {' '.join(args)[:90]} -> {done.returncode} in {time.monotonic() - started:.1f}s", flush=True)
+    return done
+
+
+def wait_until(check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+            if value:
+                return value
+        except (ValueError, KeyError, IndexError, subprocess.SubprocessError, OSError):
+            pass
+        time.sleep(1)
+    return None
+
+
+def prop(unit: str, name: str) -> str:
+    return sh("systemctl", "show", "-p", name, "--value", unit).stdout.strip()
+
+
+def job(job_id: str) -> dict[str, Any]:
+    return json.loads(sh("tcl", "status", job_id, "-o", "json").stdout)
+
+
+def node_ready() -> bool:
+    return any(n["name"] == NODE and n["state"] == "READY" for n in json.loads(sh("tcl", "nodes", "-o", "json").stdout))
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def first_install(first: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {"dpkg_rc": sh("dpkg", "-i", str(first), log="dpkg-install.log").returncode}
+    out["version"] = sh("tcl-agent", "--version").stdout.strip()
+    out["on_path"] = [Path("/usr/bin", n).exists() for n in ("tcl", "tcl-master", "tcl-agent")]
+    verify = sh("systemd-analyze", "verify", *(f"/lib/systemd/system/{u}" for u in UNITS))
+    out["verify"] = (verify.returncode, verify.stderr.strip())
+    init = sh("tcl-master", "init", "--data-dir", str(MASTER_DIR), log="master-init.log")
+    admin = [line.strip() for line in init.stdout.splitlines() if line.strip().startswith("tcu.")]
+    ENV["TCL_TOKEN"] = admin[0] if admin else ""
+    out["master_start_rc"] = sh("systemctl", "start", "tcl-master.service").returncode   # returns at READY=1
+    token = sh("tcl-master", "join-token", "create", "--data-dir", str(MASTER_DIR))
+    out["token_rc"] = token.returncode
+    # The operator's edits: capacity, and the test-only hang trigger.
+    agent_toml = ETC / "agent.toml"
+    agent_toml.write_text(agent_toml.read_text() + f'\ncpus = 2\nmemory = "1Gi"\ntest_hang_file = "{HANG}"\n')
+    install = sh("sh", "/opt/tcluster/install.sh", "--master", "127.0.0.1:7070", "--token", token.stdout.strip(),
+                 "--node", NODE, timeout=300, log="install-sh.log")
+    out["install_sh_rc"] = install.returncode
+    out["doctor_failed"] = [line for line in install.stdout.splitlines() if line.startswith("FAIL")]
+    out["agent_active"] = prop("tcl-agent.service", "ActiveState")
+    out["node_ready"] = bool(wait_until(node_ready, 90))
+    return out
+
+
+def upgrade_while_a_task_runs(second: Path) -> dict[str, Any]:
+    submitted = sh("tcl", "submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c",
+                   f"while [ ! -e {GO} ]; do sleep 1; done; echo done")
+    job_id = submitted.stdout.strip()
+    out: dict[str, Any] = {"submitted": submitted.returncode == 0,
+                           "running": bool(wait_until(lambda: job(job_id)["state"] == "RUNNING", 120))}
+    before = {"agent_pid": prop("tcl-agent.service", "MainPID"), "toml": digest(ETC / "agent.toml")}
+    upgrade = sh("sh", "/opt/tcluster/install.sh", str(second), timeout=600, log="upgrade.log")
+    out.update(install_sh_rc=upgrade.returncode, dpkg_version=sh("dpkg-query", "-W", "-f=${Version}", "tcluster").stdout,
+               version=sh("tcl-agent", "--version").stdout.strip(), agent_pid_before=before["agent_pid"],
+               agent_pid_after=prop("tcl-agent.service", "MainPID"), agent_active=prop("tcl-agent.service", "ActiveState"),
+               toml_untouched=digest(ETC / "agent.toml") == before["toml"],
+               running_after=job(job_id)["state"] if job_id else "")
+    out["node_ready"] = bool(wait_until(node_ready, 120))
+    GO.write_text("")
+    out["succeeded"] = bool(wait_until(lambda: job(job_id)["state"] == "SUCCEEDED", 120))
+    final = job(job_id)
+    out["attempts"] = [t.get("attempt") for t in final.get("tasks", [])]
+    out["logs"] = sh("tcl", "logs", job_id).stdout
+    journal = sh("journalctl", "--no-pager", "-u", "tcl-agent").stdout
+    out["new_agent_started"] = f"tcl-agent {out['version'].split()[-1]} {NODE}: runtime" in journal
+    return out
+
+
+def watchdog_restart() -> dict[str, Any]:
+    pid = prop("tcl-agent.service", "MainPID")
+    since = sh("date", "+%Y-%m-%d %H:%M:%S").stdout.strip()
+    HANG.write_text("")
+    # WatchdogSec=30: the kill comes 30 s after the last ping; the restart 2 s after that.
+    restarted = wait_until(lambda: prop("tcl-agent.service", "MainPID") not in (pid, "0", ""), 150)
+    journal = sh("journalctl", "--no-pager", "-u", "tcl-agent", "--since", since).stdout
+    (SHARE / "journal-watchdog.log").write_text(journal)
+    return {"hung": "test hang:" in journal, "restarted": bool(restarted),
+            "watchdog_in_journal": "watchdog timeout" in journal.lower(),
+            "active_after": wait_until(lambda: prop("tcl-agent.service", "ActiveState") == "active", 60) is not None,
+            "node_ready_after": bool(wait_until(node_ready, 120))}
+
+
+def remove_and_purge() -> dict[str, Any]:
+    (SHARE / "journal-package.log").write_text(
+        sh("journalctl", "--no-pager", "-u", "tcl-agent", "-u", "tcl-master").stdout)
+    removed = sh("dpkg", "-r", "tcluster", log="dpkg-remove.log")
+    out: dict[str, Any] = {
+        "remove_rc": removed.returncode, "opt_left": Path("/opt/tcluster").exists(),
+        "bin_left": Path("/usr/bin/tcl").exists(), "units_left": Path("/lib/systemd/system/tcl-agent.service").exists(),
+        "agent_running": prop("tcl-agent.service", "ActiveState") == "active",
+        "config_kept": (ETC / "agent.toml").exists() and (ETC / "master.toml").exists(),
+        "state_kept": Path("/var/lib/tcluster/agent/joined.json").exists()}
+    purged = sh("dpkg", "-P", "tcluster", log="dpkg-purge.log")
+    out.update(purge_rc=purged.returncode, etc_left=ETC.exists(), state_left=Path("/var/lib/tcluster").exists(),
+               dpkg_status=sh("dpkg-query", "-W", "-f=${Status}", "tcluster").stdout.strip())
+    groups = Path("/sys/fs/cgroup/tcluster") / NODE
+    out["leftover_groups"] = sorted(p.name for p in groups.iterdir() if p.is_dir()) if groups.exists() else []
+    return out
+
+
+def main() -> int:
+    first, second = sorted(SHARE.glob("tcluster_*.deb"), key=lambda p: p.stat().st_mtime)[:2]
+    results: dict[str, Any] = {"packages": [first.name, second.name]}
+    steps = (("install", lambda: first_install(first)), ("upgrade", lambda: upgrade_while_a_task_runs(second)),
+             ("watchdog", watchdog_restart), ("remove", remove_and_purge))
+    for name, step in steps:
+        started = time.monotonic()
+        try:
+            results[name] = step()
+        except Exception as error:     # recorded: the host's test says which step broke
+            results[name] = {"error": repr(error)}
+        results[name]["seconds"] = round(time.monotonic() - started, 1)
+        (SHARE / "package-results.json").write_text(json.dumps(results, indent=1))
+    print(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
