@@ -8,14 +8,14 @@ from __future__ import annotations
 import random
 from itertools import chain
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 from dataclasses import dataclass
 
 import numpy as np
 
 from tcluster.ceilings import asks_of, short_of
 from tcluster.constraints import Constraint, parse_constraints
-from tcluster.model import Job, JobSpec, Task, TaskState, node_requirements
+from tcluster.model import Job, JobSpec, Task, TaskState, node_requirements, task_id
 from tcluster.scheduler.fairness import FairnessPolicy
 from tcluster.scheduler.gangs import gang_rows, place_gang
 from tcluster.scheduler.matching import EligibleCache, ceiling_mask
@@ -26,7 +26,6 @@ from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
 from tcluster.scheduler.windows import Windows
-from tcluster.taskusage import NO_USAGE
 
 
 @dataclass(frozen=True)
@@ -52,6 +51,17 @@ def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobVie
     return views
 
 
+class PendingIndex(NamedTuple):
+    """An array index the round places before it has a row: what the caller reads of a
+    placed task (its id, job and index), for a fraction of a Task's cost to make."""
+    job_id: str
+    index: int
+
+    @property
+    def id(self) -> str:
+        return task_id(self.job_id, self.index)
+
+
 class _Waiting(dict):  # type: ignore[type-arg]
     """A job's pending tasks, found only when the round first places one of its tasks and
     taken one at a time: a round costs what it places, not the size of every waiting job
@@ -63,10 +73,10 @@ class _Waiting(dict):  # type: ignore[type-arg]
 
     def __missing__(self, job_id: str) -> Iterator[Task]:
         rows = (t for t in self._tasks[job_id] if t.state is TaskState.PENDING)
-        # The shared empty usage: a Task's own TaskUsage() would make an array's placements
-        # cost half again what a plain job's do (its rows exist already).
-        unplaced = (Task(job_id=job_id, index=i, usage=NO_USAGE) for i in self._jobs[job_id].unplaced)
-        found = chain(rows, unplaced)
+        # Not a Task per index: making one cost an array's placements a quarter of a plain
+        # job's rate (whose rows exist already); the Place transition makes the one row.
+        unplaced = (PendingIndex(job_id, i) for i in self._jobs[job_id].unplaced)
+        found: Iterator[Task] = chain(rows, unplaced)  # type: ignore[arg-type]
         self[job_id] = found
         return found
 

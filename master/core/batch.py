@@ -71,12 +71,13 @@ def _cancel_unmet(d: Draft, job: Job, verdict: Verdict) -> None:
 
 
 def materialize(d: Draft, placements: tuple[tuple[str, str], ...]) -> dict[str, Task]:
-    """The rows of the array indexes a Place takes for the first time, by task id. Each
+    """The rows of the array indexes a Place takes for the first time, by task id, made
+    STARTING on their node at once (one object per placed index, as a plain job's). Each
     job's indexes leave its ranges at once: one `without` and one Job copy per job, not
     per index (a copy per index made an array's placements cost twice a plain job's).
     Only indexes placed on a node still connected leave: the others stay unplaced for the
     next round (a row is written only for those, so one left out here would be lost)."""
-    wanted: dict[str, list[int]] = {}
+    wanted: dict[str, list[tuple[int, str]]] = {}
     for task_id, node in placements:
         job_id, _, index_text = task_id.rpartition(".")
         job = d.step.jobs.get(job_id) or d.state.jobs.get(job_id)
@@ -84,12 +85,12 @@ def materialize(d: Draft, placements: tuple[tuple[str, str], ...]) -> dict[str, 
             continue
         index = int(index_text)
         if index in job.unplaced:
-            wanted.setdefault(job_id, []).append(index)
+            wanted.setdefault(job_id, []).append((index, node))
     rows: dict[str, Task] = {}
-    for job_id, indexes in wanted.items():
+    for job_id, placed in wanted.items():
         job = d.job(job_id)
-        d.step.jobs[job_id] = replace(job, unplaced=job.unplaced.without(indexes))
-        rows.update((f"{job_id}.{i}", Task(job_id=job_id, index=i, usage=NO_USAGE)) for i in indexes)
+        d.step.jobs[job_id] = replace(job, unplaced=job.unplaced.without(i for i, _ in placed))
+        rows.update((f"{job_id}.{i}", Task(job_id, i, TaskState.STARTING, node, 1, usage=NO_USAGE)) for i, node in placed)
     return rows
 
 

@@ -117,9 +117,15 @@ def _update(d: Draft, ev: UpdateJob) -> None:
 
 
 def _place(d: Draft, ev: Place) -> None:
-    fresh = materialize(d, ev.placements)   # an array's indexes placed for the first time
+    fresh = materialize(d, ev.placements)   # an array's indexes placed for the first time: STARTING rows
     for task_id, node in ev.placements:
-        task = d.task(task_id) or fresh.get(task_id)
+        started = fresh.get(task_id)
+        if started is not None:
+            d.put(started)
+            d.step.actions.append(Launch(task_id, 1, started.job_id, started.index, d.job(started.job_id).spec,
+                                         node=node))
+            continue
+        task = d.task(task_id)
         if task is None or task.state is not TaskState.PENDING or not d.state.connected(node):
             continue       # the world moved since the round's snapshot: the next round retries
         # A retried (or preempted) task keeps the reason of the attempt that ended until this one ends.
