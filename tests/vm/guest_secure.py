@@ -94,7 +94,8 @@ def after_reboot() -> dict[str, object]:
     out["enabled"] = _sh("systemctl", "is-enabled", *UNITS).stdout.split()
     journal = _sh("journalctl", "-b", "--no-pager", "-u", "tcl-agent", "-u", "tcl-master").stdout
     (SHARE / "journal-after-reboot.log").write_text(journal)
-    out["agent_mtls"] = f"tcl-agent {NODE}: runtime" in journal and "(mutual TLS)" in journal
+    # The banner: `tcl-agent VERSION NODE: runtime ..., master ... (mutual TLS)`.
+    out["agent_mtls"] = re.search(rf"tcl-agent \S+ {NODE}: runtime .*\(mutual TLS\)", journal) is not None
     out["registered"] = "registered with 127.0.0.1:7071 as vm2" in journal
     out["boot_id"] = boot_id()
     subprocess.run(["systemctl", "stop", *UNITS], check=False)
