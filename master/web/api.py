@@ -27,6 +27,7 @@ from tcluster.security.authz import Caller, sees_only_own
 DEFAULT_RANGE_S = 900.0
 MAX_CHART_TASKS = 40          # a stacked chart of more tasks is unreadable
 CPU_FIELDS = ("cpu_user", "cpu_system")
+GPU_FIELDS = ("gpu_util",)       # of the tasks not in detail: the job's GPU chart has every task
 
 # Who is asking: set by the app's auth middleware (master/web/login.py authorize).
 CALLER = web.RequestKey("caller", Caller)
@@ -199,7 +200,8 @@ class Api:
                                        "reason": m.reason} for m in marks],
                       "tasks_total": len(tasks), "limits": {
                           "memory": spec.resources.memory, "cpu_request": spec.resources.cpu,
-                          "cpu_limit": spec.cpu_limit, "pids_max": spec.pids_max}})
+                          "cpu_limit": spec.cpu_limit, "pids_max": spec.pids_max,
+                          "gpus": int(spec.resources.get("gpu"))}})
 
     async def logs(self, request: web.Request) -> web.StreamResponse:
         index = parse_number("index", request.match_info["index"], INDEXES)
@@ -291,6 +293,10 @@ def task_usage_doc(task: Task, record: TaskRecord | None, since: float, until: f
         "ooms": [{"at": at, "at_text": timestamp(at), "kills": kills, "node": node}
                  for at, kills, node in (record.ooms if record else [])],
         "memory_peak_bytes": max(record.peak if record else 0, task.usage.memory_peak_bytes),
+        # its GPUs' series (GPU schema: mean utilization %, memory used and total, devices),
+        # null where NVML never reported (no GPUs, declared devices)
+        "gpu": record.gpu.read(since, until, GPU_FIELDS if fields else None)
+        if record is not None and record.gpu is not None else None,
     }
 
 
