@@ -189,14 +189,14 @@ class HistoryStore:
         if self._db is None:
             return None
         row = self._db.execute("SELECT info FROM tasks WHERE id=?", (task_id,)).fetchone()
-        series = self.load_series(f"task:{task_id}", TASK)
-        if row is None or series is None:
+        series, gpu = self.load_series(f"task:{task_id}", TASK), self.load_series(f"gpu:{task_id}", GPU)
+        if row is None or (series is None and gpu is None):
             return None
         info = json.loads(row[0])
-        return TaskRecord(info["job_id"], info["node"], info["queue"], info["attempt"], series,
+        return TaskRecord(info["job_id"], info["node"], info["queue"], info["attempt"],
+                          series or Series(TASK, self.config),     # GPU samples before any usage sample
                           tuple(info["prev"]) if info["prev"] else None, info["oom_seen"],
-                          [tuple(o) for o in info["ooms"]], info["peak"], info["ended"],
-                          gpu=self.load_series(f"gpu:{task_id}", GPU))
+                          [tuple(o) for o in info["ooms"]], info["peak"], info["ended"], gpu=gpu)
 
     def restore(self, rec: Recorder, running: set[str]) -> None:
         """After a restart: counters, node/queue/cluster series and the running tasks'."""

@@ -7,7 +7,9 @@ restarts. A task without GPUs has none."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import sys
+import time
 import types
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,6 +20,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from tcluster.agent.gpudetect import GpuInventory
 from tcluster.agent.gpus import Gpu
 from tcluster.v1 import common_pb2
+from testkit.browser import browser as _browser, chart as _chart
 from tests.component.harness import Harness, run
 
 MiB, GiB = 2**20, 2**30
@@ -97,4 +100,38 @@ def test_gpu_series_of_a_job_come_back_through_the_api(tmp_path: Path, monkeypat
             assert still["gpu"] is not None and still["gpu"]["gpu_util"][0] == UTIL[device[1]]   # restored running
         finally:
             await client.close()
+    run(scenario, tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None or shutil.which("chromedriver") is None,
+                    reason="chromium and chromium-driver are not installed (apt-get install chromium chromium-driver)")
+def test_the_job_page_draws_the_gpu_charts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page itself (headless Chromium): the GPU utilization chart has a line per GPU
+    task, the memory chart the chosen task's, and the tasks table a GPUs column."""
+    pytest.importorskip("selenium")
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml())
+
+    def look(url: str, job_id: str) -> tuple[tuple[int, int], tuple[int, int], str]:
+        driver = _browser()
+        try:
+            driver.get(url)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (_chart(driver, f"job-gpu:{job_id}")[0] < 6
+                                                   or _chart(driver, f"job-gpumem:{job_id}")[0] < 6):
+                time.sleep(0.3)
+            return (_chart(driver, f"job-gpu:{job_id}"), _chart(driver, f"job-gpumem:{job_id}"),
+                    driver.execute_script("return document.getElementById('tasks').innerText"))
+        finally:
+            driver.quit()
+
+    async def scenario(h: Harness) -> None:
+        await h.start_master(http="127.0.0.1:0")
+        await h.add_agent("g1", gpus=GPUS)
+        job = await h.submit(["sleep", "1000"], cpu=0.5, memory=256 * MiB, tasks=2, gpus=1)
+        await h.wait_job(job.id, lambda j: all(t.state == RUNNING and t.gpus for t in j.tasks))
+        await asyncio.sleep(1.0)
+        url = f"http://127.0.0.1:{h.master.dashboard.port}/#/jobs/{job.id}"
+        util, memory, table = await asyncio.to_thread(look, url, job.id)
+        assert util[0] >= 6 and memory[0] >= 6, (util, memory)     # two tasks' lines; used and total
+        assert "GPUs" in table.splitlines()[0]
     run(scenario, tmp_path)
