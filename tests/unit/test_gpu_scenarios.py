@@ -84,3 +84,34 @@ def test_pack_of_a_cluster_without_gpus_reports_cpu_and_memory_only(capsys: pyte
     drf = str(Path(SCENARIO).with_name("drf-example.yaml"))
     report = run_json(capsys, "pack", drf, "--metrics", "util", "--placement", "anbf")
     assert set(report["results"][0]["utilization"]) == {"cpu", "memory"}
+
+
+PREEMPTION = """\
+nodes:
+  - {count: 2, name_prefix: gpu, capacity: {cpu: 12, memory: 64Gi, gpu: 4}}
+queues:
+  ml: {weight: 1}
+  etl: {weight: 1}
+preemption: {after_s: 30, grace_s: 30, min_runtime_s: 60, max_per_round: 10}
+jobs:
+  - {name: etl, queue: etl, submit: 0, tasks: 20, resources: {cpu: 3, memory: 4Gi}, duration: null}
+  - {name: train, queue: ml, submit: 100, tasks: 20, resources: {cpu: 1, memory: 4Gi, gpus: 1}, duration: null}
+"""
+
+
+@pytest.mark.parametrize("fairness", ["drf", "hdrf", "mch"])
+def test_preemption_takes_back_cpus_for_the_gpu_queue_up_to_its_guaranteed_share(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, fairness: str) -> None:
+    """By hand: etl arrives first and takes all 24 cores (8 tasks, dominant share 1). ml's
+    guaranteed share is 1/2; its tasks' dominant resource is gpu (1/8 a task), so it is owed
+    4 tasks: 4 cores on one node with 4 free GPUs. Taking 4 cores back from etl costs 2 of
+    its 3-core tasks there; etl keeps 6 (18/24 = 0.75, above its own 1/2). Without
+    preemption ml gets nothing."""
+    path = tmp_path / "gpu-preemption.yaml"
+    path.write_text(PREEMPTION)
+    report = run_json(capsys, "sim", str(path), "--fairness", fairness, "--preemption", "--until", "1000")
+    assert [(j["name"], j["tasks_running"]) for j in report["jobs"]] == [("etl", 6), ("train", 4)]
+    assert [j["dominant_share"] for j in report["jobs"]] == pytest.approx([0.75, 0.5])
+    assert report["metrics"]["preemptions"] == 2
+    none = run_json(capsys, "sim", str(path), "--fairness", fairness, "--until", "1000")
+    assert [(j["name"], j["tasks_running"]) for j in none["jobs"]] == [("etl", 8), ("train", 0)]
