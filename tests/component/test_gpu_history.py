@@ -89,6 +89,8 @@ def test_gpu_series_of_a_job_come_back_through_the_api(tmp_path: Path, monkeypat
         await asyncio.sleep(0.8)                       # a flush or two
         await h.stop_master()
         await h.start_master(http="127.0.0.1:0")
+        again = await h.job(job.id)                    # the bindings survive the master's restart
+        assert {t.index: list(t.gpus) for t in again.tasks} == {i: [d] for i, d in device.items()}
         client = TestClient(TestServer(h.master.dashboard.app()))
         await client.start_server()
         try:
