@@ -97,7 +97,8 @@ def pack_table(results: list[dict[str, Any]]) -> str:
             f"{r['monte_carlo']['utilization']['cpu']:.3f}" if "monte_carlo" in r else "-",
             f"{c['p90']:.3f} ({c['min']:.3f}-{c['max']:.3f})" if c and c["p90"] is not None else ("n/a" if c else "-"),
         ))
-    head = (f"{results[0]['machines']} machines, {results[0]['tasks']} tasks; utilization and hole filling are {'/'.join(kinds)}; "
+    head = (f"{results[0]['machines']} machines, {results[0]['tasks']} tasks; "
+            f"utilization and hole filling are {'/'.join(kinds)}; "
             "inflation is the largest factor with pending <= tau; compaction is the p90 (min-max) fraction of machines")
     table = format_table(("POLICY", "ORDER", "PENDING", "UTIL", "HOLES 5%", "HOLES 25%", "HOLES 50%",
                           "H-ALL", "H-CONF", "V-CONF", "MC CPU", "COMPACTION"), rows)

@@ -42,7 +42,8 @@ def study(machines: Sequence[NodeSpec], jobs: Sequence[PackJob], policy: str, se
                                                 ("vertical_all", True, False), ("vertical_conforming", True, True)):
             result = inflation(packer, jobs, vertical, only_conforming, settings.tau, settings.seed)
             out["inflation"][name] = {"factor": result.factor,
-                                      "curve": [{"f": f, "pending": p, **_per_kind(packer.kinds, kinds, u)} for f, p, u in result.curve]}
+                                      "curve": [{"f": f, "pending": p, **_per_kind(packer.kinds, kinds, u)}
+                                                for f, p, u in result.curve]}
     if "mc" in settings.metrics:
         added, util = monte_carlo(packer, jobs, True, settings.tau, settings.seed)
         out["monte_carlo"] = {"clones": added, "utilization": _per_kind(packer.kinds, kinds, util)}

@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from tcluster.master.usage.history import CLUSTER, GPU, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord, settle
+from tcluster.master.usage.history import (
+    CLUSTER, GPU, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord, settle,
+)
 from tcluster.master.usage.recorder import Recorder
 
 log = logging.getLogger(__name__)

@@ -58,7 +58,8 @@ def test_drf_dominant_shares_match_the_hand_computation(capsys: pytest.CaptureFi
     assert queues == pytest.approx({"ml": 0.75, "etl": 0.75})
     util = report["metrics"]["utilization"]
     assert util == pytest.approx({"cpu": 1.0, "memory": 2 * k * 4 / 128, "gpu": k / 8})
-    assert sum(n["free"]["gpu"] for n in report["nodes"]) == 8 - k and all(n["free"]["cpu"] == 0 for n in report["nodes"])
+    assert sum(n["free"]["gpu"] for n in report["nodes"]) == 8 - k
+    assert all(n["free"]["cpu"] == 0 for n in report["nodes"])
 
 
 def test_the_sim_table_shows_gpus_per_node(capsys: pytest.CaptureFixture[str]) -> None:
