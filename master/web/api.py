@@ -143,8 +143,23 @@ class Api:
             "tasks": {"running": int(last.get("running_tasks") or 0), "pending": int(last.get("pending_tasks") or 0)},
             "nodes": nodes, "jobs": jobs,
             "oom_kills": sum(self.dashboard.recorder.oom_kills.values()),
-            "queues": self.queues_doc()["queues"],
+            "queues": self.queues_doc()["queues"], "gpus": self._gpus_now(),
         })
+
+    def _gpus_now(self) -> dict[str, Any] | None:
+        """GPUs of the connected nodes: capacity, bound, and the mean utilization of the
+        bound ones NVML reported on (null without samples); null where no node has GPUs."""
+        state, capacity, allocated = self.state, 0.0, 0.0
+        for name, node in state.nodes.items():
+            if state.connected(name) and node.capacity.get("gpu"):
+                capacity += node.capacity.get("gpu")
+                allocated += max(0.0, node.capacity.get("gpu") - state.free(name).get("gpu"))
+        if not capacity:
+            return None
+        board = getattr(self.service, "gpus", None)
+        util = [s.util_percent for _, s in board.items()] if board is not None else []
+        return {"capacity": int(capacity), "allocated": int(allocated),
+                "util_percent": sum(util) / len(util) if util else None}
 
     async def jobs(self, request: web.Request) -> web.Response:
         states = {_job_state(s) for s in request.query.getall("state", []) if s}

@@ -75,6 +75,8 @@ def test_gpu_series_of_a_job_come_back_through_the_api(tmp_path: Path, monkeypat
             assert set(other["gpu"]) == {"step_s", "t", "gpu_util"}            # not in detail: utilization only
             assert other["gpu"]["gpu_util"][-1] == UTIL[device[1]]
             assert (await _usage(client, plain.id))["tasks"][0]["gpu"] is None
+            overview = await (await client.get("/api/v1/overview")).json()
+            assert overview["gpus"] == {"capacity": 2, "allocated": 2, "util_percent": (30.0 + 80.0) / 2}
             assert (await _usage(client, plain.id))["limits"]["gpus"] == 0
 
             UTIL[device[0]] = 95.0                     # the series follows what NVML says

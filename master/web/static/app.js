@@ -138,6 +138,8 @@ async function overview() {
     ${card("CPU (cores) used / allocated / capacity", `${cores(o.used.cpu)} / ${cores(o.allocated.cpu)} / ${cores(o.capacity.cpu)}`, bar(o.capacity.cpu, o.allocated.cpu, o.used.cpu, cores))}
     ${card("Memory used / allocated / capacity", `${bytes(o.used.memory)} / ${bytes(o.allocated.memory)} / ${bytes(o.capacity.memory)}`, bar(o.capacity.memory, o.allocated.memory, o.used.memory, bytes))}
     ${card("Tasks", `${o.tasks.running} running`, `<div>${o.tasks.pending} pending</div>`)}
+    ${o.gpus ? card("GPUs bound / capacity", `${o.gpus.allocated} / ${o.gpus.capacity}`,
+      bar(o.gpus.capacity, o.gpus.allocated, 0, count) + (o.gpus.util_percent == null ? "" : `<div id="gpu-util">${o.gpus.util_percent.toFixed(0)}% mean utilization of the bound</div>`)) : ""}
     ${card("Nodes", Object.entries(o.nodes).map(([s, n]) => `<span class="${s}">${n} ${s}</span>`).join(" ") || "none")}
     ${card("Jobs", Object.entries(o.jobs).filter(([, n]) => n).map(([s, n]) => `<span class="${s}">${n} ${s}</span>`).join(" ") || "none")}
     ${card("OOM kills (ever)", `<span class="${o.oom_kills ? "oom" : ""}">${o.oom_kills}</span>`)}</div>
