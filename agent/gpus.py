@@ -88,6 +88,15 @@ def _found(devices: tuple[Gpu, ...]) -> str:
     return f"{len(devices)}: indices {', '.join(str(g.index) for g in devices)}" if devices else "none"
 
 
+def banner(devices: tuple[Gpu, ...], source: str) -> str:
+    """For the agent's start line: `, 1 GPU: index 0 H100 (nvml)` (bare `GPUs 0` read as none)."""
+    if not devices:
+        return ""
+    models = sorted({short_model(g.model) for g in devices if g.model})
+    what = f"{len(devices)} GPU{'s' if len(devices) > 1 else ''}: index{'es' if len(devices) > 1 else ''} "
+    return f", {what}{','.join(str(g.index) for g in devices)}{' ' + '/'.join(models) if models else ''} ({source})"
+
+
 def short_model(name: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'H100'; 'Tesla V100-SXM2-16GB' -> 'V100';
     'NVIDIA GeForce RTX 4090' -> 'RTX-4090'. A label value ('' when unknown)."""

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from tcluster import __version__
 from tcluster.agent.daemon import Agent
 from tcluster.agent.gpudetect import inventory
-from tcluster.agent.gpus import parse_selection
+from tcluster.agent.gpus import banner as gpu_banner, parse_selection
 from tcluster.agent.reload import AgentReloader
 from tcluster.agent.joinstate import PKI_DIR, JoinedStateError, agent_address, load_joined
 from tcluster.agent.tasks import state_dir_path
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     tls = " (mutual TLS)" if settings.tls_dir is not None else ""
     devices = agent.tasks.gpus.devices
-    gpus = f", GPUs {','.join(str(g.index) for g in devices)} ({agent.tasks.gpus.source})" if devices else ""
+    gpus = gpu_banner(devices, agent.tasks.gpus.source)
     print(f"tcl-agent {__version__} {settings.node}: runtime {agent.runtime.name}, master {settings.master}{tls}{gpus}",
           file=sys.stderr, flush=True)
     agent.notifier = Notifier.from_env()

@@ -61,7 +61,7 @@ mkdir -p "$WORK/home"
 HOME="$WORK/home" timeout 40 "$BIN/tcl" dev --node "$NODE-dev" --data-dir "$WORK/dev" --listen 127.0.0.1:0 --http off \
     > "$WORK/dev.log" 2>&1 &
 DEVPID=$!
-if wait_for "$WORK/dev.log" "runtime [a-z0-9]+, GPUs [0-9]" 30; then result PASS tcl-dev "$(grep -oE 'GPUs [^ ]+ \([a-z]+\)' "$WORK/dev.log")"
+if wait_for "$WORK/dev.log" "runtime [a-z0-9]+, [0-9]+ GPUs?: " 30; then result PASS tcl-dev "$(grep -oE '[0-9]+ GPUs?: [^)]*\)' "$WORK/dev.log")"
 else result INFO tcl-dev "no GPU line within 30 s (see dev.log)"; fi
 kill -INT "$DEVPID" 2>/dev/null; wait "$DEVPID" 2>/dev/null
 "$BIN/python" -c "from testkit.procs import sweep_node; sweep_node('$NODE-dev')" 2>/dev/null
@@ -130,13 +130,24 @@ echo "$AS_SET" | grep -q "count=1" && result PASS cuda-visible "$AS_SET" || resu
 result INFO cuda-node-index "with the node's index instead: $AS_NODE"
 
 echo "== usage of a busy GPU task in tcl status -o json and /metrics"
-BUSY=$("${TCL[@]}" submit --cpu 0.1 --mem 256Mi --gpus 1 -- sh -c \
-    'for i in $(seq 1 30); do nvidia-smi -q > /dev/null; done; sleep 5')
-sleep 6
+# A real load where the machine has PyTorch (TORCH_PYTHON, default: the first python3 that
+# imports torch), else nvidia-smi queries (which keep the GPU near 0%).
+TORCH_PYTHON=${TORCH_PYTHON:-$(for p in /opt/torch/.venv/bin/python3 $(command -v python3); do
+    "$p" -c 'import torch' 2>/dev/null && echo "$p" && break; done)}
+if [ -n "$TORCH_PYTHON" ]; then
+    LOAD="$TORCH_PYTHON -c 'import time, torch
+a = torch.randn(8192, 8192, device=\"cuda\"); end = time.time() + 12
+while time.time() < end: b = a @ a; torch.cuda.synchronize()'"
+else
+    LOAD='for i in $(seq 1 30); do nvidia-smi -q > /dev/null; done; sleep 5'
+fi
+BUSY=$("${TCL[@]}" submit --cpu 1 --mem 4Gi --gpus 1 -- sh -c "$LOAD")
+sleep 9
 "${TCL[@]}" status "$BUSY" -o json > "$OUT/busy-status.json"
 grep -A8 '"gpu_usage"' "$OUT/busy-status.json"
 grep -q '"gpu_usage"' "$OUT/busy-status.json" && result PASS usage-status "gpu_usage present" \
                                               || result FAIL usage-status "no gpu_usage in tcl status -o json"
+result INFO usage-seen "load: ${TORCH_PYTHON:+PyTorch 8192x8192 matmuls ($TORCH_PYTHON)}${TORCH_PYTHON:-nvidia-smi -q}; $(tr -d ' \n' < "$OUT/busy-status.json" | grep -oE '"util_percent":[0-9.]+,"memory_used_bytes":[0-9]+' | head -1)"
 python3 -c "import urllib.request,sys; print(urllib.request.urlopen('http://$HTTP/metrics').read().decode())" \
     > "$OUT/metrics.txt" 2>&1
 grep '^DCGM_FI_DEV' "$OUT/metrics.txt"

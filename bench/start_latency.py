@@ -9,6 +9,11 @@ the native backend's start -> running measured the same way (the runtime call al
 the like-for-like comparison.
 
     .venv/bin/python bench/start_latency.py --starts 500 --docker-runs 50
+
+--entry-compare N: on cgroup v1, N runtime starts entering the task's groups through
+`tasks` (the shim's way since issue 26: moving the single-threaded child by "0" skips the
+kernel's cgroup_threadgroup_rwsem write lock and its RCU grace period) against the old way,
+`cgroup.procs`, in alternating blocks of 10, side by side in one run.
 """
 
 from __future__ import annotations
@@ -147,13 +152,42 @@ def row(name: str, values: list[float]) -> str:
             f"{percentile(values, 99) * 1e3:>8.2f} |")
 
 
+def entry_compare(state: Path, n: int) -> list[str]:
+    """runtime.start() p50 entering by `tasks` vs by `cgroup.procs` (cgroup v1), interleaved."""
+    runtime = make_runtime("auto", f"bench-{os.getpid()}", state)
+    if runtime.name != "cgroup1":
+        return [f"(--entry-compare: runtime {runtime.name}, not cgroup1)"]
+    runtime.setup()
+    logs = state / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    prepare = type(runtime)._prepare
+    by: dict[str, list[float]] = {"tasks": [], "cgroup.procs": []}
+    try:
+        for block in range(max(1, n // 10)):
+            name = "tasks" if block % 2 == 0 else "cgroup.procs"
+            runtime._prepare = (lambda spec, _n=name: [p.rsplit("/", 1)[0] + "/" + _n  # type: ignore[method-assign]
+                                                       for p in prepare(runtime, spec)])
+            by[name] += runtime_starts(runtime, 10, logs)
+    finally:
+        runtime.close()
+    ratio = percentile(by["cgroup.procs"], 50) / percentile(by["tasks"], 50)
+    return [row("cgroup1 start, entering by `tasks`", by["tasks"]),
+            row("cgroup1 start, entering by `cgroup.procs`", by["cgroup.procs"]),
+            f"\ncgroup.procs p50 / tasks p50 = {ratio:.2f}x"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--starts", type=int, default=500)
     parser.add_argument("--docker-runs", type=int, default=50)
+    parser.add_argument("--entry-compare", type=int, default=0, metavar="N")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tcl-bench-start-"))
     try:
+        if args.entry_compare:
+            print("| what | n | p50 ms | p99 ms |\n|---|---:|---:|---:|")
+            print("\n".join(entry_compare(tmp / "entry", args.entry_compare)))
+            return 0
         name, running, exited = asyncio.run(measure_agent(tmp / "agent", args.starts, args.docker_runs))
         lines = ["| what | n | p50 ms | p99 ms |", "|---|---:|---:|---:|",
                  row(f"tcluster {name}: launch -> running", running),

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tcluster.agent.joinclient import JoinError, join
+from tcluster.agent.gpus import banner as gpu_banner
 from tcluster.agent.joinstate import load_joined
 from tcluster.agent.main import build_agent, settings_from_args as agent_settings_from_args
 from tcluster.agent.runtime.base import RuntimeSetupError
@@ -59,7 +60,7 @@ tcluster dev: master on {listen}, agent '{node}' (runtime {runtime}), state in {
 def _runtime_text(agent: Any) -> str:
     """The runtime's name, and the GPUs the agent offers where it found some."""
     gpus = agent.tasks.gpus
-    found = f", GPUs {','.join(str(g.index) for g in gpus.devices)} ({gpus.source})" if gpus.devices else ""
+    found = gpu_banner(gpus.devices, gpus.source)
     return f"{agent.runtime.name}{found}"
 
 

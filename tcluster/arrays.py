@@ -8,6 +8,9 @@ from the front as tasks are placed, split where some are cancelled. Its text for
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -16,6 +19,8 @@ from tcluster.errors import InvalidArgument
 
 MAX_ARRAY_INDEX = 99_999_999          # indexes are 0..this (task ids carry them)
 MAX_ARRAY_RUNS = 1_000                # runs written in one spec (the text stays small)
+MAX_STEPPED_CANCEL = 100_000          # indexes a `--tasks` spec may name in stepped runs
+_MAX_RESIDUE_RUNS = 64                # a sparser cut leaves k-1 residue runs up to this k
 _RUN = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 Run = tuple[int, int, int]            # first, last (inclusive, on the step), step
 
@@ -61,14 +66,29 @@ class IndexSet:
         return self.runs[0][0] if self.runs else None
 
     def without(self, other: IndexSet | Iterable[int]) -> IndexSet:
-        """This set minus `other` (small: a placement's or a cancel's indexes)."""
+        """This set minus `other`, by arithmetic on the runs: the work grows with the runs,
+        not with the indexes they hold (`0-99999999` minus `5-9` is two runs)."""
         gone = other if isinstance(other, IndexSet) else IndexSet.of(other)
         if not gone or not self:
             return self
+        near = _Overlaps(gone.runs)
         runs: list[Run] = []
         for run in self.runs:
-            runs.extend(_minus(run, gone))
+            cuts = [c for g in near.of(run) if (c := _meet(run, g)) is not None]
+            runs.extend(_run_minus(run, cuts) if cuts else (run,))
         return IndexSet(_coalesce(runs))
+
+    def intersection(self, other: IndexSet) -> IndexSet:
+        """The indexes in both (each pair of overlapping runs meets in one run)."""
+        if not other or not self:
+            return IndexSet()
+        near = _Overlaps(other.runs)
+        met = [c for run in self.runs for g in near.of(run) if (c := _meet(run, g)) is not None]
+        return IndexSet(_coalesce(met))
+
+    def stepped_count(self) -> int:
+        """Indexes held in runs of step > 1: what removing this set may cost one by one."""
+        return sum((last - first) // step + 1 for first, last, step in self.runs if step > 1)
 
     def take(self, n: int) -> tuple[list[int], IndexSet]:
         """The `n` smallest indexes, and the rest."""
@@ -114,12 +134,19 @@ def parse_index_set(text: str, field: str = "tasks") -> IndexSet:
     indexes, throttle = parse_array(text, field)
     if throttle:
         raise InvalidArgument(field, "takes indexes only (no %N)")
+    if indexes.stepped_count() > MAX_STEPPED_CANCEL:
+        # A stepped run cut out of a plain one leaves one piece per index it names.
+        raise InvalidArgument(field, f"stepped runs (A-B:STEP) may name at most {MAX_STEPPED_CANCEL:,} "
+                                     f"indexes in all; cancel in several steps or give plain ranges A-B")
     return indexes
 
 
 def index_set_from_text(text: str) -> IndexSet:
-    """The stored form (trusted: written by IndexSet.text)."""
-    return parse_array(text)[0] if text else IndexSet()
+    """The stored or wire form (trusted: written by IndexSet.text, whose runs may interleave:
+    the odd indexes cancelled from a plain range leave `0-98:2`, skipped `1-99:2`)."""
+    if not text:
+        return IndexSet()
+    return IndexSet(tuple(sorted(_parse_run(part, "indexes") for part in text.split(","))))
 
 
 def _parse_run(part: str, field: str) -> Run:
@@ -135,29 +162,87 @@ def _parse_run(part: str, field: str) -> Run:
 
 
 def _disjoint(runs: list[Run], field: str) -> list[Run]:
-    """Runs sorted; an index given twice is refused (as Slurm does), not silently merged."""
+    """Runs sorted; runs whose spans overlap are refused (an index given twice is refused as
+    Slurm does, not silently merged), checked in one pass over the sorted runs."""
     runs.sort()
-    for (a_first, a_last, a_step), b in zip(runs, runs[1:]):
-        if b[0] <= a_last and any((i - a_first) % a_step == 0 and a_first <= i <= a_last
-                                  for i in range(b[0], min(a_last, b[1]) + 1, b[2])):
-            raise InvalidArgument(field, f"index {b[0]}.. is given twice")
+    for before, run in zip(runs, runs[1:]):
+        if run[0] <= before[1]:
+            raise InvalidArgument(field, f"runs must not overlap: {_run_text(run)!r} starts inside "
+                                         f"{_run_text(before)!r} (give each index once, runs in any order)")
     return runs
 
 
-def _minus(run: Run, gone: IndexSet) -> list[Run]:
+class _Overlaps:
+    """The runs of a set that overlap a span, found by bisection: runs are sorted by their
+    first index and `reach[j]` is the furthest any of runs[:j+1] goes (spans may interleave)."""
+
+    def __init__(self, runs: tuple[Run, ...]) -> None:
+        self.runs = runs
+        self.reach = list(itertools.accumulate((last for _, last, _ in runs), max))
+
+    def of(self, span: Run) -> Iterator[Run]:
+        j = bisect.bisect_left(self.reach, span[0])
+        while j < len(self.runs) and self.runs[j][0] <= span[1]:
+            if self.runs[j][1] >= span[0]:
+                yield self.runs[j]
+            j += 1
+
+
+def _meet(a: Run, b: Run) -> Run | None:
+    """Two runs' common indexes: one run whose step is the lcm of theirs (Chinese remainder)."""
+    (a_first, a_last, a_step), (b_first, b_last, b_step) = a, b
+    g = math.gcd(a_step, b_step)
+    if (b_first - a_first) % g:
+        return None
+    t = (b_first - a_first) // g * pow(a_step // g, -1, b_step // g) % (b_step // g)
+    step = a_step // g * b_step
+    low, high = max(a_first, b_first), min(a_last, b_last)
+    first = low + (a_first + a_step * t - low) % step
+    return (first, first + (high - first) // step * step, step) if first <= high else None
+
+
+def _run_minus(run: Run, cuts: list[Run]) -> list[Run]:
+    """A run less some of its own sub-runs (each cut lies in it, its step a multiple of the run's)."""
+    step = run[2]
+    pieces = _cut_out(run, sorted(c for c in cuts if c[2] == step))
+    for cut in (c for c in cuts if c[2] != step):
+        pieces = [p for piece in pieces for p in _minus_stepped(piece, cut)]
+    return pieces
+
+
+def _cut_out(run: Run, cuts: list[Run]) -> list[Run]:
+    """`run` less contiguous sub-runs (sorted by first): the pieces between them."""
     first, last, step = run
     out: list[Run] = []
     start = first
-    for index in gone:
-        if index > last:
-            break
-        if index < start or (index - first) % step:
-            continue
-        if index > start:
-            out.append((start, index - step, step))
-        start = index + step
+    for c_first, c_last, _ in cuts:
+        if c_first > start:
+            out.append((start, c_first - step, step))
+        start = max(start, c_last + step)
     if start <= last:
         out.append((start, last, step))
+    return out
+
+
+def _minus_stepped(piece: Run, cut: Run) -> list[Run]:
+    """A piece less a sparser run: the parts before and after it and, between its indexes,
+    either the other residues (k-1 runs for a step k times the piece's) or the gaps (one per
+    index of the cut: parse_index_set bounds how many a user may name)."""
+    met = _meet(piece, cut)
+    if met is None:
+        return [piece]
+    (first, last, step), (m_first, m_last, m_step) = piece, met
+    out = [(first, m_first - step, step)] if m_first > first else []
+    k = m_step // step
+    if 1 < k <= _MAX_RESIDUE_RUNS:
+        for r in range(1, k):
+            start = m_first + r * step
+            if start < m_last:
+                out.append((start, start + (m_last - start) // m_step * m_step, m_step))
+    elif k > _MAX_RESIDUE_RUNS:
+        out.extend((i + step, i + m_step - step, step) for i in range(m_first, m_last, m_step))
+    if m_last < last:
+        out.append((m_last + step, last, step))
     return out
 
 

@@ -97,7 +97,10 @@ class Cgroup1Runtime(ShimRuntime):
             if isinstance(e, OSError):
                 raise LaunchError(f"cannot create the task's cgroups: {e}") from e
             raise
-        return [str(d / "cgroup.procs") for d in _unique(dirs)]
+        # `tasks` with "0": the shim's single-threaded child moves itself, which the kernel does
+        # without the cgroup_threadgroup_rwsem write lock that `cgroup.procs` takes (its RCU
+        # grace period was most of a start: bench/start_latency.py --entry-compare).
+        return [str(d / "tasks") for d in _unique(dirs)]
 
     def _task_dirs(self, spec: TaskSpec) -> dict[str, Path]:
         """The task's groups: a devices group only when its device access is confined."""

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from tcluster.arrays import IndexSet, parse_array
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound
 from tcluster.lifecycle import can_transition
-from tcluster.arrays import IndexSet
 from tcluster.master.core.batch import materialize, new_job, resolve_dependents, update_job
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.stopping import (
@@ -96,11 +96,12 @@ def _cancel_tasks(d: Draft, ev: CancelTasks) -> None:
     job = d.state.jobs[ev.job_id]
     if job.finished_at:
         raise FailedPrecondition(f"job {ev.job_id} already ended: {job.state.value}")
-    gone = IndexSet.of(i for i in ev.indexes if i in job.unplaced) if len(ev.indexes) < 100_000 else None
-    skipped = ev.indexes if gone is None else gone
-    unplaced = job.unplaced.without(skipped)
-    if unplaced != job.unplaced:
-        d.step.jobs[job.id] = replace(job, unplaced=unplaced, skipped=job.skipped.union(job.unplaced.without(unplaced)))
+    whole = parse_array(job.spec.array)[0] if job.spec.array else IndexSet.span(job.spec.tasks)
+    if not whole.without(ev.indexes):
+        return _cancel(d, Cancel(job.id))      # every index named: the job is cancelled, as by `tcl cancel JOB`
+    gone = job.unplaced.intersection(ev.indexes)      # arithmetic on runs: `--tasks 0-99999999` is cheap
+    if gone:
+        d.step.jobs[job.id] = replace(job, unplaced=job.unplaced.without(gone), skipped=job.skipped.union(gone))
     for stored in d.state.tasks[job.id]:
         task = d.task(stored.id) or stored
         if task.index not in ev.indexes:

@@ -171,3 +171,17 @@ def test_a_time_limit_ends_the_task_failed_timelimit(cluster: Cluster) -> None:
     assert 3.0 <= ran < 30, ran
     assert "Time limit:  3s" in tcl(cluster.address, "status", job_id).stdout or \
         "Time limit: 3s" in " ".join(tcl(cluster.address, "status", job_id).stdout.split())
+
+
+def test_a_ten_million_index_array_cancelled_and_overlapping_runs_refused(cluster: Cluster) -> None:
+    bad = tcl(cluster.address, "submit", "--mem", "16Mi", "--array", "0-100,5-6,50", "--", "true", check=False)
+    assert bad.returncode == 2 and "runs must not overlap: '5-6' starts inside '0-100'" in bad.stderr, bad.stderr
+    job_id = cluster.submit("--array", "0-9999999%2", "--cpu", "0.1", "--", "sleep", "300")
+    wait_until(lambda: sum(t["state"] == "RUNNING" for t in cluster.status(job_id)["tasks"]) == 2, 60)
+    stepped = tcl(cluster.address, "cancel", job_id, "--tasks", "0-99999999:2", check=False)
+    assert stepped.returncode == 1 and "at most 100,000" in stepped.stderr, stepped.stderr
+    tcl(cluster.address, "cancel", job_id, "--tasks", "0-99999999")        # answered at once: runs, not indexes
+    job = wait_job(cluster.address, job_id, DONE, timeout_s=60)
+    assert job["state"] == "CANCELLED", job
+    assert sorted(t["index"] for t in job["tasks"]) == [0, 1]                # only the two that ran have rows
+    assert all(t["state"] == "KILLED" for t in job["tasks"])

@@ -26,7 +26,7 @@ def test_slurm_forms(text: str, indexes: list[int], throttle: int) -> None:
 
 @pytest.mark.parametrize("text, message", [
     ("", "comma-separated parts"), ("5-1", "A <= B"), ("a-b", "is not N, A-B"), ("0-9%0", "%N with N >= 1"),
-    ("0-9,5", "given twice"), ("0-99999999999", "A <= B <="),
+    ("0-9,5", "must not overlap"), ("0-99999999999", "A <= B <="),
 ])
 def test_bad_forms_name_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
@@ -66,3 +66,88 @@ def test_set_algebra_matches_python_sets(base: set[int], gone: set[int], n: int)
     assert taken == sorted(base)[:n] and list(rest) == sorted(base)[n:]
     assert IndexSet.of(base) == parse_array(s.text())[0] if base else True
     assert all(i in s for i in base) and all(i not in s for i in set(range(201)) - base)
+
+
+@pytest.mark.parametrize("text", ["0-100,5-6,50", "0-99999999:2,1-99999999:2", "1-10,10", "0-9,3-4:2"])
+def test_runs_that_overlap_are_refused_in_one_pass(text: str) -> None:
+    with pytest.raises(InvalidArgument, match="runs must not overlap"):
+        parse_array(text)
+
+
+def _lines_run(fn, *args):
+    """How many lines of tcluster/arrays.py a call executes: work counted, not timed."""
+    import sys
+    count = 0
+
+    def tracer(frame, event, arg):
+        nonlocal count
+        if frame.f_code.co_filename.endswith("tcluster/arrays.py"):
+            if event == "line":
+                count += 1
+            return tracer
+        return None
+    sys.settrace(tracer)
+    try:
+        result = fn(*args)
+    finally:
+        sys.settrace(None)
+    return result, count
+
+
+def test_cancelling_from_a_hundred_million_indexes_costs_the_runs_not_the_indexes() -> None:
+    big = parse_array("0-99999999")[0]
+    rest, work = _lines_run(big.without, parse_index_set("0-99999999"))
+    assert rest == IndexSet() and work < 500
+    rest, work = _lines_run(big.without, parse_index_set("5-9,50000000-59999999"))
+    assert rest.text() == "0-4,10-49999999,60000000-99999999" and work < 500
+    odd, work = _lines_run(big.without, parse_index_set("0-199998:2"))
+    assert odd.runs == ((1, 199997, 2), (199999, 99999999, 1)) and work < 500
+    stepped = parse_array("0-99999998:2")[0]
+    gone, work = _lines_run(stepped.intersection, parse_index_set("0-99999999"))
+    assert gone == stepped and work < 500
+    gone, work = _lines_run(stepped.intersection, parse_array("1-99999999:2")[0])
+    assert gone == IndexSet() and work < 500
+
+
+def test_a_stepped_cancel_is_bounded_and_says_so() -> None:
+    with pytest.raises(InvalidArgument, match="at most 100,000"):
+        parse_index_set("0-99999999:2")
+    assert len(parse_index_set("0-199998:2")) == 100_000
+
+
+def test_stored_sets_may_interleave() -> None:
+    from tcluster.arrays import index_set_from_text
+    skipped = IndexSet.span(100).without(parse_index_set("0-98:2"))
+    both = skipped.union(parse_index_set("0-98:2"))
+    assert index_set_from_text(both.text()) == both and sorted(both) == list(range(100))
+    assert sorted(index_set_from_text(both.text()).without(parse_index_set("10-89"))) == [*range(10), *range(90, 100)]
+
+
+_runs = st.tuples(st.integers(0, 150), st.integers(0, 60), st.integers(1, 7)).map(
+    lambda t: (t[0], t[0] + t[1] // t[2] * t[2], t[2]))
+
+
+def _stepped_set(runs: list[tuple[int, int, int]]) -> tuple[IndexSet, set[int]]:
+    """A set of arbitrary (possibly interleaved) disjoint runs, and the same as a Python set."""
+    taken: set[int] = set()
+    kept = []
+    for first, last, step in runs:
+        values = set(range(first, last + 1, step))
+        if not values & taken:
+            taken |= values
+            kept.append((first, last, step))
+    from tcluster.arrays import index_set_from_text
+    return index_set_from_text(",".join(f"{a}-{b}:{s}" for a, b, s in kept)), taken
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_runs, max_size=8), st.lists(_runs, max_size=8))
+def test_stepped_algebra_matches_python_sets(a_runs, b_runs) -> None:
+    a, a_set = _stepped_set(a_runs)
+    b, b_set = _stepped_set(b_runs)
+    assert set(a) == a_set and len(a) == len(a_set)
+    assert sorted(a.without(b)) == sorted(a_set - b_set)
+    assert sorted(a.intersection(b)) == sorted(a_set & b_set)
+    rest = a.without(b)
+    assert len(rest) == len(a_set - b_set)
+    assert all((i in rest) == (i in a_set - b_set) for i in range(0, 220))

@@ -78,6 +78,27 @@ def test_cancel_some_indexes_skips_unplaced_and_kills_running() -> None:
     assert w.state.counts[A][TaskState.PENDING] == 7 and w.state.counts[A][TaskState.KILLED] == 2
 
 
+def test_cancelling_every_index_of_a_hundred_million_costs_the_runs() -> None:
+    from tests.unit.test_arrays import _lines_run
+    w = world()
+    w.do(Submit(A, spec(array="0-99999999")))
+    run(w, f"{A}.7")
+    step, work = _lines_run(w.do, CancelTasks(A, parse_index_set("0-99999999")))
+    job = w.state.jobs[A]
+    assert not job.unplaced and job.skipped.text() == "0-6,8-99999999" and work < 500   # lines of arrays.py
+    assert step.kills_put[(f"{A}.7", 1)].mode is KillMode.END
+    assert w.state.counts[A][TaskState.PENDING] == 0 and w.state.counts[A][TaskState.KILLED] == 99_999_999
+    assert job.cancelled and job.state is JobState.CANCELLED        # every index named: the job is cancelled
+
+
+def test_naming_only_some_indexes_leaves_the_job_running() -> None:
+    w = world()
+    w.do(Submit(A, spec(array="0-9")))
+    run(w, f"{A}.7")
+    w.do(CancelTasks(A, parse_index_set("0-6,8-99")))
+    assert not w.state.jobs[A].cancelled and w.state.jobs[A].state is JobState.RUNNING
+
+
 def test_an_array_ends_when_every_index_did() -> None:
     w = world()
     w.do(Submit(A, spec(array="3,5")))
