@@ -253,14 +253,17 @@ def add_pack(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
 
 
 def add_top(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("top", parents=[common], help="live CPU and memory of tasks (or nodes, queues)",
+    p = sub.add_parser("top", parents=[common], help="live CPU, memory and GPU use of tasks (or nodes, queues)",
                        description="Live usage against requests, refreshed every --interval seconds.\n"
-                       "MEM is the working set (usage minus page cache).",
+                       "MEM is the working set (usage minus page cache). Where a task holds GPUs:\n"
+                       "GPUS its node's device indices, GPU% their mean utilization, GPU MEM the\n"
+                       "memory used on them (NVML; '-' where the node reads none).",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     view = p.add_mutually_exclusive_group()
     view.add_argument("--nodes", action="store_true", help="per node: used vs allocated vs capacity")
     view.add_argument("--queues", action="store_true", help="per queue: share and usage")
-    p.add_argument("--sort", choices=("cpu", "memory"), default="cpu", help="sort by (default: cpu)")
+    p.add_argument("--sort", choices=("cpu", "memory", "gpu"), default="cpu",
+                   help="sort by (default: cpu; gpu: utilization of tasks, devices allocated of nodes and queues)")
     p.add_argument("--interval", type=float, default=2.0, metavar="S", help="seconds between refreshes (default 2)")
     p.add_argument("--limit", type=int, default=0, metavar="N", help="at most N rows (default: what fits)")
     p.add_argument("--once", action="store_true", help="draw one screen and exit")

@@ -77,7 +77,12 @@ def from_master(master: str) -> tuple[list, list]:
     return from_snapshot(nodes, jobs)
 
 
+def _kinds(values: dict[str, Any], kinds: tuple[str, ...]) -> str:
+    return "/".join(f"{values[k]:.3f}" if k in values else "-" for k in kinds)
+
+
 def pack_table(results: list[dict[str, Any]]) -> str:
+    kinds = ("cpu", "memory", "gpu") if any("gpu" in r["utilization"] for r in results) else ("cpu", "memory")
     rows = []
     for r in results:
         holes = {h["unit"]: h for h in r.get("hole_filling", [])}
@@ -85,14 +90,15 @@ def pack_table(results: list[dict[str, Any]]) -> str:
         c = r.get("compaction")
         rows.append((
             r["policy"], r["order"], str(r["pending"]),
-            f"{r['utilization']['cpu']:.3f}/{r['utilization']['memory']:.3f}",
-            *(f"{holes[u]['cpu']:.3f}/{holes[u]['memory']:.3f}" if u in holes else "-" for u in (0.05, 0.25, 0.5)),
+            _kinds(r["utilization"], kinds),
+            *(_kinds(holes[u], kinds) if u in holes else "-" for u in (0.05, 0.25, 0.5)),
             *(f"{inflation[k]['factor']:.2f}" if k in inflation else "-"
               for k in ("horizontal_all", "horizontal_conforming", "vertical_conforming")),
             f"{r['monte_carlo']['utilization']['cpu']:.3f}" if "monte_carlo" in r else "-",
             f"{c['p90']:.3f} ({c['min']:.3f}-{c['max']:.3f})" if c and c["p90"] is not None else ("n/a" if c else "-"),
         ))
-    head = (f"{results[0]['machines']} machines, {results[0]['tasks']} tasks; utilization and hole filling are cpu/memory; "
+    head = (f"{results[0]['machines']} machines, {results[0]['tasks']} tasks; "
+            f"utilization and hole filling are {'/'.join(kinds)}; "
             "inflation is the largest factor with pending <= tau; compaction is the p90 (min-max) fraction of machines")
     table = format_table(("POLICY", "ORDER", "PENDING", "UTIL", "HOLES 5%", "HOLES 25%", "HOLES 50%",
                           "H-ALL", "H-CONF", "V-CONF", "MC CPU", "COMPACTION"), rows)

@@ -153,9 +153,12 @@ def sim_table(report: dict[str, Any]) -> str:
     why = [f"{j['name']}: {j['reason']}" for j in report["jobs"] if j["reason"]]
     if why:   # cancelled jobs, and those still waiting for a dependency
         jobs += "\n\n" + "\n".join(why)
+    gpus = any(n["capacity"].get("gpu") for n in report["nodes"])     # GPU columns where a node has GPUs
     nodes = format_table(
-        ("NODE", "CPU", "MEM", "FREE CPU", "FREE MEM"),
+        ("NODE", "CPU", "MEM", "FREE CPU", "FREE MEM") + (("GPU", "FREE GPU") if gpus else ()),
         [(n["name"], format_cpu(n["capacity"]["cpu"]), format_bytes(n["capacity"]["memory"]),
-          format_cpu(n["free"]["cpu"]), format_bytes(n["free"]["memory"])) for n in report["nodes"]],
+          format_cpu(n["free"]["cpu"]), format_bytes(n["free"]["memory"]))
+         + ((f"{n['capacity'].get('gpu', 0):g}", f"{n['free'].get('gpu', 0):g}") if gpus else ())
+         for n in report["nodes"]],
     )
     return f"{head}\n\n{jobs}\n\n{nodes}"

@@ -329,6 +329,8 @@ class MasterService:
         if self.links.get(link.node) is link:
             self._do(Beat(link.node, beat.free, beat.usage))
             self.gpus.update(link.node, beat.gpus)
+            if self.observer is not None and beat.gpus:     # the job page's GPU charts
+                self.observer.on_gpus(beat.gpus, self.clock())
             if self.lotes is not None:
                 self.lotes.heartbeat(link.node, beat.class_mix)
 

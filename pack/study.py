@@ -28,13 +28,13 @@ class Settings:
 def study(machines: Sequence[NodeSpec], jobs: Sequence[PackJob], policy: str, settings: Settings) -> dict[str, Any]:
     packer = Packer(machines, policy, settings.order)
     base = packer.run(jobs, None, settings.seed)
-    kinds = packer.kinds[:2]
+    kinds = shown_kinds(packer.kinds)
     out: dict[str, Any] = {
         "policy": policy, "order": settings.order, "machines": len(machines), "tasks": base.requested,
-        "pending": base.pending, "utilization": _per_kind(kinds, utilization(base)),
+        "pending": base.pending, "utilization": _per_kind(packer.kinds, kinds, utilization(base)),
     }
     if "holes" in settings.metrics:
-        out["hole_filling"] = [{"unit": u, **_per_kind(kinds, hole_filling(base, u, packer.median))}
+        out["hole_filling"] = [{"unit": u, **_per_kind(packer.kinds, kinds, hole_filling(base, u, packer.median))}
                                for u in settings.units]
     if "inflation" in settings.metrics:
         out["inflation"] = {}
@@ -42,10 +42,11 @@ def study(machines: Sequence[NodeSpec], jobs: Sequence[PackJob], policy: str, se
                                                 ("vertical_all", True, False), ("vertical_conforming", True, True)):
             result = inflation(packer, jobs, vertical, only_conforming, settings.tau, settings.seed)
             out["inflation"][name] = {"factor": result.factor,
-                                      "curve": [{"f": f, "pending": p, **_per_kind(kinds, u)} for f, p, u in result.curve]}
+                                      "curve": [{"f": f, "pending": p, **_per_kind(packer.kinds, kinds, u)}
+                                                for f, p, u in result.curve]}
     if "mc" in settings.metrics:
         added, util = monte_carlo(packer, jobs, True, settings.tau, settings.seed)
-        out["monte_carlo"] = {"clones": added, "utilization": _per_kind(kinds, util)}
+        out["monte_carlo"] = {"clones": added, "utilization": _per_kind(packer.kinds, kinds, util)}
     if "compaction" in settings.metrics:
         c = compaction(machines, jobs, policy, settings.order, settings.tau, settings.trials, settings.mu, settings.seed)
         out["compaction"] = ({"p90": c.p90, "min": c.low, "max": c.high, "sizes": list(c.sizes), "expanded": c.expanded}
@@ -56,5 +57,12 @@ def study(machines: Sequence[NodeSpec], jobs: Sequence[PackJob], policy: str, se
     return out
 
 
-def _per_kind(kinds: Sequence[str], values: Any) -> dict[str, float]:
-    return {kind: float(v) for kind, v in zip(kinds, list(values))}
+def shown_kinds(kinds: Sequence[str]) -> tuple[str, ...]:
+    """cpu and memory, and gpu where the machines have GPUs (whole devices: a study of a GPU
+    cluster is about them); other declared kinds stay out of the report."""
+    return tuple(k for k in kinds if k in ("cpu", "memory", "gpu"))
+
+
+def _per_kind(order: Sequence[str], kinds: Sequence[str], values: Any) -> dict[str, float]:
+    """`values` in the matrix's kind `order`, reported for `kinds`."""
+    return {kind: float(v) for kind, v in zip(order, list(values)) if kind in kinds}

@@ -44,6 +44,9 @@ NODE = Schema(
     (MEAN, MAX, MAX, MAX, MAX, MAX, MAX))
 QUEUE = Schema(("dominant_share", "guaranteed_share", "cpu_used", "memory_used", "running_tasks"),
                (MEAN, MAX, MEAN, MAX, MAX))
+# A GPU task's devices, per bucket (NVML through the heartbeats, master/usage/recorder.py):
+# their mean utilization (%), the memory used on them and their memory (summed), how many.
+GPU = Schema(("gpu_util", "gpu_memory_used", "gpu_memory_total", "gpus"), (MEAN, MAX, MAX, MAX))
 CLUSTER = Schema(
     ("cpu_capacity", "cpu_allocated", "cpu_used", "memory_capacity", "memory_allocated", "memory_used",
      "running_tasks", "pending_tasks"),
@@ -258,3 +261,4 @@ class TaskRecord:
     peak: float = 0.0
     ended: bool = False
     slot: int = -1             # its row in the recorder's TaskRings; -1: read back from disk
+    gpu: Series | None = None  # its GPUs' series (GPU schema), where NVML reported any

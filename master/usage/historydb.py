@@ -20,7 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from tcluster.master.usage.history import CLUSTER, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord, settle
+from tcluster.master.usage.history import (
+    CLUSTER, GPU, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord, settle,
+)
 from tcluster.master.usage.recorder import Recorder
 
 log = logging.getLogger(__name__)
@@ -85,28 +87,25 @@ class HistoryStore:
         def mine(key: str) -> bool:
             return parts <= 1 or zlib.crc32(key.encode()) % parts == part
         batch = Batch()
-        candidates = [(f"task:{tid}", r.series, r) for tid, r in rec.tasks.items() if r.series.dirty]
+        candidates = [(f"task:{tid}", r.series, r) for tid, r in rec.tasks.items()
+                      if r.series.dirty or (r.gpu is not None and r.gpu.dirty)]
         candidates += [(f"node:{n}", s, None) for n, s in rec.nodes.items() if s.dirty]
         candidates += [(f"queue:{q}", s, None) for q, s in rec.queues.items() if s.dirty]
         candidates += [("cluster", rec.cluster, None)] if rec.cluster.dirty else []
         chosen = [c for c in candidates if mine(c[0])]
         for _, series, task in chosen:        # one bfloat16 conversion for all open buckets
-            if task is None or task.slot < 0:
-                for tier in series.tiers:
+            plain = [series] if task is None or task.slot < 0 else []
+            if task is not None and task.gpu is not None:
+                plain.append(task.gpu)
+            for one in plain:
+                for tier in one.tiers:
                     tier.stage_open()
         settle()
         rec.rings.settle([task.slot for _, _, task in chosen if task is not None and task.slot >= 0])
         for key, series, task in chosen:
-            series.dirty = False
-            batch.series.append(series)
-            for number, tier in enumerate(series.tiers):
-                pending = tier.unflushed(settled=True)
-                if pending is not None:
-                    first, rows = pending
-                    last = first + len(rows) - 1
-                    batch.chunks.append((key, number, first, last, rows.tobytes()))
-                    batch.prune.append((key, number, tier.last - tier.size))
-                    batch.marks.append((tier, last))
+            self._chunks(batch, key, series)
+            if task is not None and task.gpu is not None:     # a task's GPU series goes with it
+                self._chunks(batch, f"gpu:{key[5:]}", task.gpu)
             if task is not None:
                 batch.tasks.append((key[5:], task.job_id, _task_info(rec.sync(task))))
                 if task.ended:
@@ -114,6 +113,19 @@ class HistoryStore:
         batch.counters = [(n, q, k) for (n, q), k in rec.oom_kills.items()]
         batch.forgotten, rec.forgotten = sorted(rec.forgotten), set()
         return batch
+
+    @staticmethod
+    def _chunks(batch: Batch, key: str, series: Series) -> None:
+        series.dirty = False
+        batch.series.append(series)
+        for number, tier in enumerate(series.tiers):
+            pending = tier.unflushed(settled=True)
+            if pending is not None:
+                first, rows = pending
+                last = first + len(rows) - 1
+                batch.chunks.append((key, number, first, last, rows.tobytes()))
+                batch.prune.append((key, number, tier.last - tier.size))
+                batch.marks.append((tier, last))
 
     def write(self, batch: Batch) -> bool:
         """One transaction; safe to run in a worker thread (one write at a time)."""
@@ -128,8 +140,9 @@ class HistoryStore:
                 db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?)", batch.tasks)
                 db.executemany("INSERT OR REPLACE INTO oom_kills VALUES (?,?,?)", batch.counters)
                 for job_id in batch.forgotten:
-                    db.execute("DELETE FROM chunks WHERE key >= ? AND key < ?",
-                                     (f"task:{job_id}.", f"task:{job_id}/"))
+                    for kind in ("task", "gpu"):
+                        db.execute("DELETE FROM chunks WHERE key >= ? AND key < ?",
+                                   (f"{kind}:{job_id}.", f"{kind}:{job_id}/"))
                     db.execute("DELETE FROM tasks WHERE job_id=?", (job_id,))
             return True
         except sqlite3.Error as error:
@@ -147,7 +160,8 @@ class HistoryStore:
             tier.flushed = max(tier.flushed, last)
         for task_id in batch.ended:       # on disk now; read back on request
             record = rec.tasks.get(task_id)
-            if record is not None and record.ended and not record.series.dirty:
+            if (record is not None and record.ended and not record.series.dirty
+                    and not (record.gpu is not None and record.gpu.dirty)):
                 rec.release(task_id)
 
     def flush(self, rec: Recorder) -> int:
@@ -177,13 +191,14 @@ class HistoryStore:
         if self._db is None:
             return None
         row = self._db.execute("SELECT info FROM tasks WHERE id=?", (task_id,)).fetchone()
-        series = self.load_series(f"task:{task_id}", TASK)
-        if row is None or series is None:
+        series, gpu = self.load_series(f"task:{task_id}", TASK), self.load_series(f"gpu:{task_id}", GPU)
+        if row is None or (series is None and gpu is None):
             return None
         info = json.loads(row[0])
-        return TaskRecord(info["job_id"], info["node"], info["queue"], info["attempt"], series,
+        return TaskRecord(info["job_id"], info["node"], info["queue"], info["attempt"],
+                          series or Series(TASK, self.config),     # GPU samples before any usage sample
                           tuple(info["prev"]) if info["prev"] else None, info["oom_seen"],
-                          [tuple(o) for o in info["ooms"]], info["peak"], info["ended"])
+                          [tuple(o) for o in info["ooms"]], info["peak"], info["ended"], gpu=gpu)
 
     def restore(self, rec: Recorder, running: set[str]) -> None:
         """After a restart: counters, node/queue/cluster series and the running tasks'."""
@@ -191,7 +206,8 @@ class HistoryStore:
             return
         for node, queue, kills in self._db.execute("SELECT node, queue, kills FROM oom_kills"):
             rec.oom_kills[(node, queue)] = kills
-        for (key,) in self._db.execute("SELECT DISTINCT key FROM chunks WHERE key NOT LIKE 'task:%'").fetchall():
+        others = "SELECT DISTINCT key FROM chunks WHERE key NOT LIKE 'task:%' AND key NOT LIKE 'gpu:%'"
+        for (key,) in self._db.execute(others).fetchall():
             kind, _, name = key.partition(":")
             if kind == "node":
                 rec.nodes[name] = self.load_series(key, NODE)

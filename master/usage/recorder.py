@@ -15,8 +15,9 @@ from typing import Iterable
 
 import numpy as np
 
+from tcluster.gpuusage import GpuSample
 from tcluster.master.core.events import Beat, Preempt, Step
-from tcluster.master.usage.history import CLUSTER, NODE, QUEUE, HistoryConfig, Series, TaskRecord, settle
+from tcluster.master.usage.history import CLUSTER, GPU, NODE, QUEUE, HistoryConfig, Series, TaskRecord, settle
 from tcluster.master.usage.ingest import CPU, WS, Counters, extract
 from tcluster.master.usage.taskrings import TaskRings
 from tcluster.master.core.state import MasterState
@@ -71,6 +72,7 @@ class Recorder:
         self.forgotten: set[str] = set()                 # jobs whose history the store must drop
         self._beats: list[BeatRef] = []
         self._ends: list[tuple[float, Task]] = []
+        self._gpu_beats: list[tuple[float, tuple[GpuSample, ...]]] = []
         self.generation = 0                              # steps and rounds seen: /metrics is cached per value
         self._changed: set[str] | None = set()           # tasks changed (placed, ended) since asked; None: any
         self.preemptions: deque[PreemptionMark] = deque(maxlen=PREEMPTION_MARKS)   # newest last, for the charts
@@ -92,6 +94,12 @@ class Recorder:
         if isinstance(event, Preempt):
             for intent in step.kills_put.values():
                 self.preemptions.append(PreemptionMark(wall, intent.task_id, intent.by_job, intent.reason))
+
+    def on_gpus(self, samples: tuple[GpuSample, ...], wall: float) -> None:
+        """A heartbeat's NVML samples (kept apart from the usage block: only GPU nodes with
+        NVML send them, one per bound device)."""
+        if samples:
+            self._gpu_beats.append((wall, samples))
 
     def on_round(self, seconds: float, placed: int) -> None:
         self.generation += 1
@@ -163,6 +171,9 @@ class Recorder:
         ends, self._ends = self._ends, []
         if beats:
             self._ingest_beats(state, beats)
+        gpu_beats, self._gpu_beats = self._gpu_beats, []
+        for wall, samples in gpu_beats:
+            self._ingest_gpus(state, wall, samples)
         for wall, task in ends:
             self._ingest_end(state, wall, task)
         for job_id in self.forgotten:
@@ -244,6 +255,24 @@ class Recorder:
             series = self.nodes[node] = Series(NODE, self.config)
         series.add(wall, [cpu, memory, max(0.0, capacity.cpu - free.cpu), max(0.0, capacity.memory - free.memory),
                           capacity.cpu, capacity.memory, len(state.by_node.get(node, ()))])
+
+    def _ingest_gpus(self, state: MasterState, wall: float, samples: tuple[GpuSample, ...]) -> None:
+        """One bucket row per task: its devices' mean utilization, memory used and memory
+        summed. Samples of an attempt that no longer holds its devices are left out."""
+        by_task: dict[str, list[GpuSample]] = {}
+        for sample in samples:
+            by_task.setdefault(sample.task_id, []).append(sample)
+        for task_id, mine in by_task.items():
+            task = state.task(task_id)
+            if task is None or not task.state.holds_resources or task.attempt != mine[0].attempt:
+                continue
+            rec = self._record(state, task_id, task.node)
+            if rec is None:
+                continue
+            if rec.gpu is None:
+                rec.gpu = Series(GPU, self.config)
+            rec.gpu.add(wall, [sum(s.util_percent for s in mine) / len(mine), sum(s.memory_used_bytes for s in mine),
+                               sum(s.memory_total_bytes for s in mine), len(mine)])
 
     def _ingest_end(self, state: MasterState, wall: float, task: Task) -> None:
         rec = self.tasks.get(task.id)

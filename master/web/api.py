@@ -27,6 +27,7 @@ from tcluster.security.authz import Caller, sees_only_own
 DEFAULT_RANGE_S = 900.0
 MAX_CHART_TASKS = 40          # a stacked chart of more tasks is unreadable
 CPU_FIELDS = ("cpu_user", "cpu_system")
+GPU_FIELDS = ("gpu_util",)       # of the tasks not in detail: the job's GPU chart has every task
 
 # Who is asking: set by the app's auth middleware (master/web/login.py authorize).
 CALLER = web.RequestKey("caller", Caller)
@@ -142,8 +143,23 @@ class Api:
             "tasks": {"running": int(last.get("running_tasks") or 0), "pending": int(last.get("pending_tasks") or 0)},
             "nodes": nodes, "jobs": jobs,
             "oom_kills": sum(self.dashboard.recorder.oom_kills.values()),
-            "queues": self.queues_doc()["queues"],
+            "queues": self.queues_doc()["queues"], "gpus": self._gpus_now(),
         })
+
+    def _gpus_now(self) -> dict[str, Any] | None:
+        """GPUs of the connected nodes: capacity, bound, and the mean utilization of the
+        bound ones NVML reported on (null without samples); null where no node has GPUs."""
+        state, capacity, allocated = self.state, 0.0, 0.0
+        for name, node in state.nodes.items():
+            if state.connected(name) and node.capacity.get("gpu"):
+                capacity += node.capacity.get("gpu")
+                allocated += max(0.0, node.capacity.get("gpu") - state.free(name).get("gpu"))
+        if not capacity:
+            return None
+        board = getattr(self.service, "gpus", None)
+        util = [s.util_percent for _, s in board.items()] if board is not None else []
+        return {"capacity": int(capacity), "allocated": int(allocated),
+                "util_percent": sum(util) / len(util) if util else None}
 
     async def jobs(self, request: web.Request) -> web.Response:
         states = {_job_state(s) for s in request.query.getall("state", []) if s}
@@ -199,7 +215,8 @@ class Api:
                                        "reason": m.reason} for m in marks],
                       "tasks_total": len(tasks), "limits": {
                           "memory": spec.resources.memory, "cpu_request": spec.resources.cpu,
-                          "cpu_limit": spec.cpu_limit, "pids_max": spec.pids_max}})
+                          "cpu_limit": spec.cpu_limit, "pids_max": spec.pids_max,
+                          "gpus": int(spec.resources.get("gpu"))}})
 
     async def logs(self, request: web.Request) -> web.StreamResponse:
         index = parse_number("index", request.match_info["index"], INDEXES)
@@ -291,6 +308,10 @@ def task_usage_doc(task: Task, record: TaskRecord | None, since: float, until: f
         "ooms": [{"at": at, "at_text": timestamp(at), "kills": kills, "node": node}
                  for at, kills, node in (record.ooms if record else [])],
         "memory_peak_bytes": max(record.peak if record else 0, task.usage.memory_peak_bytes),
+        # its GPUs' series (GPU schema: mean utilization %, memory used and total, devices),
+        # null where NVML never reported (no GPUs, declared devices)
+        "gpu": record.gpu.read(since, until, GPU_FIELDS if fields else None)
+        if record is not None and record.gpu is not None else None,
     }
 
 

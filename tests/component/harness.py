@@ -10,6 +10,7 @@ from typing import Awaitable, Callable
 import grpc
 
 from tcluster.agent.daemon import Agent
+from tcluster.agent.gpudetect import GpuInventory
 from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.server import RunningMaster, start_master
@@ -64,12 +65,12 @@ class Harness:
         return jobs_pb2_grpc.ClusterServiceStub(self.channel)
 
     async def add_agent(self, name: str, cpus: float = 4, memory: int = 8 * 2**30, wait: bool = True,
-                        labels: dict[str, str] | None = None) -> RunningAgent:
+                        labels: dict[str, str] | None = None, gpus: GpuInventory = GpuInventory()) -> RunningAgent:
         settings = AgentSettings(master=self.address, node=name, cpus=cpus, memory_bytes=memory, labels=labels or {},
                                  state_dir=self.tmp / "agents" / name, heartbeat_interval_s=0.2,
                                  reconnect_max_s=0.5, kill_grace_s=0.5)
         runtime = FakeRuntime()
-        agent = Agent(settings, runtime)
+        agent = Agent(settings, runtime, gpus)
         running = RunningAgent(agent, runtime, asyncio.create_task(agent.run()))
         self.agents[name] = running
         if wait:
@@ -88,9 +89,11 @@ class Harness:
             await self.stop_master()
 
     async def submit(self, command: list[str], cpu: float = 1, memory: int = 2**30, tasks: int = 1,
-                     constraints: list[str] | None = None, request_id: str = "") -> jobs_pb2.Job:
+                     constraints: list[str] | None = None, request_id: str = "", gpus: int = 0) -> jobs_pb2.Job:
         spec = jobs_pb2.JobSpec(command=command, tasks=tasks, constraints=constraints or [], request_id=request_id)
         spec.resources.cpu, spec.resources.memory = cpu, memory
+        if gpus:
+            spec.resources.other["gpu"] = gpus
         return await self.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))
 
     async def job(self, job_id: str) -> jobs_pb2.Job:

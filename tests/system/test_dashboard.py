@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import pytest
 
 from testkit.procs import BIN, Proc, cgroup_v1_usable, tcl
+from testkit.browser import browser, chart
 from testkit.cgroups import leftovers
 from testkit.faultcluster import wait_for
 from testkit.procs import sweep_node
@@ -177,21 +178,7 @@ def _ok(url: str) -> bool:
 
 # ---- Chromium ----
 
-def _browser() -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--window-size=1400,1000"):
-        options.add_argument(arg)
-    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=options)
-
-
-def _chart(driver: Any, key: str) -> tuple[int, int]:
-    found = driver.execute_script(f"const c = document.querySelector('[data-chart=\"{key}\"]');"
-                                  "return c ? [+c.dataset.points, +c.dataset.ooms] : null;")
-    return tuple(found) if found else (0, 0)
+_browser, _chart = browser, chart
 
 
 def _shot(driver: Any, name: str) -> None:

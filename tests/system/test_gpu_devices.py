@@ -203,6 +203,10 @@ def test_bindings_survive_an_agent_restart(tmp_path: Path, workdir: Path) -> Non
             gpus.open(name)
             assert wait_state(gpus.address, job_id, DONE)["state"] == "SUCCEEDED"
         assert job(gpus.address, held)["tasks"][0]["gpus"] == [0, 1]     # the record stays with the attempt
+        after = gpus.run("after", 3)                          # the re-adopted task's devices are free again
+        assert gpus.gpus_of(after) == [0, 1, 2]
+        gpus.open("after")
+        wait_state(gpus.address, after, DONE)
 
 
 def test_a_lost_attempt_frees_its_devices(tmp_path: Path, workdir: Path) -> None:

@@ -80,6 +80,9 @@ def test_bad_master_addresses_name_the_flag(address):
         (["--resources", "cpu_num=0.5; memory=0.5GB", "--", "x"], {"resources": Resources(0.5, 500_000_000)}),
         (["--resources", "cpu_num=2; memory=1Gi", "--cpu", "3", "--", "x"], {"resources": Resources(3.0, GI)}),
         (["--resources", "net=10Mbit", "--", "x"], {"resources": Resources(1.0, 512 * MI, (("net", 1e7),))}),
+        (["--gpus", "2", "--", "x"], {"resources": Resources(1.0, 512 * MI, (("gpu", 2.0),))}),
+        (["--resources", "gpus=1", "--gpus", "4", "--", "x"], {"resources": Resources(1.0, 512 * MI, (("gpu", 4.0),))}),
+        (["--gpus", "0", "--", "x"], {"resources": Resources(1.0, 512 * MI)}),
         (["--tasks", "4", "--queue", "ads.prod", "--name", "train", "--", "x"], {"tasks": 4, "queue": "ads.prod", "name": "train"}),
         (["--env", "A=1", "--env", "B=x=y", "--", "x"], {"env": (("A", "1"), ("B", "x=y"))}),
         (["--label", "team=ads", "--", "x"], {"labels": (("team", "ads"),)}),
@@ -109,6 +112,7 @@ def test_submit_flags_build_the_spec(argv, expected):
         (["--queue", "bad queue", "--", "x"], ["queue"]),
         (["--workdir", "relative", "--", "x"], ["workdir", "absolute"]),
         (["--cpu", "0", "--mem", "0", "--", "x"], ["resources", "empty"]),
+        (["--resources", "gpu=0.5", "--", "x"], ["gpu", "whole number"]),
     ],
 )
 def test_bad_submit_input_names_the_field(argv, names):
@@ -128,6 +132,8 @@ def test_bad_submit_input_names_the_field(argv, names):
         (["jobs", "--limit", "-1"], "--limit"),
         (["logs"], "ID"),
         (["submit", "--tasks", "many", "--", "x"], "--tasks"),
+        (["submit", "--gpus", "1.5", "--", "x"], "--gpus"),
+        (["submit", "--gpus", "-1", "--", "x"], "--gpus"),
         (["dev", "--memory", "lots"], "--memory"),
         (["dev", "--runtime", "docker"], "--runtime"),
     ],

@@ -129,3 +129,14 @@ def test_a_node_record_carries_its_operator_state_and_old_records_read_as_none()
     assert read_node("n1", node_record(node)) == node
     old = b'[{"cpu":4.0},{},{},"READY",5.0,"cgroup1"]'      # written before node operations
     assert read_node("n1", old).ops == NodeOps()
+
+
+def test_a_task_record_keeps_its_gpu_binding_and_old_records_read_as_none() -> None:
+    """An HA master restarted from etcd keeps the devices each attempt is bound to."""
+    import json
+
+    from tcluster.master.store.etcdrecords import read_task, task_record
+    bound = Task("0123abcd", 0, TaskState.RUNNING, node="g1", attempt=2, gpus=(1, 3))
+    assert read_task("0123abcd", 0, task_record(bound)) == bound
+    older = json.dumps(json.loads(task_record(bound))[:11]).encode()      # a record written before GPUs: 11 fields
+    assert read_task("0123abcd", 0, older).gpus == ()

@@ -76,3 +76,67 @@ def test_top_shows_network_rates_against_the_request() -> None:
            "net_tx_rate": 19.2e6, "net_request": 20e6}
     table = render("tasks", [row], 10)
     assert "NET TX" in table.splitlines()[0] and "19.2Mbit" in table and "20.0Mbit" in table
+
+
+class GpuClient(FakeClient):
+    """One two-GPU task measured by NVML, one one-GPU task not yet sampled, one CPU task."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        train = jobs_pb2.Job(id="bbbb0002", spec=jobs_pb2.JobSpec(name="train", queue="ml"))
+        train.spec.resources.cpu, train.spec.resources.memory = 2, 4 * 2**30
+        train.spec.resources.other["gpu"] = 2
+        busy = train.tasks.add(index=0, state=common_pb2.TASK_RUNNING, node="g1", gpus=[1, 3])
+        for index, util, used in ((1, 90.0, 6 * 2**30), (3, 50.0, 2 * 2**30)):
+            busy.gpu_usage.add(index=index, util_percent=util, memory_used_bytes=used, memory_total_bytes=80 * 2**30)
+        train.tasks.add(index=1, state=common_pb2.TASK_RUNNING, node="g1", gpus=[0])
+        self.jobs = [*self.jobs, train]
+
+    def list_nodes(self) -> list[jobs_pb2.Node]:
+        node = jobs_pb2.Node(name="g1", state="READY", tasks=["bbbb0002.0", "bbbb0002.1"])
+        node.capacity.cpu, node.capacity.memory, node.free.cpu, node.free.memory = 8, 64 * 2**30, 4, 56 * 2**30
+        node.capacity.other["gpu"], node.free.other["gpu"] = 4, 1
+        return [*super().list_nodes(), node]
+
+    def list_queues(self) -> jobs_pb2.ListQueuesResponse:
+        reply = super().list_queues()
+        reply.queues.add(path="ml", depth=1, guaranteed_share=0.5, dominant_share=0.75, running_tasks=2)
+        return reply
+
+
+def test_gpu_columns_show_each_tasks_devices_utilization_and_memory() -> None:
+    kind, rows = snapshot(_args("--sort", "gpu"), GpuClient())
+    busy = rows[0]
+    assert (busy["job_id"], busy["task"], busy["gpus"]) == ("bbbb0002", 0, [1, 3])
+    assert busy["gpu_util_percent"] == 70.0 and busy["gpu_memory_used_bytes"] == 8 * 2**30   # mean of 90, 50; summed
+    unsampled = next(r for r in rows if r["job_id"] == "bbbb0002" and r["task"] == 1)
+    assert unsampled["gpus"] == [0] and unsampled["gpu_util_percent"] is None
+    cpu_only = next(r for r in rows if r["job_id"] == "aaaa0001")
+    assert cpu_only["gpus"] == [] and cpu_only["gpu_memory_used_bytes"] is None
+    lines = render(kind, rows, 0).splitlines()
+    assert lines[0].split()[-4:] == ["GPUS", "GPU%", "GPU", "MEM"]
+    cells = {(line.split()[0], line.split()[2]): line.split()[-3:] for line in lines[1:]}
+    assert cells[("bbbb0002", "0")] == ["1,3", "70%", "8192Mi"]
+    assert cells[("bbbb0002", "1")] == ["0", "-", "-"] and cells[("aaaa0001", "1")] == ["-", "-", "-"]
+
+
+def test_gpu_columns_are_left_out_where_no_task_holds_a_gpu() -> None:
+    kind, rows = snapshot(_args(), FakeClient())
+    assert "GPU" not in render(kind, rows, 0) and all(r["gpus"] == [] for r in rows)
+    _, nodes = snapshot(_args("--nodes"), FakeClient())
+    assert "GPU" not in render("nodes", nodes, 0)
+
+
+def test_nodes_show_gpus_allocated_of_capacity_and_json_carries_the_gpu_figures() -> None:
+    _, nodes = snapshot(_args("--nodes", "--sort", "gpu"), GpuClient())
+    g1 = nodes[0]
+    assert (g1["name"], g1["gpu_allocated"], g1["gpu_capacity"], g1["gpu_memory_used_bytes"]) == ("g1", 3, 4, 8 * 2**30)
+    lines = render("nodes", nodes, 0).splitlines()
+    assert lines[0].split()[-3:] == ["GPUS", "GPU", "MEM"]
+    assert lines[1].split()[-2:] == ["3/4", "8192Mi"] and lines[2].split()[-2:] == ["-", "-"]   # n1 has none
+    _, queues = snapshot(_args("--queues", "--sort", "gpu"), GpuClient())
+    assert [(q["path"], q["gpu_allocated"]) for q in queues] == [("ml", 3), ("ads", 0), ("ads.prod", 0), ("dev", 0)]
+    out = io.StringIO()
+    assert top(_args("-o", "json", "--sort", "gpu"), GpuClient(), out=out) == 0
+    first = json.loads(out.getvalue())["tasks"][0]
+    assert (first["gpus"], first["gpu_util_percent"], first["gpu_memory_used_bytes"]) == ([1, 3], 70.0, 8 * 2**30)

@@ -138,6 +138,8 @@ async function overview() {
     ${card("CPU (cores) used / allocated / capacity", `${cores(o.used.cpu)} / ${cores(o.allocated.cpu)} / ${cores(o.capacity.cpu)}`, bar(o.capacity.cpu, o.allocated.cpu, o.used.cpu, cores))}
     ${card("Memory used / allocated / capacity", `${bytes(o.used.memory)} / ${bytes(o.allocated.memory)} / ${bytes(o.capacity.memory)}`, bar(o.capacity.memory, o.allocated.memory, o.used.memory, bytes))}
     ${card("Tasks", `${o.tasks.running} running`, `<div>${o.tasks.pending} pending</div>`)}
+    ${o.gpus ? card("GPUs bound / capacity", `${o.gpus.allocated} / ${o.gpus.capacity}`,
+      bar(o.gpus.capacity, o.gpus.allocated, 0, count) + (o.gpus.util_percent == null ? "" : `<div id="gpu-util">${o.gpus.util_percent.toFixed(0)}% mean utilization of the bound</div>`)) : ""}
     ${card("Nodes", Object.entries(o.nodes).map(([s, n]) => `<span class="${s}">${n} ${s}</span>`).join(" ") || "none")}
     ${card("Jobs", Object.entries(o.jobs).filter(([, n]) => n).map(([s, n]) => `<span class="${s}">${n} ${s}</span>`).join(" ") || "none")}
     ${card("OOM kills (ever)", `<span class="${o.oom_kills ? "oom" : ""}">${o.oom_kills}</span>`)}</div>
@@ -233,19 +235,20 @@ async function job(id) {
   const [j, u] = await Promise.all([api("jobs/" + id), api(`jobs/${id}/usage`, { since: Date.now() / 1000 - rangeS(), detail: page.task ?? 0 })]);
   const sel = page.task ?? 0;
   const ooms = u.tasks.flatMap(t => t.ooms.map(o => ({ ...o, task: t.index })));
+  const gpuCol = j.tasks.some(t => t.gpus && t.gpus.length);     // the node's GPU indices of each task
   setMain("job:" + id, `<h1>Job ${esc(j.id)} ${esc(j.name)} <span class="state ${j.state}">${j.state}</span></h1>
-    <p class="muted">queue ${esc(j.queue)} · owner ${esc(j.user || "agent default")} · ${cores(j.resources.cpu)} CPU and ${bytes(j.resources.memory)} per task
+    <p class="muted">queue ${esc(j.queue)} · owner ${esc(j.user || "agent default")} · ${cores(j.resources.cpu)} CPU and ${bytes(j.resources.memory)}${u.limits.gpus ? ` and ${u.limits.gpus} GPU` : ""} per task
     ${j.cpu_limit ? "· cap " + cores(j.cpu_limit) : ""} · submitted ${when(j.submitted_at)} · <code>${esc(j.command.join(" "))}</code></p>
     ${j.pending_reason ? `<p class="reason" id="pending-reason">pending: ${esc(j.pending_reason)}</p>` : ""}
     ${j.reason ? `<p class="reason" id="end-reason">ended: ${esc(j.reason)}</p>` : ""}
     ${batchLine(j)}
     <div id="oom-list">${ooms.map(o => `<div class="oom">OOM kill: task ${o.task} on ${esc(o.node)} at ${esc(new Date(o.at * 1000).toLocaleString())}</div>`).join("")}</div>
     <div id="preemption-list">${(u.preemptions || []).map(p => `<div class="preempted">task ${p.task} preempted at ${esc(new Date(p.at * 1000).toLocaleString())}: ${esc(p.reason)}</div>`).join("")}</div>
-    <h2>Tasks</h2><table id="tasks"><tr><th>#</th><th>state</th><th>node</th><th>try</th><th>exit</th><th>reason</th><th>CPU</th><th>working set</th><th>peak</th><th>pids</th><th></th></tr>` +
+    <h2>Tasks</h2><table id="tasks"><tr><th>#</th><th>state</th><th>node</th><th>try</th><th>exit</th><th>reason</th><th>CPU</th><th>working set</th><th>peak</th><th>pids</th>${gpuCol ? "<th>GPUs</th>" : ""}<th></th></tr>` +
     j.tasks.slice(0, 200).map(t => { const x = t.usage; return `<tr data-task="${t.index}"><td>${t.index}</td><td class="state ${t.state}">${t.state}</td>
       <td>${esc(t.node || "-")}</td><td>${t.attempt}</td><td>${t.exit_code ?? (t.signal_name || "-")}</td><td class="${t.reason === "OOMKilled" ? "oom" : ""}">${esc(t.reason)}</td>
       <td>${cores(x.cpu_rate)}</td><td>${bytes(Math.max(0, x.memory_bytes - x.memory_file_bytes))}</td><td>${bytes(x.memory_peak_bytes)}</td><td>${x.pids}</td>
-      <td><a href="#/jobs/${esc(id)}/logs/${t.index}">log</a></td></tr>`; }).join("") + `</table>
+      ${gpuCol ? `<td>${esc((t.gpus || []).join(",") || "-")}</td>` : ""}<td><a href="#/jobs/${esc(id)}/logs/${t.index}">log</a></td></tr>`; }).join("") + `</table>
     <h2>Usage <select id="task-pick">${u.tasks.map(t => `<option value="${t.index}" ${t.index === sel ? "selected" : ""}>task ${t.index}</option>`).join("")}</select></h2>
     <div class="charts" id="job-charts"></div>`);
   const pick = document.getElementById("task-pick");
@@ -291,6 +294,23 @@ function drawJobCharts(id, u, oomTimes, sel, preemptTimes) {
   chart("job-pids:" + id, el, `Processes of task ${t.index}` + (u.limits.pids_max ? ` (max ${u.limits.pids_max})` : ""),
     [s.t, s.pids], ["pids"], count, { ooms: oomTimes });
   chart("job-io:" + id, el, `I/O of task ${t.index} (bytes/s)`, [s.t, s.io_read, s.io_write], ["read", "write"], bytes, { ooms: oomTimes });
+  drawGpuCharts(id, u, t, oomTimes, preemptTimes);
+}
+
+// GPU tasks whose node reads NVML: each task's devices' mean utilization, and the chosen
+// task's GPU memory (used of its devices' total). Nothing where no task has a GPU series.
+function drawGpuCharts(id, u, t, oomTimes, preemptTimes) {
+  const withGpu = u.tasks.filter(x => x.gpu);
+  if (!withGpu.length) return;
+  const el = document.getElementById("job-charts"), g = align(withGpu.map(x => x.gpu));
+  chart("job-gpu:" + id, el, `GPU utilization by task (% of its ${u.limits.gpus || ""} GPUs, mean)`,
+    [g.xs, ...withGpu.map(x => g.pick(x.gpu, "gpu_util"))], withGpu.map(x => "task " + x.index),
+    v => v.toFixed(0) + "%", { ooms: oomTimes, preempts: preemptTimes, minMax: 100 });
+  const s = t.gpu;
+  if (!s || !s.gpu_memory_used) return;      // only the task in detail has every GPU series
+  chart("job-gpumem:" + id, el, `GPU memory of task ${t.index}: used and its devices' total`,
+    [s.t, s.gpu_memory_used, s.gpu_memory_total], ["used", "total"], bytes,
+    { ooms: oomTimes, colors: ["#2c6fbb", "#c0392b"], widths: [2.5], dashes: [, [6, 4]] });
 }
 
 function logs(id, index) {
