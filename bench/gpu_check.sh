@@ -147,12 +147,22 @@ sleep 9
 grep -A8 '"gpu_usage"' "$OUT/busy-status.json"
 grep -q '"gpu_usage"' "$OUT/busy-status.json" && result PASS usage-status "gpu_usage present" \
                                               || result FAIL usage-status "no gpu_usage in tcl status -o json"
-result INFO usage-seen "load: ${TORCH_PYTHON:+PyTorch 8192x8192 matmuls ($TORCH_PYTHON)}${TORCH_PYTHON:-nvidia-smi -q}; $(tr -d ' \n' < "$OUT/busy-status.json" | grep -oE '"util_percent":[0-9.]+,"memory_used_bytes":[0-9]+' | head -1)"
+LOADNAME="nvidia-smi -q"; [ -n "$TORCH_PYTHON" ] && LOADNAME="PyTorch 8192x8192 matmuls ($TORCH_PYTHON)"
+result INFO usage-seen "load: $LOADNAME; $(tr -d ' \n' < "$OUT/busy-status.json" | grep -oE '"util_percent":[0-9.]+,"memory_used_bytes":[0-9]+' | head -1)"
 python3 -c "import urllib.request,sys; print(urllib.request.urlopen('http://$HTTP/metrics').read().decode())" \
     > "$OUT/metrics.txt" 2>&1
 grep '^DCGM_FI_DEV' "$OUT/metrics.txt"
 grep -q '^DCGM_FI_DEV_GPU_UTIL' "$OUT/metrics.txt" && result PASS usage-metrics "DCGM series present" \
                                                    || result FAIL usage-metrics "no DCGM_FI_DEV_GPU_UTIL on /metrics"
+"${TCL[@]}" top --once > "$OUT/top.txt" 2>&1; cat "$OUT/top.txt"
+"${TCL[@]}" top --once -o json > "$OUT/top.json" 2>&1
+UTIL=$(tr -d ' \n' < "$OUT/top.json" | grep -oE '"gpu_util_percent":[0-9.]+' | head -1)
+[ -n "$UTIL" ] && result PASS usage-top "tcl top -o json: $UTIL; table: $(grep -E 'GPU' "$OUT/top.txt" | head -1 | tr -s ' ')" \
+               || result FAIL usage-top "no gpu_util_percent in tcl top -o json"
+python3 -c "import urllib.request; print(urllib.request.urlopen('http://$HTTP/api/v1/jobs/$BUSY/usage').read().decode())" \
+    > "$OUT/job-usage.json" 2>&1
+grep -q '"gpu"' "$OUT/job-usage.json" && result PASS usage-chart "the job page's usage API has the task's gpu series" \
+                                        || result INFO usage-chart "no gpu series in /api/v1/jobs/ID/usage: $(head -c 300 "$OUT/job-usage.json")"
 "${TCL[@]}" cancel "$BUSY" > /dev/null
 
 echo
