@@ -173,7 +173,8 @@ class Agent:
             pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)
             register = codec.register_to_pb(
                 self.settings.node, self.tasks.capacity, self.tasks.reserved, self.node_labels(),
-                self.runtime.name, self.tasks.running(), pending, __version__, self.tasks.ceilings)
+                self.runtime.name, self.tasks.running(), pending, __version__, self.tasks.ceilings,
+                usage_interval_s=self.settings.usage_interval_s)
             # Before the await: reports added meanwhile (or beyond the cap) go as events.
             self.outbox.mark_sent(pending[-1][0] if pending else 0)
             await call.write(register)
@@ -203,10 +204,10 @@ class Agent:
             if kind == "registered":
                 self._on_registered(message.registered)
             elif kind == "launch":
-                launch = launch_from_pb(message.launch)
-                if launch.lotes_class is not None:
-                    self.classes[launch.task_id] = launch.lotes_class
-                self.tasks.launch(launch)
+                self._launch(message.launch)
+            elif kind == "launches":          # a master's batch (we announced launch-batch)
+                for launch in message.launches.launches:
+                    self._launch(launch)
             elif kind == "bin_target":
                 self._on_bin_target(message.bin_target)
             elif kind == "kill":
@@ -221,6 +222,12 @@ class Agent:
             elif kind == "ack":
                 self.outbox.ack(message.ack.seq)
         raise ConnectionError("master closed the stream")
+
+    def _launch(self, msg: agent_pb2.LaunchTask) -> None:
+        launch = launch_from_pb(msg)
+        if launch.lotes_class is not None:
+            self.classes[launch.task_id] = launch.lotes_class
+        self.tasks.launch(launch)
 
     def _on_registered(self, msg: agent_pb2.Registered) -> None:
         if msg.heartbeat_interval_s > 0:

@@ -28,7 +28,8 @@ from tcluster.master.core.events import (
     KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, UpdateJob, Welcome,
 )
 from tcluster.master.core import nodeops
-from tcluster.master.core.actions import TaskReport
+from tcluster.master.core.actions import Registration, TaskReport
+from tcluster.features import STREAM_LIVENESS, report_silence_limit, usage_interval
 from tcluster.master.core.state import MasterState
 from tcluster.units import format_duration
 from tcluster.model import Node, NodeState, Task, TaskState
@@ -147,15 +148,30 @@ def _joined(d: Draft, ev: AgentJoined) -> None:
                 labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime,
                 ceilings=reg.ceilings, ops=known.ops if known is not None else READY_OPS)
     d.step.nodes[node.name] = node
-    d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall)
+    interval, cluster = _usage_interval(d, reg)
+    limit = report_silence_limit(d.state.timeouts.node_timeout_s, interval) if interval else 0.0
+    d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall, limit)
     _apply_reports(d, reg.node, reg.reports)
     running = set(reg.running)
     _reconcile_missing(d, reg.node, running)
     kills = [_unwanted(d, reg.node, task_id, attempt) for task_id, attempt in sorted(running)]
     d.step.actions.append(Welcome(reg.node, d.state.timeouts.heartbeat_interval_s,
-                                  tuple(k for k in kills if k is not None), d.state.timeouts.fence_after_s))
+                                  tuple(k for k in kills if k is not None), d.state.timeouts.fence_after_s,
+                                  usage_interval_s=interval, cluster_nodes=cluster))
     if reg.reports:
         d.step.actions.append(Ack(reg.node, reg.last_seq))
+
+
+def _usage_interval(d: Draft, reg: Registration) -> tuple[float, int]:
+    """A stream-liveness agent's usage interval (the operator's, else from the cluster size
+    and the budget) and the cluster size; (0, 0) for an older agent: it heartbeats."""
+    if STREAM_LIVENESS not in reg.features:
+        return 0.0, 0
+    t = d.state.timeouts
+    nodes = len(d.state.nodes) + (reg.node not in d.state.nodes)
+    if reg.usage_interval_s > 0:
+        return reg.usage_interval_s, nodes
+    return usage_interval(nodes, t.report_budget_per_s, t.heartbeat_interval_s), nodes
 
 
 def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> None:
@@ -198,7 +214,9 @@ def _left(d: Draft, ev: AgentLeft) -> None:
     live = d.live(ev.node)
     if live is None or not live.connected:
         return
-    d.step.live[ev.node] = replace(live, connected=False)
+    # A stream-liveness node was alive as long as its stream: its silence counts from now.
+    d.step.live[ev.node] = replace(live, connected=False, **(
+        {"last_seen": d.now.mono, "last_seen_wall": d.now.wall} if live.report_limit_s else {}))
     node = d.state.nodes.get(ev.node)
     if node is not None and node.state is NodeState.READY:
         d.step.nodes[ev.node] = replace(node, state=NodeState.DOWN, last_seen=live.last_seen_wall)
@@ -273,7 +291,7 @@ def _beat(d: Draft, ev: Beat) -> None:
         return
     # Hot (every node, every interval): the constructor, not replace(), and each task
     # looked up once; apply() stores the samples as they are.
-    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall)
+    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall, live.report_limit_s)
     d.step.free[ev.node] = ev.free
     block, kept = ev.usage, []
     for row, (task_id, attempt) in enumerate(zip(block.ids, block.attempts)):
@@ -293,6 +311,8 @@ def _tick(d: Draft, ev: Tick) -> None:
         silent = d.now.mono - live.last_seen
         if silent <= t.node_timeout_s:
             break   # every node after this one was heard from since: O(silent nodes), not O(nodes)
+        if live.connected and live.report_limit_s and silent <= live.report_limit_s:
+            continue      # its stream is up (keepalive closes a dead one's) and a report is not overdue
         if live.connected and silent > t.node_timeout_s:
             log.warning("node %s silent for %.1fs: DOWN", name, silent)
             d.step.actions.append(Disconnect(name, f"silent for {silent:.0f}s"))
