@@ -271,8 +271,12 @@ class Agent:
             await call.write(await self._out.get())
 
     async def _events(self) -> None:
+        """One message per flush: reports raised within report_flush_s of the first (a batch
+        of launches starting, tasks ending together) go up together and are acked once."""
         while True:
             await self.outbox.ready.wait()
+            if self.settings.report_flush_s > 0:
+                await asyncio.sleep(self.settings.report_flush_s)
             batch = self.outbox.take_unsent()
             if batch:
                 self._out.put_control(codec.events_to_pb(batch))

@@ -151,3 +151,26 @@ def test_this_agent_works_with_a_master_of_the_previous_version(tmp_path: Path) 
             await asyncio.gather(task, return_exceptions=True)
             await server.stop(0)
     asyncio.run(main())
+
+
+def test_reports_raised_together_go_up_together_and_are_acked_once(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    sent = spy_on_outbound(monkeypatch)
+    received: list[int] = []
+    real = grpc_api.inbound_from_pb
+
+    def counting(message):  # type: ignore[no-untyped-def]
+        if message.WhichOneof("kind") == "events":
+            received.append(len(message.events.events))
+        return real(message)
+    monkeypatch.setattr(grpc_api, "inbound_from_pb", counting)
+
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        running = await h.add_agent("n1", cpus=8, memory=16 * GiB, report_flush_s=0.2)
+        job = await h.submit(["true"], cpu=1, memory=GiB, tasks=8)
+        await h.wait_job(job.id, lambda j: j.state == jobs_pb2.JOB_SUCCEEDED)
+        await wait_until(lambda: asyncio.sleep(0, not running.agent.outbox.unacked()))
+        assert sum(received) == 16 and len(received) <= 4          # 8 RUNNING + 8 SUCCEEDED
+        acks = [m.ack.seq for m in sent if m.WhichOneof("kind") == "ack" and m.ack.seq > 0]
+        assert len(acks) == len(received) and acks == sorted(set(acks)) and acks[-1] == 16
+    run(scenario, tmp_path)
