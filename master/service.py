@@ -117,11 +117,11 @@ class MasterService:
         if not self.acting():    # etcd: a master that lost its lease restarts as a standby instead
             return
         now = self.now()
-        limits = {name: live.report_limit_s for name, live in self.state.live.items()}
+        before = dict(self.state.live)
         self.state = load_state(self.store, self.settings, now.mono)
         for name, link in list(self.links.items()):
             if name in self.state.nodes:
-                self.state.reattach(name, now.mono, now.wall, limits.get(name, 0.0))
+                self.state.reattach(name, now.mono, now.wall, before.get(name))
             else:
                 del self.links[name]
                 link.close()
@@ -153,7 +153,7 @@ class MasterService:
                     del self.links[action.node]
                     link.close()
             elif link is not None:
-                link.send(AckReports(action.seq) if isinstance(action, Ack) else action)
+                link.send(AckReports(action.seq, action.usage_interval_s) if isinstance(action, Ack) else action)
 
     # ---- jobs ----
 

@@ -46,6 +46,7 @@ class LaunchBatch:
 @dataclass(frozen=True)
 class AckReports:
     seq: int
+    usage_interval_s: float = 0.0
 
 
 @dataclass(frozen=True)

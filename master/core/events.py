@@ -155,6 +155,7 @@ class Welcome:
 class Ack:
     node: str
     seq: int
+    usage_interval_s: float = 0.0      # a stream-liveness node's new usage interval (0: unchanged)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,8 @@ class NodeLive:
     # only report silence past this many seconds takes it DOWN (0: an older agent, whose
     # heartbeats are its liveness: node_timeout_s).
     report_limit_s: float = 0.0
+    usage_interval_s: float = 0.0      # what the node was told (Welcome, then Ack)
+    interval_fixed: bool = False       # the operator's --usage-interval-s: never changed
 
 
 @dataclass

@@ -240,12 +240,14 @@ class MasterState:
             if job is not None and job.finished_at == finished_at:
                 self._forget_job(job_id)
 
-    def reattach(self, name: str, mono: float, wall: float, report_limit_s: float = 0.0) -> None:
+    def reattach(self, name: str, mono: float, wall: float, before: NodeLive | None = None) -> None:
         """After a reload from disk: a node whose stream stayed open is READY again (memory
         only; its registration is on disk already)."""
         node = self.nodes.get(name)
         if node is not None:
-            self._set_live(name, NodeLive(True, mono, wall, report_limit_s))
+            # a stream-liveness node keeps its interval and report limit (memory only)
+            kept = (before.report_limit_s, before.usage_interval_s, before.interval_fixed) if before else ()
+            self._set_live(name, NodeLive(True, mono, wall, *kept))
             self._apply_node(replace(node, state=NodeState.READY))
 
     def set_pending_reasons(self, reasons: dict[str, str]) -> None:

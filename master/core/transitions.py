@@ -150,7 +150,7 @@ def _joined(d: Draft, ev: AgentJoined) -> None:
     d.step.nodes[node.name] = node
     interval, cluster = _usage_interval(d, reg)
     limit = report_silence_limit(d.state.timeouts.node_timeout_s, interval) if interval else 0.0
-    d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall, limit)
+    d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall, limit, interval, reg.usage_interval_s > 0)
     _apply_reports(d, reg.node, reg.reports)
     running = set(reg.running)
     _reconcile_missing(d, reg.node, running)
@@ -291,7 +291,10 @@ def _beat(d: Draft, ev: Beat) -> None:
         return
     # Hot (every node, every interval): the constructor, not replace(), and each task
     # looked up once; apply() stores the samples as they are.
-    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall, live.report_limit_s)
+    interval = _retune(d, live)
+    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall,
+                                    report_silence_limit(d.state.timeouts.node_timeout_s, interval) if interval
+                                    else 0.0, interval, live.interval_fixed)
     d.step.free[ev.node] = ev.free
     block, kept = ev.usage, []
     for row, (task_id, attempt) in enumerate(zip(block.ids, block.attempts)):
@@ -300,7 +303,18 @@ def _beat(d: Draft, ev: Beat) -> None:
             kept.append(row)
     if kept:      # the block itself when every sample is kept (usually): no copy
         d.step.usage = block if len(kept) == len(block) else block.take(kept)
-    d.step.actions.append(Ack(ev.node, 0))     # proof of life for the agent's fence
+    # proof of life for the agent's fence; a new usage interval rides on it
+    d.step.actions.append(Ack(ev.node, 0, interval if interval != live.usage_interval_s else 0.0))
+
+
+def _retune(d: Draft, live: NodeLive) -> float:
+    """A stream-liveness node's usage interval for the cluster's size now: changed once it
+    is off by more than a quarter (the cluster grew as nodes registered, or shrank)."""
+    if not live.usage_interval_s or live.interval_fixed:
+        return live.usage_interval_s
+    t = d.state.timeouts
+    want = usage_interval(len(d.state.nodes), t.report_budget_per_s, t.heartbeat_interval_s)
+    return want if abs(want - live.usage_interval_s) > live.usage_interval_s / 4 else live.usage_interval_s
 
 
 # ---- timeouts ----

@@ -171,7 +171,7 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, BinTarget):
         return agent_pb2.MasterMessage(bin_target=bin_target_to_pb(message))
     if isinstance(message, AckReports):
-        return agent_pb2.MasterMessage(ack=agent_pb2.Ack(seq=message.seq))
+        return agent_pb2.MasterMessage(ack=agent_pb2.Ack(seq=message.seq, usage_interval_s=message.usage_interval_s))
     if isinstance(message, FetchLog):
         return agent_pb2.MasterMessage(log_request=agent_pb2.LogRequest(
             request_id=message.request_id, task_id=message.task_id, stderr=message.stderr,

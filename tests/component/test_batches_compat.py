@@ -174,3 +174,35 @@ def test_reports_raised_together_go_up_together_and_are_acked_once(tmp_path: Pat
         acks = [m.ack.seq for m in sent if m.WhichOneof("kind") == "ack" and m.ack.seq > 0]
         assert len(acks) == len(received) and acks == sorted(set(acks)) and acks[-1] == 16
     run(scenario, tmp_path)
+
+
+def test_a_quiet_agent_stays_up_on_its_stream_and_a_dead_one_is_lost_within_its_timeouts(
+        tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    beats: list[float] = []
+    real = grpc_api.inbound_from_pb
+
+    def counting(message):  # type: ignore[no-untyped-def]
+        if message.WhichOneof("kind") == "heartbeat":
+            beats.append(asyncio.get_running_loop().time())
+        return real(message)
+    monkeypatch.setattr(grpc_api, "inbound_from_pb", counting)
+
+    async def scenario(h: Harness) -> None:
+        await h.start_master(node_timeout_s=1.0, lost_timeout_s=1.0)
+        quiet = await h.add_agent("n1", usage_interval_s=30.0)
+        job = await h.submit(["sleep"], cpu=1, memory=GiB)
+        job = await h.wait_job(job.id, _running(1))
+        assert quiet.agent.usage_interval_s == 30.0
+        await asyncio.sleep(0.5)                 # the start's report is out
+        before = len(beats)
+        await asyncio.sleep(2.5)                 # 12 heartbeat intervals, over twice the node timeout
+        assert len(beats) - before == 0          # nothing changed: no report
+        nodes = (await h.cluster.ListNodes(jobs_pb2.ListNodesRequest())).nodes
+        assert [(n.name, n.state) for n in nodes] == [("n1", "READY")]
+        # The agent dies: its stream ends, the node is DOWN, and after node + lost timeout
+        # (counted from the stream's end) the task is LOST.
+        quiet.task.cancel()
+        await asyncio.gather(quiet.task, return_exceptions=True)
+        lost = await h.wait_job(job.id, lambda j: j.tasks[0].state == common_pb2.TASK_LOST)
+        assert "unreachable" in lost.tasks[0].reason
+    run(scenario, tmp_path)

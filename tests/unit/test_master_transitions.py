@@ -355,3 +355,22 @@ def test_a_dead_stream_node_is_down_at_once_and_its_tasks_lost_within_the_timeou
     assert w.task().state is TaskState.RUNNING
     w.do(Tick(), at=80.5)
     assert (w.task().state, w.task().failures) == (TaskState.PENDING, 1) and "unreachable" in w.task().reason
+
+
+def test_a_growing_cluster_lengthens_the_usage_interval_on_the_next_report_ack() -> None:
+    from dataclasses import replace as _replace
+    w = World()
+    w.state.timeouts = _replace(TIMEOUTS, report_budget_per_s=2.0)     # 2 reports a second, cluster-wide
+    stream_join(w, "n1", at=0)
+    assert w.state.live["n1"].usage_interval_s == 1.0                   # 1 node: the floor
+    for i in range(7):
+        w.join(f"old{i}", at=0)
+    step = w.do(Beat("n1", Resources(4, 2**33), EMPTY), at=1)
+    assert Ack("n1", 0, 4.0) in step.actions                            # 8 nodes / 2 a second
+    assert (w.state.live["n1"].usage_interval_s, w.state.live["n1"].report_limit_s) == (4.0, 18.0)
+    step = w.do(Beat("n1", Resources(4, 2**33), EMPTY), at=2)
+    assert Ack("n1", 0) in step.actions                                 # unchanged: not said again
+    stream_join(w, "n2", at=2, interval=3.0)
+    w.join("old7", at=2)
+    w.join("old8", at=2)
+    assert Ack("n2", 0) in w.do(Beat("n2", Resources(4, 2**33), EMPTY), at=3).actions   # the operator's stays

@@ -259,7 +259,9 @@ class LogCredit(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., chunks: _Optional[int] = ..., cancel: _Optional[bool] = ...) -> None: ...
 
 class Ack(_message.Message):
-    __slots__ = ("seq",)
+    __slots__ = ("seq", "usage_interval_s")
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    USAGE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+    usage_interval_s: float
+    def __init__(self, seq: _Optional[int] = ..., usage_interval_s: _Optional[float] = ...) -> None: ...
