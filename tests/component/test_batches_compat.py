@@ -197,6 +197,7 @@ def test_a_quiet_agent_stays_up_on_its_stream_and_a_dead_one_is_lost_within_its_
         before = len(beats)
         await asyncio.sleep(2.5)                 # 12 heartbeat intervals, over twice the node timeout
         assert len(beats) - before == 0          # nothing changed: no report
+        assert not quiet.agent._fenced           # its open stream is word from the master (fence 1.5 s)
         nodes = (await h.cluster.ListNodes(jobs_pb2.ListNodesRequest())).nodes
         assert [(n.name, n.state) for n in nodes] == [("n1", "READY")]
         # The agent dies: its stream ends, the node is DOWN, and after node + lost timeout
