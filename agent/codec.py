@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tcluster.ceilings import Ceilings
+from tcluster.features import AGENT_FEATURES
 from tcluster.launch import Launch
 from tcluster.model import TaskUsage
 from tcluster.reports import TaskReport
@@ -25,9 +26,11 @@ def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
 
 def register_to_pb(node: str, capacity: Resources, reserved: Resources, labels: dict[str, str], runtime: str,
                    running: list[Launch], pending: list[tuple[int, TaskReport]],
-                   version: str = "", ceilings: Ceilings = Ceilings()) -> agent_pb2.AgentMessage:
+                   version: str = "", ceilings: Ceilings = Ceilings(), features: tuple[str, ...] = AGENT_FEATURES,
+                   usage_interval_s: float = 0.0) -> agent_pb2.AgentMessage:
     return agent_pb2.AgentMessage(register=agent_pb2.Register(
         node=node, capacity=resources_to_pb(capacity), reserved=resources_to_pb(reserved), labels=labels,
+        features=features, usage_interval_s=usage_interval_s,
         runtime=runtime, agent_version=version, pids_max=ceilings.pids_max, log_max_bytes=ceilings.log_max_bytes,
         running=[
             agent_pb2.RunningTask(task_id=r.task_id, attempt=r.attempt, resources=resources_to_pb(r.resources))

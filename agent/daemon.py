@@ -25,6 +25,7 @@ from tcluster.agent.joinstate import TLS_OPTIONS, load_credentials
 from tcluster.agent.masters import MasterRotation
 from tcluster.agent.outbox import Outbox, private_opener
 from tcluster.agent.runtime.base import Runtime
+from tcluster.agent.reporting import UsageReporter
 from tcluster.agent.sendqueue import Credit, LogSends, SendQueue
 from tcluster.agent.settings import AgentSettings
 from tcluster.agent.gpudetect import GpuInventory
@@ -46,6 +47,8 @@ STALE_AFTER_BEATS = 5
 STALE_MIN_S = 5.0
 HOUSEKEEPING_S = 60.0
 RESEND_AFTER_S = 10.0
+# What gRPC keepalive (bounds.GRPC_OPTIONS) takes at most to end a stream to a dead peer.
+KEEPALIVE_DETECT_S = (dict(GRPC_OPTIONS)["grpc.keepalive_time_ms"] + dict(GRPC_OPTIONS)["grpc.keepalive_timeout_ms"]) / 1000
 
 
 class Agent:
@@ -57,6 +60,9 @@ class Agent:
         self.outbox = Outbox(settings.state_dir / "outbox.jsonl")
         self.tasks = TaskManager(settings, runtime, self.outbox, gpus)
         self.heartbeat_interval_s = settings.heartbeat_interval_s
+        # Issue 26: from a master that chose one, usage at most this often and liveness from
+        # the open stream; 0 (an older master): a full heartbeat every heartbeat interval.
+        self.usage_interval_s = 0.0
         self.fence_after_s = self._load_fence()
         # The last message from the master, on the monotonic clock. A restart does not reset
         # it: silence already counted before the restart (agent/fence.py) still counts.
@@ -65,6 +71,7 @@ class Agent:
         if silence > 0:
             log.info("last word from the master %.1fs ago (before this start): the fence counts from then", silence)
         self.last_heard = time.monotonic() - silence
+        self.last_message = self.last_heard       # the master's last message itself (HA staleness)
         self._session_task: asyncio.Task[None] | None = None
         self._stale = False                     # the watchdog ended the session: its master went silent
         self._fenced = False
@@ -135,7 +142,8 @@ class Agent:
             self._session_task = None
 
     def _stale_after(self) -> float:
-        return max(STALE_AFTER_BEATS * self.heartbeat_interval_s, STALE_MIN_S)
+        """The master answers every report; with usage intervals, reports are that far apart."""
+        return max(STALE_AFTER_BEATS * max(self.heartbeat_interval_s, self.usage_interval_s), STALE_MIN_S)
 
     def _leave_if_silent(self, silent: float) -> None:
         """Several masters: one that went silent mid-stream is left for the next."""
@@ -173,7 +181,8 @@ class Agent:
             pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)
             register = codec.register_to_pb(
                 self.settings.node, self.tasks.capacity, self.tasks.reserved, self.node_labels(),
-                self.runtime.name, self.tasks.running(), pending, __version__, self.tasks.ceilings)
+                self.runtime.name, self.tasks.running(), pending, __version__, self.tasks.ceilings,
+                usage_interval_s=self.settings.usage_interval_s)
             # Before the await: reports added meanwhile (or beyond the cap) go as events.
             self.outbox.mark_sent(pending[-1][0] if pending else 0)
             await call.write(register)
@@ -196,17 +205,17 @@ class Agent:
 
     async def _reader(self, call: grpc.aio.StreamStreamCall) -> None:
         while (message := await call.read()) is not grpc.aio.EOF:
-            self.last_heard = time.monotonic()
+            self.last_heard = self.last_message = time.monotonic()
             self.contact.heard()
             self._fenced = False
             kind = message.WhichOneof("kind")
             if kind == "registered":
                 self._on_registered(message.registered)
             elif kind == "launch":
-                launch = launch_from_pb(message.launch)
-                if launch.lotes_class is not None:
-                    self.classes[launch.task_id] = launch.lotes_class
-                self.tasks.launch(launch)
+                self._launch(message.launch)
+            elif kind == "launches":          # a master's batch (we announced launch-batch)
+                for launch in message.launches.launches:
+                    self._launch(launch)
             elif kind == "bin_target":
                 self._on_bin_target(message.bin_target)
             elif kind == "kill":
@@ -220,11 +229,20 @@ class Agent:
                 self._log_sends.credit(credit.request_id, credit.chunks, credit.cancel)
             elif kind == "ack":
                 self.outbox.ack(message.ack.seq)
+                if message.ack.usage_interval_s > 0 and self.usage_interval_s > 0:
+                    self.usage_interval_s = message.ack.usage_interval_s     # the cluster's size changed
         raise ConnectionError("master closed the stream")
+
+    def _launch(self, msg: agent_pb2.LaunchTask) -> None:
+        launch = launch_from_pb(msg)
+        if launch.lotes_class is not None:
+            self.classes[launch.task_id] = launch.lotes_class
+        self.tasks.launch(launch)
 
     def _on_registered(self, msg: agent_pb2.Registered) -> None:
         if msg.heartbeat_interval_s > 0:
             self.heartbeat_interval_s = msg.heartbeat_interval_s
+        self.usage_interval_s = max(0.0, msg.usage_interval_s)   # the operator's, echoed, or the master's
         if msg.fence_after_s != self.fence_after_s:
             self.fence_after_s = msg.fence_after_s
             self._save_fence()
@@ -264,18 +282,27 @@ class Agent:
             await call.write(await self._out.get())
 
     async def _events(self) -> None:
+        """One message per flush: reports raised within report_flush_s of the first (a batch
+        of launches starting, tasks ending together) go up together and are acked once."""
         while True:
             await self.outbox.ready.wait()
+            if self.settings.report_flush_s > 0:
+                await asyncio.sleep(self.settings.report_flush_s)
             batch = self.outbox.take_unsent()
             if batch:
                 self._out.put_control(codec.events_to_pb(batch))
 
     async def _heartbeats(self) -> None:
+        """Samples every heartbeat interval (on the node only); what goes up, and when, is
+        the reporter's choice (agent/reporting.py): everything each time for an older master."""
+        reporter: UsageReporter[object] = UsageReporter()
         while True:
             usage = await asyncio.to_thread(self.tasks.sample_all)
-            gpus = await asyncio.to_thread(self.tasks.sample_gpus) if self.tasks.gpus.source == "nvml" else ()
-            self._out.put_control(codec.heartbeat_to_pb(self.tasks.free(), usage, time.time(), self.class_mix(),
-                                                        gpus))
+            free = self.tasks.free()
+            sent = reporter.decide(time.monotonic(), free, usage, self.usage_interval_s, self.heartbeat_interval_s)
+            if sent is not None:
+                gpus = await asyncio.to_thread(self.tasks.sample_gpus) if self.tasks.gpus.source == "nvml" else ()
+                self._out.put_control(codec.heartbeat_to_pb(free, sent, time.time(), self.class_mix(), gpus))
             hang_if_asked(self.settings.test_hang_file)
             self.notifier.watchdog()      # only after a heartbeat went out: a stuck loop stops the pings
             await asyncio.sleep(self.heartbeat_interval_s)
@@ -285,8 +312,9 @@ class Agent:
         last_sweep = 0.0
         while True:
             await asyncio.sleep(min(1.0, self.heartbeat_interval_s))
+            self._stream_is_contact()
             silent = time.monotonic() - self.last_heard
-            self._leave_if_silent(silent)
+            self._leave_if_silent(time.monotonic() - self.last_message)
             if self.fence_after_s > 0 and silent > self.fence_after_s and not self._fenced:
                 self._fenced = True
                 log.warning("no word from the master for %.0fs: stopping tasks that may run elsewhere", silent)
@@ -296,6 +324,19 @@ class Agent:
             if time.monotonic() - last_sweep > HOUSEKEEPING_S:
                 last_sweep = time.monotonic()
                 await asyncio.to_thread(self.tasks.sweep_old_logs)
+
+    def _stream_is_contact(self) -> None:
+        """With a usage interval the master writes only when it has something to say, so
+        an open stream counts as word from it, back-dated by what keepalive takes to find a
+        dead one: the fence still falls before the master's LOST (which counts from the
+        stream's end) whatever side notices a cut first."""
+        if self.usage_interval_s <= 0 or not self.registered.is_set():
+            return
+        alive_at = time.monotonic() - min(KEEPALIVE_DETECT_S, self.fence_after_s / 2)
+        if alive_at > self.last_heard:
+            self.last_heard = alive_at
+            self._fenced = False
+            self.contact.heard()
 
     async def _send_log(self, req: agent_pb2.LogRequest, credit: Credit) -> None:
         """Each piece waits for credit, then for room in the log lane: reading the file

@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runtime", default="auto", choices=RUNTIMES, help="container backend (default %(default)s)")
     p.add_argument("--cgroup-parent", default=None, help="cgroup subtree for this agent (default tcluster/<node>)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0)
+    p.add_argument("--usage-interval-s", type=float, default=0.0,
+                   help="send task usage at most this often (changes still go at once); "
+                        "0: the master chooses from the cluster size (default)")
     p.add_argument("--default-user", default="nobody",
                    help="user for tasks that name none (default %(default)s; '' = the agent's own)")
     p.add_argument("--allow-root", action="store_true", help="let tasks run as root (default: refused)")
@@ -109,7 +112,7 @@ def settings_from_args(args: argparse.Namespace, **overrides: object) -> AgentSe
         reserve_cpus=parse_cpu(args.reserve_cpus, "--reserve-cpus"),
         reserve_memory_bytes=parse_bytes(args.reserve_memory, "--reserve-memory"),
         state_dir=args.state_dir, runtime=args.runtime, cgroup_parent=args.cgroup_parent,
-        heartbeat_interval_s=args.heartbeat_interval_s, **_runtime_options(args), **overrides,
+        heartbeat_interval_s=args.heartbeat_interval_s, usage_interval_s=args.usage_interval_s, **_runtime_options(args), **overrides,
         test_hang_file=getattr(args, "test_hang_file", None),
         **_log_options(args), **_network_options(args),
     )

@@ -34,6 +34,10 @@ class AgentSettings(BaseModel):
     allow_process_runtime: bool = False         # only `tcl dev` sets this
     cgroup_parent: str | None = None            # default tcluster/<node>
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)   # until the master says otherwise
+    # Usage reports at most this often (a report still goes at once when something changed);
+    # 0: the master's choice from the cluster size (Registered.usage_interval_s). Issue 26.
+    usage_interval_s: float = Field(0.0, ge=0, le=3600)
+    report_flush_s: float = Field(0.005, ge=0, le=1)         # task reports raised this close go in one message
     pids_max: int = Field(DEFAULT_PIDS_MAX, gt=0)          # per task; a ceiling: a job may only lower it
     kill_grace_s: float = Field(10.0, ge=0)
     log_max_bytes: int = Field(64 * 2**20, ge=0)             # per log file before rotation; 0 = no cap

@@ -262,7 +262,8 @@ class Driver:
             self.results["startup_s"] = self.master.wait_listening()
             self.results["rss_at_start_mb"] = self.master.rss() / MiB
             config = FleetConfig(self.master.address, a.agents, a.processes, self.node_cpu, self.node_mem,
-                                 a.streams_per_channel, connect_rate=a.connect_rate)
+                                 a.streams_per_channel, connect_rate=a.connect_rate,
+                                 **({"legacy": True} if getattr(a, "legacy_agents", False) else {}))
             self.fleet = FleetProcesses(config)
             started = time.monotonic()
             registered = await asyncio.to_thread(self.fleet.wait_registered, a.register_timeout_s)
@@ -839,6 +840,8 @@ def main() -> int:
     p.add_argument("--streams-per-channel", type=int, default=100)
     p.add_argument("--connect-rate", type=float, default=1000.0, help="new agent streams a second")
     p.add_argument("--heartbeat-s", type=float, default=1.0)
+    p.add_argument("--legacy-agents", action="store_true",
+                   help="simulated agents of the previous protocol (issue 26): no features, 1 s heartbeats")
     p.add_argument("--tasks-per-agent", type=int, default=5)
     p.add_argument("--jobs", type=int, default=50, help="burst jobs (the tasks split evenly)")
     p.add_argument("--rate", type=float, default=1000.0, help="churn arrivals, tasks/s")

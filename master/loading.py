@@ -14,7 +14,7 @@ def timeouts_of(settings: MasterSettings) -> Timeouts:
                     start_timeout_s=settings.start_timeout_s, job_retention_s=settings.job_retention_s,
                     heartbeat_interval_s=settings.heartbeat_interval_s,
                     resident_finished_jobs=settings.resident_finished_jobs,
-                    preempt_grace_s=settings.preempt_grace_s)
+                    preempt_grace_s=settings.preempt_grace_s, report_budget_per_s=settings.report_budget_per_s)
 
 
 def not_found(job_id: str) -> NotFound:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from tcluster import __version__
 from tcluster.configfile import ConfigError, Loaded, add_config_flag, load_args
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.errors import InvalidArgument, TclusterError
 from tcluster.master.queues import load_tree
 from tcluster.master.reload import MasterReloader
@@ -85,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--placement lotes: re-solve when learned class shares drift this far "
                         "(total variation; default %(default)s)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0, help="asked of agents (default %(default)s)")
+    p.add_argument("--report-budget-per-s", type=float, default=DEFAULT_REPORT_BUDGET_PER_S,
+                   help="usage reports a second from all agents together: an agent's usage interval is "
+                        "nodes / this, at least the heartbeat interval (default %(default)s)")
     p.add_argument("--node-timeout-s", type=float, default=15.0,
                    help="a node silent this long is DOWN (default %(default)s)")
     p.add_argument("--lost-timeout-s", type=float, default=30.0,
@@ -143,6 +147,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         agent_listen=getattr(args, "agent_listen", ""), insecure=getattr(args, "insecure", False),
         heartbeat_interval_s=args.heartbeat_interval_s, node_timeout_s=args.node_timeout_s,
         lost_timeout_s=args.lost_timeout_s, start_timeout_s=args.start_timeout_s,
+        report_budget_per_s=getattr(args, "report_budget_per_s", DEFAULT_REPORT_BUDGET_PER_S),
         job_retention_s=args.job_retention_s,
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
         preemption=getattr(args, "preemption", False), preempt_after_s=getattr(args, "preempt_after_s", 30.0),

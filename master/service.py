@@ -18,7 +18,10 @@ from tcluster.dependency import parse_dependency
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
-from tcluster.master.core.actions import AckReports, FetchLog, Heartbeat, LogPiece, Registration, ReportBatch
+from tcluster.features import LAUNCH_BATCH, batch_by_node
+from tcluster.master.core.actions import (
+    AckReports, FetchLog, Heartbeat, LaunchBatch, LogPiece, Registration, ReportBatch,
+)
 from tcluster.master.core.events import (
     Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Disconnect, Event, Launch, Now, Place, Reports,
     Step, Submit, Tick, UpdateJob,
@@ -114,10 +117,11 @@ class MasterService:
         if not self.acting():    # etcd: a master that lost its lease restarts as a standby instead
             return
         now = self.now()
+        before = dict(self.state.live)
         self.state = load_state(self.store, self.settings, now.mono)
         for name, link in list(self.links.items()):
             if name in self.state.nodes:
-                self.state.reattach(name, now.mono, now.wall)
+                self.state.reattach(name, now.mono, now.wall, before.get(name))
             else:
                 del self.links[name]
                 link.close()
@@ -127,13 +131,21 @@ class MasterService:
             self.preemption.restore(self.state, self.reservations, now.wall)
         log.error("state reloaded from the store after a failed write")
 
+    def _batchable(self, action: object) -> str | None:
+        """The node of a launch whose agent takes LaunchTasks (else None: sent alone)."""
+        if not isinstance(action, Launch):
+            return None
+        link = self.links.get(action.node)
+        return action.node if link is not None and LAUNCH_BATCH in link.features else None
+
     def _send(self, actions: list[Action]) -> None:
         if actions and not self.acting():
             log.warning("not leading: %d action(s) dropped", len(actions))
             return
-        for action in actions:
-            if self.lotes is not None:
-                action = self.lotes.decorate(action)   # LoTES: a launch's class, a welcome's bin
+        if self.lotes is not None:
+            actions = [self.lotes.decorate(a) for a in actions]   # LoTES: a launch's class, a welcome's bin
+        # One step's launches for one agent go in one message (issue 26).
+        for action in batch_by_node(actions, self._batchable, LaunchBatch):
             link = self.links.get(action.node)
             if isinstance(action, Disconnect):
                 if link is not None:
@@ -141,7 +153,7 @@ class MasterService:
                     del self.links[action.node]
                     link.close()
             elif link is not None:
-                link.send(AckReports(action.seq) if isinstance(action, Ack) else action)
+                link.send(AckReports(action.seq, action.usage_interval_s) if isinstance(action, Ack) else action)
 
     # ---- jobs ----
 
@@ -310,7 +322,7 @@ class MasterService:
         old = self.links.pop(reg.node, None)
         if old is not None:          # the newest registration wins (the old stream is half-open)
             old.close()
-        link = AgentLink(reg.node)
+        link = AgentLink(reg.node, reg.features)
         self.links[reg.node] = link
         step, _ = self._do(AgentJoined(reg))
         log.info("node %s registered (%s, capacity %s)", reg.node, reg.runtime, step.nodes[reg.node].capacity.describe())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from tcluster.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.master.store.base import StoreUrl, check_prefix, parse_store_url
 from tcluster.security.authz import STATUS_VISIBILITIES
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
@@ -48,6 +49,8 @@ class MasterSettings(BaseModel):
     preempt_max_per_round: int = Field(10, ge=1)     # victims per round, all queues together
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)
     node_timeout_s: float = Field(15.0, gt=0)        # silent this long: DOWN
+    # stream-liveness agents' usage reports, all nodes together, per second (issue 26)
+    report_budget_per_s: float = Field(DEFAULT_REPORT_BUDGET_PER_S, gt=0)
     lost_timeout_s: float = Field(30.0, ge=0)        # DOWN this much longer: its tasks LOST
     start_timeout_s: float = Field(120.0, gt=0)      # STARTING this long without RUNNING: given up
     job_retention_s: float = Field(7 * 86400.0, gt=0)  # finished jobs are forgotten after this

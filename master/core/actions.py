@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from tcluster.ceilings import Ceilings
 from tcluster.gpuusage import GpuSample
+from tcluster.launch import Launch
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
@@ -31,11 +32,21 @@ class Registration:
     reports: tuple[TaskReport, ...] = ()    # events it has not had acknowledged
     last_seq: int = 0                       # seq of the last of those reports
     ceilings: Ceilings = Ceilings()         # its --pids-max / --log-max; 0: not stated
+    features: frozenset[str] = frozenset()  # tcluster/features.py; none from an older agent
+    usage_interval_s: float = 0.0           # the operator's --usage-interval-s; 0: the master's choice
+
+
+@dataclass(frozen=True)
+class LaunchBatch:
+    """Several launches for one node (an agent with the launch-batch feature) in one message."""
+    node: str
+    launches: tuple[Launch, ...]
 
 
 @dataclass(frozen=True)
 class AckReports:
     seq: int
+    usage_interval_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Kill, LogCredit, Registration, TaskReport,
+    AckReports, BinTarget, FetchLog, Kill, LaunchBatch, LogCredit, Registration, TaskReport,
 )
 from tcluster.launch import Launch
 from tcluster.arrays import IndexSet
@@ -147,12 +147,15 @@ class Welcome:
     kills: tuple[Kill, ...]
     fence_after_s: float
     bin_target: object = None          # LoTES: an actions.BinTarget, added by the I/O layer
+    usage_interval_s: float = 0.0      # stream-liveness agents: usage at most this often (0: heartbeats)
+    cluster_nodes: int = 0
 
 
 @dataclass(frozen=True)
 class Ack:
     node: str
     seq: int
+    usage_interval_s: float = 0.0      # a stream-liveness node's new usage interval (0: unchanged)
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,7 @@ class Disconnect:
 
 
 Action = Launch | Kill | Welcome | Ack | Disconnect
-Outbound = Launch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welcome    # what an agent's link carries out
+Outbound = Launch | LaunchBatch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welcome    # what an agent's link carries out
 
 
 # ---- what a step changes ----
@@ -207,6 +210,12 @@ class NodeLive:
     connected: bool
     last_seen: float           # monotonic: the last message from the node
     last_seen_wall: float = 0.0
+    # A stream-liveness agent (tcluster/features.py): its open stream is its liveness, and
+    # only report silence past this many seconds takes it DOWN (0: an older agent, whose
+    # heartbeats are its liveness: node_timeout_s).
+    report_limit_s: float = 0.0
+    usage_interval_s: float = 0.0      # what the node was told (Welcome, then Ack)
+    interval_fixed: bool = False       # the operator's --usage-interval-s: never changed
 
 
 @dataclass

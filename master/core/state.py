@@ -17,6 +17,7 @@ from tcluster.master.core.deadlines import DeadlineIndex
 from tcluster.master.core.startindex import StartIndex
 from tcluster.dependency import dependency_reason, parse_dependency
 from tcluster.master.core.usageblock import UsageIndex
+from tcluster.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
@@ -34,6 +35,8 @@ class Timeouts:
     resident_finished_tasks: int = 20_000  # ...and at most this many of their tasks
     purge_interval_s: float = 60.0
     preempt_grace_s: float = 30.0          # a preempted task's SIGTERM..SIGKILL
+    # Stream-liveness agents' usage reports, all nodes together, a second (tcluster/features.py)
+    report_budget_per_s: float = DEFAULT_REPORT_BUDGET_PER_S
 
     @property
     def fence_after_s(self) -> float:
@@ -237,12 +240,14 @@ class MasterState:
             if job is not None and job.finished_at == finished_at:
                 self._forget_job(job_id)
 
-    def reattach(self, name: str, mono: float, wall: float) -> None:
+    def reattach(self, name: str, mono: float, wall: float, before: NodeLive | None = None) -> None:
         """After a reload from disk: a node whose stream stayed open is READY again (memory
         only; its registration is on disk already)."""
         node = self.nodes.get(name)
         if node is not None:
-            self._set_live(name, NodeLive(True, mono, wall))
+            # a stream-liveness node keeps its interval and report limit (memory only)
+            kept = (before.report_limit_s, before.usage_interval_s, before.interval_fixed) if before else ()
+            self._set_live(name, NodeLive(True, mono, wall, *kept))
             self._apply_node(replace(node, state=NodeState.READY))
 
     def set_pending_reasons(self, reasons: dict[str, str]) -> None:

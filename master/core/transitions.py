@@ -28,7 +28,8 @@ from tcluster.master.core.events import (
     KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, UpdateJob, Welcome,
 )
 from tcluster.master.core import nodeops
-from tcluster.master.core.actions import TaskReport
+from tcluster.master.core.actions import Registration, TaskReport
+from tcluster.features import STREAM_LIVENESS, report_silence_limit, usage_interval
 from tcluster.master.core.state import MasterState
 from tcluster.units import format_duration
 from tcluster.model import Node, NodeState, Task, TaskState
@@ -148,15 +149,30 @@ def _joined(d: Draft, ev: AgentJoined) -> None:
                 labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime,
                 ceilings=reg.ceilings, ops=known.ops if known is not None else READY_OPS)
     d.step.nodes[node.name] = node
-    d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall)
+    interval, cluster = _usage_interval(d, reg)
+    limit = report_silence_limit(d.state.timeouts.node_timeout_s, interval) if interval else 0.0
+    d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall, limit, interval, reg.usage_interval_s > 0)
     _apply_reports(d, reg.node, reg.reports)
     running = set(reg.running)
     _reconcile_missing(d, reg.node, running)
     kills = [_unwanted(d, reg.node, task_id, attempt) for task_id, attempt in sorted(running)]
     d.step.actions.append(Welcome(reg.node, d.state.timeouts.heartbeat_interval_s,
-                                  tuple(k for k in kills if k is not None), d.state.timeouts.fence_after_s))
+                                  tuple(k for k in kills if k is not None), d.state.timeouts.fence_after_s,
+                                  usage_interval_s=interval, cluster_nodes=cluster))
     if reg.reports:
         d.step.actions.append(Ack(reg.node, reg.last_seq))
+
+
+def _usage_interval(d: Draft, reg: Registration) -> tuple[float, int]:
+    """A stream-liveness agent's usage interval (the operator's, else from the cluster size
+    and the budget) and the cluster size; (0, 0) for an older agent: it heartbeats."""
+    if STREAM_LIVENESS not in reg.features:
+        return 0.0, 0
+    t = d.state.timeouts
+    nodes = len(d.state.nodes) + (reg.node not in d.state.nodes)
+    if reg.usage_interval_s > 0:
+        return reg.usage_interval_s, nodes
+    return usage_interval(nodes, t.report_budget_per_s, t.heartbeat_interval_s), nodes
 
 
 def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> None:
@@ -199,7 +215,9 @@ def _left(d: Draft, ev: AgentLeft) -> None:
     live = d.live(ev.node)
     if live is None or not live.connected:
         return
-    d.step.live[ev.node] = replace(live, connected=False)
+    # A stream-liveness node was alive as long as its stream: its silence counts from now.
+    d.step.live[ev.node] = replace(live, connected=False, **(
+        {"last_seen": d.now.mono, "last_seen_wall": d.now.wall} if live.report_limit_s else {}))
     node = d.state.nodes.get(ev.node)
     if node is not None and node.state is NodeState.READY:
         d.step.nodes[ev.node] = replace(node, state=NodeState.DOWN, last_seen=live.last_seen_wall)
@@ -274,7 +292,10 @@ def _beat(d: Draft, ev: Beat) -> None:
         return
     # Hot (every node, every interval): the constructor, not replace(), and each task
     # looked up once; apply() stores the samples as they are.
-    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall)
+    interval = _retune(d, live)
+    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall,
+                                    report_silence_limit(d.state.timeouts.node_timeout_s, interval) if interval
+                                    else 0.0, interval, live.interval_fixed)
     d.step.free[ev.node] = ev.free
     block, kept = ev.usage, []
     for row, (task_id, attempt) in enumerate(zip(block.ids, block.attempts)):
@@ -283,7 +304,18 @@ def _beat(d: Draft, ev: Beat) -> None:
             kept.append(row)
     if kept:      # the block itself when every sample is kept (usually): no copy
         d.step.usage = block if len(kept) == len(block) else block.take(kept)
-    d.step.actions.append(Ack(ev.node, 0))     # proof of life for the agent's fence
+    # proof of life for the agent's fence; a new usage interval rides on it
+    d.step.actions.append(Ack(ev.node, 0, interval if interval != live.usage_interval_s else 0.0))
+
+
+def _retune(d: Draft, live: NodeLive) -> float:
+    """A stream-liveness node's usage interval for the cluster's size now: changed once it
+    is off by more than a quarter (the cluster grew as nodes registered, or shrank)."""
+    if not live.usage_interval_s or live.interval_fixed:
+        return live.usage_interval_s
+    t = d.state.timeouts
+    want = usage_interval(len(d.state.nodes), t.report_budget_per_s, t.heartbeat_interval_s)
+    return want if abs(want - live.usage_interval_s) > live.usage_interval_s / 4 else live.usage_interval_s
 
 
 # ---- timeouts ----
@@ -294,6 +326,8 @@ def _tick(d: Draft, ev: Tick) -> None:
         silent = d.now.mono - live.last_seen
         if silent <= t.node_timeout_s:
             break   # every node after this one was heard from since: O(silent nodes), not O(nodes)
+        if live.connected and live.report_limit_s and silent <= live.report_limit_s:
+            continue      # its stream is up (keepalive closes a dead one's) and a report is not overdue
         if live.connected and silent > t.node_timeout_s:
             log.warning("node %s silent for %.1fs: DOWN", name, silent)
             d.step.actions.append(Disconnect(name, f"silent for {silent:.0f}s"))

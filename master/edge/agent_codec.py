@@ -9,20 +9,27 @@ from operator import attrgetter
 from tcluster.ceilings import Ceilings
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Heartbeat, Kill, LogCredit, LogPiece, Registration, ReportBatch,
+    AckReports, BinTarget, FetchLog, Heartbeat, Kill, LaunchBatch, LogCredit, LogPiece, Registration, ReportBatch,
     TaskReport,
 )
+from tcluster.features import MAX_FEATURES
 from tcluster.master.core.events import Outbound, Welcome
 from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
 from tcluster.launch import Launch
 from tcluster.model import TaskState
 from tcluster.gpuusage import MAX_PER_HEARTBEAT as MAX_GPU_SAMPLES
-from tcluster.wire import gpu_usage_from_pb, launch_to_pb, resources_from_pb, task_state_from_pb, usage_from_pb
+from tcluster.wire import (
+    gpu_usage_from_pb, launch_to_pb, resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb,
+)
 
 Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
 MAX_GPUS_PER_TASK = 64   # GPU indices kept of one report's binding
+# A LaunchTasks message is cut at about this many bytes (a spec may be up to 1 MiB; the
+# stream takes messages up to bounds.MAX_MESSAGE_BYTES).
+BATCH_BYTES = 1 * 2**20
+MAX_USAGE_INTERVAL_S = 3600.0
 
 
 _ID, _ATTEMPT = attrgetter("task_id"), attrgetter("attempt")
@@ -72,7 +79,24 @@ def registration_from_pb(msg: agent_pb2.Register) -> Registration:
         running=tuple((t.task_id, t.attempt) for t in msg.running), reports=reports,
         last_seq=max((e.seq for e in msg.pending_events), default=0),
         ceilings=Ceilings(pids_max=msg.pids_max, log_max_bytes=msg.log_max_bytes),   # 0 from an older agent
+        features=features_from_pb(msg.features),
+        usage_interval_s=usage_interval_from_pb(msg.usage_interval_s),
     )
+
+
+def features_from_pb(names: Sequence[str]) -> frozenset[str]:
+    if len(names) > MAX_FEATURES:
+        raise ValueError(f"register.features: {len(names)} names; at most {MAX_FEATURES}")
+    if any(len(n) > 63 for n in names):
+        raise ValueError("register.features: a name longer than 63 characters")
+    return frozenset(names)      # names this master does not know are ignored (a newer agent)
+
+
+def usage_interval_from_pb(value: float) -> float:
+    if not math.isfinite(value) or not 0 <= value <= MAX_USAGE_INTERVAL_S:
+        raise ValueError(f"register.usage_interval_s: {value!r}; allowed: 0 (the master chooses) "
+                         f"to {MAX_USAGE_INTERVAL_S:g} seconds")
+    return value
 
 
 def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
@@ -101,6 +125,34 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
     raise ValueError(f"agent message without a known kind ({kind!r})")
 
 
+def outbound_to_pbs(message: Outbound) -> list[agent_pb2.MasterMessage]:
+    """A batch of launches goes as few LaunchTasks as its size allows (each spec encoded
+    once per message); everything else as one message."""
+    if not isinstance(message, LaunchBatch):
+        return [outbound_to_pb(message)]
+    out: list[agent_pb2.MasterMessage] = []
+    current = agent_pb2.LaunchTasks()
+    specs: dict[int, object] = {}
+    size = 0
+    for launch in message.launches:
+        assert launch.spec is not None, "a launch sent to an agent carries its spec"
+        spec = specs.get(id(launch.spec))
+        if spec is None:
+            spec = specs[id(launch.spec)] = spec_to_pb(launch.spec)
+        item = current.launches.add(task_id=launch.task_id, attempt=launch.attempt, job_id=launch.job_id,
+                                    index=launch.index, preemptions=launch.preemptions)
+        item.spec.CopyFrom(spec)
+        if launch.lotes_class is not None:
+            item.lotes_class = launch.lotes_class
+        size += item.ByteSize()
+        if size >= BATCH_BYTES:
+            out.append(agent_pb2.MasterMessage(launches=current))
+            current, specs, size = agent_pb2.LaunchTasks(), {}, 0
+    if current.launches:
+        out.append(agent_pb2.MasterMessage(launches=current))
+    return out
+
+
 def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, Launch):
         return agent_pb2.MasterMessage(launch=launch_to_pb(message))
@@ -110,6 +162,7 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, Welcome):
         registered = agent_pb2.Registered(
             heartbeat_interval_s=message.heartbeat_interval_s, fence_after_s=message.fence_after_s,
+            usage_interval_s=message.usage_interval_s, cluster_nodes=message.cluster_nodes,
             kills=[agent_pb2.KillTask(task_id=k.task_id, attempt=k.attempt, reason=k.reason, grace_s=k.grace_s)
                    for k in message.kills])
         if isinstance(message.bin_target, BinTarget):
@@ -118,7 +171,7 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, BinTarget):
         return agent_pb2.MasterMessage(bin_target=bin_target_to_pb(message))
     if isinstance(message, AckReports):
-        return agent_pb2.MasterMessage(ack=agent_pb2.Ack(seq=message.seq))
+        return agent_pb2.MasterMessage(ack=agent_pb2.Ack(seq=message.seq, usage_interval_s=message.usage_interval_s))
     if isinstance(message, FetchLog):
         return agent_pb2.MasterMessage(log_request=agent_pb2.LogRequest(
             request_id=message.request_id, task_id=message.task_id, stderr=message.stderr,

@@ -15,7 +15,7 @@ from tcluster.errors import (
     Unauthenticated, Unavailable,
 )
 from tcluster.master.core.actions import Heartbeat, LogPiece, Registration, ReportBatch
-from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pb
+from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pbs
 from tcluster.master.identity.gate import bearer_token
 from tcluster.master.identity.joining import NodeGuard
 from tcluster.master.links import AgentLink
@@ -209,7 +209,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         reader = asyncio.create_task(self._read(request_iterator, link))
         try:
             while (message := await link.next_outbound()) is not None:
-                yield outbound_to_pb(message)
+                for piece in outbound_to_pbs(message):
+                    yield piece
             if self.guard is not None and self.guard.forget(link):
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"node {link.node}'s certificate was revoked")
         finally:

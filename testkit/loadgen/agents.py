@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from tcluster.bounds import GRPC_OPTIONS
+from tcluster.features import AGENT_FEATURES
 from tcluster.v1 import agent_pb2, common_pb2
 
 CONNECT = "/tcluster.v1.AgentService/Connect"
@@ -102,8 +103,11 @@ class SimAgent:
         self.call: grpc.aio.StreamStreamCall | None = None
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self._hb: bytearray | None = None
+        self._hb_once = False
         self._events: list[agent_pb2.TaskEvent] = []
         self._flush_soon = False
+        self._report_soon = False       # stream liveness: a report after a change, at the next tick
+        self._usage_sent: set[tuple[str, int]] = set()
 
     # ---- the stream ----
 
@@ -141,7 +145,10 @@ class SimAgent:
         # Unacked events are resent in Register, as a real agent's outbox does.
         pending = list(self.unacked)
         self.unacked.clear()
-        reg = agent_pb2.Register(node=self.name, runtime="sim", agent_version="loadgen")
+        reg = agent_pb2.Register(node=self.name, runtime="sim", agent_version="loadgen",
+                                 features=[] if self.fleet.legacy else list(AGENT_FEATURES))
+        self._usage_sent.clear()
+        self._hb = None
         reg.capacity.cpu, reg.capacity.memory = self.cpu, self.memory
         for t in self.tasks.values():
             running = reg.running.add(task_id=t.task_id, attempt=t.attempt)
@@ -175,6 +182,8 @@ class SimAgent:
         stats = self.fleet.stats
         if kind == "ack":
             seq = message.ack.seq
+            if message.ack.usage_interval_s > 0:
+                self.fleet.interval_s = message.ack.usage_interval_s
             if seq == 0:
                 if self.hb_times:
                     stats.heartbeats_acked += 1
@@ -188,6 +197,9 @@ class SimAgent:
                     self.fleet.total_running_acked += 1
         elif kind == "launch":
             self._launch(message.launch, now)
+        elif kind == "launches":
+            for launch in message.launches.launches:
+                self._launch(launch, now)
         elif kind == "kill":
             self._kill(message.kill.task_id, message.kill.attempt, message.kill.reason)
         elif kind == "registered":
@@ -198,7 +210,8 @@ class SimAgent:
                 stats.registered += 1
                 stats.connected += 1
             if message.registered.heartbeat_interval_s > 0:
-                self.fleet.interval_s = message.registered.heartbeat_interval_s
+                self.fleet.floor_s = message.registered.heartbeat_interval_s
+            self.fleet.interval_s = message.registered.usage_interval_s or self.fleet.floor_s
         # log_request: simulated tasks have no logs; a real master times it out.
 
     def _launch(self, launch: agent_pb2.LaunchTask, now: float) -> None:
@@ -228,6 +241,7 @@ class SimAgent:
         if math.isfinite(duration):
             task.timer = self.fleet.loop.call_later(duration, self._finish, task_id, attempt)
         self._hb = None
+        self._changed()
         self._event(task_id, attempt, TASK_RUNNING)
 
     def _finish(self, task_id: str, attempt: int) -> None:
@@ -256,6 +270,19 @@ class SimAgent:
         self.used_cpu = max(0.0, self.used_cpu - task.cpu)
         self.used_memory -= task.memory
         self._hb = None
+        self._changed()
+
+    def _changed(self) -> None:
+        """Stream liveness: free resources changed, so a report goes at the agent's next
+        sampling tick (a real agent samples every heartbeat interval), not at the interval."""
+        if self.fleet.interval_s > self.fleet.floor_s and not self._report_soon:
+            self._report_soon = True
+            self.fleet.loop.call_later(self.fleet.floor_s, self._changed_report)
+
+    def _changed_report(self) -> None:
+        self._report_soon = False
+        if self.heartbeat(time.monotonic()):
+            self.fleet.stats.heartbeats_sent += 1
 
     # ---- agent -> master ----
 
@@ -300,7 +327,12 @@ class SimAgent:
             hb = agent_pb2.Heartbeat(sent_at=1.0)
             hb.free.cpu = max(0.0, self.cpu - self.used_cpu)
             hb.free.memory = max(0, self.memory - self.used_memory)
-            hb.usage.extend(self._usage(t) for t in self.tasks.values())
+            # Stream liveness: only usage not sent yet (the simulated usage never moves).
+            fresh = [t for t in self.tasks.values()
+                     if self.fleet.interval_s <= self.fleet.floor_s or (t.task_id, t.attempt) not in self._usage_sent]
+            hb.usage.extend(self._usage(t) for t in fresh)
+            self._usage_sent.update((t.task_id, t.attempt) for t in fresh)
+            self._hb_once = bool(fresh) and self.fleet.interval_s > self.fleet.floor_s
             data = bytearray(agent_pb2.AgentMessage(heartbeat=hb).SerializeToString())
             if data[-9] != _SENT_AT_TAG:
                 raise AssertionError("Heartbeat.sent_at is not serialized last")
@@ -308,6 +340,8 @@ class SimAgent:
         struct.pack_into("<d", self._hb, len(self._hb) - 8, time.time())
         self.hb_times.append(now_mono)
         self.outbox.put_nowait(bytes(self._hb))
+        if self._hb_once:        # its usage went: the next report carries none
+            self._hb = None
         return True
 
 
@@ -315,10 +349,12 @@ class Fleet:
     """`count` simulated agents in this process's loop, named `{prefix}{i}`."""
 
     def __init__(self, address: str, names: list[str], cpu: float, memory: int, streams_per_channel: int = 100,
-                 interval_s: float = 1.0) -> None:
+                 interval_s: float = 1.0, legacy: bool = False) -> None:
         self.address, self.names, self.cpu, self.memory = address, names, cpu, memory
         self.streams_per_channel = max(1, streams_per_channel)
-        self.interval_s = interval_s
+        self.interval_s = interval_s     # between reports (the usage interval, else the heartbeat's)
+        self.floor_s = interval_s        # the heartbeat interval: a real agent's sampling tick
+        self.legacy = legacy             # register as the previous version (no features)
         self.stats = FleetStats()
         self.total_launches = 0          # since start, never reset (cheap progress counters)
         self.total_running_acked = 0

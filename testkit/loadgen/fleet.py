@@ -24,6 +24,7 @@ class FleetConfig:
     streams_per_channel: int = 100
     prefix: str = "sim"
     connect_rate: float = 2000.0     # new streams a second, over all processes
+    legacy: bool = False             # agents of the previous protocol (no features: heartbeats, single launches)
 
 
 def _names(config: FleetConfig, worker: int) -> list[str]:
@@ -36,7 +37,8 @@ def _worker(conn: Connection, config: FleetConfig, worker: int) -> None:
 
 async def _serve(conn: Connection, config: FleetConfig, worker: int) -> None:
     loop = asyncio.get_running_loop()
-    fleet = Fleet(config.address, _names(config, worker), config.cpu, config.memory, config.streams_per_channel)
+    fleet = Fleet(config.address, _names(config, worker), config.cpu, config.memory, config.streams_per_channel,
+                  legacy=config.legacy)
     commands: asyncio.Queue[object] = asyncio.Queue()
     loop.add_reader(conn.fileno(), lambda: commands.put_nowait(conn.recv()))
     starter = asyncio.create_task(fleet.start(config.connect_rate / config.processes))

@@ -132,7 +132,8 @@ def install() -> None:
 
     service.MasterService.attach = attach
 
-    for name in ("inbound_from_pb", "outbound_to_pb"):
+    names = ("inbound_from_pb", "outbound_to_pbs" if hasattr(grpc_api, "outbound_to_pbs") else "outbound_to_pb")
+    for name in names:
         fn = getattr(grpc_api, name)
 
         def timed(message, _fn=fn, _name=name):  # type: ignore[no-untyped-def]

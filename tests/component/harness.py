@@ -65,10 +65,12 @@ class Harness:
         return jobs_pb2_grpc.ClusterServiceStub(self.channel)
 
     async def add_agent(self, name: str, cpus: float = 4, memory: int = 8 * 2**30, wait: bool = True,
-                        labels: dict[str, str] | None = None, gpus: GpuInventory = GpuInventory()) -> RunningAgent:
-        settings = AgentSettings(master=self.address, node=name, cpus=cpus, memory_bytes=memory, labels=labels or {},
-                                 state_dir=self.tmp / "agents" / name, heartbeat_interval_s=0.2,
-                                 reconnect_max_s=0.5, kill_grace_s=0.5)
+                        labels: dict[str, str] | None = None, gpus: GpuInventory = GpuInventory(),
+                        **overrides: object) -> RunningAgent:
+        base = dict(master=self.address, node=name, cpus=cpus, memory_bytes=memory, labels=labels or {},
+                    state_dir=self.tmp / "agents" / name, heartbeat_interval_s=0.2, reconnect_max_s=0.5,
+                    kill_grace_s=0.5)
+        settings = AgentSettings(**{**base, **overrides})
         runtime = FakeRuntime()
         agent = Agent(settings, runtime, gpus)
         running = RunningAgent(agent, runtime, asyncio.create_task(agent.run()))

@@ -305,3 +305,72 @@ def test_the_tick_finds_silent_nodes_from_the_oldest_and_stops_at_a_recent_one()
     step = w.do(Tick(), at=16.0)                     # c silent 11 s: down; b (8 s) is not
     assert [a.node for a in step.actions if isinstance(a, Disconnect)] == ["c"]
     assert not w.state.connected("c") and w.state.connected("b")
+
+
+# ---- issue 26: stream-liveness agents ----
+
+def stream_join(w: World, node: str, at: float | None = None, interval: float = 0.0) -> Step:
+    from tcluster.features import AGENT_FEATURES
+    reg = Registration(node, Resources(4, 2**33), Resources(), (), "fake", (), (), 0,
+                       features=frozenset(AGENT_FEATURES), usage_interval_s=interval)
+    return w.do(AgentJoined(reg), at)
+
+
+def test_a_stream_liveness_agent_is_told_its_usage_interval_from_the_cluster_size() -> None:
+    w = World()
+    for i in range(3):
+        w.join(f"old{i}")
+    welcome = next(a for a in stream_join(w, "n1").actions if isinstance(a, Welcome))
+    assert (welcome.cluster_nodes, welcome.usage_interval_s) == (4, 1.0)     # 4 nodes / 250 a second: the floor
+    old = next(a for a in w.join("n2").actions if isinstance(a, Welcome))
+    assert old.usage_interval_s == 0.0              # an older agent keeps heartbeating
+    own = next(a for a in stream_join(w, "n3", interval=7.5).actions if isinstance(a, Welcome))
+    assert own.usage_interval_s == 7.5              # the operator's --usage-interval-s wins
+    assert w.state.live["n3"].report_limit_s == 10 + 2 * 7.5 and w.state.live["n2"].report_limit_s == 0
+
+
+def test_a_connected_stream_node_stays_up_without_reports_until_two_are_missed() -> None:
+    w = World()
+    w.join("n1", at=0)
+    stream_join(w, "n2", at=0, interval=30)        # limit: 10 + 60 s
+    step = w.do(Tick(), at=11)
+    assert Disconnect("n1", "silent for 11s") in step.actions               # an older agent: node timeout
+    assert not any(isinstance(a, Disconnect) and a.node == "n2" for a in step.actions)
+    assert w.state.nodes["n2"].state is NodeState.READY
+    w.do(Beat("n2", Resources(4, 2**33), EMPTY), at=50)    # a report restarts its clock
+    assert not any(isinstance(a, Disconnect) for a in w.do(Tick(), at=119).actions)
+    step = w.do(Tick(), at=121)                  # hung: its stream is up but no report for 71 s
+    assert Disconnect("n2", "silent for 71s") in step.actions and w.state.nodes["n2"].state is NodeState.DOWN
+
+
+def test_a_dead_stream_node_is_down_at_once_and_its_tasks_lost_within_the_timeouts() -> None:
+    w = World()
+    stream_join(w, "n1", at=0, interval=30)
+    w.do(Submit(J, spec(retries=1)), at=1)
+    w.do(Place(((T, "n1"),)), at=1)
+    w.do(Reports("n1", (TaskReport(T, 1, TaskState.RUNNING, at=1.0),), 1), at=2)
+    w.do(AgentLeft("n1"), at=50)                 # the stream broke (its process died): 48 s without a report
+    assert w.state.nodes["n1"].state is NodeState.DOWN
+    w.do(Tick(), at=79)                          # node + lost timeout (30 s) counts from the stream's end
+    assert w.task().state is TaskState.RUNNING
+    w.do(Tick(), at=80.5)
+    assert (w.task().state, w.task().failures) == (TaskState.PENDING, 1) and "unreachable" in w.task().reason
+
+
+def test_a_growing_cluster_lengthens_the_usage_interval_on_the_next_report_ack() -> None:
+    from dataclasses import replace as _replace
+    w = World()
+    w.state.timeouts = _replace(TIMEOUTS, report_budget_per_s=2.0)     # 2 reports a second, cluster-wide
+    stream_join(w, "n1", at=0)
+    assert w.state.live["n1"].usage_interval_s == 1.0                   # 1 node: the floor
+    for i in range(7):
+        w.join(f"old{i}", at=0)
+    step = w.do(Beat("n1", Resources(4, 2**33), EMPTY), at=1)
+    assert Ack("n1", 0, 4.0) in step.actions                            # 8 nodes / 2 a second
+    assert (w.state.live["n1"].usage_interval_s, w.state.live["n1"].report_limit_s) == (4.0, 18.0)
+    step = w.do(Beat("n1", Resources(4, 2**33), EMPTY), at=2)
+    assert Ack("n1", 0) in step.actions                                 # unchanged: not said again
+    stream_join(w, "n2", at=2, interval=3.0)
+    w.join("old7", at=2)
+    w.join("old8", at=2)
+    assert Ack("n2", 0) in w.do(Beat("n2", Resources(4, 2**33), EMPTY), at=3).actions   # the operator's stays

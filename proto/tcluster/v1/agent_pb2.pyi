@@ -21,7 +21,7 @@ class AgentMessage(_message.Message):
     def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., events: _Optional[_Union[TaskEvents, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node", "capacity", "reserved", "labels", "runtime", "agent_version", "running", "pending_events", "pids_max", "log_max_bytes")
+    __slots__ = ("node", "capacity", "reserved", "labels", "runtime", "agent_version", "running", "pending_events", "pids_max", "log_max_bytes", "features", "usage_interval_s")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -39,6 +39,8 @@ class Register(_message.Message):
     PENDING_EVENTS_FIELD_NUMBER: _ClassVar[int]
     PIDS_MAX_FIELD_NUMBER: _ClassVar[int]
     LOG_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FEATURES_FIELD_NUMBER: _ClassVar[int]
+    USAGE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     node: str
     capacity: _common_pb2.Resources
     reserved: _common_pb2.Resources
@@ -49,7 +51,9 @@ class Register(_message.Message):
     pending_events: _containers.RepeatedCompositeFieldContainer[TaskEvent]
     pids_max: int
     log_max_bytes: int
-    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[str] = ..., agent_version: _Optional[str] = ..., running: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ..., pending_events: _Optional[_Iterable[_Union[TaskEvent, _Mapping]]] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ...) -> None: ...
+    features: _containers.RepeatedScalarFieldContainer[str]
+    usage_interval_s: float
+    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[str] = ..., agent_version: _Optional[str] = ..., running: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ..., pending_events: _Optional[_Iterable[_Union[TaskEvent, _Mapping]]] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., usage_interval_s: _Optional[float] = ...) -> None: ...
 
 class RunningTask(_message.Message):
     __slots__ = ("task_id", "attempt", "resources")
@@ -129,7 +133,7 @@ class LogData(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target", "log_credit")
+    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target", "log_credit", "launches")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     KILL_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +141,7 @@ class MasterMessage(_message.Message):
     ACK_FIELD_NUMBER: _ClassVar[int]
     BIN_TARGET_FIELD_NUMBER: _ClassVar[int]
     LOG_CREDIT_FIELD_NUMBER: _ClassVar[int]
+    LAUNCHES_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     launch: LaunchTask
     kill: KillTask
@@ -144,19 +149,30 @@ class MasterMessage(_message.Message):
     ack: Ack
     bin_target: BinTarget
     log_credit: LogCredit
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ..., log_credit: _Optional[_Union[LogCredit, _Mapping]] = ...) -> None: ...
+    launches: LaunchTasks
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ..., log_credit: _Optional[_Union[LogCredit, _Mapping]] = ..., launches: _Optional[_Union[LaunchTasks, _Mapping]] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("heartbeat_interval_s", "kills", "fence_after_s", "bin_target")
+    __slots__ = ("heartbeat_interval_s", "kills", "fence_after_s", "bin_target", "usage_interval_s", "cluster_nodes")
     HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     KILLS_FIELD_NUMBER: _ClassVar[int]
     FENCE_AFTER_S_FIELD_NUMBER: _ClassVar[int]
     BIN_TARGET_FIELD_NUMBER: _ClassVar[int]
+    USAGE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NODES_FIELD_NUMBER: _ClassVar[int]
     heartbeat_interval_s: float
     kills: _containers.RepeatedCompositeFieldContainer[KillTask]
     fence_after_s: float
     bin_target: BinTarget
-    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., kills: _Optional[_Iterable[_Union[KillTask, _Mapping]]] = ..., fence_after_s: _Optional[float] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ...) -> None: ...
+    usage_interval_s: float
+    cluster_nodes: int
+    def __init__(self, heartbeat_interval_s: _Optional[float] = ..., kills: _Optional[_Iterable[_Union[KillTask, _Mapping]]] = ..., fence_after_s: _Optional[float] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ..., usage_interval_s: _Optional[float] = ..., cluster_nodes: _Optional[int] = ...) -> None: ...
+
+class LaunchTasks(_message.Message):
+    __slots__ = ("launches",)
+    LAUNCHES_FIELD_NUMBER: _ClassVar[int]
+    launches: _containers.RepeatedCompositeFieldContainer[LaunchTask]
+    def __init__(self, launches: _Optional[_Iterable[_Union[LaunchTask, _Mapping]]] = ...) -> None: ...
 
 class BinTarget(_message.Message):
     __slots__ = ("config", "counts", "classes", "fallback")
@@ -243,7 +259,9 @@ class LogCredit(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., chunks: _Optional[int] = ..., cancel: _Optional[bool] = ...) -> None: ...
 
 class Ack(_message.Message):
-    __slots__ = ("seq",)
+    __slots__ = ("seq", "usage_interval_s")
     SEQ_FIELD_NUMBER: _ClassVar[int]
+    USAGE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
     seq: int
-    def __init__(self, seq: _Optional[int] = ...) -> None: ...
+    usage_interval_s: float
+    def __init__(self, seq: _Optional[int] = ..., usage_interval_s: _Optional[float] = ...) -> None: ...
