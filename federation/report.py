@@ -3,7 +3,7 @@ inconsistencies and repartitions per 1,000 tasks; and the entry point
 
     python -m tcluster.federation.sim --lms 3 --gms 3 --workers 300 --tasks 4550
 
-(not wired into `tcl sim` yet: issue 25's later steps do that)."""
+(`tcl sim` runs a `federation:` scenario against its baselines: federation/compare.py)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from tcluster.cli.main import main
 from tcluster.federation.compare import compare, draw
@@ -38,8 +39,9 @@ def test_sparrow_at_low_load_places_with_almost_no_worker_queuing() -> None:
     assert min(r.start - r.arrival for r in starts) == pytest.approx(floor)
 
 
-def test_sparrow_never_overcommits_keeps_constraints_and_launches_each_task_once() -> None:
-    run = sparrow_run(workers=12, tasks=400, load=1.2)
+def check_sparrow_ledger(run) -> None:  # type: ignore[no-untyped-def]
+    """No node overcommitted in any dimension, every task on a node with its constraints
+    (K8), every task that fits some node launched exactly once."""
     used: dict[int, list[int]] = {}
     held: dict[str, int] = {}
     for kind, node, task_id, req in run.ledger:
@@ -52,6 +54,13 @@ def test_sparrow_never_overcommits_keeps_constraints_and_launches_each_task_once
         used[node] = [u + sign * r for u, r in zip(used.get(node, [0, 0]), req)]
         assert all(u <= c for u, c in zip(used[node], run.nodes[node].cap)), f"node {node} overcommitted"
     assert not held
+    placeable = [t for t, pc in run.pcs.items() if any(satisfies(n.cmask, pc) for n in run.nodes)]
+    assert sorted(t for kind, _, t, _ in run.ledger if kind == "commit") == sorted(placeable)
+
+
+def test_sparrow_never_overcommits_keeps_constraints_and_launches_each_task_once() -> None:
+    run = sparrow_run(workers=12, tasks=400, load=1.2)
+    check_sparrow_ledger(run)
     assert sum(kind == "commit" for kind, *_ in run.ledger) == 400
     # d = 2: every task's second reservation comes back empty (a task with one eligible
     # worker is probed once).
@@ -71,6 +80,14 @@ def test_at_high_load_sparrow_queues_at_workers_and_megha_does_not() -> None:
     assert central.per_1000["inconsistencies"] == 0 and central.per_1000["repartitions"] == 0
     for r in (megha, central, sparrow):
         assert sum(r.shares.values()) == pytest.approx(1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(workers=st.integers(1, 8), tasks=st.integers(1, 80), load=st.floats(0.3, 2.0),
+       probes=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_sparrow_invariants_over_small_random_clusters(workers: int, tasks: int, load: float, probes: int,
+                                                      seed: int) -> None:
+    check_sparrow_ledger(sparrow_run(workers, tasks, load, probes, seed))
 
 
 LOTES = """
@@ -137,3 +154,11 @@ def test_a_bad_federation_scenario_names_the_field(body: str, where: str) -> Non
     with pytest.raises(ConfigError, match=None) as info:
         parse_federation(load_located(body, "f.yaml"))
     assert where in str(info.value)
+
+
+def test_the_example_is_the_readme_s_10000_worker_federation() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "megha-federation.yaml"
+    scenario = parse_federation(load_located(example.read_text(), str(example)))
+    assert scenario.sizes == (10_000,) and (scenario.config.lms, scenario.config.gms) == (10, 10)
+    assert scenario.systems == ("megha", "centralized", "sparrow") and scenario.probes == 2
+    assert scenario.spec_for(10_000).tasks == 100_000 and scenario.workload.load == 0.9
