@@ -193,7 +193,9 @@ def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
         "  tcl sim examples/tcluster-table3.yaml --fairness fifo --placement lotes --lotes-classes classes.yaml\n"
         "  tcl sim examples/preemption-departments.yaml --preempt-compare --plot shares.png\n"
         "a scenario with a `workload:` (generated arrivals) compares placement policies by response time:\n"
-        "  tcl sim examples/lotes-generated.yaml --compare lotes,tetris,first-fit --seeds 5 --plot lotes.png",
+        "  tcl sim examples/lotes-generated.yaml --compare lotes,tetris,greedy,first-fit-central --seeds 5\n"
+        "a scenario with a `federation:` runs Megha, centralized Megha and Sparrow (allocation times):\n"
+        "  tcl sim examples/megha-federation.yaml --compare megha,sparrow --plot megha-cdf.png",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("scenario", metavar="SCENARIO.yaml")
@@ -207,7 +209,8 @@ def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--lotes-k", type=int, default=4, metavar="K", help="classes to learn when no file is given (default 4)")
     p.add_argument("--lotes-config-label", metavar="LABEL", help="group machines by this node label (default: by capacity)")
     p.add_argument("--compare", metavar="P1,P2", help="workload scenarios: placement policies side by side "
-                   "(default lotes,tetris,first-fit)")
+                   "(default lotes,tetris,greedy,first-fit-central); federation scenarios: systems "
+                   "(megha,centralized,sparrow)")
     p.add_argument("--seeds", type=int, default=3, metavar="N", help="workload scenarios: seeds --seed .. --seed+N-1 (default 3)")
     p.add_argument("--load", metavar="RHO,..", help="workload scenarios: loads relative to lambda* (default: the file's)")
     add_sim_preemption(p)

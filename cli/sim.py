@@ -23,6 +23,11 @@ def run_sim(args: argparse.Namespace) -> int:
     from tcluster.sim.report import to_json, write_plot, write_timeline
     from tcluster.sim.scenario import load_scenario
 
+    from tcluster.sim.federation import is_federation
+
+    federation = is_federation(args.scenario)   # a top-level `federation:`: Megha and its baselines
+    if federation is not None:
+        return run_federation(args, federation)
     placement = args.placement or DEFAULT_PLACEMENT
     scenario = load_scenario(args.scenario)   # InvalidArgument names the line: exit 2
     if scenario.workload is not None:
@@ -105,10 +110,12 @@ def run_comparison(args: argparse.Namespace, scenario: Any) -> int:
     from tcluster.scheduler.placement import make_placement
     from tcluster.sim.compare import DEFAULT_POLICIES, compare, to_json
     from tcluster.sim.compare_report import comparison_table, parse_list, write_comparison_plot
+    from tcluster.sim.queueing import base_policy
 
     policies = parse_list(args.compare) or ([args.placement] if args.placement else list(DEFAULT_POLICIES))
     for policy in policies:
-        make_placement(policy)   # an unknown name: exit 2 with the list
+        if policy != "greedy":
+            make_placement(base_policy(policy))   # an unknown name: exit 2 with the list
     try:
         loads = parse_list(args.load, float)
     except ValueError:
@@ -127,6 +134,32 @@ def run_comparison(args: argparse.Namespace, scenario: Any) -> int:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_FAILURE
     print(json.dumps(to_json(runs, solves), indent=2) if args.output == "json" else comparison_table(runs, solves))
+    return EXIT_OK
+
+
+def run_federation(args: argparse.Namespace, doc: Any) -> int:
+    """Each system at each size, on one draw of nodes and arrivals per size."""
+    from tcluster.errors import InvalidArgument
+    from tcluster.federation.compare import SYSTEMS, compare
+    from tcluster.sim.compare_report import parse_list
+    from tcluster.sim.federation import federation_json, federation_table, parse_federation, write_cdf_plot
+
+    scenario = parse_federation(doc)
+    systems = parse_list(args.compare) or list(scenario.systems)
+    for name in systems:
+        if name not in SYSTEMS:
+            raise InvalidArgument("--compare", f"{name!r} is not a federation system; allowed: {', '.join(SYSTEMS)}")
+    results = [r for size in scenario.sizes
+               for r in compare(replace(scenario.config, workers=size), scenario.spec_for(size), systems,
+                                 scenario.probes)]
+    if args.plot:
+        try:
+            write_cdf_plot(results, args.plot, f"{args.scenario}: allocation time CDF")
+        except RuntimeError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_FAILURE
+    print(json.dumps(federation_json(scenario, results), indent=2) if args.output == "json"
+          else federation_table(scenario, results))
     return EXIT_OK
 
 

@@ -35,7 +35,8 @@ class Running:
 
 
 class LocalManager:
-    def __init__(self, layout: LMLayout, epoch: int = 1, publish_tasks: bool = False) -> None:
+    def __init__(self, layout: LMLayout, epoch: int = 1, publish_tasks: bool = False,
+                 remember: int = 4096) -> None:
         self.layout = layout
         # The running-task list in every state costs O(tasks) per change: only when GMs
         # run Alg. 2 and must pick victims.
@@ -45,9 +46,11 @@ class LocalManager:
         self.version = 0
         self.free: list[Res] = [n.cap for n in layout.nodes]
         self.running: dict[str, Running] = {}
-        # request id -> first answer. Unbounded here (a simulation run); a live LM keeps
-        # a bounded map, as long as a GM may retry (notes §6.4 #4).
+        # request id -> first answer, the last `remember` of them (notes §6.4 #4: as long
+        # as a GM may retry). Bounded because every answer holds a full state: a 10,000-node
+        # LM's 100,000 answers would otherwise keep gigabytes of old states alive.
         self.answers: dict[str, Answer] = {}
+        self.remember = remember
         self.usage: dict[str, Res] = {}          # queue -> running request total (for Alg. 2)
         self._state: LMState | None = None
 
@@ -69,6 +72,8 @@ class LocalManager:
         else:
             answer, notices = self._preempt(req)
         self.answers[req.request_id] = answer
+        if len(self.answers) > self.remember:
+            del self.answers[next(iter(self.answers))]     # the oldest (dicts keep insertion order)
         return answer, notices
 
     def _launch(self, req: Launch) -> Answer:

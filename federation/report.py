@@ -3,7 +3,7 @@ inconsistencies and repartitions per 1,000 tasks; and the entry point
 
     python -m tcluster.federation.sim --lms 3 --gms 3 --workers 300 --tasks 4550
 
-(not wired into `tcl sim` yet: issue 25's later steps do that)."""
+(`tcl sim` runs a `federation:` scenario against its baselines: federation/compare.py)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class Summary:
     peak_busy: float                                # the largest share of cores held at once
 
 
-def _pcts(values: np.ndarray) -> tuple[float, float, float]:
+def pcts(values: np.ndarray) -> tuple[float, float, float]:
     if values.size == 0:
         return (float("nan"),) * 3
     p50, p99 = np.percentile(values, [50, 99])
@@ -68,8 +68,8 @@ def summarize(run: FedRun) -> Summary:
         "refused (stale epoch)": sum(s.refused for s in stats),
     }
     return Summary(
-        placed=len(started), unplaced=len(run.records) - len(started), alloc_ms=_pcts(alloc),
-        parts_ms={"queuing": _pcts(queue), "processing": _pcts(proc), "communication": _pcts(comm)},
+        placed=len(started), unplaced=len(run.records) - len(started), alloc_ms=pcts(alloc),
+        parts_ms={"queuing": pcts(queue), "processing": pcts(proc), "communication": pcts(comm)},
         shares={"queuing": float(queue.sum()) / total, "processing": float(proc.sum()) / total,
                 "communication": float(comm.sum()) / total},
         per_1000={k: 1000.0 * v / n for k, v in counts.items()},

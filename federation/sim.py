@@ -92,11 +92,11 @@ class FederationSim:
         self.cfg = config
         layouts = [split(i, nodes, config.gms) for i, nodes in enumerate(clusters)]
         self.lms = [LocalManager(layout, publish_tasks=config.preemption) for layout in layouts]
-        owner = {q: g for g in range(config.gms) for q in _queues_of(g, config.queues_per_gm)}
+        owner = {q: g for g in range(config.gms) for q in queues_of(g, config.queues_per_gm)}
         self.queue_gm = owner
         if config.preemption and preempter is None:
             preempter = FairPreempter({q: 1.0 / len(owner) for q in owner})
-        self.gms = [GlobalManager(g, layouts, config.gms, _queues_of(g, config.queues_per_gm),
+        self.gms = [GlobalManager(g, layouts, config.gms, queues_of(g, config.queues_per_gm),
                                   config.repartition, preempter) for g in range(config.gms)]
         self.run = FedRun(config, {}, [gm.stats for gm in self.gms], clusters)
         self.heap: list[tuple[float, int, int, Any]] = []
@@ -265,14 +265,14 @@ class FederationSim:
             or any(gm.outstanding is not None for gm in self.gms)
 
 
-def _queues_of(g: int, per_gm: int) -> list[str]:
+def queues_of(g: int, per_gm: int) -> list[str]:
     return [f"q{g}.{k}" for k in range(per_gm)]
 
 
 def simulate(config: FedConfig, spec: WorkloadSpec, preempter: Preempter | None = None) -> FedRun:
     rng = random.Random(config.seed)
     clusters = cluster_nodes(rng, config.lms, config.workers, spec.n_constraints)
-    queues = [q for g in range(config.gms) for q in _queues_of(g, config.queues_per_gm)]
+    queues = [q for g in range(config.gms) for q in queues_of(g, config.queues_per_gm)]
     arrivals = tasks(rng, spec, clusters, queues)
     return FederationSim(config, clusters, arrivals, preempter).simulate()
 

@@ -1,4 +1,6 @@
 """Policies side by side on a generated workload: Tran et al.'s section 5.4 comparison.
+Policies: lotes, tetris, greedy (the paper's Greedy, machine queues) and any master
+placement policy over one central queue (`first-fit-central`; sim/queueing.py).
 
 For each seed: one instance of the classes (the generator's draw), LoTES's offline solve
 (timed), then for each load one arrival stream shared by every policy. Metrics per run:
@@ -18,10 +20,10 @@ from tcluster.scheduler.lotes.classes import group_configurations
 from tcluster.scheduler.lotes.lp import solve
 from tcluster.scheduler.lotes.model import LotesUnsolvable, Plan, Problem
 from tcluster.scheduler.nodestate import NodeMatrix
-from tcluster.sim.queueing import QueueRun, QueueSim, draw_arrivals
+from tcluster.sim.queueing import QueueRun, QueueSim, comparison_name, draw_arrivals
 from tcluster.sim.scenario import Scenario
 
-DEFAULT_POLICIES = ("lotes", "tetris", "first-fit")
+DEFAULT_POLICIES = ("lotes", "tetris", "greedy", "first-fit-central")
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ def compare(scenario: Scenario, policies: Sequence[str], seeds: Sequence[int],
     """Every (seed, load, policy) run; the queue timelines of the first seed at the last load."""
     workload = scenario.workload
     assert workload is not None
+    policies = list(dict.fromkeys(comparison_name(p) for p in policies))
     kinds = tuple(dict.fromkeys(k for n in scenario.nodes for k in n.capacity.as_dict()))
     nodes = [(n.name, n.capacity, dict(n.labels)) for n in scenario.nodes]
     configs = group_configurations(nodes, kinds, workload.config_label)

@@ -9,8 +9,15 @@ Policies, all over the master's NodeMatrix and placement code:
 - tetris: the paper's variant (section 5.1): score omega - gamma, omega = request . free
   (normalized to the largest node), gamma = duration x sum(request), duration on that
   machine's configuration; one queue, at a completion the best-scoring queued task that fits.
-- any other placement policy (first-fit is the paper's Greedy over Table 1 order when node
-  names follow it): the policy at arrival, one FIFO queue scanned at a completion.
+- greedy: the paper's real Greedy baseline (section 5.1): first fit in Table 1 order (node
+  name order, when names follow the table) at arrival, otherwise the FIFO queue of the
+  machine with the shortest queue (among those that could ever hold the task; ties in
+  name order); a machine serves only its own queue, head first, at its completions. A
+  task queued behind a busy machine waits even when another machine frees up: this is
+  what makes it unstable at high load.
+- any placement policy P of the master, named `P-central` (`first-fit-central` is what
+  this comparison called first-fit before): P at arrival, one central FIFO queue scanned
+  at every completion. Not the paper's Greedy: the central queue keeps it stable.
 
 Arrivals are drawn once per seed and shared by every policy (common random numbers)."""
 
@@ -18,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +38,18 @@ from tcluster.scheduler.placement import EPSILON, fit_mask, make_placement
 
 SCAN_LIMIT = 2000          # queued tasks looked at per completion (the queue is short when stable)
 MAX_QUEUE = 20_000         # past this many waiting tasks the run is called unstable and stops
+CENTRAL = "-central"       # a master placement policy over one central FIFO queue
+
+
+def comparison_name(policy: str) -> str:
+    """What a policy is called in the comparison: lotes, tetris and greedy have their own
+    queues; any other placement policy runs over the central queue and says so."""
+    return policy if policy in ("lotes", "tetris", "greedy") or policy.endswith(CENTRAL) else policy + CENTRAL
+
+
+def base_policy(policy: str) -> str:
+    """The placement policy behind a comparison name (`first-fit-central` -> first-fit)."""
+    return policy[: -len(CENTRAL)] if policy.endswith(CENTRAL) else policy
 
 
 @dataclass(frozen=True)
@@ -82,7 +102,11 @@ class QueueSim:
         self.speeds, self.policy_name, self.arrivals = speeds, policy, arrivals
         self.rng = random.Random(seed)
         self.book = LotesBook(plan) if policy == "lotes" else None
-        self.placement = None if policy in ("lotes", "tetris") else make_placement(policy)
+        greedy = policy == "greedy"
+        self.placement = None if policy in ("lotes", "tetris") else \
+            make_placement("first-fit" if greedy else base_policy(policy))
+        # greedy: one FIFO queue per machine row (the paper's Greedy), else None
+        self.machine_queues: list[deque[int]] | None = [deque() for _ in self.view.names] if greedy else None
         k = len(speeds[0])
         self.queues: list[list[int]] = [[] for _ in range(k)] if policy == "lotes" else [[]]
         self.start = np.full(len(arrivals.time), np.nan)
@@ -124,7 +148,10 @@ class QueueSim:
             row = self._tetris_row(task, fits)
         else:
             row = self.placement.choose(request, self.view, None, self.rng)
-        if row is None:
+        if row is None and self.machine_queues is not None:
+            self.machine_queues[self._shortest_queue(request)].append(task)
+            self._queue_changed(now, +1)
+        elif row is None:
             self.queues[k if self.book is not None else 0].append(task)
             self._queue_changed(now, +1)
         else:
@@ -140,6 +167,8 @@ class QueueSim:
             self._offer_lotes(row, now)
         elif self.placement is None:
             self._offer_tetris(row, now)
+        elif self.machine_queues is not None:
+            self._offer_machine(row, now)
         else:
             self._offer_fifo(row, now)
 
@@ -169,6 +198,25 @@ class QueueSim:
 
     def _offer_fifo(self, row: int, now: float) -> None:
         while (task := self._take(self.queues[0], row)) is not None:
+            self._queue_changed(now, -1)
+            self._start(task, row, now)
+
+    def _shortest_queue(self, request: np.ndarray) -> int:
+        """The machine with the fewest queued tasks among those whose capacity could ever
+        hold the request (a scenario's requests all fit its largest machine); ties go to
+        the first in name order."""
+        cap = self.view.capacity
+        able = np.all((request <= 0) | (cap >= request - EPSILON), axis=1) & self.view.schedulable
+        lengths = np.array([len(q) for q in self.machine_queues], dtype=float)   # type: ignore[union-attr]
+        lengths[~able] = np.inf
+        in_order = lengths[self.view.order]
+        return int(self.view.order[int(in_order.argmin())])
+
+    def _offer_machine(self, row: int, now: float) -> None:
+        """A machine serves its own FIFO queue, head first, while the head fits."""
+        queue = self.machine_queues[row]   # type: ignore[index]
+        while queue and np.all(self.view.free[row] >= self.arrivals.request[queue[0]] - EPSILON):
+            task = queue.popleft()
             self._queue_changed(now, -1)
             self._start(task, row, now)
 

@@ -132,3 +132,12 @@ def test_a_gm_refused_for_a_stale_epoch_adopts_the_new_one_and_retries_first() -
     d = gm.decide()
     assert d.request.task.task_id == "a" and d.request.epoch == 4
     assert isinstance(lm.handle(d.request)[0], Launched)
+
+
+def test_the_answer_memory_is_bounded_to_the_latest_requests() -> None:
+    lm = LocalManager(LAYOUT, epoch=3, remember=2)
+    for k in range(3):
+        lm.handle(Launch(f"r{k}:0", 0, 3, 0, t(f"r{k}", 1)))
+    assert list(lm.answers) == ["r1:0", "r2:0"]
+    again, _ = lm.handle(Launch("r2:0", 0, 3, 0, t("r2", 1)))
+    assert again is lm.answers["r2:0"]

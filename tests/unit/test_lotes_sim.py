@@ -32,12 +32,12 @@ def test_a_generated_comparison_is_deterministic_and_complete() -> None:
     first, solves, timelines = compare(scenario, ["lotes", "tetris", "first-fit"], [0, 1])
     again, _, _ = compare(scenario, ["lotes", "tetris", "first-fit"], [0, 1])
     assert first == again
-    assert [(r.seed, r.policy) for r in first] == [(s, p) for s in (0, 1) for p in ("lotes", "tetris", "first-fit")]
+    assert [(r.seed, r.policy) for r in first] == [(s, p) for s in (0, 1) for p in ("lotes", "tetris", "first-fit-central")]
     for run in first:
         assert run.arrivals > 100 and run.mean_response >= 0 and 0 <= run.waited_fraction <= 1
         assert run.p50_response <= run.p99_response
     assert all(s.lambda2 <= s.lambda2_lp * (1 + 1e-9) <= s.lambda1 * (1 + 1e-9) for s in solves)
-    assert set(timelines) == {"lotes", "tetris", "first-fit"}
+    assert set(timelines) == {"lotes", "tetris", "first-fit-central"}
     # Common random numbers: every policy of a seed saw the same arrivals.
     assert len({r.arrivals for r in first if r.seed == 0}) == 1
 
@@ -63,7 +63,7 @@ def test_tcl_sim_compares_policies_as_json_and_plots(tmp_path: Path, capsys: pyt
     plot = tmp_path / "w.png"
     assert main(["sim", str(path), "--compare", "lotes,first-fit", "--seeds", "1", "--plot", str(plot), "-o", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [r["policy"] for r in report["runs"]] == ["lotes", "first-fit"]
+    assert [r["policy"] for r in report["runs"]] == ["lotes", "first-fit-central"]
     assert report["solves"][0]["bins"] >= 1 and plot.stat().st_size > 0
     assert main(["sim", str(path), "--compare", "lotes,nope"]) == 2
     assert main(["sim", str(path), "--seeds", "1", "--load", "0.5"]) == 0
