@@ -47,8 +47,6 @@ STALE_AFTER_BEATS = 5
 STALE_MIN_S = 5.0
 HOUSEKEEPING_S = 60.0
 RESEND_AFTER_S = 10.0
-# What gRPC keepalive (bounds.GRPC_OPTIONS) takes at most to end a stream to a dead peer.
-KEEPALIVE_DETECT_S = (dict(GRPC_OPTIONS)["grpc.keepalive_time_ms"] + dict(GRPC_OPTIONS)["grpc.keepalive_timeout_ms"]) / 1000
 
 
 class Agent:
@@ -312,10 +310,9 @@ class Agent:
         last_sweep = 0.0
         while True:
             await asyncio.sleep(min(1.0, self.heartbeat_interval_s))
-            self._stream_is_contact()
             silent = time.monotonic() - self.last_heard
             self._leave_if_silent(time.monotonic() - self.last_message)
-            if self.fence_after_s > 0 and silent > self.fence_after_s and not self._fenced:
+            if self.fence_after_s > 0 and silent > self._fence_limit_s() and not self._fenced:
                 self._fenced = True
                 log.warning("no word from the master for %.0fs: stopping tasks that may run elsewhere", silent)
                 self.tasks.cut_off(silent)
@@ -325,18 +322,14 @@ class Agent:
                 last_sweep = time.monotonic()
                 await asyncio.to_thread(self.tasks.sweep_old_logs)
 
-    def _stream_is_contact(self) -> None:
-        """With a usage interval the master writes only when it has something to say, so
-        an open stream counts as word from it, back-dated by what keepalive takes to find a
-        dead one: the fence still falls before the master's LOST (which counts from the
-        stream's end) whatever side notices a cut first."""
-        if self.usage_interval_s <= 0 or not self.registered.is_set():
-            return
-        alive_at = time.monotonic() - min(KEEPALIVE_DETECT_S, self.fence_after_s / 2)
-        if alive_at > self.last_heard:
-            self.last_heard = alive_at
-            self._fenced = False
-            self.contact.heard()
+    def _fence_limit_s(self) -> float:
+        """Silence (no message from the master) after which the tasks are stopped. Only the
+        master's own messages count, never a stream that merely looks open (a blackholed one
+        does for keepalive's 15 s). With a usage interval a quiet agent reports, and hears
+        an Ack, only once per interval, and the master takes it for DOWN only after the node
+        timeout plus two missed reports: the fence moves by the same two intervals, so it
+        still falls before the master's LOST, by the margin fence_after_s keeps."""
+        return self.fence_after_s + 2 * max(0.0, self.usage_interval_s)
 
     async def _send_log(self, req: agent_pb2.LogRequest, credit: Credit) -> None:
         """Each piece waits for credit, then for room in the log lane: reading the file
