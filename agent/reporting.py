@@ -4,8 +4,9 @@ resources and the time go in; the samples to send (or None: nothing now) come ou
 With a master that gave no usage interval (an older one: Registered.usage_interval_s = 0)
 every call sends every sample, as heartbeats always did. Otherwise a report goes when the
 node's free resources or its set of running attempts changed, when usage moved beyond the
-threshold (at most every quarter interval), or once per interval; it carries only the tasks
-whose usage moved since it was last sent (or that were never sent)."""
+threshold (at most every quarter interval), or once per interval; a report between those
+carries only the tasks whose usage moved since it was last sent (or that were never sent),
+the once-per-interval one every task (its counters moved even where its rate did not)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ class UsageReporter(Generic[U]):
         state_changed = free != self.last_free or attempts != self.last_attempts
         if not report_due(now, self.last_sent_at, interval_s, state_changed, bool(changed), floor_s).send:
             return None
+        # The periodic report carries every task: a steady task's rate never moves past the
+        # threshold, but its counters (CPU seconds) do, and dashboards integrate them.
+        if now - self.last_sent_at >= interval_s:
+            changed = list(figures)
         self.last_sent_at, self.last_free, self.last_attempts = now, free, attempts
         self.last_figures = {task_id: self.last_figures[task_id] for task_id in figures
                              if task_id in self.last_figures}

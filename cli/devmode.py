@@ -33,6 +33,7 @@ def _agent_args(args: argparse.Namespace, data_dir: Path) -> argparse.Namespace:
         cpus=getattr(args, "cpus", None), memory=getattr(args, "memory", None),
         reserve_cpus="0", reserve_memory="0", labels="", state_dir=data_dir / "agent",
         runtime=getattr(args, "runtime", None) or "auto", cgroup_parent=None, heartbeat_interval_s=1.0,
+        usage_interval_s=0.0,     # the master's choice from the cluster size
     )
 
 

@@ -29,11 +29,12 @@ def test_an_older_master_gets_every_sample_every_time() -> None:
 
 # steps: (time, free, usage) -> expected keys sent (None: no report). interval 40 s, floor 1 s.
 @pytest.mark.parametrize("steps", [
-    [  # first report carries everything; then nothing until the interval; then an empty report
-        ((0, "f1", {"t": (1, A)}), ["t"]),
+    [  # first report carries everything; then nothing until the interval; then every task again
+        ((0, "f1", {"t": (1, A)}), ["t"]),   # (a steady task's counters moved: dashboards integrate them)
         ((1, "f1", {"t": (1, A)}), None),
         ((39, "f1", {"t": (1, A)}), None),
-        ((40, "f1", {"t": (1, A)}), []),
+        ((40, "f1", {"t": (1, A)}), ["t"]),
+        ((41, "f1", {"t": (1, A)}), None),
     ],
     [  # a task starts: free changes -> at once, carrying only the new task
         ((0, "f1", {"t": (1, A)}), ["t"]),
