@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -277,7 +278,7 @@ def _configure_rootfs(root: Path) -> None:
     (root / "etc" / "machine-id").write_text("")
 
 
-def build_rootfs(net_modules: Path) -> Path:
+def build_rootfs(net_modules: Path, timings: dict[str, float] | None = None) -> Path:
     requirements = _guest_requirements()
     inputs = [SUITE, PACKAGES, ROOTFS_SIZE, net_modules.name, *NET_BOOT_MODULES, *requirements] + [p.read_bytes().decode() for p in sorted(GUEST.iterdir()) if p.is_file()]
     final = CACHE / f"rootfs-{_key(*inputs)}.img"
@@ -286,23 +287,39 @@ def build_rootfs(net_modules: Path) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE, prefix=".rootfs-") as tmp_name:
         root = Path(tmp_name) / "root"
+        phases = {} if timings is None else timings
+        started = time.monotonic()
         _run("debootstrap", "--variant=minbase", f"--include={PACKAGES}", SUITE, str(root), _mirror(), env=APT_ENV)
         shutil.rmtree(root / "var" / "cache" / "apt" / "archives", ignore_errors=True)
+        phases["rootfs_debootstrap"] = round(time.monotonic() - started, 1)
         _configure_rootfs(root)
         _install_modules(root, net_modules)
+        started = time.monotonic()
         _install_guest_python(root, requirements)
+        phases["rootfs_python_deps"] = round(time.monotonic() - started, 1)
         img = Path(tmp_name) / "rootfs.img"
+        started = time.monotonic()
         _run("mkfs.ext4", "-q", "-F", "-L", "tclroot", "-d", str(root), str(img), ROOTFS_SIZE)
+        phases["rootfs_mkfs"] = round(time.monotonic() - started, 1)
         os.replace(img, final)
     return final
 
 
-def build_all() -> Images:
-    kernel_dir = build_kernel()
-    return Images(kernel_dir / "vmlinux", build_initrd(kernel_dir), build_rootfs(build_net_modules()))
+def build_all(timings: dict[str, float] | None = None) -> Images:
+    """timings, if given, gets each artefact's seconds (near 0 when it was cached)."""
+    timings = {} if timings is None else timings
+
+    def timed(name: str, build):  # type: ignore[no-untyped-def]
+        started = time.monotonic()
+        built = build()
+        timings[name] = round(time.monotonic() - started, 1)
+        return built
+    kernel_dir = timed("kernel", build_kernel)
+    initrd = timed("initrd", lambda: build_initrd(kernel_dir))
+    net_modules = timed("net_modules", build_net_modules)
+    return Images(kernel_dir / "vmlinux", initrd, timed("rootfs", lambda: build_rootfs(net_modules, timings)))
 
 
 if __name__ == "__main__":
-    import time
     t0 = time.monotonic()
     print(build_all(), f"{time.monotonic() - t0:.1f}s")
