@@ -1,5 +1,7 @@
 """Runs inside the guest (cgroup v2, systemd as PID 1), from tests/vm/test_vm.py: the
-system tests against cgroup v2, then the unit files verified and started for real.
+system tests against cgroup v2, then the unit files verified and started for real, then
+the Debian package's checks (guest_package.py), then the secure join across a reboot
+(guest_secure.py). Each phase's seconds go into results.json ("timings").
 Writes results.json into the share; each step's output goes to its own log there."""
 
 from __future__ import annotations
@@ -11,14 +13,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable, TypeVar
 
-import guest_secure   # beside this file (the script's directory is on sys.path)
+import guest_package  # beside this file (the script's directory is on sys.path)
+import guest_secure
 from selection import GUEST_TESTS
 
 SHARE = Path("/mnt/share")
 REPO = Path("/mnt/repo")
 BIN = Path(sys.executable).parent
 UNITS = ("tcl-master.service", "tcl-agent.service")
+T = TypeVar("T")
 
 
 def run(args: list[str], log: str, timeout: float = 900, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -143,6 +148,35 @@ def _main_cgroup(unit: str) -> str:
     return Path(f"/proc/{pid}/cgroup").read_text().strip() if pid and pid != "0" else ""
 
 
+def timed(timings: dict[str, float], name: str, step: Callable[[], T]) -> T:
+    started = time.monotonic()
+    try:
+        return step()
+    finally:
+        timings[name] = round(time.monotonic() - started, 1)
+        print(f"[guest] phase {name}: {timings[name]}s", flush=True)
+
+
+def package() -> None:
+    """The package's checks on a system like a fresh one: what systemd_units installed by
+    hand (units in /etc, /etc/tcluster, /opt/tcluster, the state) goes first; the package's
+    purge removes what it installed, and secure_before_reboot installs the units again."""
+    for unit in UNITS:
+        Path("/etc/systemd/system", unit).unlink(missing_ok=True)
+    for tree in ("/etc/tcluster", "/opt/tcluster", "/var/lib/tcluster"):
+        shutil.rmtree(tree, ignore_errors=True)
+    subprocess.run(["systemctl", "daemon-reload"], check=False)
+    try:
+        guest_package.run_all(SHARE / "pkg")
+    except Exception as error:     # recorded beside the steps: the host's tests say it broke here
+        (SHARE / "package-error.txt").write_text(repr(error))
+
+
+def secure_before_reboot() -> dict[str, object]:
+    install_units()
+    return guest_secure.before_reboot()
+
+
 def main() -> int:
     os.chdir(REPO)
     if guest_secure.REBOOT_MARKER.exists():     # the second boot: only what must hold after a reboot
@@ -152,12 +186,15 @@ def main() -> int:
         print("[guest] unexpected reboot: the checks already ran once in this run", flush=True)
         return 1
     started.write_text("1")
-    results: dict[str, object] = {"kernel": os.uname().release,
+    # Seconds from the kernel's start to this script: the boot's share of the guest's time.
+    timings: dict[str, float] = {"boot": round(float(Path("/proc/uptime").read_text().split()[0]), 1)}
+    results: dict[str, object] = {"kernel": os.uname().release, "timings": timings,
                                   "controllers": Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()}
-    results["net_modules"] = net_modules()
-    results["system_tests"] = system_tests()
-    results["systemd"] = systemd_units()
-    results["secure"] = {"before": guest_secure.before_reboot()}
+    results["net_modules"] = timed(timings, "net_modules", net_modules)
+    results["system_tests"] = timed(timings, "system_tests", system_tests)
+    results["systemd"] = timed(timings, "systemd_units", systemd_units)
+    timed(timings, "package", package)       # package-results.json, read by test_package.py
+    results["secure"] = {"before": timed(timings, "secure_before_reboot", secure_before_reboot)}
     (SHARE / "results.json").write_text(json.dumps(results, indent=1))
     print(json.dumps(results, indent=1))
     if results["secure"]["before"]["reboot"]:   # type: ignore[index]

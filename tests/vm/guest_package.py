@@ -1,5 +1,5 @@
-"""Runs inside the guest (systemd, cgroup v2, no network), from tests/vm/test_package.py:
-the Debian package built on the host, as an operator would use it.
+"""Runs inside the guest (systemd, cgroup v2, no network), from guest_checks.py (run_all),
+for tests/vm/test_package.py: the Debian package built on the host, as an operator would use it.
 
 1. `dpkg -i` the first package; `tcl-master init`, the master unit, a join token.
 2. /opt/tcluster/install.sh (no package: the installed one) joins the node with --token,
@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -152,9 +151,23 @@ def remove_and_purge() -> dict[str, Any]:
     return out
 
 
-def main() -> int:
-    first, second = sorted(SHARE.glob("tcluster_*.deb"), key=lambda p: p.stat().st_mtime)[:2]
-    results: dict[str, Any] = {"packages": [first.name, second.name]}
+def wait_for_packages(pkg: Path, timeout_s: float = 1200) -> dict[str, Any]:
+    """The host builds the packages while the guest runs its other checks, then writes
+    pkg/ready: {"first", "second"} (file names, install order) or {"error"}."""
+    ready = wait_until(lambda: json.loads((pkg / "ready").read_text()), timeout_s)
+    return ready if ready else {"error": f"no {pkg / 'ready'} after {timeout_s}s"}
+
+
+def run_all(pkg: Path) -> dict[str, Any]:
+    """Every step in order, each one's results (or the exception it raised) and seconds
+    written to package-results.json as soon as it ends: the host's tests say which broke."""
+    waited = time.monotonic()
+    ready = wait_for_packages(pkg)
+    results: dict[str, Any] = {"packages": ready, "waited_for_packages_s": round(time.monotonic() - waited, 1)}
+    (SHARE / "package-results.json").write_text(json.dumps(results, indent=1))
+    if "error" in ready:
+        return results
+    first, second = pkg / ready["first"], pkg / ready["second"]
     steps = (("install", lambda: first_install(first)), ("upgrade", lambda: upgrade_while_a_task_runs(second)),
              ("watchdog", watchdog_restart), ("remove", remove_and_purge))
     for name, step in steps:
@@ -165,9 +178,5 @@ def main() -> int:
             results[name] = {"error": repr(error)}
         results[name]["seconds"] = round(time.monotonic() - started, 1)
         (SHARE / "package-results.json").write_text(json.dumps(results, indent=1))
-    print(json.dumps(results, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    print(json.dumps(results, indent=1), flush=True)
+    return results

@@ -112,7 +112,10 @@ def finish_after_reboot() -> int:
     """The second boot's run: add the after-reboot checks to results.json."""
     REBOOT_MARKER.unlink()
     results = json.loads((SHARE / "results.json").read_text())
+    started = time.monotonic()
     results["secure"]["after"] = after_reboot()
+    results.setdefault("timings", {}).update(boot_after_reboot=round(float(Path("/proc/uptime").read_text().split()[0]), 1),
+                                             secure_after_reboot=round(time.monotonic() - started, 1))
     (SHARE / "results.json").write_text(json.dumps(results, indent=1))
     print(json.dumps(results["secure"], indent=1))
     return 0

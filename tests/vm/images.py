@@ -27,8 +27,11 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 GUEST = HERE / "guest"
@@ -107,17 +110,26 @@ def _unpack_kernel(package: str, work: Path) -> Path:
     return work / "x"
 
 
-def build_kernel() -> Path:
-    """Directory with vmlinux and modules/<name>.ko."""
+def _kernel_dir(package: str) -> Path:
+    return CACHE / f"kernel-{package}"
+
+
+def _net_modules_dir(package: str) -> Path:
+    return CACHE / f"netmodules-{package}-{_key(*NET_MODULE_TREES)[:8]}"
+
+
+def build_kernel(unpacked: Path | None = None) -> Path:
+    """Directory with vmlinux and modules/<name>.ko. unpacked: the kernel package already
+    unpacked (build_all downloads it once for this and build_net_modules)."""
     package = kernel_package()
-    final = CACHE / f"kernel-{package}"
+    final = _kernel_dir(package)
     if (final / "vmlinux").exists():
         return final
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix=".kernel-"))
     work = tmp / "pkg"
     work.mkdir()
-    x = _unpack_kernel(package, work)
+    x = unpacked or _unpack_kernel(package, work)
     _extract_vmlinux(next((x / "boot").glob("vmlinuz-*")), tmp / "vmlinux")
     (tmp / "modules").mkdir()
     for name in MODULES:
@@ -146,18 +158,18 @@ def _depends(ko: Path) -> list[str]:
     return [name.replace("-", "_") for name in value.split(",") if name]
 
 
-def build_net_modules() -> Path:
+def build_net_modules(unpacked: Path | None = None) -> Path:
     """Directory holding lib/modules/<version>/: NET_MODULE_TREES and the closure of their
     dependencies, plus the package's modules.order/modules.builtin* (depmod reads those)."""
     package = kernel_package()
-    final = CACHE / f"netmodules-{package}-{_key(*NET_MODULE_TREES)[:8]}"
+    final = _net_modules_dir(package)
     if final.exists():
         return final
     CACHE.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix=".netmodules-"))
     work = tmp / "pkg"
     work.mkdir()
-    x = _unpack_kernel(package, work)
+    x = unpacked or _unpack_kernel(package, work)
     (version_dir,) = (x / "lib" / "modules").iterdir()
     kernel = version_dir / "kernel"
     every = {_module_name(p): p for p in kernel.rglob("*.ko*")}
@@ -277,7 +289,10 @@ def _configure_rootfs(root: Path) -> None:
     (root / "etc" / "machine-id").write_text("")
 
 
-def build_rootfs(net_modules: Path) -> Path:
+def build_rootfs(net_modules: Path, timings: dict[str, float] | None = None,
+                 wait_net_modules: Callable[[], object] = lambda: None) -> Path:
+    """net_modules: where build_net_modules puts them (its name is part of the key);
+    wait_net_modules returns once they are there, so they can be built meanwhile."""
     requirements = _guest_requirements()
     inputs = [SUITE, PACKAGES, ROOTFS_SIZE, net_modules.name, *NET_BOOT_MODULES, *requirements] + [p.read_bytes().decode() for p in sorted(GUEST.iterdir()) if p.is_file()]
     final = CACHE / f"rootfs-{_key(*inputs)}.img"
@@ -286,23 +301,60 @@ def build_rootfs(net_modules: Path) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE, prefix=".rootfs-") as tmp_name:
         root = Path(tmp_name) / "root"
+        phases = {} if timings is None else timings
+        started = time.monotonic()
         _run("debootstrap", "--variant=minbase", f"--include={PACKAGES}", SUITE, str(root), _mirror(), env=APT_ENV)
         shutil.rmtree(root / "var" / "cache" / "apt" / "archives", ignore_errors=True)
+        phases["rootfs_debootstrap"] = round(time.monotonic() - started, 1)
         _configure_rootfs(root)
+        wait_net_modules()
         _install_modules(root, net_modules)
+        started = time.monotonic()
         _install_guest_python(root, requirements)
+        phases["rootfs_python_deps"] = round(time.monotonic() - started, 1)
         img = Path(tmp_name) / "rootfs.img"
+        started = time.monotonic()
         _run("mkfs.ext4", "-q", "-F", "-L", "tclroot", "-d", str(root), str(img), ROOTFS_SIZE)
+        phases["rootfs_mkfs"] = round(time.monotonic() - started, 1)
         os.replace(img, final)
     return final
 
 
-def build_all() -> Images:
-    kernel_dir = build_kernel()
-    return Images(kernel_dir / "vmlinux", build_initrd(kernel_dir), build_rootfs(build_net_modules()))
+def _kernel_side() -> Path:
+    """The kernel and the net modules, from one download and unpacking of the package."""
+    package = kernel_package()
+    if (_kernel_dir(package) / "vmlinux").exists() and _net_modules_dir(package).exists():
+        return build_kernel()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE, prefix=".kernel-pkg-") as work:
+        unpacked = _unpack_kernel(package, Path(work))
+        kernel_dir = build_kernel(unpacked)
+        build_net_modules(unpacked)
+    return kernel_dir
+
+
+def build_all(timings: dict[str, float] | None = None) -> Images:
+    """The kernel side (download, vmlinux, modules, initrd) runs in a thread while the
+    rootfs is debootstrapped: they are independent until the rootfs takes the net modules.
+    timings, if given, gets each part's seconds (near 0 when it was cached)."""
+    timings = {} if timings is None else timings
+
+    def kernel_and_initrd() -> tuple[Path, Path]:
+        started = time.monotonic()
+        kernel_dir = _kernel_side()
+        initrd = build_initrd(kernel_dir)
+        timings["kernel_net_modules_initrd"] = round(time.monotonic() - started, 1)
+        return kernel_dir, initrd
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        kernel_side = pool.submit(kernel_and_initrd)
+        started = time.monotonic()
+        rootfs = build_rootfs(_net_modules_dir(kernel_package()), timings, kernel_side.result)
+        timings["rootfs"] = round(time.monotonic() - started, 1)
+        kernel_dir, initrd = kernel_side.result()
+    return Images(kernel_dir / "vmlinux", initrd, rootfs)
 
 
 if __name__ == "__main__":
-    import time
     t0 = time.monotonic()
     print(build_all(), f"{time.monotonic() - t0:.1f}s")

@@ -1,6 +1,7 @@
 """cgroup v2 and systemd, for real, in a Debian guest under qemu (software emulation).
 
-One boot per run (module fixture): inside, the system and fault tests marked `guest` run
+One boot per run (the session fixture `guest`, tests/vm/conftest.py, which
+test_package.py shares): inside, the system and fault tests marked `guest` run
 against cgroup v2 (the same tests run against v1 on this host; they are the ones whose code
 differs between the two, tests/vm/selection.py), then systemd/'s unit files are verified with
 `systemd-analyze verify` (any stderr fails) and started: a job runs, the agent is
@@ -10,62 +11,17 @@ is reported. Then the secure join flow on the same units, across a reboot of the
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tcluster.agent.runtime.shimbin import shim_binary
-from tests.vm.images import build_all
-from tests.vm.qemu import REPO, boot, compile_for_the_guest, qemu_missing
+from tests.vm.qemu import REPO
 from tests.vm.selection import GUEST_TESTS
 
 pytestmark = pytest.mark.vm
-GUEST_SCRIPT = """set -u
-export TCL_SHIM=/mnt/share/tcl-shim
-cd /mnt/repo && /opt/tcl-venv/bin/python tests/vm/guest_checks.py
-"""
-
-
-def _why_not() -> str | None:
-    if os.environ.get("TCL_SKIP_VM"):
-        return "TCL_SKIP_VM is set"
-    if os.geteuid() != 0:
-        return "needs root (debootstrap, image build)"
-    return qemu_missing()
-
-
-@pytest.fixture(scope="module")
-def guest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    reason = _why_not()
-    if reason:
-        pytest.skip(reason)
-    started = time.monotonic()
-    try:
-        images = build_all()
-    except (RuntimeError, OSError) as e:
-        pytest.skip(f"cannot build the VM images: {e}")
-    build_s = time.monotonic() - started
-    share = tmp_path_factory.mktemp("vm-share")
-    shutil.copy(shim_binary(), share / "tcl-shim")      # static: runs in the guest as is
-    compiled = compile_for_the_guest()
-    # A cap, not the expected time: on a busy 2-core host software emulation is several times
-    # slower; the guest's runner unit stops run.sh after 1500 s in any case.
-    run = boot(images, share, GUEST_SCRIPT, timeout_s=1620, allow_reboot=True)   # one reboot: guest_secure.py
-    print(f"\n[vm] images ready in {build_s:.1f}s ({compiled} files compiled for the guest); "
-          f"guest ran in {run.seconds:.1f}s; rc={run.rc}")
-    results_file = share / "results.json"
-    if not results_file.exists():
-        pytest.fail(f"the guest wrote no results (rc={run.rc}):\n{run.out[-3000:]}\n{run.console[-3000:]}")
-    results: dict[str, Any] = json.loads(results_file.read_text())
-    results["share"] = str(share)
-    return results
 
 
 def test_guest_is_pure_cgroup_v2(guest: dict[str, Any]) -> None:
