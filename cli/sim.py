@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
 from tcluster.formats import format_table
@@ -42,12 +42,8 @@ def run_sim(args: argparse.Namespace) -> int:
     report = to_json(run, scenario, args.fairness, placement)
     if args.timeline:
         write_timeline(run, scenario, args.timeline)
-    if args.plot:
-        try:
-            write_plot(run, scenario, args.plot, f"{args.scenario} ({args.fairness})")
-        except RuntimeError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return EXIT_FAILURE
+    if args.plot and not _plotted(lambda: write_plot(run, scenario, args.plot, f"{args.scenario} ({args.fairness})")):
+        return EXIT_FAILURE
     print(json.dumps(report, indent=2) if args.output == "json" else sim_table(report))
     return EXIT_OK
 
@@ -79,12 +75,8 @@ def run_preempt_comparison(args: argparse.Namespace, scenario: Any, placement: s
     runs = [(name, simulate(scenario, args.fairness, placement, args.until, args.seed, lotes, settings,
                             record_queues=True)) for name, settings in systems]
     summaries = [summarize(name, run) for name, run in runs]
-    if args.plot:
-        try:
-            write_share_plot(runs, args.plot, f"{args.scenario} ({args.fairness})")
-        except RuntimeError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return EXIT_FAILURE
+    if args.plot and not _plotted(lambda: write_share_plot(runs, args.plot, f"{args.scenario} ({args.fairness})")):
+        return EXIT_FAILURE
     if args.output == "json":
         print(json.dumps(to_json(summaries), indent=2))
     else:
@@ -127,12 +119,8 @@ def run_comparison(args: argparse.Namespace, scenario: Any) -> int:
     except LotesUnsolvable as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILURE
-    if args.plot:
-        try:
-            write_comparison_plot(runs, timelines, args.plot, str(args.scenario))
-        except RuntimeError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return EXIT_FAILURE
+    if args.plot and not _plotted(lambda: write_comparison_plot(runs, timelines, args.plot, str(args.scenario))):
+        return EXIT_FAILURE
     print(json.dumps(to_json(runs, solves), indent=2) if args.output == "json" else comparison_table(runs, solves))
     return EXIT_OK
 
@@ -152,12 +140,8 @@ def run_federation(args: argparse.Namespace, doc: Any) -> int:
     results = [r for size in scenario.sizes
                for r in compare(replace(scenario.config, workers=size), scenario.spec_for(size), systems,
                                  scenario.probes)]
-    if args.plot:
-        try:
-            write_cdf_plot(results, args.plot, f"{args.scenario}: allocation time CDF")
-        except RuntimeError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return EXIT_FAILURE
+    if args.plot and not _plotted(lambda: write_cdf_plot(results, args.plot, f"{args.scenario}: allocation time CDF")):
+        return EXIT_FAILURE
     print(json.dumps(federation_json(scenario, results), indent=2) if args.output == "json"
           else federation_table(scenario, results))
     return EXIT_OK
@@ -195,3 +179,13 @@ def sim_table(report: dict[str, Any]) -> str:
          for n in report["nodes"]],
     )
     return f"{head}\n\n{jobs}\n\n{nodes}"
+
+
+def _plotted(draw: Callable[[], object]) -> bool:
+    """Draws a --plot; False, having said why, when matplotlib is missing or the drawing fails."""
+    try:
+        draw()
+    except RuntimeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return False
+    return True

@@ -32,6 +32,7 @@ from tcluster.federation.sim import FedConfig
 from tcluster.federation.workload import WorkloadSpec
 from tcluster.formats import format_table
 from tcluster.scheduler.yamlsrc import Located, Path, load_located, read_config_file
+from tcluster.sim.scenario import checked_mapping
 
 _KEYS = {"workers": int, "lms": int, "gms": int, "queues_per_gm": int, "heartbeat_s": float,
          "repartition": bool, "preemption": bool, "net_base_s": float, "systems": list,
@@ -66,7 +67,7 @@ def parse_federation(doc: Located) -> FederationScenario:
     for key in doc.value:
         if key != "federation":
             raise doc.error((key,), "unknown key; a federation scenario has only `federation`")
-    body = _mapping(doc, ("federation",), doc.value["federation"], _KEYS)
+    body = checked_mapping(doc, ("federation",), doc.value["federation"], _KEYS)
     sizes = _sizes(doc, body.get("workers"))
     knobs = {k: _value(doc, ("federation", k), body[k], _KEYS[k]) for k in body
              if k not in ("workers", "systems", "sparrow_probes", "workload")}
@@ -88,15 +89,6 @@ def parse_federation(doc: Located) -> FederationScenario:
         raise doc.error(("federation", "sparrow_probes"), f"{probes!r} must be >= 1")
     spec, per_worker = _workload(doc, body.get("workload", {}))
     return FederationScenario(doc.source, sizes, config, spec, systems, probes, per_worker)
-
-
-def _mapping(doc: Located, path: Path, value: Any, allowed: dict[str, type]) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise doc.error(path, f"must be a mapping with {', '.join(allowed)}")
-    for key in value:
-        if key not in allowed:
-            raise doc.error((*path, key), f"unknown key; allowed: {', '.join(allowed)}")
-    return value
 
 
 def _value(doc: Located, path: Path, value: Any, kind: type) -> Any:
@@ -122,7 +114,7 @@ def _sizes(doc: Located, value: Any) -> tuple[int, ...]:
 
 def _workload(doc: Located, value: Any) -> tuple[WorkloadSpec, float | None]:
     path: Path = ("federation", "workload")
-    body = _mapping(doc, path, value, _WORKLOAD_KEYS)
+    body = checked_mapping(doc, path, value, _WORKLOAD_KEYS)
     spec = {k: _value(doc, (*path, k), v, _WORKLOAD_KEYS[k]) for k, v in body.items()}
     if "tasks" in spec and "tasks_per_worker" in spec:
         raise doc.error((*path, "tasks_per_worker"), "give `tasks` or `tasks_per_worker`, not both")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path as FsPath
-from typing import Any
+from typing import Any, Iterable
 
 from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
@@ -101,7 +101,7 @@ def _preemption(doc: Located) -> PreemptionSettings:
     if "preemption" not in doc.value:
         return PreemptionSettings()
     path: Path = ("preemption",)
-    body = _mapping(doc, path, doc.value["preemption"], _PREEMPT_KEYS)
+    body = checked_mapping(doc, path, doc.value["preemption"], _PREEMPT_KEYS)
     knobs: dict[str, float] = {k: _number(doc, (*path, k), body[k], minimum=0.0) for k in _PREEMPT_KEYS[:3] if k in body}
     settings = PreemptionSettings(**knobs)
     if "max_per_round" in body:
@@ -119,7 +119,9 @@ def _list(doc: Located, key: str) -> list[Any]:
     return value
 
 
-def _mapping(doc: Located, path: Path, value: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+def checked_mapping(doc: Located, path: Path, value: Any, allowed: Iterable[str]) -> dict[str, Any]:
+    """`value` as a mapping whose keys are all in `allowed`; else the error names the key."""
+    allowed = tuple(allowed)
     if not isinstance(value, dict):
         raise doc.error(path, f"must be a mapping with {', '.join(allowed)}")
     for key in value:
@@ -133,7 +135,7 @@ def _nodes(doc: Located) -> tuple[NodeSpec, ...]:
     seen: dict[str, Path] = {}
     for i, raw in enumerate(_list(doc, "nodes")):
         path: Path = ("nodes", i)
-        body = _mapping(doc, path, raw, _NODE_KEYS)
+        body = checked_mapping(doc, path, raw, _NODE_KEYS)
         capacity = _resources(doc, (*path, "capacity"), body.get("capacity"))
         labels = tuple(sorted((str(k), str(v)) for k, v in _labels(doc, (*path, "labels"), body.get("labels")).items()))
         for name in _node_names(doc, path, body):
@@ -190,7 +192,7 @@ def _jobs(doc: Located, queues: QueueTree, nodes: tuple[NodeSpec, ...]) -> tuple
     jobs: list[SimJob] = []
     names: dict[str, int] = {}
     for i, raw in enumerate(_list(doc, "jobs")):
-        job = _job(doc, ("jobs", i), _mapping(doc, ("jobs", i), raw, _JOB_KEYS), queues, nodes)
+        job = _job(doc, ("jobs", i), checked_mapping(doc, ("jobs", i), raw, _JOB_KEYS), queues, nodes)
         if job.name in names:
             raise doc.error(("jobs", i, "name"), f"duplicate job name {job.name!r} (also jobs[{names[job.name]}])")
         names[job.name] = i
