@@ -58,8 +58,8 @@ class Agent:
         self.outbox = Outbox(settings.state_dir / "outbox.jsonl")
         self.tasks = TaskManager(settings, runtime, self.outbox, gpus)
         self.heartbeat_interval_s = settings.heartbeat_interval_s
-        # Issue 26: from a master that chose one, usage at most this often and liveness from
-        # the open stream; 0 (an older master): a full heartbeat every heartbeat interval.
+        # Issue 26: from a master that chose one, usage at most this often (and the fence
+        # widened by two of them); 0 (an older master): a full heartbeat every interval.
         self.usage_interval_s = 0.0
         self.fence_after_s = self._load_fence()
         # The last message from the master, on the monotonic clock. A restart does not reset

@@ -309,13 +309,17 @@ def _beat(d: Draft, ev: Beat) -> None:
 
 
 def _retune(d: Draft, live: NodeLive) -> float:
-    """A stream-liveness node's usage interval for the cluster's size now: changed once it
-    is off by more than a quarter (the cluster grew as nodes registered, or shrank)."""
+    """A stream-liveness node's usage interval for the cluster's size now: lengthened once
+    the cluster grew by more than a quarter, never shortened on a live stream. The master's
+    silence limit follows its own value at once, the agent's fence only once the Ack arrives:
+    a longer one told over a cut leaves the agent fencing earlier (safe); a shorter one would
+    let the master's LOST come before the agent's fence. A shrunk cluster's nodes get the
+    shorter interval when they register again."""
     if not live.usage_interval_s or live.interval_fixed:
         return live.usage_interval_s
     t = d.state.timeouts
     want = usage_interval(len(d.state.nodes), t.report_budget_per_s, t.heartbeat_interval_s)
-    return want if abs(want - live.usage_interval_s) > live.usage_interval_s / 4 else live.usage_interval_s
+    return want if want > live.usage_interval_s * 1.25 else live.usage_interval_s
 
 
 # ---- timeouts ----

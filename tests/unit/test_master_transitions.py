@@ -370,6 +370,10 @@ def test_a_growing_cluster_lengthens_the_usage_interval_on_the_next_report_ack()
     assert (w.state.live["n1"].usage_interval_s, w.state.live["n1"].report_limit_s) == (4.0, 18.0)
     step = w.do(Beat("n1", Resources(4, 2**33), EMPTY), at=2)
     assert Ack("n1", 0) in step.actions                                 # unchanged: not said again
+    w.state.timeouts = _replace(TIMEOUTS, report_budget_per_s=100.0)   # a reload: the interval would shrink
+    assert Ack("n1", 0) in w.do(Beat("n1", Resources(4, 2**33), EMPTY), at=2.5).actions   # not shortened live:
+    assert w.state.live["n1"].usage_interval_s == 4.0      # an agent cut off before hearing it would fence late
+    w.state.timeouts = _replace(TIMEOUTS, report_budget_per_s=2.0)
     stream_join(w, "n2", at=2, interval=3.0)
     w.join("old7", at=2)
     w.join("old8", at=2)
