@@ -128,6 +128,9 @@ class Agent:
 
     async def _watched_session(self) -> None:
         """The session, ended by the watchdog (ConnectionError) if the master goes silent."""
+        # A new master gets the whole stale window to answer: one that accepts the connect
+        # and never speaks (SIGSTOPped, hung) is left like one gone silent mid-stream.
+        self.last_message = max(self.last_message, time.monotonic())
         self._session_task = asyncio.create_task(self._session(), name="agent-session")
         try:
             await self._session_task
@@ -144,10 +147,11 @@ class Agent:
         return max(STALE_AFTER_BEATS * max(self.heartbeat_interval_s, self.usage_interval_s), STALE_MIN_S)
 
     def _leave_if_silent(self, silent: float) -> None:
-        """Several masters: one that went silent mid-stream is left for the next."""
+        """Several masters: one that went silent mid-stream, or never answered the connect
+        (gRPC's own connect timeout is 20 s), is left for the next."""
         task = self._session_task
         if (task is not None and not task.done() and not self._stale and len(self.rotation.masters) > 1
-                and self.registered.is_set() and silent > self._stale_after()):
+                and silent > self._stale_after()):
             log.warning("no word from master %s for %.0fs: trying the next master", self.master, silent)
             self._stale = True
             task.cancel()

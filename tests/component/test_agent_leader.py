@@ -118,3 +118,20 @@ def test_join_tries_each_master_and_keeps_the_list(tmp_path: Path) -> None:
         await c.start_agent("n1")         # mutual TLS, from the joined list
         await c.wait_node("n1", "READY")
     run(scenario, tmp_path)
+
+
+def test_a_master_that_never_answers_the_connect_is_left_within_the_stale_window(tmp_path: Path) -> None:
+    """A SIGSTOPped master: the kernel still completes the TCP handshake, nothing speaks HTTP/2.
+    Before the fix the agent sat in gRPC's 20 s connect timeout there (tests/ha saw it follow a
+    standby's stale hint onto the hung leader); now a session that registers with nobody in the
+    stale window (5 s here) is left for the next master like a silent registered one."""
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        with socket.socket() as hung:
+            hung.bind(("127.0.0.1", 0))
+            hung.listen(16)              # never accepted: connects complete, no byte ever comes back
+            hung_address = f"127.0.0.1:{hung.getsockname()[1]}"
+            running = start_agent(h, "n1", f"{hung_address},{h.address}")
+            await asyncio.wait_for(running.agent.registered.wait(), 15.0)   # gRPC's own connect timeout: 20 s
+            assert running.agent.master == h.address
+    run(scenario, tmp_path)
