@@ -32,6 +32,7 @@ from tcluster.agent.gpudetect import GpuInventory
 from tcluster.agent.gpus import node_labels as gpu_labels
 from tcluster.agent.tasks import TaskManager, state_dir_path
 from tcluster.bounds import GRPC_OPTIONS, MAX_EVENTS_PER_MESSAGE
+from tcluster.features import MAX_WATCH_S
 from tcluster.leaders import parse_addresses, standby_hint
 from tcluster.model import DOCKER_LABEL, NETNS_LABEL
 from tcluster.sdnotify import Notifier
@@ -61,6 +62,8 @@ class Agent:
         # Issue 26: from a master that chose one, usage at most this often (and the fence
         # widened by two of them); 0 (an older master): a full heartbeat every interval.
         self.usage_interval_s = 0.0
+        self._watched_until = 0.0                # a UsageWatch's end (monotonic) and its interval
+        self._watch_interval_s = settings.heartbeat_interval_s
         self.fence_after_s = self._load_fence()
         # The last message from the master, on the monotonic clock. A restart does not reset
         # it: silence already counted before the restart (agent/fence.py) still counts.
@@ -180,6 +183,7 @@ class Agent:
         async with self._channel() as channel:
             call = agent_pb2_grpc.AgentServiceStub(channel).Connect()
             self._out = SendQueue()
+            self._watched_until = 0.0       # a new master session starts unwatched (master/usagewatch.py)
             pending = self.outbox.unacked(MAX_EVENTS_PER_MESSAGE)
             register = codec.register_to_pb(
                 self.settings.node, self.tasks.capacity, self.tasks.reserved, self.node_labels(),
@@ -229,6 +233,10 @@ class Agent:
             elif kind == "log_credit":
                 credit = message.log_credit
                 self._log_sends.credit(credit.request_id, credit.chunks, credit.cancel)
+            elif kind == "usage_watch":       # someone watches this node: fresh samples for a while
+                watch = message.usage_watch
+                self._watched_until = time.monotonic() + min(max(watch.for_s, 0.0), MAX_WATCH_S)
+                self._watch_interval_s = max(watch.interval_s, self.heartbeat_interval_s)
             elif kind == "ack":
                 self.outbox.ack(message.ack.seq)
                 if message.ack.usage_interval_s > 0 and self.usage_interval_s > 0:
@@ -301,13 +309,20 @@ class Agent:
         while True:
             usage = await asyncio.to_thread(self.tasks.sample_all)
             free = self.tasks.free()
-            sent = reporter.decide(time.monotonic(), free, usage, self.usage_interval_s, self.heartbeat_interval_s)
+            sent = reporter.decide(time.monotonic(), free, usage, self._report_interval_s(), self.heartbeat_interval_s)
             if sent is not None:
                 gpus = await asyncio.to_thread(self.tasks.sample_gpus) if self.tasks.gpus.source == "nvml" else ()
                 self._out.put_control(codec.heartbeat_to_pb(free, sent, time.time(), self.class_mix(), gpus))
             hang_if_asked(self.settings.test_hang_file)
             self.notifier.watchdog()      # only after a heartbeat went out: a stuck loop stops the pings
             await asyncio.sleep(self.heartbeat_interval_s)
+
+    def _report_interval_s(self) -> float:
+        """The usage interval, or shorter while a UsageWatch lasts. Only reports come more
+        often: the fence and the master's silence limit keep the usage interval."""
+        if self.usage_interval_s > 0 and time.monotonic() < self._watched_until:
+            return min(self.usage_interval_s, self._watch_interval_s)
+        return self.usage_interval_s
 
     async def _watchdog(self) -> None:
         """The fence, and housekeeping (old task directories) once a minute."""

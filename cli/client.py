@@ -234,15 +234,16 @@ class MasterClient:
         never_sent = is_transport_failure(error) and "socket closed" not in details.lower()
         return not (never_sent and len(self._finder.masters) == 1)
 
-    def get(self, job_id: str) -> jobs_pb2.Job:
-        return self._call(lambda c: c.jobs.Get(jobs_pb2.GetJobRequest(id=job_id), timeout=self.timeout,
-                                               metadata=self._metadata))
+    def get(self, job_id: str, watch_usage_s: float = 0.0) -> jobs_pb2.Job:
+        request = jobs_pb2.GetJobRequest(id=job_id, watch_usage_s=watch_usage_s)
+        return self._call(lambda c: c.jobs.Get(request, timeout=self.timeout, metadata=self._metadata))
 
-    def list_jobs(self, states: Iterable[int], queue: str, limit: int, all_jobs: bool = False, owner: str = ""
-                  ) -> tuple[list[jobs_pb2.Job], int]:
-        """(jobs, how many match in all); with all_jobs, page through every one."""
+    def list_jobs(self, states: Iterable[int], queue: str, limit: int, all_jobs: bool = False, owner: str = "",
+                  watch_usage_s: float = 0.0) -> tuple[list[jobs_pb2.Job], int]:
+        """(jobs, how many match in all); with all_jobs, page through every one. watch_usage_s:
+        the listed jobs' nodes send fresh usage samples for that long (tcl top)."""
         request = jobs_pb2.ListJobsRequest(states=list(states), queue=queue, limit=limit if not all_jobs else 1000,
-                                           owner=owner)
+                                           owner=owner, watch_usage_s=watch_usage_s)
         jobs: list[jobs_pb2.Job] = []
         while True:
             reply = self._call(lambda c: c.jobs.List(request, timeout=self.timeout, metadata=self._metadata))

@@ -33,8 +33,13 @@ def _ratio(used: float, of: float) -> str:
     return f"{100 * used / of:.0f}%" if of else "-"
 
 
+# What tcl top asks of the master each refresh: the listed tasks' nodes report usage at the
+# heartbeat interval for this long, not once per usage interval (issue 26).
+WATCH_USAGE_S = 30.0
+
+
 def running_tasks(client: MasterClient) -> list[dict[str, Any]]:
-    jobs, _ = client.list_jobs([job_state_to_pb(JobState.RUNNING)], "", 0, all_jobs=True)
+    jobs, _ = client.list_jobs([job_state_to_pb(JobState.RUNNING)], "", 0, all_jobs=True, watch_usage_s=WATCH_USAGE_S)
     rows = []
     for job in jobs:
         request = job.spec.resources

@@ -11,16 +11,16 @@ import random
 import secrets
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Iterable
 
 from tcluster.arrays import parse_index_set
 from tcluster.dependency import parse_dependency
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
-from tcluster.features import LAUNCH_BATCH, batch_by_node
+from tcluster.features import LAUNCH_BATCH, USAGE_WATCH, batch_by_node
 from tcluster.master.core.actions import (
-    AckReports, FetchLog, Heartbeat, LaunchBatch, LogPiece, Registration, ReportBatch,
+    AckReports, FetchLog, Heartbeat, LaunchBatch, LogPiece, Registration, ReportBatch, WatchUsage,
 )
 from tcluster.master.core.events import (
     Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Disconnect, Event, Launch, Now, Place, Reports,
@@ -31,13 +31,14 @@ from tcluster.master.links import AgentLink
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
+from tcluster.master.usagewatch import UsageWatches, watch_capacity
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
 from tcluster.master.core.registration import check_registration
 from tcluster.master.settings import MasterSettings
 from tcluster.master.loading import load_state, not_found
 from tcluster.master.store.base import StateStore
 from tcluster.master.core.transitions import handle
-from tcluster.model import Job, JobSpec, JobState, Node, Task
+from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
@@ -73,6 +74,7 @@ class MasterService:
         self.rng = random.Random(settings.seed)
         self.links: dict[str, AgentLink] = {}
         self.gpus = GpuBoard()       # the last NVML samples of running tasks' GPUs, per node
+        self.usage_watches = UsageWatches(0)   # fresh samples on demand (tcl top, job page, scrape)
         self.log_streams = StreamCap(settings.log_streams_per_user)
         self.committer = Committer(store, self._send, self._recover)
         self._wake = asyncio.Event()
@@ -324,15 +326,32 @@ class MasterService:
             old.close()
         link = AgentLink(reg.node, reg.features)
         self.links[reg.node] = link
+        self.usage_watches.forget(reg.node)     # a new session starts unwatched, on both ends
         step, _ = self._do(AgentJoined(reg))
         log.info("node %s registered (%s, capacity %s)", reg.node, reg.runtime, step.nodes[reg.node].capacity.describe())
         self.kick()
         return link
 
+    def watch_usage(self, nodes: Iterable[str], for_s: float) -> None:
+        """Someone watches these nodes' usage: they report at the heartbeat interval for
+        for_s (bounded by the report budget; master/usagewatch.py)."""
+        s = self.settings
+        self.usage_watches.max_nodes = watch_capacity(s.report_budget_per_s, s.heartbeat_interval_s)
+        watched = (n for n in nodes if (link := self.links.get(n)) is not None and USAGE_WATCH in link.features)
+        for node in self.usage_watches.ask(watched, self.monotonic(), for_s):
+            self.links[node].send(WatchUsage(s.heartbeat_interval_s, for_s))
+
+    def watch_jobs(self, pairs: Iterable[tuple[Job, list[Task]]], for_s: float) -> None:
+        """A watch on the nodes running these jobs' tasks (tcl top, a Get that asks, a job page)."""
+        if for_s > 0:
+            self.watch_usage((t.node for _, tasks in pairs for t in tasks
+                              if t.node and t.state is TaskState.RUNNING), for_s)
+
     def detach(self, link: AgentLink) -> None:
         link.close()
         if self.links.get(link.node) is link:
             del self.links[link.node]
+            self.usage_watches.forget(link.node)
             self.gpus.forget(link.node)
             self._do(AgentLeft(link.node))
             log.info("node %s disconnected", link.node)

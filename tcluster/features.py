@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 LAUNCH_BATCH = "launch-batch"          # takes LaunchTasks (several launches in one message)
 STREAM_LIVENESS = "stream-liveness"    # reports on change, usage at most every usage interval
-AGENT_FEATURES: tuple[str, ...] = (LAUNCH_BATCH, STREAM_LIVENESS)
+USAGE_WATCH = "usage-watch"            # takes UsageWatch: fresh samples while someone watches
+AGENT_FEATURES: tuple[str, ...] = (LAUNCH_BATCH, STREAM_LIVENESS, USAGE_WATCH)
 MAX_FEATURES = 32
 
 # Cluster-wide reports a second the master budgets for by default: Nomad keeps ~50 heartbeats
@@ -22,6 +23,7 @@ MAX_FEATURES = 32
 # the interval never falls below the heartbeat interval nor rises above MAX_USAGE_INTERVAL_S.
 DEFAULT_REPORT_BUDGET_PER_S = 250.0
 MAX_USAGE_INTERVAL_S = 60.0
+MAX_WATCH_S = 120.0        # one UsageWatch lasts at most this long; the watcher asks again
 
 
 def usage_interval(cluster_nodes: int, budget_per_s: float, floor_s: float,

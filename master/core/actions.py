@@ -70,6 +70,13 @@ class LogCredit:
 
 
 @dataclass(frozen=True)
+class WatchUsage:
+    """Fresh samples asked for (master/usagewatch.py): report usage every interval_s for for_s."""
+    interval_s: float
+    for_s: float
+
+
+@dataclass(frozen=True)
 class BinTarget:
     """LoTES: the bin a node emulates (class -> count), and its tasks' classes now."""
     config: str                              # "": no target

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Kill, LaunchBatch, LogCredit, Registration, TaskReport,
+    AckReports, BinTarget, FetchLog, Kill, LaunchBatch, LogCredit, Registration, TaskReport, WatchUsage,
 )
 from tcluster.launch import Launch
 from tcluster.arrays import IndexSet
@@ -166,7 +166,7 @@ class Disconnect:
 
 
 Action = Launch | Kill | Welcome | Ack | Disconnect
-Outbound = Launch | LaunchBatch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welcome    # what an agent's link carries out
+Outbound = Launch | LaunchBatch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welcome | WatchUsage    # what an agent's link carries out
 
 
 # ---- what a step changes ----

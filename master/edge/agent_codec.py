@@ -10,7 +10,7 @@ from tcluster.ceilings import Ceilings
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Heartbeat, Kill, LaunchBatch, LogCredit, LogPiece, Registration, ReportBatch,
-    TaskReport,
+    TaskReport, WatchUsage,
 )
 from tcluster.features import MAX_FEATURES
 from tcluster.master.core.events import Outbound, Welcome
@@ -180,6 +180,9 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, LogCredit):
         return agent_pb2.MasterMessage(log_credit=agent_pb2.LogCredit(
             request_id=message.request_id, chunks=message.chunks, cancel=message.cancel))
+    if isinstance(message, WatchUsage):
+        return agent_pb2.MasterMessage(usage_watch=agent_pb2.UsageWatch(interval_s=message.interval_s,
+                                                                        for_s=message.for_s))
     raise TypeError(f"cannot send {type(message).__name__}")
 
 

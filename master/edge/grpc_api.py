@@ -22,6 +22,7 @@ from tcluster.master.links import AgentLink
 from tcluster.master.identity.peer import peer_cert
 from tcluster.master.nodeops import NodeRequest
 from tcluster.master.service import MasterService
+from tcluster.master.usagewatch import checked_watch_s
 from tcluster.model import Job, Task
 from tcluster.security.authz import Caller, ReadCluster
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
@@ -94,7 +95,9 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
     async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
             caller = caller_of(self.service, context, "Get")
-            return self._job(self.service.read(request.id, caller), caller)
+            pair = self.service.read(request.id, caller)
+            self.service.watch_jobs([pair], checked_watch_s(request.watch_usage_s))
+            return self._job(pair, caller)
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
@@ -108,6 +111,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             caller = caller_of(self.service, context, "List")
             pairs, next_token, total = self.service.list_jobs(states, request.queue, request.limit, request.all,
                                                               request.page_token, request.owner, caller)
+            self.service.watch_jobs(pairs, checked_watch_s(request.watch_usage_s))
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")

@@ -21,6 +21,7 @@ from tcluster.errors import (
 )
 from tcluster.master.usage.history import TASK, Series, TaskRecord
 from tcluster.model import Job, JobState, Task, TaskState
+from tcluster.master.usagewatch import DEFAULT_WATCH_S
 from tcluster.master.web.params import INDEXES, LIMITS, TAILS, TIMES, indexes, number, parse_number
 from tcluster.security.authz import Caller, sees_only_own
 
@@ -194,6 +195,7 @@ class Api:
     async def job_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()
         job, tasks = self.service.read(request.match_info["job_id"], request[CALLER])
+        self.service.watch_jobs([(job, tasks)], DEFAULT_WATCH_S)     # an open job page polls this
         since, until = time_range(request)
         wanted = indexes(request.query, "tasks")
         detail = request.query.get("detail", "")      # one task with every series; the others CPU only

@@ -20,6 +20,7 @@ from tcluster.master.usage.historydb import HistoryStore
 from tcluster.master.usage.metrics import CONTENT_TYPE, Exposition
 from tcluster.master.usage.recorder import Recorder
 from tcluster.master.web.api import Api, errors_middleware
+from tcluster.master.usagewatch import DEFAULT_WATCH_S, MAX_SCRAPE_NODES
 from tcluster.master.web.login import add_login, auth_middleware, check_metrics
 
 log = logging.getLogger(__name__)
@@ -146,6 +147,11 @@ class Dashboard:
 
     async def metrics(self, request: web.Request) -> web.Response:
         check_metrics(request)
+        # A scrape may name nodes (Prometheus `params: {node: [n1, n2]}`): they send fresh
+        # samples for a while, so its resolution is the scrape's, not the usage interval's.
+        nodes = request.query.getall("node", [])
+        if nodes:
+            self.service.watch_usage(nodes[:MAX_SCRAPE_NODES], DEFAULT_WATCH_S)
         self.drain()
         return web.Response(body=self.exposition.render(), headers={"Content-Type": CONTENT_TYPE})
 

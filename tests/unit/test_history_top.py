@@ -23,7 +23,8 @@ class FakeClient:
         burn.tasks.add(index=2, state=common_pb2.TASK_PENDING)
         self.jobs = [burn]
 
-    def list_jobs(self, states: list[int], queue: str, limit: int, all_jobs: bool = False) -> tuple[list, int]:
+    def list_jobs(self, states: list[int], queue: str, limit: int, all_jobs: bool = False,
+                  watch_usage_s: float = 0.0) -> tuple[list, int]:
         return self.jobs, len(self.jobs)
 
     def list_nodes(self) -> list[jobs_pb2.Node]:

@@ -133,7 +133,7 @@ class LogData(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target", "log_credit", "launches")
+    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target", "log_credit", "launches", "usage_watch")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     KILL_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +142,7 @@ class MasterMessage(_message.Message):
     BIN_TARGET_FIELD_NUMBER: _ClassVar[int]
     LOG_CREDIT_FIELD_NUMBER: _ClassVar[int]
     LAUNCHES_FIELD_NUMBER: _ClassVar[int]
+    USAGE_WATCH_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     launch: LaunchTask
     kill: KillTask
@@ -150,7 +151,16 @@ class MasterMessage(_message.Message):
     bin_target: BinTarget
     log_credit: LogCredit
     launches: LaunchTasks
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ..., log_credit: _Optional[_Union[LogCredit, _Mapping]] = ..., launches: _Optional[_Union[LaunchTasks, _Mapping]] = ...) -> None: ...
+    usage_watch: UsageWatch
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ..., log_credit: _Optional[_Union[LogCredit, _Mapping]] = ..., launches: _Optional[_Union[LaunchTasks, _Mapping]] = ..., usage_watch: _Optional[_Union[UsageWatch, _Mapping]] = ...) -> None: ...
+
+class UsageWatch(_message.Message):
+    __slots__ = ("interval_s", "for_s")
+    INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    FOR_S_FIELD_NUMBER: _ClassVar[int]
+    interval_s: float
+    for_s: float
+    def __init__(self, interval_s: _Optional[float] = ..., for_s: _Optional[float] = ...) -> None: ...
 
 class Registered(_message.Message):
     __slots__ = ("heartbeat_interval_s", "kills", "fence_after_s", "bin_target", "usage_interval_s", "cluster_nodes")

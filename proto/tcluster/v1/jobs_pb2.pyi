@@ -183,26 +183,30 @@ class SubmitRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[JobSpec, _Mapping]] = ...) -> None: ...
 
 class GetJobRequest(_message.Message):
-    __slots__ = ("id",)
+    __slots__ = ("id", "watch_usage_s")
     ID_FIELD_NUMBER: _ClassVar[int]
+    WATCH_USAGE_S_FIELD_NUMBER: _ClassVar[int]
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    watch_usage_s: float
+    def __init__(self, id: _Optional[str] = ..., watch_usage_s: _Optional[float] = ...) -> None: ...
 
 class ListJobsRequest(_message.Message):
-    __slots__ = ("states", "queue", "limit", "all", "page_token", "owner")
+    __slots__ = ("states", "queue", "limit", "all", "page_token", "owner", "watch_usage_s")
     STATES_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     ALL_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    WATCH_USAGE_S_FIELD_NUMBER: _ClassVar[int]
     states: _containers.RepeatedScalarFieldContainer[JobState]
     queue: str
     limit: int
     all: bool
     page_token: str
     owner: str
-    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., queue: _Optional[str] = ..., limit: _Optional[int] = ..., all: _Optional[bool] = ..., page_token: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+    watch_usage_s: float
+    def __init__(self, states: _Optional[_Iterable[_Union[JobState, str]]] = ..., queue: _Optional[str] = ..., limit: _Optional[int] = ..., all: _Optional[bool] = ..., page_token: _Optional[str] = ..., owner: _Optional[str] = ..., watch_usage_s: _Optional[float] = ...) -> None: ...
 
 class ListJobsResponse(_message.Message):
     __slots__ = ("jobs", "next_page_token", "total")
