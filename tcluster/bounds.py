@@ -22,6 +22,12 @@ GRPC_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
+    # gRPC core (1.85 here) waits for a ping's answer grpc.http2.ping_timeout_ms (60 s by
+    # default), not keepalive_timeout_ms: a SIGSTOPped or dead host's stream stayed open until
+    # the silence limit (tests/faults/test_agent_paused.py). And it sends at most 2 pings
+    # until a data frame goes out (a quiet agent sends one report per usage interval): no cap.
+    ("grpc.http2.ping_timeout_ms", 5_000),
+    ("grpc.http2.max_pings_without_data", 0),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 )
