@@ -10,6 +10,12 @@ the like-for-like comparison.
 
     .venv/bin/python bench/start_latency.py --starts 500 --docker-runs 50
 
+--breakdown N: where a start's time goes (issue 26), p50/p99 per phase over N starts through
+the agent's task manager: the runtime's own steps (state directory, cgroups made and
+limited, spec written, the shim spawned until its "started" line: fork+exec of the shim,
+namespaces, exec of the task; then pid files and pidfd), and what is left around them
+(the task manager's bookkeeping and the RUNNING report).
+
 --entry-compare N: on cgroup v1, N runtime starts entering the task's groups through
 `tasks` (the shim's way since issue 26: moving the single-threaded child by "0" skips the
 kernel's cgroup_threadgroup_rwsem write lock and its RCU grace period) against the old way,
@@ -147,6 +153,55 @@ def docker_runs(docker: Dockerd, n: int) -> list[float]:
     return out
 
 
+def breakdown(state: Path, n: int) -> list[str]:
+    """Timers around the shim runtime's steps (shimbase.ShimRuntime.start's callees) while
+    the task manager starts n tasks; the phases' p50s, and launch -> RUNNING beside them."""
+    from tcluster.agent.runtime import launch as launch_mod, shimbase
+    phases: dict[str, list[float]] = {}
+
+    def timed(name: str, fn):  # type: ignore[no-untyped-def]
+        def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+            began = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                phases.setdefault(name, []).append(time.perf_counter() - began)
+        return wrapper
+    patches = [(TaskManager, "_prepare", "launch record (task dir, written durably)"),
+               (shimbase.ShimRuntime, "_make_dirs", "state directory"),
+               (shimbase, "resolve_user", "user lookup"),
+               (shimbase, "write_private", "spec written"),
+               (shimbase, "spawn_shim", "shim spawned -> 'started' line"),
+               (shimbase.ShimRuntime, "_started", "pid files + pidfd"),
+               (launch_mod.subprocess, "Popen", "  of which fork+exec (Popen)")]
+    settings = AgentSettings(node=f"bench-{os.getpid()}", cpus=64, memory_bytes=64 << 30, state_dir=state,
+                             kill_grace_s=0)
+    runtime = make_runtime("auto", settings.node, state)
+    runtime.setup()
+    inner = getattr(runtime, "native", runtime)          # node.py's wrapper holds the cgroup backend
+    prepare_owner = type(inner)
+    saved = [(owner, attr, getattr(owner, attr)) for owner, attr, _ in patches]
+    saved.append((prepare_owner, "_prepare", prepare_owner._prepare))
+    saved.append((type(runtime), "start", type(runtime).start))
+    for owner, attr, name in patches:
+        setattr(owner, attr, timed(name, getattr(owner, attr)))
+    prepare_owner._prepare = timed("cgroups made + limits written", prepare_owner._prepare)
+    type(runtime).start = timed("runtime.start() in all", type(runtime).start)
+    manager = TaskManager(settings, runtime, Outbox())
+    try:
+        asyncio.run(agent_starts(manager, 5, ("true",), True))
+        phases.clear()
+        running = asyncio.run(agent_starts(manager, n, ("sleep", "1000"), False))
+    finally:
+        for owner, attr, fn in saved:
+            setattr(owner, attr, fn)
+        asyncio.run(manager.settle())
+        runtime.close()
+    out = [row(f"{runtime.name}: launch -> RUNNING reported", running)]
+    out += [row(name, values[-n:]) for name, values in phases.items()]
+    return out
+
+
 def row(name: str, values: list[float]) -> str:
     return (f"| {name:<44} | {len(values):>5} | {percentile(values, 50) * 1e3:>8.2f} | "
             f"{percentile(values, 99) * 1e3:>8.2f} |")
@@ -181,9 +236,14 @@ def main() -> int:
     parser.add_argument("--starts", type=int, default=500)
     parser.add_argument("--docker-runs", type=int, default=50)
     parser.add_argument("--entry-compare", type=int, default=0, metavar="N")
+    parser.add_argument("--breakdown", type=int, default=0, metavar="N")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tcl-bench-start-"))
     try:
+        if args.breakdown:
+            print(f"(load average {os.getloadavg()[0]:.2f})\n| phase | n | p50 ms | p99 ms |\n|---|---:|---:|---:|")
+            print("\n".join(breakdown(tmp / "breakdown", args.breakdown)))
+            return 0
         if args.entry_compare:
             print("| what | n | p50 ms | p99 ms |\n|---|---:|---:|---:|")
             print("\n".join(entry_compare(tmp / "entry", args.entry_compare)))
