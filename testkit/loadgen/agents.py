@@ -28,6 +28,7 @@ import collections
 import math
 import struct
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import grpc
@@ -103,7 +104,6 @@ class SimAgent:
         self.call: grpc.aio.StreamStreamCall | None = None
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue()
         self._hb: bytearray | None = None
-        self._hb_once = False
         self._events: list[agent_pb2.TaskEvent] = []
         self._flush_soon = False
         self._report_soon = False       # stream liveness: a report after a change, at the next tick
@@ -281,7 +281,7 @@ class SimAgent:
 
     def _changed_report(self) -> None:
         self._report_soon = False
-        if self.heartbeat(time.monotonic()):
+        if self.heartbeat(time.monotonic(), periodic=False):
             self.fleet.stats.heartbeats_sent += 1
 
     # ---- agent -> master ----
@@ -320,29 +320,35 @@ class SimAgent:
                 cpu_system_rate=task.cpu * 0.1, io_read_bytes=4096, io_write_bytes=8192, rates_derived=True)
         return task.usage
 
-    def heartbeat(self, now_mono: float) -> bool:
+    def heartbeat(self, now_mono: float, periodic: bool = True) -> bool:
+        """A report. As the real agent's (agent/reporting.py): the periodic one, once per
+        usage interval (every heartbeat for an older master), carries every task's usage;
+        one sent because something changed carries only usage not sent yet."""
         if not self.registered or self.call is None:
             return False
-        if self._hb is None:
-            hb = agent_pb2.Heartbeat(sent_at=1.0)
-            hb.free.cpu = max(0.0, self.cpu - self.used_cpu)
-            hb.free.memory = max(0, self.memory - self.used_memory)
-            # Stream liveness: only usage not sent yet (the simulated usage never moves).
-            fresh = [t for t in self.tasks.values()
-                     if self.fleet.interval_s <= self.fleet.floor_s or (t.task_id, t.attempt) not in self._usage_sent]
-            hb.usage.extend(self._usage(t) for t in fresh)
+        if periodic or self.fleet.interval_s <= self.fleet.floor_s:
+            if self._hb is None:
+                self._hb = self._report(self.tasks.values())
+            data = self._hb
+            self._usage_sent.update((t.task_id, t.attempt) for t in self.tasks.values())
+        else:
+            fresh = [t for t in self.tasks.values() if (t.task_id, t.attempt) not in self._usage_sent]
+            data = self._report(fresh)
             self._usage_sent.update((t.task_id, t.attempt) for t in fresh)
-            self._hb_once = bool(fresh) and self.fleet.interval_s > self.fleet.floor_s
-            data = bytearray(agent_pb2.AgentMessage(heartbeat=hb).SerializeToString())
-            if data[-9] != _SENT_AT_TAG:
-                raise AssertionError("Heartbeat.sent_at is not serialized last")
-            self._hb = data
-        struct.pack_into("<d", self._hb, len(self._hb) - 8, time.time())
+        struct.pack_into("<d", data, len(data) - 8, time.time())
         self.hb_times.append(now_mono)
-        self.outbox.put_nowait(bytes(self._hb))
-        if self._hb_once:        # its usage went: the next report carries none
-            self._hb = None
+        self.outbox.put_nowait(bytes(data))
         return True
+
+    def _report(self, tasks: Iterable[_Task]) -> bytearray:
+        hb = agent_pb2.Heartbeat(sent_at=1.0)
+        hb.free.cpu = max(0.0, self.cpu - self.used_cpu)
+        hb.free.memory = max(0, self.memory - self.used_memory)
+        hb.usage.extend(self._usage(t) for t in tasks)
+        data = bytearray(agent_pb2.AgentMessage(heartbeat=hb).SerializeToString())
+        if data[-9] != _SENT_AT_TAG:
+            raise AssertionError("Heartbeat.sent_at is not serialized last")
+        return data
 
 
 class Fleet:
