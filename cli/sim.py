@@ -139,7 +139,7 @@ def run_federation(args: argparse.Namespace, doc: Any) -> int:
             raise InvalidArgument("--compare", f"{name!r} is not a federation system; allowed: {', '.join(SYSTEMS)}")
     results = [r for size in scenario.sizes
                for r in compare(replace(scenario.config, workers=size), scenario.spec_for(size), systems,
-                                 scenario.probes)]
+                                 scenario.probes, scenario.measured)]
     if args.plot and not _plotted(lambda: write_cdf_plot(results, args.plot, f"{args.scenario}: allocation time CDF")):
         return EXIT_FAILURE
     print(json.dumps(federation_json(scenario, results), indent=2) if args.output == "json"

@@ -13,6 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
+from tcluster.federation.calibrate import measure_handlers, with_handlers
 from tcluster.federation.messages import NodeSpec
 from tcluster.federation.report import peak_busy, pcts
 from tcluster.federation.sim import FedConfig, FederationSim, queues_of
@@ -35,6 +36,7 @@ class SystemResult:
     per_1000: dict[str, float]
     peak_busy: float
     alloc_s: tuple[float, ...]                      # every placed task's, for the CDF
+    handlers: str = ""                              # the handler times it ran with, in words
 
 
 def draw(workers: int, lms: int, gms: int, queues_per_gm: int, spec: WorkloadSpec,
@@ -57,7 +59,15 @@ def _result(system: str, workers: int, tasks_n: int, alloc: np.ndarray, parts: d
 
 
 def megha(config: FedConfig, clusters: list[tuple[NodeSpec, ...]], arrivals: list[Arrival],
-          system: str) -> SystemResult:
+          system: str, measured: bool = False) -> SystemResult:
+    """measured: the handler times are first measured on the real code with this draw
+    (federation/calibrate.py), else config's constants."""
+    if measured:
+        times = measure_handlers(config, clusters, arrivals)
+        config, handlers = with_handlers(config, times), times.describe()
+    else:
+        handlers = (f"handler times constant: GM {config.gm_handler_s * 1e6:.0f} us, "
+                    f"LM {config.lm_handler_s * 1e6:.0f} us")
     run = FederationSim(config, clusters, arrivals).simulate()
     started = [r for r in run.records.values() if r.start is not None]
     alloc = np.array([r.start - r.arrival for r in started])
@@ -71,7 +81,8 @@ def megha(config: FedConfig, clusters: list[tuple[NodeSpec, ...]], arrivals: lis
     counts = {"inconsistencies": internal + external, "internal inconsistencies": internal,
               "external inconsistencies": external, "repartitions": sum(x.repartitions for x in s),
               "preemptions": sum(x.preemptions for x in s)}
-    return _result(system, sum(map(len, clusters)), len(arrivals), alloc, parts, counts, peak_busy(run))
+    return replace(_result(system, sum(map(len, clusters)), len(arrivals), alloc, parts, counts, peak_busy(run)),
+                   handlers=handlers)
 
 
 def sparrow(config: SparrowConfig, nodes: tuple[NodeSpec, ...], arrivals: list[Arrival]) -> SystemResult:
@@ -97,18 +108,20 @@ def sparrow_peak_busy(run: SparrowRun) -> float:
 
 
 def compare(config: FedConfig, spec: WorkloadSpec, systems: Iterable[str] = SYSTEMS,
-            probes: int = 2) -> list[SystemResult]:
-    """Every system on the federation's draw of nodes and arrivals (config.seed)."""
+            probes: int = 2, measured: bool = False) -> list[SystemResult]:
+    """Every system on the federation's draw of nodes and arrivals (config.seed). measured:
+    each Megha system's handler times are measured on the real code first (its own GM and
+    LM sizes); Sparrow's scheduler keeps config.gm_handler_s (it is not our code)."""
     clusters, arrivals = draw(config.workers, config.lms, config.gms, config.queues_per_gm, spec, config.seed)
     flat = tuple(n for nodes in clusters for n in nodes)
     out = []
     for name in systems:
         if name == "megha":
-            out.append(megha(config, clusters, arrivals, f"megha {config.gms}GMx{config.lms}LM"))
+            out.append(megha(config, clusters, arrivals, f"megha {config.gms}GMx{config.lms}LM", measured))
         elif name == "centralized":
             one = replace(config, lms=1, gms=1, queues_per_gm=1)
             alone = [Arrival(a.t, "q0.0", replace(a.task, queue="q0.0")) for a in arrivals]
-            out.append(megha(one, [flat], alone, "centralized 1GMx1LM"))
+            out.append(megha(one, [flat], alone, "centralized 1GMx1LM", measured))
         elif name == "sparrow":
             cfg = SparrowConfig(probes=probes, net_base_s=config.net_base_s, sched_handler_s=config.gm_handler_s,
                                 seed=config.seed)

@@ -12,6 +12,7 @@ Sparrow batch sampler, on the federation's synthetic workload (federation/worklo
       net_base_s: 0.0005        # one-way message delay (Sparrow's probe delay)
       systems: [megha, centralized, sparrow]
       sparrow_probes: 2
+      handler_times: measured   # or constant (the default: FedConfig's, deterministic)
       seed: 1
       workload: {tasks: 100000, load: 0.9, mean_duration_s: 10, constrained: 0.5}
 
@@ -36,7 +37,8 @@ from tcluster.sim.scenario import checked_mapping
 
 _KEYS = {"workers": int, "lms": int, "gms": int, "queues_per_gm": int, "heartbeat_s": float,
          "repartition": bool, "preemption": bool, "net_base_s": float, "systems": list,
-         "sparrow_probes": int, "seed": int, "workload": dict}
+         "sparrow_probes": int, "seed": int, "workload": dict, "handler_times": str}
+HANDLER_TIMES = ("constant", "measured")
 _WORKLOAD_KEYS = {"tasks": int, "tasks_per_worker": float, "load": float, "mean_duration_s": float, "constrained": float,
                   "n_constraints": int}
 
@@ -50,6 +52,7 @@ class FederationScenario:
     systems: tuple[str, ...]
     probes: int
     tasks_per_worker: float | None = None
+    measured: bool = False            # handler_times: measured (federation/calibrate.py)
 
     def spec_for(self, workers: int) -> WorkloadSpec:
         if self.tasks_per_worker is None:
@@ -70,7 +73,7 @@ def parse_federation(doc: Located) -> FederationScenario:
     body = checked_mapping(doc, ("federation",), doc.value["federation"], _KEYS)
     sizes = _sizes(doc, body.get("workers"))
     knobs = {k: _value(doc, ("federation", k), body[k], _KEYS[k]) for k in body
-             if k not in ("workers", "systems", "sparrow_probes", "workload")}
+             if k not in ("workers", "systems", "sparrow_probes", "workload", "handler_times")}
     for k in ("lms", "gms", "queues_per_gm"):
         if k in knobs and knobs[k] < 1:
             raise doc.error(("federation", k), f"{knobs[k]!r} must be >= 1")
@@ -88,7 +91,10 @@ def parse_federation(doc: Located) -> FederationScenario:
     if probes < 1:
         raise doc.error(("federation", "sparrow_probes"), f"{probes!r} must be >= 1")
     spec, per_worker = _workload(doc, body.get("workload", {}))
-    return FederationScenario(doc.source, sizes, config, spec, systems, probes, per_worker)
+    handlers = _value(doc, ("federation", "handler_times"), body.get("handler_times", "constant"), str)
+    if handlers not in HANDLER_TIMES:
+        raise doc.error(("federation", "handler_times"), f"{handlers[:40]!r}: allowed {', '.join(HANDLER_TIMES)}")
+    return FederationScenario(doc.source, sizes, config, spec, systems, probes, per_worker, handlers == "measured")
 
 
 def _value(doc: Located, path: Path, value: Any, kind: type) -> Any:
@@ -150,7 +156,8 @@ def federation_table(scenario: FederationScenario, results: list[SystemResult]) 
         ("SYSTEM", "WORKERS", "COMPONENT", "P50", "P99", "MAX", "SHARE"),
         [(r.system, str(r.workers), c, *map(_ms, r.parts_ms[c]), f"{r.shares[c]:.1%}")
          for r in results for c in COMPONENTS])
-    return "\n\n".join([head, main, parts])
+    handlers = "\n".join(f"{r.system} at {r.workers} workers: {r.handlers}" for r in results if r.handlers)
+    return "\n\n".join([head, main, parts, handlers] if handlers else [head, main, parts])
 
 
 def federation_json(scenario: FederationScenario, results: list[SystemResult]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tcluster.cli.main import main
+from tcluster.federation.calibrate import measure_handlers
 from tcluster.federation.compare import compare, draw
 from tcluster.federation.messages import satisfies
 from tcluster.federation.sim import FedConfig
@@ -149,6 +150,7 @@ def test_tcl_sim_runs_a_federation_scenario_as_json_and_plots(tmp_path: Path, ca
     ("federation: {workers: 10, workload: {tasks: 5, tasks_per_worker: 1}}", "not both"),
     ("federation: {workers: 10, workload: {constrained: 2}}", "is a share"),
     ("federation: {workers: 10}\nnodes: []", "nodes: unknown key"),
+    ("federation: {workers: 10, handler_times: often}", "federation.handler_times: 'often': allowed constant, measured"),
 ])
 def test_a_bad_federation_scenario_names_the_field(body: str, where: str) -> None:
     with pytest.raises(ConfigError, match=None) as info:
@@ -162,3 +164,18 @@ def test_the_example_is_the_readme_s_10000_worker_federation() -> None:
     assert scenario.sizes == (10_000,) and (scenario.config.lms, scenario.config.gms) == (10, 10)
     assert scenario.systems == ("megha", "centralized", "sparrow") and scenario.probes == 2
     assert scenario.spec_for(10_000).tasks == 100_000 and scenario.workload.load == 0.9
+    assert scenario.measured                       # the paper's way: handler times of the real code
+
+
+def test_measured_handler_times_are_the_real_calls_medians_per_request() -> None:
+    """A clock that moves 10 us per reading makes every timed call take exactly 10 us: the
+    GM's is decide() + on_answer() (20 us), the LM's handle() (10 us), and only decisions
+    that sent something count."""
+    config = FedConfig(lms=2, gms=2, workers=40)
+    clusters, arrivals = draw(40, 2, 2, 1, WorkloadSpec(tasks=200, load=0.9, mean_duration_s=5), 3)
+    ticks = iter(range(10**9))
+    times = measure_handlers(config, clusters, arrivals, sample=100, clock=lambda: next(ticks) * 1e-5)
+    assert (round(times.gm_s, 9), round(times.lm_s, 9)) == (2e-5, 1e-5)
+    assert times.calls >= 100                      # every task asked at least once
+    result = compare(config, WorkloadSpec(tasks=200, load=0.9, mean_duration_s=5), ("megha",), measured=True)[0]
+    assert "measured on this machine" in result.handlers and result.placed == 200
