@@ -25,6 +25,7 @@ from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage, gpus_from_text, gpus_to_text
 from tcluster.nodeops import ops_from_json, ops_to_json
 from tcluster.resources import Resources
+from tcluster.taskusage import NO_USAGE
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 6
@@ -93,7 +94,37 @@ def _task(r: tuple) -> Task:  # type: ignore[type-arg]
 
 
 def _usage_text(usage: TaskUsage) -> str:
-    return "" if usage == TaskUsage() else usage_to_json(usage)
+    # `is` first: most rows share NO_USAGE; building a TaskUsage per row to compare with
+    # cost as much as the rest of the row.
+    return "" if usage is NO_USAGE or usage == NO_USAGE else usage_to_json(usage)
+
+
+# A task as a submit makes it (Task(job_id, index)'s defaults, past job_id and index).
+_FRESH = (TaskState.PENDING, "", 0, None, 0, "", 0.0, 0.0, 0, 0, ())
+# The rows of a run of fresh tasks, made inside SQLite: one statement per run instead of a
+# bound row each (the same rows as the general INSERT would write).
+_FRESH_RUN = ("WITH RECURSIVE run(n) AS (SELECT ? UNION ALL SELECT n + 1 FROM run WHERE n < ?) "
+              "INSERT OR REPLACE INTO tasks SELECT ?, n, 'PENDING', '', 0, NULL, 0, '', 0.0, 0.0, '', 0, 0, '' FROM run")
+
+
+def _is_fresh(t: Task) -> bool:
+    return (t.state, t.node, t.attempt, t.exit_code, t.signal, t.reason, t.started_at, t.finished_at,
+            t.failures, t.preemptions, t.gpus) == _FRESH and _usage_text(t.usage) == ""
+
+
+def fresh_runs(tasks: Iterable[Task], new_jobs: set[str]) -> tuple[list[tuple[str, int, int]], list[Task]]:
+    """A step's task rows split into runs (job, first, last index) of a new job's fresh
+    tasks, and the rest, which are written row by row."""
+    runs: list[tuple[str, int, int]] = []
+    rest: list[Task] = []
+    for t in tasks:
+        if t.job_id not in new_jobs or not _is_fresh(t):
+            rest.append(t)
+        elif runs and runs[-1][0] == t.job_id and runs[-1][2] == t.index - 1:
+            runs[-1] = (t.job_id, runs[-1][1], t.index)
+        else:
+            runs.append((t.job_id, t.index, t.index))
+    return runs, rest
 
 
 class Store:
@@ -197,11 +228,14 @@ class Store:
         db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=?, extra=? WHERE id=?", [
             (j.state.value, j.finished_at, int(j.cancelled), job_extra_to_json(j), j.id)
             for j in step.jobs.values() if j.id not in new_jobs])
+        runs, rest = fresh_runs(step.tasks.values(), new_jobs) if new_jobs else ([], step.tasks.values())
+        for job_id, first, last in runs:
+            db.execute(_FRESH_RUN, (first, last, job_id))
         db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
              t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions,
              gpus_to_text(t.gpus))
-            for t in step.tasks.values()])
+            for t in rest])
         db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?)", [
             (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
              n.state.value, n.last_seen, n.runtime, ops_to_json(n.ops)) for n in step.nodes.values()])

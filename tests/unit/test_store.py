@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tcluster.master.core.events import KillIntent, KillMode, Step
-from tcluster.master.store.sqlite import SCHEMA_VERSION, Store, StoreError
+from tcluster.master.store.sqlite import SCHEMA_VERSION, Store, StoreError, fresh_runs
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tests.unit.specs import job_specs
@@ -147,3 +147,27 @@ def test_a_version_5_database_gains_the_tasks_gpu_binding(tmp_path: Path) -> Non
     again = Store(db)
     assert again.load_tasks()[0].gpus == (0, 2)
     again.close()
+
+
+def test_a_new_jobs_fresh_tasks_are_written_as_runs_with_the_rows_of_one_by_one(tmp_path: Path) -> None:
+    """A submit's fresh tasks go in as runs made inside SQLite: the same rows, column for
+    column, as the row-by-row INSERT writes; a task of the new job that is not fresh, and
+    the gaps between runs, stay as they are."""
+    job = Job("j", JobSpec(("true",), Resources(1), tasks=6), 1.0)
+    odd = Task("j", 3, TaskState.RUNNING, "n1", 1, started_at=2.5, usage=TaskUsage(1.5, 0.5, 10, 20, 5, 5, 3, 12.0))
+    tasks = [Task("j", 0), Task("j", 1), Task("j", 2), odd, Task("j", 5)]
+    runs, rest = fresh_runs(tasks, {"j"})
+    assert runs == [("j", 0, 2), ("j", 5, 5)] and rest == [odd]
+    rows = {}
+    for name in ("runs", "rows"):
+        store = Store(tmp_path / f"{name}.db")
+        if name == "runs":
+            store.apply(_step(job, tasks), new_jobs=["j"])
+        else:     # the job first; then its tasks, as a later step's, row by row
+            store.apply(Step(jobs={"j": job}), new_jobs=["j"])
+            store.apply(_step(job, tasks))
+        rows[name] = sqlite3.connect(tmp_path / f"{name}.db").execute(
+            "SELECT *, typeof(started_at), typeof(exit_code) FROM tasks ORDER BY job_id, idx").fetchall()
+        assert Store(tmp_path / f"{name}.db").load_tasks() == tasks
+        store.close()
+    assert rows["runs"] == rows["rows"] and len(rows["runs"]) == 5
