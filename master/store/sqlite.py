@@ -14,6 +14,8 @@ import json
 import logging
 import os
 import sqlite3
+from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import Iterable
 
@@ -105,6 +107,31 @@ _FRESH = (TaskState.PENDING, "", 0, None, 0, "", 0.0, 0.0, 0, 0, ())
 # bound row each (the same rows as the general INSERT would write).
 _FRESH_RUN = ("WITH RECURSIVE run(n) AS (SELECT ? UNION ALL SELECT n + 1 FROM run WHERE n < ?) "
               "INSERT OR REPLACE INTO tasks SELECT ?, n, 'PENDING', '', 0, NULL, 0, '', 0.0, 0.0, '', 0, 0, '' FROM run")
+
+
+# Rows per INSERT statement at most: many rows to one statement, because the sqlite3 module
+# lets go of the GIL around every statement step and must take it back after: with the
+# event loop busy, each take waits up to the switch interval (5 ms), and a group commit of
+# thousands of rows, one step each, took seconds (the convoy). Under 999 parameters, the
+# limit of SQLite builds before 3.32.
+_ROWS_PER_STATEMENT = 64
+
+
+@lru_cache(maxsize=64)
+def _values_sql(head: str, row: str, count: int) -> str:
+    return f"{head} VALUES {','.join([row] * count)}"
+
+
+def _insert_rows(db: sqlite3.Connection, head: str, row: str, rows: list[tuple]) -> None:  # type: ignore[type-arg]
+    """`head` VALUES `row`,... for every row, in order (a later row replaces an earlier one
+    as it would one statement later): runs of 64 rows, then 32, 16, ... for the rest, so
+    that a few statement texts serve every count."""
+    size, at = _ROWS_PER_STATEMENT, 0
+    while at < len(rows):
+        while size > len(rows) - at:
+            size //= 2
+        db.execute(_values_sql(head, row, size), list(chain.from_iterable(rows[at:at + size])))
+        at += size
 
 
 def _is_fresh(t: Task) -> bool:
@@ -221,7 +248,7 @@ class Store:
 
     def _write(self, step: Step, new_jobs: set[str]) -> None:
         db = self._db
-        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,'',?,?)", [
+        _insert_rows(db, "INSERT INTO jobs", "(?,?,?,?,?,'',?,?)", [
             (j.id, spec_to_json(j.spec), j.state.value, j.submitted_at, j.finished_at, int(j.cancelled),
              job_extra_to_json(j))
             for j in step.jobs.values() if j.id in new_jobs])
@@ -231,16 +258,16 @@ class Store:
         runs, rest = fresh_runs(step.tasks.values(), new_jobs) if new_jobs else ([], step.tasks.values())
         for job_id, first, last in runs:
             db.execute(_FRESH_RUN, (first, last, job_id))
-        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+        _insert_rows(db, "INSERT OR REPLACE INTO tasks", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
              t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions,
              gpus_to_text(t.gpus))
             for t in rest])
-        db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?)", [
+        _insert_rows(db, "INSERT OR REPLACE INTO nodes", "(?,?,?,?,?,?,?,?)", [
             (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
              n.state.value, n.last_seen, n.runtime, ops_to_json(n.ops)) for n in step.nodes.values()])
         db.executemany("DELETE FROM kills WHERE task_id=? AND attempt=?", sorted(step.kills_del))
-        db.executemany("INSERT OR REPLACE INTO kills VALUES (?,?,?,?,?,?)", [
+        _insert_rows(db, "INSERT OR REPLACE INTO kills", "(?,?,?,?,?,?)", [
             (k.task_id, k.attempt, k.node, k.reason, int(k.mode), k.by_job) for k in step.kills_put.values()])
         db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
         db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tcluster.master.core.events import KillIntent, KillMode, Step
-from tcluster.master.store.sqlite import SCHEMA_VERSION, Store, StoreError, fresh_runs
+from tcluster.master.store.sqlite import SCHEMA_VERSION, Store, StoreError, _insert_rows, fresh_runs
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tests.unit.specs import job_specs
@@ -171,3 +171,14 @@ def test_a_new_jobs_fresh_tasks_are_written_as_runs_with_the_rows_of_one_by_one(
         assert Store(tmp_path / f"{name}.db").load_tasks() == tasks
         store.close()
     assert rows["runs"] == rows["rows"] and len(rows["runs"]) == 5
+
+
+@pytest.mark.parametrize("count", [0, 1, 63, 64, 65, 200])
+def test_rows_go_in_many_to_a_statement_all_of_them_in_order(count: int) -> None:
+    """Every row is written, whatever the count against the rows per statement; a later
+    row replaces an earlier one of the same key, as one statement later would."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT, x REAL)")
+    rows = [(i % max(count - 3, 1), f"v{i}", i / 3) for i in range(count)]
+    _insert_rows(db, "INSERT OR REPLACE INTO t", "(?,?,?)", rows)
+    assert db.execute("SELECT k, v, x FROM t ORDER BY k").fetchall() == sorted({r[0]: r for r in rows}.values())
