@@ -14,20 +14,18 @@ import json
 import logging
 import os
 import sqlite3
-from functools import lru_cache
-from itertools import chain
 from pathlib import Path
 from typing import Iterable
 
 from tcluster.codec import (
-    job_extra_to_json, resources_from_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json, with_job_extra,
+    job_extra_to_json, resources_from_dict, spec_from_json, spec_to_json, usage_from_json, with_job_extra,
 )
 from tcluster.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage, gpus_from_text, gpus_to_text
 from tcluster.nodeops import ops_from_json, ops_to_json
 from tcluster.resources import Resources
-from tcluster.taskusage import NO_USAGE
+from tcluster.master.store.sqlrows import FRESH_RUN, coalesce, fresh_runs, insert_rows, usage_text
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 6
@@ -93,65 +91,6 @@ def _task(r: tuple) -> Task:  # type: ignore[type-arg]
                 signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
                 usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11], preemptions=r[12],
                 gpus=gpus_from_text(r[13]))
-
-
-def _usage_text(usage: TaskUsage) -> str:
-    # `is` first: most rows share NO_USAGE; building a TaskUsage per row to compare with
-    # cost as much as the rest of the row.
-    return "" if usage is NO_USAGE or usage == NO_USAGE else usage_to_json(usage)
-
-
-# A task as a submit makes it (Task(job_id, index)'s defaults, past job_id and index).
-_FRESH = (TaskState.PENDING, "", 0, None, 0, "", 0.0, 0.0, 0, 0, ())
-# The rows of a run of fresh tasks, made inside SQLite: one statement per run instead of a
-# bound row each (the same rows as the general INSERT would write).
-_FRESH_RUN = ("WITH RECURSIVE run(n) AS (SELECT ? UNION ALL SELECT n + 1 FROM run WHERE n < ?) "
-              "INSERT OR REPLACE INTO tasks SELECT ?, n, 'PENDING', '', 0, NULL, 0, '', 0.0, 0.0, '', 0, 0, '' FROM run")
-
-
-# Rows per INSERT statement at most: many rows to one statement, because the sqlite3 module
-# lets go of the GIL around every statement step and must take it back after: with the
-# event loop busy, each take waits up to the switch interval (5 ms), and a group commit of
-# thousands of rows, one step each, took seconds (the convoy). Under 999 parameters, the
-# limit of SQLite builds before 3.32.
-_ROWS_PER_STATEMENT = 64
-
-
-@lru_cache(maxsize=64)
-def _values_sql(head: str, row: str, count: int) -> str:
-    return f"{head} VALUES {','.join([row] * count)}"
-
-
-def _insert_rows(db: sqlite3.Connection, head: str, row: str, rows: list[tuple]) -> None:  # type: ignore[type-arg]
-    """`head` VALUES `row`,... for every row, in order (a later row replaces an earlier one
-    as it would one statement later): runs of 64 rows, then 32, 16, ... for the rest, so
-    that a few statement texts serve every count."""
-    size, at = _ROWS_PER_STATEMENT, 0
-    while at < len(rows):
-        while size > len(rows) - at:
-            size //= 2
-        db.execute(_values_sql(head, row, size), list(chain.from_iterable(rows[at:at + size])))
-        at += size
-
-
-def _is_fresh(t: Task) -> bool:
-    return (t.state, t.node, t.attempt, t.exit_code, t.signal, t.reason, t.started_at, t.finished_at,
-            t.failures, t.preemptions, t.gpus) == _FRESH and _usage_text(t.usage) == ""
-
-
-def fresh_runs(tasks: Iterable[Task], new_jobs: set[str]) -> tuple[list[tuple[str, int, int]], list[Task]]:
-    """A step's task rows split into runs (job, first, last index) of a new job's fresh
-    tasks, and the rest, which are written row by row."""
-    runs: list[tuple[str, int, int]] = []
-    rest: list[Task] = []
-    for t in tasks:
-        if t.job_id not in new_jobs or not _is_fresh(t):
-            rest.append(t)
-        elif runs and runs[-1][0] == t.job_id and runs[-1][2] == t.index - 1:
-            runs[-1] = (t.job_id, runs[-1][1], t.index)
-        else:
-            runs.append((t.job_id, t.index, t.index))
-    return runs, rest
 
 
 class Store:
@@ -237,8 +176,8 @@ class Store:
                     self._reset_reader()
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
-                for step, new_jobs in steps:
-                    self._write(step, set(new_jobs))
+                for step, new_jobs in coalesce(steps):
+                    self._write(step, new_jobs)
             self._broken = False
         except sqlite3.Error as error:
             self._broken = True
@@ -248,7 +187,7 @@ class Store:
 
     def _write(self, step: Step, new_jobs: set[str]) -> None:
         db = self._db
-        _insert_rows(db, "INSERT INTO jobs", "(?,?,?,?,?,'',?,?)", [
+        insert_rows(db, "INSERT INTO jobs", "(?,?,?,?,?,'',?,?)", [
             (j.id, spec_to_json(j.spec), j.state.value, j.submitted_at, j.finished_at, int(j.cancelled),
              job_extra_to_json(j))
             for j in step.jobs.values() if j.id in new_jobs])
@@ -257,17 +196,17 @@ class Store:
             for j in step.jobs.values() if j.id not in new_jobs])
         runs, rest = fresh_runs(step.tasks.values(), new_jobs) if new_jobs else ([], step.tasks.values())
         for job_id, first, last in runs:
-            db.execute(_FRESH_RUN, (first, last, job_id))
-        _insert_rows(db, "INSERT OR REPLACE INTO tasks", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+            db.execute(FRESH_RUN, (first, last, job_id))
+        insert_rows(db, "INSERT OR REPLACE INTO tasks", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
-             t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions,
+             t.started_at, t.finished_at, usage_text(t.usage), t.failures, t.preemptions,
              gpus_to_text(t.gpus))
             for t in rest])
-        _insert_rows(db, "INSERT OR REPLACE INTO nodes", "(?,?,?,?,?,?,?,?)", [
+        insert_rows(db, "INSERT OR REPLACE INTO nodes", "(?,?,?,?,?,?,?,?)", [
             (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
              n.state.value, n.last_seen, n.runtime, ops_to_json(n.ops)) for n in step.nodes.values()])
         db.executemany("DELETE FROM kills WHERE task_id=? AND attempt=?", sorted(step.kills_del))
-        _insert_rows(db, "INSERT OR REPLACE INTO kills", "(?,?,?,?,?,?)", [
+        insert_rows(db, "INSERT OR REPLACE INTO kills", "(?,?,?,?,?,?)", [
             (k.task_id, k.attempt, k.node, k.reason, int(k.mode), k.by_job) for k in step.kills_put.values()])
         db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
         db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])
