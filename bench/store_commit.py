@@ -27,7 +27,8 @@ def phases(jobs: int, tasks: int, per_report: int) -> list[tuple[str, list[tuple
     submit = [(Step(jobs={i: Job(i, spec, 1.0)}, tasks={f"{i}.{n}": Task(i, n) for n in range(tasks)}), [i])
               for i in ids]
     place = [(Step(jobs={i: Job(i, spec, 1.0, JobState.RUNNING)},
-                   tasks={f"{i}.{n}": Task(i, n, TaskState.STARTING, f"node{n % 1000:04d}", 1) for n in range(tasks)}), [])
+                   tasks={f"{i}.{n}": Task(i, n, TaskState.STARTING, f"node{n % 1000:04d}", 1)
+                          for n in range(tasks)}), [])
              for i in ids]
     running = [(Step(jobs={i: Job(i, spec, 1.0, JobState.RUNNING)},
                      tasks={f"{i}.{n}": Task(i, n, TaskState.RUNNING, f"node{n % 1000:04d}", 1, started_at=2.5)
