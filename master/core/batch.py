@@ -26,7 +26,7 @@ def new_job(d: Draft, ev: Submit) -> tuple[Job, list[Task]]:
     if spec.dependency:
         d.step.known_states.update(ev.known)
         job = replace(job, released=_check_dependency(d, job))
-    rows = [] if spec.array else [Task(job_id=ev.job_id, index=i) for i in range(spec.tasks)]
+    rows = [] if spec.array else [Task(ev.job_id, i, usage=NO_USAGE) for i in range(spec.tasks)]
     return job, rows
 
 

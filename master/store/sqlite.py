@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Iterable
 
 from tcluster.codec import (
-    job_extra_to_json, resources_from_dict, spec_from_json, spec_to_json, usage_from_json, usage_to_json, with_job_extra,
+    job_extra_to_json, resources_from_dict, spec_from_json, spec_to_json, usage_from_json, with_job_extra,
 )
 from tcluster.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage, gpus_from_text, gpus_to_text
 from tcluster.nodeops import ops_from_json, ops_to_json
 from tcluster.resources import Resources
+from tcluster.master.store.sqlrows import FRESH_RUN, coalesce, fresh_runs, insert_rows, usage_text
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 6
@@ -90,10 +91,6 @@ def _task(r: tuple) -> Task:  # type: ignore[type-arg]
                 signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
                 usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11], preemptions=r[12],
                 gpus=gpus_from_text(r[13]))
-
-
-def _usage_text(usage: TaskUsage) -> str:
-    return "" if usage == TaskUsage() else usage_to_json(usage)
 
 
 class Store:
@@ -179,8 +176,8 @@ class Store:
                     self._reset_reader()
             with self._db:
                 self._db.execute("BEGIN IMMEDIATE")
-                for step, new_jobs in steps:
-                    self._write(step, set(new_jobs))
+                for step, new_jobs in coalesce(steps):
+                    self._write(step, new_jobs)
             self._broken = False
         except sqlite3.Error as error:
             self._broken = True
@@ -190,23 +187,26 @@ class Store:
 
     def _write(self, step: Step, new_jobs: set[str]) -> None:
         db = self._db
-        db.executemany("INSERT INTO jobs VALUES (?,?,?,?,?,'',?,?)", [
+        insert_rows(db, "INSERT INTO jobs", "(?,?,?,?,?,'',?,?)", [
             (j.id, spec_to_json(j.spec), j.state.value, j.submitted_at, j.finished_at, int(j.cancelled),
              job_extra_to_json(j))
             for j in step.jobs.values() if j.id in new_jobs])
         db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=?, extra=? WHERE id=?", [
             (j.state.value, j.finished_at, int(j.cancelled), job_extra_to_json(j), j.id)
             for j in step.jobs.values() if j.id not in new_jobs])
-        db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+        runs, rest = fresh_runs(step.tasks.values(), new_jobs) if new_jobs else ([], step.tasks.values())
+        for job_id, first, last in runs:
+            db.execute(FRESH_RUN, (first, last, job_id))
+        insert_rows(db, "INSERT OR REPLACE INTO tasks", "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (t.job_id, t.index, t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason,
-             t.started_at, t.finished_at, _usage_text(t.usage), t.failures, t.preemptions,
+             t.started_at, t.finished_at, usage_text(t.usage), t.failures, t.preemptions,
              gpus_to_text(t.gpus))
-            for t in step.tasks.values()])
-        db.executemany("INSERT OR REPLACE INTO nodes VALUES (?,?,?,?,?,?,?,?)", [
+            for t in rest])
+        insert_rows(db, "INSERT OR REPLACE INTO nodes", "(?,?,?,?,?,?,?,?)", [
             (n.name, _resources_json(n.capacity), _resources_json(n.reserved), json.dumps(dict(n.labels)),
              n.state.value, n.last_seen, n.runtime, ops_to_json(n.ops)) for n in step.nodes.values()])
         db.executemany("DELETE FROM kills WHERE task_id=? AND attempt=?", sorted(step.kills_del))
-        db.executemany("INSERT OR REPLACE INTO kills VALUES (?,?,?,?,?,?)", [
+        insert_rows(db, "INSERT OR REPLACE INTO kills", "(?,?,?,?,?,?)", [
             (k.task_id, k.attempt, k.node, k.reason, int(k.mode), k.by_job) for k in step.kills_put.values()])
         db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
         db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])

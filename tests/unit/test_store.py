@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 
 from tcluster.master.core.events import KillIntent, KillMode, Step
 from tcluster.master.store.sqlite import SCHEMA_VERSION, Store, StoreError
+from tcluster.master.store.sqlrows import fresh_runs, insert_rows as _insert_rows
 from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.resources import Resources
 from tests.unit.specs import job_specs
@@ -147,3 +148,74 @@ def test_a_version_5_database_gains_the_tasks_gpu_binding(tmp_path: Path) -> Non
     again = Store(db)
     assert again.load_tasks()[0].gpus == (0, 2)
     again.close()
+
+
+def test_a_new_jobs_fresh_tasks_are_written_as_runs_with_the_rows_of_one_by_one(tmp_path: Path) -> None:
+    """A submit's fresh tasks go in as runs made inside SQLite: the same rows, column for
+    column, as the row-by-row INSERT writes; a task of the new job that is not fresh, and
+    the gaps between runs, stay as they are."""
+    job = Job("j", JobSpec(("true",), Resources(1), tasks=6), 1.0)
+    odd = Task("j", 3, TaskState.RUNNING, "n1", 1, started_at=2.5, usage=TaskUsage(1.5, 0.5, 10, 20, 5, 5, 3, 12.0))
+    tasks = [Task("j", 0), Task("j", 1), Task("j", 2), odd, Task("j", 5)]
+    runs, rest = fresh_runs(tasks, {"j"})
+    assert runs == [("j", 0, 2), ("j", 5, 5)] and rest == [odd]
+    rows = {}
+    for name in ("runs", "rows"):
+        store = Store(tmp_path / f"{name}.db")
+        if name == "runs":
+            store.apply(_step(job, tasks), new_jobs=["j"])
+        else:     # the job first; then its tasks, as a later step's, row by row
+            store.apply(Step(jobs={"j": job}), new_jobs=["j"])
+            store.apply(_step(job, tasks))
+        rows[name] = sqlite3.connect(tmp_path / f"{name}.db").execute(
+            "SELECT *, typeof(started_at), typeof(exit_code) FROM tasks ORDER BY job_id, idx").fetchall()
+        assert Store(tmp_path / f"{name}.db").load_tasks() == tasks
+        store.close()
+    assert rows["runs"] == rows["rows"] and len(rows["runs"]) == 5
+
+
+@pytest.mark.parametrize("count", [0, 1, 63, 64, 65, 200])
+def test_rows_go_in_many_to_a_statement_all_of_them_in_order(count: int) -> None:
+    """Every row is written, whatever the count against the rows per statement; a later
+    row replaces an earlier one of the same key, as one statement later would."""
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT, x REAL)")
+    rows = [(i % max(count - 3, 1), f"v{i}", i / 3) for i in range(count)]
+    _insert_rows(db, "INSERT OR REPLACE INTO t", "(?,?,?)", rows)
+    assert db.execute("SELECT k, v, x FROM t ORDER BY k").fetchall() == sorted({r[0]: r for r in rows}.values())
+
+
+def _dump(path: Path) -> dict[str, list[tuple]]:  # type: ignore[type-arg]
+    db = sqlite3.connect(path)
+    return {t: db.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in ("jobs", "tasks", "nodes", "kills")}
+
+
+def test_a_batch_written_at_once_leaves_the_rows_of_its_steps_written_one_by_one(tmp_path: Path) -> None:
+    """A group commit merges consecutive steps (each row as the last step left it) and
+    writes a step that deletes jobs in its place: the tables end as step-by-step writes
+    leave them."""
+    a = Job("a", JobSpec(("true",), Resources(1), tasks=3), 1.0)
+    b = Job("b", JobSpec(("true",), Resources(1), tasks=2), 2.0)
+    node = Node("n1", Resources(4, 2**33), Resources(0.5, 2**28), (("rack", "r1"),), NodeState.READY, 9.0, "cgroup1")
+    kill = KillIntent("a.1", 1, "n1", "cancelled")
+    running = JobState.RUNNING
+    steps = [
+        (_step(a, [Task("a", i) for i in range(3)]), ["a"]),
+        (Step(jobs={"a": Job("a", a.spec, 1.0, running)}, nodes={"n1": node},
+              tasks={f"a.{i}": Task("a", i, TaskState.STARTING, "n1", 1) for i in range(3)}), []),
+        (_step(b, [Task("b", 0), Task("b", 1)]), ["b"]),
+        (Step(tasks={"a.1": Task("a", 1, TaskState.RUNNING, "n1", 1, started_at=3.0)},
+              kills_put={("a.1", 1): kill}), []),
+        (Step(kills_del={("a.1", 1)}, kills_put={("a.0", 1): KillIntent("a.0", 1, "n1", "x")}), []),
+        (Step(jobs_del={"b"}), []),
+        (_step(Job("b", b.spec, 5.0), [Task("b", 0)]), ["b"]),     # the same id again, after its delete
+        (Step(kills_put={("a.1", 1): kill}, tasks={"b.0": Task("b", 0, TaskState.STARTING, "n1", 1)}), []),
+    ]
+    at_once, one_by_one = Store(tmp_path / "once.db"), Store(tmp_path / "each.db")
+    at_once.apply_many(steps)
+    for step, new_jobs in steps:
+        one_by_one.apply(step, new_jobs)
+    at_once.close()
+    one_by_one.close()
+    assert _dump(tmp_path / "once.db") == _dump(tmp_path / "each.db")
+    assert len(_dump(tmp_path / "once.db")["kills"]) == 2
