@@ -1,0 +1,222 @@
+"""The LM service of a live master (issue 25), driven through gRPC as a GM would: an
+in-process master with --federation-lm-id and fake-runtime agents."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from tests.component.harness import Harness, run, wait_until
+from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
+
+LM = dict(federation_lm_id=3, federation_lm_name="east", federation_gms=2, federation_state_interval_s=0.3)
+GIB = 2**30
+
+
+def stub(h: Harness) -> federation_pb2_grpc.LocalManagerServiceStub:
+    return federation_pb2_grpc.LocalManagerServiceStub(h.channel)
+
+
+async def cluster(h: Harness) -> None:
+    await h.start_master(**LM)
+    # n0 is GM 0's partition (interleaved split over the names in order), n1 GM 1's.
+    await h.add_agent("n0", cpus=4, memory=8 * GIB, labels={"rack": "r1"})
+    await h.add_agent("n1", cpus=4, memory=8 * GIB)
+
+
+async def next_update(stream: Any, kind: str, timeout_s: float = 10.0) -> Any:
+    """The next update of this kind on a Subscribe stream (others are skipped)."""
+    async def read() -> Any:
+        while True:
+            update = await stream.read()
+            assert update is not grpc.aio.EOF, "the stream ended"
+            if update.WhichOneof("kind") == kind:
+                return getattr(update, kind)
+    return await asyncio.wait_for(read(), timeout_s)
+
+
+def request(rid: str, task_id: str, gm: int, epoch: int, node: int, cpu_m: int = 1000, mem_mib: int = 1024,
+            how: str = "launch", src: int = 0, victims: tuple[str, ...] = (), pc: int = 0) -> fpb.PlaceRequest:
+    spec = jobs_pb2.JobSpec(command=["sleep", "100"])
+    task = fpb.FedTask(task_id=task_id, queue="a", req=fpb.Res(v=[cpu_m, mem_mib]), pc=pc, spec=spec)
+    msg = fpb.PlaceRequest(request_id=rid, gm=gm, epoch=epoch, node=node, task=task)
+    if how == "launch":
+        msg.launch.SetInParent()
+    elif how == "repartition":
+        msg.repartition.src = src
+    else:
+        msg.preempt.victims.extend(victims)
+    return msg
+
+
+async def layout(h: Harness, gm: int = 0) -> tuple[Any, fpb.LMLayout, fpb.LMState]:
+    stream = stub(h).Subscribe(fpb.SubscribeRequest(gm=gm, gm_name=f"gm{gm}"))
+    first = await next_update(stream, "layout")
+    return stream, first, await next_update(stream, "state")
+
+
+def started_on(h: Harness, node: str) -> int:
+    return len(h.agents[node].runtime.started)
+
+
+def test_subscribe_gives_the_layout_then_the_state(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, state = await layout(h)
+        assert (lay.lm, lay.name, lay.gms) == (3, "east", 2)
+        assert [n.name for n in lay.nodes] == ["n0", "n1"] and [n.owner for n in lay.nodes] == [0, 1]
+        assert list(lay.constraints) == ["rack=r1"] and [n.cmask for n in lay.nodes] == [1, 0]
+        assert lay.nodes[0].cap.v[0] > 0 and lay.epoch > 0
+        assert state.epoch == lay.epoch and len(state.free) == 2 and list(state.free[0].v) == list(lay.nodes[0].cap.v)
+        again = await next_update(stream, "state")        # every interval, a full state again
+        assert again.version >= state.version
+        stream.cancel()
+    run(scenario, tmp_path)
+
+
+def test_a_launch_runs_pinned_once_and_its_end_reaches_the_gm(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, _ = await layout(h)
+        answer = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0, pc=1))
+        assert answer.WhichOneof("outcome") == "launched" and answer.launched.node == 0
+        job_id = answer.launched.job_id
+        job = await h.wait_job(job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        assert job.tasks[0].node == "n0" and dict(job.spec.labels)["tcluster.io/federation-task"] == "f0-1.0"
+        assert answer.state.free[0].v[0] == lay.nodes[0].cap.v[0] - 1000    # the answer's state has it taken
+        again = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0, pc=1))
+        assert again.launched.job_id == job_id and again.launched.node == 0
+        assert started_on(h, "n0") == 1 and started_on(h, "n1") == 0
+        key = h.agents["n0"].runtime.started[0].key
+        h.agents["n0"].runtime.finish(key, 0)
+        ended = await next_update(stream, "ended")
+        assert (ended.task_id, ended.node, ended.state, ended.preempted) == ("f0-1.0", 0, common_pb2.TASK_SUCCEEDED,
+                                                                             False)
+        assert list(ended.node_free.v) == list(lay.nodes[0].cap.v)
+        stream.cancel()
+    run(scenario, tmp_path)
+
+
+def test_the_check_table_live(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, _ = await layout(h)
+        lm = stub(h)
+        stale = await lm.Place(request("a:0", "f0-1.0", 0, lay.epoch - 1, 0))
+        assert stale.WhichOneof("outcome") == "refused" and stale.refused.epoch == lay.epoch
+        other = await lm.Place(request("b:0", "f0-2.0", 0, lay.epoch, 1))
+        assert other.WhichOneof("outcome") == "inconsistent"
+        assert (other.inconsistent.kind, other.inconsistent.why) == (fpb.INCONSISTENCY_INTERNAL,
+                                                                     fpb.WHY_NOT_IN_PARTITION)
+        unmet = await lm.Place(request("c:0", "f0-3.0", 1, lay.epoch, 1, pc=1))   # n1 has no rack=r1
+        assert unmet.inconsistent.why == fpb.WHY_INSUFFICIENT
+        with pytest.raises(grpc.aio.AioRpcError) as bad:
+            await lm.Place(request("d:0", "f0-4.0", 5, lay.epoch, 0))
+        assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "gm" in bad.value.details()
+        assert started_on(h, "n0") == started_on(h, "n1") == 0
+        stream.cancel()
+    run(scenario, tmp_path)
+
+
+def test_a_node_filled_by_a_local_job_is_insufficient_the_real_state_wins(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, _ = await layout(h)
+        cap = list(lay.nodes[0].cap.v)
+        local = await h.submit(["sleep"], cpu=cap[0] / 1000, memory=2**20, constraints=["rack=r1"])
+        await h.wait_job(local.id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        answer = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0, cpu_m=500))
+        assert answer.WhichOneof("outcome") == "inconsistent"
+        assert (answer.inconsistent.kind, answer.inconsistent.why) == (fpb.INCONSISTENCY_INTERNAL,
+                                                                       fpb.WHY_INSUFFICIENT)
+        assert answer.state.free[0].v[0] == 0 and started_on(h, "n0") == 1      # the local job only
+        stream.cancel()
+    run(scenario, tmp_path)
+
+
+def test_a_repartition_launches_on_a_logical_node(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, _ = await layout(h)
+        answer = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 1, how="repartition", src=1))
+        assert answer.WhichOneof("outcome") == "launched" and answer.launched.logical
+        assert [(n.phys, n.owner, n.task_id) for n in answer.state.logical] == [(1, 0, "f0-1.0")]
+        job = await h.wait_job(answer.launched.job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        assert job.tasks[0].node == "n1"
+        wrong = await stub(h).Place(request("f0-2.0:0", "f0-2.0", 0, lay.epoch, 0, how="repartition", src=1))
+        assert (wrong.inconsistent.kind, wrong.inconsistent.why) == (fpb.INCONSISTENCY_EXTERNAL,
+                                                                     fpb.WHY_NOT_IN_PARTITION)
+        stream.cancel()
+    run(scenario, tmp_path)
+
+
+def test_a_preemption_stops_the_victim_and_tells_its_gm(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream1, lay, _ = await layout(h, gm=1)
+        cap = list(lay.nodes[1].cap.v)
+        victim = await stub(h).Place(request("f1-1.0:0", "f1-1.0", 1, lay.epoch, 1, cpu_m=cap[0], mem_mib=1024))
+        assert victim.WhichOneof("outcome") == "launched"
+        await h.wait_job(victim.launched.job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        answer = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 1, cpu_m=cap[0], how="preempt",
+                                             victims=("f1-1.0",)))
+        assert answer.WhichOneof("outcome") == "launched" and list(answer.launched.preempted) == ["f1-1.0"]
+        ended = await next_update(stream1, "ended")
+        assert ended.task_id == "f1-1.0" and ended.preempted
+        await h.wait_job(victim.launched.job_id, lambda j: j.tasks[0].state == common_pb2.TASK_KILLED)
+        job = await h.wait_job(answer.launched.job_id,
+                               lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        assert job.tasks[0].node == "n1"
+        stream1.cancel()
+    run(scenario, tmp_path)
+
+
+def test_after_a_master_restart_a_repeated_request_id_returns_the_same_job(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, _ = await layout(h)
+        first = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0))
+        await h.wait_job(first.launched.job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        stream.cancel()
+        await h.stop_master()
+        await h.start_master(**LM)
+        await wait_until(lambda: _connected(h, 2))
+        again = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0))   # the old epoch, even
+        assert again.WhichOneof("outcome") == "launched" and again.launched.job_id == first.launched.job_id
+        stream, lay2, state = await layout(h)
+        assert lay2.epoch > lay.epoch                      # a new leader's epoch
+        assert state.free[0].v[0] == lay.nodes[0].cap.v[0] - 1000    # the task it rebuilt still holds n0
+        assert started_on(h, "n0") == 1
+        stream.cancel()
+    run(scenario, tmp_path)
+
+
+async def _connected(h: Harness, count: int) -> bool:
+    nodes = (await h.cluster.ListNodes(jobs_pb2.ListNodesRequest())).nodes
+    return sum(n.state == "READY" for n in nodes) >= count
+
+
+def test_a_user_job_may_not_carry_tcluster_labels(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        spec = jobs_pb2.JobSpec(command=["sleep"], labels={"tcluster.io/pin-node": "n0"})
+        spec.resources.cpu, spec.resources.memory = 1, GIB
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "labels" in refused.value.details() and "tcluster.io/" in refused.value.details()
+    run(scenario, tmp_path)
+
+
+def test_a_master_without_the_flag_says_so(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub(h).Place(request("a:0", "f0-1.0", 0, 1, 0))
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "--federation-lm-id" in refused.value.details()
+    run(scenario, tmp_path)
