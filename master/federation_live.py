@@ -51,6 +51,7 @@ class Subscription:
     name: str
     queue: asyncio.Queue[Update | None] = field(default_factory=lambda: asyncio.Queue(SUBSCRIBER_BACKLOG))
     closed: bool = False
+    last_full: float = 0.0        # monotonic: when this GM last got a full state
 
     def put(self, update: Update | None) -> None:
         if self.closed:
@@ -123,13 +124,26 @@ class LiveLM:
             self.subscriptions.remove(sub)
 
     async def next_update(self, sub: Subscription) -> Update | None:
-        """The next update for this GM; the full state when none came for an interval."""
-        try:
-            return await asyncio.wait_for(sub.queue.get(), self.interval_s)
-        except asyncio.TimeoutError:
+        """The next update for this GM; the full state once an interval passed without one
+        (a steady flow of task ends does not hold it back)."""
+        now = self.service.monotonic()
+        due = sub.last_full + self.interval_s - now
+        update: Update | None = None
+        if due > 0:
+            try:
+                update = await asyncio.wait_for(sub.queue.get(), due)
+            except asyncio.TimeoutError:
+                update = None
+            else:
+                if not isinstance(update, LMState):
+                    return update
+        if update is None and not sub.closed:
             self.sync()
             self.fed.check.touch()       # the real room moves with local work: a fresh version
-            return self.state()
+            update = self.state()
+        if isinstance(update, LMState):
+            sub.last_full = self.service.monotonic()
+        return update
 
     def _check_gm(self, gm: int) -> None:
         if not 0 <= gm < self.fed.gms:
