@@ -220,3 +220,29 @@ def test_a_master_without_the_flag_says_so(tmp_path: Path) -> None:
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert "--federation-lm-id" in refused.value.details()
     run(scenario, tmp_path)
+
+
+def test_two_copies_of_one_request_at_once_make_one_job(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, _ = await layout(h)
+        a, b = await asyncio.gather(*(stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0))
+                                      for _ in range(2)))
+        assert a.launched.job_id and a.launched.job_id == b.launched.job_id
+        await h.wait_job(a.launched.job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        assert started_on(h, "n0") == 1
+        stream.cancel()
+    run(scenario, tmp_path)
+
+
+def test_a_new_node_is_a_new_epoch_on_every_stream(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, _ = await layout(h, gm=1)
+        await h.add_agent("n2", cpus=2, memory=4 * GIB)
+        new = await next_update(stream, "layout")
+        assert new.epoch > lay.epoch and [n.name for n in new.nodes] == ["n0", "n1", "n2"]
+        old = await stub(h).Place(request("f1-1.0:0", "f1-1.0", 1, lay.epoch, 1))
+        assert old.WhichOneof("outcome") == "refused" and old.refused.epoch == new.epoch
+        stream.cancel()
+    run(scenario, tmp_path)
