@@ -246,3 +246,24 @@ def test_a_new_node_is_a_new_epoch_on_every_stream(tmp_path: Path) -> None:
         assert old.WhichOneof("outcome") == "refused" and old.refused.epoch == new.epoch
         stream.cancel()
     run(scenario, tmp_path)
+
+
+def test_on_a_secure_master_only_an_admin_token_may_act_as_a_gm(tmp_path: Path) -> None:
+    from tcluster.master.identity.users import add_user, bootstrap_admin
+    from tests.component.test_users_authz import auth, code_of, join_agent, start_secure
+
+    async def scenario(h: Harness) -> None:
+        await start_secure(h, **LM)
+        admin = bootstrap_admin(h.tmp / "master")
+        alice = add_user(h.tmp / "master", "alice", "nobody", ("*",), admin=False)
+        await join_agent(h, "n0")
+        lm = stub(h)
+        assert (await code_of(lm.Place(request("a:0", "f0-1.0", 0, 1, 0))))[0] == grpc.StatusCode.UNAUTHENTICATED
+        code, details = await code_of(lm.Place(request("a:0", "f0-1.0", 0, 1, 0), metadata=auth(alice)))
+        assert code == grpc.StatusCode.PERMISSION_DENIED and "admin" in details
+        stream = lm.Subscribe(fpb.SubscribeRequest(gm=0), metadata=auth(admin))
+        lay = await next_update(stream, "layout")
+        answer = await lm.Place(request("a:0", "f0-1.0", 0, lay.epoch, 0), metadata=auth(admin))
+        assert answer.WhichOneof("outcome") == "launched"
+        stream.cancel()
+    run(scenario, tmp_path)
