@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator, Union
 
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # A GM that reads this far behind is cut off: it reconnects and starts from a full state.
 SUBSCRIBER_BACKLOG = 10_000
+# Request ids of jobs this master made, kept past the job's stay in memory (a finished job
+# leaves memory, and the master's request index with it, after --resident-finished-jobs
+# newer ones): a GM's late repeat still finds its job. ~100 bytes each.
+PLACED_MEMORY = 100_000
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,10 @@ class LiveLM:
         self.fed = FederationLM(s.federation_lm_id, s.lm_name, s.federation_gms, self._room, 0)
         self.subscriptions: list[Subscription] = []
         self.fed_jobs: dict[str, str] = {}        # federated task id -> the master's job id
+        self.placed: OrderedDict[str, str] = OrderedDict()    # request id -> job id, the latest PLACED_MEMORY
         self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor(), force=True)
+        log.info("federation: local manager %s (index %d) of %d GMs, epoch %d, %d nodes", s.lm_name,
+                 s.federation_lm_id, s.federation_gms, self.fed.live.epoch, len(self.fed.live.names))
 
     # ---- the master's state as the LM sees it ----
 
@@ -160,7 +168,9 @@ class LiveLM:
             self.fed.check.touch()
         ends: list[tuple[int, Ended]] = []
         for task in step.tasks.values():
-            job = self.service.state.jobs.get(task.job_id)
+            # A job that ended in this step may have left memory already (--resident-finished-jobs):
+            # the step still carries its row.
+            job = self.service.state.jobs.get(task.job_id) or step.jobs.get(task.job_id)
             node = pinned_node(job.spec) if job is not None else ""
             fed_id = label(job.spec, FED_TASK) if node else ""
             if not fed_id:
@@ -190,6 +200,8 @@ class LiveLM:
         if first is not None:
             return first
         check = self.fed.check
+        if req.request_id in check.answers:      # an earlier answer without a job: not a launch
+            return check.answers[req.request_id], ""
         answer, notices = check.handle(req)
         if not isinstance(answer, Launched):
             return answer, ""
@@ -203,6 +215,9 @@ class LiveLM:
                 check.end(req.task.task_id)
             raise
         self.fed_jobs[req.task.task_id] = job_id
+        self.placed[req.request_id] = job_id
+        if len(self.placed) > PLACED_MEMORY:
+            self.placed.popitem(last=False)
         if isinstance(req, PreemptAndLaunch):
             await self._stop_victims(req.victims)
         check.touch()
@@ -215,7 +230,8 @@ class LiveLM:
     async def _repeat(self, req: Request) -> tuple[Answer, str] | None:
         """A request id this master already made a job for: its first answer, once that
         job is durable (a repeat racing the first write waits for it)."""
-        job_id = self.service.state.by_request.get((FEDERATION_OWNER, req.request_id))
+        job_id = self.service.state.by_request.get((FEDERATION_OWNER, req.request_id)) or \
+            self.placed.get(req.request_id)
         if job_id is None:
             return None
         await self.service.committer.add(Step(), [])

@@ -102,7 +102,9 @@ def fed_labels(gm: int, task_id: str, queue: str, node: str) -> tuple[tuple[str,
 
 class FederationLM:
     """The LocalManager of the current epoch over the master's nodes. `room(name)` is the
-    master's real free room of a node (nothing for one that takes no tasks now)."""
+    master's real free room of a node (nothing for one that takes no tasks now). States
+    list the running federated tasks (GMs pick Alg. 2's victims from them): no more work
+    than the free room per node that every state carries anyway."""
 
     def __init__(self, lm: int, name: str, gms: int, room: Callable[[str], Res], epoch: int) -> None:
         self.lm, self.name, self.gms = lm, name, gms
@@ -110,7 +112,7 @@ class FederationLM:
         # node -> {task id: room} promised to federated tasks not started there yet
         self.waiting: dict[str, dict[str, Res]] = {}
         self.live = build_layout(lm, name, gms, epoch, ())
-        self.check = LocalManager(self.live.layout, epoch, room=self.room_at)
+        self.check = LocalManager(self.live.layout, epoch, publish_tasks=True, room=self.room_at)
 
     def room_at(self, index: int) -> Res:
         node = self.live.names[index]
@@ -138,7 +140,7 @@ class FederationLM:
         epoch = max(self.live.epoch + 1, epoch_floor)
         answers = self.check.answers
         self.live = build_layout(self.lm, self.name, self.gms, epoch, nodes.values())
-        self.check = LocalManager(self.live.layout, epoch, room=self.room_at)
+        self.check = LocalManager(self.live.layout, epoch, publish_tasks=True, room=self.room_at)
         self.check.answers = answers
         self.adopt(runs())
         return True

@@ -88,6 +88,9 @@ def test_a_launch_runs_pinned_once_and_its_end_reaches_the_gm(tmp_path: Path) ->
         job = await h.wait_job(job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
         assert job.tasks[0].node == "n0" and dict(job.spec.labels)["tcluster.io/federation-task"] == "f0-1.0"
         assert answer.state.free[0].v[0] == lay.nodes[0].cap.v[0] - 1000    # the answer's state has it taken
+        assert [(t.task_id, t.queue, t.node, list(t.req.v)) for t in answer.state.tasks] == [("f0-1.0", "a", 0,
+                                                                                             [1000, 1024])]
+        assert [(u.queue, list(u.used.v)) for u in answer.state.usage] == [("a", [1000, 1024])]
         again = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0, pc=1))
         assert again.launched.job_id == job_id and again.launched.node == 0
         assert started_on(h, "n0") == 1 and started_on(h, "n1") == 0
@@ -267,3 +270,25 @@ def test_on_a_secure_master_only_an_admin_token_may_act_as_a_gm(tmp_path: Path) 
         assert answer.WhichOneof("outcome") == "launched"
         stream.cancel()
     run(scenario, tmp_path)
+
+
+def test_a_late_repeat_after_the_job_left_memory_still_gets_that_job(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.start_master(**LM, resident_finished_jobs=0)
+        await h.add_agent("n0", cpus=4, memory=8 * GIB)
+        stream, lay, _ = await layout(h)
+        first = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0))
+        job_id = first.launched.job_id
+        await h.wait_job(job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        h.agents["n0"].runtime.finish(h.agents["n0"].runtime.started[0].key, 0)
+        await next_update(stream, "ended")
+        service = h.master.service
+        await wait_until(lambda: _gone(service, job_id))
+        again = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0))
+        assert again.launched.job_id == job_id and started_on(h, "n0") == 1
+        stream.cancel()
+    run(scenario, tmp_path)
+
+
+async def _gone(service: Any, job_id: str) -> bool:
+    return job_id not in service.state.jobs and ("federation", "f0-1.0:0") not in service.state.by_request
