@@ -80,6 +80,8 @@ class LiveLM:
         self.subscriptions: list[Subscription] = []
         self.fed_jobs: dict[str, str] = {}        # federated task id -> the master's job id
         self.placed: OrderedDict[str, str] = OrderedDict()    # request id -> job id, the latest PLACED_MEMORY
+        self._room_cache: dict[str, Res] = {}
+        self._room_of: object = service.state
         self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor(), force=True)
         log.info("federation: local manager %s (index %d) of %d GMs, epoch %d, %d nodes", s.lm_name,
                  s.federation_lm_id, s.federation_gms, self.fed.live.epoch, len(self.fed.live.names))
@@ -87,8 +89,25 @@ class LiveLM:
     # ---- the master's state as the LM sees it ----
 
     def _room(self, node: str) -> Res:
+        """Cached per node until a step touches it: a state lists every node's room, and
+        one is built for every answer."""
         state = self.service.state
-        return res_of(state.free(node)) if state.matrix.is_schedulable(node) else NO_ROOM
+        if state is not self._room_of:           # reloaded after a failed write: all anew
+            self._room_cache.clear()
+            self._room_of = state
+        room = self._room_cache.get(node)
+        if room is None:
+            room = res_of(state.free(node)) if state.matrix.is_schedulable(node) else NO_ROOM
+            self._room_cache[node] = room
+        return room
+
+    def _touched(self, step: Step) -> bool:
+        """Forgets the room of the nodes this step may have changed; whether it did any."""
+        nodes = {t.node for t in step.tasks.values() if t.node}
+        nodes.update(step.nodes, step.free, step.live)
+        for name in nodes:
+            self._room_cache.pop(name, None)
+        return bool(nodes)
 
     def _epoch_floor(self) -> int:
         # Milliseconds of wall time: a restarted or new leader starts above every epoch
@@ -164,7 +183,7 @@ class LiveLM:
         """After a step is applied: task ends of federated jobs go to their GMs once durable."""
         if step.nodes and any(name not in self.fed.live.names for name in step.nodes):
             self.sync()
-        if step.tasks or step.nodes or step.free:
+        if self._touched(step):
             self.fed.check.touch()
         ends: list[tuple[int, Ended]] = []
         for task in step.tasks.values():
@@ -195,7 +214,6 @@ class LiveLM:
     async def place(self, req: Request, spec: JobSpec) -> tuple[Answer, str]:
         """The answer and the master's job that runs the task ("" when none)."""
         self._check_gm(req.gm)
-        self.sync()
         first = await self._repeat(req)
         if first is not None:
             return first
