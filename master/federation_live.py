@@ -139,7 +139,7 @@ class LiveLM:
     def subscribe(self, gm: int, name: str) -> Subscription:
         self._check_gm(gm)
         self.sync()
-        sub = Subscription(gm, name)
+        sub = Subscription(gm, name, last_full=self.service.monotonic())    # a full state is queued
         sub.put(self.fed.live)
         sub.put(self.state())
         self.subscriptions.append(sub)

@@ -55,8 +55,9 @@ def request(rid: str, task_id: str, gm: int, epoch: int, node: int, cpu_m: int =
 
 async def layout(h: Harness, gm: int = 0) -> tuple[Any, fpb.LMLayout, fpb.LMState]:
     stream = stub(h).Subscribe(fpb.SubscribeRequest(gm=gm, gm_name=f"gm{gm}"))
-    first = await next_update(stream, "layout")
-    return stream, first, await next_update(stream, "state")
+    first, then = await stream.read(), await stream.read()      # the layout first, then the state
+    assert (first.WhichOneof("kind"), then.WhichOneof("kind")) == ("layout", "state")
+    return stream, first.layout, then.state
 
 
 def started_on(h: Harness, node: str) -> int:
