@@ -81,7 +81,7 @@ class LiveLM:
         self.fed_jobs: dict[str, str] = {}        # federated task id -> the master's job id
         self.placed: OrderedDict[str, str] = OrderedDict()    # request id -> job id, the latest PLACED_MEMORY
         self._room_cache: dict[str, Res] = {}
-        self._room_of: object = service.state
+        self._state_seen: object = service.state
         self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor(), force=True)
         log.info("federation: local manager %s (index %d) of %d GMs, epoch %d, %d nodes", s.lm_name,
                  s.federation_lm_id, s.federation_gms, self.fed.live.epoch, len(self.fed.live.names))
@@ -92,9 +92,6 @@ class LiveLM:
         """Cached per node until a step touches it: a state lists every node's room, and
         one is built for every answer."""
         state = self.service.state
-        if state is not self._room_of:           # reloaded after a failed write: all anew
-            self._room_cache.clear()
-            self._room_of = state
         room = self._room_cache.get(node)
         if room is None:
             room = res_of(state.free(node)) if state.matrix.is_schedulable(node) else NO_ROOM
@@ -124,8 +121,14 @@ class LiveLM:
                 yield run
 
     def sync(self) -> None:
-        """A new epoch when the node set changed: every GM gets the new layout and state."""
-        if self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor()):
+        """A new epoch when the node set changed, or when the master reloaded its state
+        after a failed write (what runs is rebuilt from it): every GM gets the new layout
+        and state."""
+        reloaded = self.service.state is not self._state_seen
+        if reloaded:
+            self._state_seen = self.service.state
+            self._room_cache.clear()
+        if self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor(), force=reloaded):
             log.info("federation: epoch %d, %d nodes", self.fed.live.epoch, len(self.fed.live.names))
             for sub in self.subscriptions:
                 sub.put(self.fed.live)
@@ -181,7 +184,8 @@ class LiveLM:
 
     def on_step(self, step: Step, durable: asyncio.Future[None]) -> None:
         """After a step is applied: task ends of federated jobs go to their GMs once durable."""
-        if step.nodes and any(name not in self.fed.live.names for name in step.nodes):
+        if self.service.state is not self._state_seen or (
+                step.nodes and any(name not in self.fed.live.names for name in step.nodes)):
             self.sync()
         if self._touched(step):
             self.fed.check.touch()
@@ -194,7 +198,10 @@ class LiveLM:
             fed_id = label(job.spec, FED_TASK) if node else ""
             if not fed_id:
                 continue
-            self.fed_jobs[fed_id] = task.job_id
+            if task.state.terminal:
+                self.fed_jobs.pop(fed_id, None)
+            else:
+                self.fed_jobs[fed_id] = task.job_id
             waits = task.state is TaskState.PENDING
             self.fed.set_waiting(node, fed_id, res_of(job.spec.resources) if waits else None)
             if task.state.terminal and fed_id in self.fed.check.running:
@@ -214,6 +221,8 @@ class LiveLM:
     async def place(self, req: Request, spec: JobSpec) -> tuple[Answer, str]:
         """The answer and the master's job that runs the task ("" when none)."""
         self._check_gm(req.gm)
+        if self.service.state is not self._state_seen:
+            self.sync()
         first = await self._repeat(req)
         if first is not None:
             return first
