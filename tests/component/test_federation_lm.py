@@ -293,3 +293,20 @@ def test_a_late_repeat_after_the_job_left_memory_still_gets_that_job(tmp_path: P
 
 async def _gone(service: Any, job_id: str) -> bool:
     return job_id not in service.state.jobs and ("federation", "f0-1.0:0") not in service.state.by_request
+
+
+def test_a_cordoned_node_offers_no_room_and_a_failed_task_ends_failed_on_the_stream(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream, lay, _ = await layout(h, gm=1)
+        await h.cluster.OperateNodes(jobs_pb2.OperateNodesRequest(op="cordon", nodes=["n1"]))
+        refused = await stub(h).Place(request("f1-1.0:0", "f1-1.0", 1, lay.epoch, 1))
+        assert refused.inconsistent.why == fpb.WHY_INSUFFICIENT and list(refused.state.free[1].v) == [0, 0]
+        await h.cluster.OperateNodes(jobs_pb2.OperateNodesRequest(op="uncordon", nodes=["n1"]))
+        answer = await stub(h).Place(request("f1-1.0:1", "f1-1.0", 1, lay.epoch, 1))
+        await h.wait_job(answer.launched.job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        h.agents["n1"].runtime.finish(h.agents["n1"].runtime.started[0].key, 3)
+        ended = await next_update(stream, "ended")
+        assert (ended.task_id, ended.state, ended.exit_code) == ("f1-1.0", common_pb2.TASK_FAILED, 3)
+        stream.cancel()
+    run(scenario, tmp_path)
