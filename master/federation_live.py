@@ -4,7 +4,7 @@ Subscribe stream gets the layout, the full state every --federation-state-interv
 its tasks' ends at once. The decisions are FederationLM's (master/federation_lm.py) and
 the master core's; this module only orders them: check, write, then answer and tell.
 
-Idempotency: the job carries the PlaceRequest's request_id (owner `federation`), so a
+Idempotency: the job carries the PlaceRequest's request_id (owner `tcluster:federation`), so a
 repeat finds the first job in the master's own request index, also after a restart or a
 failover (the job is in the store), before any other check: the same answer, never a
 second job."""

@@ -190,7 +190,7 @@ class MasterService:
 
     async def submit_pinned(self, spec: JobSpec, node: str) -> str:
         """A federated task's one-task job on `node` (master/core/pinning.py); its id once
-        durable. The spec is the LM's (owner `federation`, labels under tcluster.io/), with
+        durable. The spec is the LM's (owner `tcluster:federation`, labels under tcluster.io/), with
         the GM's request id: a repeat, also after a restart, returns the first job."""
         spec = replace(spec, owner=FEDERATION_OWNER)
         spec.validate()

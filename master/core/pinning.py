@@ -23,7 +23,7 @@ PIN_NODE = "tcluster.io/pin-node"               # the only node the job's task m
 FED_GM = "tcluster.io/federation-gm"            # the index of the GM that owns the task
 FED_TASK = "tcluster.io/federation-task"        # the federated task id, <fed job>.<index>
 FED_QUEUE = "tcluster.io/federation-queue"      # the task's queue at its GM (usage per queue, Alg. 2)
-FEDERATION_OWNER = "federation"                 # the owner of federated jobs (request ids are theirs)
+FEDERATION_OWNER = "tcluster:federation"        # the owner of federated jobs: never a user's name (no ":" there)
 
 
 def label(spec: JobSpec, key: str) -> str:

@@ -11,6 +11,7 @@ import grpc
 import pytest
 
 from tests.component.harness import Harness, run, wait_until
+from tcluster.master.core.pinning import FEDERATION_OWNER
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
 
 LM = dict(federation_lm_id=3, federation_lm_name="east", federation_gms=2, federation_state_interval_s=0.3)
@@ -292,7 +293,7 @@ def test_a_late_repeat_after_the_job_left_memory_still_gets_that_job(tmp_path: P
 
 
 async def _gone(service: Any, job_id: str) -> bool:
-    return job_id not in service.state.jobs and ("federation", "f0-1.0:0") not in service.state.by_request
+    return job_id not in service.state.jobs and (FEDERATION_OWNER, "f0-1.0:0") not in service.state.by_request
 
 
 def test_a_cordoned_node_offers_no_room_and_a_failed_task_ends_failed_on_the_stream(tmp_path: Path) -> None:
