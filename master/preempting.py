@@ -117,6 +117,8 @@ class LivePreemption:
                 if kills and (task_id, task.attempt) in kills:
                     continue
                 spec = state.jobs[task.job_id].spec
+                if pinned_node(spec):
+                    continue       # a federated task: its GM's to preempt (Alg. 2), not this master's
                 demand = demands.get(task.job_id)
                 if demand is None:
                     demand = demands[task.job_id] = resource_vector(spec.resources, view.kinds)

@@ -311,3 +311,27 @@ def test_a_cordoned_node_offers_no_room_and_a_failed_task_ends_failed_on_the_str
         assert (ended.task_id, ended.state, ended.exit_code) == ("f1-1.0", common_pb2.TASK_FAILED, 3)
         stream.cancel()
     run(scenario, tmp_path)
+
+
+def test_the_masters_own_preemption_never_picks_a_federated_task(tmp_path: Path) -> None:
+    queues = tmp_path / "q.yaml"
+    queues.write_text("queues:\n  a: {weight: 1}\n  b: {weight: 1}\n")
+
+    async def scenario(h: Harness) -> None:
+        await h.start_master(**{**LM, "federation_gms": 1}, queues_file=queues, preemption=True,
+                             preempt_after_s=0.2, preempt_grace_s=0.2, preempt_min_runtime_s=0)
+        await h.add_agent("n0", cpus=2, memory=8 * GIB)
+        stream, lay, _ = await layout(h)
+        spec = jobs_pb2.JobSpec(command=["sleep"], queue="a")
+        spec.resources.cpu, spec.resources.memory = 1, GIB
+        local = await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))
+        await h.wait_job(local.id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        fed = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 0))   # queue a, younger
+        await h.wait_job(fed.launched.job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        spec.queue = "b"
+        other = await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))      # b is below its share: it reclaims
+        await h.wait_job(other.id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        assert (await h.job(fed.launched.job_id)).tasks[0].state == common_pb2.TASK_RUNNING
+        assert (await h.job(local.id)).tasks[0].preemptions == 1
+        stream.cancel()
+    run(scenario, tmp_path)
