@@ -335,3 +335,28 @@ def test_the_masters_own_preemption_never_picks_a_federated_task(tmp_path: Path)
         assert (await h.job(local.id)).tasks[0].preemptions == 1
         stream.cancel()
     run(scenario, tmp_path)
+
+
+def test_a_standby_master_answers_unavailable_with_the_leader(tmp_path: Path) -> None:
+    from tcluster.master.edge.federation_api import LocalManagerServicer
+    from tcluster.master.store.standby import LEADER_METADATA, StandbyInterceptor
+    from tests.component.test_standby import LEADER, FlipView
+
+    async def scenario() -> None:
+        server = grpc.aio.server(interceptors=[StandbyInterceptor(FlipView(False, LEADER), "client")])
+        federation_pb2_grpc.add_LocalManagerServiceServicer_to_server(LocalManagerServicer(None), server)  # type: ignore[arg-type]
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                lm = federation_pb2_grpc.LocalManagerServiceStub(channel)
+                for call in (lm.Place(request("a:0", "f0-1.0", 0, 1, 0)),
+                             lm.Subscribe(fpb.SubscribeRequest(gm=0)).read()):
+                    with pytest.raises(grpc.aio.AioRpcError) as refused:
+                        await call
+                    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+                    trailing = dict(refused.value.trailing_metadata() or ())
+                    assert trailing.get(LEADER_METADATA) == LEADER.client
+        finally:
+            await server.stop(0)
+    asyncio.run(scenario())
