@@ -15,8 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from tcluster.v1 import federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
-from tests.component.harness import Harness
+import grpc
+
+from tcluster.agent.daemon import Agent
+from tcluster.agent.settings import AgentSettings
+from tcluster.master.server import start_master
+from tcluster.master.settings import MasterSettings
+from tcluster.v1 import federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+from testkit.fake_runtime import FakeRuntime
 
 
 def pct(values: list[float], q: float) -> float:
@@ -25,31 +31,47 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def measure(tmp: Path, nodes: int, requests: int) -> tuple[list[float], list[float]]:
-    h = Harness(tmp)
+    settings = MasterSettings(listen="127.0.0.1:0", data_dir=tmp / "master", heartbeat_interval_s=1.0,
+                              federation_lm_id=0, federation_gms=1, federation_state_interval_s=60)
+    master = await start_master(settings)
+    agents: list[asyncio.Task[None]] = []
     try:
-        await h.start_master(federation_lm_id=0, federation_gms=1, federation_state_interval_s=60)
         for i in range(nodes):
-            await h.add_agent(f"n{i:04d}", cpus=64, memory=256 * 2**30)
-        lm = federation_pb2_grpc.LocalManagerServiceStub(h.channel)
-        stream = lm.Subscribe(fpb.SubscribeRequest(gm=0, gm_name="bench"))
-        layout = (await stream.read()).layout
-        place, submit = [], []
-        for k in range(requests):
-            task = fpb.FedTask(task_id=f"f0-1.{k}", queue="a", req=fpb.Res(v=[100, 64]),
-                               spec=jobs_pb2.JobSpec(command=["sleep"]))
-            msg = fpb.PlaceRequest(request_id=f"f0-1.{k}:0", gm=0, epoch=layout.epoch, node=k % nodes, task=task)
-            msg.launch.SetInParent()
-            started = time.perf_counter()
-            answer = await lm.Place(msg)
-            place.append(time.perf_counter() - started)
-            assert answer.WhichOneof("outcome") == "launched", answer
-            started = time.perf_counter()
-            await h.submit(["sleep"], cpu=0.1, memory=64 * 2**20)
-            submit.append(time.perf_counter() - started)
-        stream.cancel()
-        return place, submit
+            agent = Agent(AgentSettings(master=f"127.0.0.1:{master.port}", node=f"n{i:04d}", cpus=64,
+                                        memory_bytes=256 * 2**30, state_dir=tmp / "agents" / str(i),
+                                        heartbeat_interval_s=1.0), FakeRuntime())
+            agents.append(asyncio.create_task(agent.run()))
+            await asyncio.wait_for(agent.registered.wait(), 30)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{master.port}") as channel:
+            return await _requests(channel, nodes, requests)
     finally:
-        await h.stop()
+        for task in agents:
+            task.cancel()
+        await master.stop(grace_s=0)
+
+
+async def _requests(channel: grpc.aio.Channel, nodes: int, requests: int) -> tuple[list[float], list[float]]:
+    lm = federation_pb2_grpc.LocalManagerServiceStub(channel)
+    jobs = jobs_pb2_grpc.JobServiceStub(channel)
+    stream = lm.Subscribe(fpb.SubscribeRequest(gm=0, gm_name="bench"))
+    layout = (await stream.read()).layout
+    place, submit = [], []
+    for k in range(requests):
+        task = fpb.FedTask(task_id=f"f0-1.{k}", queue="a", req=fpb.Res(v=[100, 64]),
+                           spec=jobs_pb2.JobSpec(command=["sleep"]))
+        msg = fpb.PlaceRequest(request_id=f"f0-1.{k}:0", gm=0, epoch=layout.epoch, node=k % nodes, task=task)
+        msg.launch.SetInParent()
+        started = time.perf_counter()
+        answer = await lm.Place(msg)
+        place.append(time.perf_counter() - started)
+        assert answer.WhichOneof("outcome") == "launched", answer.WhichOneof("outcome")
+        spec = jobs_pb2.JobSpec(command=["sleep"])
+        spec.resources.cpu, spec.resources.memory = 0.1, 64 * 2**20
+        started = time.perf_counter()
+        await jobs.Submit(jobs_pb2.SubmitRequest(spec=spec))
+        submit.append(time.perf_counter() - started)
+    stream.cancel()
+    return place, submit
 
 
 def main() -> None:
