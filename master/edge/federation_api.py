@@ -4,6 +4,7 @@ admin's token on a secure master (a GM acts for every user of its queues)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import AsyncIterator
 
 import grpc
@@ -123,6 +124,8 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
         try:
             while (update := await lm.next_update(sub)) is not None:
                 yield update_pb(update)
+        except asyncio.CancelledError:
+            return        # the GM went away (or the master stops): an ordinary end, not an error to log
         finally:
             lm.unsubscribe(sub)
 
