@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator, Union
 
-from tcluster.errors import InvalidArgument, Unavailable
+from tcluster.errors import InvalidArgument, ResourceExhausted, Unavailable
 from tcluster.federation.messages import Answer, Launched, LMState, PreemptAndLaunch, Request, TaskEnded
 from tcluster.master.core.events import Step
 from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinned_node
@@ -36,6 +36,8 @@ SUBSCRIBER_BACKLOG = 10_000
 # leaves memory, and the master's request index with it, after --resident-finished-jobs
 # newer ones): a GM's late repeat still finds its job. ~100 bytes each.
 PLACED_MEMORY = 100_000
+# Open Subscribe streams, all GMs together (a few per GM is normal: reconnects overlap).
+MAX_SUBSCRIPTIONS = 256
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,8 @@ class LiveLM:
 
     def subscribe(self, gm: int, name: str) -> Subscription:
         self._check_gm(gm)
+        if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
+            raise ResourceExhausted(f"{MAX_SUBSCRIPTIONS} Subscribe streams are open on this LM; close some first")
         self.sync()
         sub = Subscription(gm, name, last_full=self.service.monotonic())    # a full state is queued
         sub.put(self.fed.live)
