@@ -146,3 +146,12 @@ def test_a_pinned_job_starts_at_once_on_its_node_or_waits_for_that_node_only() -
     assert places == [("aaaa0002.0", "n2")]    # never n1, though n1 had room all along
     w.do(Place(tuple(places)))
     assert w.state.task("aaaa0002.0").node == "n2"
+
+
+def test_a_gm_that_reads_too_slowly_is_cut_off_not_buffered_without_bound() -> None:
+    import asyncio
+    from tcluster.master.federation_live import Subscription
+    sub = Subscription(0, "slow", queue=asyncio.Queue(2))
+    for k in range(5):
+        sub.put(k)      # type: ignore[arg-type]
+    assert sub.closed and sub.queue.qsize() == 1 and sub.queue.get_nowait() is None
