@@ -12,11 +12,17 @@ The check table, in the order it is applied:
   node not in the partition the request names -> Inconsistent(NOT_IN_PARTITION); for a
                            Launch the GM's refreshed view then sends it the repartition way
   constraints or room insufficient -> Inconsistent(INSUFFICIENT / VICTIM_GONE)
-  fits                  -> commit, Launched"""
+  fits                  -> commit, Launched
+
+Room: the simulator's LM keeps its own books (`free`). A live LM (a tcl-master,
+master/federation_lm.py) passes `room`: node index -> the master's real free room, with
+its local jobs taken out, so a node that local work filled is INSUFFICIENT whatever this
+LM's own books say; the published state's free room is that real room too."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from tcluster.federation.messages import (
     Answer, Inconsistent, Kind, Launch, Launched, LMLayout, LMState, LogicalNode, PreemptAndLaunch, Refused,
@@ -24,6 +30,7 @@ from tcluster.federation.messages import (
 )
 
 Notice = tuple[int, TaskEnded]      # (GM to tell, what happened to its task)
+Room = Callable[[int], Res]         # node index -> free room now (a live master's own state)
 
 
 @dataclass(frozen=True)
@@ -36,8 +43,9 @@ class Running:
 
 class LocalManager:
     def __init__(self, layout: LMLayout, epoch: int = 1, publish_tasks: bool = False,
-                 remember: int = 4096) -> None:
+                 remember: int = 4096, room: Room | None = None) -> None:
         self.layout = layout
+        self.room = room
         # The running-task list in every state costs O(tasks) per change: only when GMs
         # run Alg. 2 and must pick victims.
         self.publish_tasks = publish_tasks
@@ -79,7 +87,7 @@ class LocalManager:
     def _launch(self, req: Launch) -> Answer:
         if self.layout.owner[req.node] != req.gm:
             return self._fail(req, Kind.INTERNAL, Why.NOT_IN_PARTITION)
-        if not self._fits(req.task, req.node, self.free[req.node]):
+        if not self._fits(req.task, req.node, self.room_of(req.node)):
             return self._fail(req, Kind.INTERNAL, Why.INSUFFICIENT)
         self._commit(req, None)
         return Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state())
@@ -87,7 +95,7 @@ class LocalManager:
     def _repartition(self, req: RepartitionAndLaunch) -> Answer:
         if req.src == req.gm or self.layout.owner[req.node] != req.src:
             return self._fail(req, Kind.EXTERNAL, Why.NOT_IN_PARTITION)
-        if not self._fits(req.task, req.node, self.free[req.node]):
+        if not self._fits(req.task, req.node, self.room_of(req.node)):
             return self._fail(req, Kind.EXTERNAL, Why.INSUFFICIENT)
         self._commit(req, LogicalNode(req.node, req.task.req, req.gm, req.task.task_id))
         return Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state(), logical=True)
@@ -99,7 +107,7 @@ class LocalManager:
         victims = [self.running.get(v) for v in req.victims]
         if not victims or any(v is None or v.node != req.node for v in victims):
             return self._fail(req, kind, Why.VICTIM_GONE), ()
-        room = self.free[req.node]
+        room = self.room_of(req.node)
         for v in victims:
             room = add(room, v.task.req)
         if not self._fits(req.task, req.node, room):
@@ -110,6 +118,10 @@ class LocalManager:
         answer = Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state(),
                           logical=logical is not None, preempted=req.victims)
         return answer, notices
+
+    def room_of(self, node: int) -> Res:
+        """The node's free room: the live master's real room, else this LM's books."""
+        return self.room(node) if self.room is not None else self.free[node]
 
     def _fits(self, task: TaskSpec, node: int, room: Res) -> bool:
         # K8 holds here, at the only place that commits: constraints and every dimension.
@@ -141,11 +153,26 @@ class LocalManager:
         self.usage[run.task.queue] = sub(self.usage[run.task.queue], run.task.req)
         self._changed()
         return run.gm, TaskEnded(self.lm, self.epoch, self.version, run.task.task_id, run.node,
-                                 self.free[run.node], preempted)
+                                 self.room_of(run.node), preempted)
 
     def _changed(self) -> None:
         self.version += 1
         self._state = None
+
+    def adopt(self, task: TaskSpec, gm: int, node: int, logical: bool) -> None:
+        """A task this LM launched before a restart or a new layout (rebuilt from the
+        master's jobs): recorded as running, unchecked (it already runs)."""
+        carved = LogicalNode(node, task.req, gm, task.task_id) if logical else None
+        self.free[node] = sub(self.free[node], task.req)
+        self.running[task.task_id] = Running(task, gm, node, carved)
+        q = task.queue
+        self.usage[q] = add(self.usage[q], task.req) if q in self.usage else task.req
+        self._changed()
+
+    def touch(self) -> None:
+        """The real room moved outside this LM (a live master's local jobs, a node's
+        report): the next state is built afresh, under a new version."""
+        self._changed()
 
     def fail_over(self) -> None:
         """A standby took over (§IV-D): a new epoch fences requests from GMs that have not
@@ -159,6 +186,7 @@ class LocalManager:
             logical = tuple(r.logical for r in self.running.values() if r.logical is not None)
             tasks = tuple(TaskOn(r.task.task_id, r.task.queue, r.node, r.task.req)
                           for r in self.running.values()) if self.publish_tasks else ()
-            self._state = LMState(self.lm, self.epoch, self.version, tuple(self.free), logical,
+            free = tuple(self.room_of(i) for i in range(len(self.free))) if self.room is not None else tuple(self.free)
+            self._state = LMState(self.lm, self.epoch, self.version, free, logical,
                                   tuple(sorted(self.usage.items())), tasks)
         return self._state

@@ -85,6 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lotes-drift", type=float, default=0.1, metavar="D",
                    help="--placement lotes: re-solve when learned class shares drift this far "
                         "(total variation; default %(default)s)")
+    p.add_argument("--federation-lm-id", type=int, default=None, metavar="N",
+                   help="serve Megha's LocalManagerService as local manager N of a federation (tcl-gm daemons "
+                        "place tasks here; default: not federated)")
+    p.add_argument("--federation-lm-name", default="", metavar="NAME",
+                   help="this local manager's name as global managers show it (default lm<N>)")
+    p.add_argument("--federation-gms", type=int, default=2, metavar="M",
+                   help="global managers in the federation: the nodes are split into M partitions "
+                        "(default %(default)s)")
+    p.add_argument("--federation-state-interval-s", type=float, default=10.0, metavar="S",
+                   help="every global manager gets this LM's full state this often, task ends at once "
+                        "(default %(default)s)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0, help="asked of agents (default %(default)s)")
     p.add_argument("--report-budget-per-s", type=float, default=DEFAULT_REPORT_BUDGET_PER_S,
                    help="usage reports a second from all agents together: an agent's usage interval is "
@@ -162,6 +173,10 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         store=getattr(args, "store", ""), store_prefix=getattr(args, "store_prefix", "/tcluster"),
         lease_ttl_s=getattr(args, "lease_ttl_s", 5), advertise=getattr(args, "advertise", ""),
         store_max_txn_ops=getattr(args, "store_max_txn_ops", 128),
+        federation_lm_id=getattr(args, "federation_lm_id", None),
+        federation_lm_name=getattr(args, "federation_lm_name", ""),
+        federation_gms=getattr(args, "federation_gms", 2),
+        federation_state_interval_s=getattr(args, "federation_state_interval_s", 10.0),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from tcluster.constraints import parse_constraints
+from tcluster.master.core.pinning import pinned_node
 from tcluster.master.core.events import KillMode, Preempt
 from tcluster.master.core.state import MasterState
 from tcluster.model import Job, TaskState, node_requirements
@@ -99,7 +100,10 @@ class LivePreemption:
                now: float, windows: Windows | None = None) -> PreemptionInput:
         view = state.matrix.view()
         held, leaving = _holdings(state)
-        waiting = [WaitingJob(v.job_id, v.queue, v.demand, v.pending) for v in state.pending_views()]
+        # A pinned (federated) job waits for its own node only: the GM that placed it
+        # preempts for it (PreemptAndLaunch), this master's fairness never does.
+        waiting = [WaitingJob(v.job_id, v.queue, v.demand, v.pending) for v in state.pending_views()
+                   if not pinned_node(state.jobs[v.job_id].spec)]
         claims = [Claim(job, node, count) for job, node, count in book.claims()]
 
         demands: dict[str, np.ndarray] = {}     # per job: the planner may visit hundreds of nodes
@@ -113,6 +117,8 @@ class LivePreemption:
                 if kills and (task_id, task.attempt) in kills:
                     continue
                 spec = state.jobs[task.job_id].spec
+                if pinned_node(spec):
+                    continue       # a federated task: its GM's to preempt (Alg. 2), not this master's
                 demand = demands.get(task.job_id)
                 if demand is None:
                     demand = demands[task.job_id] = resource_vector(spec.resources, view.kinds)

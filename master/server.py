@@ -36,7 +36,8 @@ from tcluster.master.store.sqlite import Store
 from tcluster.master.identity.users import UserDirectory
 from tcluster.master.web.app import Dashboard
 from tcluster.security.pki import MasterPki, load_master_pki
-from tcluster.v1 import agent_pb2_grpc, jobs_pb2_grpc
+from tcluster.master.edge.federation_api import LocalManagerServicer
+from tcluster.v1 import agent_pb2_grpc, federation_pb2_grpc, jobs_pb2_grpc
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +230,8 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
     servicers: list[Any] = [JobServicer(None), ClusterServicer(None)]  # type: ignore[arg-type]
     jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers[0], server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(servicers[1], server)
+    servicers.append(LocalManagerServicer(None))  # type: ignore[arg-type]
+    federation_pb2_grpc.add_LocalManagerServiceServicer_to_server(servicers[-1], server)
     try:
         port, secure = _bind(settings, pki, server, servicers, [StandbyInterceptor(slot, "agent")], auth,
                              copy[1] if copy is not None else None)

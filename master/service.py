@@ -24,8 +24,9 @@ from tcluster.master.core.actions import (
 )
 from tcluster.master.core.events import (
     Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Disconnect, Event, Launch, Now, Place, Reports,
-    Step, Submit, Tick, UpdateJob,
+    Step, Submit, SubmitPinned, Tick, UpdateJob,
 )
+from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels, pinned_round
 from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
@@ -89,6 +90,11 @@ class MasterService:
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
         self.node_counters = nodeops.NodeOpsCounters()
+        # --federation-lm-id: Megha's Local Manager over this master (master/federation_lm.py).
+        self.federation: Any = None
+        if settings.federation_lm_id is not None:
+            from tcluster.master.federation_live import LiveLM
+            self.federation = LiveLM(self)
         # Called after each loop iteration that did not fail (systemd's watchdog: master/reload.py).
         self.after_round: Callable[[], None] = lambda: None
 
@@ -110,7 +116,10 @@ class MasterService:
             self.observer.on_step(event, step, self.clock())
         if self.lotes is not None:
             self.lotes.on_step(before, step)
-        return step, self.committer.add(step, new_jobs)
+        durable = self.committer.add(step, new_jobs)
+        if self.federation is not None:
+            self.federation.on_step(step, durable)
+        return step, durable
 
     def _recover(self) -> None:
         """A write failed: memory may be ahead of the disk, so the state is rebuilt from
@@ -161,6 +170,7 @@ class MasterService:
 
     async def submit(self, spec: JobSpec, caller: Caller = ANONYMOUS) -> tuple[Job, list[Task]]:
         spec = replace(spec, owner=caller.name)
+        check_user_labels(spec.labels)
         spec.validate()         # the one check of a spec; `tcl submit` runs the same one early
         self.queues.check_leaf(spec.queue)
         spec = with_queue_time_limit(spec, self.queues.max_time_limit_s(spec.queue))
@@ -177,6 +187,22 @@ class MasterService:
         self.kick()
         await durable
         return self.get(job_id)
+
+    async def submit_pinned(self, spec: JobSpec, node: str) -> str:
+        """A federated task's one-task job on `node` (master/core/pinning.py); its id once
+        durable. The spec is the LM's (owner `tcluster:federation`, labels under tcluster.io/), with
+        the GM's request id: a repeat, also after a restart, returns the first job."""
+        spec = replace(spec, owner=FEDERATION_OWNER)
+        spec.validate()
+        if (spec.owner, spec.request_id) in self.state.by_request:
+            return (await self._resubmitted(spec))[0].id
+        job_id = secrets.token_hex(4)
+        while job_id in self.state.jobs or self.store.job_exists(job_id):
+            job_id = secrets.token_hex(4)
+        _, durable = self._do(SubmitPinned(job_id, spec, node))
+        self.kick()
+        await durable
+        return job_id
 
     async def _resubmitted(self, spec: JobSpec) -> tuple[Job, list[Task]]:
         """A Submit sent again (a client's retry after a lost reply or a failover): the job
@@ -414,17 +440,22 @@ class MasterService:
 
     def schedule_once(self) -> list[Launch]:
         state = self.state
-        pending = {job_id: state.tasks[job_id] for job_id in sorted(state.pending_jobs)}
+        pinned, pinned_places, pinned_reasons = pinned_round(state)
+        if pinned_places:
+            self._do(Place(tuple(pinned_places)))
+        pending = {job_id: state.tasks[job_id] for job_id in sorted(state.pending_jobs) if job_id not in pinned}
         if not pending:
+            if pinned_reasons:
+                self.state.set_pending_reasons(pinned_reasons)
             return []
         started = time.perf_counter()
         windows = nodeops.windows(state, self.clock())
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
                                 self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock(),
-                                views=state.pending_views(), windows=windows)
+                                views=[v for v in state.pending_views() if v.job_id not in pinned], windows=windows)
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
         self.reservations = result.holds or self.reservations
-        self.state.set_pending_reasons(self._preempt(result.pending_reasons, windows))
+        self.state.set_pending_reasons({**self._preempt(result.pending_reasons, windows), **pinned_reasons})
         if self.observer is not None:
             self.observer.on_round(time.perf_counter() - started, len(result.placements))
         return [a for a in step.actions if isinstance(a, Launch)] if step else []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -19,6 +20,9 @@ _CHOICES: dict[str, tuple[list[str], str]] = {
     "placement": (sorted(PLACEMENT_POLICIES), "placement policy"),
     "status_visibility": (list(STATUS_VISIBILITIES), ""),
 }
+
+
+_LM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
 def _check_listen(value: str) -> str:
@@ -83,12 +87,31 @@ class MasterSettings(BaseModel):
     lease_ttl_s: int = Field(5, ge=2, le=60)        # etcd: a dead leader is replaced this long after
     store_max_txn_ops: int = Field(128, ge=8)       # etcd's --max-txn-ops: bigger batches are split
     advertise: str = ""                             # the address other masters give clients for this one
+    # Megha's federation (issue 25): this master is Local Manager number N of a federation
+    # (LocalManagerService on the client port); None = no LM service.
+    federation_lm_id: int | None = Field(None, ge=0, le=65535)
+    federation_lm_name: str = ""                    # "" = lm<N>
+    federation_gms: int = Field(2, ge=1, le=64)     # partitions: one per global manager
+    federation_state_interval_s: float = Field(10.0, gt=0, le=3600)   # full state to every GM this often
 
     _listen = field_validator("listen")(lambda cls, v: _check_listen(v))
     _http = field_validator("http")(lambda cls, v: _check_listen(v) if v else v)
     _agent_listen = field_validator("agent_listen")(lambda cls, v: _check_listen(v) if v else v)
 
     _advertise = field_validator("advertise")(lambda cls, v: _check_listen(v) if v else v)
+
+    @field_validator("federation_lm_name")
+    @classmethod
+    def _lm_name(cls, value: str) -> str:
+        if value and not _LM_NAME.match(value):
+            raise ValueError(f"{value[:64]!r} is not allowed; use 1-63 of A-Z a-z 0-9 _ . - starting with a letter "
+                             "or digit (default lm<N>)")
+        return value
+
+    @property
+    def lm_name(self) -> str:
+        """The LM's name as GMs show it."""
+        return self.federation_lm_name or f"lm{self.federation_lm_id}"
 
     @field_validator("store")
     @classmethod

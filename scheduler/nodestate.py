@@ -160,6 +160,11 @@ class NodeMatrix:
                 self._reported_rows[i] = reported
                 self._refresh_row(i)
 
+    def is_schedulable(self, name: str) -> bool:
+        """READY and connected: a node new tasks may go to."""
+        i = self._rows.get(name)
+        return i is not None and bool(self._schedulable[i])
+
     def free(self, name: str) -> Resources:
         i = self._rows[name]
         return Resources.of(dict(zip(self.kinds, self._free_t[:, i].tolist())))

@@ -36,6 +36,15 @@ class Submit:
 
 
 @dataclass(frozen=True)
+class SubmitPinned:
+    """A federated task its LM checked (master/core/pinning.py): a one-task job placed on
+    `node` at once when the node has room now, else waiting for that node only."""
+    job_id: str
+    spec: JobSpec
+    node: str
+
+
+@dataclass(frozen=True)
 class CancelTasks:
     """`tcl cancel JOB --tasks 5-9`: some of a job's tasks (an array's indexes)."""
     job_id: str
@@ -134,7 +143,7 @@ class Tick:
     """Timeouts: silent nodes, lost tasks, launches that never started, old jobs."""
 
 
-Event = (Submit | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt | CancelTasks | UpdateJob
+Event = (Submit | SubmitPinned | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt | CancelTasks | UpdateJob
          | NodeEvent)
 
 
@@ -246,6 +255,6 @@ class Step:
 __all__ = [
     "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "CancelTasks", "UpdateJob", "Cordon",
     "Disconnect", "Drain", "Event", "Kill", "Maintain", "NodeEvent", "Uncordon",
-    "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "Tick",
+    "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "SubmitPinned", "Tick",
     "Welcome",
 ]

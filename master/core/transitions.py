@@ -25,7 +25,7 @@ from tcluster.master.core.stopping import (
 )
 from tcluster.master.core.events import (
     Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Cordon, Disconnect, Drain, Event, Kill, KillIntent,
-    KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, Tick, Uncordon, UpdateJob, Welcome,
+    KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, SubmitPinned, Tick, Uncordon, UpdateJob, Welcome,
 )
 from tcluster.master.core import nodeops
 from tcluster.master.core.actions import Registration, TaskReport
@@ -33,6 +33,7 @@ from tcluster.features import STREAM_LIVENESS, report_silence_limit, usage_inter
 from tcluster.master.core.state import MasterState
 from tcluster.units import format_duration
 from tcluster.model import Node, NodeState, Task, TaskState
+from tcluster.model import task_id as make_task_id
 from tcluster.ceilings import refusal
 from tcluster.nodeops import READY_OPS
 from tcluster.scheduler.reasons import never_fits_reason
@@ -69,6 +70,14 @@ def _submit(d: Draft, ev: Submit) -> None:
     d.step.jobs[ev.job_id] = job
     for task in rows:
         d.put(task)
+
+
+def _submit_pinned(d: Draft, ev: SubmitPinned) -> None:
+    """No fairness round: the GM chose the node and the LM checked the room. A node that
+    has no room now (a preemption's victims still stopping) gets the task when it has."""
+    _submit(d, Submit(ev.job_id, ev.spec))
+    if d.state.connected(ev.node) and ev.spec.resources.fits_in(d.state.free(ev.node)):
+        _place(d, Place(((make_task_id(ev.job_id, 0), ev.node),)))
 
 
 def _cancel(d: Draft, ev: Cancel) -> None:
@@ -408,7 +417,7 @@ def _forget_old_jobs(d: Draft) -> None:
 
 
 _HANDLERS = {
-    Submit: _submit, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
+    Submit: _submit, SubmitPinned: _submit_pinned, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
     Reports: _reports, Beat: _beat, Tick: _tick, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
     Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
 }

@@ -141,3 +141,43 @@ def test_the_answer_memory_is_bounded_to_the_latest_requests() -> None:
     assert list(lm.answers) == ["r1:0", "r2:0"]
     again, _ = lm.handle(Launch("r2:0", 0, 3, 0, t("r2", 1)))
     assert again is lm.answers["r2:0"]
+
+
+# ---- a live LM checks against the master's real free room (master/federation_lm.py) ----
+
+def live(room: dict[int, tuple[int, int]]) -> LocalManager:
+    return LocalManager(LAYOUT, epoch=3, room=lambda node: room[node])
+
+
+def test_the_real_room_wins_over_the_books_local_work_makes_a_fit_insufficient() -> None:
+    room = {0: (4, 100), 1: (8, 100)}
+    lm = live(room)
+    room[0] = (0, 100)                       # a local job took node 0 (the LM's books never saw it)
+    answer, _ = lm.handle(Launch("a:0", 0, 3, 0, t("a", 1)))
+    assert isinstance(answer, Inconsistent) and (answer.kind, answer.why) == (Kind.INTERNAL, Why.INSUFFICIENT)
+    assert answer.state.free[0] == (0, 100)      # the published room is the real one
+    room[0] = (4, 100)                       # the local job ended
+    lm.touch()
+    assert lm.state().free[0] == (4, 100)
+    assert isinstance(lm.handle(Launch("a:1", 0, 3, 0, t("a", 1)))[0], Launched)
+
+
+def test_repartition_and_preempt_check_the_real_room_too() -> None:
+    room = {0: (4, 100), 1: (1, 100)}
+    lm = live(room)
+    answer, _ = lm.handle(RepartitionAndLaunch("a:0", 0, 3, 1, 1, t("a", 2)))
+    assert isinstance(answer, Inconsistent) and answer.why is Why.INSUFFICIENT
+    lm.adopt(t("v", 2, queue="q1"), 1, 1, logical=False)
+    room[1] = (1, 90)                        # the victim's room is still held in the real state
+    answer, notices = lm.handle(PreemptAndLaunch("b:0", 0, 3, 1, ("v",), t("b", 3)))
+    assert isinstance(answer, Launched) and answer.logical and [gm for gm, _ in notices] == [1]
+
+
+def test_adopted_tasks_are_running_with_their_usage_and_logical_nodes() -> None:
+    lm = live({0: (4, 100), 1: (8, 100)})
+    lm.adopt(t("x", 2), 0, 1, logical=True)
+    state = lm.state()
+    assert lm.running["x"].node == 1 and dict(state.usage)["q0"] == (2, 10)
+    assert [(n.phys, n.owner, n.task_id) for n in state.logical] == [(1, 0, "x")]
+    gm, delta = lm.end("x")
+    assert gm == 0 and delta.node_free == (8, 100) and lm.state().logical == ()

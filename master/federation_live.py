@@ -1,0 +1,297 @@
+"""The LM service's I/O over a live master (issue 25): a GM's Place becomes a pinned
+one-task job of this master (master/core/pinning.py), answered once durable; each GM's
+Subscribe stream gets the layout, the full state every --federation-state-interval-s and
+its tasks' ends at once. The decisions are FederationLM's (master/federation_lm.py) and
+the master core's; this module only orders them: check, write, then answer and tell.
+
+Idempotency: the job carries the PlaceRequest's request_id (owner `tcluster:federation`), so a
+repeat finds the first job in the master's own request index, also after a restart or a
+failover (the job is in the store), before any other check: the same answer, never a
+second job."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Iterator, Union
+
+from tcluster.errors import InvalidArgument, ResourceExhausted, Unavailable
+from tcluster.federation.messages import Answer, Launched, LMState, PreemptAndLaunch, Request, TaskEnded
+from tcluster.master.core.events import Step
+from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinned_node
+from tcluster.master.federation_lm import (
+    FederationLM, FedRun, LiveLayout, NO_ROOM, Res, fed_labels, federated_run, res_of, resources_of,
+)
+from tcluster.model import JobSpec, TaskState
+
+if TYPE_CHECKING:
+    from tcluster.master.service import MasterService
+
+log = logging.getLogger(__name__)
+# A GM that reads this far behind is cut off: it reconnects and starts from a full state.
+SUBSCRIBER_BACKLOG = 10_000
+# Request ids of jobs this master made, kept past the job's stay in memory (a finished job
+# leaves memory, and the master's request index with it, after --resident-finished-jobs
+# newer ones): a GM's late repeat still finds its job. ~100 bytes each.
+PLACED_MEMORY = 100_000
+# Open Subscribe streams, all GMs together (a few per GM is normal: reconnects overlap).
+MAX_SUBSCRIPTIONS = 256
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A task end for its GM's stream: the pure delta plus how the task ended."""
+    delta: TaskEnded
+    state: TaskState
+    exit_code: int
+    reason: str
+
+
+Update = Union[LiveLayout, LMState, Ended]
+
+
+@dataclass
+class Subscription:
+    gm: int
+    name: str
+    queue: asyncio.Queue[Update | None] = field(default_factory=lambda: asyncio.Queue(SUBSCRIBER_BACKLOG))
+    closed: bool = False
+    last_full: float = 0.0        # monotonic: when this GM last got a full state
+
+    def put(self, update: Update | None) -> None:
+        if self.closed:
+            return
+        try:
+            self.queue.put_nowait(update)
+        except asyncio.QueueFull:
+            log.warning("GM %s (%d) reads too slowly: its stream is closed", self.name, self.gm)
+            self.closed = True
+            self.queue = asyncio.Queue(1)
+            self.queue.put_nowait(None)
+
+
+class LiveLM:
+    def __init__(self, service: MasterService) -> None:
+        s = service.settings
+        assert s.federation_lm_id is not None
+        self.service = service
+        self.interval_s = s.federation_state_interval_s
+        self.fed = FederationLM(s.federation_lm_id, s.lm_name, s.federation_gms, self._room, 0)
+        self.subscriptions: list[Subscription] = []
+        self.fed_jobs: dict[str, str] = {}        # federated task id -> the master's job id
+        self.placed: OrderedDict[str, str] = OrderedDict()    # request id -> job id, the latest PLACED_MEMORY
+        self._room_cache: dict[str, Res] = {}
+        self._state_seen: object = service.state
+        self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor(), force=True)
+        log.info("federation: local manager %s (index %d) of %d GMs, epoch %d, %d nodes", s.lm_name,
+                 s.federation_lm_id, s.federation_gms, self.fed.live.epoch, len(self.fed.live.names))
+
+    # ---- the master's state as the LM sees it ----
+
+    def _room(self, node: str) -> Res:
+        """Cached per node until a step touches it: a state lists every node's room, and
+        one is built for every answer."""
+        state = self.service.state
+        room = self._room_cache.get(node)
+        if room is None:
+            room = res_of(state.free(node)) if state.matrix.is_schedulable(node) else NO_ROOM
+            self._room_cache[node] = room
+        return room
+
+    def _touched(self, step: Step) -> bool:
+        """Forgets the room of the nodes this step may have changed; whether it did any."""
+        nodes = {t.node for t in step.tasks.values() if t.node}
+        nodes.update(step.nodes, step.free, step.live)
+        for name in nodes:
+            self._room_cache.pop(name, None)
+        return bool(nodes)
+
+    def _epoch_floor(self) -> int:
+        # Milliseconds of wall time: a restarted or new leader starts above every epoch
+        # an earlier one could have published (unless the clock stepped back that far).
+        return int(self.service.clock() * 1000)
+
+    def _runs(self) -> Iterator[FedRun]:
+        state = self.service.state
+        self.fed_jobs = {}
+        for job in state.jobs.values():
+            run = federated_run(job, state.tasks.get(job.id, []))
+            if run is not None:
+                self.fed_jobs[run.task.task_id] = job.id
+                yield run
+
+    def sync(self) -> None:
+        """A new epoch when the node set changed, or when the master reloaded its state
+        after a failed write (what runs is rebuilt from it): every GM gets the new layout
+        and state."""
+        reloaded = self.service.state is not self._state_seen
+        if reloaded:
+            self._state_seen = self.service.state
+            self._room_cache.clear()
+        if self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor(), force=reloaded):
+            log.info("federation: epoch %d, %d nodes", self.fed.live.epoch, len(self.fed.live.names))
+            for sub in self.subscriptions:
+                sub.put(self.fed.live)
+                sub.put(self.state())
+
+    def state(self) -> LMState:
+        return self.fed.check.state()
+
+    # ---- Subscribe ----
+
+    def subscribe(self, gm: int, name: str) -> Subscription:
+        self._check_gm(gm)
+        if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
+            raise ResourceExhausted(f"{MAX_SUBSCRIPTIONS} Subscribe streams are open on this LM; close some first")
+        self.sync()
+        sub = Subscription(gm, name, last_full=self.service.monotonic())    # a full state is queued
+        sub.put(self.fed.live)
+        sub.put(self.state())
+        self.subscriptions.append(sub)
+        log.info("federation: GM %s (%d) subscribed", name or "?", gm)
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        if sub in self.subscriptions:
+            self.subscriptions.remove(sub)
+
+    async def next_update(self, sub: Subscription) -> Update | None:
+        """The next update for this GM; the full state once an interval passed without one
+        (a steady flow of task ends does not hold it back)."""
+        now = self.service.monotonic()
+        due = sub.last_full + self.interval_s - now
+        update: Update | None = None
+        if due > 0:
+            try:
+                update = await asyncio.wait_for(sub.queue.get(), due)
+            except asyncio.TimeoutError:
+                update = None
+            else:
+                if not isinstance(update, LMState):
+                    return update
+        if update is None and not sub.closed:
+            self.sync()
+            self.fed.check.touch()       # the real room moves with local work: a fresh version
+            update = self.state()
+        if isinstance(update, LMState):
+            sub.last_full = self.service.monotonic()
+        return update
+
+    def _check_gm(self, gm: int) -> None:
+        if not 0 <= gm < self.fed.gms:
+            raise InvalidArgument("gm", f"{gm} is not a GM index of this federation; allowed 0..{self.fed.gms - 1} "
+                                        "(--federation-gms)")
+
+    # ---- task ends ----
+
+    def on_step(self, step: Step, durable: asyncio.Future[None]) -> None:
+        """After a step is applied: task ends of federated jobs go to their GMs once durable."""
+        if self.service.state is not self._state_seen or (
+                step.nodes and any(name not in self.fed.live.names for name in step.nodes)):
+            self.sync()
+        if self._touched(step):
+            self.fed.check.touch()
+        ends: list[tuple[int, Ended]] = []
+        for task in step.tasks.values():
+            # A job that ended in this step may have left memory already (--resident-finished-jobs):
+            # the step still carries its row.
+            job = self.service.state.jobs.get(task.job_id) or step.jobs.get(task.job_id)
+            node = pinned_node(job.spec) if job is not None else ""
+            fed_id = label(job.spec, FED_TASK) if node else ""
+            if not fed_id:
+                continue
+            if task.state.terminal:
+                self.fed_jobs.pop(fed_id, None)
+            else:
+                self.fed_jobs[fed_id] = task.job_id
+            waits = task.state is TaskState.PENDING
+            self.fed.set_waiting(node, fed_id, res_of(job.spec.resources) if waits else None)
+            if task.state.terminal and fed_id in self.fed.check.running:
+                gm, delta = self.fed.check.end(fed_id)
+                ends.append((gm, Ended(delta, task.state, task.exit_code or 0, task.reason)))
+        if ends:
+            durable.add_done_callback(lambda f: None if f.cancelled() or f.exception() else self._tell(ends))
+
+    def _tell(self, ends: list[tuple[int, Ended]]) -> None:
+        for gm, ended in ends:
+            for sub in self.subscriptions:
+                if sub.gm == gm:
+                    sub.put(ended)
+
+    # ---- Place ----
+
+    async def place(self, req: Request, spec: JobSpec) -> tuple[Answer, str]:
+        """The answer and the master's job that runs the task ("" when none)."""
+        self._check_gm(req.gm)
+        if self.service.state is not self._state_seen:
+            self.sync()
+        first = await self._repeat(req)
+        if first is not None:
+            return first
+        check = self.fed.check
+        if req.request_id in check.answers:      # an earlier answer without a job: not a launch
+            return check.answers[req.request_id], ""
+        answer, notices = check.handle(req)
+        if not isinstance(answer, Launched):
+            return answer, ""
+        node = self.fed.live.names[req.node]
+        try:
+            job_id = await self.service.submit_pinned(self._spec(req, spec, node), node)
+        except BaseException:
+            # Not written: nothing was launched; the GM's retry is checked afresh.
+            check.answers.pop(req.request_id, None)
+            if req.task.task_id in check.running:
+                check.end(req.task.task_id)
+            raise
+        self.fed_jobs[req.task.task_id] = job_id
+        self.placed[req.request_id] = job_id
+        if len(self.placed) > PLACED_MEMORY:
+            self.placed.popitem(last=False)
+        if isinstance(req, PreemptAndLaunch):
+            await self._stop_victims(req.victims)
+        check.touch()
+        answer = replace(answer, state=check.state())
+        check.answers[req.request_id] = answer
+        self._tell([(gm, Ended(delta, TaskState.KILLED, 0, f"preempted by {req.task.task_id}"))
+                    for gm, delta in notices])
+        return answer, job_id
+
+    async def _repeat(self, req: Request) -> tuple[Answer, str] | None:
+        """A request id this master already made a job for: its first answer, once that
+        job is durable (a repeat racing the first write waits for it)."""
+        job_id = self.service.state.by_request.get((FEDERATION_OWNER, req.request_id)) or \
+            self.placed.get(req.request_id)
+        if job_id is None:
+            return None
+        await self.service.committer.add(Step(), [])
+        if not self.service.acting() or not self.service.store.job_exists(job_id):
+            raise Unavailable("the first request with this request_id was not written; send it again")
+        job, _ = self.service.get(job_id)
+        node = pinned_node(job.spec)
+        first = self.fed.check.answers.get(req.request_id)
+        if isinstance(first, Launched):
+            return first, job_id
+        index = self.fed.live.index(node)
+        logical = index >= 0 and self.fed.live.layout.owner[index] != req.gm
+        return Launched(req.request_id, req.task.task_id, self.fed.lm, max(index, 0), self.state(), logical), job_id
+
+    def _spec(self, req: Request, spec: JobSpec, node: str) -> JobSpec:
+        """What runs: the GM's spec as a one-task job of exactly the checked request."""
+        queues = self.service.queues
+        queue = req.task.queue if queues.is_leaf(req.task.queue) else (
+            "default" if queues.is_leaf("default") else queues.leaves[0])
+        check_user_labels(spec.labels)
+        return replace(spec, tasks=1, array="", gang=False, dependency="", retries=0, on_preempt="cancel",
+                       resources=resources_of(req.task.req), queue=queue, request_id=req.request_id,
+                       labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node)))
+
+    async def _stop_victims(self, victims: tuple[str, ...]) -> None:
+        """Through the master's normal kill path (a cancel: kill intent, resent until the
+        agent confirms); their GMs were told at the check, as preempted."""
+        for task_id in victims:
+            job = self.service.state.jobs.get(self.fed_jobs.get(task_id, ""))
+            if job is not None and not job.state.terminal:
+                await self.service.cancel(job.id)
+
