@@ -11,42 +11,35 @@ import random
 import secrets
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any, AsyncIterator, Callable
 
 from tcluster.arrays import parse_index_set
 from tcluster.dependency import parse_dependency
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
-from tcluster.features import LAUNCH_BATCH, USAGE_WATCH, batch_by_node
-from tcluster.master.core.actions import (
-    AckReports, FetchLog, Heartbeat, LaunchBatch, LogPiece, Registration, ReportBatch, WatchUsage,
-)
-from tcluster.master.core.events import (
-    Ack, Action, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Disconnect, Event, Launch, Now, Place, Reports,
-    Step, Submit, SubmitPinned, Tick, UpdateJob,
-)
-from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels, pinned_round
+from tcluster.master.core.actions import FetchLog
+from tcluster.master.core.events import Cancel, CancelTasks, Event, Now, Step, Submit, SubmitPinned, UpdateJob
+from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
-from tcluster.master.usagewatch import UsageWatches, watch_capacity
+from tcluster.master.agentside import AgentSide
+from tcluster.master.rounds import Rounds
+from tcluster.master.usagewatch import UsageWatches
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
-from tcluster.master.core.registration import check_registration
 from tcluster.master.settings import MasterSettings
 from tcluster.master.loading import load_state, not_found
 from tcluster.master.store.base import StateStore
 from tcluster.master.core.transitions import handle
-from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState
+from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
 from tcluster.queuerow import QueueRow
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
-from tcluster.scheduler.round import schedule_round
-from tcluster.scheduler.windows import Windows
 from tcluster.master.preempting import make_preemption
 from tcluster.master import nodeops
 from tcluster.nodeops import shown_state
@@ -57,10 +50,9 @@ from tcluster.security.authz import (
 from tcluster.redaction import hidden_fields, redact_job
 
 log = logging.getLogger(__name__)
-TICK_INTERVAL_S = 0.5
 
 
-class MasterService:
+class MasterService(AgentSide, Rounds):
     def __init__(self, settings: MasterSettings, store: StateStore, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic, acting: Callable[[], bool] = lambda: True) -> None:
         self.settings = settings
@@ -141,30 +133,6 @@ class MasterService:
         if self.preemption is not None:
             self.preemption.restore(self.state, self.reservations, now.wall)
         log.error("state reloaded from the store after a failed write")
-
-    def _batchable(self, action: object) -> str | None:
-        """The node of a launch whose agent takes LaunchTasks (else None: sent alone)."""
-        if not isinstance(action, Launch):
-            return None
-        link = self.links.get(action.node)
-        return action.node if link is not None and LAUNCH_BATCH in link.features else None
-
-    def _send(self, actions: list[Action]) -> None:
-        if actions and not self.acting():
-            log.warning("not leading: %d action(s) dropped", len(actions))
-            return
-        if self.lotes is not None:
-            actions = [self.lotes.decorate(a) for a in actions]   # LoTES: a launch's class, a welcome's bin
-        # One step's launches for one agent go in one message (issue 26).
-        for action in batch_by_node(actions, self._batchable, LaunchBatch):
-            link = self.links.get(action.node)
-            if isinstance(action, Disconnect):
-                if link is not None:
-                    log.warning("closing the stream of node %s: %s", action.node, action.reason)
-                    del self.links[action.node]
-                    link.close()
-            elif link is not None:
-                link.send(AckReports(action.seq, action.usage_interval_s) if isinstance(action, Ack) else action)
 
     # ---- jobs ----
 
@@ -342,130 +310,6 @@ class MasterService:
 
     def free(self, node: Node) -> object:
         return self.state.free(node.name)
-
-    # ---- agents ----
-
-    def attach(self, reg: Registration) -> AgentLink:
-        check_registration(reg)
-        old = self.links.pop(reg.node, None)
-        if old is not None:          # the newest registration wins (the old stream is half-open)
-            old.close()
-        link = AgentLink(reg.node, reg.features)
-        self.links[reg.node] = link
-        self.usage_watches.forget(reg.node)     # a new session starts unwatched, on both ends
-        step, _ = self._do(AgentJoined(reg))
-        log.info("node %s registered (%s, capacity %s)", reg.node, reg.runtime, step.nodes[reg.node].capacity.describe())
-        self.kick()
-        return link
-
-    def watch_usage(self, nodes: Iterable[str], for_s: float) -> None:
-        """Someone watches these nodes' usage: they report at the heartbeat interval for
-        for_s (bounded by the report budget; master/usagewatch.py)."""
-        s = self.settings
-        self.usage_watches.max_nodes = watch_capacity(s.report_budget_per_s, s.heartbeat_interval_s)
-        watched = (n for n in nodes if (link := self.links.get(n)) is not None and USAGE_WATCH in link.features)
-        for node in self.usage_watches.ask(watched, self.monotonic(), for_s):
-            self.links[node].send(WatchUsage(s.heartbeat_interval_s, for_s))
-
-    def watch_jobs(self, pairs: Iterable[tuple[Job, list[Task]]], for_s: float) -> None:
-        """A watch on the nodes running these jobs' tasks (tcl top, a Get that asks, a job page)."""
-        if for_s > 0:
-            self.watch_usage((t.node for _, tasks in pairs for t in tasks
-                              if t.node and t.state is TaskState.RUNNING), for_s)
-
-    def detach(self, link: AgentLink) -> None:
-        link.close()
-        if self.links.get(link.node) is link:
-            del self.links[link.node]
-            self.usage_watches.forget(link.node)
-            self.gpus.forget(link.node)
-            self._do(AgentLeft(link.node))
-            log.info("node %s disconnected", link.node)
-
-    def on_heartbeat(self, link: AgentLink, beat: Heartbeat) -> None:
-        if self.links.get(link.node) is link:
-            self._do(Beat(link.node, beat.free, beat.usage))
-            self.gpus.update(link.node, beat.gpus)
-            if self.observer is not None and beat.gpus:     # the job page's GPU charts
-                self.observer.on_gpus(beat.gpus, self.clock())
-            if self.lotes is not None:
-                self.lotes.heartbeat(link.node, beat.class_mix)
-
-    def on_reports(self, link: AgentLink, batch: ReportBatch) -> None:
-        if self.links.get(link.node) is not link:
-            return
-        # Acknowledged only once durable; if the write fails, every stream is dropped and
-        # the agent sends them again when it registers.
-        self._do(Reports(link.node, batch.reports, batch.last_seq))
-        self.kick()
-
-    def on_log_piece(self, link: AgentLink, piece: LogPiece) -> None:
-        link.deliver_log(piece)
-
-    # ---- background ----
-
-    def kick(self) -> None:
-        self._wake.set()
-
-    async def run(self) -> None:
-        """Scheduling rounds on every change (and every schedule_interval_s), plus timeouts."""
-        last_tick = 0.0
-        while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), min(self.settings.schedule_interval_s, TICK_INTERVAL_S))
-            except asyncio.TimeoutError:
-                pass
-            self._wake.clear()
-            if not self.acting():     # a master that lost its lease decides nothing more
-                self.after_round()    # (its loop still turns: not a hang)
-                continue
-            try:
-                if self.monotonic() - last_tick >= TICK_INTERVAL_S:
-                    last_tick = self.monotonic()
-                    self.tick()
-                if self.lotes is not None:
-                    self.lotes.check()   # starts a solve off the loop when one is due
-                self.schedule_once()
-            except Unavailable as error:     # StoreError, NotLeader: the caller already logged why
-                log.error("%s", error)
-            except Exception:  # a bug in one round must not stop the master
-                log.exception("scheduling round failed")
-            else:
-                self.after_round()
-
-    def tick(self) -> None:
-        step, _ = self._do(Tick())
-        if step.tasks:
-            self.kick()
-
-    def schedule_once(self) -> list[Launch]:
-        state = self.state
-        pinned, pinned_places, pinned_reasons = pinned_round(state)
-        if pinned_places:
-            self._do(Place(tuple(pinned_places)))
-        pending = {job_id: state.tasks[job_id] for job_id in sorted(state.pending_jobs) if job_id not in pinned}
-        if not pending:
-            if pinned_reasons:
-                self.state.set_pending_reasons(pinned_reasons)
-            return []
-        started = time.perf_counter()
-        windows = nodeops.windows(state, self.clock())
-        result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
-                                self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock(),
-                                views=[v for v in state.pending_views() if v.job_id not in pinned], windows=windows)
-        step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
-        self.reservations = result.holds or self.reservations
-        self.state.set_pending_reasons({**self._preempt(result.pending_reasons, windows), **pinned_reasons})
-        if self.observer is not None:
-            self.observer.on_round(time.perf_counter() - started, len(result.placements))
-        return [a for a in step.actions if isinstance(a, Launch)] if step else []
-
-    def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
-        """--preemption: after the round's placements (master/preempting.py)."""
-        if self.preemption is None or not self.state.pending_jobs:
-            return reasons
-        return self.preemption.after_round(self.state, self.queues, self.reservations, self._eligible, self.clock(),
-                                           lambda event: self._do(event), reasons, windows)
 
     # ---- queues and shares ----
 
