@@ -28,8 +28,9 @@ from tcluster.master.core.events import (
     KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, SubmitPinned, Tick, Uncordon, UpdateJob, Welcome,
 )
 from tcluster.master.core import nodeops
-from tcluster.master.core.actions import Registration, TaskReport
-from tcluster.features import STREAM_LIVENESS, report_silence_limit, usage_interval
+from tcluster.master.core.actions import TaskReport
+from tcluster.features import report_silence_limit
+from tcluster.master.core.liveness import beat, left, usage_interval_of
 from tcluster.master.core.state import MasterState
 from tcluster.units import format_duration
 from tcluster.model import Node, NodeState, Task, TaskState
@@ -158,7 +159,7 @@ def _joined(d: Draft, ev: AgentJoined) -> None:
                 labels=reg.labels, state=NodeState.READY, last_seen=d.now.wall, runtime=reg.runtime,
                 ceilings=reg.ceilings, ops=known.ops if known is not None else READY_OPS)
     d.step.nodes[node.name] = node
-    interval, cluster = _usage_interval(d, reg)
+    interval, cluster = usage_interval_of(d, reg)
     limit = report_silence_limit(d.state.timeouts.node_timeout_s, interval) if interval else 0.0
     d.step.live[node.name] = NodeLive(True, d.now.mono, d.now.wall, limit, interval, reg.usage_interval_s > 0)
     _apply_reports(d, reg.node, reg.reports)
@@ -170,18 +171,6 @@ def _joined(d: Draft, ev: AgentJoined) -> None:
                                   usage_interval_s=interval, cluster_nodes=cluster))
     if reg.reports:
         d.step.actions.append(Ack(reg.node, reg.last_seq))
-
-
-def _usage_interval(d: Draft, reg: Registration) -> tuple[float, int]:
-    """A stream-liveness agent's usage interval (the operator's, else from the cluster size
-    and the budget) and the cluster size; (0, 0) for an older agent: it heartbeats."""
-    if STREAM_LIVENESS not in reg.features:
-        return 0.0, 0
-    t = d.state.timeouts
-    nodes = len(d.state.nodes) + (reg.node not in d.state.nodes)
-    if reg.usage_interval_s > 0:
-        return reg.usage_interval_s, nodes
-    return usage_interval(nodes, t.report_budget_per_s, t.heartbeat_interval_s), nodes
 
 
 def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> None:
@@ -218,18 +207,6 @@ def _unwanted(d: Draft, node: str, task_id: str, attempt: int) -> Kill | None:
     if task.node != node or task.attempt != attempt or not task.state.holds_resources:
         return Kill(node, task_id, attempt, f"attempt {attempt} is no longer wanted ({task.state.value})")
     return None
-
-
-def _left(d: Draft, ev: AgentLeft) -> None:
-    live = d.live(ev.node)
-    if live is None or not live.connected:
-        return
-    # A stream-liveness node was alive as long as its stream: its silence counts from now.
-    d.step.live[ev.node] = replace(live, connected=False, **(
-        {"last_seen": d.now.mono, "last_seen_wall": d.now.wall} if live.report_limit_s else {}))
-    node = d.state.nodes.get(ev.node)
-    if node is not None and node.state is NodeState.READY:
-        d.step.nodes[ev.node] = replace(node, state=NodeState.DOWN, last_seen=live.last_seen_wall)
 
 
 def _reports(d: Draft, ev: Reports) -> None:
@@ -295,42 +272,6 @@ def _end_attempt(d: Draft, task: Task, state: TaskState, reason: str, exit_code:
                   failures=failures))
 
 
-def _beat(d: Draft, ev: Beat) -> None:
-    live = d.live(ev.node)
-    if live is None or not live.connected:
-        return
-    # Hot (every node, every interval): the constructor, not replace(), and each task
-    # looked up once; apply() stores the samples as they are.
-    interval = _retune(d, live)
-    d.step.live[ev.node] = NodeLive(live.connected, d.now.mono, d.now.wall,
-                                    report_silence_limit(d.state.timeouts.node_timeout_s, interval) if interval
-                                    else 0.0, interval, live.interval_fixed)
-    d.step.free[ev.node] = ev.free
-    block, kept = ev.usage, []
-    for row, (task_id, attempt) in enumerate(zip(block.ids, block.attempts)):
-        task = d.state.task(task_id)
-        if task is not None and task.node == ev.node and task.attempt == attempt and task.state.holds_resources:
-            kept.append(row)
-    if kept:      # the block itself when every sample is kept (usually): no copy
-        d.step.usage = block if len(kept) == len(block) else block.take(kept)
-    # proof of life for the agent's fence; a new usage interval rides on it
-    d.step.actions.append(Ack(ev.node, 0, interval if interval != live.usage_interval_s else 0.0))
-
-
-def _retune(d: Draft, live: NodeLive) -> float:
-    """A stream-liveness node's usage interval for the cluster's size now: lengthened once
-    the cluster grew by more than a quarter, never shortened on a live stream. The master's
-    silence limit follows its own value at once, the agent's fence only once the Ack arrives:
-    a longer one told over a cut leaves the agent fencing earlier (safe); a shorter one would
-    let the master's LOST come before the agent's fence. A shrunk cluster's nodes get the
-    shorter interval when they register again."""
-    if not live.usage_interval_s or live.interval_fixed:
-        return live.usage_interval_s
-    t = d.state.timeouts
-    want = usage_interval(len(d.state.nodes), t.report_budget_per_s, t.heartbeat_interval_s)
-    return want if want > live.usage_interval_s * 1.25 else live.usage_interval_s
-
-
 # ---- timeouts ----
 
 def _tick(d: Draft, ev: Tick) -> None:
@@ -344,7 +285,7 @@ def _tick(d: Draft, ev: Tick) -> None:
         if live.connected and silent > t.node_timeout_s:
             log.warning("node %s silent for %.1fs: DOWN", name, silent)
             d.step.actions.append(Disconnect(name, f"silent for {silent:.0f}s"))
-            _left(d, AgentLeft(name))
+            left(d, AgentLeft(name))
         elif not live.connected and silent > t.node_timeout_s + t.lost_timeout_s:
             for task in d.state.tasks_on(name):
                 _lose(d, task, f"node {name} unreachable for {silent:.0f}s")
@@ -417,8 +358,8 @@ def _forget_old_jobs(d: Draft) -> None:
 
 
 _HANDLERS = {
-    Submit: _submit, SubmitPinned: _submit_pinned, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: _left,
-    Reports: _reports, Beat: _beat, Tick: _tick, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
+    Submit: _submit, SubmitPinned: _submit_pinned, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: left,
+    Reports: _reports, Beat: beat, Tick: _tick, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
     Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
 }
 
