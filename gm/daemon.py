@@ -1,0 +1,285 @@
+"""The GM daemon's I/O: one Subscribe stream per LM, Place requests out of the pure
+GlobalManager's `decide()`, answers/states/deltas back into it, every step persisted
+(gm/store.py) before it is acted upon. The decisions stay in tcluster.federation.gm.
+
+Views that may not be placed on (no layout yet, no state for `view_max_age_s`, another
+GM count, a refused epoch) are swapped for an empty placeholder view in the pure GM, so
+Alg. 1 finds nothing there; the real view keeps taking states and comes back with the
+next one."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+
+import grpc
+
+from tcluster.federation.gm import GlobalManager, Pending, Send, _Queue
+from tcluster.federation.messages import Answer, Launched, LMLayout, LMState, Refused, TaskSpec
+from tcluster.federation.view import LMView
+from tcluster.gm.settings import GMSettings
+from tcluster.gm.store import Store, TaskRow
+from tcluster.gm.wire import Layout, Vocabulary, answer_from, ended_from, layout_from, request_pb, state_from
+from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2
+
+log = logging.getLogger("tcluster.gm")
+MIB = 1 << 20
+_ENDED = {common_pb2.TASK_SUCCEEDED: "SUCCEEDED", common_pb2.TASK_FAILED: "FAILED",
+          common_pb2.TASK_KILLED: "CANCELLED", common_pb2.TASK_LOST: "LOST"}
+
+
+def task_req(spec: jobs_pb2.JobSpec) -> tuple[int, int]:
+    return (int(round(spec.resources.cpu * 1000)), int(spec.resources.memory // MIB))
+
+
+@dataclasses.dataclass
+class LMLink:
+    name: str
+    addrs: list[str]
+    layout: Layout | None = None
+    view: LMView | None = None         # the real view (placeholder swapped in the GM when unusable)
+    last_state: float = 0.0            # monotonic time of the last state of the current epoch
+    usable: bool = False
+    connected: bool = False
+    addr: str = ""                      # the master that answered Subscribe (the leader)
+
+
+class GMDaemon:
+    def __init__(self, settings: GMSettings) -> None:
+        self.s = settings
+        self.n_gms = len(settings.gm_names())
+        self.vocab = Vocabulary()
+        self.links = [LMLink(n, a) for n, a in settings.lms]
+        empty = [LMLayout(i, (), ()) for i in range(len(self.links))]
+        self.gm = GlobalManager(settings.index, empty, self.n_gms, [])
+        self.specs: dict[str, jobs_pb2.JobSpec] = {}       # job id -> its spec (one task's)
+        self.unanswered: list[tuple[int, federation_pb2.PlaceRequest, Pending, str]] = []
+        self.wake = asyncio.Event()
+        self.tasks: list[asyncio.Task] = []
+        self.channels: dict[str, grpc.aio.Channel] = {}
+        self.store: Store | None = None
+        self.server: grpc.aio.Server | None = None
+        self.port = 0
+
+    # ---- life ----
+
+    async def start(self) -> None:
+        self.store = Store(self.s.state_dir)
+        self._recover()
+        from tcluster.gm.service import GMServicer
+        self.server = grpc.aio.server()
+        federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(GMServicer(self), self.server)
+        self.port = self.server.add_insecure_port(self.s.listen)
+        await self.server.start()
+        self.tasks = [asyncio.create_task(self._subscribe(i)) for i in range(len(self.links))]
+        self.tasks.append(asyncio.create_task(self._place_loop()))
+
+    async def stop(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self.server is not None:
+            await self.server.stop(0)
+        for ch in self.channels.values():
+            await ch.close()
+        if self.store is not None:
+            self.store.close()
+
+    def channel(self, addr: str) -> grpc.aio.Channel:
+        if addr not in self.channels:
+            self.channels[addr] = grpc.aio.insecure_channel(addr)
+        return self.channels[addr]
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.s.token}"),) if self.s.token else ()
+
+    # ---- queues and recovery ----
+
+    def ensure_queue(self, queue: str) -> None:
+        if queue not in self.gm.queues:
+            self.gm.queues[queue] = _Queue()
+            self.gm.order.append(queue)
+
+    def spec_of(self, job_id: str) -> jobs_pb2.JobSpec:
+        if job_id not in self.specs:
+            row = self.store.job(job_id)
+            spec = jobs_pb2.JobSpec.FromString(row.spec)
+            spec.tasks, spec.request_id, spec.array = 1, "", ""
+            self.specs[job_id] = spec
+        return self.specs[job_id]
+
+    def task_spec(self, row: TaskRow) -> TaskSpec:
+        spec = self.spec_of(row.job_id)
+        return TaskSpec(row.task_id, row.queue, task_req(spec), self.vocab.mask(list(spec.constraints)))
+
+    def enqueue(self, row: TaskRow) -> None:
+        self.ensure_queue(row.queue)
+        self.gm.queues[row.queue].items.append(Pending(self.task_spec(row), row.attempt))
+        self.wake.set()
+
+    def _recover(self) -> None:
+        """Pending tasks back to the GM; an unanswered request is resent unchanged."""
+        for row in self.store.tasks("state IN ('PENDING','PLACING','RUNNING')"):
+            if row.state == "PENDING" or (row.state == "PLACING" and row.request is None):
+                self.enqueue(row)
+            elif row.state == "PLACING":
+                self.ensure_queue(row.queue)
+                req = federation_pb2.PlaceRequest.FromString(row.request)
+                self.unanswered.append((row.lm, req, Pending(self.task_spec(row), row.attempt), row.queue))
+            else:
+                self.gm.running[row.task_id] = (row.lm, row.node, Pending(self.task_spec(row), row.attempt))
+
+    # ---- LM streams ----
+
+    async def _subscribe(self, lm: int) -> None:
+        link, backoff = self.links[lm], 0.1
+        while True:
+            for addr in link.addrs:
+                try:
+                    stub = federation_pb2_grpc.LocalManagerServiceStub(self.channel(addr))
+                    call = stub.Subscribe(federation_pb2.SubscribeRequest(gm=self.s.index, gm_name=self.s.name),
+                                          metadata=self.metadata())
+                    async for update in call:
+                        link.connected, link.addr, backoff = True, addr, 0.1
+                        self.on_update(lm, update)
+                except grpc.aio.AioRpcError as e:
+                    log.info("LM %s at %s: %s", link.name, addr, e.code().name)
+                link.connected = False
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def on_update(self, lm: int, update: federation_pb2.LMUpdate) -> None:
+        kind = update.WhichOneof("kind")
+        link = self.links[lm]
+        if kind == "layout":
+            self._new_layout(lm, layout_from(update.layout, self.vocab))
+        elif kind == "state" and link.view is not None and update.state.epoch == link.layout.epoch:
+            link.view.apply(state_from(update.state))
+            link.last_state = time.monotonic()
+            self._set_usable(lm, True)
+        elif kind == "ended":
+            self._ended(lm, update.ended)
+        self.wake.set()
+
+    def _new_layout(self, lm: int, layout: Layout) -> None:
+        link = self.links[lm]
+        if layout.pure.lm != lm or layout.gms != self.n_gms:
+            log.error("LM %s: layout of LM %d with %d GMs; this GM expects LM %d of %d GMs: not used",
+                      link.name, layout.pure.lm, layout.gms, lm, self.n_gms)
+            link.layout, link.view = None, None
+            self._set_usable(lm, False)
+            return
+        link.layout, link.view = layout, LMView(layout.pure, self.n_gms, len(self.vocab.bits))
+        link.view.epoch, link.view.version = layout.epoch, -1
+        self._set_usable(lm, False)      # until its first state of this epoch
+
+    def _set_usable(self, lm: int, usable: bool) -> None:
+        link = self.links[lm]
+        view = link.view if usable and link.view is not None else LMView(LMLayout(lm, (), ()), self.n_gms, 0)
+        if self.gm.views[lm] is not view:
+            self.gm.views[lm] = view
+            self.gm.stamp += 1
+        link.usable = usable and link.view is not None
+
+    def _ended(self, lm: int, msg: federation_pb2.FedTaskEnded) -> None:
+        link, delta = self.links[lm], ended_from(msg)
+        current = link.layout is not None and delta.epoch == link.layout.epoch
+        if current and link.usable:
+            self.gm.on_delta(delta)          # frees the room; a preempted task goes back to its queue
+        else:
+            if current:
+                link.view.apply_delta(delta)
+            run = self.gm.running.pop(delta.task_id, None)
+            if delta.preempted and run is not None:
+                p = run[2]
+                p.attempt, p.failed_at = p.attempt + 1, -1
+                self.gm.queues[p.task.queue].items.appendleft(p)
+        if delta.preempted:
+            rows = self.store.tasks("task_id=?", (delta.task_id,))
+            if rows and rows[0].state == "RUNNING":
+                self.store.back_to_pending(delta.task_id, rows[0].attempt + 1)
+            return
+        self.store.ended(delta.task_id, _ENDED.get(msg.state, "SUCCEEDED"), msg.exit_code, msg.reason)
+
+    def age_views(self, now: float) -> None:
+        for lm, link in enumerate(self.links):
+            if link.usable and now - link.last_state > self.s.view_max_age_s:
+                log.warning("LM %s: no state for %.0f s: not placing there", link.name, now - link.last_state)
+                self._set_usable(lm, False)
+
+    # ---- placing ----
+
+    async def _place_loop(self) -> None:
+        while True:
+            self.age_views(time.monotonic())
+            if self.unanswered:
+                await self._resend_all()
+            d = self.gm.decide()
+            if isinstance(d, Send):
+                await self._send(d)
+                continue
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), 0.5 if self.unanswered else 1.0)
+            except TimeoutError:
+                pass
+
+    async def _rpc(self, lm: int, req: federation_pb2.PlaceRequest) -> federation_pb2.PlaceAnswer | None:
+        link = self.links[lm]
+        for addr in ([link.addr] if link.addr else []) + [a for a in link.addrs if a != link.addr]:
+            try:
+                stub = federation_pb2_grpc.LocalManagerServiceStub(self.channel(addr))
+                return await stub.Place(req, timeout=10, metadata=self.metadata())
+            except grpc.aio.AioRpcError as e:
+                log.info("Place %s at %s: %s", req.request_id, addr, e.code().name)
+        return None
+
+    async def _send(self, d: Send) -> None:
+        p, queue, request = self.gm.outstanding
+        layout = self.links[d.lm].layout
+        pb = request_pb(request, layout, self.vocab, self.spec_of(p.task.task_id.rpartition(".")[0]))
+        self.store.placing(p.task.task_id, p.attempt, d.lm, request.node, pb.SerializeToString())
+        msg = await self._rpc(d.lm, pb)
+        if msg is None:       # maybe applied, maybe not: the same request id again later
+            self.gm.outstanding = None
+            self.unanswered.append((d.lm, pb, p, queue))
+            return
+        answer, job_id = self._checked(d.lm, *answer_from(msg))
+        self._record(answer, job_id, p)
+        self.gm.on_answer(answer)
+        if isinstance(answer, Refused):
+            self._set_usable(d.lm, False)
+
+    def _checked(self, lm: int, answer: Answer, job_id: str) -> tuple[Answer, str]:
+        """A state of another epoch than the layout we hold must not reach the view."""
+        layout = self.links[lm].layout
+        if layout is None or answer.state.epoch != layout.epoch:
+            answer = dataclasses.replace(answer, state=LMState(lm, 0, -1, ()))
+        return answer, job_id
+
+    def _record(self, answer: Answer, job_id: str, p: Pending) -> None:
+        if isinstance(answer, Launched):
+            self.store.placed(answer.task_id, answer.lm, answer.node, job_id)
+        else:
+            self.store.back_to_pending(p.task.task_id, p.attempt + 1)
+
+    async def _resend_all(self) -> None:
+        left = []
+        for lm, pb, p, queue in self.unanswered:
+            msg = await self._rpc(lm, pb)
+            if msg is None:
+                left.append((lm, pb, p, queue))
+                continue
+            answer, job_id = self._checked(lm, *answer_from(msg))
+            self._record(answer, job_id, p)
+            if isinstance(answer, Launched):
+                self.gm.running[p.task.task_id] = (lm, answer.node, p)
+                self.gm.stats.launches += 1
+            else:
+                p.attempt += 1
+                self.gm.queues[queue].items.appendleft(p)
+            if self.links[lm].usable and self.gm.views[lm].apply(answer.state):
+                self.gm.stamp += 1
+        self.unanswered = left

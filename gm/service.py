@@ -1,0 +1,133 @@
+"""GlobalManagerService: Submit (forwarded once to the queue's owner), Get, List, Status."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import grpc
+
+from tcluster.gm.daemon import GMDaemon, task_req
+from tcluster.gm.store import TERMINAL, JobRow
+from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
+
+_CONSTRAINT = re.compile(r"^[A-Za-z0-9_.\-/]+=[A-Za-z0-9_.\-/:]*$")
+MAX_TASKS = 10_000
+
+
+def check_spec(spec: jobs_pb2.JobSpec) -> str | None:
+    """What is wrong with a federated spec, naming the field; None when fine."""
+    if not spec.command:
+        return "spec.command: is empty; give the program to run"
+    if not 1 <= spec.tasks <= MAX_TASKS:
+        return f"spec.tasks: {spec.tasks} is not in 1..{MAX_TASKS}"
+    if spec.resources.cpu <= 0 or spec.resources.memory <= 0:
+        return "spec.resources: cpu and memory must both be > 0 (a federated task needs a size to place)"
+    for c in spec.constraints:
+        if not _CONSTRAINT.match(c):
+            return f"spec.constraints: {c!r} is not key=value (the only form a federation places by)"
+    return None
+
+
+def job_state(states: list[str]) -> str:
+    if any(s not in TERMINAL for s in states):
+        return "RUNNING" if any(s in ("RUNNING", "PLACING") for s in states) else "PENDING"
+    for s in ("FAILED", "LOST", "CANCELLED"):
+        if s in states:
+            return "FAILED" if s == "LOST" else s
+    return "SUCCEEDED"
+
+
+class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
+    def __init__(self, daemon: GMDaemon) -> None:
+        self.d = daemon
+
+    def _peer(self, name: str) -> federation_pb2_grpc.GlobalManagerServiceStub | None:
+        addr = dict(self.d.s.gms).get(name)
+        return federation_pb2_grpc.GlobalManagerServiceStub(self.d.channel(addr)) if addr else None
+
+    async def Submit(self, request: federation_pb2.FedSubmitRequest, context: grpc.aio.ServicerContext):
+        spec = request.spec
+        queue = spec.queue or "default"
+        qmap = self.d.s.queue_map
+        owner = qmap.get(queue, self.d.s.name if not qmap else None)
+        if owner is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"spec.queue: {queue!r} is not a federated queue (known: {', '.join(sorted(qmap))})")
+        if owner != self.d.s.name:
+            peer = self._peer(owner)
+            if request.forwarded or peer is None:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"queue {queue!r} belongs to GM {owner!r}, which this GM cannot reach or "
+                                    "already forwarded it here: check --queue-map and --gms agree on every GM")
+            try:
+                return await peer.Submit(federation_pb2.FedSubmitRequest(spec=spec, forwarded=True), timeout=10)
+            except grpc.aio.AioRpcError as e:
+                await context.abort(e.code(), f"forwarded to GM {owner!r}: {e.details()}")
+        error = check_spec(spec)
+        if error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, error)
+        stored = jobs_pb2.JobSpec()
+        stored.CopyFrom(spec)
+        stored.queue = queue
+        job_id = self.d.store.add_job(self.d.s.index, queue, spec.name, stored.SerializeToString(), spec.tasks,
+                                      spec.request_id)
+        for row in self.d.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
+            if not self._queued(row.task_id):
+                self.d.enqueue(row)
+        return self.job_pb(self.d.store.job(job_id))
+
+    def _queued(self, task_id: str) -> bool:
+        return any(p.task.task_id == task_id for q in self.d.gm.queues.values() for p in q.items)
+
+    def job_pb(self, job: JobRow) -> federation_pb2.FedJob:
+        rows = self.d.store.tasks("job_id=?", (job.id,))
+        names = [link.name for link in self.d.links]
+        out = federation_pb2.FedJob(id=job.id, queue=job.queue, gm=self.d.s.name, submitted_at=job.submitted_at,
+                                    name=job.name, state=job_state([r.state for r in rows]))
+        for r in rows:
+            link = self.d.links[r.lm] if r.lm is not None and r.lm < len(names) else None
+            node = ""
+            if link is not None and link.layout is not None and r.node is not None and r.node < len(link.layout.names):
+                node = link.layout.names[r.node]
+            out.tasks.append(federation_pb2.FedTaskStatus(
+                index=r.idx, state=r.state, lm=link.name if link and r.state != "PENDING" else "", node=node,
+                job_id=r.lm_job, attempts=r.attempt + (r.state != "PENDING"), exit_code=r.exit_code, reason=r.reason))
+        return out
+
+    async def Get(self, request: federation_pb2.FedGetRequest, context: grpc.aio.ServicerContext):
+        job = self.d.store.job(request.id)
+        if job is not None:
+            return self.job_pb(job)
+        m = re.match(r"^f(\d+)-\d+$", request.id)
+        names = self.d.s.gm_names()
+        if m and int(m.group(1)) != self.d.s.index and int(m.group(1)) < len(names):
+            peer = self._peer(names[int(m.group(1))])
+            if peer is not None:
+                try:
+                    return await peer.Get(request, timeout=10)
+                except grpc.aio.AioRpcError as e:
+                    await context.abort(e.code(), e.details())
+        await context.abort(grpc.StatusCode.NOT_FOUND, f"id: no federated job {request.id!r} (ids look like f0-12)")
+
+    async def List(self, request: federation_pb2.FedListRequest, context: grpc.aio.ServicerContext):
+        return federation_pb2.FedListResponse(jobs=[self.job_pb(j) for j in self.d.store.jobs(request.queue)])
+
+    async def Status(self, request: federation_pb2.FedStatusRequest, context: grpc.aio.ServicerContext):
+        d, now = self.d, time.monotonic()
+        st = d.gm.stats
+        me = federation_pb2.GMInfo(
+            name=d.s.name, index=d.s.index, address=d.s.listen, alive=True, pending=d.gm.pending() + len(d.unanswered),
+            queues=sorted(q for q, g in d.s.queue_map.items() if g == d.s.name), launches=st.launches,
+            repartitions=st.repartitions, inconsistencies=st.internal_inconsistencies + st.external_inconsistencies)
+        out = federation_pb2.FedStatus(gm=d.s.name, gms=[me])
+        for i, link in enumerate(d.links):
+            info = federation_pb2.LMInfo(name=link.name, index=i, address=link.addr or "|".join(link.addrs),
+                                         connected=link.connected,
+                                         view_age_s=now - link.last_state if link.last_state else -1.0)
+            if link.layout is not None and link.view is not None:
+                info.epoch, info.nodes = link.layout.epoch, len(link.layout.names)
+                info.partition_nodes.extend(len(p.nodes) for p in link.view.parts)
+                info.free.v.extend([sum(f[0] for f in link.view.free), sum(f[1] for f in link.view.free)])
+            out.lms.append(info)
+        return out

@@ -1,0 +1,121 @@
+"""tcl-gm's settings: one pydantic model, from flags or a TOML file (same keys).
+
+Address lists: `--lms lm0=H:P,lm1=H:P` and `--gms gm0=H:P,gm1=H:P` (commas between
+members). An HA LM (several masters) lists its masters joined by `|`:
+`lm0=m1:7070|m2:7070`; the GM tries them in turn until the leader answers."""
+
+from __future__ import annotations
+
+import argparse
+import tomllib
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def _pairs(text: str, field: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for item in (x.strip() for x in text.split(",") if x.strip()):
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise SettingsError(f"{field}: {item!r} is not NAME=VALUE (e.g. lm0=127.0.0.1:7070)")
+        out.append((name.strip(), value.strip()))
+    return out
+
+
+class GMSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "gm0"
+    index: int = Field(0, ge=0, le=63)
+    listen: str = "127.0.0.1:7080"
+    lms: list[tuple[str, list[str]]] = Field(default_factory=list)     # (name, addresses) in LM index order
+    gms: list[tuple[str, str]] = Field(default_factory=list)           # (name, address) in GM index order
+    queue_map: dict[str, str] = Field(default_factory=dict)            # queue -> GM name
+    state_dir: str = "/var/lib/tcluster/gm"
+    view_max_age_s: float = Field(30.0, gt=0)      # 3 state intervals of the LMs' default 10 s
+    token: str = ""                                # an admin token for secure masters
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"{v!r} is not HOST:PORT")
+        return v
+
+    def gm_names(self) -> list[str]:
+        return [n for n, _ in self.gms] or [self.name]
+
+    def owner_of(self, queue: str) -> str | None:
+        return self.queue_map.get(queue)
+
+
+def parse_lms(text: str) -> list[tuple[str, list[str]]]:
+    return [(n, [a for a in v.split("|") if a]) for n, v in _pairs(text, "--lms")]
+
+
+def parse_queue_map(text: str) -> dict[str, str]:
+    return dict(_pairs(text, "--queue-map"))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tcl-gm", description="A federation Global Manager (Megha).")
+    p.add_argument("--config", help="TOML file with the same keys (name, index, listen, lms, gms, queue_map, ...)")
+    p.add_argument("--name", help="this GM's name (default gm0)")
+    p.add_argument("--index", type=int, help="this GM's index: its partition in every LM (default 0)")
+    p.add_argument("--listen", help="HOST:PORT for GlobalManagerService (default 127.0.0.1:7080)")
+    p.add_argument("--lms", help="LMs in index order: lm0=HOST:PORT,lm1=HOST:PORT (HA masters joined by |)")
+    p.add_argument("--gms", help="all GMs in index order: gm0=HOST:PORT,gm1=HOST:PORT")
+    p.add_argument("--queue-map", help="queue -> owning GM: a=gm0,b=gm1")
+    p.add_argument("--state-dir", help="where the GM's SQLite state lives")
+    p.add_argument("--view-max-age-s", type=float, help="an LM view older than this is not placed on (default 30)")
+    p.add_argument("--token", help="admin token presented to secure LMs")
+    return p
+
+
+def _from_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SettingsError(f"--config: cannot read {path}: {e}") from e
+    return {k.replace("-", "_"): v for k, v in raw.items()}
+
+
+def settings_from(values: dict[str, Any]) -> GMSettings:
+    v = dict(values)
+    if isinstance(v.get("lms"), str):
+        v["lms"] = parse_lms(v["lms"])
+    if isinstance(v.get("gms"), str):
+        v["gms"] = _pairs(v["gms"], "--gms")
+    if isinstance(v.get("queue_map"), str):
+        v["queue_map"] = parse_queue_map(v["queue_map"])
+    try:
+        s = GMSettings(**v)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = "--" + "-".join(str(x) for x in err["loc"][:1]).replace("_", "-")
+        raise SettingsError(f"{field}: {err['msg']}") from e
+    names = s.gm_names()
+    if s.gms and s.name not in names:
+        raise SettingsError(f"--name: {s.name!r} is not one of --gms ({', '.join(names)})")
+    if s.gms and names.index(s.name) != s.index:
+        raise SettingsError(f"--index: {s.index} but {s.name!r} is GM {names.index(s.name)} in --gms")
+    for q, g in s.queue_map.items():
+        if g not in names:
+            raise SettingsError(f"--queue-map: queue {q!r} maps to {g!r}, not a GM (known: {', '.join(names)})")
+    if not s.lms:
+        raise SettingsError("--lms: no LM given; use lm0=HOST:PORT[,lm1=HOST:PORT]")
+    return s
+
+
+def parse(argv: list[str] | None = None) -> GMSettings:
+    args = vars(_parser().parse_args(argv))
+    values = _from_toml(args.pop("config")) if args.get("config") else {}
+    values.update({k: v for k, v in args.items() if v is not None and k != "config"})
+    return settings_from(values)

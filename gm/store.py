@@ -1,0 +1,117 @@
+"""The GM's durable state: jobs as submitted and each task's progress, in SQLite.
+
+Every write commits with synchronous=FULL (fsync) before the caller answers anyone:
+a Submit is durable before it is acknowledged, and a Place request is recorded (with
+its request id and exact bytes) before it is sent, so after a restart an unanswered
+request is sent again unchanged and the LM answers it from memory (never twice)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, queue TEXT NOT NULL, name TEXT NOT NULL,
+    spec BLOB NOT NULL, tasks INTEGER NOT NULL, submitted_at REAL NOT NULL, request_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, job_id TEXT NOT NULL, idx INTEGER NOT NULL,
+    queue TEXT NOT NULL, state TEXT NOT NULL, attempt INTEGER NOT NULL DEFAULT 0,
+    lm INTEGER, node INTEGER, request BLOB, lm_job TEXT NOT NULL DEFAULT '',
+    exit_code INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '');
+CREATE INDEX IF NOT EXISTS tasks_job ON tasks (job_id);
+"""
+
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    task_id: str
+    job_id: str
+    idx: int
+    queue: str
+    state: str          # PENDING, PLACING, RUNNING, or a terminal one
+    attempt: int
+    lm: int | None
+    node: int | None
+    request: bytes | None
+    lm_job: str
+    exit_code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    queue: str
+    name: str
+    spec: bytes
+    tasks: int
+    submitted_at: float
+
+
+class Store:
+    def __init__(self, state_dir: str) -> None:
+        os.makedirs(state_dir, exist_ok=True)
+        self.db = sqlite3.connect(os.path.join(state_dir, "gm.sqlite"), isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def add_job(self, gm: int, queue: str, name: str, spec: bytes, tasks: int, request_id: str) -> str:
+        """Allocate f<gm>-<n> and record the job and its PENDING tasks in one transaction;
+        a repeated non-empty request id returns the first job instead."""
+        if request_id:
+            row = self.db.execute("SELECT id FROM jobs WHERE request_id=?", (request_id,)).fetchone()
+            if row:
+                return str(row[0])
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            row = self.db.execute("SELECT value FROM meta WHERE key='next_job'").fetchone()
+            n = int(row[0]) if row else 1
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('next_job', ?)", (n + 1,))
+            job_id = f"f{gm}-{n}"
+            self.db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?)",
+                            (job_id, queue, name, spec, tasks, time.time(), request_id))
+            self.db.executemany("INSERT INTO tasks (task_id, job_id, idx, queue, state) VALUES (?,?,?,?, 'PENDING')",
+                                [(f"{job_id}.{i}", job_id, i, queue) for i in range(tasks)])
+        return job_id
+
+    def placing(self, task_id: str, attempt: int, lm: int, node: int, request: bytes) -> None:
+        self.db.execute("UPDATE tasks SET state='PLACING', attempt=?, lm=?, node=?, request=? WHERE task_id=?",
+                        (attempt, lm, node, request, task_id))
+
+    def placed(self, task_id: str, lm: int, node: int, lm_job: str) -> None:
+        self.db.execute("UPDATE tasks SET state='RUNNING', lm=?, node=?, lm_job=?, request=NULL "
+                        "WHERE task_id=? AND state NOT IN ('SUCCEEDED','FAILED','CANCELLED','LOST')",
+                        (lm, node, lm_job, task_id))
+
+    def back_to_pending(self, task_id: str, attempt: int) -> None:
+        self.db.execute("UPDATE tasks SET state='PENDING', attempt=?, request=NULL WHERE task_id=?",
+                        (attempt, task_id))
+
+    def ended(self, task_id: str, state: str, exit_code: int, reason: str) -> None:
+        self.db.execute("UPDATE tasks SET state=?, exit_code=?, reason=?, request=NULL WHERE task_id=?",
+                        (state, exit_code, reason[:1024], task_id))
+
+    def tasks(self, where: str = "1", args: tuple = ()) -> list[TaskRow]:
+        rows = self.db.execute(
+            "SELECT task_id, job_id, idx, queue, state, attempt, lm, node, request, lm_job, exit_code, reason "
+            f"FROM tasks WHERE {where} ORDER BY rowid", args).fetchall()
+        return [TaskRow(*r) for r in rows]
+
+    def job(self, job_id: str) -> JobRow | None:
+        r = self.db.execute("SELECT id, queue, name, spec, tasks, submitted_at FROM jobs WHERE id=?",
+                            (job_id,)).fetchone()
+        return JobRow(*r) if r else None
+
+    def jobs(self, queue: str = "") -> list[JobRow]:
+        q = "SELECT id, queue, name, spec, tasks, submitted_at FROM jobs"
+        rows = self.db.execute(q + (" WHERE queue=? ORDER BY rowid" if queue else " ORDER BY rowid"),
+                               (queue,) if queue else ()).fetchall()
+        return [JobRow(*r) for r in rows]

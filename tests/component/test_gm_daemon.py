@@ -1,0 +1,200 @@
+"""tcl-gm against fake LMs (tests/component/fake_lm.py): 2 LMs x 2 GMs, forwarding, a GM
+restart mid-burst (nothing lost, nothing launched twice), an LM whose view ages out, and
+a stale epoch."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.component.fake_lm import FakeLM
+from tests.component.harness import wait_until
+from tcluster.gm.daemon import GMDaemon
+from tcluster.gm.settings import settings_from
+from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
+
+NODE = (4000, 8192)       # 4 cores, 8 GiB
+
+
+def spec(queue: str, tasks: int, cpu: float = 1.0, constraints: tuple[str, ...] = ()) -> jobs_pb2.JobSpec:
+    return jobs_pb2.JobSpec(queue=queue, tasks=tasks, command=["true"], constraints=list(constraints),
+                            resources=common_pb2.Resources(cpu=cpu, memory=512 << 20))
+
+
+class Fed:
+    """2 fake LMs x 2 GMs on loopback; GM ports are fixed once chosen so a restart keeps them."""
+
+    def __init__(self, tmp: Path, nodes: int = 4, max_age_s: float = 30.0) -> None:
+        self.tmp, self.nodes, self.max_age_s = tmp, nodes, max_age_s
+        self.lms: list[FakeLM] = []
+        self.gms: list[GMDaemon | None] = [None, None]
+        self.ports = [0, 0]
+
+    async def start(self) -> None:
+        self.lms = [FakeLM(i, [NODE] * self.nodes) for i in range(2)]
+        for lm in self.lms:
+            await lm.start()
+        for i in range(2):
+            await self.start_gm(i)
+
+    def settings(self, i: int):
+        import socket
+        for k in range(2):
+            if not self.ports[k]:
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                self.ports[k] = s.getsockname()[1]
+                s.close()
+        return settings_from(dict(
+            name=f"gm{i}", index=i, listen=f"127.0.0.1:{self.ports[i]}", state_dir=str(self.tmp / f"gm{i}"),
+            lms=",".join(f"lm{k}={lm.address}" for k, lm in enumerate(self.lms)),
+            gms=",".join(f"gm{k}=127.0.0.1:{p}" for k, p in enumerate(self.ports)),
+            queue_map="a=gm0,b=gm1", view_max_age_s=self.max_age_s))
+
+    async def start_gm(self, i: int) -> GMDaemon:
+        d = GMDaemon(self.settings(i))
+        await d.start()
+        self.gms[i] = d
+        return d
+
+    async def stop(self) -> None:
+        for d in self.gms:
+            if d is not None:
+                await d.stop()
+        for lm in self.lms:
+            await lm.stop()
+
+    def stub(self, i: int) -> federation_pb2_grpc.GlobalManagerServiceStub:
+        return federation_pb2_grpc.GlobalManagerServiceStub(self.gms[i].channel(f"127.0.0.1:{self.ports[i]}"))
+
+    def launches(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for lm in self.lms:
+            for t, n in lm.launches.items():
+                out[t] = out.get(t, 0) + n
+        return out
+
+
+def scenario(tmp: Path, body, **kw) -> None:
+    async def main() -> None:
+        fed = Fed(tmp, **kw)
+        await fed.start()
+        try:
+            await body(fed)
+        finally:
+            await fed.stop()
+    asyncio.run(main())
+
+
+async def job_of(fed: Fed, gm: int, job_id: str) -> fpb.FedJob:
+    return await fed.stub(gm).Get(fpb.FedGetRequest(id=job_id))
+
+
+def test_two_queues_run_on_both_lms_and_end(tmp_path: Path) -> None:
+    async def body(fed: Fed) -> None:
+        a = await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("a", 6)))
+        b = await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("b", 6)))     # forwarded to gm1
+        assert a.id.startswith("f0-") and b.id.startswith("f1-") and b.gm == "gm1"
+
+        async def all_running() -> bool:
+            jobs = [await job_of(fed, 0, a.id), await job_of(fed, 0, b.id)]
+            return all(t.state == "RUNNING" for j in jobs for t in j.tasks)
+        await wait_until(all_running)
+        used = {t.lm for t in (await job_of(fed, 1, a.id)).tasks} | {t.lm for t in (await job_of(fed, 1, b.id)).tasks}
+        assert used == {"lm0", "lm1"}
+        assert all(n == 1 for n in fed.launches().values()) and len(fed.launches()) == 12
+        for lm in fed.lms:
+            for t in list(lm.pure.running):
+                lm.end(t)
+
+        async def all_done() -> bool:
+            jobs = [await job_of(fed, 0, j) for j in (a.id, b.id)]
+            return all(j.state == "SUCCEEDED" for j in jobs)
+        await wait_until(all_done)
+        listed = await fed.stub(1).List(fpb.FedListRequest())
+        assert [j.id for j in listed.jobs] == [b.id]
+    scenario(tmp_path, body)
+
+
+def test_unknown_queue_and_bad_constraint_are_clear_errors(tmp_path: Path) -> None:
+    async def body(fed: Fed) -> None:
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("zz", 1)))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "'zz'" in e.value.details()
+        assert "a, b" in e.value.details()
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("a", 1, constraints=("disk!=hdd",))))
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "spec.constraints" in e.value.details()
+    scenario(tmp_path, body)
+
+
+def test_gm_restart_mid_burst_places_each_task_exactly_once(tmp_path: Path) -> None:
+    async def body(fed: Fed) -> None:
+        ids = []
+        for _ in range(10):
+            ids.append((await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("a", 2, cpu=0.5)))).id)
+        await wait_until(lambda: asyncio.sleep(0, result=sum(fed.launches().values()) >= 3))
+        await fed.gms[0].stop()                      # mid-burst: some placed, some pending, maybe one in flight
+        fed.gms[0] = None
+        await fed.start_gm(0)
+
+        async def all_running() -> bool:
+            jobs = [await job_of(fed, 0, j) for j in ids]
+            return all(t.state == "RUNNING" for j in jobs for t in j.tasks)
+        await wait_until(all_running)
+        launches = fed.launches()
+        assert len(launches) == 20 and set(launches.values()) == {1}
+    scenario(tmp_path, body)
+
+
+def test_unanswered_request_is_resent_with_the_same_id_after_restart(tmp_path: Path) -> None:
+    async def body(fed: Fed) -> None:
+        d = fed.gms[0]
+        job = await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("a", 1)))
+        await wait_until(lambda: asyncio.sleep(0, result=sum(fed.launches().values()) == 1))
+        # As if the GM died after the LM launched but before the answer was recorded.
+        row = d.store.tasks("job_id=?", (job.id,))[0]
+        [lm] = [lm for lm in fed.lms if lm.launches]
+        first = [rid for rid in lm.pure.answers][0]
+        req = fpb.PlaceRequest(request_id=first, gm=0, epoch=lm.pure.epoch, node=row.node,
+                               task=fpb.FedTask(task_id=row.task_id, queue="a", req=fpb.Res(v=[1000, 512])))
+        req.launch.SetInParent()
+        d.store.placing(row.task_id, row.attempt, row.lm, row.node, req.SerializeToString())
+        await d.stop()
+        fed.gms[0] = None
+        await fed.start_gm(0)
+        await wait_until(lambda: job_of(fed, 0, job.id))
+        got = await job_of(fed, 0, job.id)
+        await wait_until(lambda: asyncio.sleep(0, result=fed.gms[0].store.tasks("1")[0].state == "RUNNING"))
+        assert fed.launches() == {row.task_id: 1} and got.tasks[0].lm == f"lm{fed.lms.index(lm)}"
+    scenario(tmp_path, body)
+
+
+def test_silent_lm_ages_out_and_gets_no_more_places(tmp_path: Path) -> None:
+    async def body(fed: Fed) -> None:
+        await wait_until(lambda: asyncio.sleep(0, result=all(l.usable for l in fed.gms[0].links)))
+        fed.lms[1].silent = True
+        await wait_until(lambda: asyncio.sleep(0, result=not fed.gms[0].links[1].usable), timeout_s=10)
+        before = sum(fed.lms[1].launches.values())
+        job = await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("a", 4)))
+        await wait_until(lambda: asyncio.sleep(0, result=all(
+            r.state == "RUNNING" for r in fed.gms[0].store.tasks("job_id=?", (job.id,)))))
+        assert sum(fed.lms[1].launches.values()) == before
+        status = await fed.stub(0).Status(fpb.FedStatusRequest())
+        assert status.lms[1].view_age_s > 1.0 and status.lms[0].partition_nodes == [2, 2]
+    scenario(tmp_path, body, max_age_s=1.0)
+
+
+def test_stale_epoch_adopts_the_new_layout_and_retries(tmp_path: Path) -> None:
+    async def body(fed: Fed) -> None:
+        await wait_until(lambda: asyncio.sleep(0, result=all(l.usable for l in fed.gms[0].links)))
+        for lm in fed.lms:
+            lm.new_epoch()
+        job = await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("a", 4)))
+        await wait_until(lambda: asyncio.sleep(0, result=all(
+            r.state == "RUNNING" for r in fed.gms[0].store.tasks("job_id=?", (job.id,)))))
+        assert set(fed.launches().values()) == {1} and all(l.layout.epoch == 2 for l in fed.gms[0].links)
+    scenario(tmp_path, body)

@@ -1,0 +1,65 @@
+"""tcl-gm's settings errors and the GM daemon's pure helpers."""
+
+from __future__ import annotations
+
+import pytest
+
+from tcluster.gm.main import main
+from tcluster.gm.service import check_spec, job_state
+from tcluster.gm.settings import SettingsError, settings_from
+from tcluster.gm.wire import Layout, Vocabulary, layout_from
+from tcluster.v1 import common_pb2, federation_pb2 as fpb, jobs_pb2
+
+BASE = dict(name="gm1", index=1, lms="lm0=h:1|h2:1,lm1=h:2", gms="gm0=h:5,gm1=h:6", queue_map="a=gm0,b=gm1")
+
+
+def test_settings_parse_lists_ha_lms_and_queue_map() -> None:
+    s = settings_from(BASE)
+    assert s.lms == [("lm0", ["h:1", "h2:1"]), ("lm1", ["h:2"])]
+    assert s.queue_map == {"a": "gm0", "b": "gm1"} and s.gm_names() == ["gm0", "gm1"]
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(lms=""), "--lms"),
+    (dict(lms="lm0"), "NAME=VALUE"),
+    (dict(queue_map="a=gm9"), "gm9"),
+    (dict(index=0), "--index"),
+    (dict(name="gmx"), "--name"),
+    (dict(listen="nowhere"), "--listen"),
+])
+def test_settings_errors_name_the_field(change: dict, words: str) -> None:
+    with pytest.raises(SettingsError, match=words):
+        settings_from({**BASE, **change})
+
+
+def test_bad_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--lms", "broken"]) == 2
+    assert "--lms" in capsys.readouterr().err
+
+
+def test_check_spec() -> None:
+    good = jobs_pb2.JobSpec(tasks=2, command=["true"], resources=common_pb2.Resources(cpu=1, memory=1 << 20))
+    assert check_spec(good) is None
+    bad = jobs_pb2.JobSpec(); bad.CopyFrom(good); bad.constraints.append("arch in (x86_64)")
+    assert "spec.constraints" in check_spec(bad)
+    bad = jobs_pb2.JobSpec(); bad.CopyFrom(good); bad.tasks = 0
+    assert "spec.tasks" in check_spec(bad)
+
+
+def test_job_state() -> None:
+    assert job_state(["PENDING", "PENDING"]) == "PENDING"
+    assert job_state(["RUNNING", "PENDING"]) == "RUNNING"
+    assert job_state(["SUCCEEDED", "LOST"]) == "FAILED"
+    assert job_state(["SUCCEEDED", "SUCCEEDED"]) == "SUCCEEDED"
+
+
+def test_vocabularies_of_two_lms_map_into_one() -> None:
+    vocab = Vocabulary()
+    vocab.bit("zone=x")      # another LM's word first: this LM's bits must be translated
+    msg = fpb.LMLayout(lm=0, gms=2, epoch=3, constraints=["rack=r1", "zone=x"], nodes=[
+        fpb.FedNode(name="n0", cap=fpb.Res(v=[1000, 10]), cmask=0b01, owner=0),
+        fpb.FedNode(name="n1", cap=fpb.Res(v=[1000, 10]), cmask=0b10, owner=1)])
+    lay: Layout = layout_from(msg, vocab)
+    assert [n.cmask for n in lay.pure.nodes] == [1 << vocab.bits["rack=r1"], 1 << vocab.bits["zone=x"]]
+    pc = vocab.mask(["rack=r1"])
+    assert lay.local_pc(pc, vocab) == 0b01 and lay.epoch == 3 and lay.names == ("n0", "n1")
