@@ -22,12 +22,15 @@ from tcluster.federation.view import LMView
 from tcluster.gm.settings import GMSettings
 from tcluster.gm.store import Store, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, answer_from, ended_from, layout_from, request_pb, state_from
-from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2
+from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
 log = logging.getLogger("tcluster.gm")
 MIB = 1 << 20
 _ENDED = {common_pb2.TASK_SUCCEEDED: "SUCCEEDED", common_pb2.TASK_FAILED: "FAILED",
           common_pb2.TASK_KILLED: "CANCELLED", common_pb2.TASK_LOST: "LOST"}
+# An LM master's one-task job that ended while this GM did not hear it: how its task ended.
+_LM_JOB_END = {jobs_pb2.JOB_SUCCEEDED: "SUCCEEDED", jobs_pb2.JOB_FAILED: "FAILED",
+               jobs_pb2.JOB_CANCELLED: "CANCELLED"}
 
 
 def task_req(spec: jobs_pb2.JobSpec) -> tuple[int, int]:
@@ -56,6 +59,7 @@ class GMDaemon:
         self.gm = GlobalManager(settings.index, empty, self.n_gms, [])
         self.specs: dict[str, jobs_pb2.JobSpec] = {}       # job id -> its spec (one task's)
         self.unanswered: list[tuple[int, federation_pb2.PlaceRequest, Pending, str]] = []
+        self.checking: set[str] = set()      # running tasks whose end is being looked up at their LM
         self.wake = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
         self.channels: dict[str, grpc.aio.Channel] = {}
@@ -159,6 +163,7 @@ class GMDaemon:
             link.view.apply(state_from(update.state))
             link.last_state = time.monotonic()
             self._set_usable(lm, True)
+            self._reconcile(lm, {t.task_id for t in update.state.tasks})
         elif kind == "ended":
             self._ended(lm, update.ended)
         self.wake.set()
@@ -202,6 +207,38 @@ class GMDaemon:
                 self.store.back_to_pending(delta.task_id, rows[0].attempt + 1)
             return
         self.store.ended(delta.task_id, _ENDED.get(msg.state, "SUCCEEDED"), msg.exit_code, msg.reason)
+
+    def _reconcile(self, lm: int, listed: set[str]) -> None:
+        """Task ends this GM did not hear (it was down, or its stream was, when the LM sent
+        them): a task it holds RUNNING on this LM that the LM's full state no longer lists is
+        looked up in the LM master's own job, and recorded as that job ended, once."""
+        missing = [t for t, (at, _node, _p) in self.gm.running.items()
+                   if at == lm and t not in listed and t not in self.checking]
+        if missing:
+            self.checking.update(missing)
+            self.tasks.append(asyncio.create_task(self._check_ended(lm, missing)))
+
+    async def _check_ended(self, lm: int, task_ids: list[str]) -> None:
+        stub = jobs_pb2_grpc.JobServiceStub(self.channel(self.links[lm].addr))
+        try:
+            for task_id in task_ids:
+                rows = self.store.tasks("task_id=? AND state='RUNNING'", (task_id,))
+                if not rows or not rows[0].lm_job:
+                    continue
+                try:
+                    job = await stub.Get(jobs_pb2.GetJobRequest(id=rows[0].lm_job), metadata=self.metadata(),
+                                         timeout=10)
+                except grpc.aio.AioRpcError as e:
+                    log.info("LM %s: job %s of task %s: %s", self.links[lm].name, rows[0].lm_job, task_id,
+                             e.code().name)
+                    continue
+                end = _LM_JOB_END.get(job.state)
+                if end is not None and job.tasks and self.gm.running.pop(task_id, None) is not None:
+                    log.info("task %s ended %s while this GM did not hear it (LM %s job %s)", task_id, end,
+                             self.links[lm].name, job.id)
+                    self.store.ended(task_id, end, job.tasks[0].exit_code, job.tasks[0].reason)
+        finally:
+            self.checking.difference_update(task_ids)
 
     def age_views(self, now: float) -> None:
         for lm, link in enumerate(self.links):
