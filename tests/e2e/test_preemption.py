@@ -137,7 +137,8 @@ def test_on_preempt_cancel_cancels_the_victims_job(cluster: Cluster) -> None:
     b = cluster.submit("b", 1, "sleep", "600")
     job = wait_job(cluster.address, a, {"CANCELLED"}, timeout_s=AFTER_S + GRACE_S + 20)
     assert any("the job asked --on-preempt cancel" in t["reason"] for t in job["tasks"])
-    assert running(wait_job(cluster.address, b, {"RUNNING"})) == 1
+    # The job is RUNNING once its task is placed (STARTING); wait for the task itself.
+    wait_until(lambda: running(tcl_json(cluster.address, "status", b)) == 1, 30)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("cluster", [{"grace_s": 8.0}], indirect=True)
