@@ -1,0 +1,169 @@
+"""Megha's federation through the real binaries (issue 25): two LMs (each a tcl-master with
+--federation-lm-id and two real cgroup v1 agents) and two GMs (tcl-gm) on loopback. Jobs of
+two users' queues (a -> gm0, b -> gm1, b submitted through gm0 and forwarded) run on both
+clusters, each task once; a GM SIGKILLed mid-burst and restarted on its state dir places
+every task exactly once and its job still ends (ends it missed are read from the LMs); an LM
+cut off (SIGSTOP) ages out of the GMs' views, new work goes to the other LM, and its
+running task is untouched. (No `tcl --federation` yet: the GMs' gRPC API is used.)"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import grpc
+import pytest
+
+from testkit.procs import BIN, Proc, cancel_every_job, cgroup_v1_usable, leaked_cgroups, wait_until
+from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+FED_TASK = "tcluster.io/federation-task"
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Federation:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.tag = tmp, f"e2e-fed-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        self.masters: list[Proc] = []
+        self.addresses: list[str] = []
+        self.agents: list[Proc] = []
+        self.nodes: list[str] = []
+        for i in range(2):
+            m = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / f"m{i}"),
+                      "--federation-lm-id", str(i), "--federation-gms", "2", "--federation-state-interval-s", "1",
+                      "--heartbeat-interval-s", "0.5"], tmp / f"m{i}.log")
+            self.masters.append(m)
+            self.addresses.append("127.0.0.1:" + m.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1))
+        for i, address in enumerate(self.addresses):
+            for n in "ab":
+                node = f"{self.tag}-{i}{n}"
+                agent = Proc([str(BIN / "tcl-agent"), "--master", address, "--node", node, "--runtime", "cgroup1",
+                              "--cpus", "2", "--memory", "2Gi", "--state-dir", str(tmp / node)], tmp / f"{node}.log")
+                agent.wait_for_output(r"registered with")
+                self.agents.append(agent)
+                self.nodes.append(node)
+        self.gm_ports = [_port(), _port()]
+        self.gms: list[Proc | None] = [None, None]
+        for g in range(2):
+            self.start_gm(g)
+
+    def start_gm(self, g: int) -> None:
+        lms = ",".join(f"lm{i}={a}" for i, a in enumerate(self.addresses))
+        gms = ",".join(f"gm{k}=127.0.0.1:{p}" for k, p in enumerate(self.gm_ports))
+        gm = Proc([str(BIN / "tcl-gm"), "--name", f"gm{g}", "--index", str(g), "--listen",
+                   f"127.0.0.1:{self.gm_ports[g]}", "--lms", lms, "--gms", gms, "--queue-map", "a=gm0,b=gm1",
+                   "--state-dir", str(self.tmp / f"gm{g}"), "--view-max-age-s", "3"], self.tmp / f"gm{g}.{time.time()}.log")
+        gm.wait_for_output(r"serving on port")
+        self.gms[g] = gm
+
+    def gm(self, g: int) -> federation_pb2_grpc.GlobalManagerServiceStub:
+        return federation_pb2_grpc.GlobalManagerServiceStub(grpc.insecure_channel(f"127.0.0.1:{self.gm_ports[g]}"))
+
+    def submit(self, g: int, queue: str, tasks: int, *command: str, cpu: float = 0.25) -> str:
+        spec = jobs_pb2.JobSpec(queue=queue, tasks=tasks, command=list(command), name=f"fed-{queue}",
+                                resources=common_pb2.Resources(cpu=cpu, memory=32 * 2**20))
+        return self.gm(g).Submit(fpb.FedSubmitRequest(spec=spec), timeout=30).id
+
+    def job(self, job_id: str) -> fpb.FedJob:
+        for g in range(2):
+            try:
+                return self.gm(g).Get(fpb.FedGetRequest(id=job_id), timeout=10)
+            except grpc.RpcError:
+                continue
+        raise AssertionError(f"no GM answers for {job_id}")
+
+    def wait_job(self, job_id: str, timeout_s: float = 90) -> fpb.FedJob:
+        wait_until(lambda: self.job(job_id).state in TERMINAL, timeout_s)
+        return self.job(job_id)
+
+    def lm_jobs(self, lm: int) -> list[jobs_pb2.Job]:
+        stub = jobs_pb2_grpc.JobServiceStub(grpc.insecure_channel(self.addresses[lm]))
+        return list(stub.List(jobs_pb2.ListJobsRequest(all=True), timeout=10).jobs)
+
+    def launches(self, job_id: str, lms: tuple[int, ...] = (0, 1)) -> collections.Counter[str]:
+        return collections.Counter(j.spec.labels[FED_TASK] for lm in lms for j in self.lm_jobs(lm)
+                                   if j.spec.labels.get(FED_TASK, "").startswith(job_id + "."))
+
+    def close(self) -> None:
+        for gm in self.gms:
+            if gm is not None:
+                gm.stop()
+        for i, m in enumerate(self.masters):
+            os.kill(m.popen.pid, signal.SIGCONT)
+            try:
+                cancel_every_job(self.addresses[i])
+            finally:
+                pass
+        for agent in self.agents:
+            agent.stop()
+        for m in self.masters:
+            m.stop()
+        assert [c for n in self.nodes for c in leaked_cgroups(n)] == []
+
+
+@pytest.fixture
+def fed(tmp_path: Path) -> Iterator[Federation]:
+    f = Federation(tmp_path)
+    try:
+        yield f
+    finally:
+        f.close()
+
+
+def test_two_queues_run_on_both_clusters_each_task_once(fed: Federation) -> None:
+    a = fed.submit(0, "a", 6, "sh", "-c", "exit 0")
+    b = fed.submit(0, "b", 6, "sh", "-c", "exit 0")          # gm1's queue: forwarded
+    assert b.startswith("f1-"), b
+    for job_id, gm in ((a, "gm0"), (b, "gm1")):
+        job = fed.wait_job(job_id)
+        assert (job.state, job.gm) == ("SUCCEEDED", gm), job
+        assert {t.lm for t in job.tasks} == {"lm0", "lm1"}, job       # both clusters
+        assert all(t.exit_code == 0 and t.job_id for t in job.tasks)
+        launches = fed.launches(job_id)
+        assert len(launches) == 6 and set(launches.values()) == {1}, launches
+
+
+def test_a_gm_killed_mid_burst_places_each_task_once_and_its_job_ends(fed: Federation) -> None:
+    job_id = fed.submit(0, "a", 40, "sleep", "1", cpu=0.1)
+    time.sleep(0.3)
+    assert fed.gms[0] is not None
+    fed.gms[0].stop(signal.SIGKILL)
+    fed.start_gm(0)
+    job = fed.wait_job(job_id, timeout_s=120)
+    launches = fed.launches(job_id)
+    print(f"GM SIGKILL mid-burst: {len(launches)} tasks, {sum(launches.values())} LM jobs, job {job.state}")
+    assert job.state == "SUCCEEDED", collections.Counter(t.state for t in job.tasks)
+    assert len(launches) == 40 and set(launches.values()) == {1}, launches
+
+
+def test_an_lm_cut_off_ages_out_and_its_running_task_is_untouched(fed: Federation) -> None:
+    long = fed.submit(0, "a", 2, "sleep", "300")              # one task on each LM
+    wait_until(lambda: [t.state for t in fed.job(long).tasks] == ["RUNNING"] * 2, 60)
+    on_lm1 = [t for t in fed.job(long).tasks if t.lm == "lm1"]
+    assert on_lm1, fed.job(long)
+    os.kill(fed.masters[1].popen.pid, signal.SIGSTOP)
+    cut = time.monotonic()
+    try:
+        time.sleep(5)                                          # past --view-max-age-s 3
+        after = fed.submit(0, "a", 4, "sh", "-c", "exit 0")
+        job = fed.wait_job(after, timeout_s=60)
+        assert job.state == "SUCCEEDED" and {t.lm for t in job.tasks} == {"lm0"}, job
+        print(f"LM cut off: new work all on lm0 {time.monotonic() - cut:.1f} s after the SIGSTOP")
+    finally:
+        os.kill(fed.masters[1].popen.pid, signal.SIGCONT)
+    task = [t for t in fed.job(long).tasks if t.lm == "lm1"][0]
+    assert (task.state, task.job_id) == ("RUNNING", on_lm1[0].job_id), task      # untouched
+    assert fed.launches(long)[f"{long}.{task.index}"] == 1
