@@ -62,6 +62,7 @@ class GMDaemon:
         self.checking: set[str] = set()      # running tasks whose end is being looked up at their LM
         self.wake = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
+        self.lookups: set[asyncio.Task] = set()     # ends looked up at an LM (_reconcile)
         self.channels: dict[str, grpc.aio.Channel] = {}
         self.store: Store | None = None
         self.server: grpc.aio.Server | None = None
@@ -81,9 +82,10 @@ class GMDaemon:
         self.tasks.append(asyncio.create_task(self._place_loop()))
 
     async def stop(self) -> None:
-        for t in self.tasks:
+        running = [*self.tasks, *self.lookups]
+        for t in running:
             t.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await asyncio.gather(*running, return_exceptions=True)
         if self.server is not None:
             await self.server.stop(0)
         for ch in self.channels.values():
@@ -216,7 +218,9 @@ class GMDaemon:
                    if at == lm and t not in listed and t not in self.checking]
         if missing:
             self.checking.update(missing)
-            self.tasks.append(asyncio.create_task(self._check_ended(lm, missing)))
+            lookup = asyncio.create_task(self._check_ended(lm, missing))
+            self.lookups.add(lookup)               # held until done, then dropped: no growth
+            lookup.add_done_callback(self.lookups.discard)
 
     async def _check_ended(self, lm: int, task_ids: list[str]) -> None:
         stub = jobs_pb2_grpc.JobServiceStub(self.channel(self.links[lm].addr))

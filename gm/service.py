@@ -7,7 +7,7 @@ import time
 
 import grpc
 
-from tcluster.gm.daemon import GMDaemon, task_req
+from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
 
