@@ -37,6 +37,8 @@ def job_state(states: list[str]) -> str:
             return "FAILED" if s == "LOST" else s
     return "SUCCEEDED"
 
+LIST_MAX = 1000        # jobs in one List answer (the newest)
+
 
 class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
     def __init__(self, daemon: GMDaemon) -> None:
@@ -111,7 +113,10 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         await context.abort(grpc.StatusCode.NOT_FOUND, f"id: no federated job {request.id!r} (ids look like f0-12)")
 
     async def List(self, request: federation_pb2.FedListRequest, context: grpc.aio.ServicerContext):
-        return federation_pb2.FedListResponse(jobs=[self.job_pb(j) for j in self.d.store.jobs(request.queue)])
+        # The newest LIST_MAX only: a GM's history grows for good, one answer must stay under
+        # gRPC's message limit (there is no paging in FedListRequest yet).
+        jobs = self.d.store.jobs(request.queue)[-LIST_MAX:]
+        return federation_pb2.FedListResponse(jobs=[self.job_pb(j) for j in jobs])
 
     async def Status(self, request: federation_pb2.FedStatusRequest, context: grpc.aio.ServicerContext):
         d, now = self.d, time.monotonic()
