@@ -1,4 +1,5 @@
-"""The one guest boot every tests/vm test reads (session fixture `guest`).
+"""The one guest boot every tests/vm test reads (session fixture `guest`), started in a
+thread as soon as the session has collected its tests, so it runs beside the host's tests.
 
 While the images are built and the guest boots and runs the system tests, a thread here
 builds the two Debian packages (this version and a higher one, for the upgrade check);
@@ -70,12 +71,9 @@ def build_packages(pkg: Path, version: str, timings: dict[str, float]) -> None:
     os.replace(pkg / "ready.tmp", pkg / "ready")    # atomic: the guest never reads half of it
 
 
-@pytest.fixture(scope="session")
-def guest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    reason = _why_not()
-    if reason:
-        pytest.skip(reason)
-    share = tmp_path_factory.mktemp("vm-share")
+def _prepare_and_boot(share: Path, qemu: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
+    """Everything the guest needs, then the boot; returns the results the tests read, with
+    the [vm] lines to print. Raises pytest's skip or fail outcomes with the reason."""
     (share / "pkg").mkdir()
     version = project_version()
     timings: dict[str, float] = {}
@@ -90,19 +88,89 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     timings["images"] = round(time.monotonic() - started, 1)
     shutil.copy(shim_binary(), share / "tcl-shim")      # static: runs in the guest as is
     compiled = compile_for_the_guest()
-    run = boot(images, share, GUEST_SCRIPT, timeout_s=GUEST_TIMEOUT_S, allow_reboot=True)   # one reboot: guest_secure.py
+    run = boot(images, share, GUEST_SCRIPT, timeout_s=GUEST_TIMEOUT_S, allow_reboot=True,   # one reboot: guest_secure.py
+               started=qemu.append)
     packages.join()
     timings["guest"] = round(run.seconds, 1)
-    print(f"\n[vm] {compiled} files compiled for the guest; rc={run.rc}; host phases (s): {json.dumps(timings)}")
+    lines = [f"[vm] {compiled} files compiled for the guest; rc={run.rc}; host phases (s): {json.dumps(timings)}"]
     results_file = share / "results.json"
     if not results_file.exists():
         pytest.fail(f"the guest wrote no results (rc={run.rc}):\n{run.out[-3000:]}\n{run.console[-3000:]}")
     results: dict[str, Any] = json.loads(results_file.read_text())
-    print(f"[vm] guest phases (s): {json.dumps(results.get('timings', {}))}")
+    lines.append(f"[vm] guest phases (s): {json.dumps(results.get('timings', {}))}")
     package_file = share / "package-results.json"
     results["package"] = json.loads(package_file.read_text()) if package_file.exists() else {}
-    print(f"[vm] package steps (s): "
-          f"{json.dumps({k: v.get('seconds') for k, v in results['package'].items() if isinstance(v, dict)})}")
+    lines.append(f"[vm] package steps (s): "
+                 f"{json.dumps({k: v.get('seconds') for k, v in results['package'].items() if isinstance(v, dict)})}")
     results["share"] = str(share)
     results["version"] = version
+    results["lines"] = lines
+    return results
+
+
+class _GuestRun:
+    """The guest's whole run in a thread of its own. Started as soon as the session has
+    collected its tests (tests/vm runs last), it overlaps the host's tests instead of
+    adding its ~20 minutes after them; qemu runs at nice 10 so the host's tests, which
+    time daemons, keep the CPU they need, and the guest gets what they leave.
+    TCL_VM_SERIAL=1 boots it in the fixture instead, as before."""
+
+    def __init__(self, share: Path, niceness: int) -> None:
+        self.qemu: list[subprocess.Popen[bytes]] = []
+        self.result: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self.share, self.niceness = share, niceness
+        self.thread = threading.Thread(target=self._run, name="tcl-vm-guest", daemon=True)
+
+    def _run(self) -> None:
+        # Linux: nice() applies to the calling thread, and what it starts inherits it (the
+        # image build, both package builds, qemu); the host's tests keep nice 0.
+        os.nice(self.niceness)
+        try:
+            self.result = _prepare_and_boot(self.share, self.qemu)
+        except BaseException as e:       # pytest's skip/fail outcomes too: re-raised in the fixture
+            self.error = e
+
+    def wait(self) -> dict[str, Any]:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+    def stop(self) -> None:
+        """A session that ends before the vm tests (interrupted, -x) stops its qemu by pid."""
+        for proc in self.qemu:
+            if proc.poll() is None:
+                proc.kill()
+
+
+_background: _GuestRun | None = None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    global _background
+    wanted = any(item.get_closest_marker("vm") for item in session.items)
+    if not wanted or _why_not() or os.environ.get("TCL_VM_SERIAL") or session.config.option.collectonly:
+        return
+    share = session.config._tmp_path_factory.mktemp("vm-share")   # type: ignore[attr-defined]
+    _background = _GuestRun(share, niceness=10)
+    _background.thread.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _background is not None:
+        _background.stop()
+
+
+@pytest.fixture(scope="session")
+def guest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    reason = _why_not()
+    if reason:
+        pytest.skip(reason)
+    if _background is not None:
+        results = _background.wait()
+    else:
+        results = _prepare_and_boot(tmp_path_factory.mktemp("vm-share"), [])
+    print("\n" + "\n".join(results["lines"]))
     return results

@@ -14,6 +14,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from tests.vm.images import Images
 
@@ -59,9 +60,11 @@ def qemu_missing() -> str | None:
 
 
 def boot(images: Images, share: Path, script: str, timeout_s: float = 1200, memory_mb: int = 2048,
-         cpus: int = 2, allow_reboot: bool = False) -> GuestRun:
+         cpus: int = 2, allow_reboot: bool = False,
+         started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> GuestRun:
     """allow_reboot: a reboot in the guest resets it on the same (snapshot) disk and run.sh
-    runs again in the new boot; otherwise a reboot ends the run like a poweroff."""
+    runs again in the new boot; otherwise a reboot ends the run like a poweroff.
+    started: told the qemu process, so a session that ends early can stop it by pid."""
     share.mkdir(parents=True, exist_ok=True)
     (share / "run.sh").write_text(script)
     for name in ("rc", "out.log"):
@@ -74,10 +77,12 @@ def boot(images: Images, share: Path, script: str, timeout_s: float = 1200, memo
         "-virtfs", f"local,path={share},mount_tag=share,security_model=none,id=share",
         "-virtfs", f"local,path={REPO},mount_tag=repo,security_model=none,id=repo,readonly=on",
     ]
-    started = time.monotonic()
+    began = time.monotonic()
     # Own session, killed by pid on timeout: nothing else on the host is touched.
     proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
+    if started is not None:
+        started(proc)
     try:
         console, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -87,12 +92,10 @@ def boot(images: Images, share: Path, script: str, timeout_s: float = 1200, memo
     rc_file, out_file = share / "rc", share / "out.log"
     rc = int(rc_file.read_text().strip()) if rc_file.exists() and rc_file.read_text().strip() else None
     out = out_file.read_text(errors="replace") if out_file.exists() else ""
-    return GuestRun(rc, out, console.decode(errors="replace"), time.monotonic() - started)
+    return GuestRun(rc, out, console.decode(errors="replace"), time.monotonic() - began)
 
 
 if __name__ == "__main__":
-    import sys
-
     from tests.vm.images import build_all
     share = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/tcl-vm-share")
     script = sys.stdin.read() if not os.isatty(0) else "uname -a; cat /proc/self/cgroup\n"
