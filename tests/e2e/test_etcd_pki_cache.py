@@ -61,9 +61,13 @@ def wipe(etcd: SingleEtcd, prefix: str) -> None:
 def test_a_secured_cluster_never_comes_back_in_plaintext(tmp_path: Path) -> None:
     (tmp_path / "etcd").mkdir()
     etcd, popen = start_single_etcd(tmp_path / "etcd")
-    prefix, data, address = f"/pki-{uuid.uuid4().hex[:8]}", tmp_path / "m", f"127.0.0.1:{free_ports(1)[0]}"
+    client_port, agent_port = free_ports(2)
+    prefix, data, address = f"/pki-{uuid.uuid4().hex[:8]}", tmp_path / "m", f"127.0.0.1:{client_port}"
     store = ["--store", etcd.url, "--store-prefix", prefix]
-    daemon = [str(BIN / "tcl-master"), "--listen", address, "--data-dir", str(data), "--http", "off", *store]
+    # The agent port named too: by default it is the client port + 1, which nothing reserved
+    # (the CI run saw another process's connection holding it when the secure master bound).
+    daemon = [str(BIN / "tcl-master"), "--listen", address, "--agent-listen", f"127.0.0.1:{agent_port}",
+              "--data-dir", str(data), "--http", "off", *store]
     cache = pkicache.cache_dir(data, parse_store_url(etcd.url, data).endpoints, prefix)
     masters: list[Proc] = []
 
