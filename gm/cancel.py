@@ -35,17 +35,30 @@ class Canceller:
         self.d = daemon
         self.wake = asyncio.Event()
         self.sent: set[str] = set()        # LM jobs whose master accepted the cancel (this process)
+        self.jobs: set[str] = set()        # jobs being cancelled (the store's intents, in memory)
 
     def request(self, job_id: str) -> None:
         """Persist the intent and end the pending tasks, before the caller answers."""
         self.d.store.cancel(job_id)
+        self.jobs.add(job_id)
         self.end_pending(job_id)
         self.wake.set()
 
     def recover(self) -> None:
         """After _recover: pending tasks of jobs being cancelled must not be placed."""
         for job_id in self.d.store.cancelling():
+            self.jobs.add(job_id)
             self.end_pending(job_id)
+
+    def drop(self, task_id: str) -> bool:
+        """About to be placed: True (and the task ended) when its job is being cancelled. A task
+        refused by an LM, or preempted, goes back to its queue before a sweep sees it."""
+        job_id = task_id.rpartition(".")[0]
+        if job_id not in self.jobs:
+            return False
+        if self.d.store.tasks("task_id=? AND state='PENDING'", (task_id,)):
+            self.d.store.ended(task_id, "CANCELLED", 0, REASON)
+        return True
 
     def end_pending(self, job_id: str) -> None:
         rows = self.d.store.tasks("job_id=? AND state='PENDING'", (job_id,))
@@ -76,6 +89,7 @@ class Canceller:
         rows = self.d.store.tasks("job_id=?", (job_id,))
         if all(r.state in TERMINAL for r in rows):
             self.d.store.cancelled(job_id)
+            self.jobs.discard(job_id)
             return
         for r in rows:
             if r.state == "RUNNING" and r.lm_job and r.lm_job not in self.sent and r.lm is not None:

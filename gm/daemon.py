@@ -283,6 +283,9 @@ class GMDaemon:
 
     async def _send(self, d: Send) -> None:
         p, queue, request = self.gm.outstanding
+        if self.canceller.drop(p.task.task_id):      # its job is being cancelled: never placed
+            self.gm.outstanding = None
+            return
         layout = self.links[d.lm].layout
         pb = request_pb(request, layout, self.vocab, self.spec_of(p.task.task_id.rpartition(".")[0]))
         self.store.placing(p.task.task_id, p.attempt, d.lm, request.node, pb.SerializeToString())

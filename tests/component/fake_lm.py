@@ -25,6 +25,7 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
                       for i, cap in enumerate(nodes))
         self.pure = LocalManager(split(lm, specs, gms), epoch=1)
         self.launches: Counter[str] = Counter()
+        self.places: Counter[str] = Counter()     # Place requests per task, whatever the answer
         self.subs: list[tuple[int, asyncio.Queue]] = []
         self.silent = False          # stop sending periodic states (a partitioned LM)
         self.cancels: Counter[str] = Counter()   # JobService.Cancel calls per LM job
@@ -86,6 +87,7 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
 
     async def Place(self, request, context):
         req = request_from_pb(request)
+        self.places[req.task.task_id] += 1
         repeat = req.request_id in self.pure.answers
         answer, _ = self.pure.handle(req)
         if isinstance(answer, Launched) and not repeat:

@@ -72,6 +72,24 @@ def test_cancel_intent_survives_a_gm_restart(tmp_path: Path) -> None:
     scenario(tmp_path, body)
 
 
+def test_a_task_of_a_cancelled_job_back_in_its_queue_is_not_placed_again(tmp_path: Path) -> None:
+    async def body(fed: Fed) -> None:
+        d = fed.gms[0]
+        job = await fed.stub(0).Submit(fpb.FedSubmitRequest(spec=spec("a", 1)))
+        await running(fed, job.id, 1)
+        for lm in fed.lms:
+            lm.cancel_down = True
+        await fed.stub(0).Cancel(fpb.FedCancelRequest(id=job.id))
+        # As a preempted task (or one an LM refused) goes back to its queue, before any sweep.
+        [row] = d.store.tasks("job_id=?", (job.id,))
+        d.store.back_to_pending(row.task_id, row.attempt + 1)
+        d.enqueue(d.store.tasks("job_id=?", (job.id,))[0])
+        await wait_until(lambda: asyncio.sleep(0, result=d.store.tasks("job_id=?", (job.id,))[0].state == "CANCELLED"))
+        await asyncio.sleep(0.3)
+        assert sum(lm.places[row.task_id] for lm in fed.lms) == 1 and d.gm.pending() == 0
+    scenario(tmp_path, body)
+
+
 def test_pending_tasks_of_a_cancelled_job_are_not_placed_after_a_restart(tmp_path: Path) -> None:
     async def body(fed: Fed) -> None:
         d = fed.gms[0]
