@@ -18,7 +18,7 @@ from typing import Any, Callable
 import grpc
 
 from tcluster.cli.fedtables import job_json, job_view, jobs_table, status_json, status_tables
-from tcluster.cli.options import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
 from tcluster.errors import InvalidArgument
 from tcluster.leaders import parse_addresses
 from tcluster.v1 import federation_pb2 as fpb, federation_pb2_grpc
@@ -188,12 +188,14 @@ def list_jobs(args: argparse.Namespace, client: GMClient) -> int:
     if not answered and last_error is not None:
         raise last_error
     jobs = sorted(listed.values(), key=lambda j: j.submitted_at, reverse=True)
+    if not args.all and len(jobs) > args.limit:       # each GM's first page: the newest of them all
+        jobs, more = jobs[:args.limit], True
     if args.output == "json":
         print_json([job_json(j) for j in jobs])
     else:
         print(jobs_table(jobs, time.time()))
     if more:
-        print(f"(the newest {args.limit} jobs of each GM; --all for every one)", file=sys.stderr)
+        print(f"(the newest {len(jobs)} jobs; --all for every one, --limit N for more)", file=sys.stderr)
     return EXIT_OK
 
 
@@ -207,4 +209,4 @@ def federation_status(args: argparse.Namespace, client: GMClient) -> int:
     return EXIT_OK
 
 
-__all__ = ["EXIT_USAGE", "GMClient", "cancel", "federation_status", "list_jobs", "run", "status", "submit"]
+__all__ = ["GMClient", "cancel", "federation_status", "list_jobs", "run", "status", "submit"]

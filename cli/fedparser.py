@@ -44,7 +44,7 @@ def add_federation(sub: Any, common: argparse.ArgumentParser) -> None:
                        description="The jobs of every global manager named by --federation, newest first.")
     p.add_argument("--queue", help="only jobs of this queue")
     p.add_argument("--limit", type=page_limit, default=100, metavar="N",
-                   help=f"at most N jobs of each GM (1..{LIST_PAGE_MAX}, default 100)")
+                   help=f"the newest N jobs (1..{LIST_PAGE_MAX}, default 100; the GMs' page size)")
     p.add_argument("-a", "--all", action="store_true", help="every job: page through each GM's history")
     p = sub.add_parser(
         "federation", parents=[common], help="the federation's global and local managers (with --federation)",

@@ -93,3 +93,51 @@ def test_status_tables_and_json_include_a_gm_that_did_not_answer() -> None:
     assert lines[1].split() == ["gm0", "h:1", "yes", "a", "2", "5", "1", "0"]
     assert lines[2].split() == ["-", "h:2", "NO", "-", "-", "-", "-", "-"]
     assert lines[5].split() == ["gm0", "lm0", "m:7070", "3", "4", "2/2", "0.4s", "yes", "1.5", "2Gi"]
+
+
+class FakeGMs:
+    """GMClient's surface for `list`: each address a GM with its jobs (newest last) and a page size."""
+
+    def __init__(self, jobs: dict[str, list[fpb.FedJob] | None]) -> None:
+        self.addresses, self.timeout_s, self.jobs, self.asked = tuple(jobs), 1.0, jobs, []
+        self.address = self.addresses[0]
+
+    def stub(self, address: str) -> FakeGMs:
+        self.at = address
+        return self
+
+    def List(self, request: fpb.FedListRequest, timeout: float) -> fpb.FedListResponse:
+        import grpc
+
+        class Unavailable(grpc.RpcError):
+            def code(self) -> grpc.StatusCode:
+                return grpc.StatusCode.UNAVAILABLE
+        self.asked.append((self.at, request.page_token))
+        jobs = self.jobs[self.at]
+        if jobs is None:
+            raise Unavailable()
+        newest = jobs[::-1]
+        start = int(request.page_token or 0)
+        page = newest[start:start + request.limit]
+        more = start + request.limit < len(newest)
+        return fpb.FedListResponse(jobs=page, next_page_token=str(start + request.limit) if more else "")
+
+
+def jobs_at(gm: int, times: list[float]) -> list[fpb.FedJob]:
+    return [fpb.FedJob(id=f"f{gm}-{i + 1}", gm=f"gm{gm}", state="PENDING", submitted_at=t) for i, t in enumerate(times)]
+
+
+def test_list_merges_the_gms_newest_first_pages_through_with_all_and_skips_a_gm_down(capsys) -> None:
+    from tcluster.cli.federation import list_jobs
+    gms = FakeGMs({"a:1": jobs_at(0, [1, 3, 5]), "b:1": jobs_at(1, [2, 4]), "c:1": None})
+    args = parse(["--federation", "a:1,b:1,c:1", "-o", "json", "list", "--limit", "2"])
+    assert list_jobs(args, gms) == 0
+    out = capsys.readouterr()
+    assert [j["id"] for j in json.loads(out.out)] == ["f0-3", "f1-2"]
+    assert "newest 2 jobs; --all" in out.err and "GM c:1 did not answer" in out.err
+    args = parse(["--federation", "a:1,b:1,c:1", "-o", "json", "list", "--limit", "2", "--all"])
+    gms.asked.clear()
+    assert list_jobs(args, gms) == 0
+    out = capsys.readouterr()
+    assert [j["id"] for j in json.loads(out.out)] == ["f0-3", "f1-2", "f0-2", "f1-1", "f0-1"]
+    assert gms.asked == [("a:1", ""), ("a:1", "2"), ("b:1", ""), ("c:1", "")] and "--all" not in out.err
