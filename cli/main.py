@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from tcluster.cli.credentials import MASTER_ENV, default_master
 from tcluster.cli.doctorparser import add_doctor
+from tcluster.cli.fedparser import FEDERATION_COMMANDS, ONLY_FEDERATED, add_federation, add_federation_option
 from tcluster.cli.nodeparser import add_node
 from tcluster.cli.options import (
     DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
@@ -80,6 +81,7 @@ def add_global_options(parser: argparse.ArgumentParser, with_defaults: bool) -> 
              f"{DEFAULT_WAIT_LEADER_S:g})",
     )
     parser.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default=output_default, help="table (default) or json")
+    add_federation_option(parser, with_defaults)
 
 
 def non_negative_float(text: str) -> float:
@@ -315,7 +317,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_global_options(parser, with_defaults=True)
     common = argparse.ArgumentParser(add_help=False)
     add_global_options(common, with_defaults=False)
-    wanted = None if argv is None else frozenset(argv) & (MASTER_COMMANDS.keys() | LOCAL_COMMANDS.keys())
+    wanted = None if argv is None else frozenset(argv) & (MASTER_COMMANDS.keys() | LOCAL_COMMANDS.keys()
+                                                          | FEDERATION_COMMANDS.keys())
     sub = _Subcommands(parser.add_subparsers(dest="command_name", metavar="COMMAND", required=True), wanted)
     add_submit(sub, common)
     add_query_commands(sub, common)
@@ -327,6 +330,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_login(sub, common)
     add_node(sub, common)
     add_doctor(sub, common)
+    add_federation(sub, common)
     return parser
 
 
@@ -344,6 +348,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.command_name in LOCAL_COMMANDS:
             return load(LOCAL_COMMANDS[args.command_name])(args)
+        if args.command_name in FEDERATION_COMMANDS and (args.federation or args.command_name in ONLY_FEDERATED):
+            return load("tcluster.cli.federation:run")(args, load(FEDERATION_COMMANDS[args.command_name]))
         handler = load(MASTER_COMMANDS[args.command_name])
         from tcluster.cli.client import MasterClient, check_master_list
         client = MasterClient(check_master_list(args.master), wait_leader_s=args.wait_leader_s)

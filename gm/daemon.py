@@ -19,6 +19,7 @@ import grpc
 from tcluster.federation.gm import GlobalManager, Pending, Send, _Queue
 from tcluster.federation.messages import Answer, Launched, LMLayout, LMState, Refused, TaskSpec
 from tcluster.federation.view import LMView
+from tcluster.gm.cancel import Canceller
 from tcluster.gm.settings import GMSettings
 from tcluster.gm.store import Store, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, answer_from, ended_from, layout_from, request_pb, state_from
@@ -67,12 +68,14 @@ class GMDaemon:
         self.store: Store | None = None
         self.server: grpc.aio.Server | None = None
         self.port = 0
+        self.canceller = Canceller(self)      # GlobalManagerService.Cancel's intents
 
     # ---- life ----
 
     async def start(self) -> None:
         self.store = Store(self.s.state_dir)
         self._recover()
+        self.canceller.recover()
         from tcluster.gm.service import GMServicer
         self.server = grpc.aio.server()
         federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(GMServicer(self), self.server)
@@ -80,6 +83,7 @@ class GMDaemon:
         await self.server.start()
         self.tasks = [asyncio.create_task(self._subscribe(i)) for i in range(len(self.links))]
         self.tasks.append(asyncio.create_task(self._place_loop()))
+        self.tasks.append(asyncio.create_task(self.canceller.run()))
 
     async def stop(self) -> None:
         running = [*self.tasks, *self.lookups]
@@ -279,6 +283,9 @@ class GMDaemon:
 
     async def _send(self, d: Send) -> None:
         p, queue, request = self.gm.outstanding
+        if self.canceller.drop(p.task.task_id):      # its job is being cancelled: never placed
+            self.gm.outstanding = None
+            return
         layout = self.links[d.lm].layout
         pb = request_pb(request, layout, self.vocab, self.spec_of(p.task.task_id.rpartition(".")[0]))
         self.store.placing(p.task.task_id, p.attempt, d.lm, request.node, pb.SerializeToString())

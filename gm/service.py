@@ -1,4 +1,5 @@
-"""GlobalManagerService: Submit (forwarded once to the queue's owner), Get, List, Status."""
+"""GlobalManagerService: Submit (forwarded once to the queue's owner), Get and Cancel (forwarded
+to the job's owner), List (paged, newest first), Status."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def job_state(states: list[str]) -> str:
             return "FAILED" if s == "LOST" else s
     return "SUCCEEDED"
 
-LIST_MAX = 1000        # jobs in one List answer (the newest)
+LIST_DEFAULT = 100     # jobs in one List page when the request names no limit
+LIST_MAX = 1000        # at most, in one answer: it must stay under gRPC's message limit
 
 
 class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
@@ -101,22 +103,43 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         job = self.d.store.job(request.id)
         if job is not None:
             return self.job_pb(job)
+        return await self._at_owner("Get", request, context)
+
+    async def Cancel(self, request: federation_pb2.FedCancelRequest, context: grpc.aio.ServicerContext):
+        job = self.d.store.job(request.id)
+        if job is None:
+            return await self._at_owner("Cancel", request, context)
+        self.d.canceller.request(job.id)          # persisted, pending tasks ended: before the answer
+        return self.job_pb(job)
+
+    async def _at_owner(self, method: str, request, context: grpc.aio.ServicerContext):
+        """A job id f<gm>-<n> that is not this GM's: asked of GM <gm>."""
         m = re.match(r"^f(\d+)-\d+$", request.id)
         names = self.d.s.gm_names()
         if m and int(m.group(1)) != self.d.s.index and int(m.group(1)) < len(names):
             peer = self._peer(names[int(m.group(1))])
             if peer is not None:
                 try:
-                    return await peer.Get(request, timeout=10)
+                    return await getattr(peer, method)(request, timeout=10)
                 except grpc.aio.AioRpcError as e:
                     await context.abort(e.code(), e.details())
         await context.abort(grpc.StatusCode.NOT_FOUND, f"id: no federated job {request.id!r} (ids look like f0-12)")
 
     async def List(self, request: federation_pb2.FedListRequest, context: grpc.aio.ServicerContext):
-        # The newest LIST_MAX only: a GM's history grows for good, one answer must stay under
-        # gRPC's message limit (there is no paging in FedListRequest yet).
-        jobs = self.d.store.jobs(request.queue)[-LIST_MAX:]
-        return federation_pb2.FedListResponse(jobs=[self.job_pb(j) for j in jobs])
+        limit = request.limit or LIST_DEFAULT
+        if limit > LIST_MAX:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"limit: {limit} is over {LIST_MAX}; page through with next_page_token")
+        before = None
+        if request.page_token:
+            if not request.page_token.isdigit():
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"page_token: {request.page_token!r} is not one this GM gave "
+                                    "(pass a previous answer's next_page_token, or none for the newest)")
+            before = int(request.page_token)
+        jobs, more = self.d.store.page(request.queue, limit, before)
+        return federation_pb2.FedListResponse(jobs=[self.job_pb(j) for j in jobs],
+                                              next_page_token="" if more is None else str(more))
 
     async def Status(self, request: federation_pb2.FedStatusRequest, context: grpc.aio.ServicerContext):
         d, now = self.d, time.monotonic()

@@ -21,6 +21,7 @@ CREATE TABLE IF NOT EXISTS tasks (task_id TEXT PRIMARY KEY, job_id TEXT NOT NULL
     lm INTEGER, node INTEGER, request BLOB, lm_job TEXT NOT NULL DEFAULT '',
     exit_code INTEGER NOT NULL DEFAULT 0, reason TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS tasks_job ON tasks (job_id);
+CREATE TABLE IF NOT EXISTS cancels (job_id TEXT PRIMARY KEY, at REAL NOT NULL);
 """
 
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")
@@ -109,6 +110,33 @@ class Store:
         r = self.db.execute("SELECT id, queue, name, spec, tasks, submitted_at FROM jobs WHERE id=?",
                             (job_id,)).fetchone()
         return JobRow(*r) if r else None
+
+    def cancel(self, job_id: str) -> None:
+        """The intent to cancel a job, durable (kept until its last task ended)."""
+        self.db.execute("INSERT OR IGNORE INTO cancels VALUES (?, ?)", (job_id, time.time()))
+
+    def cancelling(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT job_id FROM cancels ORDER BY rowid")]
+
+    def cancelled(self, job_id: str) -> None:
+        """Every task of the job ended: the intent is done."""
+        self.db.execute("DELETE FROM cancels WHERE job_id=?", (job_id,))
+
+    def page(self, queue: str, limit: int, before: int | None) -> tuple[list[JobRow], int | None]:
+        """Up to `limit` jobs newest first, those older than row `before` when given; and the
+        row to continue before (None on the last page)."""
+        where, args = ["1"], []
+        if queue:
+            where.append("queue=?")
+            args.append(queue)
+        if before is not None:
+            where.append("rowid<?")
+            args.append(before)
+        rows = self.db.execute("SELECT rowid, id, queue, name, spec, tasks, submitted_at FROM jobs WHERE "
+                               f"{' AND '.join(where)} ORDER BY rowid DESC LIMIT ?", (*args, limit + 1)).fetchall()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return [JobRow(*r[1:]) for r in rows], (rows[-1][0] if more and rows else None)
 
     def jobs(self, queue: str = "") -> list[JobRow]:
         q = "SELECT id, queue, name, spec, tasks, submitted_at FROM jobs"

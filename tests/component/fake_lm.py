@@ -13,7 +13,7 @@ from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import Launched, NodeSpec
 from tcluster.federation.view import split
 from tcluster.master.edge.federation_api import answer_pb, request_from_pb, res_pb, state_pb
-from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc
+from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
 
 class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
@@ -25,14 +25,18 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
                       for i, cap in enumerate(nodes))
         self.pure = LocalManager(split(lm, specs, gms), epoch=1)
         self.launches: Counter[str] = Counter()
+        self.places: Counter[str] = Counter()     # Place requests per task, whatever the answer
         self.subs: list[tuple[int, asyncio.Queue]] = []
         self.silent = False          # stop sending periodic states (a partitioned LM)
+        self.cancels: Counter[str] = Counter()   # JobService.Cancel calls per LM job
+        self.cancel_down = False     # JobService.Cancel answers UNAVAILABLE
         self.server: grpc.aio.Server | None = None
         self.port = 0
 
     async def start(self) -> None:
         self.server = grpc.aio.server()
         federation_pb2_grpc.add_LocalManagerServiceServicer_to_server(self, self.server)
+        jobs_pb2_grpc.add_JobServiceServicer_to_server(FakeJobs(self), self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")
         await self.server.start()
 
@@ -57,10 +61,10 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
             q.put_nowait(fpb.LMUpdate(layout=self.layout_pb()))
             q.put_nowait(fpb.LMUpdate(state=state_pb(self.pure.state())))
 
-    def end(self, task_id: str) -> None:
+    def end(self, task_id: str, state: common_pb2.TaskState = common_pb2.TASK_SUCCEEDED) -> None:
         gm, delta = self.pure.end(task_id)
         msg = fpb.FedTaskEnded(lm=delta.lm, epoch=delta.epoch, version=delta.version, task_id=delta.task_id,
-                               node=delta.node, node_free=res_pb(delta.node_free), state=common_pb2.TASK_SUCCEEDED)
+                               node=delta.node, node_free=res_pb(delta.node_free), state=state)
         for g, q in self.subs:
             if g == gm:
                 q.put_nowait(fpb.LMUpdate(ended=msg))
@@ -83,8 +87,33 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
 
     async def Place(self, request, context):
         req = request_from_pb(request)
+        self.places[req.task.task_id] += 1
         repeat = req.request_id in self.pure.answers
         answer, _ = self.pure.handle(req)
         if isinstance(answer, Launched) and not repeat:
             self.launches[req.task.task_id] += 1
         return answer_pb(answer, f"j-{req.task.task_id}" if isinstance(answer, Launched) else "")
+
+
+class FakeJobs(jobs_pb2_grpc.JobServiceServicer):
+    """The LM master's JobService as a GM uses it: Cancel of the one-task job j-<task id>
+    kills the task (its end goes to its GM as TASK_KILLED)."""
+
+    def __init__(self, lm: FakeLM) -> None:
+        self.lm = lm
+
+    async def Cancel(self, request, context):
+        if self.lm.cancel_down:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "fake: cancel down")
+        self.lm.cancels[request.id] += 1
+        task_id = request.id.removeprefix("j-")
+        if task_id in self.lm.pure.running:
+            self.lm.end(task_id, common_pb2.TASK_KILLED)
+        return jobs_pb2.Job(id=request.id, state=jobs_pb2.JOB_CANCELLED)
+
+    async def Get(self, request, context):
+        """A job it cancelled, as the master answers it (the GM's reconciliation reads it)."""
+        if self.lm.cancels[request.id]:
+            return jobs_pb2.Job(id=request.id, state=jobs_pb2.JOB_CANCELLED,
+                                tasks=[jobs_pb2.Task(state=common_pb2.TASK_KILLED, reason="cancelled")])
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "fake: Get of cancelled jobs only")

@@ -4,14 +4,17 @@ two users' queues (a -> gm0, b -> gm1, b submitted through gm0 and forwarded) ru
 clusters, each task once; a GM SIGKILLed mid-burst and restarted on its state dir places
 every task exactly once and its job still ends (ends it missed are read from the LMs); an LM
 cut off (SIGSTOP) ages out of the GMs' views, new work goes to the other LM, and its
-running task is untouched. (No `tcl --federation` yet: the GMs' gRPC API is used.)"""
+running task is untouched; the `tcl --federation` binary submits, lists, shows, cancels
+(the LM jobs end cancelled) and reports the federation's status."""
 
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import socket
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -167,3 +170,52 @@ def test_an_lm_cut_off_ages_out_and_its_running_task_is_untouched(fed: Federatio
     task = [t for t in fed.job(long).tasks if t.lm == "lm1"][0]
     assert (task.state, task.job_id) == ("RUNNING", on_lm1[0].job_id), task      # untouched
     assert fed.launches(long)[f"{long}.{task.index}"] == 1
+
+
+def tcl(fed: Federation, *args: str, output: str = "table") -> subprocess.CompletedProcess[str]:
+    gms = ",".join(f"127.0.0.1:{p}" for p in fed.gm_ports)
+    return subprocess.run([str(BIN / "tcl"), "--federation", gms, "-o", output, *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "TCL_FEDERATION": ""})
+
+
+def tcl_json(fed: Federation, *args: str) -> object:
+    out = tcl(fed, *args, output="json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_the_tcl_federation_cli_submits_lists_shows_cancels_and_reports(fed: Federation) -> None:
+    long = tcl(fed, "submit", "--queue", "b", "--tasks", "2", "--cpu", "0.25", "--mem", "32Mi", "--name", "long",
+               "--", "sleep", "300")
+    assert long.returncode == 0 and long.stdout.strip().startswith("f1-"), long.stderr      # forwarded to gm1
+    long_id = long.stdout.strip()
+    short = tcl_json(fed, "submit", "--queue", "a", "--cpu", "0.25", "--mem", "32Mi", "--", "sh", "-c", "exit 0")
+    assert short["gm"] == "gm0" and short["state"] in ("PENDING", "RUNNING"), short
+    refused = tcl(fed, "submit", "--gpus", "1", "--", "true")
+    assert refused.returncode == 2 and "--gpus" in refused.stderr, refused.stderr
+    missing = tcl(fed, "status", "f0-999")
+    assert missing.returncode == 1 and "f0-999" in missing.stderr, missing.stderr
+
+    wait_until(lambda: [t["state"] for t in tcl_json(fed, "status", long_id)["tasks"]] == ["RUNNING"] * 2, 60)
+    wait_until(lambda: tcl_json(fed, "status", short["id"])["state"] == "SUCCEEDED", 60)
+    listed = tcl_json(fed, "list")
+    assert [j["id"] for j in listed] == [short["id"], long_id], listed        # both GMs', newest first
+    table = tcl(fed, "list", "--queue", "b")
+    assert table.returncode == 0 and long_id in table.stdout and short["id"] not in table.stdout
+    shown = tcl(fed, "status", long_id)
+    assert shown.returncode == 0 and "RUNNING" in shown.stdout and "lm" in shown.stdout, shown.stdout
+
+    status = tcl_json(fed, "federation", "status")
+    assert [(g["name"], g["alive"]) for g in status["gms"]] == [("gm0", True), ("gm1", True)], status
+    assert sorted((lm["seen_by"], lm["name"], lm["connected"], lm["nodes"]) for lm in status["lms"]) == [
+        ("gm0", "lm0", True, 2), ("gm0", "lm1", True, 2), ("gm1", "lm0", True, 2), ("gm1", "lm1", True, 2)]
+    assert tcl(fed, "federation", "status").stdout.startswith("GM ")
+
+    cancelled = tcl(fed, "cancel", long_id)
+    assert cancelled.returncode == 0, cancelled.stderr
+    wait_until(lambda: tcl_json(fed, "status", long_id)["state"] == "CANCELLED", 60)
+    lm_jobs = {t["lm_job"] for t in tcl_json(fed, "status", long_id)["tasks"]}
+    ended = {j.id: j.state for lm in (0, 1) for j in fed.lm_jobs(lm) if j.id in lm_jobs}
+    assert set(ended.values()) == {jobs_pb2.JOB_CANCELLED} and len(ended) == 2, ended
+    again = tcl(fed, "cancel", long_id)
+    assert again.returncode == 0 and again.stdout.strip() == "CANCELLED", again.stdout

@@ -20,11 +20,11 @@ from tcluster.cli.main import main
 
 SNAPSHOTS = Path(__file__).with_name("cli_help")
 COMMANDS = ("", "submit", "jobs", "status", "cancel", "logs", "nodes", "dev", "queues", "sim", "pack", "top",
-            "login", "whoami", "node")
+            "login", "whoami", "node", "list", "federation")
 SNAPSHOT_PYTHON = (3, 11)
 # Fixed width, and no environment that argparse would print as a default.
 HELP_ENV = {"COLUMNS": "100", "LINES": "40"}
-UNSET = ("TCL_MASTER", "TCL_WAIT_LEADER_S")
+UNSET = ("TCL_MASTER", "TCL_WAIT_LEADER_S", "TCL_FEDERATION")
 
 
 def snapshot_path(command: str) -> Path:

@@ -304,16 +304,28 @@ class FedGetRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class FedListRequest(_message.Message):
-    __slots__ = ("queue",)
+    __slots__ = ("queue", "limit", "page_token")
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     queue: str
-    def __init__(self, queue: _Optional[str] = ...) -> None: ...
+    limit: int
+    page_token: str
+    def __init__(self, queue: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class FedListResponse(_message.Message):
-    __slots__ = ("jobs",)
+    __slots__ = ("jobs", "next_page_token")
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     jobs: _containers.RepeatedCompositeFieldContainer[FedJob]
-    def __init__(self, jobs: _Optional[_Iterable[_Union[FedJob, _Mapping]]] = ...) -> None: ...
+    next_page_token: str
+    def __init__(self, jobs: _Optional[_Iterable[_Union[FedJob, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class FedCancelRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class FedStatusRequest(_message.Message):
     __slots__ = ()

@@ -210,6 +210,11 @@ class GlobalManagerServiceStub:
                 request_serializer=tcluster_dot_v1_dot_federation__pb2.FedStatusRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_federation__pb2.FedStatus.FromString,
                 _registered_method=True)
+        self.Cancel = channel.unary_unary(
+                '/tcluster.v1.GlobalManagerService/Cancel',
+                request_serializer=tcluster_dot_v1_dot_federation__pb2.FedCancelRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_federation__pb2.FedJob.FromString,
+                _registered_method=True)
 
 
 class GlobalManagerServiceServicer:
@@ -241,6 +246,15 @@ class GlobalManagerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Cancel(self, request, context):
+        """Tasks still pending at the GM end CANCELLED at once; placed ones are cancelled through
+        their LM master's JobService.Cancel and end CANCELLED when the LM reports them ended.
+        The intent is persisted before the answer (it survives a GM restart); idempotent.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GlobalManagerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -263,6 +277,11 @@ def add_GlobalManagerServiceServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=tcluster_dot_v1_dot_federation__pb2.FedStatusRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_federation__pb2.FedStatus.SerializeToString,
+            ),
+            'Cancel': grpc.unary_unary_rpc_method_handler(
+                    servicer.Cancel,
+                    request_deserializer=tcluster_dot_v1_dot_federation__pb2.FedCancelRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_federation__pb2.FedJob.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -375,6 +394,33 @@ class GlobalManagerService:
             '/tcluster.v1.GlobalManagerService/Status',
             tcluster_dot_v1_dot_federation__pb2.FedStatusRequest.SerializeToString,
             tcluster_dot_v1_dot_federation__pb2.FedStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Cancel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.GlobalManagerService/Cancel',
+            tcluster_dot_v1_dot_federation__pb2.FedCancelRequest.SerializeToString,
+            tcluster_dot_v1_dot_federation__pb2.FedJob.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,212 @@
+"""`tcl --federation GM,...`: submit, status, cancel, list and `federation status` against
+Megha's global managers (tcl-gm's GlobalManagerService). Any GM takes any request (it
+forwards a job to the GM that owns its queue or id): the addresses are tried in turn until
+one answers. `list` and `federation status` ask every GM named, since each holds its own
+jobs and its own view of the LMs.
+
+Exit codes as for every `tcl` command: 0 ok, 1 a GM refused or none answered, 2 usage."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from typing import Any, Callable
+
+import grpc
+
+from tcluster.cli.fedtables import job_json, job_view, jobs_table, status_json, status_tables
+from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
+from tcluster.errors import InvalidArgument
+from tcluster.leaders import parse_addresses
+from tcluster.v1 import federation_pb2 as fpb, federation_pb2_grpc
+
+TIMEOUT_S = 10.0
+# The `tcl submit` options a federated job carries (tcl-gm runs each task as a one-task job
+# of an LM master with the job's queue, size, constraints, env and command).
+SUBMIT_SUPPORTED = frozenset({"name", "queue", "tasks", "cpu", "mem", "resources", "constraint", "env",
+                              "command", "request_id"})
+_MOVE_ON = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+class GMClient:
+    """One channel per GM; `call` tries them in turn (the last that answered first)."""
+
+    def __init__(self, addresses: tuple[str, ...], timeout_s: float = TIMEOUT_S) -> None:
+        self.addresses, self.timeout_s = addresses, timeout_s
+        self.address = addresses[0]
+        self.channels = {a: grpc.insecure_channel(a) for a in addresses}
+
+    def __enter__(self) -> GMClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for ch in self.channels.values():
+            ch.close()
+
+    def stub(self, address: str) -> federation_pb2_grpc.GlobalManagerServiceStub:
+        return federation_pb2_grpc.GlobalManagerServiceStub(self.channels[address])
+
+    def call(self, method: str, request: Any) -> Any:
+        order = [self.address] + [a for a in self.addresses if a != self.address]
+        error: grpc.RpcError | None = None
+        for address in order:
+            self.address = address
+            try:
+                return getattr(self.stub(address), method)(request, timeout=self.timeout_s)
+            except grpc.RpcError as e:
+                if e.code() not in _MOVE_ON:
+                    raise
+                error = e
+        assert error is not None
+        raise error
+
+    def each(self, method: str, request: Any) -> list[tuple[str, Any | grpc.RpcError]]:
+        out: list[tuple[str, Any | grpc.RpcError]] = []
+        for address in self.addresses:
+            try:
+                out.append((address, getattr(self.stub(address), method)(request, timeout=self.timeout_s)))
+            except grpc.RpcError as e:
+                out.append((address, e))
+        return out
+
+
+def addresses_of(text: str, command: str) -> tuple[str, ...]:
+    if not text.strip():
+        raise InvalidArgument("--federation", f"`tcl {command}` needs the global managers: "
+                              "--federation GM:PORT[,GM:PORT...] or $TCL_FEDERATION")
+    return parse_addresses(text, "--federation")
+
+
+def run(args: argparse.Namespace, handler: Callable[[argparse.Namespace, GMClient], int]) -> int:
+    """cli/main.py's entry for every federation command; its InvalidArgument means exit 2."""
+    client = GMClient(addresses_of(args.federation, args.command_name))
+    with client:
+        try:
+            return handler(args, client)
+        except grpc.RpcError as e:
+            print(f"error: GM {client.address}: {e.details() or e.code().name} ({e.code().name})", file=sys.stderr)
+            return EXIT_FAILURE
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2))
+
+
+def unsupported_submit_flags(args: argparse.Namespace) -> list[str]:
+    """The `tcl submit` flags given that a federated job cannot carry."""
+    from tcluster.cli.submitflags import add_submit_options
+    probe = argparse.ArgumentParser(add_help=False)
+    add_submit_options(probe)
+    given = []
+    for action in probe._actions:
+        if action.dest in SUBMIT_SUPPORTED or not action.option_strings:
+            continue
+        value = getattr(args, action.dest, None)
+        if value not in (None, False, [], action.default):
+            given.append(max(action.option_strings, key=len))
+    return given
+
+
+def federated_spec(args: argparse.Namespace) -> Any:
+    """The JobSpec message of `tcl --federation submit`; InvalidArgument on a usage error."""
+    given = unsupported_submit_flags(args)
+    if given:
+        raise InvalidArgument(given[0], "a federated job does not support it (a federated job takes "
+                              "--name --queue --tasks --cpu --mem --resources --constraint --env --request-id "
+                              "and the command after --); drop it, or submit to a master without --federation")
+    for c in args.constraint or ():
+        key, sep, _ = c.partition("=")
+        if not sep or not key or key.endswith(("!", "<", ">")):
+            raise InvalidArgument("--constraint", f"{c!r}: a federation places by key=value labels only")
+    from dataclasses import replace
+
+    from tcluster.cli.spec import submission_spec
+    from tcluster.wire import spec_to_pb
+    spec = submission_spec(args)
+    return spec_to_pb(replace(spec, request_id=spec.request_id or uuid.uuid4().hex))
+
+
+def submit(args: argparse.Namespace, client: GMClient) -> int:
+    job = client.call("Submit", fpb.FedSubmitRequest(spec=federated_spec(args)))
+    if args.output == "json":
+        print_json(job_json(job))
+    else:
+        print(job.id)
+    return EXIT_OK
+
+
+def status(args: argparse.Namespace, client: GMClient) -> int:
+    job = client.call("Get", fpb.FedGetRequest(id=args.job_id))
+    print(json.dumps(job_json(job), indent=2) if args.output == "json" else job_view(job, time.time()))
+    return EXIT_OK
+
+
+def cancel(args: argparse.Namespace, client: GMClient) -> int:
+    if args.tasks:
+        raise InvalidArgument("--tasks", "a federated job is cancelled whole; drop --tasks")
+    job = client.call("Cancel", fpb.FedCancelRequest(id=args.job_id))
+    if args.output == "json":
+        print_json(job_json(job))
+    else:
+        running = sum(t.state in ("RUNNING", "PLACING") for t in job.tasks)
+        print(job.state + (f" ({running} tasks being cancelled at their LMs)" if running else ""))
+    return EXIT_OK
+
+
+def pages(client: GMClient, address: str, queue: str, limit: int, every: bool) -> tuple[list[fpb.FedJob], bool]:
+    """One GM's jobs, newest first: its first page, or all of them; and whether more were left."""
+    jobs: list[fpb.FedJob] = []
+    token = ""
+    while True:
+        page = client.stub(address).List(fpb.FedListRequest(queue=queue, limit=limit, page_token=token),
+                                         timeout=client.timeout_s)
+        jobs.extend(page.jobs)
+        token = page.next_page_token
+        if not token or not every:
+            return jobs, bool(token)
+
+
+def list_jobs(args: argparse.Namespace, client: GMClient) -> int:
+    listed: dict[str, fpb.FedJob] = {}
+    more, answered, last_error = False, 0, None
+    for address in client.addresses:
+        try:
+            jobs, left = pages(client, address, args.queue or "", args.limit, args.all)
+        except grpc.RpcError as e:
+            if e.code() not in _MOVE_ON:
+                client.address = address
+                raise
+            print(f"warning: GM {address} did not answer ({e.code().name}); its jobs are not listed", file=sys.stderr)
+            last_error = e
+            continue
+        answered += 1
+        more = more or left
+        listed.update((j.id, j) for j in jobs)
+    if not answered and last_error is not None:
+        raise last_error
+    jobs = sorted(listed.values(), key=lambda j: j.submitted_at, reverse=True)
+    if not args.all and len(jobs) > args.limit:       # each GM's first page: the newest of them all
+        jobs, more = jobs[:args.limit], True
+    if args.output == "json":
+        print_json([job_json(j) for j in jobs])
+    else:
+        print(jobs_table(jobs, time.time()))
+    if more:
+        print(f"(the newest {len(jobs)} jobs; --all for every one, --limit N for more)", file=sys.stderr)
+    return EXIT_OK
+
+
+def federation_status(args: argparse.Namespace, client: GMClient) -> int:
+    answers = [(a, r if isinstance(r, fpb.FedStatus) else None) for a, r in client.each("Status", fpb.FedStatusRequest())]
+    doc = status_json(answers)
+    print(json.dumps(doc, indent=2) if args.output == "json" else status_tables(doc))
+    if all(r is None for _, r in answers):
+        print(f"error: no GM answered ({', '.join(client.addresses)})", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+__all__ = ["GMClient", "cancel", "federation_status", "list_jobs", "run", "status", "submit"]
