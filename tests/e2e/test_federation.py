@@ -4,7 +4,7 @@ two users' queues (a -> gm0, b -> gm1, b submitted through gm0 and forwarded) ru
 clusters, each task once; a GM SIGKILLed mid-burst and restarted on its state dir places
 every task exactly once and its job still ends (ends it missed are read from the LMs); an LM
 cut off (SIGSTOP) ages out of the GMs' views, new work goes to the other LM, and its
-running task is untouched; the `tcl --federation` binary submits, lists, shows, cancels
+running task is untouched; healed (SIGCONT), it gets new work again; the `tcl --federation` binary submits, lists, shows, cancels
 (the LM jobs end cancelled) and reports the federation's status."""
 
 from __future__ import annotations
@@ -167,9 +167,22 @@ def test_an_lm_cut_off_ages_out_and_its_running_task_is_untouched(fed: Federatio
         print(f"LM cut off: new work all on lm0 {time.monotonic() - cut:.1f} s after the SIGSTOP")
     finally:
         os.kill(fed.masters[1].popen.pid, signal.SIGCONT)
+    healed = time.monotonic()
     task = [t for t in fed.job(long).tasks if t.lm == "lm1"][0]
     assert (task.state, task.job_id) == ("RUNNING", on_lm1[0].job_id), task      # untouched
     assert fed.launches(long)[f"{long}.{task.index}"] == 1
+    # Healed: lm1's stream answers again, its view is fresh, and new work reaches it again
+    # (8 one-core tasks: more than gm0's partitions on lm0 hold at once, so both LMs are used).
+    wait_until(lambda: all(lm.connected and lm.view_age_s < 3 for lm in
+                           fed.gm(0).Status(fpb.FedStatusRequest(), timeout=10).lms), 30)
+    again = fed.submit(0, "a", 8, "sleep", "1", cpu=1.0)
+    try:
+        job = fed.wait_job(again, timeout_s=90)
+    except AssertionError as e:      # say where each task is and how gm0 sees the LMs
+        raise AssertionError(f"{e}: {fed.job(again)}\n{fed.gm(0).Status(fpb.FedStatusRequest(), timeout=10)}") from e
+    assert job.state == "SUCCEEDED" and "lm1" in {t.lm for t in job.tasks}, job
+    print(f"LM healed: placed on lm1 again, job done {time.monotonic() - healed:.1f} s after the SIGCONT")
+    assert set(fed.launches(again).values()) == {1}
 
 
 def tcl(fed: Federation, *args: str, output: str = "table") -> subprocess.CompletedProcess[str]:
