@@ -39,6 +39,19 @@ class GMSettings(BaseModel):
     state_dir: str = "/var/lib/tcluster/gm"
     view_max_age_s: float = Field(30.0, gt=0)      # 3 state intervals of the LMs' default 10 s
     token: str = ""                                # an admin token for secure masters
+    # Alg. 2: under contention a queue under its share preempts the most over-share queue.
+    preemption: bool = False
+    shares: dict[str, float] = Field(default_factory=dict)     # queue -> fraction; {} = equal over queue_map
+
+    @field_validator("shares")
+    @classmethod
+    def _shares(cls, v: dict[str, float]) -> dict[str, float]:
+        for q, f in v.items():
+            if not 0 < f <= 1:
+                raise ValueError(f"queue {q!r}: share {f} is not in (0, 1]")
+        if sum(v.values()) > 1 + 1e-9:
+            raise ValueError(f"shares add up to {sum(v.values()):g}; at most 1 (fractions of the federation)")
+        return v
 
     @field_validator("listen")
     @classmethod
@@ -54,6 +67,12 @@ class GMSettings(BaseModel):
     def owner_of(self, queue: str) -> str | None:
         return self.queue_map.get(queue)
 
+    def queue_shares(self) -> dict[str, float]:
+        """--shares, else an equal share for every queue of --queue-map."""
+        if self.shares or not self.queue_map:
+            return dict(self.shares)
+        return {q: 1 / len(self.queue_map) for q in self.queue_map}
+
 
 def parse_lms(text: str) -> list[tuple[str, list[str]]]:
     return [(n, [a for a in v.split("|") if a]) for n, v in _pairs(text, "--lms")]
@@ -61,6 +80,16 @@ def parse_lms(text: str) -> list[tuple[str, list[str]]]:
 
 def parse_queue_map(text: str) -> dict[str, str]:
     return dict(_pairs(text, "--queue-map"))
+
+
+def parse_shares(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for q, f in _pairs(text, "--shares"):
+        try:
+            out[q] = float(f)
+        except ValueError:
+            raise SettingsError(f"--shares: queue {q!r}: {f!r} is not a number (a fraction, e.g. a=0.5)") from None
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -75,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="where the GM's SQLite state lives")
     p.add_argument("--view-max-age-s", type=float, help="an LM view older than this is not placed on (default 30)")
     p.add_argument("--token", help="admin token presented to secure LMs")
+    p.add_argument("--preemption", action="store_true", default=None,
+                   help="Alg. 2: under contention, preempt the queue most over its share (default off)")
+    p.add_argument("--shares", help="queue shares for --preemption: a=0.5,b=0.5 (default: equal over --queue-map)")
     return p
 
 
@@ -95,6 +127,8 @@ def settings_from(values: dict[str, Any]) -> GMSettings:
         v["gms"] = _pairs(v["gms"], "--gms")
     if isinstance(v.get("queue_map"), str):
         v["queue_map"] = parse_queue_map(v["queue_map"])
+    if isinstance(v.get("shares"), str):
+        v["shares"] = parse_shares(v["shares"])
     try:
         s = GMSettings(**v)
     except ValidationError as e:
