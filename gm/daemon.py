@@ -170,7 +170,10 @@ class GMDaemon:
         if kind == "layout":
             self._new_layout(lm, layout_from(update.layout, self.vocab))
         elif kind == "state" and link.view is not None and update.state.epoch == link.layout.epoch:
-            link.view.apply(state_from(update.state))
+            # A newer state may show room freed by another GM's tasks (whose ends only that
+            # GM hears): tasks parked for no room must be tried again on it.
+            if link.view.apply(state_from(update.state)) and link.usable:
+                self.gm.stamp += 1
             link.last_state = time.monotonic()
             self._set_usable(lm, True)
             self._reconcile(lm, {t.task_id for t in update.state.tasks})
