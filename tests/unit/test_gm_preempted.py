@@ -88,3 +88,21 @@ def test_a_preemption_found_by_lookup_requeues_like_the_delta(tmp_path: Path) ->
     d._requeue(task_id, WHY)                               # found twice: requeued once
     assert len(d.gm.queues["a"].items) == 1 and d.store.tasks()[0].preemptions == 1
     d.store.close()
+
+
+def test_a_newer_lm_state_has_parked_tasks_tried_again(tmp_path: Path) -> None:
+    """Room freed by another GM's tasks reaches this GM only in the LM's state: without a
+    new view stamp its tasks parked for no room would wait forever."""
+    d, task_id = _daemon(tmp_path)
+    listed = [fpb.TaskOn(task_id=task_id, queue="a", node=0, req=fpb.Res(v=[1000, 256]))]   # no lookup
+    node = fpb.FedNode(name="n1", cap=fpb.Res(v=[4000, 4096]), owner=0)
+    d.on_update(0, fpb.LMUpdate(layout=fpb.LMLayout(lm=0, gms=1, nodes=[node], epoch=7, name="lm0")))
+    full = fpb.LMState(lm=0, epoch=7, version=1, free=[fpb.Res(v=[0, 4096])], tasks=listed)
+    d.on_update(0, fpb.LMUpdate(state=full))
+    stamp = d.gm.stamp
+    d.on_update(0, fpb.LMUpdate(state=fpb.LMState(lm=0, epoch=7, version=2, free=[fpb.Res(v=[4000, 4096])], tasks=listed)))
+    assert d.gm.stamp > stamp
+    stamp = d.gm.stamp
+    d.on_update(0, fpb.LMUpdate(state=fpb.LMState(lm=0, epoch=7, version=2, free=[fpb.Res(v=[4000, 4096])], tasks=listed)))
+    assert d.gm.stamp == stamp                            # the same state again: nothing new to try
+    d.store.close()
