@@ -106,3 +106,10 @@ def test_a_newer_lm_state_has_parked_tasks_tried_again(tmp_path: Path) -> None:
     d.on_update(0, fpb.LMUpdate(state=fpb.LMState(lm=0, epoch=7, version=2, free=[fpb.Res(v=[4000, 4096])], tasks=listed)))
     assert d.gm.stamp == stamp                            # the same state again: nothing new to try
     d.store.close()
+
+
+def test_the_toml_keys_are_the_flags(tmp_path: Path) -> None:
+    conf = tmp_path / "gm.toml"
+    conf.write_text('lms = "lm0=h:1"\npreemption = true\n[shares]\na = 0.4\nb = 0.6\n')
+    s = parse(["--config", str(conf)])
+    assert s.preemption and s.queue_shares() == {"a": 0.4, "b": 0.6}
