@@ -4,7 +4,7 @@ two users' queues (a -> gm0, b -> gm1, b submitted through gm0 and forwarded) ru
 clusters, each task once; a GM SIGKILLed mid-burst and restarted on its state dir places
 every task exactly once and its job still ends (ends it missed are read from the LMs); an LM
 cut off (SIGSTOP) ages out of the GMs' views, new work goes to the other LM, and its
-running task is untouched; the `tcl --federation` binary submits, lists, shows, cancels
+running task is untouched; healed (SIGCONT), it gets new work again; the `tcl --federation` binary submits, lists, shows, cancels
 (the LM jobs end cancelled) and reports the federation's status."""
 
 from __future__ import annotations
@@ -170,6 +170,14 @@ def test_an_lm_cut_off_ages_out_and_its_running_task_is_untouched(fed: Federatio
     task = [t for t in fed.job(long).tasks if t.lm == "lm1"][0]
     assert (task.state, task.job_id) == ("RUNNING", on_lm1[0].job_id), task      # untouched
     assert fed.launches(long)[f"{long}.{task.index}"] == 1
+    # healed: lm1's next full state makes the GM's view fresh again and new work goes there
+    healed, lms = time.monotonic(), set()
+    while "lm1" not in lms and time.monotonic() - healed < 30:
+        job = fed.wait_job(fed.submit(0, "a", 4, "sh", "-c", "exit 0"), timeout_s=60)
+        assert job.state == "SUCCEEDED", job
+        lms = {t.lm for t in job.tasks}
+    assert "lm1" in lms, "no new work placed on lm1 within 30 s of the SIGCONT"
+    print(f"LM healed: new work on lm1 again {time.monotonic() - healed:.1f} s after the SIGCONT")
 
 
 def tcl(fed: Federation, *args: str, output: str = "table") -> subprocess.CompletedProcess[str]:
