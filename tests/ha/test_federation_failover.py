@@ -42,27 +42,32 @@ def _layout_epoch(address: str) -> int:
     return first.layout.epoch
 
 
-def _place(address: str, epoch: int) -> fpb.PlaceAnswer:
-    task = fpb.FedTask(task_id="probe-job.0", queue="default", req=fpb.Res(v=[100, 16]),
+def _place(address: str, epoch: int, task_id: str = "probe-job.0",
+           request_id: str = "probe-job.0:0") -> fpb.PlaceAnswer:
+    task = fpb.FedTask(task_id=task_id, queue="default", req=fpb.Res(v=[100, 16]),
                        spec=jobs_pb2.JobSpec(command=["true"]))
-    req = fpb.PlaceRequest(request_id="probe-job.0:0", gm=0, epoch=epoch, node=0, task=task,
+    req = fpb.PlaceRequest(request_id=request_id, gm=0, epoch=epoch, node=0, task=task,
                            launch=fpb.LaunchHere())
     with grpc.insecure_channel(address) as ch:
         return federation_pb2_grpc.LocalManagerServiceStub(ch).Place(req, timeout=10)
 
 
-def _launches(c: HACluster, job_id: str) -> collections.Counter[str]:
+def _lm_jobs(c: HACluster, job_id: str) -> list[jobs_pb2.Job]:
     jobs = jobs_pb2_grpc.JobServiceStub(grpc.insecure_channel(c.leader_address))
     listed = jobs.List(jobs_pb2.ListJobsRequest(all=True), timeout=10).jobs
-    return collections.Counter(j.spec.labels[FED_TASK] for j in listed
-                               if j.spec.labels.get(FED_TASK, "").startswith(job_id + "."))
+    return [j for j in listed if j.spec.labels.get(FED_TASK, "").startswith(job_id + ".")]
+
+
+def _launches(c: HACluster, job_id: str) -> collections.Counter[str]:
+    return collections.Counter(j.spec.labels[FED_TASK] for j in _lm_jobs(c, job_id))
 
 
 def test_lm_leader_sigkill_mid_burst_runs_each_federated_task_once(ha: MakeHA) -> None:
     """Proves: the LM's epoch changes with its leader; a GM (tcl-gm with `lm0=m0|m1`) whose
     LM leader is SIGKILLed mid-burst re-subscribes to the new leader and every task of its
     job runs exactly once (one LM job per federated task id) and the job ends SUCCEEDED; a
-    Place stamped with the old leader's epoch is refused StaleEpoch by the new leader."""
+    Place stamped with the old leader's epoch is refused StaleEpoch by the new leader, unless
+    its request id is one the old leader wrote: then it gets that job back."""
     c = ha(n_masters=2, lease_ttl_s=2, node_timeout_s=15.0, lost_timeout_s=30.0,
            master_extra=("--federation-lm-id", "0", "--federation-gms", "1", "--federation-state-interval-s", "1"))
     old = c.start_masters()
@@ -88,6 +93,11 @@ def test_lm_leader_sigkill_mid_burst_runs_each_federated_task_once(ha: MakeHA) -
         assert new_epoch > old_epoch, (old_epoch, new_epoch)
         answer = _place(c.masters[new].address, old_epoch)
         assert answer.WhichOneof("outcome") == "refused" and answer.refused.epoch == new_epoch, answer
+        # a request the old leader wrote, resent with its old epoch (the GM's unanswered
+        # resend): the new leader answers from its request index, the same job, no second one
+        first = min(_lm_jobs(c, job_id), key=lambda j: j.submitted_at)
+        again = _place(c.masters[new].address, old_epoch, first.spec.labels[FED_TASK], first.spec.request_id)
+        assert again.WhichOneof("outcome") == "launched" and again.launched.job_id == first.id, again
 
         def done() -> fpb.FedJob | None:
             job = stub.Get(fpb.FedGetRequest(id=job_id), timeout=10)
