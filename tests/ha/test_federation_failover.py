@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import signal
 import socket
-import time
 
 import grpc
 import pytest
