@@ -76,6 +76,15 @@ def test_a_gm_certificate_of_the_cluster_places_a_task_that_runs(tmp_path: Path)
                 return [t.state for t in job.tasks] == ["RUNNING"]
             await wait_until(running)
             assert len(h.agents["n1"].runtime.running_keys()) == 1      # it runs on the LM's node
+            await stub.Cancel(fpb.FedCancelRequest(id=job_id), timeout=10)   # through the LM's JobService, mTLS
+
+            async def cancelled() -> bool:
+                return (await stub.Get(fpb.FedGetRequest(id=job_id), timeout=10)).state == "CANCELLED"
+            await wait_until(cancelled)
+
+            async def killed() -> bool:
+                return not h.agents["n1"].runtime.running_keys()
+            await wait_until(killed)                                          # ended on the node
         finally:
             await gm.stop()
     run(scenario, tmp_path)
