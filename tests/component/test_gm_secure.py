@@ -149,3 +149,72 @@ def test_tcl_gm_refuses_bad_tls_material_with_the_reason(tmp_path: Path) -> None
         load_lm_dir("lm0", str(_write(tmp_path / "old", pki.ca_pem, old, okey)))
     good, gkey = issue_gm_cert(pki, "gm0")
     assert load_lm_dir("lm0", str(_write(tmp_path / "good", pki.ca_pem, good, gkey))).cert_pem == good
+
+
+def _dual_use_cert(ca_pem: bytes, ca_key_pem: bytes, name: str, out: Path) -> tuple[Path, Path]:
+    """A GM's own certificate from the operator's federation CA: serves (127.0.0.1) and dials other GMs."""
+    import datetime as dt
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    from tcluster.security.pki import key_to_pem, new_key
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    ca_key = serialization.load_pem_private_key(ca_key_pem, None)
+    key, now = new_key(), dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                           critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))   # type: ignore[arg-type]
+    out.mkdir(parents=True)
+    (out / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (out / "key.pem").write_bytes(key_to_pem(key))
+    return out / "cert.pem", out / "key.pem"
+
+
+def test_gms_serve_mutual_tls_and_forward_to_each_other_over_it(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = await SecureCluster.start(h, federation_lm_id=0, federation_gms=2, federation_state_interval_s=0.3)
+        await c.join("n1")
+        await c.start_agent("n1")
+        fed = init_pki(tmp_path / "fed-ca", [])          # the operator's CA for the GMs' own servers
+        (tmp_path / "fed-ca.pem").write_bytes(fed.ca_pem)
+        ports = [_free_port(), _free_port()]
+        gms_flag = ",".join(f"gm{i}=127.0.0.1:{p}" for i, p in enumerate(ports))
+        daemons = []
+        for i in range(2):
+            lm_tls = _issue(h.tmp / "master", f"gm{i}", tmp_path / f"gm{i}-lm")
+            cert, key = _dual_use_cert(fed.ca_pem, fed.ca_key_pem, f"gm{i}", tmp_path / f"gm{i}-own")
+            daemons.append(GMDaemon(settings_from(dict(
+                name=f"gm{i}", index=i, listen=f"127.0.0.1:{ports[i]}", state_dir=str(tmp_path / f"gm{i}"),
+                lms=f"lm0={c.agent_address}", lm_tls=f"lm0={lm_tls}", gms=gms_flag, queue_map="a=gm0",
+                tls_cert=str(cert), tls_key=str(key), client_ca=str(tmp_path / "fed-ca.pem")))))
+        for d in daemons:
+            await d.start()
+        try:
+            cert, key = (tmp_path / "gm1-own" / "cert.pem").read_bytes(), (tmp_path / "gm1-own" / "key.pem").read_bytes()
+            user = grpc.ssl_channel_credentials(fed.ca_pem, key, cert)
+            async with grpc.aio.secure_channel(f"127.0.0.1:{ports[1]}", user) as ch:
+                stub = federation_pb2_grpc.GlobalManagerServiceStub(ch)
+                spec = jobs_pb2.JobSpec(queue="a", tasks=1, command=["sleep"],
+                                        resources=common_pb2.Resources(cpu=1, memory=2**28))
+                got = await stub.Submit(fpb.FedSubmitRequest(spec=spec), timeout=10)   # gm1 forwards to gm0
+                assert got.gm == "gm0"
+
+                async def running() -> bool:
+                    return [t.state for t in (await stub.Get(fpb.FedGetRequest(id=got.id), timeout=10)).tasks] == ["RUNNING"]
+                await wait_until(running)
+            for creds in (grpc.ssl_channel_credentials(fed.ca_pem), None):      # no client cert; plaintext
+                async with (grpc.aio.secure_channel(f"127.0.0.1:{ports[0]}", creds) if creds is not None
+                            else grpc.aio.insecure_channel(f"127.0.0.1:{ports[0]}")) as ch:
+                    with pytest.raises(grpc.aio.AioRpcError) as err:
+                        await federation_pb2_grpc.GlobalManagerServiceStub(ch).Get(fpb.FedGetRequest(id="x"), timeout=5)
+                    assert err.value.code() == grpc.StatusCode.UNAVAILABLE
+        finally:
+            for d in daemons:
+                await d.stop()
+    run(scenario, tmp_path)
