@@ -218,3 +218,20 @@ def test_gms_serve_mutual_tls_and_forward_to_each_other_over_it(tmp_path: Path) 
             for d in daemons:
                 await d.stop()
     run(scenario, tmp_path)
+
+
+def test_a_gm_revoked_while_subscribed_is_cut_off_at_the_next_update(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = await SecureCluster.start(h, federation_lm_id=0, federation_gms=1, federation_state_interval_s=0.2)
+        gm = _issue(h.tmp / "master", "gm0", tmp_path / "gm0-tls")
+        creds = grpc.ssl_channel_credentials(c.pki.ca_pem, (gm / "key.pem").read_bytes(), (gm / "cert.pem").read_bytes())
+        async with grpc.aio.secure_channel(c.agent_address, creds, options=TLS_OPTIONS) as ch:
+            updates = federation_pb2_grpc.LocalManagerServiceStub(ch).Subscribe(
+                fpb.SubscribeRequest(gm=0, gm_name="gm0"), timeout=20)
+            await updates.read()                       # admitted: the first update (the layout) arrives
+            _revoke(h.tmp / "master", "gm0")
+            with pytest.raises(grpc.aio.AioRpcError) as err:
+                while True:
+                    await updates.read()
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "was revoked" in err.value.details()
+    run(scenario, tmp_path)
