@@ -5,7 +5,11 @@ reason; and tcl-gm refuses bad TLS material (missing files, wrong CA, node cert)
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import socket
+import subprocess
 from pathlib import Path
 
 import grpc
@@ -13,6 +17,7 @@ import pytest
 
 from tests.component.harness import Harness, run, wait_until
 from tests.component.secure import SecureCluster
+from testkit.procs import BIN
 from tcluster.agent.joinstate import TLS_OPTIONS
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import settings_from
@@ -176,6 +181,11 @@ def _dual_use_cert(ca_pem: bytes, ca_key_pem: bytes, name: str, out: Path) -> tu
     return out / "cert.pem", out / "key.pem"
 
 
+def _tcl(gm: str, tls_dir: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "tcl"), "--federation", gm, "--federation-tls", tls_dir, "-o", "json", *args],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "TCL_FEDERATION": ""})
+
+
 def test_gms_serve_mutual_tls_and_forward_to_each_other_over_it(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = await SecureCluster.start(h, federation_lm_id=0, federation_gms=2, federation_state_interval_s=0.3)
@@ -208,6 +218,15 @@ def test_gms_serve_mutual_tls_and_forward_to_each_other_over_it(tmp_path: Path) 
                 async def running() -> bool:
                     return [t.state for t in (await stub.Get(fpb.FedGetRequest(id=got.id), timeout=10)).tasks] == ["RUNNING"]
                 await wait_until(running)
+            # the real `tcl --federation ... --federation-tls DIR`: a user's certificate from the same CA
+            user_dir = tmp_path / "alice"
+            _dual_use_cert(fed.ca_pem, fed.ca_key_pem, "alice", user_dir)
+            (user_dir / "ca.pem").write_bytes(fed.ca_pem)
+            shown = await asyncio.to_thread(_tcl, f"127.0.0.1:{ports[1]}", str(user_dir), "status", got.id)
+            assert shown.returncode == 0 and json.loads(shown.stdout)["gm"] == "gm0", shown
+            (user_dir / "key.pem").unlink()        # half a pair: a usage error naming the flag
+            half = await asyncio.to_thread(_tcl, f"127.0.0.1:{ports[1]}", str(user_dir), "status", got.id)
+            assert half.returncode == 2 and "--federation-tls" in half.stderr and "key.pem" in half.stderr, half
             for creds in (grpc.ssl_channel_credentials(fed.ca_pem), None):      # no client cert; plaintext
                 async with (grpc.aio.secure_channel(f"127.0.0.1:{ports[0]}", creds) if creds is not None
                             else grpc.aio.insecure_channel(f"127.0.0.1:{ports[0]}")) as ch:
