@@ -13,6 +13,7 @@ import json
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable
 
 import grpc
@@ -34,10 +35,12 @@ _MOVE_ON = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 class GMClient:
     """One channel per GM; `call` tries them in turn (the last that answered first)."""
 
-    def __init__(self, addresses: tuple[str, ...], timeout_s: float = TIMEOUT_S) -> None:
+    def __init__(self, addresses: tuple[str, ...], timeout_s: float = TIMEOUT_S,
+                 tls: grpc.ChannelCredentials | None = None) -> None:
         self.addresses, self.timeout_s = addresses, timeout_s
         self.address = addresses[0]
-        self.channels = {a: grpc.insecure_channel(a) for a in addresses}
+        self.channels = {a: grpc.secure_channel(a, tls) if tls is not None else grpc.insecure_channel(a)
+                         for a in addresses}
 
     def __enter__(self) -> GMClient:
         return self
@@ -80,9 +83,34 @@ def addresses_of(text: str, command: str) -> tuple[str, ...]:
     return parse_addresses(text, "--federation")
 
 
+def tls_of(directory: str) -> grpc.ChannelCredentials | None:
+    """--federation-tls DIR: ca.pem (required) verifies the GMs; cert.pem and key.pem, both
+    or neither, are the user's own certificate for GMs that ask for one (--client-ca)."""
+    if not directory:
+        return None
+    folder = Path(directory)
+
+    def read(name: str) -> bytes | None:
+        try:
+            return (folder / name).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise InvalidArgument("--federation-tls", f"cannot read {folder / name}: {e.strerror}") from None
+    ca, cert, key = read("ca.pem"), read("cert.pem"), read("key.pem")
+    if ca is None:
+        raise InvalidArgument("--federation-tls", f"{folder / 'ca.pem'} is missing: the CA that signed the GMs' "
+                                                  "certificates (tcl-gm --tls-cert) must be there")
+    if (cert is None) != (key is None):
+        present, absent = ("cert.pem", "key.pem") if key is None else ("key.pem", "cert.pem")
+        raise InvalidArgument("--federation-tls", f"{folder} has {present} but no {absent}: give both or neither")
+    return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
 def run(args: argparse.Namespace, handler: Callable[[argparse.Namespace, GMClient], int]) -> int:
     """cli/main.py's entry for every federation command; its InvalidArgument means exit 2."""
-    client = GMClient(addresses_of(args.federation, args.command_name))
+    client = GMClient(addresses_of(args.federation, args.command_name),
+                      tls=tls_of(getattr(args, "federation_tls", "")))
     with client:
         try:
             return handler(args, client)

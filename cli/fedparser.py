@@ -10,6 +10,7 @@ import os
 from typing import Any
 
 FEDERATION_ENV = "TCL_FEDERATION"
+FEDERATION_TLS_ENV = "TCL_FEDERATION_TLS"
 # Command -> "module:function", called as handler(args, client) with a GMClient.
 FEDERATION_COMMANDS = {
     "submit": "tcluster.cli.federation:submit", "status": "tcluster.cli.federation:status",
@@ -26,6 +27,12 @@ def add_federation_option(parser: argparse.ArgumentParser, with_defaults: bool) 
         "--federation", metavar="GM:PORT[,...]", default=default,
         help=f"talk to these federation global managers (tcl-gm), tried in turn, instead of a master: "
              f"submit, status, cancel, list, federation status (default: ${FEDERATION_ENV})")
+    parser.add_argument(
+        "--federation-tls", metavar="DIR",
+        default=os.environ.get(FEDERATION_TLS_ENV, "") if with_defaults else argparse.SUPPRESS,
+        help="talk TLS to the global managers: DIR/ca.pem verifies them (tcl-gm --tls-cert), and "
+             "DIR/cert.pem + DIR/key.pem, where present, are this user's certificate for a GM with "
+             f"--client-ca (default: ${FEDERATION_TLS_ENV}; none: plaintext)")
 
 
 def page_limit(text: str) -> int:
@@ -55,4 +62,4 @@ def add_federation(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=("status",), help="status")
 
 
-__all__ = ["FEDERATION_COMMANDS", "FEDERATION_ENV", "ONLY_FEDERATED", "add_federation", "add_federation_option"]
+__all__ = ["FEDERATION_COMMANDS", "FEDERATION_ENV", "FEDERATION_TLS_ENV", "ONLY_FEDERATED", "add_federation", "add_federation_option"]

@@ -73,6 +73,9 @@ class GMDaemon:
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self.canceller = Canceller(self)      # GlobalManagerService.Cancel's intents
+        from tcluster.gm.tls import gm_peer_credentials, lm_credentials
+        # address -> TLS credentials (gm/tls.py): LMs with --lm-tls, other GMs when this one serves TLS
+        self.creds = {**gm_peer_credentials(settings), **lm_credentials(settings.lms, settings.lm_tls)}
 
     # ---- life ----
 
@@ -83,7 +86,7 @@ class GMDaemon:
         from tcluster.gm.service import GMServicer
         self.server = grpc.aio.server()
         federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(GMServicer(self), self.server)
-        self.port = self.server.add_insecure_port(self.s.listen)
+        self.port = self._bind_server()
         await self.server.start()
         self.tasks = [asyncio.create_task(self._subscribe(i)) for i in range(len(self.links))]
         self.tasks.append(asyncio.create_task(self._place_loop()))
@@ -101,9 +104,19 @@ class GMDaemon:
         if self.store is not None:
             self.store.close()
 
+    def _bind_server(self) -> int:
+        assert self.server is not None
+        if not self.s.tls_cert:
+            return self.server.add_insecure_port(self.s.listen)
+        from tcluster.gm.tls import server_credentials
+        creds = server_credentials(self.s.tls_cert, self.s.tls_key, self.s.client_ca)
+        return self.server.add_secure_port(self.s.listen, creds)
+
     def channel(self, addr: str) -> grpc.aio.Channel:
         if addr not in self.channels:
-            self.channels[addr] = grpc.aio.insecure_channel(addr)
+            dial = self.creds.get(addr)
+            self.channels[addr] = (grpc.aio.secure_channel(addr, dial[0], options=dial[1]) if dial is not None
+                                   else grpc.aio.insecure_channel(addr))
         return self.channels[addr]
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
@@ -159,7 +172,7 @@ class GMDaemon:
                         link.connected, link.addr, backoff = True, addr, 0.1
                         self.on_update(lm, update)
                 except grpc.aio.AioRpcError as e:
-                    log.info("LM %s at %s: %s", link.name, addr, e.code().name)
+                    log.info("LM %s at %s: %s %s", link.name, addr, e.code().name, (e.details() or "")[:300])
                 link.connected = False
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)

@@ -9,6 +9,7 @@ import sys
 
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import SettingsError, parse
+from tcluster.gm.tls import TLSError
 
 
 async def _run(daemon: GMDaemon) -> None:
@@ -29,7 +30,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    asyncio.run(_run(GMDaemon(settings)))
+    try:
+        daemon = GMDaemon(settings)
+    except TLSError as e:
+        print(f"tcl-gm: {e}", file=sys.stderr)
+        return 2
+    asyncio.run(_run(daemon))
     return 0
 
 

@@ -39,6 +39,10 @@ class GMSettings(BaseModel):
     state_dir: str = "/var/lib/tcluster/gm"
     view_max_age_s: float = Field(30.0, gt=0)      # 3 state intervals of the LMs' default 10 s
     token: str = ""                                # an admin token for secure masters
+    lm_tls: dict[str, str] = Field(default_factory=dict)   # LM name -> DIR with ca.pem, cert.pem, key.pem (gm/tls.py)
+    tls_cert: str = ""                             # this GM's own server certificate ...
+    tls_key: str = ""                              # ... and key
+    client_ca: str = ""                            # clients (users, other GMs) must show a certificate of this CA
     # Alg. 2: under contention a queue under its share preempts the most over-share queue.
     preemption: bool = False
     shares: dict[str, float] = Field(default_factory=dict)     # queue -> fraction; {} = equal over queue_map
@@ -104,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", help="where the GM's SQLite state lives")
     p.add_argument("--view-max-age-s", type=float, help="an LM view older than this is not placed on (default 30)")
     p.add_argument("--token", help="admin token presented to secure LMs")
+    p.add_argument("--lm-tls", help="per-LM GM certificate dirs (ca.pem, cert.pem, key.pem): lm0=DIR,lm1=DIR")
+    p.add_argument("--tls-cert", help="serve GlobalManagerService over TLS with this certificate (PEM)")
+    p.add_argument("--tls-key", help="the key of --tls-cert (PEM)")
+    p.add_argument("--client-ca", help="require client certificates of this CA (mutual TLS; GMs and users)")
     p.add_argument("--preemption", action="store_true", default=None,
                    help="Alg. 2: under contention, preempt the queue most over its share (default off)")
     p.add_argument("--shares", help="queue shares for --preemption: a=0.5,b=0.5 (default: equal over --queue-map)")
@@ -127,6 +135,8 @@ def settings_from(values: dict[str, Any]) -> GMSettings:
         v["gms"] = _pairs(v["gms"], "--gms")
     if isinstance(v.get("queue_map"), str):
         v["queue_map"] = parse_queue_map(v["queue_map"])
+    if isinstance(v.get("lm_tls"), str):
+        v["lm_tls"] = dict(_pairs(v["lm_tls"], "--lm-tls"))
     if isinstance(v.get("shares"), str):
         v["shares"] = parse_shares(v["shares"])
     try:
@@ -145,7 +155,18 @@ def settings_from(values: dict[str, Any]) -> GMSettings:
             raise SettingsError(f"--queue-map: queue {q!r} maps to {g!r}, not a GM (known: {', '.join(names)})")
     if not s.lms:
         raise SettingsError("--lms: no LM given; use lm0=HOST:PORT[,lm1=HOST:PORT]")
+    _check_tls(s)
     return s
+
+
+def _check_tls(s: GMSettings) -> None:
+    if bool(s.tls_cert) != bool(s.tls_key):
+        raise SettingsError("--tls-cert/--tls-key: give both (the server certificate and its key) or neither")
+    if s.client_ca and not s.tls_cert:
+        raise SettingsError("--client-ca: needs --tls-cert and --tls-key (mutual TLS is TLS first)")
+    unknown = sorted(set(s.lm_tls) - {n for n, _ in s.lms})
+    if unknown:
+        raise SettingsError(f"--lm-tls: {unknown[0]!r} is not an LM of --lms (known: {', '.join(n for n, _ in s.lms)})")
 
 
 def parse(argv: list[str] | None = None) -> GMSettings:

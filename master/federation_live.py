@@ -24,7 +24,7 @@ from tcluster.federation.messages import (
 from tcluster.master.core.events import Step
 from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinned_node
 from tcluster.master.federation_lm import (
-    FederationLM, FedRun, LiveLayout, NO_ROOM, Res, fed_labels, federated_run, res_of, resources_of,
+    FederationLM, FedRun, LiveLayout, NO_ROOM, Res, epoch_floor, fed_labels, federated_run, res_of, resources_of,
 )
 from tcluster.model import JobSpec, TaskState
 
@@ -90,7 +90,9 @@ class LiveLM:
         self.stopping: dict[str, tuple[int, TaskEnded, str]] = {}
         self._room_cache: dict[str, Res] = {}
         self._state_seen: object = service.state
-        self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor(), force=True)
+        # A LiveLM is built when this master starts leading: on etcd a new term (epoch_floor).
+        takeover = s.lease_ttl_s if s.store_url.kind == "etcd" else None
+        self.fed.sync(self.service.state.nodes, self._runs, epoch_floor(service.clock(), takeover), force=True)
         log.info("federation: local manager %s (index %d) of %d GMs, epoch %d, %d nodes", s.lm_name,
                  s.federation_lm_id, s.federation_gms, self.fed.live.epoch, len(self.fed.live.names))
 
@@ -115,9 +117,7 @@ class LiveLM:
         return bool(nodes)
 
     def _epoch_floor(self) -> int:
-        # Milliseconds of wall time: a restarted or new leader starts above every epoch
-        # an earlier one could have published (unless the clock stepped back that far).
-        return int(self.service.clock() * 1000)
+        return epoch_floor(self.service.clock())
 
     def _runs(self) -> Iterator[FedRun]:
         state = self.service.state

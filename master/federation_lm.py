@@ -53,6 +53,16 @@ class LiveLayout:
         return self.names.index(node) if node in self.names else -1
 
 
+def epoch_floor(now_s: float, lease_ttl_s: int | None = None) -> int:
+    """The least epoch a master may publish now: milliseconds of wall time, so a restarted
+    master or a new leader starts above every epoch an earlier one published. A new leader
+    on etcd (`lease_ttl_s`) starts one lease further: the old leader published until its own
+    lease deadline by its own clock, so the new epoch stays above its epochs (and a Place
+    computed on the old leader's layout is refused StaleEpoch) while the masters' clocks
+    differ by less than the lease."""
+    return int(now_s * 1000) + (lease_ttl_s * 1000 if lease_ttl_s else 0)
+
+
 def build_layout(lm: int, name: str, gms: int, epoch: int, nodes: Iterable[Node]) -> LiveLayout:
     ordered = sorted(nodes, key=lambda n: n.name)
     words = vocabulary(ordered)

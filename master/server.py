@@ -37,6 +37,8 @@ from tcluster.master.identity.users import UserDirectory
 from tcluster.master.web.app import Dashboard
 from tcluster.security.pki import MasterPki, load_master_pki
 from tcluster.master.edge.federation_api import LocalManagerServicer
+from tcluster.master.edge.gm_jobs_api import GMJobServicer
+from tcluster.master.identity.gmguard import GMGuard
 from tcluster.v1 import agent_pb2_grpc, federation_pb2_grpc, jobs_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -159,6 +161,10 @@ def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Serv
     def add_agent(agent_server: grpc.aio.Server, guard: Any) -> None:
         servicers.append(AgentServicer(None, guard))  # type: ignore[arg-type]
         agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], agent_server)
+        # the LM service for GMs with a certificate of this cluster (mutual TLS exists only here)
+        servicers.append(LocalManagerServicer(None, GMGuard(guard.auth)))  # type: ignore[arg-type]
+        federation_pb2_grpc.add_LocalManagerServiceServicer_to_server(servicers[-1], agent_server)
+        jobs_pb2_grpc.add_JobServiceServicer_to_server(GMJobServicer(servicers[0], GMGuard(guard.auth)), agent_server)
     masters = (lambda own_port: _agent_addresses(mirror, own_port)) if mirror is not None else None
     return bind_secure(settings, pki, server, SERVER_OPTIONS, add_agent, agent_interceptors, auth, masters)
 

@@ -67,6 +67,7 @@ class HACluster(Cluster):
     etcd_cluster: EtcdCluster | None = None
     n_masters: int = 3
     lease_ttl_s: int = 5
+    master_extra: tuple[str, ...] = ()     # more tcl-master flags, e.g. --federation-lm-id
     masters: list[Master] = field(default_factory=list)
     leader_address: str = ""      # the last leader found; the Watch and `jobs` use it
 
@@ -88,7 +89,7 @@ class HACluster(Cluster):
                 "--http", "127.0.0.1:0",
                 "--node-timeout-s", str(self.node_timeout_s), "--lost-timeout-s", str(self.lost_timeout_s),
                 "--start-timeout-s", str(self.start_timeout_s),
-                "--heartbeat-interval-s", str(self.heartbeat_interval_s)]
+                "--heartbeat-interval-s", str(self.heartbeat_interval_s), *self.master_extra]
 
     def start_one(self, i: int, wait_serving: bool = True) -> Master:
         """Starts master i (again, on its port and data dir); waits until its port answers

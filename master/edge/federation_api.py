@@ -1,6 +1,7 @@
 """LocalManagerService (proto/tcluster/v1/federation.proto), thin: the wire to the pure
-federation messages and back; the logic is master/federation_live.py. Callers need an
-admin's token on a secure master (a GM acts for every user of its queues)."""
+federation messages and back; the logic is master/federation_live.py. On a secure master
+callers need a live GM certificate of this cluster on the mutual-TLS (agent) port, or an
+admin's token on the client port (a GM acts for every user of its queues)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from tcluster.federation.messages import (
 from tcluster.master.edge.grpc_api import _abort, caller_of
 from tcluster.master.federation_live import Ended, LiveLM, Update
 from tcluster.master.federation_lm import LiveLayout
+from tcluster.master.identity.gmguard import GMGuard
+from tcluster.master.identity.peer import peer_cert
 from tcluster.master.service import MasterService
 from tcluster.model import TaskState
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc
@@ -102,12 +105,14 @@ def answer_pb(answer: Answer, job_id: str) -> federation_pb2.PlaceAnswer:
 
 
 class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
-    def __init__(self, service: MasterService) -> None:
+    def __init__(self, service: MasterService, gm_guard: GMGuard | None = None) -> None:
         self.service = service
+        self.gm_guard = gm_guard     # set on the mutual-TLS port: a GM certificate, not a token
 
     def _lm(self, context: grpc.aio.ServicerContext, call: str) -> LiveLM:
-        caller = caller_of(self.service, context, call)
-        if self.service.gate.secure and not caller.admin:
+        if self.gm_guard is not None:
+            self.gm_guard.admit(peer_cert(context), call)
+        elif self.service.gate.secure and not caller_of(self.service, context, call).admin:
             raise PermissionDenied(f"{call}: only a global manager (an admin token) may call the LM service")
         if self.service.federation is None:
             raise FailedPrecondition("this master is not a federation LM (start it with --federation-lm-id N)")
@@ -123,7 +128,11 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             return
         try:
             while (update := await lm.next_update(sub)) is not None:
+                if self.gm_guard is not None:    # a GM revoked while subscribed stops getting views
+                    self.gm_guard.admit(peer_cert(context), "Subscribe")
                 yield update_pb(update)
+        except TclusterError as error:
+            await _abort(context, error)
         except asyncio.CancelledError:
             return        # the GM went away (or the master stops): an ordinary end, not an error to log
         finally:

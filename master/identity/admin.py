@@ -1,4 +1,4 @@
-"""`tcl-master init | join-token create | node revoke`: offline commands on the identity store.
+"""`tcl-master init | join-token create | node revoke` (and `gm issue | revoke`, gmadmin.py): offline commands on the identity store.
 
 They write the store directly (DATA_DIR/pki and DATA_DIR/auth.db, or etcd with --store),
 whether or not the master runs: it reads the store on every check."""
@@ -49,6 +49,8 @@ def add_admin_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore
     revoke.add_argument("name")
     add_store_flags(revoke)
     revoke.set_defaults(run=cmd_node_revoke)
+    from tcluster.master.identity.gmadmin import add_gm_commands
+    add_gm_commands(sub)
 
 
 def _require_pki(choice: StoreChoice) -> MasterPki:

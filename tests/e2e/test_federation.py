@@ -4,8 +4,9 @@ two users' queues (a -> gm0, b -> gm1, b submitted through gm0 and forwarded) ru
 clusters, each task once; a GM SIGKILLed mid-burst and restarted on its state dir places
 every task exactly once and its job still ends (ends it missed are read from the LMs); an LM
 cut off (SIGSTOP) ages out of the GMs' views, new work goes to the other LM, and its
-running task is untouched; healed (SIGCONT), it gets new work again; the `tcl --federation` binary submits, lists, shows, cancels
-(the LM jobs end cancelled) and reports the federation's status."""
+running task is untouched; healed (SIGCONT), it gets new work again; the `tcl --federation`
+binary submits, lists, shows, cancels (the LM jobs end cancelled) and reports the
+federation's status."""
 
 from __future__ import annotations
 

@@ -9,12 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from tcluster.errors import InvalidArgument
-from tcluster.federation.messages import Inconsistent, Launch, Launched, TaskSpec, Why
+from tcluster.federation.messages import Inconsistent, Launch, Launched, Refused, TaskSpec, Why
 from tcluster.master.core.pinning import (
     FED_GM, FED_TASK, FEDERATION_OWNER, PIN_NODE, check_user_labels, pinned_node,
 )
 from tcluster.master.federation_lm import (
-    FederationLM, FedRun, build_layout, fed_labels, federated_run, mask_of, res_of, resources_of,
+    FederationLM, FedRun, build_layout, epoch_floor, fed_labels, federated_run, mask_of, res_of, resources_of,
 )
 from tcluster.master.main import build_parser, settings_from_args
 from tcluster.master.settings import MasterSettings
@@ -155,3 +155,20 @@ def test_a_gm_that_reads_too_slowly_is_cut_off_not_buffered_without_bound() -> N
     for k in range(5):
         sub.put(k)      # type: ignore[arg-type]
     assert sub.closed and sub.queue.qsize() == 1 and sub.queue.get_nowait() is None
+
+
+def test_a_new_leader_starts_one_lease_above_the_old_leaders_epochs_and_refuses_them() -> None:
+    """The old leader published up to its lease deadline by its own clock; the new one
+    (its clock 2 s behind, lease 5 s) still starts above, so the GM's old-epoch Place is
+    refused StaleEpoch, not applied to a layout it was not computed on."""
+    assert epoch_floor(100.0) == 100_000 and epoch_floor(100.0, 5) == 105_000
+    nodes = {"a": node("a"), "b": node("b")}
+    room = {"a": (4000, 8192), "b": (4000, 8192)}
+    old = FederationLM(0, "lm0", 1, lambda n: room[n], 0)
+    old.sync(nodes, lambda: [], epoch_floor(100.0, 5), force=True)
+    old.sync({**nodes, "c": node("c")}, lambda: [], epoch_floor(105.0))      # a layout change at its deadline
+    new = FederationLM(0, "lm0", 1, lambda n: room[n], 0)
+    new.sync(nodes, lambda: [], epoch_floor(103.0, 5), force=True)            # takeover, clock 2 s behind
+    assert new.live.epoch > old.live.epoch
+    answer, _ = new.check.handle(Launch("f0-1.0:0", 0, old.live.epoch, 0, TaskSpec("f0-1.0", "a", (100, 16))))
+    assert isinstance(answer, Refused) and answer.epoch == new.live.epoch

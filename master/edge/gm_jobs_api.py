@@ -1,0 +1,45 @@
+"""JobService on the mutual-TLS port, for GMs only: Get and Cancel of the jobs the LM service
+made for federated tasks. A GM reconciles tasks that ended while it was down (Get) and
+cancels placed tasks (Cancel) through these; with a GM certificate it needs no token, and
+the certificate reaches no job but the federation's (NotFound, as for a missing job)."""
+
+from __future__ import annotations
+
+import grpc
+
+from tcluster.errors import NotFound, TclusterError
+from tcluster.master.core.pinning import FED_TASK
+from tcluster.master.edge.grpc_api import JobServicer, _abort
+from tcluster.master.identity.gmguard import GMGuard
+from tcluster.master.identity.peer import peer_cert
+from tcluster.security.authz import Caller
+from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
+
+
+class GMJobServicer(jobs_pb2_grpc.JobServiceServicer):
+    def __init__(self, jobs: JobServicer, guard: GMGuard) -> None:
+        self.jobs, self.guard = jobs, guard
+
+    def _caller(self, context: grpc.aio.ServicerContext, job_id: str, call: str) -> Caller:
+        gm, _ = self.guard.admit(peer_cert(context), call)
+        caller = Caller(f"gm:{gm}", True, "", ("*",))
+        job, _tasks = self.jobs.service.read(job_id, caller)
+        if not dict(job.spec.labels).get(FED_TASK):
+            raise NotFound(f"job {job_id[:64]} not found")   # a GM certificate reaches federation jobs only
+        return caller
+
+    async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            caller = self._caller(context, request.id, "Get")
+            return self.jobs._job(self.jobs.service.read(request.id, caller), caller)
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
+
+    async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        try:
+            caller = self._caller(context, request.id, "Cancel")
+            return self.jobs._job(await self.jobs.service.cancel(request.id, caller, request.tasks), caller)
+        except TclusterError as error:
+            await _abort(context, error)
+            raise AssertionError("unreachable")
