@@ -66,6 +66,10 @@ async def _scenario(h: Harness, tmp: Path, preemption: bool) -> None:
         waiting = [t for t in (await job(a)).tasks if t.state == "PENDING"]
         assert all(t.preemptions == 1 and t.reason.startswith("preempted by " + b) and t.reason.endswith("of queue b")
                    for t in waiting), waiting
+
+        async def b_started() -> bool:       # the GM says RUNNING once b's jobs are written; they start
+            return len(agent.runtime.started) == 6    # when the victims' room is free: 4 of a, 2 of b
+        await wait_until(b_started)
         assert len(agent.runtime.running_keys()) == 4                  # the victims stopped, nothing doubled
         lm_jobs = (await h.jobs.List(jobs_pb2.ListJobsRequest(all=True))).jobs
         killed = [j for j in lm_jobs if j.state == jobs_pb2.JOB_CANCELLED]
@@ -77,6 +81,10 @@ async def _scenario(h: Harness, tmp: Path, preemption: bool) -> None:
                 agent.runtime.finish(spec.key, 0)
         await wait_until(lambda: _is(states(a), ["RUNNING"] * 4))
         assert await states(b) == ["SUCCEEDED"] * 2
+
+        async def a_started_again() -> bool:
+            return len(agent.runtime.started) == 8 and len(agent.runtime.running_keys()) == 4
+        await wait_until(a_started_again)
         for key in agent.runtime.running_keys():
             agent.runtime.finish(key, 0)
         await wait_until(lambda: _is(states(a), ["SUCCEEDED"] * 4))
@@ -85,7 +93,6 @@ async def _scenario(h: Harness, tmp: Path, preemption: bool) -> None:
             fed = j.spec.labels.get(FED_TASK, "")
             starts[fed] = starts.get(fed, 0) + 1
         assert sorted(starts.values()) == [1, 1, 1, 1, 2, 2]          # b's 2, a's 2 + the 2 preempted twice
-        assert len(agent.runtime.started) == 8
         assert [t.preemptions for t in (await job(a)).tasks].count(1) == 2
     finally:
         await gm.stop()

@@ -253,6 +253,6 @@ def test_with_preemption_queue_b_takes_its_share_from_a_whose_tasks_run_again(tm
         wait_until(lambda: [t.state for t in fed.job(a).tasks] == ["RUNNING"] * 8, 60)
         launches = fed.launches(a)
         assert sorted(launches.values()) == [1] * 6 + [2] * 2, launches      # never two at once, none lost
-        assert sum(j.state == jobs_pb2.JOB_RUNNING for lm in (0, 1) for j in fed.lm_jobs(lm)) == 8
+        wait_until(lambda: sum(j.state == jobs_pb2.JOB_RUNNING for lm in (0, 1) for j in fed.lm_jobs(lm)) == 8, 30)
     finally:
         fed.close()
