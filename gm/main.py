@@ -24,6 +24,10 @@ async def _run(daemon: GMDaemon) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["queues"]:           # the operator's command on the etcd queue map
+        from tcluster.gm.queuescmd import main as queues
+        return queues(argv[1:])
     try:
         settings = parse(argv)
     except SettingsError as e:
