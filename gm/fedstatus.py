@@ -7,8 +7,8 @@ from tcluster.gm.ownership import served_by, taken_over
 from tcluster.v1 import federation_pb2
 
 
-def etcd_members(daemon, me: federation_pb2.GMInfo, out: federation_pb2.FedStatus) -> None:
-    m = daemon.membership
+def etcd_members(daemon, out: federation_pb2.FedStatus) -> None:
+    m, me = daemon.membership, out.gms[0]     # the answering GM's own entry
     facts = m.facts()
     out.membership = f"etcd {','.join(m.url.endpoints)} prefix {m.prefix.rstrip('/')}"
     serving = m.serving()

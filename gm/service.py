@@ -161,7 +161,7 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         out = federation_pb2.FedStatus(gm=d.s.name, gms=[me], membership="static")
         if d.membership is not None:
             from tcluster.gm.fedstatus import etcd_members
-            etcd_members(d, me, out)
+            etcd_members(d, out)
         for i, link in enumerate(d.links):
             info = federation_pb2.LMInfo(name=link.name, index=i, address=link.addr or "|".join(link.addrs),
                                          connected=link.connected,
