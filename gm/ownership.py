@@ -2,7 +2,7 @@
 
 Facts: the queue map (queue -> home GM), the live members (those whose lease-bound member
 key stands), and the takeover claims (queue -> the GM that claimed it, each key bound to
-its claimant's lease). Rules (docs/federation.md, "Membership in etcd"):
+its claimant's lease). Rules (docs/federation-gm.md, "Membership in etcd"):
 
 - a queue whose home GM is alive is served by its home: a GM that comes back reclaims
   its home queues at once, and the claimant then drops its claim;

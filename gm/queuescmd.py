@@ -9,7 +9,7 @@ import sys
 
 from tcluster.errors import Unavailable
 from tcluster.gm.fedetcd import etcd_url, set_queues
-from tcluster.gm.settings import SettingsError, parse_queue_map
+from tcluster.gm.settings import SettingsError, _pairs
 from tcluster.master.store.base import check_prefix
 
 
@@ -26,7 +26,7 @@ def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         url, prefix = etcd_url(args.etcd), check_prefix(args.etcd_prefix)
-        mapping = parse_queue_map(args.queues) if args.action == "set" else {}
+        mapping = dict(_pairs(args.queues, "queues")) if args.action == "set" else {}
     except (ValueError, SettingsError) as e:
         print(f"tcl-gm queues: {e}", file=sys.stderr)
         return 2

@@ -80,6 +80,16 @@ def test_a_dead_gms_queue_is_taken_over_and_its_acknowledged_jobs_finish_when_it
             assert (await s1.Status(fpb.FedStatusRequest(), timeout=10)).membership.startswith("etcd ")
             assert await set_queues(etcd_url(single_etcd.endpoint), fed.prefix, {}, []) == {"a": "gm0", "b": "gm1"}
 
+            await set_queues(etcd_url(single_etcd.endpoint), fed.prefix, {"c": "gm1"}, [])   # `tcl-gm queues set`
+
+            async def c_routed() -> str:
+                try:
+                    return (await s0.Submit(fpb.FedSubmitRequest(spec=_spec("c", 1)), timeout=10)).gm
+                except grpc.aio.AioRpcError as e:       # until gm0's watch has the new queue
+                    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.details()
+                    return ""
+            assert await wait_until(c_routed) == "gm1"
+
             first = await s1.Submit(fpb.FedSubmitRequest(spec=_spec("a", 2)), timeout=10)   # forwarded to gm0
             assert first.gm == "gm0"
             await wait_until(lambda: _running(s0, first.id, 2))
