@@ -18,12 +18,13 @@ import logging
 import time
 from pathlib import Path
 
+import grpc
 from aetcd.rpc import rpc_pb2 as pb
 
 from tcluster.errors import Unavailable
 from tcluster.gm.ownership import Facts, Member, owner_of, taken_over, to_claim, to_release
 from tcluster.master.store.base import StoreUrl, parse_store_url
-from tcluster.master.store.etcdkv import EtcdKV, EtcdUnavailable, create_revision_is, delete, put
+from tcluster.master.store.etcdkv import EtcdKV, EtcdRefused, EtcdUnavailable, create_revision_is, delete, put
 from tcluster.master.store.etcdmirror import Mirror
 
 log = logging.getLogger("tcluster.gm.etcd")
@@ -124,17 +125,22 @@ class EtcdMembership:
         while True:
             await asyncio.sleep(self.ttl_s / 3)
             try:
-                sent = self.monotonic()
-                if await self.kv.keepalive(self.lease) > 0:
-                    self.deadline = sent + self.ttl_s
-                else:
-                    log.error("GM %s: its etcd lease expired; its queues may be served by another GM: "
-                              "registering again", self.me.name)
-                    self.lease = 0
-                    await self._register()
-                self._changed.set()
-            except EtcdUnavailable as e:
-                log.warning("etcd keepalive failed: %s", e)
+                await self._renew()
+            except (EtcdUnavailable, EtcdRefused, grpc.aio.AioRpcError) as e:
+                log.warning("GM %s: etcd keepalive failed (%s); it stops serving at its lease deadline",
+                            self.me.name, e)
+
+    async def _renew(self) -> None:
+        if self.lease:
+            sent = self.monotonic()
+            if await self.kv.keepalive(self.lease) > 0:
+                self.deadline = sent + self.ttl_s
+                return
+            log.error("GM %s: its etcd lease expired; another GM may serve its queues: registering again",
+                      self.me.name)
+            self.lease = 0
+        await self._register()
+        self._changed.set()
 
     async def _reconcile(self) -> None:
         """Claims orphaned queues and releases the ones whose home came back."""
@@ -156,8 +162,8 @@ class EtcdMembership:
                     await self.kv.txn([value_is(key, self.me.name.encode())], [delete(key)])
                     log.info("GM %s hands queue %r back to its home %s", self.me.name, queue,
                              facts.queue_map.get(queue))
-            except EtcdUnavailable as e:
-                log.warning("etcd: %s", e)
+            except (EtcdUnavailable, EtcdRefused, grpc.aio.AioRpcError) as e:
+                log.warning("GM %s: etcd: %s; trying again", self.me.name, e)
                 await asyncio.sleep(0.5)
                 self._changed.set()
 

@@ -3,7 +3,7 @@ FakeRuntime agents): both register and read the queue map from etcd; a GM that d
 a word (its lease left to expire) has its queue taken over by the other within TTL + slack,
 and the work submitted there runs; the dead GM back on its state dir finishes the jobs it
 had acknowledged (nothing launched twice) and takes its queue back; a GM whose lease is
-not surely alive accepts no Submit."""
+not surely alive accepts no Submit; one whose lease etcd dropped registers again."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests.component.harness import Harness, run, wait_until
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.fedetcd import set_queues, etcd_url
 from tcluster.gm.settings import settings_from
+from tcluster.master.store.etcdkv import EtcdKV
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
 from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401  (the fixture)
 
@@ -144,3 +145,29 @@ def test_a_dead_gms_queue_is_taken_over_and_its_acknowledged_jobs_finish_when_it
 
 async def _running(stub, job_id: str, n: int) -> bool:
     return await _states(stub, job_id) == ["RUNNING"] * n
+
+
+def test_a_gm_whose_lease_is_revoked_registers_again_and_serves_its_queue(tmp_path: Path,
+                                                                          single_etcd: SingleEtcd) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.start_master(federation_lm_id=0, federation_gms=2, federation_state_interval_s=0.3)
+        fed = Fed(h, tmp_path, single_etcd)
+        gm1 = await fed.start(1)
+        try:
+            old = gm1.membership.lease
+            kv = EtcdKV([single_etcd.endpoint])
+            try:
+                await kv.revoke(old)           # etcd forgets it (as after a partition longer than the TTL)
+            finally:
+                await kv.close()
+
+            async def back() -> bool:
+                m = gm1.membership
+                return m.lease not in (0, old) and m.serving() and "gm1" in m.facts().alive
+            await wait_until(back, TAKEOVER_WAIT_S)
+            st = await fed.stub(gm1, 1).Status(fpb.FedStatusRequest(), timeout=10)
+            assert [(g.name, g.alive, list(g.queues)) for g in st.gms] == [("gm1", True, ["a", "b"]),
+                                                                             ("gm0", False, [])]
+        finally:
+            await gm1.stop()
+    run(scenario, tmp_path)
