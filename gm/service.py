@@ -62,6 +62,10 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
             await self._no_owner(queue, context)
         if owner != self.d.s.name:
             peer = self._peer(owner)
+            if self.d.membership is not None and (request.forwarded or peer is None):
+                # with etcd, GMs' views of a takeover or a return differ for a watch round-trip
+                await context.abort(grpc.StatusCode.UNAVAILABLE, f"queue {queue!r} is moving to GM {owner!r} "
+                                    "(a takeover or a return is in progress); retry")
             if request.forwarded or peer is None:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                     f"queue {queue!r} belongs to GM {owner!r}, which this GM cannot reach or "
