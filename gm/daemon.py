@@ -135,6 +135,9 @@ class GMDaemon:
 
     def peer_address(self, name: str) -> str | None:
         live = self.membership.address_of(name) if self.membership is not None else None
+        if live and self.s.tls_cert and live not in self.creds:    # known only from etcd: dialled as --gms peers
+            from tcluster.gm.tls import peer_credentials
+            self.creds[live] = (peer_credentials(self.s.tls_cert, self.s.tls_key, self.s.client_ca), [])
         return live or dict(self.s.gms).get(name)
 
     # ---- queues and recovery ----
