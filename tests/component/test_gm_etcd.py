@@ -75,8 +75,8 @@ def test_a_dead_gms_queue_is_taken_over_and_its_acknowledged_jobs_finish_when_it
         try:
             async def both_alive() -> bool:
                 st = await s1.Status(fpb.FedStatusRequest(), timeout=10)
-                return [(g.name, g.alive, list(g.queues)) for g in st.gms] == [("gm1", True, ["b"]),
-                                                                                 ("gm0", True, ["a"])]
+                return [(g.name, g.alive, list(g.queues)) for g in st.members] == [("gm0", True, ["a"]),
+                                                                                     ("gm1", True, ["b"])]
             await wait_until(both_alive)
             assert (await s1.Status(fpb.FedStatusRequest(), timeout=10)).membership.startswith("etcd ")
             assert await set_queues(etcd_url(single_etcd.endpoint), fed.prefix, {}, []) == {"a": "gm0", "b": "gm1"}
@@ -108,8 +108,9 @@ def test_a_dead_gms_queue_is_taken_over_and_its_acknowledged_jobs_finish_when_it
             assert second.gm == "gm1"
             await wait_until(lambda: _running(s1, second.id, 1))
             st = await s1.Status(fpb.FedStatusRequest(), timeout=10)
-            assert [(g.name, g.alive, list(g.taken_over)) for g in st.gms] == [("gm1", True, ["a"]),
-                                                                                 ("gm0", False, [])]
+            assert [(g.name, g.alive, list(g.taken_over)) for g in st.members] == [("gm0", False, []),
+                                                                                     ("gm1", True, ["a"])]
+            assert [(g.name, list(g.queues), list(g.taken_over)) for g in st.gms] == [("gm1", ["a", "b", "c"], ["a"])]
 
             gm1.membership.deadline = 0.0              # as if its keepalives stopped reaching etcd
             try:
@@ -166,8 +167,8 @@ def test_a_gm_whose_lease_is_revoked_registers_again_and_serves_its_queue(tmp_pa
                 return m.lease not in (0, old) and m.serving() and "gm1" in m.facts().alive
             await wait_until(back, TAKEOVER_WAIT_S)
             st = await fed.stub(gm1, 1).Status(fpb.FedStatusRequest(), timeout=10)
-            assert [(g.name, g.alive, list(g.queues)) for g in st.gms] == [("gm1", True, ["a", "b"]),
-                                                                             ("gm0", False, [])]
+            assert [(g.name, g.alive, list(g.queues)) for g in st.members] == [("gm0", False, []),
+                                                                                 ("gm1", True, ["a", "b"])]
         finally:
             await gm1.stop()
     run(scenario, tmp_path)

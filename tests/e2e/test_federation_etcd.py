@@ -61,7 +61,7 @@ def _submit_a_via_gm1(fed: EtcdFederation, got: list[str], gm_prefix: str) -> bo
 
 def test_a_killed_gms_queue_is_taken_over_and_its_burst_finishes_once_after_restart(efed: EtcdFederation) -> None:
     status = efed.gm(1).Status(fpb.FedStatusRequest(), timeout=10)
-    assert status.membership.startswith("etcd ") and {g.name: g.alive for g in status.gms} == {"gm0": True,
+    assert status.membership.startswith("etcd ") and {g.name: g.alive for g in status.members} == {"gm0": True,
                                                                                                "gm1": True}
     burst = efed.submit(0, "a", 24, "sleep", "1", cpu=0.5)          # more than fits at once (16 slots)
     assert efed.gms[0] is not None
@@ -74,7 +74,7 @@ def test_a_killed_gms_queue_is_taken_over_and_its_burst_finishes_once_after_rest
     taken = got[-1]
     job = efed.wait_job(taken)
     assert job.state == "SUCCEEDED" and job.gm == "gm1", job
-    gm1 = {g.name: g for g in efed.gm(1).Status(fpb.FedStatusRequest(), timeout=10).gms}
+    gm1 = {g.name: g for g in efed.gm(1).Status(fpb.FedStatusRequest(), timeout=10).members}
     assert (gm1["gm0"].alive, list(gm1["gm1"].taken_over)) == (False, ["a"]), gm1
 
     efed.start_gm(0)                                                 # back on its state dir

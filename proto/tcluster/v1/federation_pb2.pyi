@@ -378,13 +378,15 @@ class LMInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., address: _Optional[str] = ..., epoch: _Optional[int] = ..., nodes: _Optional[int] = ..., partition_nodes: _Optional[_Iterable[int]] = ..., view_age_s: _Optional[float] = ..., connected: _Optional[bool] = ..., free: _Optional[_Union[Res, _Mapping]] = ...) -> None: ...
 
 class FedStatus(_message.Message):
-    __slots__ = ("gm", "gms", "lms", "membership")
+    __slots__ = ("gm", "gms", "lms", "membership", "members")
     GM_FIELD_NUMBER: _ClassVar[int]
     GMS_FIELD_NUMBER: _ClassVar[int]
     LMS_FIELD_NUMBER: _ClassVar[int]
     MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     gm: str
     gms: _containers.RepeatedCompositeFieldContainer[GMInfo]
     lms: _containers.RepeatedCompositeFieldContainer[LMInfo]
     membership: str
-    def __init__(self, gm: _Optional[str] = ..., gms: _Optional[_Iterable[_Union[GMInfo, _Mapping]]] = ..., lms: _Optional[_Iterable[_Union[LMInfo, _Mapping]]] = ..., membership: _Optional[str] = ...) -> None: ...
+    members: _containers.RepeatedCompositeFieldContainer[GMInfo]
+    def __init__(self, gm: _Optional[str] = ..., gms: _Optional[_Iterable[_Union[GMInfo, _Mapping]]] = ..., lms: _Optional[_Iterable[_Union[LMInfo, _Mapping]]] = ..., membership: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GMInfo, _Mapping]]] = ...) -> None: ...
