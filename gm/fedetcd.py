@@ -22,7 +22,7 @@ import grpc
 from aetcd.rpc import rpc_pb2 as pb
 
 from tcluster.errors import Unavailable
-from tcluster.gm.ownership import Facts, Member, owner_of, taken_over, to_claim, to_release
+from tcluster.gm.ownership import Facts, Member, owner_of, to_claim, to_release
 from tcluster.master.store.base import StoreUrl, parse_store_url
 from tcluster.master.store.etcdkv import EtcdKV, EtcdRefused, EtcdUnavailable, create_revision_is, delete, put
 from tcluster.master.store.etcdmirror import Mirror
@@ -85,9 +85,6 @@ class EtcdMembership:
     def address_of(self, name: str) -> str | None:
         m = self.facts().alive.get(name)
         return m.address if m else None
-
-    def taken_over(self) -> list[str]:
-        return taken_over(self.facts(), self.me.name) if self.serving() else []
 
     # ---- life ----
 
