@@ -6,7 +6,10 @@ the burst it had acknowledged, each task launched once, and takes its queue back
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -76,6 +79,11 @@ def test_a_killed_gms_queue_is_taken_over_and_its_burst_finishes_once_after_rest
     assert job.state == "SUCCEEDED" and job.gm == "gm1", job
     gm1 = {g.name: g for g in efed.gm(1).Status(fpb.FedStatusRequest(), timeout=10).members}
     assert (gm1["gm0"].alive, list(gm1["gm1"].taken_over)) == (False, ["a"]), gm1
+    shown = subprocess.run([str(BIN / "tcl"), "--federation", f"127.0.0.1:{efed.gm_ports[1]}", "-o", "json",
+                            "federation", "status"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "TCL_FEDERATION": ""})
+    members = {m["name"]: m for m in json.loads(shown.stdout)["members"]}     # what an operator reads
+    assert (members["gm0"]["alive"], members["gm1"]["taken_over"]) == (False, ["a"]), shown
 
     efed.start_gm(0)                                                 # back on its state dir
     job = efed.wait_job(burst, timeout_s=120)
