@@ -64,19 +64,23 @@ def lm_json(gm: str, lm: fpb.LMInfo) -> JsonDict:
 def gm_json(g: fpb.GMInfo) -> JsonDict:
     return {"name": g.name, "index": g.index, "address": g.address, "alive": g.alive, "queues": list(g.queues),
             "pending": g.pending, "launches": g.launches, "repartitions": g.repartitions,
-            "inconsistencies": g.inconsistencies}
+            "inconsistencies": g.inconsistencies, "taken_over": list(g.taken_over)}
 
 
 def status_json(answers: Sequence[tuple[str, fpb.FedStatus | None]]) -> JsonDict:
     """answers: (address asked, its Status or None when it did not answer)."""
-    gms, lms = [], []
+    gms, lms, membership, members = [], [], None, None
     for address, st in answers:
         if st is None:
             gms.append({"name": None, "address": address, "alive": False})
             continue
         gms.extend(gm_json(g) for g in st.gms)
         lms.extend(lm_json(st.gm, lm) for lm in st.lms)
-    return {"gms": gms, "lms": lms}
+        membership = membership or st.membership or None
+        if members is None and st.members:      # etcd's view: the same from every GM that reads it
+            members = [{"name": m.name, "index": m.index, "address": m.address, "alive": m.alive,
+                        "queues": list(m.queues), "taken_over": list(m.taken_over)} for m in st.members]
+    return {"gms": gms, "lms": lms, "membership": membership, "members": members or []}
 
 
 def status_tables(doc: JsonDict) -> str:
@@ -90,7 +94,13 @@ def status_tables(doc: JsonDict) -> str:
             f"{lm['view_age_s']:.1f}s" if lm["view_age_s"] is not None else EMPTY,
             "yes" if lm["connected"] else "NO", format_cpu(lm["free"]["cpu"]), format_bytes(lm["free"]["memory"]))
            for lm in doc["lms"]]
-    return (format_table(("GM", "ADDRESS", "ALIVE", "QUEUES", "PENDING", "LAUNCHES", "REPARTITIONS",
+    text = (format_table(("GM", "ADDRESS", "ALIVE", "QUEUES", "PENDING", "LAUNCHES", "REPARTITIONS",
                           "INCONSISTENCIES"), gms) + "\n\n" +
             format_table(("SEEN BY", "LM", "ADDRESS", "EPOCH", "NODES", "PER GM", "VIEW AGE", "CONNECTED",
                           "FREE CPU", "FREE MEM"), lms))
+    if doc.get("members"):      # --etcd: every GM etcd knows of, dead ones and takeovers included
+        rows = [(m["name"], str(m["index"]), m["address"] or EMPTY, "yes" if m["alive"] else "NO",
+                 ",".join(m["queues"]) or EMPTY, ",".join(m["taken_over"]) or EMPTY) for m in doc["members"]]
+        text += (f"\n\nmembership: {doc['membership']}\n" +
+                 format_table(("MEMBER", "INDEX", "ADDRESS", "ALIVE", "SERVES", "TAKEN OVER"), rows))
+    return text

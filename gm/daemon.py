@@ -76,6 +76,7 @@ class GMDaemon:
         from tcluster.gm.tls import gm_peer_credentials, lm_credentials
         # address -> TLS credentials (gm/tls.py): LMs with --lm-tls, other GMs when this one serves TLS
         self.creds = {**gm_peer_credentials(settings), **lm_credentials(settings.lms, settings.lm_tls)}
+        self.membership = None                # gm/fedetcd.EtcdMembership with --etcd
 
     # ---- life ----
 
@@ -88,11 +89,16 @@ class GMDaemon:
         federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(GMServicer(self), self.server)
         self.port = self._bind_server()
         await self.server.start()
+        if self.s.etcd:
+            from tcluster.gm.fedetcd import start_membership
+            self.membership = await start_membership(self.s, self.port)
         self.tasks = [asyncio.create_task(self._subscribe(i)) for i in range(len(self.links))]
         self.tasks.append(asyncio.create_task(self._place_loop()))
         self.tasks.append(asyncio.create_task(self.canceller.run()))
 
     async def stop(self) -> None:
+        if self.membership is not None:
+            await self.membership.stop()
         running = [*self.tasks, *self.lookups]
         for t in running:
             t.cancel()
@@ -121,6 +127,22 @@ class GMDaemon:
 
     def metadata(self) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {self.s.token}"),) if self.s.token else ()
+
+    # ---- who serves a queue (static flags, or etcd) ----
+
+    def owner_of(self, queue: str) -> str | None:
+        """The GM serving `queue`; None: nobody (now). NotServing: this GM's lease is lost."""
+        if self.membership is not None:
+            return self.membership.owner_of(queue)
+        qmap = self.s.queue_map
+        return qmap.get(queue, self.s.name if not qmap else None)
+
+    def peer_address(self, name: str) -> str | None:
+        live = self.membership.address_of(name) if self.membership is not None else None
+        if live and self.s.tls_cert and live not in self.creds:    # known only from etcd: dialled as --gms peers
+            from tcluster.gm.tls import peer_credentials
+            self.creds[live] = (peer_credentials(self.s.tls_cert, self.s.tls_key, self.s.client_ca), [])
+        return live or dict(self.s.gms).get(name)
 
     # ---- queues and recovery ----
 

@@ -7,6 +7,7 @@ import logging
 import signal
 import sys
 
+from tcluster.errors import Unavailable
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import SettingsError, parse
 from tcluster.gm.tls import TLSError
@@ -24,6 +25,10 @@ async def _run(daemon: GMDaemon) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["queues"]:           # the operator's command on the etcd queue map
+        from tcluster.gm.queuescmd import main as queues
+        return queues(argv[1:])
     try:
         settings = parse(argv)
     except SettingsError as e:
@@ -35,7 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     except TLSError as e:
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 2
-    asyncio.run(_run(daemon))
+    try:
+        asyncio.run(_run(daemon))
+    except Unavailable as e:          # --etcd given and etcd does not answer at start
+        print(f"tcl-gm: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

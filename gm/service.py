@@ -8,6 +8,7 @@ import time
 
 import grpc
 
+from tcluster.errors import Unavailable
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
@@ -47,19 +48,24 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         self.d = daemon
 
     def _peer(self, name: str) -> federation_pb2_grpc.GlobalManagerServiceStub | None:
-        addr = dict(self.d.s.gms).get(name)
+        addr = self.d.peer_address(name)
         return federation_pb2_grpc.GlobalManagerServiceStub(self.d.channel(addr)) if addr else None
 
     async def Submit(self, request: federation_pb2.FedSubmitRequest, context: grpc.aio.ServicerContext):
         spec = request.spec
         queue = spec.queue or "default"
-        qmap = self.d.s.queue_map
-        owner = qmap.get(queue, self.d.s.name if not qmap else None)
+        try:
+            owner = self.d.owner_of(queue)
+        except Unavailable as e:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
         if owner is None:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                                f"spec.queue: {queue!r} is not a federated queue (known: {', '.join(sorted(qmap))})")
+            await self._no_owner(queue, context)
         if owner != self.d.s.name:
             peer = self._peer(owner)
+            if self.d.membership is not None and (request.forwarded or peer is None):
+                # with etcd, GMs' views of a takeover or a return differ for a watch round-trip
+                await context.abort(grpc.StatusCode.UNAVAILABLE, f"queue {queue!r} is moving to GM {owner!r} "
+                                    "(a takeover or a return is in progress); retry")
             if request.forwarded or peer is None:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                     f"queue {queue!r} belongs to GM {owner!r}, which this GM cannot reach or "
@@ -80,6 +86,14 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
             if not self._queued(row.task_id):
                 self.d.enqueue(row)
         return self.job_pb(self.d.store.job(job_id))
+
+    async def _no_owner(self, queue: str, context: grpc.aio.ServicerContext) -> None:
+        if self.d.membership is not None and queue in self.d.membership.facts().queue_map:
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                f"queue {queue!r}: its GM is not alive and no GM has taken it over yet; retry")
+        qmap = self.d.membership.facts().queue_map if self.d.membership is not None else self.d.s.queue_map
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                            f"spec.queue: {queue!r} is not a federated queue (known: {', '.join(sorted(qmap))})")
 
     def _queued(self, task_id: str) -> bool:
         return any(p.task.task_id == task_id for q in self.d.gm.queues.values() for p in q.items)
@@ -149,7 +163,10 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
             name=d.s.name, index=d.s.index, address=d.s.listen, alive=True, pending=d.gm.pending() + len(d.unanswered),
             queues=sorted(q for q, g in d.s.queue_map.items() if g == d.s.name), launches=st.launches,
             repartitions=st.repartitions, inconsistencies=st.internal_inconsistencies + st.external_inconsistencies)
-        out = federation_pb2.FedStatus(gm=d.s.name, gms=[me])
+        out = federation_pb2.FedStatus(gm=d.s.name, gms=[me], membership="static")
+        if d.membership is not None:
+            from tcluster.gm.fedstatus import etcd_members
+            etcd_members(d, out)
         for i, link in enumerate(d.links):
             info = federation_pb2.LMInfo(name=link.name, index=i, address=link.addr or "|".join(link.addrs),
                                          connected=link.connected,

@@ -43,6 +43,10 @@ class GMSettings(BaseModel):
     tls_cert: str = ""                             # this GM's own server certificate ...
     tls_key: str = ""                              # ... and key
     client_ca: str = ""                            # clients (users, other GMs) must show a certificate of this CA
+    # Membership, queue map and takeover in etcd (gm/fedetcd.py); empty: static --gms/--queue-map.
+    etcd: str = ""                                 # HOST:PORT[,HOST:PORT] or etcd://...[?cacert=...]
+    etcd_prefix: str = "/tcluster-gm"
+    member_ttl_s: int = Field(10, ge=2, le=300)    # a dead GM's queues are taken over this long after
     # Alg. 2: under contention a queue under its share preempts the most over-share queue.
     preemption: bool = False
     shares: dict[str, float] = Field(default_factory=dict)     # queue -> fraction; {} = equal over queue_map
@@ -64,6 +68,20 @@ class GMSettings(BaseModel):
         if not sep or not port.isdigit():
             raise ValueError(f"{v!r} is not HOST:PORT")
         return v
+
+    @field_validator("etcd")
+    @classmethod
+    def _etcd(cls, v: str) -> str:
+        if v:
+            from tcluster.gm.fedetcd import etcd_url
+            etcd_url(v)
+        return v
+
+    @field_validator("etcd_prefix")
+    @classmethod
+    def _etcd_prefix(cls, v: str) -> str:
+        from tcluster.master.store.base import check_prefix
+        return check_prefix(v)
 
     def gm_names(self) -> list[str]:
         return [n for n, _ in self.gms] or [self.name]
@@ -112,6 +130,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", help="serve GlobalManagerService over TLS with this certificate (PEM)")
     p.add_argument("--tls-key", help="the key of --tls-cert (PEM)")
     p.add_argument("--client-ca", help="require client certificates of this CA (mutual TLS; GMs and users)")
+    p.add_argument("--etcd", help="etcd endpoints HOST:PORT[,HOST:PORT] (or etcd://...?cacert=..): membership, "
+                                  "queue map and takeover live there (--queue-map only seeds it)")
+    p.add_argument("--etcd-prefix", help="key prefix in etcd (default /tcluster-gm)")
+    p.add_argument("--member-ttl-s", type=int, help="this GM's lease TTL: its queues are taken over this long "
+                                                    "after it dies (default 10)")
     p.add_argument("--preemption", action="store_true", default=None,
                    help="Alg. 2: under contention, preempt the queue most over its share (default off)")
     p.add_argument("--shares", help="queue shares for --preemption: a=0.5,b=0.5 (default: equal over --queue-map)")
@@ -151,7 +174,7 @@ def settings_from(values: dict[str, Any]) -> GMSettings:
     if s.gms and names.index(s.name) != s.index:
         raise SettingsError(f"--index: {s.index} but {s.name!r} is GM {names.index(s.name)} in --gms")
     for q, g in s.queue_map.items():
-        if g not in names:
+        if g not in names and not s.etcd:       # with etcd, GMs are known by their member keys
             raise SettingsError(f"--queue-map: queue {q!r} maps to {g!r}, not a GM (known: {', '.join(names)})")
     if not s.lms:
         raise SettingsError("--lms: no LM given; use lm0=HOST:PORT[,lm1=HOST:PORT]")

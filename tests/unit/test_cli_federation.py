@@ -94,6 +94,22 @@ def test_status_tables_and_json_include_a_gm_that_did_not_answer() -> None:
     assert lines[1].split() == ["gm0", "h:1", "yes", "a", "2", "5", "1", "0"]
     assert lines[2].split() == ["-", "h:2", "NO", "-", "-", "-", "-", "-"]
     assert lines[5].split() == ["gm0", "lm0", "m:7070", "3", "4", "2/2", "0.4s", "yes", "1.5", "2Gi"]
+    assert doc["members"] == [] and "MEMBER" not in status_tables(doc)      # static membership: no table
+
+
+def test_status_shows_etcd_members_with_the_queues_taken_over() -> None:
+    members = [fpb.GMInfo(name="gm0", index=0, address="h:1", alive=False, queues=[]),
+               fpb.GMInfo(name="gm1", index=1, address="h:2", alive=True, queues=["a", "b"], taken_over=["a"])]
+    st = fpb.FedStatus(gm="gm1", gms=[fpb.GMInfo(name="gm1", index=1, address="h:2", alive=True, queues=["a", "b"],
+                                                 taken_over=["a"])],
+                       membership="etcd 127.0.0.1:2379 prefix /tcluster-gm", members=members)
+    doc = status_json([("h:1", None), ("h:2", st)])
+    assert doc["membership"] == "etcd 127.0.0.1:2379 prefix /tcluster-gm" and doc["gms"][1]["taken_over"] == ["a"]
+    assert [m["alive"] for m in doc["members"]] == [False, True]
+    lines = status_tables(doc).splitlines()
+    start = lines.index("membership: etcd 127.0.0.1:2379 prefix /tcluster-gm")
+    assert lines[start + 2].split() == ["gm0", "0", "h:1", "NO", "-", "-"]
+    assert lines[start + 3].split() == ["gm1", "1", "h:2", "yes", "a,b", "a"]
 
 
 class FakeGMs:

@@ -26,10 +26,27 @@ def test_settings_parse_lists_ha_lms_and_queue_map() -> None:
     (dict(index=0), "--index"),
     (dict(name="gmx"), "--name"),
     (dict(listen="nowhere"), "--listen"),
+    (dict(etcd="nohostport"), "--etcd"),
+    (dict(etcd="h:1", etcd_prefix="no-slash"), "--etcd-prefix"),
+    (dict(etcd="h:1", member_ttl_s=1), "--member-ttl-s"),
 ])
 def test_settings_errors_name_the_field(change: dict, words: str) -> None:
     with pytest.raises(SettingsError, match=words):
         settings_from({**BASE, **change})
+
+
+def test_etcd_settings_and_a_map_naming_gms_known_only_to_etcd() -> None:
+    s = settings_from({**BASE, "etcd": "h:2379,h2:2379", "gms": "", "name": "gm0", "index": 0,
+                       "queue_map": "a=gm0,b=gm7"})
+    assert (s.etcd_prefix, s.member_ttl_s, s.queue_map["b"]) == ("/tcluster-gm", 10, "gm7")
+
+
+def test_queues_command_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["queues", "set", "broken", "--etcd", "h:1"]) == 2
+    assert "queues: 'broken' is not NAME=VALUE" in capsys.readouterr().err
+    assert main(["queues", "set", "--etcd", "h:1"]) == 2
+    assert "name the queues" in capsys.readouterr().err
+    assert main(["queues", "list", "--etcd", "nohostport"]) == 2
 
 
 def test_bad_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -336,7 +336,7 @@ class FedStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GMInfo(_message.Message):
-    __slots__ = ("name", "index", "address", "queues", "pending", "alive", "launches", "repartitions", "inconsistencies")
+    __slots__ = ("name", "index", "address", "queues", "pending", "alive", "launches", "repartitions", "inconsistencies", "taken_over")
     NAME_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +346,7 @@ class GMInfo(_message.Message):
     LAUNCHES_FIELD_NUMBER: _ClassVar[int]
     REPARTITIONS_FIELD_NUMBER: _ClassVar[int]
     INCONSISTENCIES_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_OVER_FIELD_NUMBER: _ClassVar[int]
     name: str
     index: int
     address: str
@@ -355,7 +356,8 @@ class GMInfo(_message.Message):
     launches: int
     repartitions: int
     inconsistencies: int
-    def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., address: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., pending: _Optional[int] = ..., alive: _Optional[bool] = ..., launches: _Optional[int] = ..., repartitions: _Optional[int] = ..., inconsistencies: _Optional[int] = ...) -> None: ...
+    taken_over: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., address: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., pending: _Optional[int] = ..., alive: _Optional[bool] = ..., launches: _Optional[int] = ..., repartitions: _Optional[int] = ..., inconsistencies: _Optional[int] = ..., taken_over: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LMInfo(_message.Message):
     __slots__ = ("name", "index", "address", "epoch", "nodes", "partition_nodes", "view_age_s", "connected", "free")
@@ -380,11 +382,15 @@ class LMInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., address: _Optional[str] = ..., epoch: _Optional[int] = ..., nodes: _Optional[int] = ..., partition_nodes: _Optional[_Iterable[int]] = ..., view_age_s: _Optional[float] = ..., connected: _Optional[bool] = ..., free: _Optional[_Union[Res, _Mapping]] = ...) -> None: ...
 
 class FedStatus(_message.Message):
-    __slots__ = ("gm", "gms", "lms")
+    __slots__ = ("gm", "gms", "lms", "membership", "members")
     GM_FIELD_NUMBER: _ClassVar[int]
     GMS_FIELD_NUMBER: _ClassVar[int]
     LMS_FIELD_NUMBER: _ClassVar[int]
+    MEMBERSHIP_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     gm: str
     gms: _containers.RepeatedCompositeFieldContainer[GMInfo]
     lms: _containers.RepeatedCompositeFieldContainer[LMInfo]
-    def __init__(self, gm: _Optional[str] = ..., gms: _Optional[_Iterable[_Union[GMInfo, _Mapping]]] = ..., lms: _Optional[_Iterable[_Union[LMInfo, _Mapping]]] = ...) -> None: ...
+    membership: str
+    members: _containers.RepeatedCompositeFieldContainer[GMInfo]
+    def __init__(self, gm: _Optional[str] = ..., gms: _Optional[_Iterable[_Union[GMInfo, _Mapping]]] = ..., lms: _Optional[_Iterable[_Union[LMInfo, _Mapping]]] = ..., membership: _Optional[str] = ..., members: _Optional[_Iterable[_Union[GMInfo, _Mapping]]] = ...) -> None: ...
