@@ -17,7 +17,8 @@ MIB = 1 << 20
 
 def task_json(t: fpb.FedTaskStatus) -> JsonDict:
     return {"index": t.index, "state": t.state, "lm": t.lm or None, "node": t.node or None,
-            "lm_job": t.job_id or None, "attempts": t.attempts, "exit_code": t.exit_code, "reason": t.reason}
+            "lm_job": t.job_id or None, "attempts": t.attempts, "exit_code": t.exit_code, "reason": t.reason,
+            "preemptions": t.preemptions}
 
 
 def job_json(job: fpb.FedJob) -> JsonDict:

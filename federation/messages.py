@@ -109,6 +109,16 @@ class TaskEnded:
     preempted: bool = False
 
 
+# How an LM names a task stopped by a PreemptAndLaunch (the master's task reason starts
+# with it): the victim's GM requeues a task that ended so, also when it finds the end by
+# looking up the LM master's job after missing the delta.
+PREEMPTED_BY = "preempted by "
+
+
+def preempted_reason(task_id: str, queue: str) -> str:
+    return f"{PREEMPTED_BY}{task_id} of queue {queue}"
+
+
 # ---- requests: GM -> LM (synchronous) ----
 
 @dataclass(frozen=True)

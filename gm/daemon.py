@@ -16,8 +16,9 @@ import time
 
 import grpc
 
+from tcluster.federation.fairness import FairPreempter
 from tcluster.federation.gm import GlobalManager, Pending, Send, _Queue
-from tcluster.federation.messages import Answer, Launched, LMLayout, LMState, Refused, TaskSpec
+from tcluster.federation.messages import PREEMPTED_BY, Answer, Launched, LMLayout, LMState, Refused, TaskSpec
 from tcluster.federation.view import LMView
 from tcluster.gm.cancel import Canceller
 from tcluster.gm.settings import GMSettings
@@ -57,7 +58,10 @@ class GMDaemon:
         self.vocab = Vocabulary()
         self.links = [LMLink(n, a) for n, a in settings.lms]
         empty = [LMLayout(i, (), ()) for i in range(len(self.links))]
-        self.gm = GlobalManager(settings.index, empty, self.n_gms, [])
+        # Alg. 2 (--preemption): victims come from the tasks every LM state lists.
+        preempter = FairPreempter(settings.queue_shares()) if settings.preemption else None
+        self.gm = GlobalManager(settings.index, empty, self.n_gms, [], preempter=preempter)
+        self.preempted = 0                   # this GM's tasks stopped by a PreemptAndLaunch
         self.specs: dict[str, jobs_pb2.JobSpec] = {}       # job id -> its spec (one task's)
         self.unanswered: list[tuple[int, federation_pb2.PlaceRequest, Pending, str]] = []
         self.checking: set[str] = set()      # running tasks whose end is being looked up at their LM
@@ -201,7 +205,10 @@ class GMDaemon:
         if kind == "layout":
             self._new_layout(lm, layout_from(update.layout, self.vocab))
         elif kind == "state" and link.view is not None and update.state.epoch == link.layout.epoch:
-            link.view.apply(state_from(update.state))
+            # A newer state may show room freed by another GM's tasks (whose ends only that
+            # GM hears): tasks parked for no room must be tried again on it.
+            if link.view.apply(state_from(update.state)) and link.usable:
+                self.gm.stamp += 1
             link.last_state = time.monotonic()
             self._set_usable(lm, True)
             self._reconcile(lm, {t.task_id for t in update.state.tasks})
@@ -232,6 +239,12 @@ class GMDaemon:
     def _ended(self, lm: int, msg: federation_pb2.FedTaskEnded) -> None:
         link, delta = self.links[lm], ended_from(msg)
         current = link.layout is not None and delta.epoch == link.layout.epoch
+        if not self._of_current_run(lm, msg):
+            # An earlier copy's end (a preempted one whose end was found first by lookup):
+            # its room only, never a second requeue.
+            if current and link.view.apply_delta(delta) and link.usable:
+                self.gm.stamp += 1
+            return
         if current and link.usable:
             self.gm.on_delta(delta)          # frees the room; a preempted task goes back to its queue
         else:
@@ -243,11 +256,28 @@ class GMDaemon:
                 p.attempt, p.failed_at = p.attempt + 1, -1
                 self.gm.queues[p.task.queue].items.appendleft(p)
         if delta.preempted:
-            rows = self.store.tasks("task_id=?", (delta.task_id,))
-            if rows and rows[0].state == "RUNNING":
-                self.store.back_to_pending(delta.task_id, rows[0].attempt + 1)
+            self._preempted(delta.task_id, msg.reason)
             return
         self.store.ended(delta.task_id, _ENDED.get(msg.state, "SUCCEEDED"), msg.exit_code, msg.reason)
+
+    def _of_current_run(self, lm: int, msg: federation_pb2.FedTaskEnded) -> bool:
+        rows = self.store.tasks("task_id=?", (msg.task_id,))
+        if not rows:
+            return False
+        row = rows[0]
+        if row.state == "RUNNING":
+            return row.lm == lm and not (msg.job_id and row.lm_job and row.lm_job != msg.job_id)
+        # PLACING: an answer lost while the task ran and ended; PENDING or ended: an old copy.
+        return row.state == "PLACING" and not msg.preempted
+
+    def _preempted(self, task_id: str, reason: str) -> None:
+        """Waiting again (not FAILED; the GM counts no retries), placed again later; the
+        pure GM has already put it back at its queue's head."""
+        rows = self.store.tasks("task_id=?", (task_id,))
+        if rows and rows[0].state == "RUNNING":
+            self.store.preempted(task_id, rows[0].attempt + 1, reason or PREEMPTED_BY.strip())
+            self.preempted += 1
+            log.info("task %s %s (%d of this GM's tasks preempted so far)", task_id, reason, self.preempted)
 
     def _reconcile(self, lm: int, listed: set[str]) -> None:
         """Task ends this GM did not hear (it was down, or its stream was, when the LM sent
@@ -276,12 +306,28 @@ class GMDaemon:
                              e.code().name)
                     continue
                 end = _LM_JOB_END.get(job.state)
+                if not self.store.tasks("task_id=? AND state='RUNNING' AND lm_job=?", (task_id, job.id)):
+                    continue          # meanwhile its end came (and it may run again, elsewhere)
+                if end == "CANCELLED" and job.tasks and job.tasks[0].reason.startswith(PREEMPTED_BY):
+                    self._requeue(task_id, job.tasks[0].reason.split(";")[0])
+                    continue
                 if end is not None and job.tasks and self.gm.running.pop(task_id, None) is not None:
                     log.info("task %s ended %s while this GM did not hear it (LM %s job %s)", task_id, end,
                              self.links[lm].name, job.id)
                     self.store.ended(task_id, end, job.tasks[0].exit_code, job.tasks[0].reason)
         finally:
             self.checking.difference_update(task_ids)
+
+    def _requeue(self, task_id: str, reason: str) -> None:
+        """A preemption found by lookup (the delta was missed): as on_delta would."""
+        run = self.gm.running.pop(task_id, None)
+        if run is None:
+            return
+        p = run[2]
+        p.attempt, p.failed_at = p.attempt + 1, -1
+        self.gm.queues[p.task.queue].items.appendleft(p)
+        self._preempted(task_id, reason)
+        self.wake.set()
 
     def age_views(self, now: float) -> None:
         for lm, link in enumerate(self.links):

@@ -110,7 +110,8 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
                 node = link.layout.names[r.node]
             out.tasks.append(federation_pb2.FedTaskStatus(
                 index=r.idx, state=r.state, lm=link.name if link and r.state != "PENDING" else "", node=node,
-                job_id=r.lm_job, attempts=r.attempt + (r.state != "PENDING"), exit_code=r.exit_code, reason=r.reason))
+                job_id=r.lm_job, attempts=r.attempt + (r.state != "PENDING"), exit_code=r.exit_code, reason=r.reason,
+                preemptions=r.preemptions))
         return out
 
     async def Get(self, request: federation_pb2.FedGetRequest, context: grpc.aio.ServicerContext):

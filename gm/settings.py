@@ -47,6 +47,19 @@ class GMSettings(BaseModel):
     etcd: str = ""                                 # HOST:PORT[,HOST:PORT] or etcd://...[?cacert=...]
     etcd_prefix: str = "/tcluster-gm"
     member_ttl_s: int = Field(10, ge=2, le=300)    # a dead GM's queues are taken over this long after
+    # Alg. 2: under contention a queue under its share preempts the most over-share queue.
+    preemption: bool = False
+    shares: dict[str, float] = Field(default_factory=dict)     # queue -> fraction; {} = equal over queue_map
+
+    @field_validator("shares")
+    @classmethod
+    def _shares(cls, v: dict[str, float]) -> dict[str, float]:
+        for q, f in v.items():
+            if not 0 < f <= 1:
+                raise ValueError(f"queue {q!r}: share {f} is not in (0, 1]")
+        if sum(v.values()) > 1 + 1e-9:
+            raise ValueError(f"shares add up to {sum(v.values()):g}; at most 1 (fractions of the federation)")
+        return v
 
     @field_validator("listen")
     @classmethod
@@ -76,6 +89,12 @@ class GMSettings(BaseModel):
     def owner_of(self, queue: str) -> str | None:
         return self.queue_map.get(queue)
 
+    def queue_shares(self) -> dict[str, float]:
+        """--shares, else an equal share for every queue of --queue-map."""
+        if self.shares or not self.queue_map:
+            return dict(self.shares)
+        return {q: 1 / len(self.queue_map) for q in self.queue_map}
+
 
 def parse_lms(text: str) -> list[tuple[str, list[str]]]:
     return [(n, [a for a in v.split("|") if a]) for n, v in _pairs(text, "--lms")]
@@ -83,6 +102,16 @@ def parse_lms(text: str) -> list[tuple[str, list[str]]]:
 
 def parse_queue_map(text: str) -> dict[str, str]:
     return dict(_pairs(text, "--queue-map"))
+
+
+def parse_shares(text: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for q, f in _pairs(text, "--shares"):
+        try:
+            out[q] = float(f)
+        except ValueError:
+            raise SettingsError(f"--shares: queue {q!r}: {f!r} is not a number (a fraction, e.g. a=0.5)") from None
+    return out
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,6 +135,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--etcd-prefix", help="key prefix in etcd (default /tcluster-gm)")
     p.add_argument("--member-ttl-s", type=int, help="this GM's lease TTL: its queues are taken over this long "
                                                     "after it dies (default 10)")
+    p.add_argument("--preemption", action="store_true", default=None,
+                   help="Alg. 2: under contention, preempt the queue most over its share (default off)")
+    p.add_argument("--shares", help="queue shares for --preemption: a=0.5,b=0.5 (default: equal over --queue-map)")
     return p
 
 
@@ -128,6 +160,8 @@ def settings_from(values: dict[str, Any]) -> GMSettings:
         v["queue_map"] = parse_queue_map(v["queue_map"])
     if isinstance(v.get("lm_tls"), str):
         v["lm_tls"] = dict(_pairs(v["lm_tls"], "--lm-tls"))
+    if isinstance(v.get("shares"), str):
+        v["shares"] = parse_shares(v["shares"])
     try:
         s = GMSettings(**v)
     except ValidationError as e:

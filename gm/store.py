@@ -41,6 +41,7 @@ class TaskRow:
     lm_job: str
     exit_code: int
     reason: str
+    preemptions: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(_SCHEMA)
+        if "preemptions" not in {r[1] for r in self.db.execute("PRAGMA table_info(tasks)")}:
+            # Added with Alg. 2 (issue 25): a state dir of an earlier GM gains it.
+            self.db.execute("ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         self.db.close()
@@ -96,13 +100,19 @@ class Store:
         self.db.execute("UPDATE tasks SET state='PENDING', attempt=?, request=NULL WHERE task_id=?",
                         (attempt, task_id))
 
+    def preempted(self, task_id: str, attempt: int, reason: str) -> None:
+        """Stopped by another queue's PreemptAndLaunch: waiting again (not an end), with why."""
+        self.db.execute("UPDATE tasks SET state='PENDING', attempt=?, request=NULL, reason=?, "
+                        "preemptions=preemptions+1 WHERE task_id=?", (attempt, reason[:1024], task_id))
+
     def ended(self, task_id: str, state: str, exit_code: int, reason: str) -> None:
         self.db.execute("UPDATE tasks SET state=?, exit_code=?, reason=?, request=NULL WHERE task_id=?",
                         (state, exit_code, reason[:1024], task_id))
 
     def tasks(self, where: str = "1", args: tuple = ()) -> list[TaskRow]:
         rows = self.db.execute(
-            "SELECT task_id, job_id, idx, queue, state, attempt, lm, node, request, lm_job, exit_code, reason "
+            "SELECT task_id, job_id, idx, queue, state, attempt, lm, node, request, lm_job, exit_code, reason, "
+            "preemptions "
             f"FROM tasks WHERE {where} ORDER BY rowid", args).fetchall()
         return [TaskRow(*r) for r in rows]
 

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Iterator, Union
 
 from tcluster.errors import InvalidArgument, ResourceExhausted, Unavailable
-from tcluster.federation.messages import Answer, Launched, LMState, PreemptAndLaunch, Request, TaskEnded
+from tcluster.federation.messages import (
+    PREEMPTED_BY, Answer, Launched, LMState, PreemptAndLaunch, Request, TaskEnded, preempted_reason,
+)
 from tcluster.master.core.events import Step
 from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinned_node
 from tcluster.master.federation_lm import (
@@ -47,6 +49,7 @@ class Ended:
     state: TaskState
     exit_code: int
     reason: str
+    job_id: str = ""       # the master's job that ran it: a GM tells an earlier copy's end from its run's
 
 
 Update = Union[LiveLayout, LMState, Ended]
@@ -82,6 +85,9 @@ class LiveLM:
         self.subscriptions: list[Subscription] = []
         self.fed_jobs: dict[str, str] = {}        # federated task id -> the master's job id
         self.placed: OrderedDict[str, str] = OrderedDict()    # request id -> job id, the latest PLACED_MEMORY
+        # Victims of a PreemptAndLaunch still stopping: fed task id -> (its GM, the check's
+        # delta, why). Their GM hears of them once they really ended (on_step).
+        self.stopping: dict[str, tuple[int, TaskEnded, str]] = {}
         self._room_cache: dict[str, Res] = {}
         self._state_seen: object = service.state
         # A LiveLM is built when this master starts leading: on etcd a new term (epoch_floor).
@@ -210,7 +216,18 @@ class LiveLM:
             self.fed.set_waiting(node, fed_id, res_of(job.spec.resources) if waits else None)
             if task.state.terminal and fed_id in self.fed.check.running:
                 gm, delta = self.fed.check.end(fed_id)
-                ends.append((gm, Ended(delta, task.state, task.exit_code or 0, task.reason)))
+                # A victim whose stop this master did not remember (it restarted meanwhile):
+                # its reason still says it was preempted.
+                stopping = self.stopping.pop(fed_id, None) is not None
+                gone = task.state is TaskState.KILLED and (stopping or task.reason.startswith(PREEMPTED_BY))
+                ends.append((gm, Ended(replace(delta, preempted=gone), task.state, task.exit_code or 0,
+                                       task.reason, task.job_id)))
+            elif task.state.terminal and fed_id in self.stopping:
+                gm, delta, why = self.stopping.pop(fed_id)
+                # It may have ended on its own before the signal: then that is how it ended.
+                killed = task.state is TaskState.KILLED
+                ends.append((gm, Ended(replace(delta, preempted=killed), task.state, task.exit_code or 0,
+                                       why if killed else task.reason, task.job_id)))
         if ends:
             durable.add_done_callback(lambda f: None if f.cancelled() or f.exception() else self._tell(ends))
 
@@ -250,12 +267,10 @@ class LiveLM:
         if len(self.placed) > PLACED_MEMORY:
             self.placed.popitem(last=False)
         if isinstance(req, PreemptAndLaunch):
-            await self._stop_victims(req.victims)
+            await self._stop_victims(req, job_id, notices)
         check.touch()
         answer = replace(answer, state=check.state())
         check.answers[req.request_id] = answer
-        self._tell([(gm, Ended(delta, TaskState.KILLED, 0, f"preempted by {req.task.task_id}"))
-                    for gm, delta in notices])
         return answer, job_id
 
     async def _repeat(self, req: Request) -> tuple[Answer, str] | None:
@@ -287,11 +302,31 @@ class LiveLM:
                        resources=resources_of(req.task.req), queue=queue, request_id=req.request_id,
                        labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node)))
 
-    async def _stop_victims(self, victims: tuple[str, ...]) -> None:
-        """Through the master's normal kill path (a cancel: kill intent, resent until the
-        agent confirms); their GMs were told at the check, as preempted."""
-        for task_id in victims:
-            job = self.service.state.jobs.get(self.fed_jobs.get(task_id, ""))
-            if job is not None and not job.state.terminal:
-                await self.service.cancel(job.id)
+    async def _stop_victims(self, req: PreemptAndLaunch, by_job: str,
+                            notices: tuple[tuple[int, TaskEnded], ...]) -> None:
+        """Through the master's preemption path (a kill intent persisted first, SIGTERM,
+        --preempt-grace-s, SIGKILL); a victim still waiting for its node is cancelled. Each
+        victim's GM is told once the victim really ended (on_step), so that GM never places
+        the task again while the old copy is still stopping; a victim already gone, now."""
+        why = preempted_reason(req.task.task_id, req.task.queue)
+        kills: list[tuple[str, int, str, str]] = []
+        waiting: list[str] = []
+        now: list[tuple[int, Ended]] = []
+        for gm, delta in notices:
+            job_id = self.fed_jobs.get(delta.task_id, "")
+            tasks = self.service.state.tasks.get(job_id, [])
+            if not tasks or tasks[0].state.terminal:
+                now.append((gm, Ended(delta, TaskState.KILLED, 0, why, job_id)))
+                continue
+            self.stopping[delta.task_id] = (gm, delta, why)
+            if tasks[0].state.holds_resources:
+                kills.append((tasks[0].id, tasks[0].attempt, why, by_job))
+            else:
+                waiting.append(job_id)
+        log.info("federation: %s preempts %s", req.task.task_id, ", ".join(d.task_id for _, d in notices))
+        if kills:
+            await self.service.preempt(tuple(kills))
+        for job_id in waiting:
+            await self.service.cancel(job_id)
+        self._tell(now)
 

@@ -19,7 +19,9 @@ from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
-from tcluster.master.core.events import Cancel, CancelTasks, Event, Now, Step, Submit, SubmitPinned, UpdateJob
+from tcluster.master.core.events import (
+    Cancel, CancelTasks, Event, Now, Preempt, Step, Submit, SubmitPinned, UpdateJob,
+)
 from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
@@ -246,6 +248,14 @@ class MasterService(AgentSide, Rounds):
         self.kick()
         await durable
         return self.get(job_id)
+
+    async def preempt(self, victims: tuple[tuple[str, int, str, str], ...]) -> None:
+        """A GM's PreemptAndLaunch (master/federation_live.py): (task id, attempt, reason,
+        preempting job) take this master's preemption path: a kill intent persisted first,
+        SIGTERM, --preempt-grace-s, SIGKILL, resent until the agent confirms."""
+        _, durable = self._do(Preempt(victims))
+        self.kick()
+        await durable
 
     async def update(self, job_id: str, caller: Caller = ANONYMOUS, throttle: int | None = None
                      ) -> tuple[Job, list[Task]]:

@@ -64,7 +64,7 @@ def ended_pb(e: Ended) -> federation_pb2.FedTaskEnded:
     return federation_pb2.FedTaskEnded(lm=d.lm, epoch=d.epoch, version=d.version, task_id=d.task_id, node=d.node,
                                        node_free=res_pb(d.node_free), preempted=d.preempted,
                                        state=_TASK_STATE.get(e.state, common_pb2.TASK_STATE_UNSPECIFIED),
-                                       exit_code=e.exit_code, reason=e.reason[:1024])
+                                       exit_code=e.exit_code, reason=e.reason[:1024], job_id=e.job_id)
 
 
 def update_pb(update: Update) -> federation_pb2.LMUpdate:

@@ -180,6 +180,31 @@ def test_a_preemption_stops_the_victim_and_tells_its_gm(tmp_path: Path) -> None:
     run(scenario, tmp_path)
 
 
+def test_a_victim_stops_through_the_preemption_path_and_one_already_gone_is_victim_gone(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        await cluster(h)
+        stream1, lay, _ = await layout(h, gm=1)
+        cap = list(lay.nodes[1].cap.v)
+        victim = await stub(h).Place(request("f1-1.0:0", "f1-1.0", 1, lay.epoch, 1, cpu_m=cap[0]))
+        await h.wait_job(victim.launched.job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        answer = await stub(h).Place(request("f0-1.0:0", "f0-1.0", 0, lay.epoch, 1, cpu_m=cap[0], how="preempt",
+                                             victims=("f1-1.0",)))
+        ended = await next_update(stream1, "ended")
+        assert (ended.task_id, ended.preempted, ended.state, ended.job_id) == (
+            "f1-1.0", True, common_pb2.TASK_KILLED, victim.launched.job_id)
+        assert ended.reason == "preempted by f0-1.0 of queue a"
+        job = await h.wait_job(victim.launched.job_id, lambda j: j.state == jobs_pb2.JOB_CANCELLED)
+        assert job.tasks[0].reason.startswith("preempted by f0-1.0 of queue a")     # the preemption path's
+        await h.wait_job(answer.launched.job_id, lambda j: j.tasks and j.tasks[0].state == common_pb2.TASK_RUNNING)
+        # f1-1.0 is gone now: a preemption naming it stops nothing and launches nothing.
+        again = await stub(h).Place(request("f0-2.0:0", "f0-2.0", 0, lay.epoch, 1, cpu_m=cap[0], how="preempt",
+                                            victims=("f1-1.0",)))
+        assert again.WhichOneof("outcome") == "inconsistent" and again.inconsistent.why == fpb.WHY_VICTIM_GONE
+        assert started_on(h, "n1") == 2
+        stream1.cancel()
+    run(scenario, tmp_path)
+
+
 def test_after_a_master_restart_a_repeated_request_id_returns_the_same_job(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         await cluster(h)

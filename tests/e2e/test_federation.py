@@ -39,8 +39,9 @@ def _port() -> int:
 
 
 class Federation:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, gm_args: tuple[str, ...] = ()) -> None:
         self.tmp, self.tag = tmp, f"e2e-fed-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        self.gm_args = gm_args
         self.masters: list[Proc] = []
         self.addresses: list[str] = []
         self.agents: list[Proc] = []
@@ -69,7 +70,7 @@ class Federation:
         gms = ",".join(f"gm{k}=127.0.0.1:{p}" for k, p in enumerate(self.gm_ports))
         gm = Proc([str(BIN / "tcl-gm"), "--name", f"gm{g}", "--index", str(g), "--listen",
                    f"127.0.0.1:{self.gm_ports[g]}", "--lms", lms, "--gms", gms, "--queue-map", "a=gm0,b=gm1",
-                   "--state-dir", str(self.tmp / f"gm{g}"), "--view-max-age-s", "3"], self.tmp / f"gm{g}.{time.time()}.log")
+                   "--state-dir", str(self.tmp / f"gm{g}"), "--view-max-age-s", "3", *self.gm_args], self.tmp / f"gm{g}.{time.time()}.log")
         gm.wait_for_output(r"serving on port")
         self.gms[g] = gm
 
@@ -233,3 +234,25 @@ def test_the_tcl_federation_cli_submits_lists_shows_cancels_and_reports(fed: Fed
     assert set(ended.values()) == {jobs_pb2.JOB_CANCELLED} and len(ended) == 2, ended
     again = tcl(fed, "cancel", long_id)
     assert again.returncode == 0 and again.stdout.strip() == "CANCELLED", again.stdout
+
+
+def test_with_preemption_queue_b_takes_its_share_from_a_whose_tasks_run_again(tmp_path: Path) -> None:
+    """Alg. 2 through the binaries: a (gm0) fills both clusters (8 x 1 core); b (gm1, an
+    equal share) preempts two of a's tasks, which wait PENDING at gm0 with why and run
+    again, once each, when b's tasks end."""
+    fed = Federation(tmp_path, ("--preemption",))
+    try:
+        a = fed.submit(0, "a", 8, "sleep", "600", cpu=1)
+        wait_until(lambda: [t.state for t in fed.job(a).tasks] == ["RUNNING"] * 8, 60)
+        b = fed.submit(1, "b", 2, "sleep", "3", cpu=1)
+        wait_until(lambda: [t.state for t in fed.job(b).tasks] == ["RUNNING"] * 2, 60)
+        preempted = [t for t in fed.job(a).tasks if t.preemptions]
+        assert len(preempted) == 2 and all(t.reason.startswith(f"preempted by {b}.") and
+                                           t.reason.endswith("of queue b") for t in preempted), fed.job(a)
+        assert fed.wait_job(b).state == "SUCCEEDED"
+        wait_until(lambda: [t.state for t in fed.job(a).tasks] == ["RUNNING"] * 8, 60)
+        launches = fed.launches(a)
+        assert sorted(launches.values()) == [1] * 6 + [2] * 2, launches      # never two at once, none lost
+        wait_until(lambda: sum(j.state == jobs_pb2.JOB_RUNNING for lm in (0, 1) for j in fed.lm_jobs(lm)) == 8, 30)
+    finally:
+        fed.close()

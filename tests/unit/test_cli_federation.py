@@ -78,7 +78,8 @@ def test_job_tables_and_json() -> None:
     assert rows[3] == ["2", "PENDING", "-", "-", "-", "0", "-", "-"]
     doc = json.loads(json.dumps(job_json(fed_job())))
     assert doc["id"] == "f0-7" and doc["tasks"][2] == {"index": 2, "state": "PENDING", "lm": None, "node": None,
-                                                       "lm_job": None, "attempts": 0, "exit_code": 0, "reason": ""}
+                                                       "lm_job": None, "attempts": 0, "exit_code": 0, "reason": "",
+                                                       "preemptions": 0}
 
 
 def test_status_tables_and_json_include_a_gm_that_did_not_answer() -> None:

@@ -124,7 +124,7 @@ class LMState(_message.Message):
     def __init__(self, lm: _Optional[int] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., free: _Optional[_Iterable[_Union[Res, _Mapping]]] = ..., logical: _Optional[_Iterable[_Union[LogicalNode, _Mapping]]] = ..., usage: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskOn, _Mapping]]] = ...) -> None: ...
 
 class FedTaskEnded(_message.Message):
-    __slots__ = ("lm", "epoch", "version", "task_id", "node", "node_free", "preempted", "state", "exit_code", "reason")
+    __slots__ = ("lm", "epoch", "version", "task_id", "node", "node_free", "preempted", "state", "exit_code", "reason", "job_id")
     LM_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +135,7 @@ class FedTaskEnded(_message.Message):
     STATE_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
     lm: int
     epoch: int
     version: int
@@ -145,7 +146,8 @@ class FedTaskEnded(_message.Message):
     state: _common_pb2.TaskState
     exit_code: int
     reason: str
-    def __init__(self, lm: _Optional[int] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., task_id: _Optional[str] = ..., node: _Optional[int] = ..., node_free: _Optional[_Union[Res, _Mapping]] = ..., preempted: _Optional[bool] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    job_id: str
+    def __init__(self, lm: _Optional[int] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., task_id: _Optional[str] = ..., node: _Optional[int] = ..., node_free: _Optional[_Union[Res, _Mapping]] = ..., preempted: _Optional[bool] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., job_id: _Optional[str] = ...) -> None: ...
 
 class LMUpdate(_message.Message):
     __slots__ = ("layout", "state", "ended")
@@ -260,7 +262,7 @@ class FedSubmitRequest(_message.Message):
     def __init__(self, spec: _Optional[_Union[_jobs_pb2.JobSpec, _Mapping]] = ..., forwarded: _Optional[bool] = ...) -> None: ...
 
 class FedTaskStatus(_message.Message):
-    __slots__ = ("index", "state", "lm", "node", "job_id", "attempts", "exit_code", "reason")
+    __slots__ = ("index", "state", "lm", "node", "job_id", "attempts", "exit_code", "reason", "preemptions")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     LM_FIELD_NUMBER: _ClassVar[int]
@@ -269,6 +271,7 @@ class FedTaskStatus(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     index: int
     state: str
     lm: str
@@ -277,7 +280,8 @@ class FedTaskStatus(_message.Message):
     attempts: int
     exit_code: int
     reason: str
-    def __init__(self, index: _Optional[int] = ..., state: _Optional[str] = ..., lm: _Optional[str] = ..., node: _Optional[str] = ..., job_id: _Optional[str] = ..., attempts: _Optional[int] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    preemptions: int
+    def __init__(self, index: _Optional[int] = ..., state: _Optional[str] = ..., lm: _Optional[str] = ..., node: _Optional[str] = ..., job_id: _Optional[str] = ..., attempts: _Optional[int] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
 class FedJob(_message.Message):
     __slots__ = ("id", "queue", "gm", "state", "tasks", "submitted_at", "name")
