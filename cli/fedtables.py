@@ -64,7 +64,7 @@ def lm_json(gm: str, lm: fpb.LMInfo) -> JsonDict:
 def gm_json(g: fpb.GMInfo) -> JsonDict:
     return {"name": g.name, "index": g.index, "address": g.address, "alive": g.alive, "queues": list(g.queues),
             "pending": g.pending, "launches": g.launches, "repartitions": g.repartitions,
-            "inconsistencies": g.inconsistencies, "taken_over": list(g.taken_over)}
+            "inconsistencies": g.inconsistencies, "preemptions": g.preemptions, "taken_over": list(g.taken_over)}
 
 
 def status_json(answers: Sequence[tuple[str, fpb.FedStatus | None]]) -> JsonDict:
@@ -88,14 +88,14 @@ def status_tables(doc: JsonDict) -> str:
         return str(g[key]) if key in g else EMPTY
     gms = [(g["name"] or EMPTY, g["address"], "yes" if g["alive"] else "NO",
             ",".join(g.get("queues", ())) or EMPTY, cell(g, "pending"), cell(g, "launches"),
-            cell(g, "repartitions"), cell(g, "inconsistencies")) for g in doc["gms"]]
+            cell(g, "repartitions"), cell(g, "inconsistencies"), cell(g, "preemptions")) for g in doc["gms"]]
     lms = [(lm["seen_by"], lm["name"], lm["address"], str(lm["epoch"]), str(lm["nodes"]),
             "/".join(str(n) for n in lm["partition_nodes"]) or EMPTY,
             f"{lm['view_age_s']:.1f}s" if lm["view_age_s"] is not None else EMPTY,
             "yes" if lm["connected"] else "NO", format_cpu(lm["free"]["cpu"]), format_bytes(lm["free"]["memory"]))
            for lm in doc["lms"]]
     text = (format_table(("GM", "ADDRESS", "ALIVE", "QUEUES", "PENDING", "LAUNCHES", "REPARTITIONS",
-                          "INCONSISTENCIES"), gms) + "\n\n" +
+                          "INCONSISTENCIES", "PREEMPTIONS"), gms) + "\n\n" +
             format_table(("SEEN BY", "LM", "ADDRESS", "EPOCH", "NODES", "PER GM", "VIEW AGE", "CONNECTED",
                           "FREE CPU", "FREE MEM"), lms))
     if doc.get("members"):      # --etcd: every GM etcd knows of, dead ones and takeovers included

@@ -162,7 +162,8 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         me = federation_pb2.GMInfo(
             name=d.s.name, index=d.s.index, address=d.s.listen, alive=True, pending=d.gm.pending() + len(d.unanswered),
             queues=sorted(q for q, g in d.s.queue_map.items() if g == d.s.name), launches=st.launches,
-            repartitions=st.repartitions, inconsistencies=st.internal_inconsistencies + st.external_inconsistencies)
+            repartitions=st.repartitions, inconsistencies=st.internal_inconsistencies + st.external_inconsistencies,
+            preemptions=st.preemptions)
         out = federation_pb2.FedStatus(gm=d.s.name, gms=[me], membership="static")
         if d.membership is not None:
             from tcluster.gm.fedstatus import etcd_members

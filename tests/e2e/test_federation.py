@@ -249,6 +249,7 @@ def test_with_preemption_queue_b_takes_its_share_from_a_whose_tasks_run_again(tm
         preempted = [t for t in fed.job(a).tasks if t.preemptions]
         assert len(preempted) == 2 and all(t.reason.startswith(f"preempted by {b}.") and
                                            t.reason.endswith("of queue b") for t in preempted), fed.job(a)
+        assert fed.gm(1).Status(fpb.FedStatusRequest(), timeout=10).gms[0].preemptions == 2    # the preemptor's count
         assert fed.wait_job(b).state == "SUCCEEDED"
         wait_until(lambda: [t.state for t in fed.job(a).tasks] == ["RUNNING"] * 8, 60)
         launches = fed.launches(a)

@@ -84,15 +84,15 @@ def test_job_tables_and_json() -> None:
 
 def test_status_tables_and_json_include_a_gm_that_did_not_answer() -> None:
     st = fpb.FedStatus(gm="gm0", gms=[fpb.GMInfo(name="gm0", address="h:1", alive=True, queues=["a"], pending=2,
-                                                 launches=5, repartitions=1, inconsistencies=0)],
+                                                 launches=5, repartitions=1, inconsistencies=0, preemptions=3)],
                        lms=[fpb.LMInfo(name="lm0", address="m:7070", epoch=3, nodes=4, partition_nodes=[2, 2],
                                        view_age_s=0.4, connected=True, free=fpb.Res(v=[1500, 2048]))])
     doc = status_json([("h:1", st), ("h:2", None)])
     assert [g["alive"] for g in doc["gms"]] == [True, False] and doc["gms"][1]["address"] == "h:2"
     assert doc["lms"][0]["free"] == {"cpu": 1.5, "memory": 2 << 30} and doc["lms"][0]["seen_by"] == "gm0"
     lines = status_tables(doc).splitlines()
-    assert lines[1].split() == ["gm0", "h:1", "yes", "a", "2", "5", "1", "0"]
-    assert lines[2].split() == ["-", "h:2", "NO", "-", "-", "-", "-", "-"]
+    assert lines[1].split() == ["gm0", "h:1", "yes", "a", "2", "5", "1", "0", "3"]
+    assert lines[2].split() == ["-", "h:2", "NO", "-", "-", "-", "-", "-", "-"]
     assert lines[5].split() == ["gm0", "lm0", "m:7070", "3", "4", "2/2", "0.4s", "yes", "1.5", "2Gi"]
     assert doc["members"] == [] and "MEMBER" not in status_tables(doc)      # static membership: no table
 

@@ -336,7 +336,7 @@ class FedStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GMInfo(_message.Message):
-    __slots__ = ("name", "index", "address", "queues", "pending", "alive", "launches", "repartitions", "inconsistencies", "taken_over")
+    __slots__ = ("name", "index", "address", "queues", "pending", "alive", "launches", "repartitions", "inconsistencies", "taken_over", "preemptions")
     NAME_FIELD_NUMBER: _ClassVar[int]
     INDEX_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -347,6 +347,7 @@ class GMInfo(_message.Message):
     REPARTITIONS_FIELD_NUMBER: _ClassVar[int]
     INCONSISTENCIES_FIELD_NUMBER: _ClassVar[int]
     TAKEN_OVER_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     index: int
     address: str
@@ -357,7 +358,8 @@ class GMInfo(_message.Message):
     repartitions: int
     inconsistencies: int
     taken_over: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., address: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., pending: _Optional[int] = ..., alive: _Optional[bool] = ..., launches: _Optional[int] = ..., repartitions: _Optional[int] = ..., inconsistencies: _Optional[int] = ..., taken_over: _Optional[_Iterable[str]] = ...) -> None: ...
+    preemptions: int
+    def __init__(self, name: _Optional[str] = ..., index: _Optional[int] = ..., address: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., pending: _Optional[int] = ..., alive: _Optional[bool] = ..., launches: _Optional[int] = ..., repartitions: _Optional[int] = ..., inconsistencies: _Optional[int] = ..., taken_over: _Optional[_Iterable[str]] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
 class LMInfo(_message.Message):
     __slots__ = ("name", "index", "address", "epoch", "nodes", "partition_nodes", "view_age_s", "connected", "free")
