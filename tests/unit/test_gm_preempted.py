@@ -39,7 +39,7 @@ def _daemon(tmp_path: Path) -> tuple[GMDaemon, str]:
     d = GMDaemon(settings_from({**BASE, "state_dir": str(tmp_path), "preemption": True}))
     d.store = Store(str(tmp_path))
     spec = jobs_pb2.JobSpec(queue="a", tasks=1, command=["sleep"], resources=common_pb2.Resources(cpu=1, memory=2**28))
-    job_id = d.store.add_job(0, "a", "j", spec.SerializeToString(), 1, "")
+    d.store.add_job(0, "a", "j", spec.SerializeToString(), 1, "")
     d.enqueue(d.store.tasks()[0])
     d.gm.decide()                                        # no LM view: no room, parked
     row = d.store.tasks()[0]
