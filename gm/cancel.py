@@ -90,6 +90,7 @@ class Canceller:
         if all(r.state in TERMINAL for r in rows):
             self.d.store.cancelled(job_id)
             self.jobs.discard(job_id)
+            self.sent.difference_update(r.lm_job for r in rows if r.lm_job)   # held only while cancelling
             return
         for r in rows:
             if r.state == "RUNNING" and r.lm_job and r.lm_job not in self.sent and r.lm is not None:

@@ -5,6 +5,8 @@ the certificate reaches no job but the federation's (NotFound, as for a missing 
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from tcluster.errors import NotFound, TclusterError
@@ -20,25 +22,26 @@ class GMJobServicer(jobs_pb2_grpc.JobServiceServicer):
     def __init__(self, jobs: JobServicer, guard: GMGuard) -> None:
         self.jobs, self.guard = jobs, guard
 
-    def _caller(self, context: grpc.aio.ServicerContext, job_id: str, call: str) -> Caller:
+    def _read(self, context: grpc.aio.ServicerContext, job_id: str, call: str) -> tuple[Caller, Any]:
+        """The GM as a caller, and the job it asks for (read once)."""
         gm, _ = self.guard.admit(peer_cert(context), call)
         caller = Caller(f"gm:{gm}", True, "", ("*",))
-        job, _tasks = self.jobs.service.read(job_id, caller)
-        if not dict(job.spec.labels).get(FED_TASK):
+        found = self.jobs.service.read(job_id, caller)
+        if not dict(found[0].spec.labels).get(FED_TASK):
             raise NotFound(f"job {job_id[:64]} not found")   # a GM certificate reaches federation jobs only
-        return caller
+        return caller, found
 
     async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            caller = self._caller(context, request.id, "Get")
-            return self.jobs._job(self.jobs.service.read(request.id, caller), caller)
+            caller, found = self._read(context, request.id, "Get")
+            return self.jobs._job(found, caller)
         except TclusterError as error:
             await _abort(context, error)
             raise AssertionError("unreachable")
 
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
-            caller = self._caller(context, request.id, "Cancel")
+            caller, _ = self._read(context, request.id, "Cancel")
             return self.jobs._job(await self.jobs.service.cancel(request.id, caller, request.tasks), caller)
         except TclusterError as error:
             await _abort(context, error)
