@@ -19,6 +19,7 @@ import grpc
 
 from tcluster.gm.store import TERMINAL
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
+from tcluster.timeouts import wait_for
 
 if TYPE_CHECKING:
     from tcluster.gm.daemon import GMDaemon
@@ -80,7 +81,7 @@ class Canceller:
                 await self.sweep(job_id)
             self.wake.clear()
             try:
-                await asyncio.wait_for(self.wake.wait(), SWEEP_S)
+                await wait_for(self.wake.wait(), SWEEP_S)
             except TimeoutError:
                 pass
 

@@ -25,6 +25,7 @@ from tcluster.gm.settings import GMSettings
 from tcluster.gm.store import Store, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, answer_from, ended_from, layout_from, request_pb, state_from
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+from tcluster.timeouts import wait_for
 
 log = logging.getLogger("tcluster.gm")
 MIB = 1 << 20
@@ -348,7 +349,7 @@ class GMDaemon:
                 continue
             self.wake.clear()
             try:
-                await asyncio.wait_for(self.wake.wait(), 0.5 if self.unanswered else 1.0)
+                await wait_for(self.wake.wait(), 0.5 if self.unanswered else 1.0)
             except TimeoutError:
                 pass
 

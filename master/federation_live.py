@@ -27,6 +27,7 @@ from tcluster.master.federation_lm import (
     FederationLM, FedRun, LiveLayout, NO_ROOM, Res, epoch_floor, fed_labels, federated_run, res_of, resources_of,
 )
 from tcluster.model import JobSpec, TaskState
+from tcluster.timeouts import wait_for
 
 if TYPE_CHECKING:
     from tcluster.master.service import MasterService
@@ -171,7 +172,7 @@ class LiveLM:
         update: Update | None = None
         if due > 0:
             try:
-                update = await asyncio.wait_for(sub.queue.get(), due)
+                update = await wait_for(sub.queue.get(), due)
             except asyncio.TimeoutError:
                 update = None
             else:

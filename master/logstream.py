@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from tcluster.errors import FailedPrecondition, ResourceExhausted, Unavailable
 from tcluster.master.core.actions import FetchLog, LogCredit
 from tcluster.master.links import AgentLink
+from tcluster.timeouts import wait_for
 
 LOG_WINDOW_CHUNKS = 8            # x 64 KiB: at most 512 KiB of one stream in the master
 LOG_PIECE_TIMEOUT_S = 15.0       # a following agent sends an empty piece every 5 s
@@ -54,7 +55,7 @@ async def stream_log(link: AgentLink, fetch: FetchLog) -> AsyncIterator[bytes]:
     ended = False
     try:
         while True:
-            piece = await asyncio.wait_for(stream.get(), LOG_PIECE_TIMEOUT_S)
+            piece = await wait_for(stream.get(), LOG_PIECE_TIMEOUT_S)
             ended = piece.eof
             if not ended:
                 link.send(LogCredit(fetch.request_id, chunks=1))   # taken: room for one more

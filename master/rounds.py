@@ -14,6 +14,7 @@ from tcluster.master.core.pinning import pinned_round
 from tcluster.scheduler.round import schedule_round
 from tcluster.scheduler.windows import Windows
 from tcluster.master import nodeops
+from tcluster.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.5
@@ -32,7 +33,7 @@ class Rounds:
         last_tick = 0.0
         while True:
             try:
-                await asyncio.wait_for(self._wake.wait(), min(self.settings.schedule_interval_s, TICK_INTERVAL_S))
+                await wait_for(self._wake.wait(), min(self.settings.schedule_interval_s, TICK_INTERVAL_S))
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()

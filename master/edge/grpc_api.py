@@ -26,6 +26,7 @@ from tcluster.master.usagewatch import checked_watch_s
 from tcluster.model import Job, Task
 from tcluster.security.authz import Caller, ReadCluster
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+from tcluster.timeouts import wait_for
 from tcluster.wire import (
     job_state_from_pb, job_to_pb, lotes_status_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb,
 )
@@ -225,7 +226,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     async def _register(self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AgentLink:
         try:
-            first = inbound_from_pb(await asyncio.wait_for(requests.__anext__(), REGISTER_TIMEOUT_S))
+            first = inbound_from_pb(await wait_for(requests.__anext__(), REGISTER_TIMEOUT_S))
             if not isinstance(first, Registration):
                 raise InvalidArgument("register", "the first message on a stream must be Register")
             if self.guard is None:

@@ -14,6 +14,7 @@ import logging
 from typing import Callable
 
 from tcluster.master.store.etcdkv import Compacted, EtcdKV, WatchEvent
+from tcluster.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 Listener = Callable[[str, bytes | None, int], None]
@@ -121,4 +122,4 @@ class Mirror:
         async def wait() -> None:
             while self.revision < revision:
                 await self._advanced.wait()
-        await asyncio.wait_for(wait(), timeout_s)
+        await wait_for(wait(), timeout_s)

@@ -26,6 +26,7 @@ from tcluster.errors import Unavailable
 from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.master.store.etcdkv import EtcdKV, EtcdUnavailable, create_revision_is, get_op, put
 from tcluster.master.store.etcdmirror import Mirror
+from tcluster.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class Leadership:
             self._keepalive.cancel()
         if resign and self.lease:
             try:    # a clean stop hands over at once instead of after the TTL
-                await asyncio.wait_for(self.kv.revoke(self.lease), 2.0)
+                await wait_for(self.kv.revoke(self.lease), 2.0)
             except (EtcdUnavailable, asyncio.TimeoutError):
                 pass
 
@@ -147,7 +148,7 @@ class Leadership:
                 log.info("leading from revision %d (lease %x)", self.leader_rev, self.lease)
                 return
             try:
-                await asyncio.wait_for(self._vacant.wait(), 1.0)
+                await wait_for(self._vacant.wait(), 1.0)
             except asyncio.TimeoutError:
                 pass
 

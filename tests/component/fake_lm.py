@@ -13,6 +13,7 @@ from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import Launched, NodeSpec
 from tcluster.federation.view import split
 from tcluster.master.edge.federation_api import answer_pb, request_from_pb, res_pb, state_pb
+from tcluster.timeouts import wait_for
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
 
@@ -78,7 +79,7 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
             yield fpb.LMUpdate(state=state_pb(self.pure.state()))
             while True:
                 try:
-                    yield await asyncio.wait_for(q.get(), self.interval_s)
+                    yield await wait_for(q.get(), self.interval_s)
                 except TimeoutError:
                     if not self.silent:
                         yield fpb.LMUpdate(state=state_pb(self.pure.state()))

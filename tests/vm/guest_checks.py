@@ -69,8 +69,10 @@ def system_tests() -> dict[str, object]:
     # TCL_VM_GUEST: the tests that change the real firewall (masquerade) run here only.
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TCL_VM_GUEST": "1"}
     started = time.monotonic()
+    # -o timeout: software emulation is several times slower than the host, whose per-test
+    # limit (pyproject) is set for it; the whole run's limit is the timeout below.
     rc, out = run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-s", "-rs", "--durations=15",
-                   "--junitxml", str(SHARE / "junit.xml"), *GUEST_TESTS],
+                   "-o", "timeout=2000", "--junitxml", str(SHARE / "junit.xml"), *GUEST_TESTS],
                   "system-tests.log", timeout=2400, env=env)
     tail = [line for line in out.splitlines() if " passed" in line or " failed" in line or "error" in line.lower()]
     return {"rc": rc, "summary": tail[-1] if tail else out[-300:], "seconds": round(time.monotonic() - started, 1)}
