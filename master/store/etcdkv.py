@@ -236,9 +236,16 @@ class EtcdKV:
         return await self._call("a lease keepalive", call)
 
     async def revoke(self, lease: int) -> None:
+        """Ends the lease and its keys now. A lease etcd no longer knows (it expired while
+        this process was stopped or partitioned) is already what a revoke asks for: etcd's
+        NOT_FOUND is not an error here, so a stop that revokes goes on to close the rest."""
         async def call(channel: grpc.aio.Channel) -> None:
-            await stubs.LeaseStub(channel).LeaseRevoke(pb.LeaseRevokeRequest(ID=lease), timeout=self.timeout_s,
-                                                       metadata=_REQUIRE_LEADER)
+            try:
+                await stubs.LeaseStub(channel).LeaseRevoke(pb.LeaseRevokeRequest(ID=lease), timeout=self.timeout_s,
+                                                           metadata=_REQUIRE_LEADER)
+            except grpc.aio.AioRpcError as error:
+                if error.code() != grpc.StatusCode.NOT_FOUND:
+                    raise
         await self._call("a lease revoke", call)
 
     # ---- watch ----

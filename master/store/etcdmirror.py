@@ -13,7 +13,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from tcluster.master.store.etcdkv import Compacted, EtcdKV, WatchEvent
+from tcluster.master.store.etcdkv import Compacted, EtcdKV, EtcdUnavailable, WatchEvent
 from tcluster.timeouts import wait_for
 
 log = logging.getLogger(__name__)
@@ -72,13 +72,29 @@ class Mirror:
             except (asyncio.CancelledError, Exception):   # noqa: BLE001 - stopping
                 pass
 
-    async def _load(self) -> None:
+    async def _load(self, announce: bool = False) -> None:
         kvs, revision = await self.kv.range_prefix(self.prefix)
-        self._tables = {}
+        fresh: dict[str, dict[str, tuple[int, bytes]]] = {}
         for kv in kvs:
             relative = kv.key[len(self.prefix):]
-            self._tables.setdefault(table_of(relative), {})[relative] = (kv.mod_revision, kv.value)
+            fresh.setdefault(table_of(relative), {})[relative] = (kv.mod_revision, kv.value)
+        held, self._tables = self._tables, fresh
+        if announce:
+            self._announce(held, fresh, revision)
         self._set_revision(revision)
+
+    def _announce(self, held: dict[str, dict[str, tuple[int, bytes]]],
+                  fresh: dict[str, dict[str, tuple[int, bytes]]], revision: int) -> None:
+        """A reload after a compaction: the listeners are told what changed in the gap the
+        watch could not replay (a deleted leader or member key among them), as the watch
+        would have told them."""
+        before = {key: entry for rows in held.values() for key, entry in rows.items()}
+        after = {key: entry for rows in fresh.values() for key, entry in rows.items()}
+        for key in sorted(before.keys() - after.keys()):
+            self._tell(key, None, revision)
+        for key, (mod_revision, value) in sorted(after.items()):
+            if before.get(key) != (mod_revision, value):
+                self._tell(key, value, mod_revision)
 
     async def _follow(self) -> None:
         while True:
@@ -90,7 +106,21 @@ class Mirror:
                 return
             except Compacted as error:
                 log.warning("the etcd watch fell behind a compaction (%s); reloading the copy", error)
-                await self._load()
+                await self._reload()
+
+    async def _reload(self) -> None:
+        """Retried while etcd cannot answer: a copy whose task ended here would stay frozen
+        for the process's life (a standby that never sees the leader key go, a GM's
+        members and claims as they were)."""
+        failures = 0
+        while True:
+            try:
+                await self._load(announce=True)
+                return
+            except EtcdUnavailable as error:
+                failures += 1
+                log.warning("reloading the etcd copy failed (%s); retrying", error)
+                await asyncio.sleep(min(1.0, 0.05 * failures))
 
     def _apply_event(self, event: WatchEvent) -> None:
         relative = event.key[len(self.prefix):]
@@ -107,6 +137,9 @@ class Mirror:
             table.pop(relative, None)
         else:
             table[relative] = (revision, value)
+        self._tell(relative, value, revision)
+
+    def _tell(self, relative: str, value: bytes | None, revision: int) -> None:
         for prefix, listener in self._listeners:
             if relative.startswith(prefix):
                 listener(relative, value, revision)
