@@ -25,6 +25,7 @@ from tcluster.gm.settings import GMSettings
 from tcluster.gm.store import Store, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, answer_from, ended_from, layout_from, request_pb, state_from
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
+from tcluster.bounds import GRPC_OPTIONS, SERVER_GRPC_OPTIONS
 from tcluster.timeouts import wait_for
 
 log = logging.getLogger("tcluster.gm")
@@ -86,7 +87,7 @@ class GMDaemon:
         self._recover()
         self.canceller.recover()
         from tcluster.gm.service import GMServicer
-        self.server = grpc.aio.server()
+        self.server = grpc.aio.server(options=list(SERVER_GRPC_OPTIONS))
         federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(GMServicer(self), self.server)
         self.port = self._bind_server()
         await self.server.start()
@@ -120,10 +121,13 @@ class GMDaemon:
         return self.server.add_secure_port(self.s.listen, creds)
 
     def channel(self, addr: str) -> grpc.aio.Channel:
+        # Keepalive pings (GRPC_OPTIONS): an LM's Subscribe stream carries nothing from the GM,
+        # so a master whose host died or was cut off without a FIN held it open forever, and the
+        # GM never went on to the LM's next address (an HA standby that took over).
         if addr not in self.channels:
             dial = self.creds.get(addr)
-            self.channels[addr] = (grpc.aio.secure_channel(addr, dial[0], options=dial[1]) if dial is not None
-                                   else grpc.aio.insecure_channel(addr))
+            self.channels[addr] = (grpc.aio.secure_channel(addr, dial[0], options=[*GRPC_OPTIONS, *dial[1]])
+                                   if dial is not None else grpc.aio.insecure_channel(addr, options=list(GRPC_OPTIONS)))
         return self.channels[addr]
 
     def metadata(self) -> tuple[tuple[str, str], ...]:

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import grpc
 
-from tcluster.bounds import GRPC_OPTIONS
+from tcluster.bounds import SERVER_GRPC_OPTIONS
 from tcluster.errors import Unavailable
 from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.master.store.etcdkv import EtcdKV
@@ -43,8 +43,8 @@ from tcluster.v1 import agent_pb2_grpc, federation_pb2_grpc, jobs_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-# Agents ping every 10 s (GRPC_OPTIONS); the server accepts pings without data this often.
-SERVER_OPTIONS: list[tuple[str, object]] = [*GRPC_OPTIONS, ("grpc.http2.min_ping_interval_without_data_ms", 5_000)]
+# Agents and GMs ping every 10 s (GRPC_OPTIONS); the server accepts pings without data every 5 s.
+SERVER_OPTIONS: list[tuple[str, object]] = list(SERVER_GRPC_OPTIONS)
 
 
 @dataclass

@@ -31,6 +31,10 @@ GRPC_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 )
+# A server's side of the same: the message bounds, and keepalive pings accepted every 5 s
+# (gRPC servers refuse pings more often than every 5 minutes by default and close the
+# connection after two: the clients above ping every 10 s).
+SERVER_GRPC_OPTIONS: tuple[tuple[str, int], ...] = (*GRPC_OPTIONS, ("grpc.http2.min_ping_interval_without_data_ms", 5_000))
 MAX_SPEC_BYTES = 2**20               # a job spec, all strings together
 # A job's stored record (its spec as JSON) in either store: below etcd's default
 # --max-request-bytes (1.5 MiB) with room for the transaction around it. JSON takes 2 bytes

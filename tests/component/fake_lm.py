@@ -13,6 +13,7 @@ from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import Launched, NodeSpec
 from tcluster.federation.view import split
 from tcluster.master.edge.federation_api import answer_pb, request_from_pb, res_pb, state_pb
+from tcluster.bounds import SERVER_GRPC_OPTIONS
 from tcluster.timeouts import wait_for
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
@@ -35,7 +36,7 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
         self.port = 0
 
     async def start(self) -> None:
-        self.server = grpc.aio.server()
+        self.server = grpc.aio.server(options=list(SERVER_GRPC_OPTIONS))
         federation_pb2_grpc.add_LocalManagerServiceServicer_to_server(self, self.server)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(FakeJobs(self), self.server)
         self.port = self.server.add_insecure_port("127.0.0.1:0")

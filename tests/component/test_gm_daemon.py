@@ -12,6 +12,7 @@ import pytest
 
 from tests.component.fake_lm import FakeLM
 from tests.component.harness import wait_until
+from testkit.proxy import TcpProxy
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import settings_from
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
@@ -198,3 +199,38 @@ def test_stale_epoch_adopts_the_new_layout_and_retries(tmp_path: Path) -> None:
             r.state == "RUNNING" for r in fed.gms[0].store.tasks("job_id=?", (job.id,)))))
         assert set(fed.launches().values()) == {1} and all(l.layout.epoch == 2 for l in fed.gms[0].links)
     scenario(tmp_path, body)
+
+
+def test_a_silent_lm_address_is_left_for_the_lms_next_one(tmp_path: Path) -> None:
+    # An LM master whose host died or was cut off sends no FIN or RST: the GM's Subscribe
+    # stream (nothing flows from the GM) used to stay open forever on it. Keepalive pings end
+    # it, and the GM subscribes at the LM's next address, as to an HA standby that took over.
+    async def main() -> None:
+        lms = [FakeLM(i, [NODE] * 2, gms=1) for i in range(2)]
+        for lm in lms:
+            await lm.start()
+        proxy = TcpProxy(("127.0.0.1", lms[0].port))
+        gm = GMDaemon(settings_from(dict(
+            name="gm0", index=0, listen="127.0.0.1:0", state_dir=str(tmp_path / "gm0"),
+            lms=f"lm0={proxy.address}|{lms[0].address},lm1={lms[1].address}", gms="gm0=127.0.0.1:1",
+            queue_map="a=gm0", view_max_age_s=30.0)))
+        await gm.start()
+        link = gm.links[0]
+        try:
+            await wait_until(lambda: asyncio.sleep(0, result=link.addr == proxy.address and link.usable), 20)
+            proxy.cut("blackhole")        # held open, nothing forwarded: no error reaches the GM
+            # keepalive: a ping every 10 s, answered within 5 s (tcluster/bounds.py)
+            await wait_until(lambda: asyncio.sleep(0, result=link.addr == lms[0].address and link.connected), 90)
+            stub = federation_pb2_grpc.GlobalManagerServiceStub(gm.channel(f"127.0.0.1:{gm.port}"))
+            job = await stub.Submit(fpb.FedSubmitRequest(spec=spec("a", 4)), timeout=10)
+
+            async def placed() -> bool:
+                return all(t.state == "RUNNING" for t in (await stub.Get(fpb.FedGetRequest(id=job.id))).tasks)
+            await wait_until(placed)
+            assert sum(lms[0].launches.values()) >= 1
+        finally:
+            await gm.stop()
+            proxy.close()
+            for lm in lms:
+                await lm.stop()
+    asyncio.run(main())

@@ -72,6 +72,6 @@ def test_result_and_timeout() -> None:
 def test_the_daemons_use_it_not_asyncio_wait_for() -> None:
     listed = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True)
     offenders = [path for path in listed.stdout.split()
-                 if not path.startswith(("tests/", "bench/"))
+                 if not path.startswith(("tests/", "bench/")) and path != "tcluster/timeouts.py"   # says why
                  and "asyncio.wait_for(" in (REPO / path).read_text()]
     assert offenders == [], f"use tcluster.timeouts.wait_for (keeps cancels on 3.11) in {offenders}"
