@@ -10,6 +10,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import grpc
 
+from tcluster.bounds import KEEPALIVE_OPTIONS
 from tcluster.cli.credentials import MASTER_NAME, Credentials, credentials_for, pinned_ca
 from tcluster.cli.leader import (
     FIRST_BACKOFF_S, MAX_BACKOFF_S, LeaderFinder, NoLeaderError, error_details, is_transport_failure,
@@ -167,12 +168,15 @@ class MasterClient:
         return self._finder.current
 
     def _connection(self, address: str) -> _Connection:
+        # Keepalive pings (tcluster/bounds.py): `tcl logs -f` on a quiet task receives nothing for
+        # as long as the task prints nothing, so a master whose host died or was cut off held
+        # it forever; the pings end it with an error within about 15 s.
         if address not in self._connections:
             if self._creds.ca_pem:      # the cluster CA is the only root; every master's cert names the role
                 channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(self._creds.ca_pem),
-                                              options=[("grpc.ssl_target_name_override", MASTER_NAME)])
+                                              options=[*KEEPALIVE_OPTIONS, ("grpc.ssl_target_name_override", MASTER_NAME)])
             else:
-                channel = grpc.insecure_channel(address)
+                channel = grpc.insecure_channel(address, options=list(KEEPALIVE_OPTIONS))
             self._connections[address] = _Connection(channel, jobs_pb2_grpc.JobServiceStub(channel),
                                                      jobs_pb2_grpc.ClusterServiceStub(channel))
         return self._connections[address]

@@ -18,7 +18,7 @@ MAX_MESSAGE_BYTES = 4 * 2**20        # any single gRPC message, both directions
 # The agent stream's options, on both ends (the master adds its ping floor, the load harness
 # its channel pool): keepalive pings find a dead peer behind half-open TCP even when no
 # message is due, and every message is bounded both ways.
-GRPC_OPTIONS: tuple[tuple[str, int], ...] = (
+KEEPALIVE_OPTIONS: tuple[tuple[str, int], ...] = (
     ("grpc.keepalive_time_ms", 10_000),
     ("grpc.keepalive_timeout_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
@@ -28,6 +28,9 @@ GRPC_OPTIONS: tuple[tuple[str, int], ...] = (
     # until a data frame goes out (a quiet agent sends one report per usage interval): no cap.
     ("grpc.http2.ping_timeout_ms", 5_000),
     ("grpc.http2.max_pings_without_data", 0),
+)
+GRPC_OPTIONS: tuple[tuple[str, int], ...] = (
+    *KEEPALIVE_OPTIONS,
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
 )
