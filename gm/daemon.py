@@ -402,6 +402,12 @@ class GMDaemon:
     async def _resend_all(self) -> None:
         left = []
         for lm, pb, p, queue in self.unanswered:
+            # Only to an LM with a live stream: one gone silent would hold this loop, and every
+            # other LM's placements behind it, for a Place deadline per request per turn. Its
+            # requests wait; they are sent again once its stream is back.
+            if not self.links[lm].connected:
+                left.append((lm, pb, p, queue))
+                continue
             msg = await self._rpc(lm, pb)
             if msg is None:
                 left.append((lm, pb, p, queue))
