@@ -138,8 +138,11 @@ class Agent:
         try:
             await self._session_task
         except asyncio.CancelledError:
-            if not self._stale:
-                raise                  # the agent itself is stopping
+            current = asyncio.current_task()
+            # The agent itself is stopping, even when the silence watchdog cancelled the session
+            # in the same turn: that cancel must not turn the stop into a reconnect.
+            if not self._stale or (current is not None and current.cancelling()):
+                raise
             raise ConnectionError(f"no word from the master for over {self._stale_after():.0f}s") from None
         finally:
             self._stale = False
