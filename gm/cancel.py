@@ -95,6 +95,8 @@ class Canceller:
             return
         for r in rows:
             if r.state == "RUNNING" and r.lm_job and r.lm_job not in self.sent and r.lm is not None:
+                if not self.d.links[r.lm].connected:
+                    continue     # its LM is out of reach: a call would only wait out its deadline; a later sweep
                 if await self.cancel_at_lm(r.lm, r.lm_job):
                     self.sent.add(r.lm_job)
 
