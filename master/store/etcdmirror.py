@@ -67,10 +67,9 @@ class Mirror:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):   # noqa: BLE001 - stopping
-                pass
+            # gather: the task's own end (cancelled, or an error) is dropped, but a cancel of
+            # the caller itself still propagates (a bare except would swallow both).
+            await asyncio.gather(self._task, return_exceptions=True)
 
     async def _load(self, announce: bool = False) -> None:
         kvs, revision = await self.kv.range_prefix(self.prefix)
