@@ -11,13 +11,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.component.fake_lm import FakeLM
 from tests.component.harness import wait_until
-from tests.component.test_gm_daemon import NODE, Fed, job_of, scenario, spec
+from tests.component.test_gm_daemon import Fed, ProxiedLMs, gm_stub, job_of, scenario, spec
 from tcluster.gm.daemon import GMDaemon
-from tcluster.gm.settings import settings_from
-from tcluster.v1 import federation_pb2 as fpb, federation_pb2_grpc
-from testkit.proxy import TcpProxy
+from tcluster.v1 import federation_pb2 as fpb
 
 
 def states(job: fpb.FedJob) -> list[str]:
@@ -151,48 +148,42 @@ def test_placed_tasks_of_a_cancelled_job_wait_for_their_lm_to_be_back(tmp_path: 
     # The cancel of a task at an LM with no live stream is left for a later sweep instead of
     # waiting out a call's deadline per task per sweep (other jobs' cancels queue behind it).
     async def main() -> None:
-        lms = [FakeLM(i, [NODE] * 2, gms=1) for i in range(2)]
-        for lm in lms:
-            await lm.start()
-        proxies = [TcpProxy(("127.0.0.1", lm.port)) for lm in lms]
-        d = GMDaemon(settings_from(dict(
-            name="gm0", index=0, listen="127.0.0.1:0", state_dir=str(tmp_path / "gm0"),
-            lms=",".join(f"lm{i}={p.address}" for i, p in enumerate(proxies)), gms="gm0=127.0.0.1:1",
-            queue_map="a=gm0")))
-        calls: list[str] = []
-        real = d.canceller.cancel_at_lm
+        async with ProxiedLMs() as fed:
+            d = GMDaemon(fed.settings(tmp_path))
+            calls: list[str] = []
+            real = d.canceller.cancel_at_lm
 
-        async def counted(lm: int, lm_job: str) -> bool:
-            calls.append(lm_job)
-            return await real(lm, lm_job)
-        d.canceller.cancel_at_lm = counted          # type: ignore[method-assign]
-        await d.start()
-        try:
-            stub = federation_pb2_grpc.GlobalManagerServiceStub(d.channel(f"127.0.0.1:{d.port}"))
-            job = await stub.Submit(fpb.FedSubmitRequest(spec=spec("a", 2)), timeout=10)
-
-            async def placed() -> bool:
-                return states(await stub.Get(fpb.FedGetRequest(id=job.id), timeout=10)) == ["RUNNING"] * 2
-            await wait_until(placed)
-            for proxy in proxies:
-                proxy.cut("reset")
-            await wait_until(lambda: asyncio.sleep(0, result=not any(link.connected for link in d.links)))
-            got = await stub.Cancel(fpb.FedCancelRequest(id=job.id), timeout=10)
-            assert states(got) == ["RUNNING"] * 2
-            await asyncio.sleep(2.5)                 # two sweeps and more (SWEEP_S 1 s)
-            assert calls == [] and sum(n for lm in lms for n in lm.cancels.values()) == 0
-            for proxy in proxies:
-                proxy.heal()
-
-            async def cancelled() -> bool:
-                return (await stub.Get(fpb.FedGetRequest(id=job.id), timeout=10)).state == "CANCELLED"
-            await wait_until(cancelled)
-            assert sorted(calls) == sorted(set(calls)) and len(calls) == 2
-            assert sum(n for lm in lms for n in lm.cancels.values()) == 2
-        finally:
-            await d.stop()
-            for proxy in proxies:
-                proxy.close()
-            for fake in lms:
-                await fake.stop()
+            async def counted(lm: int, lm_job: str) -> bool:
+                calls.append(lm_job)
+                return await real(lm, lm_job)
+            d.canceller.cancel_at_lm = counted      # type: ignore[method-assign]
+            await d.start()
+            try:
+                await cancel_while_cut(d, fed, calls)
+            finally:
+                await d.stop()
     asyncio.run(main())
+
+
+async def cancel_while_cut(d: GMDaemon, fed: ProxiedLMs, calls: list[str]) -> None:
+    stub = gm_stub(d)
+    job = await stub.Submit(fpb.FedSubmitRequest(spec=spec("a", 2)), timeout=10)
+
+    async def placed() -> bool:
+        return states(await stub.Get(fpb.FedGetRequest(id=job.id), timeout=10)) == ["RUNNING"] * 2
+    await wait_until(placed)
+    for proxy in fed.proxies:
+        proxy.cut("reset")
+    await wait_until(lambda: asyncio.sleep(0, result=not any(link.connected for link in d.links)))
+    got = await stub.Cancel(fpb.FedCancelRequest(id=job.id), timeout=10)
+    assert states(got) == ["RUNNING"] * 2
+    await asyncio.sleep(2.5)                 # two sweeps and more (SWEEP_S 1 s)
+    assert calls == [] and sum(n for lm in fed.lms for n in lm.cancels.values()) == 0
+    for proxy in fed.proxies:
+        proxy.heal()
+
+    async def cancelled() -> bool:
+        return (await stub.Get(fpb.FedGetRequest(id=job.id), timeout=10)).state == "CANCELLED"
+    await wait_until(cancelled)
+    assert sorted(calls) == sorted(set(calls)) and len(calls) == 2
+    assert sum(n for lm in fed.lms for n in lm.cancels.values()) == 2

@@ -236,58 +236,80 @@ def test_a_silent_lm_address_is_left_for_the_lms_next_one(tmp_path: Path) -> Non
     asyncio.run(main())
 
 
+class ProxiedLMs:
+    """Two fake LMs (one GM's partitions only), each behind a TcpProxy a test can cut."""
+
+    async def __aenter__(self) -> ProxiedLMs:
+        self.lms = [FakeLM(i, [NODE] * 2, gms=1) for i in range(2)]
+        for lm in self.lms:
+            await lm.start()
+        self.proxies = [TcpProxy(("127.0.0.1", lm.port)) for lm in self.lms]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for proxy in self.proxies:
+            proxy.close()
+        for lm in self.lms:
+            await lm.stop()
+
+    def settings(self, tmp: Path):
+        return settings_from(dict(
+            name="gm0", index=0, listen="127.0.0.1:0", state_dir=str(tmp / "gm0"),
+            lms=",".join(f"lm{i}={p.address}" for i, p in enumerate(self.proxies)), gms="gm0=127.0.0.1:1",
+            queue_map="a=gm0"))
+
+
+def gm_stub(d: GMDaemon) -> federation_pb2_grpc.GlobalManagerServiceStub:
+    return federation_pb2_grpc.GlobalManagerServiceStub(d.channel(f"127.0.0.1:{d.port}"))
+
+
+async def lose_the_answer(d: GMDaemon, fed: ProxiedLMs) -> tuple[int, str, str]:
+    """A 1-task job placed, then its row put back to PLACING with the request the LM answered,
+    as if the GM died before recording the answer. Returns (the LM, the job, the task)."""
+    job = await gm_stub(d).Submit(fpb.FedSubmitRequest(spec=spec("a", 1)), timeout=10)
+    await wait_until(lambda: asyncio.sleep(0, result=d.store.tasks("job_id=?", (job.id,))[0].state == "RUNNING"))
+    row = d.store.tasks("job_id=?", (job.id,))[0]
+    [lm] = [i for i, fake in enumerate(fed.lms) if fake.launches]
+    first = list(fed.lms[lm].pure.answers)[0]
+    req = fpb.PlaceRequest(request_id=first, gm=0, epoch=fed.lms[lm].pure.epoch, node=row.node,
+                           task=fpb.FedTask(task_id=row.task_id, queue="a", req=fpb.Res(v=[1000, 512])))
+    req.launch.SetInParent()
+    d.store.placing(row.task_id, row.attempt, row.lm, row.node, req.SerializeToString())
+    return lm, job.id, row.task_id
+
+
 def test_unanswered_requests_wait_for_their_lms_stream_and_go_when_it_is_back(tmp_path: Path) -> None:
     # A request whose answer was lost is sent again only to an LM with a live stream: resending
     # to one that is gone held the place loop (and every other LM's placements) for a Place
     # deadline per request per turn. Once the stream is back it goes, with the same id.
     async def main() -> None:
-        lms = [FakeLM(i, [NODE] * 2, gms=1) for i in range(2)]
-        for lm in lms:
-            await lm.start()
-        proxies = [TcpProxy(("127.0.0.1", lm.port)) for lm in lms]
-        settings = settings_from(dict(
-            name="gm0", index=0, listen="127.0.0.1:0", state_dir=str(tmp_path / "gm0"),
-            lms=",".join(f"lm{i}={p.address}" for i, p in enumerate(proxies)), gms="gm0=127.0.0.1:1",
-            queue_map="a=gm0"))
-        d = GMDaemon(settings)
-        await d.start()
-        try:
-            stub = federation_pb2_grpc.GlobalManagerServiceStub(d.channel(f"127.0.0.1:{d.port}"))
-            job = await stub.Submit(fpb.FedSubmitRequest(spec=spec("a", 1)), timeout=10)
-            await wait_until(lambda: asyncio.sleep(0, result=sum(lm.launches[f"{job.id}.0"] for lm in lms) == 1))
-            await wait_until(lambda: asyncio.sleep(0, result=d.store.tasks("job_id=?", (job.id,))[0].state == "RUNNING"))
-            row = d.store.tasks("job_id=?", (job.id,))[0]
-            [lm] = [i for i, fake in enumerate(lms) if fake.launches]
-            first = list(lms[lm].pure.answers)[0]
-            req = fpb.PlaceRequest(request_id=first, gm=0, epoch=lms[lm].pure.epoch, node=row.node,
-                                   task=fpb.FedTask(task_id=row.task_id, queue="a", req=fpb.Res(v=[1000, 512])))
-            req.launch.SetInParent()
-            d.store.placing(row.task_id, row.attempt, row.lm, row.node, req.SerializeToString())
-        finally:
-            await d.stop()
-        proxies[lm].cut("reset")          # that LM is gone when the GM comes back
-        d = GMDaemon(settings)
-        sent: list[int] = []
-        real_rpc = d._rpc
+        async with ProxiedLMs() as fed:
+            d = GMDaemon(fed.settings(tmp_path))
+            await d.start()
+            try:
+                lm, job_id, task_id = await lose_the_answer(d, fed)
+            finally:
+                await d.stop()
+            fed.proxies[lm].cut("reset")          # that LM is gone when the GM comes back
+            d = GMDaemon(fed.settings(tmp_path))
+            sent: list[int] = []
+            real_rpc = d._rpc
 
-        async def counted(to: int, request: fpb.PlaceRequest) -> fpb.PlaceAnswer | None:
-            sent.append(to)
-            return await real_rpc(to, request)
-        d._rpc = counted                  # type: ignore[method-assign]
-        await d.start()
-        try:
-            assert len(d.unanswered) == 1
-            for _ in range(6):            # the place loop turns every 0.5 s while a request waits
-                await asyncio.sleep(0.5)
-            assert lm not in sent and len(d.unanswered) == 1 and not d.links[lm].connected
-            proxies[lm].heal()
-            await wait_until(lambda: asyncio.sleep(0, result=d.store.tasks("job_id=?", (job.id,))[0].state == "RUNNING"))
-            assert sent.count(lm) == 1 and not d.unanswered
-            assert lms[lm].launches == {row.task_id: 1} and lms[lm].places[row.task_id] == 2   # the same id again
-        finally:
-            await d.stop()
-            for proxy in proxies:
-                proxy.close()
-            for fake in lms:
-                await fake.stop()
+            async def counted(to: int, request: fpb.PlaceRequest) -> fpb.PlaceAnswer | None:
+                sent.append(to)
+                return await real_rpc(to, request)
+            d._rpc = counted                      # type: ignore[method-assign]
+            await d.start()
+            try:
+                assert len(d.unanswered) == 1
+                for _ in range(6):                # the place loop turns every 0.5 s while a request waits
+                    await asyncio.sleep(0.5)
+                assert lm not in sent and len(d.unanswered) == 1 and not d.links[lm].connected
+                fed.proxies[lm].heal()
+                await wait_until(lambda: asyncio.sleep(
+                    0, result=d.store.tasks("job_id=?", (job_id,))[0].state == "RUNNING"))
+                assert sent.count(lm) == 1 and not d.unanswered
+                assert fed.lms[lm].launches == {task_id: 1} and fed.lms[lm].places[task_id] == 2   # the same id
+            finally:
+                await d.stop()
     asyncio.run(main())
