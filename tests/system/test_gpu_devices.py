@@ -121,7 +121,16 @@ class Gpus:
         raise AssertionError(f"job {job_id} printed no probe: {out!r}")
 
     def gpus_of(self, job_id: str) -> list[int]:
-        return wait_state(self.address, job_id, {"RUNNING"})["tasks"][0]["gpus"]
+        """The devices of the job's task once the task runs. The job reads RUNNING while its
+        task is still STARTING, before the agent's report names the devices (a launch the
+        agent refused while a lost attempt's devices were still held is placed again)."""
+        deadline = time.monotonic() + 120
+        while True:
+            task = wait_state(self.address, job_id, {"RUNNING"})["tasks"][0]
+            if task["state"] == "RUNNING" or time.monotonic() > deadline:
+                assert task["state"] == "RUNNING", f"job {job_id}'s task is {task['state']}: {task}"
+                return task["gpus"]
+            time.sleep(0.2)
 
     def open(self, name: str) -> None:
         (self.work / f"gate-{name}").touch()
