@@ -128,7 +128,10 @@ def test_a_dead_gms_queue_is_taken_over_and_its_acknowledged_jobs_finish_when_it
             async def done() -> bool:     # (its port may still be in the channel's reconnect backoff)
                 return (await _states(s0, first.id, tolerate=True) == ["SUCCEEDED"] * 2
                         and await _states(s1, second.id) == ["SUCCEEDED"])
-            await wait_until(done)
+            # The ends travel agent -> master -> the LM's state -> each GM (gm0's by lookup, as it was
+            # down): several rounds, each slower on a loaded host; one fresh-clone run beside the VM
+            # image build missed the 10 s default.
+            await wait_until(done, 30)
 
             async def home_again() -> bool:
                 try:
