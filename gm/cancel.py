@@ -95,14 +95,16 @@ class Canceller:
             return
         for r in rows:
             if r.state == "RUNNING" and r.lm_job and r.lm_job not in self.sent and r.lm is not None:
-                if not self.d.links[r.lm].connected:
-                    continue     # its LM is out of reach: a call would only wait out its deadline; a later sweep
                 if await self.cancel_at_lm(r.lm, r.lm_job):
                     self.sent.add(r.lm_job)
 
     async def cancel_at_lm(self, lm: int, lm_job: str) -> bool:
-        """True once the LM's master took the cancel (or the job is over there already)."""
+        """True once the LM's master took the cancel (or the job is over there already).
+        An LM without a live stream is left for a later sweep: a call would only wait out
+        its deadline, per task and per sweep, with other jobs' cancels behind it."""
         link = self.d.links[lm]
+        if not link.connected:
+            return False
         for addr in ([link.addr] if link.addr else []) + [a for a in link.addrs if a != link.addr]:
             stub = jobs_pb2_grpc.JobServiceStub(self.d.channel(addr))
             try:

@@ -358,7 +358,13 @@ class GMDaemon:
                 pass
 
     async def _rpc(self, lm: int, req: federation_pb2.PlaceRequest) -> federation_pb2.PlaceAnswer | None:
+        """The LM's answer; None when none came (maybe applied: the same id is sent again
+        later). Only to an LM with a live stream: to one gone silent a Place would hold the
+        place loop, and every other LM's placements behind it, for its deadline, per request
+        and per turn (its view stays usable until it ages out); its requests wait instead."""
         link = self.links[lm]
+        if not link.connected:
+            return None
         for addr in ([link.addr] if link.addr else []) + [a for a in link.addrs if a != link.addr]:
             try:
                 stub = federation_pb2_grpc.LocalManagerServiceStub(self.channel(addr))
@@ -402,12 +408,6 @@ class GMDaemon:
     async def _resend_all(self) -> None:
         left = []
         for lm, pb, p, queue in self.unanswered:
-            # Only to an LM with a live stream: one gone silent would hold this loop, and every
-            # other LM's placements behind it, for a Place deadline per request per turn. Its
-            # requests wait; they are sent again once its stream is back.
-            if not self.links[lm].connected:
-                left.append((lm, pb, p, queue))
-                continue
             msg = await self._rpc(lm, pb)
             if msg is None:
                 left.append((lm, pb, p, queue))

@@ -43,10 +43,6 @@ from tcluster.v1 import agent_pb2_grpc, federation_pb2_grpc, jobs_pb2_grpc
 
 log = logging.getLogger(__name__)
 
-# Agents and GMs ping every 10 s (GRPC_OPTIONS); the server accepts pings without data every 5 s.
-SERVER_OPTIONS: list[tuple[str, object]] = list(SERVER_GRPC_OPTIONS)
-
-
 @dataclass
 class Election:
     """The etcd parts of a master that takes turns leading."""
@@ -166,7 +162,7 @@ def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Serv
         federation_pb2_grpc.add_LocalManagerServiceServicer_to_server(servicers[-1], agent_server)
         jobs_pb2_grpc.add_JobServiceServicer_to_server(GMJobServicer(servicers[0], GMGuard(guard.auth)), agent_server)
     masters = (lambda own_port: _agent_addresses(mirror, own_port)) if mirror is not None else None
-    return bind_secure(settings, pki, server, SERVER_OPTIONS, add_agent, agent_interceptors, auth, masters)
+    return bind_secure(settings, pki, server, list(SERVER_GRPC_OPTIONS), add_agent, agent_interceptors, auth, masters)
 
 
 def _agent_addresses(mirror: Mirror, own_port: int) -> list[str]:
@@ -232,7 +228,7 @@ async def _serve_ports(settings: MasterSettings, copy: tuple[EtcdKV, Mirror] | N
     check_exposure(settings, pki)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     slot = LeaderSlot()
-    server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[StandbyInterceptor(slot, "client")])
+    server = grpc.aio.server(options=list(SERVER_GRPC_OPTIONS), interceptors=[StandbyInterceptor(slot, "client")])
     servicers: list[Any] = [JobServicer(None), ClusterServicer(None)]  # type: ignore[arg-type]
     jobs_pb2_grpc.add_JobServiceServicer_to_server(servicers[0], server)
     jobs_pb2_grpc.add_ClusterServiceServicer_to_server(servicers[1], server)

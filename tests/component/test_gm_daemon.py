@@ -278,7 +278,29 @@ async def lose_the_answer(d: GMDaemon, fed: ProxiedLMs) -> tuple[int, str, str]:
     return lm, job.id, row.task_id
 
 
-def test_unanswered_requests_wait_for_their_lms_stream_and_go_when_it_is_back(tmp_path: Path) -> None:
+def count_calls(monkeypatch: pytest.MonkeyPatch, module: object, stub: str, method: str) -> list[object]:
+    """The requests of every `method` call made through `module.stub` from now on: the RPCs
+    a GM really sends (its guards run before them)."""
+    calls: list[object] = []
+    real = getattr(module, stub)
+
+    class Counting:
+        def __init__(self, channel: grpc.aio.Channel) -> None:
+            self._real = real(channel)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._real, name)
+
+    def counted(self: Counting, request: object, **kw: object) -> object:
+        calls.append(request)
+        return getattr(self._real, method)(request, **kw)
+    setattr(Counting, method, counted)
+    monkeypatch.setattr(module, stub, Counting)
+    return calls
+
+
+def test_unanswered_requests_wait_for_their_lms_stream_and_go_when_it_is_back(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     # A request whose answer was lost is sent again only to an LM with a live stream: resending
     # to one that is gone held the place loop (and every other LM's placements) for a Place
     # deadline per request per turn. Once the stream is back it goes, with the same id.
@@ -291,24 +313,18 @@ def test_unanswered_requests_wait_for_their_lms_stream_and_go_when_it_is_back(tm
             finally:
                 await d.stop()
             fed.proxies[lm].cut("reset")          # that LM is gone when the GM comes back
+            places = count_calls(monkeypatch, federation_pb2_grpc, "LocalManagerServiceStub", "Place")
             d = GMDaemon(fed.settings(tmp_path))
-            sent: list[int] = []
-            real_rpc = d._rpc
-
-            async def counted(to: int, request: fpb.PlaceRequest) -> fpb.PlaceAnswer | None:
-                sent.append(to)
-                return await real_rpc(to, request)
-            d._rpc = counted                      # type: ignore[method-assign]
             await d.start()
             try:
                 assert len(d.unanswered) == 1
                 for _ in range(6):                # the place loop turns every 0.5 s while a request waits
                     await asyncio.sleep(0.5)
-                assert lm not in sent and len(d.unanswered) == 1 and not d.links[lm].connected
+                assert places == [] and len(d.unanswered) == 1 and not d.links[lm].connected
                 fed.proxies[lm].heal()
                 await wait_until(lambda: asyncio.sleep(
                     0, result=d.store.tasks("job_id=?", (job_id,))[0].state == "RUNNING"))
-                assert sent.count(lm) == 1 and not d.unanswered
+                assert len(places) == 1 and not d.unanswered
                 assert fed.lms[lm].launches == {task_id: 1} and fed.lms[lm].places[task_id] == 2   # the same id
             finally:
                 await d.stop()
