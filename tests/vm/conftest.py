@@ -24,7 +24,7 @@ import pytest
 
 from tcluster.agent.runtime.shimbin import shim_binary
 from tests.vm.images import build_all
-from tests.vm.qemu import REPO, boot, compile_for_the_guest, qemu_missing
+from tests.vm.qemu import REPO, boot, boot_with_a_retry, compile_for_the_guest, qemu_missing
 
 GUEST_SCRIPT = """set -u
 export TCL_SHIM=/mnt/share/tcl-shim
@@ -89,14 +89,15 @@ def _prepare_and_boot(share: Path, qemu: list[subprocess.Popen[bytes]]) -> dict[
     timings["images"] = round(time.monotonic() - started, 1)
     shutil.copy(shim_binary(), share / "tcl-shim")      # static: runs in the guest as is
     compiled = compile_for_the_guest()
-    run = boot(images, share, GUEST_SCRIPT, timeout_s=GUEST_TIMEOUT_S, allow_reboot=True,   # one reboot: guest_secure.py
-               started=qemu.append)
+    run, lines = boot_with_a_retry(lambda timeout_s: boot(
+        images, share, GUEST_SCRIPT, timeout_s=timeout_s, allow_reboot=True,   # one reboot: guest_secure.py
+        started=qemu.append), share, GUEST_TIMEOUT_S)
     packages.join()
     timings["guest"] = round(run.seconds, 1)
-    lines = [f"[vm] {compiled} files compiled for the guest; rc={run.rc}; host phases (s): {json.dumps(timings)}"]
+    lines.insert(0, f"[vm] {compiled} files compiled for the guest; rc={run.rc}; host phases (s): {json.dumps(timings)}")
     results_file = share / "results.json"
     if not results_file.exists():
-        pytest.fail(f"the guest wrote no results (rc={run.rc}):\n{run.out[-3000:]}\n{run.console[-3000:]}")
+        pytest.fail("\n".join([f"the guest wrote no results (rc={run.rc}):", *lines[1:], run.out[-3000:], run.console[-3000:]]))
     results: dict[str, Any] = json.loads(results_file.read_text())
     lines.append(f"[vm] guest phases (s): {json.dumps(results.get('timings', {}))}")
     package_file = share / "package-results.json"

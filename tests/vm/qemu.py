@@ -7,18 +7,34 @@ from __future__ import annotations
 
 import os
 import py_compile
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 from tests.vm.images import Images
 
 REPO = Path(__file__).resolve().parents[2]
+# The guest kernel's soft-lockup report: a CPU looping in the kernel, its watchdog thread
+# not scheduled for that many seconds. Under software emulation a guest has locked up this
+# way for good (CI: both CPUs, in systemd and ext4lazyinit, for an hour); a short report
+# can be a starved host, but nothing legitimate holds a CPU in the kernel for minutes.
+SOFT_LOCKUP = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s")
+LOCKUP_KILL_S = 300
+# A guest whose kernel locked up (qemu.SOFT_LOCKUP) within this many seconds is booted once
+# more, with what is left of the first boot's timeout (at least RETRY_MIN_TIMEOUT_S): later than
+# this, a second whole run would not end within CI's limit, and the failure is reported.
+RETRY_WITHIN_S = 1500
+RETRY_MIN_TIMEOUT_S = 2300
+# What the host puts in the share before the boot and keeps for a second one; everything
+# else there (results, markers, logs) is the guest's and is cleared before booting again.
+HOST_SHARE_FILES = ("pkg", "tcl-shim", "run.sh")
 
 
 @dataclass(frozen=True)
@@ -27,6 +43,77 @@ class GuestRun:
     out: str                # run.sh's stdout and stderr
     console: str            # the serial console, for diagnosing a failed boot
     seconds: float
+    locked_up: bool = False  # killed because its kernel reported a CPU stuck LOCKUP_KILL_S or more
+
+
+class ConsoleWatch:
+    """qemu's serial console, read line by line in a thread of its own (the pipe never
+    fills), noting a guest kernel that reports a CPU stuck for lockup_kill_s or more."""
+
+    def __init__(self, stream: IO[bytes], lockup_kill_s: float) -> None:
+        self.lines: list[bytes] = []
+        self.locked_up = threading.Event()
+        self._stream, self._lockup_kill_s = stream, lockup_kill_s
+        self._thread = threading.Thread(target=self._read, name="qemu-console", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        for line in iter(self._stream.readline, b""):
+            self.lines.append(line)
+            stuck = SOFT_LOCKUP.search(line)
+            if stuck and int(stuck.group(1)) >= self._lockup_kill_s:
+                self.locked_up.set()
+
+    def text(self) -> bytes:
+        self._thread.join(timeout=10)
+        return b"".join(self.lines)
+
+
+def watch(proc: subprocess.Popen[bytes], timeout_s: float, lockup_kill_s: float = LOCKUP_KILL_S) -> tuple[str, bool]:
+    """Waits for qemu to end; kills it (by pid) after timeout_s, or as soon as its guest
+    reports a CPU locked up. Returns the console, with a [host] line saying why qemu was
+    killed if it was, and whether the lockup was the reason."""
+    assert proc.stdout is not None
+    console = ConsoleWatch(proc.stdout, lockup_kill_s)
+    deadline = time.monotonic() + timeout_s
+    why = ""
+    while proc.poll() is None:
+        locked = console.locked_up.wait(timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+        if locked or time.monotonic() >= deadline:
+            if proc.poll() is None:
+                proc.kill()
+                why = f"its kernel reported a CPU stuck for {lockup_kill_s:.0f} s or more" if locked else "the timeout"
+            break
+    proc.wait()
+    text = console.text() + (f"\n[host] qemu killed after {why}\n".encode() if why else b"")
+    return text.decode(errors="replace"), why.startswith("its kernel")
+
+
+def clear_guest_files(share: Path) -> None:
+    """Removes what a guest wrote into the share (results, its started and reboot markers,
+    logs), keeping what the host put there (HOST_SHARE_FILES)."""
+    for entry in share.iterdir():
+        if entry.name in HOST_SHARE_FILES:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def boot_with_a_retry(boot_once: Callable[[float], GuestRun], share: Path,
+                      timeout_s: float) -> tuple[GuestRun, list[str]]:
+    """boot_once(timeout_s) runs the guest. A guest that locked up early is booted once more,
+    on a clean share, and the [vm] lines returned say so with the first console's tail."""
+    first = boot_once(timeout_s)
+    if not first.locked_up or first.seconds > RETRY_WITHIN_S:
+        return first, []
+    tail = [line for line in first.console.splitlines() if line.strip()][-4:]
+    note = (f"[vm] the guest's kernel locked up after {first.seconds:.0f} s of its run and was booted once more; "
+            f"the first console ended:\n" + "\n".join(tail))
+    clear_guest_files(share)
+    second = boot_once(max(RETRY_MIN_TIMEOUT_S, timeout_s - first.seconds))
+    return GuestRun(second.rc, second.out, second.console, first.seconds + second.seconds, second.locked_up), [note]
 
 
 def compile_for_the_guest(repo: Path = REPO) -> int:
@@ -61,8 +148,11 @@ def qemu_missing() -> str | None:
 
 def boot(images: Images, share: Path, script: str, timeout_s: float = 1200, memory_mb: int = 2048,
          cpus: int = 2, allow_reboot: bool = False,
-         started: Callable[[subprocess.Popen[bytes]], None] | None = None) -> GuestRun:
-    """allow_reboot: a reboot in the guest resets it on the same (snapshot) disk and run.sh
+         started: Callable[[subprocess.Popen[bytes]], None] | None = None,
+         lockup_kill_s: float = LOCKUP_KILL_S) -> GuestRun:
+    """A guest whose kernel reports a CPU locked up (see SOFT_LOCKUP) is killed at once
+    rather than left to the timeout: GuestRun.locked_up says so, and the caller may boot again.
+    allow_reboot: a reboot in the guest resets it on the same (snapshot) disk and run.sh
     runs again in the new boot; otherwise a reboot ends the run like a poweroff.
     started: told the qemu process, so a session that ends early can stop it by pid."""
     share.mkdir(parents=True, exist_ok=True)
@@ -83,16 +173,11 @@ def boot(images: Images, share: Path, script: str, timeout_s: float = 1200, memo
                             start_new_session=True)
     if started is not None:
         started(proc)
-    try:
-        console, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        console, _ = proc.communicate()
-        console += b"\n[host] qemu killed after the timeout\n"
+    console, locked_up = watch(proc, timeout_s, lockup_kill_s)
     rc_file, out_file = share / "rc", share / "out.log"
     rc = int(rc_file.read_text().strip()) if rc_file.exists() and rc_file.read_text().strip() else None
     out = out_file.read_text(errors="replace") if out_file.exists() else ""
-    return GuestRun(rc, out, console.decode(errors="replace"), time.monotonic() - began)
+    return GuestRun(rc, out, console, time.monotonic() - began, locked_up)
 
 
 if __name__ == "__main__":
