@@ -4,17 +4,22 @@ round-robin across LMs), and what it does with each LM answer (notes §2.3, §2.
 
 Sans-IO: `decide()` returns the next request to send (or that a task found no room, or
 None when nothing can be tried on the current view); `on_answer`, `on_state` and
-`on_delta` take what the LMs send. The GM keeps one request outstanding at a time, as
-the paper's synchronous REST calls do; with that, and states applied only when newer,
-its view of its own partitions is never more generous than the truth unless another
-GM repartitioned from them (K7a: no internal inconsistency without repartitions).
+`on_delta` take what the LMs send. The GM keeps at most one request in flight per LM,
+and `max_in_flight` in all: 1 (the default, and the simulator's) is the paper's
+synchronous REST calls; tcl-gm allows one per LM, so an LM slow to answer holds back only
+the placements that must go to it (notes §7: pipelining with a local debit, ≤ #LMs in
+flight). With one request per LM at a time, and states applied only when newer, its view
+of its own partitions is never more generous than the truth unless another GM
+repartitioned from them (K7a: no internal inconsistency without repartitions).
 
 Choices where the paper is silent (notes §7):
 - after an inconsistency the GM adopts the LM's state carried in the answer and puts
   the task back at the head of its queue (a new attempt, a new request id);
 - a task with no room anywhere goes to the back of its queue (§IV-B5) and is not tried
   again until the view changes, so a full federation does not spin;
-- external partitions within one LM are tried in rotating order of their owners."""
+- external partitions within one LM are tried in rotating order of their owners;
+- a task whose only room is at an LM with a request in flight waits at its queue's head
+  for that answer (it is not parked as finding no room); other queues go on meanwhile."""
 
 from __future__ import annotations
 
@@ -95,7 +100,7 @@ class GMStats:
 
 class GlobalManager:
     def __init__(self, gm: int, layouts: list[LMLayout], n_gms: int, queues: list[str],
-                 repartition: bool = True, preempter: Preempter | None = None) -> None:
+                 repartition: bool = True, preempter: Preempter | None = None, max_in_flight: int = 1) -> None:
         self.gm, self.n_gms = gm, n_gms
         n_constraints = constraint_count(layouts)
         self.views = [LMView(layout, n_gms, n_constraints) for layout in layouts]
@@ -104,7 +109,8 @@ class GlobalManager:
         self.repartition, self.preempter = repartition, preempter
         self.rr_queue = self.rr_int = self.rr_ext = 0
         self.stamp = 0               # bumped whenever the view changes
-        self.outstanding: tuple[Pending, str, Request] | None = None    # (task, queue, request)
+        self.in_flight: dict[int, tuple[Pending, str, Request]] = {}     # lm -> (task, queue, request)
+        self.max_in_flight = max_in_flight
         self.running: dict[str, tuple[int, int, Pending]] = {}           # own task -> (lm, node, task)
         self.stats = GMStats()
 
@@ -116,13 +122,14 @@ class GlobalManager:
 
     def pending(self) -> int:
         n = sum(len(q.items) for q in self.queues.values())
-        return n + (self.outstanding is not None)
+        return n + len(self.in_flight)
 
-    def _next(self) -> tuple[Pending, str] | None:
-        """Queues round-robin (§IV-C), skipping those with nothing new to try."""
+    def _next(self, waiting: set[str]) -> tuple[Pending, str] | None:
+        """Queues round-robin (§IV-C), skipping those with nothing new to try and those whose
+        head waits for an LM's answer."""
         for k in range(len(self.order)):
             name = self.order[(self.rr_queue + k) % len(self.order)]
-            if self.queues[name].ready(self.stamp):
+            if name not in waiting and self.queues[name].ready(self.stamp):
                 self.rr_queue = (self.rr_queue + k + 1) % len(self.order)
                 return self.queues[name].pop(self.stamp), name
         return None
@@ -130,61 +137,88 @@ class GlobalManager:
     # ---- Alg. 1 ----
 
     def decide(self) -> Decision:
-        if self.outstanding is not None:
+        if len(self.in_flight) >= self.max_in_flight:
             return None
-        nxt = self._next()
-        if nxt is None:
-            return None
-        p, queue = nxt
-        send = self._internal(p) or (self._external(p) if self.repartition else None)
-        if send is None and self.preempter is not None:
-            send = self.preempter(self, p.task, self._request_id(p))
-        if send is None:
+        waiting: set[str] = set()
+        while (nxt := self._next(waiting)) is not None:
+            p, queue = nxt
+            send = self._find(p, busy=set(self.in_flight))
+            if isinstance(send, Send):
+                self.in_flight[send.lm] = (p, queue, send.request)
+                if not isinstance(send.request, PreemptAndLaunch):
+                    self.views[send.lm].debit(send.request.node, p.task.req)
+                return send
+            if send == "wait":         # room only where an answer is awaited
+                self.queues[queue].items.appendleft(p)
+                waiting.add(queue)
+                continue
             self.queues[queue].park(p, self.stamp)
             self.stats.no_room += 1
             return NoRoom(p.task)
-        self.outstanding = (p, queue, send.request)
-        if not isinstance(send.request, PreemptAndLaunch):
-            self.views[send.lm].debit(send.request.node, p.task.req)
+        return None
+
+    def _find(self, p: Pending, busy: set[int]) -> Send | str | None:
+        """Alg. 1 (then Alg. 2's hook) over the LMs with no request in flight; "wait" when
+        only a busy LM has room; None when none has."""
+        send = self._internal(p, busy) or (self._external(p, busy) if self.repartition else None)
+        if send is None and self.preempter is not None:
+            send = self.preempter(self, p.task, self._request_id(p))
+            if send is not None and send.lm in busy:
+                return "wait"
+        if send is None and busy and (self._internal(p, set(), probe=True)
+                                      or (self.repartition and self._external(p, set(), probe=True))):
+            return "wait"
         return send
 
     @staticmethod
     def _request_id(p: Pending) -> str:
         return f"{p.task.task_id}:{p.attempt}"
 
-    def _internal(self, p: Pending) -> Send | None:
+    def _internal(self, p: Pending, busy: set[int], probe: bool = False) -> Send | None:
+        """probe: only whether one fits; the round-robin stays where it is."""
         n = len(self.views)
         for k in range(n):
             lm = (self.rr_int + k) % n
+            if lm in busy:
+                continue
             view = self.views[lm]
             node = match_task(view.parts[self.gm], view.free, p.task.req, p.task.pc)
             if node >= 0:
-                self.rr_int = (lm + 1) % n
+                if not probe:
+                    self.rr_int = (lm + 1) % n
                 return Send(lm, Launch(self._request_id(p), self.gm, view.epoch, node, p.task))
         return None
 
-    def _external(self, p: Pending) -> Send | None:
+    def _external(self, p: Pending, busy: set[int], probe: bool = False) -> Send | None:
         n = len(self.views)
         others = [g for g in range(self.n_gms) if g != self.gm]
         for k in range(n):
             lm = (self.rr_ext + k) % n
+            if lm in busy:
+                continue
             view = self.views[lm]
             for j in range(len(others)):
                 src = others[(j + self.rr_ext) % len(others)]
                 node = match_task(view.parts[src], view.free, p.task.req, p.task.pc)
                 if node >= 0:
-                    self.rr_ext = (lm + 1) % n
+                    if not probe:
+                        self.rr_ext = (lm + 1) % n
                     req = RepartitionAndLaunch(self._request_id(p), self.gm, view.epoch, src, node, p.task)
                     return Send(lm, req)
         return None
 
     # ---- what the LMs send ----
 
+    def forget(self, lm: int) -> tuple[Pending, str, Request] | None:
+        """The request in flight to `lm` is no longer awaited here (no answer came, or its
+        task's job is being cancelled); the caller keeps it. Its debit stays in the view."""
+        return self.in_flight.pop(lm, None)
+
     def on_answer(self, answer: Answer) -> None:
-        if self.outstanding is None or self.outstanding[2].request_id != answer.request_id:
+        lm = next((lm for lm, f in self.in_flight.items() if f[2].request_id == answer.request_id), None)
+        if lm is None:
             return               # a late copy of an answer already taken: nothing to do
-        p, queue, request = self.outstanding
-        self.outstanding = None
+        p, queue, request = self.in_flight.pop(lm)
         self._adopt(answer.state)
         if isinstance(answer, Launched):
             self.running[p.task.task_id] = (answer.lm, answer.node, p)

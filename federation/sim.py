@@ -262,7 +262,7 @@ class FederationSim:
             return False
         running = any(lm.running for lm in self.lms)
         return running or self.future_arrivals > 0 or self.launched_since_beat > 0 \
-            or any(gm.outstanding is not None for gm in self.gms)
+            or any(gm.in_flight for gm in self.gms)
 
 
 def queues_of(g: int, per_gm: int) -> list[str]:

@@ -1,6 +1,6 @@
 """The GM daemon's I/O: one Subscribe stream per LM, Place requests out of the pure
-GlobalManager's `decide()`, answers/states/deltas back into it, every step persisted
-(gm/store.py) before it is acted upon. The decisions stay in tcluster.federation.gm.
+GlobalManager's `decide()` (gm/placing.py), answers/states/deltas back into it, every step
+persisted (gm/store.py) before it is acted upon. The decisions stay in tcluster.federation.gm.
 
 Views that may not be placed on (no layout yet, no state for `view_max_age_s`, another
 GM count, a refused epoch) are swapped for an empty placeholder view in the pure GM, so
@@ -17,16 +17,16 @@ import time
 import grpc
 
 from tcluster.federation.fairness import FairPreempter
-from tcluster.federation.gm import GlobalManager, Pending, Send, _Queue
-from tcluster.federation.messages import PREEMPTED_BY, Answer, Launched, LMLayout, LMState, Refused, TaskSpec
+from tcluster.federation.gm import GlobalManager, Pending, _Queue
+from tcluster.federation.messages import PREEMPTED_BY, LMLayout, TaskSpec
 from tcluster.federation.view import LMView
 from tcluster.gm.cancel import Canceller
+from tcluster.gm.placing import Placer, Unanswered
 from tcluster.gm.settings import GMSettings
 from tcluster.gm.store import Store, TaskRow
-from tcluster.gm.wire import Layout, Vocabulary, answer_from, ended_from, layout_from, request_pb, state_from
+from tcluster.gm.wire import Layout, Vocabulary, ended_from, layout_from, state_from
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from tcluster.bounds import GRPC_OPTIONS, SERVER_GRPC_OPTIONS
-from tcluster.timeouts import wait_for
 
 log = logging.getLogger("tcluster.gm")
 MIB = 1 << 20
@@ -62,10 +62,12 @@ class GMDaemon:
         empty = [LMLayout(i, (), ()) for i in range(len(self.links))]
         # Alg. 2 (--preemption): victims come from the tasks every LM state lists.
         preempter = FairPreempter(settings.queue_shares()) if settings.preemption else None
-        self.gm = GlobalManager(settings.index, empty, self.n_gms, [], preempter=preempter)
+        # One Place in flight per LM (gm/placing.py): a slow LM holds back only its own.
+        self.gm = GlobalManager(settings.index, empty, self.n_gms, [], preempter=preempter,
+                                max_in_flight=max(1, len(self.links)))
         self.preempted = 0                   # this GM's tasks stopped by a PreemptAndLaunch
         self.specs: dict[str, jobs_pb2.JobSpec] = {}       # job id -> its spec (one task's)
-        self.unanswered: list[tuple[int, federation_pb2.PlaceRequest, Pending, str]] = []
+        self.unanswered: list[Unanswered] = []     # sent, no answer came: sent again, same id
         self.checking: set[str] = set()      # running tasks whose end is being looked up at their LM
         self.wake = asyncio.Event()
         self.tasks: list[asyncio.Task] = []
@@ -75,6 +77,7 @@ class GMDaemon:
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self.canceller = Canceller(self)      # GlobalManagerService.Cancel's intents
+        self.placer = Placer(self)
         from tcluster.gm.tls import gm_peer_credentials, lm_credentials
         # address -> TLS credentials (gm/tls.py): LMs with --lm-tls, other GMs when this one serves TLS
         self.creds = {**gm_peer_credentials(settings), **lm_credentials(settings.lms, settings.lm_tls)}
@@ -95,7 +98,7 @@ class GMDaemon:
             from tcluster.gm.fedetcd import start_membership
             self.membership = await start_membership(self.s, self.port)
         self.tasks = [asyncio.create_task(self._subscribe(i)) for i in range(len(self.links))]
-        self.tasks.append(asyncio.create_task(self._place_loop()))
+        self.tasks.append(asyncio.create_task(self.placer.run()))
         self.tasks.append(asyncio.create_task(self.canceller.run()))
 
     async def stop(self) -> None:
@@ -105,6 +108,7 @@ class GMDaemon:
         for t in running:
             t.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+        await self.placer.stop()
         if self.server is not None:
             await self.server.stop(0)
         for ch in self.channels.values():
@@ -339,87 +343,3 @@ class GMDaemon:
             if link.usable and now - link.last_state > self.s.view_max_age_s:
                 log.warning("LM %s: no state for %.0f s: not placing there", link.name, now - link.last_state)
                 self._set_usable(lm, False)
-
-    # ---- placing ----
-
-    async def _place_loop(self) -> None:
-        while True:
-            self.age_views(time.monotonic())
-            if self.unanswered:
-                await self._resend_all()
-            d = self.gm.decide()
-            if isinstance(d, Send):
-                await self._send(d)
-                continue
-            self.wake.clear()
-            try:
-                await wait_for(self.wake.wait(), 0.5 if self.unanswered else 1.0)
-            except TimeoutError:
-                pass
-
-    async def _rpc(self, lm: int, req: federation_pb2.PlaceRequest) -> federation_pb2.PlaceAnswer | None:
-        """The LM's answer; None when none came (maybe applied: the same id is sent again
-        later). Only to an LM with a live stream: to one gone silent a Place would hold the
-        place loop, and every other LM's placements behind it, for its deadline, per request
-        and per turn (its view stays usable until it ages out); its requests wait instead."""
-        link = self.links[lm]
-        if not link.connected:
-            return None
-        for addr in ([link.addr] if link.addr else []) + [a for a in link.addrs if a != link.addr]:
-            try:
-                stub = federation_pb2_grpc.LocalManagerServiceStub(self.channel(addr))
-                return await stub.Place(req, timeout=10, metadata=self.metadata())
-            except grpc.aio.AioRpcError as e:
-                log.info("Place %s at %s: %s", req.request_id, addr, e.code().name)
-        return None
-
-    async def _send(self, d: Send) -> None:
-        p, queue, request = self.gm.outstanding
-        if self.canceller.drop(p.task.task_id):      # its job is being cancelled: never placed
-            self.gm.outstanding = None
-            return
-        layout = self.links[d.lm].layout
-        pb = request_pb(request, layout, self.vocab, self.spec_of(p.task.task_id.rpartition(".")[0]))
-        self.store.placing(p.task.task_id, p.attempt, d.lm, request.node, pb.SerializeToString())
-        msg = await self._rpc(d.lm, pb)
-        if msg is None:       # maybe applied, maybe not: the same request id again later
-            self.gm.outstanding = None
-            self.unanswered.append((d.lm, pb, p, queue))
-            return
-        answer, job_id = self._checked(d.lm, *answer_from(msg))
-        self._record(answer, job_id, p)
-        self.gm.on_answer(answer)
-        if isinstance(answer, Refused):
-            self._set_usable(d.lm, False)
-
-    def _checked(self, lm: int, answer: Answer, job_id: str) -> tuple[Answer, str]:
-        """A state of another epoch than the layout we hold must not reach the view."""
-        layout = self.links[lm].layout
-        if layout is None or answer.state.epoch != layout.epoch:
-            answer = dataclasses.replace(answer, state=LMState(lm, 0, -1, ()))
-        return answer, job_id
-
-    def _record(self, answer: Answer, job_id: str, p: Pending) -> None:
-        if isinstance(answer, Launched):
-            self.store.placed(answer.task_id, answer.lm, answer.node, job_id)
-        else:
-            self.store.back_to_pending(p.task.task_id, p.attempt + 1)
-
-    async def _resend_all(self) -> None:
-        left = []
-        for lm, pb, p, queue in self.unanswered:
-            msg = await self._rpc(lm, pb)
-            if msg is None:
-                left.append((lm, pb, p, queue))
-                continue
-            answer, job_id = self._checked(lm, *answer_from(msg))
-            self._record(answer, job_id, p)
-            if isinstance(answer, Launched):
-                self.gm.running[p.task.task_id] = (lm, answer.node, p)
-                self.gm.stats.launches += 1
-            else:
-                p.attempt += 1
-                self.gm.queues[queue].items.appendleft(p)
-            if self.links[lm].usable and self.gm.views[lm].apply(answer.state):
-                self.gm.stamp += 1
-        self.unanswered = left

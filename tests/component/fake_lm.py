@@ -32,6 +32,9 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
         self.silent = False          # stop sending periodic states (a partitioned LM)
         self.cancels: Counter[str] = Counter()   # JobService.Cancel calls per LM job
         self.cancel_down = False     # JobService.Cancel answers UNAVAILABLE
+        self.gate: asyncio.Event | None = None   # set: Place waits for it (a slow LM), counted in held
+        self.held = 0
+        self.place_delay_s = 0.0     # each Place takes this long first (a master's durable write)
         self.server: grpc.aio.Server | None = None
         self.port = 0
 
@@ -88,6 +91,11 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
             self.subs.remove(entry)
 
     async def Place(self, request, context):
+        if self.gate is not None:
+            self.held += 1
+            await self.gate.wait()
+        if self.place_delay_s:
+            await asyncio.sleep(self.place_delay_s)
         req = request_from_pb(request)
         self.places[req.task.task_id] += 1
         repeat = req.request_id in self.pure.answers

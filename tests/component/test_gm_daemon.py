@@ -329,3 +329,33 @@ def test_unanswered_requests_wait_for_their_lms_stream_and_go_when_it_is_back(tm
             finally:
                 await d.stop()
     asyncio.run(main())
+
+
+def test_an_lm_slow_to_answer_holds_back_only_its_own_placements(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # One Place in flight per LM: while LM 0 sits on a request, the other tasks go to LM 1.
+    # With one request at a time in all, LM 1 got nothing until LM 0 answered (or timed out).
+    import tcluster.gm.placing
+    monkeypatch.setattr(tcluster.gm.placing, "PLACE_TIMEOUT_S", 120.0)    # the gate, not a deadline, ends it
+
+    async def main() -> None:
+        async with ProxiedLMs() as fed:
+            slow, fast = fed.lms
+            slow.gate = asyncio.Event()
+            d = GMDaemon(fed.settings(tmp_path))
+            await d.start()
+            try:
+                await wait_until(lambda: asyncio.sleep(0, result=all(link.usable for link in d.links)), 20)
+                job = await gm_stub(d).Submit(fpb.FedSubmitRequest(spec=spec("a", 6)), timeout=10)
+                await wait_until(lambda: asyncio.sleep(0, result=sum(fast.launches.values()) >= 5), 60)
+                assert slow.held == 1 and sum(slow.launches.values()) == 0 and d.gm.pending() == 1
+                slow.gate.set()                       # LM 0 answers at last: its task launches there
+
+                async def all_running() -> bool:
+                    return all(t.state == "RUNNING" for t in (await gm_stub(d).Get(fpb.FedGetRequest(id=job.id))).tasks)
+                await wait_until(all_running, 30)
+                launched = [*slow.launches.elements(), *fast.launches.elements()]
+                assert len(launched) == 6 == len(set(launched)) and sum(slow.launches.values()) == 1
+            finally:
+                await d.stop()
+    asyncio.run(main())

@@ -67,7 +67,7 @@ def test_internal_partitions_round_robin_across_lms() -> None:
         d = gm.decide()
         assert isinstance(d, Send) and isinstance(d.request, Launch)
         sent.append((d.lm, d.request.node))
-        gm.outstanding = None    # as if answered; the view keeps the debit
+        gm.in_flight.clear()     # as if answered; the view keeps the debit
     assert sent == [(0, 0), (1, 0), (0, 0), (1, 0)]
 
 
@@ -77,11 +77,11 @@ def test_external_partitions_after_internal_ones_then_no_room() -> None:
     d = gm.decide()
     assert isinstance(d, Send) and isinstance(d.request, RepartitionAndLaunch)
     assert (d.lm, d.request.src, d.request.node) == (0, 1, 1)
-    gm.outstanding = None
+    gm.in_flight.clear()
     gm.submit(task("big2", cores=5))
     d = gm.decide()
     assert isinstance(d, Send) and d.lm == 1       # external round-robin moved on to LM 1
-    gm.outstanding = None
+    gm.in_flight.clear()
     gm.submit(task("huge", cores=9))
     assert isinstance(gm.decide(), NoRoom)
     assert gm.decide() is None                     # nothing new to try on this view
@@ -103,9 +103,9 @@ def test_a_no_room_task_is_tried_again_when_the_view_changes() -> None:
     gm.submit(task("b", cores=2))
     gm.submit(task("c", cores=2))
     assert isinstance(gm.decide(), Send)
-    gm.outstanding = None
+    gm.in_flight.clear()
     assert isinstance(gm.decide(), Send)
-    gm.outstanding = None
+    gm.in_flight.clear()
     assert isinstance(gm.decide(), NoRoom) and gm.decide() is None
     lm.fail_over()                                 # any newer state wakes the queue
     gm.on_state(lm.state())
@@ -180,3 +180,51 @@ def test_a_delta_about_one_node_does_not_hide_a_newer_full_state() -> None:
     assert gm.views[0].free == [(2, 100), (0, 90)]
     gm.on_state(lm.state())
     assert gm.views[0].version == 3 and gm.views[0].node_news == {}
+
+
+# ---- one request in flight per LM (tcl-gm: max_in_flight = number of LMs) ----
+
+def test_one_request_in_flight_per_lm_and_no_more_than_the_limit() -> None:
+    lays = two_lms()
+    lms = [LocalManager(lay) for lay in lays]
+    gm = synced(GlobalManager(0, lays, 2, ["q0"], max_in_flight=2), lms)
+    for i in range(3):
+        gm.submit(task(f"t{i}"))
+    first, second = gm.decide(), gm.decide()
+    assert isinstance(first, Send) and isinstance(second, Send) and {first.lm, second.lm} == {0, 1}
+    assert gm.decide() is None and set(gm.in_flight) == {0, 1} and gm.pending() == 3
+    answer = lms[1].handle(second.request)[0]
+    gm.on_answer(answer)                                  # LM 1 answers first: only its slot frees
+    assert set(gm.in_flight) == {0} and gm.running["t1"][0] == 1
+    third = gm.decide()
+    assert isinstance(third, Send) and third.lm == 1 and set(gm.in_flight) == {0, 1}
+    gm.on_answer(answer)                                  # a late copy: LM 1's new request stays awaited
+    assert set(gm.in_flight) == {0, 1} and gm.stats.launches == 1
+
+
+def test_a_task_with_room_only_at_a_busy_lm_waits_while_other_queues_go_on() -> None:
+    # LM 0's node of GM 0 has constraints A and B, LM 1's only A.
+    lays = [layout(0, [(2, A | B), (8, A)], [0, 1]), layout(1, [(2, A), (8, A)], [0, 1])]
+    lms = [LocalManager(lay) for lay in lays]
+    gm = synced(GlobalManager(0, lays, 2, ["q0", "q1"], repartition=False, max_in_flight=2), lms)
+    gm.submit(task("a", pc=B, queue="q1"))
+    sent_a = gm.decide()
+    assert isinstance(sent_a, Send) and sent_a.lm == 0
+    gm.submit(task("x", pc=B, queue="q0"))                 # fits LM 0 only, which is busy
+    gm.submit(task("y", pc=A, queue="q1"))
+    sent_y = gm.decide()
+    assert isinstance(sent_y, Send) and sent_y.lm == 1 and sent_y.request.task.task_id == "y"
+    assert gm.queues["q0"].items[0].task.task_id == "x" and gm.stats.no_room == 0   # waiting, not parked
+    gm.on_answer(lms[0].handle(sent_a.request)[0])
+    sent_x = gm.decide()
+    assert isinstance(sent_x, Send) and sent_x.lm == 0 and sent_x.request.request_id == "x:0"
+
+
+def test_forget_frees_the_lms_slot_and_keeps_the_debit() -> None:
+    lays = two_lms()
+    gm = synced(GlobalManager(0, lays, 2, ["q0"], max_in_flight=2), [LocalManager(lay) for lay in lays])
+    gm.submit(task("a"))
+    d = gm.decide()
+    p, queue, request = gm.forget(d.lm)
+    assert p.task.task_id == "a" and queue == "q0" and request == d.request
+    assert gm.in_flight == {} and gm.forget(d.lm) is None and gm.views[d.lm].free[0] == (1, 90)

@@ -1,0 +1,166 @@
+"""tcl-gm's placing: the pure GM's `decide()` turned into Place requests, one in flight per
+LM at a time (GlobalManager's max_in_flight is the number of LMs), each persisted before
+it is sent and its answer recorded before it is acted upon.
+
+Every Place runs in a task of its own, so an LM slow to answer (a busy master, a long
+fsync, a network that still carries pings) holds back only the placements that must go
+to it, for its deadline; with one request at a time in all, it held every other LM's too,
+per request. Requests whose answer did not come (`unanswered`: maybe applied, maybe not)
+are sent again with the same id, in the background, each LM's in order and the LMs side
+by side."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, Awaitable
+
+import grpc
+
+from tcluster.federation.gm import Pending, Send
+from tcluster.federation.messages import Answer, Launched, LMState, Refused
+from tcluster.gm.wire import answer_from, request_pb
+from tcluster.timeouts import wait_for
+from tcluster.v1 import federation_pb2, federation_pb2_grpc
+
+if TYPE_CHECKING:
+    from tcluster.gm.daemon import GMDaemon
+
+log = logging.getLogger("tcluster.gm")
+PLACE_TIMEOUT_S = 10.0
+# (lm, request, task, queue): sent, no answer came; sent again with the same request id.
+Unanswered = tuple[int, federation_pb2.PlaceRequest, Pending, str]
+
+
+class Placer:
+    def __init__(self, daemon: GMDaemon) -> None:
+        self.d = daemon
+        self.calls: set[asyncio.Task] = set()       # Place RPCs in flight, and the resend sweep
+        self.resending: asyncio.Task | None = None
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self.calls.add(task)                 # held until done, then dropped: no growth
+        task.add_done_callback(self.calls.discard)
+        return task
+
+    async def stop(self) -> None:
+        """Cancels the calls in flight: each request is PLACING in the store with its bytes,
+        so the next start sends it again with the same id."""
+        calls = list(self.calls)
+        for task in calls:
+            task.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+
+    async def run(self) -> None:
+        d = self.d
+        while True:
+            d.age_views(time.monotonic())
+            if d.unanswered and (self.resending is None or self.resending.done()):
+                self.resending = self._spawn(self._resend_all())
+            decision = d.gm.decide()
+            if isinstance(decision, Send):
+                self._start(decision)
+            if decision is not None:         # a Send or a NoRoom: the next task may go at once
+                await asyncio.sleep(0)
+                continue
+            d.wake.clear()
+            try:
+                await wait_for(d.wake.wait(), 0.5 if d.unanswered else 1.0)
+            except TimeoutError:
+                pass
+
+    def _start(self, send: Send) -> None:
+        """Persisted before it is sent (in this turn, before the call starts): after a crash
+        the request is sent again, with the same id."""
+        d = self.d
+        p, queue, request = d.gm.in_flight[send.lm]
+        if d.canceller.drop(p.task.task_id):      # its job is being cancelled: never placed
+            d.gm.forget(send.lm)
+            return
+        layout = d.links[send.lm].layout
+        pb = request_pb(request, layout, d.vocab, d.spec_of(p.task.task_id.rpartition(".")[0]))
+        d.store.placing(p.task.task_id, p.attempt, send.lm, request.node, pb.SerializeToString())
+        self._spawn(self._place(send.lm, pb, p, queue))
+
+    async def _place(self, lm: int, pb: federation_pb2.PlaceRequest, p: Pending, queue: str) -> None:
+        d = self.d
+        try:
+            msg = await self.rpc(lm, pb)
+            if msg is None:       # maybe applied, maybe not: the same request id again later
+                d.gm.forget(lm)
+                d.unanswered.append((lm, pb, p, queue))
+                return
+            answer, job_id = self._checked(lm, *answer_from(msg))
+            self._record(answer, job_id, p)
+            d.gm.on_answer(answer)
+            if isinstance(answer, Refused):
+                d._set_usable(lm, False)
+        finally:
+            d.wake.set()          # the LM's slot is free again
+
+    async def rpc(self, lm: int, req: federation_pb2.PlaceRequest) -> federation_pb2.PlaceAnswer | None:
+        """The LM's answer; None when none came (maybe applied: the same id is sent again
+        later). Only to an LM with a live stream: to one gone silent a Place would wait out
+        its deadline, per request and per sweep (its view stays usable until it ages out);
+        its requests wait instead."""
+        link = self.d.links[lm]
+        if not link.connected:
+            return None
+        for addr in ([link.addr] if link.addr else []) + [a for a in link.addrs if a != link.addr]:
+            try:
+                stub = federation_pb2_grpc.LocalManagerServiceStub(self.d.channel(addr))
+                return await stub.Place(req, timeout=PLACE_TIMEOUT_S, metadata=self.d.metadata())
+            except grpc.aio.AioRpcError as e:
+                log.info("Place %s at %s: %s", req.request_id, addr, e.code().name)
+        return None
+
+    def _checked(self, lm: int, answer: Answer, job_id: str) -> tuple[Answer, str]:
+        """A state of another epoch than the layout we hold must not reach the view."""
+        layout = self.d.links[lm].layout
+        if layout is None or answer.state.epoch != layout.epoch:
+            answer = dataclasses.replace(answer, state=LMState(lm, 0, -1, ()))
+        return answer, job_id
+
+    def _record(self, answer: Answer, job_id: str, p: Pending) -> None:
+        if isinstance(answer, Launched):
+            self.d.store.placed(answer.task_id, answer.lm, answer.node, job_id)
+        else:
+            self.d.store.back_to_pending(p.task.task_id, p.attempt + 1)
+
+    async def _resend_all(self) -> None:
+        """One sweep over the unanswered requests: each LM's in order, the LMs side by side.
+        Those answered leave the list; the rest (and any added meanwhile) stay."""
+        by_lm: dict[int, list[Unanswered]] = {}
+        for item in list(self.d.unanswered):
+            by_lm.setdefault(item[0], []).append(item)
+        answered = await asyncio.gather(*(self._resend_to(lm, items) for lm, items in by_lm.items()))
+        done = {request_id for ids in answered for request_id in ids}
+        self.d.unanswered = [item for item in self.d.unanswered if item[1].request_id not in done]
+        self.d.wake.set()
+
+    async def _resend_to(self, lm: int, items: list[Unanswered]) -> set[str]:
+        answered: set[str] = set()
+        for _lm, pb, p, queue in items:
+            msg = await self.rpc(lm, pb)
+            if msg is None:
+                continue
+            answered.add(pb.request_id)
+            self._apply_late(lm, *self._checked(lm, *answer_from(msg)), p, queue)
+        return answered
+
+    def _apply_late(self, lm: int, answer: Answer, job_id: str, p: Pending, queue: str) -> None:
+        """An answer to a request the pure GM no longer awaits: recorded, and the task running
+        or back at its queue's head, as on_answer would."""
+        gm = self.d.gm
+        self._record(answer, job_id, p)
+        if isinstance(answer, Launched):
+            gm.running[p.task.task_id] = (lm, answer.node, p)
+            gm.stats.launches += 1
+        else:
+            p.attempt += 1
+            gm.queues[queue].items.appendleft(p)
+        if self.d.links[lm].usable and gm.views[lm].apply(answer.state):
+            gm.stamp += 1
