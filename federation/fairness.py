@@ -39,7 +39,9 @@ class FairPreempter:
         # The requester's usage counts the task itself, a [C] deviation from Alg. 2's
         # `share < consumed`: two queues near their shares would otherwise take the same
         # room from each other back and forth.
-        own = _sum([task.req, *(p.task.req for _, _, p in gm.running.values() if p.task.queue == task.queue)])
+        # Its requests in flight (one per LM in tcl-gm) count too: they may launch.
+        own = _sum([task.req, *(p.task.req for _, _, p in gm.running.values() if p.task.queue == task.queue),
+                    *(p.task.req for p, queue, _ in gm.in_flight.values() if queue == task.queue)])
         if dominant(own, capacity) > self.shares.get(task.queue, 0.0):
             return None          # the requester is (or would be) over its share: Failure
         for queue in self._violators(gm, task.queue, capacity):

@@ -10,7 +10,10 @@ synchronous REST calls; tcl-gm allows one per LM, so an LM slow to answer holds 
 the placements that must go to it (notes §7: pipelining with a local debit, ≤ #LMs in
 flight). With one request per LM at a time, and states applied only when newer, its view
 of its own partitions is never more generous than the truth unless another GM
-repartitioned from them (K7a: no internal inconsistency without repartitions).
+repartitioned from them (K7a: no internal inconsistency without repartitions). tcl-gm's
+resends of unanswered requests (same ids, after a lost answer) may reach an LM beside a
+new request; the LM checks each against its real state, so at worst one is answered
+Inconsistent and its task tried again.
 
 Choices where the paper is silent (notes §7):
 - after an inconsistency the GM adopts the LM's state carried in the answer and puts
@@ -158,16 +161,23 @@ class GlobalManager:
         return None
 
     def _find(self, p: Pending, busy: set[int]) -> Send | str | None:
-        """Alg. 1 (then Alg. 2's hook) over the LMs with no request in flight; "wait" when
-        only a busy LM has room; None when none has."""
-        send = self._internal(p, busy) or (self._external(p, busy) if self.repartition else None)
+        """Alg. 1, then Alg. 2's hook, over the LMs with no request in flight, in Alg. 1's order:
+        "wait" as soon as a busy LM has room of the kind about to be given up (internal
+        before external before preemption), and before preempting while a preemption is in
+        flight (its victims' room is not in the view yet); None when nothing has room."""
+        send = self._internal(p, busy)
+        if send is None and busy and self._internal(p, set(), probe=True):
+            return "wait"
+        if send is None and self.repartition:
+            send = self._external(p, busy)
+            if send is None and busy and self._external(p, set(), probe=True):
+                return "wait"
         if send is None and self.preempter is not None:
+            if any(isinstance(f[2], PreemptAndLaunch) for f in self.in_flight.values()):
+                return "wait"
             send = self.preempter(self, p.task, self._request_id(p))
             if send is not None and send.lm in busy:
                 return "wait"
-        if send is None and busy and (self._internal(p, set(), probe=True)
-                                      or (self.repartition and self._external(p, set(), probe=True))):
-            return "wait"
         return send
 
     @staticmethod

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tcluster.gm")
 PLACE_TIMEOUT_S = 10.0
+RESEND_EVERY_S = 0.5     # a sweep of the unanswered requests at most this often: to an LM
+                         # whose stream is down each ends at once, and must not spin
 # (lm, request, task, queue): sent, no answer came; sent again with the same request id.
 Unanswered = tuple[int, federation_pb2.PlaceRequest, Pending, str]
 
@@ -39,6 +41,7 @@ class Placer:
         self.d = daemon
         self.calls: set[asyncio.Task] = set()       # Place RPCs in flight, and the resend sweep
         self.resending: asyncio.Task | None = None
+        self.swept_at = -RESEND_EVERY_S             # monotonic start of the last sweep
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
@@ -58,8 +61,7 @@ class Placer:
         d = self.d
         while True:
             d.age_views(time.monotonic())
-            if d.unanswered and (self.resending is None or self.resending.done()):
-                self.resending = self._spawn(self._resend_all())
+            self._maybe_sweep(time.monotonic())
             decision = d.gm.decide()
             if isinstance(decision, Send):
                 self._start(decision)
@@ -71,6 +73,13 @@ class Placer:
                 await wait_for(d.wake.wait(), 0.5 if d.unanswered else 1.0)
             except TimeoutError:
                 pass
+
+    def _maybe_sweep(self, now: float) -> None:
+        d = self.d
+        if d.unanswered and (self.resending is None or self.resending.done()) \
+                and now - self.swept_at >= RESEND_EVERY_S:
+            self.swept_at = now
+            self.resending = self._spawn(self._resend_all())
 
     def _start(self, send: Send) -> None:
         """Persisted before it is sent (in this turn, before the call starts): after a crash
@@ -90,16 +99,26 @@ class Placer:
         try:
             msg = await self.rpc(lm, pb)
             if msg is None:       # maybe applied, maybe not: the same request id again later
-                d.gm.forget(lm)
-                d.unanswered.append((lm, pb, p, queue))
+                self._unanswered(lm, pb, p, queue)
                 return
             answer, job_id = self._checked(lm, *answer_from(msg))
             self._record(answer, job_id, p)
             d.gm.on_answer(answer)
             if isinstance(answer, Refused):
                 d._set_usable(lm, False)
+        except Exception:         # a bug, not an answer: logged, and the request sent again
+            log.exception("Place %s at LM %s", pb.request_id, d.links[lm].name)
+            self._unanswered(lm, pb, p, queue)
         finally:
             d.wake.set()          # the LM's slot is free again
+
+    def _unanswered(self, lm: int, pb: federation_pb2.PlaceRequest, p: Pending, queue: str) -> None:
+        """The request leaves the pure GM's slot for the LM (when still there) for the list
+        sent again with the same id."""
+        flight = self.d.gm.in_flight.get(lm)
+        if flight is not None and flight[2].request_id == pb.request_id:
+            self.d.gm.forget(lm)
+            self.d.unanswered.append((lm, pb, p, queue))
 
     async def rpc(self, lm: int, req: federation_pb2.PlaceRequest) -> federation_pb2.PlaceAnswer | None:
         """The LM's answer; None when none came (maybe applied: the same id is sent again
@@ -138,17 +157,22 @@ class Placer:
             by_lm.setdefault(item[0], []).append(item)
         answered = await asyncio.gather(*(self._resend_to(lm, items) for lm, items in by_lm.items()))
         done = {request_id for ids in answered for request_id in ids}
-        self.d.unanswered = [item for item in self.d.unanswered if item[1].request_id not in done]
-        self.d.wake.set()
+        if done:
+            self.d.unanswered = [item for item in self.d.unanswered if item[1].request_id not in done]
+            self.d.wake.set()     # tasks back in their queues, LMs' views newer
 
     async def _resend_to(self, lm: int, items: list[Unanswered]) -> set[str]:
+        """The request ids answered and applied; the others stay unanswered. Never raises, so
+        one LM's trouble cannot leave another's resends running unwatched."""
         answered: set[str] = set()
         for _lm, pb, p, queue in items:
-            msg = await self.rpc(lm, pb)
-            if msg is None:
-                continue
-            answered.add(pb.request_id)
-            self._apply_late(lm, *self._checked(lm, *answer_from(msg)), p, queue)
+            try:
+                msg = await self.rpc(lm, pb)
+                if msg is not None:
+                    self._apply_late(lm, *self._checked(lm, *answer_from(msg)), p, queue)
+                    answered.add(pb.request_id)
+            except Exception:      # a bug: logged; the same id is sent again next sweep
+                log.exception("resending %s to LM %s", pb.request_id, self.d.links[lm].name)
         return answered
 
     def _apply_late(self, lm: int, answer: Answer, job_id: str, p: Pending, queue: str) -> None:

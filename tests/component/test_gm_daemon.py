@@ -299,6 +299,20 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, module: object, stub: str, meth
     return calls
 
 
+def count_sweeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """When each sweep of the unanswered requests started, from now on."""
+    import time
+    from tcluster.gm.placing import Placer
+    started: list[float] = []
+    real = Placer._resend_all
+
+    async def counted(self: Placer) -> None:
+        started.append(time.monotonic())
+        await real(self)
+    monkeypatch.setattr(Placer, "_resend_all", counted)
+    return started
+
+
 def test_unanswered_requests_wait_for_their_lms_stream_and_go_when_it_is_back(tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # A request whose answer was lost is sent again only to an LM with a live stream: resending
@@ -314,6 +328,7 @@ def test_unanswered_requests_wait_for_their_lms_stream_and_go_when_it_is_back(tm
                 await d.stop()
             fed.proxies[lm].cut("reset")          # that LM is gone when the GM comes back
             places = count_calls(monkeypatch, federation_pb2_grpc, "LocalManagerServiceStub", "Place")
+            sweeps = count_sweeps(monkeypatch)
             d = GMDaemon(fed.settings(tmp_path))
             await d.start()
             try:
@@ -321,6 +336,7 @@ def test_unanswered_requests_wait_for_their_lms_stream_and_go_when_it_is_back(tm
                 for _ in range(6):                # the place loop turns every 0.5 s while a request waits
                     await asyncio.sleep(0.5)
                 assert places == [] and len(d.unanswered) == 1 and not d.links[lm].connected
+                assert 2 <= len(sweeps) <= 10         # one each RESEND_EVERY_S (0.5 s), not a spin
                 fed.proxies[lm].heal()
                 await wait_until(lambda: asyncio.sleep(
                     0, result=d.store.tasks("job_id=?", (job_id,))[0].state == "RUNNING"))
@@ -347,8 +363,10 @@ def test_an_lm_slow_to_answer_holds_back_only_its_own_placements(tmp_path: Path,
             try:
                 await wait_until(lambda: asyncio.sleep(0, result=all(link.usable for link in d.links)), 20)
                 job = await gm_stub(d).Submit(fpb.FedSubmitRequest(spec=spec("a", 6)), timeout=10)
-                await wait_until(lambda: asyncio.sleep(0, result=sum(fast.launches.values()) >= 5), 60)
-                assert slow.held == 1 and sum(slow.launches.values()) == 0 and d.gm.pending() == 1
+                # (the fake counts a launch before the GM has its answer: the GM's own count is waited for)
+                await wait_until(lambda: asyncio.sleep(0, result=sum(fast.launches.values()) >= 5
+                                                       and d.gm.pending() == 1), 60)
+                assert slow.held == 1 and sum(slow.launches.values()) == 0
                 slow.gate.set()                       # LM 0 answers at last: its task launches there
 
                 async def all_running() -> bool:
@@ -356,6 +374,45 @@ def test_an_lm_slow_to_answer_holds_back_only_its_own_placements(tmp_path: Path,
                 await wait_until(all_running, 30)
                 launched = [*slow.launches.elements(), *fast.launches.elements()]
                 assert len(launched) == 6 == len(set(launched)) and sum(slow.launches.values()) == 1
+            finally:
+                await d.stop()
+    asyncio.run(main())
+
+
+
+def test_a_gm_stopped_while_a_place_is_held_sends_it_again_after_its_restart(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # The request is PLACING in the store with its bytes before it is sent: a GM stopped
+    # while an LM sits on it returns at once, sends the same id again when it is back, and
+    # the task runs once whichever copy the LM answers.
+    import tcluster.gm.placing
+    monkeypatch.setattr(tcluster.gm.placing, "PLACE_TIMEOUT_S", 120.0)
+
+    async def main() -> None:
+        async with ProxiedLMs() as fed:
+            for lm in fed.lms:
+                lm.gate = asyncio.Event()             # both hold: the one task waits at one of them
+            d = GMDaemon(fed.settings(tmp_path))
+            await d.start()
+            try:
+                await wait_until(lambda: asyncio.sleep(0, result=all(link.usable for link in d.links)), 20)
+                job = await gm_stub(d).Submit(fpb.FedSubmitRequest(spec=spec("a", 1)), timeout=10)
+                await wait_until(lambda: asyncio.sleep(0, result=sum(lm.held for lm in fed.lms) == 1), 20)
+                [at] = [i for i, lm in enumerate(fed.lms) if lm.held]
+            finally:
+                await asyncio.wait_for(d.stop(), 30)  # the held call does not hold the stop
+            d = GMDaemon(fed.settings(tmp_path))
+            await d.start()
+            try:
+                [(lm, request, _p, _queue)] = d.unanswered
+                assert lm == at and request.request_id.endswith(":0")     # the same id, to the same LM
+                for fake in fed.lms:
+                    fake.gate.set()
+
+                async def running() -> bool:
+                    return all(t.state == "RUNNING" for t in (await gm_stub(d).Get(fpb.FedGetRequest(id=job.id))).tasks)
+                await wait_until(running, 30)
+                assert sum(fed.lms[at].launches.values()) == 1 and not fed.lms[1 - at].launches
             finally:
                 await d.stop()
     asyncio.run(main())

@@ -111,3 +111,16 @@ def test_with_preemption_nothing_overcommits_and_every_task_ends_once(lms, gms, 
     assert all(rec.end is not None for rec in run.records.values())
     preempted = sum(s.preemptions for s in run.gm_stats)
     assert sum(run.launches.values()) == tasks + preempted
+
+
+def test_the_requesters_requests_in_flight_count_toward_its_share() -> None:
+    # tcl-gm keeps one request in flight per LM: those of the requesting queue may launch, so
+    # they count as its usage. "mine" asks for 3 cores with 6 in flight: 9 of 16 > its 50%.
+    from tcluster.federation.gm import Pending
+    _, gm = setup(hog=[("h1", 1, 2), ("h2", 1, 2), ("h3", 3, 4), ("h4", 0, 4)])
+    gm.views[0].free[2] = (0, 100)
+    x = t("x", 3, "mine", pc=A)
+    assert isinstance(gm.preempter(gm, x, "x:0"), Send)
+    flying = t("f", 6, "mine")
+    gm.in_flight[1] = (Pending(flying), "mine", Launch("f:0", 0, 1, 2, flying))
+    assert gm.preempter(gm, x, "x:0") is None

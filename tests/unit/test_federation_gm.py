@@ -228,3 +228,52 @@ def test_forget_frees_the_lms_slot_and_keeps_the_debit() -> None:
     p, queue, request = gm.forget(d.lm)
     assert p.task.task_id == "a" and queue == "q0" and request == d.request
     assert gm.in_flight == {} and gm.forget(d.lm) is None and gm.views[d.lm].free[0] == (1, 90)
+
+
+def test_the_limit_in_all_holds_below_the_number_of_lms() -> None:
+    lays = [layout(i, [(2, A), (8, A)], [0, 1]) for i in range(3)]
+    gm = synced(GlobalManager(0, lays, 2, ["q0"], max_in_flight=2), [LocalManager(lay) for lay in lays])
+    for i in range(3):
+        gm.submit(task(f"t{i}"))
+    assert isinstance(gm.decide(), Send) and isinstance(gm.decide(), Send)
+    assert gm.decide() is None and len(gm.in_flight) == 2        # LM 2 is free, but two are in flight
+
+
+def test_a_busy_lms_internal_room_is_waited_for_before_repartitioning_or_preempting() -> None:
+    # LM 0 has internal room but a request in flight; LM 1 has only external room (GM 1's
+    # node), and a preempter would preempt there: Alg. 1's order says wait for LM 0.
+    lays = [layout(0, [(4, A), (8, A)], [0, 1]), layout(1, [(2, A), (8, A)], [0, 1])]
+    lms = [LocalManager(lay) for lay in lays]
+    calls: list[str] = []
+
+    def preempter(gm: GlobalManager, t: object, request_id: str) -> Send | None:
+        calls.append(request_id)
+        return None
+    gm = synced(GlobalManager(0, lays, 2, ["q0"], max_in_flight=2, preempter=preempter), lms)
+    gm.views[1].free[0] = (0, 100)                      # LM 1's node of GM 0 is full
+    gm.submit(task("a", cores=2))
+    gm.submit(task("b", cores=2))
+    first = gm.decide()
+    assert isinstance(first, Send) and first.lm == 0 and isinstance(first.request, Launch)
+    assert gm.decide() is None and calls == [] and gm.stats.no_room == 0    # b waits for LM 0
+    gm.on_answer(lms[0].handle(first.request)[0])
+    second = gm.decide()
+    assert isinstance(second, Send) and second.lm == 0 and isinstance(second.request, Launch)
+
+
+def test_no_second_preemption_while_one_is_in_flight() -> None:
+    from tcluster.federation.messages import PreemptAndLaunch
+    lays = two_lms()
+    calls: list[str] = []
+
+    def preempter(gm: GlobalManager, t: TaskSpec, request_id: str) -> Send | None:
+        calls.append(request_id)
+        return Send(len(calls) - 1, PreemptAndLaunch(request_id, 0, 1, 0, ("v",), t))
+    gm = GlobalManager(0, lays, 2, ["q0"], repartition=False, max_in_flight=2, preempter=preempter)
+    for lm in range(2):
+        gm.views[lm].free[0] = (0, 100)                 # no room anywhere: only preemption
+    gm.submit(task("a", cores=2))
+    gm.submit(task("b", cores=2))
+    first = gm.decide()
+    assert isinstance(first, Send) and isinstance(first.request, PreemptAndLaunch)
+    assert gm.decide() is None and calls == ["a:0"]    # b waits: a's victims' room is not in the view yet
