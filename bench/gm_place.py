@@ -13,15 +13,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from tcluster.gm.daemon import GMDaemon
-from tcluster.gm.settings import settings_from
-from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
-from tests.component.fake_lm import FakeLM
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")    # not the fakes' GOAWAY notes at each stop
+from tcluster.gm.daemon import GMDaemon  # noqa: E402
+from tcluster.gm.settings import settings_from  # noqa: E402
+from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2  # noqa: E402
+from tests.component.fake_lm import FakeLM  # noqa: E402
 
 BIG_NODE = (64_000, 262_144)       # 64 cores, 256 GiB: room is never what limits
 
