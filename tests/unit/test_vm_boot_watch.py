@@ -13,6 +13,7 @@ from pathlib import Path
 from tests.vm.qemu import GuestRun, boot_with_a_retry, clear_guest_files, watch
 
 LOCKUP_LINE = "[ 3312.713225] watchdog: BUG: soft lockup - CPU#1 stuck for {s}s! [ext4lazyinit:113]"
+RCU_LINE = "[  400.718017] rcu: \t(detected by 1, t={j} jiffies, g=8857, q=85 ncpus=2)"
 
 
 def fake_qemu(lines: list[str], then_sleep_s: float) -> subprocess.Popen[bytes]:
@@ -30,12 +31,20 @@ def test_a_guest_locked_up_for_minutes_is_killed_at_once() -> None:
     assert "stuck for 301s" in console and "[host] qemu killed after its kernel reported a CPU stuck" in console
 
 
+def test_a_long_rcu_stall_is_a_lockup_too() -> None:
+    proc = fake_qemu(["booting", RCU_LINE.format(j=5252), RCU_LINE.format(j=80000)], then_sleep_s=120)
+    console, locked_up = watch(proc, timeout_s=100, lockup_kill_s=300)     # 80,000 jiffies at 250 Hz: 320 s
+    assert locked_up and proc.returncode is not None and proc.returncode < 0
+    assert "t=5252 jiffies" in console
+
+
 def test_a_short_lockup_report_is_let_be() -> None:
     # Seconds-long reports happen on a starved host and pass: the guest goes on to the end.
-    proc = fake_qemu(["booting", LOCKUP_LINE.format(s=22), "done"], then_sleep_s=0.5)
+    lines = ["booting", LOCKUP_LINE.format(s=22), RCU_LINE.format(j=5252), "done"]
+    proc = fake_qemu(lines, then_sleep_s=0.5)
     console, locked_up = watch(proc, timeout_s=100, lockup_kill_s=300)
     assert not locked_up and proc.returncode == 0
-    assert console.splitlines() == ["booting", LOCKUP_LINE.format(s=22), "done"]
+    assert console.splitlines() == lines
 
 
 def test_a_silent_guest_still_meets_the_timeout() -> None:

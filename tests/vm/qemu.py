@@ -27,6 +27,10 @@ REPO = Path(__file__).resolve().parents[2]
 # can be a starved host, but nothing legitimate holds a CPU in the kernel for minutes.
 SOFT_LOCKUP = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s")
 LOCKUP_KILL_S = 300
+# The same for an RCU stall ("rcu: ... (detected by 1, t=75002 jiffies, ...)"), counted in
+# jiffies of the guest's kernel: Debian's amd64 kernels tick at 250 Hz (CONFIG_HZ_250).
+RCU_STALL = re.compile(rb"rcu: .*\bt=(\d+) jiffies")
+GUEST_HZ = 250
 # A guest whose kernel locked up (qemu.SOFT_LOCKUP) within this many seconds is booted once
 # more, with what is left of the first boot's timeout (at least RETRY_MIN_TIMEOUT_S): later than
 # this, a second whole run would not end within CI's limit, and the failure is reported.
@@ -48,7 +52,8 @@ class GuestRun:
 
 class ConsoleWatch:
     """qemu's serial console, read line by line in a thread of its own (the pipe never
-    fills), noting a guest kernel that reports a CPU stuck for lockup_kill_s or more."""
+    fills), noting a guest kernel that reports a CPU stuck (a soft lockup or an RCU stall)
+    for lockup_kill_s or more."""
 
     def __init__(self, stream: IO[bytes], lockup_kill_s: float) -> None:
         self.lines: list[bytes] = []
@@ -60,9 +65,17 @@ class ConsoleWatch:
     def _read(self) -> None:
         for line in iter(self._stream.readline, b""):
             self.lines.append(line)
-            stuck = SOFT_LOCKUP.search(line)
-            if stuck and int(stuck.group(1)) >= self._lockup_kill_s:
+            if self.stuck_s(line) >= self._lockup_kill_s:
                 self.locked_up.set()
+
+    @staticmethod
+    def stuck_s(line: bytes) -> float:
+        """How long the guest kernel says a CPU has been stuck, by this console line (0: not said)."""
+        if (lockup := SOFT_LOCKUP.search(line)) is not None:
+            return float(lockup.group(1))
+        if (stall := RCU_STALL.search(line)) is not None:
+            return int(stall.group(1)) / GUEST_HZ
+        return 0.0
 
     def text(self) -> bytes:
         self._thread.join(timeout=10)
