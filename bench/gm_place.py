@@ -1,7 +1,7 @@
 """tcl-gm's placing with one Place in flight per LM (gm/placing.py) beside one in flight in
 all (the paper's synchronous calls, GlobalManager(max_in_flight=1)), side by side in one
-run, alternating: one GM places a burst of one-task jobs on fake LMs (tests/component/
-fake_lm.py) whose Place takes --place-ms each (a master's durable write), once with every
+run, alternating: one GM places a burst of one-task jobs on fake LMs (testkit/fake_lm.py)
+whose Place takes --place-ms each (a master's durable write), once with every
 LM alike and once with LM 0 taking --slow-ms. Prints tasks placed per second, each
 mode's median over --rounds, and the ratio.
 
@@ -23,7 +23,7 @@ os.environ.setdefault("GRPC_VERBOSITY", "ERROR")    # not the fakes' GOAWAY note
 from tcluster.gm.daemon import GMDaemon  # noqa: E402
 from tcluster.gm.settings import settings_from  # noqa: E402
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2  # noqa: E402
-from tests.component.fake_lm import FakeLM  # noqa: E402
+from testkit.fake_lm import FakeLM  # noqa: E402
 
 BIG_NODE = (64_000, 262_144)       # 64 cores, 256 GiB: room is never what limits
 

@@ -1,4 +1,4 @@
-"""GlobalManagerService.Cancel and List paging against fake LMs (tests/component/fake_lm.py):
+"""GlobalManagerService.Cancel and List paging against fake LMs (testkit/fake_lm.py):
 pending tasks end CANCELLED before the answer, placed ones through the LM master's
 JobService.Cancel, the intent survives a GM restart, Cancel is forwarded to the owner and
 idempotent; List pages newest first."""

@@ -1,4 +1,4 @@
-"""tcl-gm against fake LMs (tests/component/fake_lm.py): 2 LMs x 2 GMs, forwarding, a GM
+"""tcl-gm against fake LMs (testkit/fake_lm.py): 2 LMs x 2 GMs, forwarding, a GM
 restart mid-burst (nothing lost, nothing launched twice), an LM whose view ages out, and
 a stale epoch."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.component.fake_lm import FakeLM
+from testkit.fake_lm import FakeLM
 from tests.component.harness import wait_until
 from testkit.proxy import TcpProxy
 from tcluster.gm.daemon import GMDaemon

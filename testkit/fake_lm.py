@@ -1,6 +1,6 @@
-"""A fake Local Manager for GM component tests: LocalManagerService over gRPC wrapping the
-pure tcluster.federation.lm.LocalManager (no master, no agents). It counts launches per
-task so a test can assert that nothing ran twice."""
+"""A fake Local Manager for GM component tests and bench/gm_place.py: LocalManagerService
+over gRPC wrapping the pure tcluster.federation.lm.LocalManager (no master, no agents). It
+counts launches per task so a test can assert that nothing ran twice."""
 
 from __future__ import annotations
 
