@@ -102,8 +102,10 @@ class Placer:
                 self._unanswered(lm, pb, p, queue)
                 return
             answer, job_id = self._checked(lm, *answer_from(msg))
-            self._record(answer, job_id, p)
+            ended = self._record(answer, job_id, p)
             d.gm.on_answer(answer)
+            if ended:
+                d.gm.running.pop(p.task.task_id, None)
             if isinstance(answer, Refused):
                 d._set_usable(lm, False)
         except Exception:         # a bug, not an answer: logged, and the request sent again
@@ -143,11 +145,14 @@ class Placer:
             answer = dataclasses.replace(answer, state=LMState(lm, 0, -1, ()))
         return answer, job_id
 
-    def _record(self, answer: Answer, job_id: str, p: Pending) -> None:
+    def _record(self, answer: Answer, job_id: str, p: Pending) -> bool:
+        """True when the task was launched and has already ended: its end came on the LM's
+        stream before this answer (the store keeps the end), so it is not running here."""
         if isinstance(answer, Launched):
             self.d.store.placed(answer.task_id, answer.lm, answer.node, job_id)
-        else:
-            self.d.store.back_to_pending(p.task.task_id, p.attempt + 1)
+            return not self.d.store.tasks("task_id=? AND state='RUNNING'", (answer.task_id,))
+        self.d.store.back_to_pending(p.task.task_id, p.attempt + 1)
+        return False
 
     async def _resend_all(self) -> None:
         """One sweep over the unanswered requests: each LM's in order, the LMs side by side.
@@ -179,9 +184,10 @@ class Placer:
         """An answer to a request the pure GM no longer awaits: recorded, and the task running
         or back at its queue's head, as on_answer would."""
         gm = self.d.gm
-        self._record(answer, job_id, p)
+        ended = self._record(answer, job_id, p)
         if isinstance(answer, Launched):
-            gm.running[p.task.task_id] = (lm, answer.node, p)
+            if not ended:
+                gm.running[p.task.task_id] = (lm, answer.node, p)
             gm.stats.launches += 1
         else:
             p.attempt += 1

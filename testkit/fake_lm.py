@@ -35,6 +35,8 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
         self.gate: asyncio.Event | None = None   # set: Place waits for it (a slow LM), counted in held
         self.held = 0
         self.place_delay_s = 0.0     # each Place takes this long first (a master's durable write)
+        self.end_before_answer_s: float | None = None   # a launched task ends, on the stream, this
+                                                        # long before its Place is answered
         self.server: grpc.aio.Server | None = None
         self.port = 0
 
@@ -102,6 +104,9 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
         answer, _ = self.pure.handle(req)
         if isinstance(answer, Launched) and not repeat:
             self.launches[req.task.task_id] += 1
+            if self.end_before_answer_s is not None:
+                self.end(req.task.task_id)
+                await asyncio.sleep(self.end_before_answer_s)
         return answer_pb(answer, f"j-{req.task.task_id}" if isinstance(answer, Launched) else "")
 
 

@@ -417,3 +417,25 @@ def test_a_gm_stopped_while_a_place_is_held_sends_it_again_after_its_restart(tmp
             finally:
                 await d.stop()
     asyncio.run(main())
+
+
+def test_a_task_whose_end_comes_before_its_place_answer_is_not_left_running(tmp_path: Path) -> None:
+    # The answer and the stream's end travel apart: when the end comes first, the store keeps
+    # the end (the answer does not make it RUNNING again) and the GM does not count the task
+    # as running (a phantom there counted toward its queue's share in Alg. 2 for good).
+    async def main() -> None:
+        async with ProxiedLMs() as fed:
+            for lm in fed.lms:
+                lm.end_before_answer_s = 0.5
+            d = GMDaemon(fed.settings(tmp_path))
+            await d.start()
+            try:
+                await wait_until(lambda: asyncio.sleep(0, result=all(link.usable for link in d.links)), 20)
+                job = await gm_stub(d).Submit(fpb.FedSubmitRequest(spec=spec("a", 1)), timeout=10)
+                [task_id] = [t.task_id for t in d.store.tasks("job_id=?", (job.id,))]
+                await wait_until(lambda: asyncio.sleep(0, result=d.gm.stats.launches == 1), 20)
+                assert d.store.tasks("task_id=?", (task_id,))[0].state == "SUCCEEDED"
+                assert task_id not in d.gm.running and d.gm.pending() == 0
+            finally:
+                await d.stop()
+    asyncio.run(main())
