@@ -224,14 +224,24 @@ class GlobalManager:
         task's job is being cancelled); the caller keeps it. Its debit stays in the view."""
         return self.in_flight.pop(lm, None)
 
-    def on_answer(self, answer: Answer) -> None:
+    def on_answer(self, answer: Answer, ended: bool = False) -> None:
+        """ended: the task's end was heard before this answer (it launched, and is over)."""
         lm = next((lm for lm, f in self.in_flight.items() if f[2].request_id == answer.request_id), None)
         if lm is None:
             return               # a late copy of an answer already taken: nothing to do
         p, queue, request = self.in_flight.pop(lm)
+        self._take(answer, p, queue, request, ended)
+
+    def on_late_answer(self, answer: Answer, p: Pending, queue: str, ended: bool = False) -> None:
+        """The answer to a request forgotten here (none came in time; sent again with the same
+        id), whose task and queue the caller kept: taken as on_answer takes one."""
+        self._take(answer, p, queue, None, ended)
+
+    def _take(self, answer: Answer, p: Pending, queue: str, request: Request | None, ended: bool) -> None:
         self._adopt(answer.state)
         if isinstance(answer, Launched):
-            self.running[p.task.task_id] = (answer.lm, answer.node, p)
+            if not ended:
+                self.running[p.task.task_id] = (answer.lm, answer.node, p)
             self.stats.launches += 1
             self.stats.repartitions += isinstance(request, RepartitionAndLaunch) or answer.logical
             self.stats.preemptions += len(answer.preempted)

@@ -101,18 +101,24 @@ class Placer:
             if msg is None:       # maybe applied, maybe not: the same request id again later
                 self._unanswered(lm, pb, p, queue)
                 return
-            answer, job_id = self._checked(lm, *answer_from(msg))
-            ended = self._record(answer, job_id, p)
-            d.gm.on_answer(answer)
-            if ended:
-                d.gm.running.pop(p.task.task_id, None)
-            if isinstance(answer, Refused):
-                d._set_usable(lm, False)
+            self._take(lm, msg, p, queue, late=False)
         except Exception:         # a bug, not an answer: logged, and the request sent again
             log.exception("Place %s at LM %s", pb.request_id, d.links[lm].name)
             self._unanswered(lm, pb, p, queue)
         finally:
             d.wake.set()          # the LM's slot is free again
+
+    def _take(self, lm: int, msg: federation_pb2.PlaceAnswer, p: Pending, queue: str, late: bool) -> None:
+        """An LM's answer: recorded in the store, then into the pure GM (late: to a request it
+        had forgotten, sent again); a refusal stops placing on that LM."""
+        answer, job_id = self._checked(lm, *answer_from(msg))
+        ended = self._record(answer, job_id, p)
+        if late:
+            self.d.gm.on_late_answer(answer, p, queue, ended)
+        else:
+            self.d.gm.on_answer(answer, ended)
+        if isinstance(answer, Refused):
+            self.d._set_usable(lm, False)
 
     def _unanswered(self, lm: int, pb: federation_pb2.PlaceRequest, p: Pending, queue: str) -> None:
         """The request leaves the pure GM's slot for the LM (when still there) for the list
@@ -139,9 +145,11 @@ class Placer:
         return None
 
     def _checked(self, lm: int, answer: Answer, job_id: str) -> tuple[Answer, str]:
-        """A state of another epoch than the layout we hold must not reach the view."""
-        layout = self.d.links[lm].layout
-        if layout is None or answer.state.epoch != layout.epoch:
+        """A state of another epoch than the layout we hold must not reach the view, nor any
+        state the placeholder of an LM not placed on (daemon._set_usable): it has no nodes,
+        and Alg. 2 would look for victims in the state's tasks on them."""
+        link = self.d.links[lm]
+        if link.layout is None or answer.state.epoch != link.layout.epoch or not link.usable:
             answer = dataclasses.replace(answer, state=LMState(lm, 0, -1, ()))
         return answer, job_id
 
@@ -149,8 +157,7 @@ class Placer:
         """True when the task was launched and has already ended: its end came on the LM's
         stream before this answer (the store keeps the end), so it is not running here."""
         if isinstance(answer, Launched):
-            self.d.store.placed(answer.task_id, answer.lm, answer.node, job_id)
-            return not self.d.store.tasks("task_id=? AND state='RUNNING'", (answer.task_id,))
+            return not self.d.store.placed(answer.task_id, answer.lm, answer.node, job_id)
         self.d.store.back_to_pending(p.task.task_id, p.attempt + 1)
         return False
 
@@ -174,23 +181,8 @@ class Placer:
             try:
                 msg = await self.rpc(lm, pb)
                 if msg is not None:
-                    self._apply_late(lm, *self._checked(lm, *answer_from(msg)), p, queue)
+                    self._take(lm, msg, p, queue, late=True)
                     answered.add(pb.request_id)
             except Exception:      # a bug: logged; the same id is sent again next sweep
                 log.exception("resending %s to LM %s", pb.request_id, self.d.links[lm].name)
         return answered
-
-    def _apply_late(self, lm: int, answer: Answer, job_id: str, p: Pending, queue: str) -> None:
-        """An answer to a request the pure GM no longer awaits: recorded, and the task running
-        or back at its queue's head, as on_answer would."""
-        gm = self.d.gm
-        ended = self._record(answer, job_id, p)
-        if isinstance(answer, Launched):
-            if not ended:
-                gm.running[p.task.task_id] = (lm, answer.node, p)
-            gm.stats.launches += 1
-        else:
-            p.attempt += 1
-            gm.queues[queue].items.appendleft(p)
-        if self.d.links[lm].usable and gm.views[lm].apply(answer.state):
-            gm.stamp += 1

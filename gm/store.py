@@ -91,10 +91,11 @@ class Store:
         self.db.execute("UPDATE tasks SET state='PLACING', attempt=?, lm=?, node=?, request=? WHERE task_id=?",
                         (attempt, lm, node, request, task_id))
 
-    def placed(self, task_id: str, lm: int, node: int, lm_job: str) -> None:
-        self.db.execute("UPDATE tasks SET state='RUNNING', lm=?, node=?, lm_job=?, request=NULL "
-                        "WHERE task_id=? AND state NOT IN ('SUCCEEDED','FAILED','CANCELLED','LOST')",
-                        (lm, node, lm_job, task_id))
+    def placed(self, task_id: str, lm: int, node: int, lm_job: str) -> bool:
+        """False when the task has ended already (its end came before this answer): kept."""
+        return self.db.execute("UPDATE tasks SET state='RUNNING', lm=?, node=?, lm_job=?, request=NULL "
+                               "WHERE task_id=? AND state NOT IN ('SUCCEEDED','FAILED','CANCELLED','LOST')",
+                               (lm, node, lm_job, task_id)).rowcount > 0
 
     def back_to_pending(self, task_id: str, attempt: int) -> None:
         self.db.execute("UPDATE tasks SET state='PENDING', attempt=?, request=NULL WHERE task_id=?",

@@ -3,10 +3,10 @@ what the GM does with each LM answer."""
 
 from __future__ import annotations
 
-from tcluster.federation.gm import GlobalManager, NoRoom, Send
+from tcluster.federation.gm import GlobalManager, NoRoom, Pending, Send
 from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import (
-    Inconsistent, Kind, Launch, Launched, LMLayout, NodeSpec, RepartitionAndLaunch, TaskSpec,
+    Inconsistent, Kind, Launch, Launched, LMLayout, NodeSpec, RepartitionAndLaunch, TaskSpec, Why,
 )
 from tcluster.federation.view import Partition, match_task, split
 
@@ -277,3 +277,23 @@ def test_no_second_preemption_while_one_is_in_flight() -> None:
     first = gm.decide()
     assert isinstance(first, Send) and isinstance(first.request, PreemptAndLaunch)
     assert gm.decide() is None and calls == ["a:0"]    # b waits: a's victims' room is not in the view yet
+
+
+def test_a_late_answer_is_taken_as_an_answer_in_flight_would_be() -> None:
+    # tcl-gm forgets a request whose answer did not come and sends it again with the same id;
+    # the answer to that resend is taken like any other (stats, running, requeue at the head).
+    lays = two_lms()
+    lms = [LocalManager(lay) for lay in lays]
+    gm = synced(GlobalManager(0, lays, 2, ["q0"], max_in_flight=2), lms)
+    gm.submit(task("a"))
+    gm.submit(task("b"))
+    sent_a, sent_b = gm.decide(), gm.decide()
+    (pa, qa, _), (pb, qb, _) = gm.forget(sent_a.lm), gm.forget(sent_b.lm)
+    gm.on_late_answer(lms[sent_a.lm].handle(sent_a.request)[0], pa, qa)
+    assert gm.running["a"][0] == sent_a.lm and gm.stats.launches == 1
+    gm.on_late_answer(lms[sent_b.lm].handle(sent_b.request)[0], pb, qb, ended=True)   # its end came first
+    assert "b" not in gm.running and gm.stats.launches == 2 and gm.pending() == 0
+    stale = Inconsistent("c:0", "c", sent_a.lm, Kind.INTERNAL, Why.INSUFFICIENT, lms[sent_a.lm].state())
+    pc = Pending(task("c"))
+    gm.on_late_answer(stale, pc, "q0")
+    assert gm.queues["q0"].items[0] is pc and pc.attempt == 1 and gm.stats.internal_inconsistencies == 1
