@@ -26,7 +26,7 @@ from tcluster.agent.taskstate import (
     Adopted, AgentAction, AgentEvent, AgentTasks, ArmGrace, CutOff, Exited, GraceOver, KillAsked, LaunchAsked,
     Launched, LaunchFailed, RemoveContainer, Report, Signal, StartContainer, WatchExit,
 )
-from tcluster.agent.usage import to_task_usage
+from tcluster.agent.rates import to_task_usage
 from tcluster.ceilings import Ceilings, effective
 from tcluster.gpuusage import GpuSample
 from tcluster.launch import Launch

@@ -50,8 +50,8 @@ MASTER_COMMANDS = {
     "submit": "tcluster.cli.commands:submit", "jobs": "tcluster.cli.commands:jobs",
     "status": "tcluster.cli.commands:status", "cancel": "tcluster.cli.commands:cancel",
     "logs": "tcluster.cli.commands:logs", "nodes": "tcluster.cli.commands:nodes",
-    "queues": "tcluster.cli.queues:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
-    "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update", "node": "tcluster.cli.nodeops:node",
+    "queues": "tcluster.cli.queuetree:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
+    "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update", "node": "tcluster.cli.nodecmd:node",
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",

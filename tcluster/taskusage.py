@@ -7,7 +7,7 @@ own name), its Prometheus series, and the history column it feeds. The protobuf 
 fails when a proto field has no entry here. wire.py, views.py, master/usage/metrics.py and
 master/usage/history.py read `USAGE_FIELDS` instead of listing fields of their own.
 
-The agent makes one TaskUsage per sample, in one place (agent/usage.py `to_task_usage`):
+The agent makes one TaskUsage per sample, in one place (agent/rates.py `to_task_usage`):
 the runtime's counters and levels as read, every rate derived there against the agent's
 previous sample of the same container. Nothing downstream derives a rate, except the
 master's fallback for agents of the previous version, which sent no throttling and I/O

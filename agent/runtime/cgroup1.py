@@ -17,7 +17,7 @@ from .detect import CgroupMounts
 from .devices import v1_device_limits
 from .limits import v1_limits
 from .shimbase import ShimRuntime
-from .usage import V1_FILES, oom_kills_v1, usage_v1
+from .cgroup_usage import V1_FILES, oom_kills_v1, usage_v1
 from .writer import write_file, write_v1
 
 TASK_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "freezer")

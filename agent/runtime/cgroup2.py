@@ -21,7 +21,7 @@ from .detect import V2_OPTIONAL, V2_REQUIRED, CgroupMounts, parse_controllers
 from . import devbpf
 from .limits import v2_limits
 from .shimbase import ShimRuntime
-from .usage import V2_FILES, oom_kills_v2, usage_v2
+from .cgroup_usage import V2_FILES, oom_kills_v2, usage_v2
 from .writer import write_file, write_v2
 
 KILL_TIMEOUT_S = 5.0

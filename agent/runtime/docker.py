@@ -32,7 +32,7 @@ from .detect import CgroupMounts
 from .dockerlogs import LogCopier
 from .dockerspec import (LABEL, cgroup_roots, container_name, exit_from_state, host_config, identity, labels,
                          parse_time, ready_fd)
-from .usage import V1_FILES, V2_FILES, usage_v1, usage_v2
+from .cgroup_usage import V1_FILES, V2_FILES, usage_v1, usage_v2
 
 log = logging.getLogger(__name__)
 DEFAULT_HOST = "unix:///var/run/docker.sock"

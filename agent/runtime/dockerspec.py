@@ -11,7 +11,7 @@ from typing import Any
 
 from .base import ExitStatus, TaskSpec
 from .launch import resolve_user
-from .limits import CPU_PERIOD_US, V1_BLKIO_WEIGHT_RANGE, V1_SHARES_RANGE, UNLIMITED_SWAP, _clamp, _cpu, _quota_us
+from .limits import CPU_PERIOD_US, UNLIMITED_SWAP, cpu_quota_us, request_cores, v1_blkio_weight, v1_cpu_shares
 
 LABEL = "tcluster"
 
@@ -45,15 +45,15 @@ def host_config(spec: TaskSpec, cgroup_parent: str, uid: int) -> dict[str, Any]:
     """The container's limits and privileges (for a task run as `uid`), as
     create_host_config keywords: the native backend's rules (limits.py) in the engine's
     terms. Pure."""
-    cpu = _cpu(spec)
+    cpu = request_cores(spec)
     cfg: dict[str, Any] = {"cgroup_parent": cgroup_parent, **privileges(uid),
-                           "cpu_shares": _clamp(round(cpu * 1024), V1_SHARES_RANGE),
+                           "cpu_shares": v1_cpu_shares(cpu),
                            "pids_limit": spec.pids_max if spec.pids_max > 0 else -1,
-                           "blkio_weight": _clamp(round(cpu * 500), V1_BLKIO_WEIGHT_RANGE),
+                           "blkio_weight": v1_blkio_weight(cpu),
                            "network_mode": "host" if spec.network in ("", "host") else "none",
                            "init": False}
     if spec.cpu_limit > 0:
-        cfg.update(cpu_period=CPU_PERIOD_US, cpu_quota=_quota_us(spec.cpu_limit))
+        cfg.update(cpu_period=CPU_PERIOD_US, cpu_quota=cpu_quota_us(spec.cpu_limit))
     memory = spec.resources.memory
     if memory > 0:
         swap = -1 if spec.swap_bytes == UNLIMITED_SWAP else memory + max(0, spec.swap_bytes)

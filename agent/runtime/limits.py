@@ -23,14 +23,35 @@ def _clamp(value: int, bounds: tuple[int, int]) -> int:
     return max(bounds[0], min(bounds[1], value))
 
 
-def _cpu(spec: TaskSpec) -> float:
+def request_cores(spec: TaskSpec) -> float:
+    """The task's CPU request in cores, refusing a request or cap that is not finite."""
     cpu = spec.resources.cpu
     if not math.isfinite(cpu) or not math.isfinite(spec.cpu_limit):
         raise LaunchError(f"cpu request {cpu!r} / cap {spec.cpu_limit!r} must be finite")
     return max(0.0, cpu)
 
 
-def _quota_us(cores: float) -> int:
+# CPU and I/O are shared in proportion to the CPU request; each interface has its own scale.
+def v2_cpu_weight(cores: float) -> int:
+    return _clamp(round(cores * 100), V2_WEIGHT_RANGE)
+
+
+def v2_io_weight(cores: float) -> int:
+    return _clamp(round(cores * 100), V2_IO_WEIGHT_RANGE)
+
+
+def v1_cpu_shares(cores: float) -> int:
+    """cpu.shares (also docker's cpu_shares)."""
+    return _clamp(round(cores * 1024), V1_SHARES_RANGE)
+
+
+def v1_blkio_weight(cores: float) -> int:
+    """blkio.weight (also docker's blkio_weight)."""
+    return _clamp(round(cores * 500), V1_BLKIO_WEIGHT_RANGE)
+
+
+def cpu_quota_us(cores: float) -> int:
+    """The CFS quota per CPU_PERIOD_US for a cap of `cores`."""
     return max(MIN_QUOTA_US, round(cores * CPU_PERIOD_US))
 
 
@@ -43,10 +64,10 @@ def v2_limits(spec: TaskSpec, swap_file: bool = True, io_file: bool = False) -> 
     """[(file, value)] for the task's cgroup v2 directory, in write order. `swap_file` is
     False when the kernel has no memory.swap.max (swap accounting off); `io_file` is True
     when the group has io.weight (an I/O scheduler that honours weights)."""
-    cpu = _cpu(spec)
-    out = [("cpu.weight", str(_clamp(round(cpu * 100), V2_WEIGHT_RANGE)))]
+    cpu = request_cores(spec)
+    out = [("cpu.weight", str(v2_cpu_weight(cpu)))]
     if spec.cpu_limit > 0:
-        out.append(("cpu.max", f"{_quota_us(spec.cpu_limit)} {CPU_PERIOD_US}"))
+        out.append(("cpu.max", f"{cpu_quota_us(spec.cpu_limit)} {CPU_PERIOD_US}"))
     if spec.resources.memory > 0:
         out.append(("memory.max", str(spec.resources.memory)))
     if swap_file:
@@ -56,7 +77,7 @@ def v2_limits(spec: TaskSpec, swap_file: bool = True, io_file: bool = False) -> 
     out.append(("pids.max", _pids_max(spec)))
     if io_file:
         # I/O is shared like CPU: in proportion to the task's CPU request.
-        out.append(("io.weight", f"default {_clamp(round(cpu * 100), V2_IO_WEIGHT_RANGE)}"))
+        out.append(("io.weight", f"default {v2_io_weight(cpu)}"))
     return out
 
 
@@ -64,12 +85,12 @@ def v1_limits(spec: TaskSpec, memsw: bool = True, blkio: str = "") -> list[tuple
     """[(controller, file, value)] for the task's v1 groups, in write order. `memsw` is False
     when memory.memsw.limit_in_bytes does not exist (swap accounting off); `blkio` names the
     weight file the blkio hierarchy offers (blkio.weight, or blkio.bfq.weight), if any."""
-    cpu = _cpu(spec)
-    out = [("cpu", "cpu.shares", str(_clamp(round(cpu * 1024), V1_SHARES_RANGE)))]
+    cpu = request_cores(spec)
+    out = [("cpu", "cpu.shares", str(v1_cpu_shares(cpu)))]
     if spec.cpu_limit > 0:
         # Period first: the quota is checked against the period in force.
         out.append(("cpu", "cpu.cfs_period_us", str(CPU_PERIOD_US)))
-        out.append(("cpu", "cpu.cfs_quota_us", str(_quota_us(spec.cpu_limit))))
+        out.append(("cpu", "cpu.cfs_quota_us", str(cpu_quota_us(spec.cpu_limit))))
     memory = spec.resources.memory
     if memory > 0:
         # The limit before memsw: the kernel refuses memsw below the memory limit in force.
@@ -79,5 +100,5 @@ def v1_limits(spec: TaskSpec, memsw: bool = True, blkio: str = "") -> list[tuple
             out.append(("memory", "memory.memsw.limit_in_bytes", total))
     out.append(("pids", "pids.max", _pids_max(spec)))
     if blkio:
-        out.append(("blkio", blkio, str(_clamp(round(cpu * 500), V1_BLKIO_WEIGHT_RANGE))))
+        out.append(("blkio", blkio, str(v1_blkio_weight(cpu))))
     return out

@@ -6,7 +6,7 @@ is finding each sample's slot (one dict lookup); the rest is a fixed number of a
 operations: the CPU split, the rows in history.TASK's order, and the OOM-kill counter
 compared with what was seen. Sans-IO.
 
-The agent derives every rate (agent/usage.py). Agents of the previous version sent no
+The agent derives every rate (agent/rates.py). Agents of the previous version sent no
 throttling and I/O rates: for their samples only, the rates come from the counters here,
 against the previous sample of the same slot (in this batch or kept from the last one).
 Drop the fallback once no such agent can connect."""

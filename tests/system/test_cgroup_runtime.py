@@ -14,7 +14,7 @@ import pytest
 from tcluster.agent.runtime.base import LaunchError
 from tcluster.agent.runtime.cgroup1 import Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
-from tcluster.agent.usage import to_task_usage
+from tcluster.agent.rates import to_task_usage
 from tcluster.wire import usage_from_pb, usage_to_pb
 from testkit.cgroups import (MI, MODE, SKIP_REASON, alive, group_dirs, leftovers, make_runtime, procs_file,
                                   read_limit, task, wait_exit)

@@ -7,7 +7,7 @@ import pytest
 from tcluster.agent.outbox import Outbox
 from tcluster.agent.runtime.base import RawUsage
 from tcluster.constraints import parse_labels
-from tcluster.agent.usage import cpu_rate, to_task_usage
+from tcluster.agent.rates import cpu_rate, to_task_usage
 from tcluster.model import TaskState
 from tcluster.reports import TaskReport
 

@@ -10,7 +10,7 @@ from typing import Iterator
 import pytest
 
 from tcluster.cli.main import build_parser
-from tcluster.cli.nodeops import monitor
+from tcluster.cli.nodecmd import monitor
 from tcluster.cli.nodeparser import parse_duration, parse_start
 from tcluster.cli.tables import node_ops_cell, nodes_table
 from tcluster.v1 import jobs_pb2

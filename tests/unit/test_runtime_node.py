@@ -14,7 +14,7 @@ from tcluster.agent.runas import task_user
 from tcluster.launch import Launch
 from tcluster.agent.runtime.base import LaunchError, RawUsage, RuntimeSetupError
 from tcluster.agent.runtime.detect import V2Layout, parse_proc_cgroup, plan_v2
-from tcluster.agent.usage import to_task_usage
+from tcluster.agent.rates import to_task_usage
 from tcluster.model import JobSpec, TaskState, TaskUsage
 from tcluster.reports import TaskReport
 from tcluster.resources import Resources

@@ -8,7 +8,7 @@ import pytest
 
 from tcluster.agent.runtime.base import RawUsage
 from tcluster.agent.runtime.cgfs import closable, is_safe_name, parse_flat_keyed, parse_pids
-from tcluster.agent.runtime.usage import oom_kills_v1, oom_kills_v2, usage_v1, usage_v2
+from tcluster.agent.runtime.cgroup_usage import oom_kills_v1, oom_kills_v2, usage_v1, usage_v2
 
 V2_FILES = {
     "cpu.stat": "usage_usec 1500000\nuser_usec 1200000\nsystem_usec 300000\nnr_periods 10\n"

@@ -7,7 +7,7 @@ import json
 
 from hypothesis import given, settings, strategies as st
 
-from tcluster.cli.queues import reply_queues_json
+from tcluster.cli.queuetree import reply_queues_json
 from tcluster.cli.replies import reply_job_json, reply_node_json
 from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
 from tcluster.queuerow import QueueRow
