@@ -8,7 +8,7 @@ import select
 from pathlib import Path
 
 from tcluster.agent.runtime import host_mounts
-from tcluster.agent.runtime.base import RuntimeSetupError, Started, TaskSpec
+from tcluster.agent.runtime.base import Runtime, RuntimeSetupError, Started, TaskSpec
 from tcluster.agent.runtime.cgroup1 import TASK_CONTROLLERS, Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
 from tcluster.agent.runtime.detect import CgroupMounts, choose_mode
@@ -73,6 +73,19 @@ def read_limit(node: str, key: str, name: str) -> str:
 
 def leftovers(node: str) -> list[Path]:
     return [d for d in group_dirs(node) if d.exists()]
+
+
+def remove_all(rt: Runtime) -> None:
+    """Removes every task the runtime holds, then closes it."""
+    for key in rt.containers():
+        rt.remove(key)
+    rt.close()
+
+
+def dismantle(rt: Runtime, node: str) -> None:
+    """remove_all; then no cgroup of the node may be left."""
+    remove_all(rt)
+    assert leftovers(node) == []
 
 
 def task(tmp_path: Path, key: str, command: tuple[str, ...], cpu: float = 0.5, memory: int = 64 * MI,

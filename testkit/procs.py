@@ -6,10 +6,12 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from typing import Callable
 from pathlib import Path
 
@@ -58,6 +60,37 @@ class Proc:
                 self.popen.wait(STOP_WAIT_S)
         self.handle.close()
         return self.popen.returncode
+
+
+def closed_port() -> str:
+    """A loopback address nothing listens on: a connection to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+def start_master(tmp: Path, *extra: str, heartbeat_s: float = 0.5, log: str = "master.log") -> tuple[Proc, str]:
+    """`tcl-master` on a free loopback port with its data under tmp/master: (process, address)."""
+    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
+                   "--heartbeat-interval-s", str(heartbeat_s), *extra], tmp / log)
+    try:
+        port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)", 60).group(1)
+    except BaseException:
+        master.stop()
+        raise
+    return master, f"127.0.0.1:{port}"
+
+
+def start_agent(tmp: Path, master: str, node: str, *extra: str, log: str = "") -> Proc:
+    """`tcl-agent` for `node` with its state under tmp/node, once it has registered."""
+    agent = Proc([str(BIN / "tcl-agent"), "--master", master, "--node", node, "--state-dir", str(tmp / node),
+                  *extra], tmp / (log or f"{node}.log"))
+    try:
+        agent.wait_for_output(r"registered with", 60)
+    except BaseException:
+        agent.stop()
+        raise
+    return agent
 
 
 def tcl(master: str, *args: str, check: bool = True, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
@@ -137,3 +170,35 @@ def cancel_every_job(master: str, timeout_s: float = 60.0) -> None:
     for job in listed:    # CANCELLED at once; its tasks end after their grace
         wait_until(lambda: all(t["finished_at"] for t in tcl_json(master, "status", job["id"])["tasks"]),  # type: ignore[index]
                    timeout_s)
+
+
+class OneNodeCluster:
+    """`tcl-master` (with `master_flags`) and one agent on cgroup v1, from the installed binaries,
+    as the e2e tests use them: restart the master in place, stop everything and check no cgroup
+    is left."""
+
+    def __init__(self, tmp: Path, tag: str, master_flags: list[str], *agent_args: str) -> None:
+        self.tmp, self.node = tmp, f"e2e-{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.flags = [*master_flags, "--data-dir", str(tmp / "master")]
+        self.master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", *self.flags], tmp / "master.log")
+        self.address = "127.0.0.1:" + self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+        self.agent = Proc([str(BIN / "tcl-agent"), "--master", self.address, "--node", self.node, "--runtime",
+                           "cgroup1", *agent_args, "--state-dir", str(tmp / "agent")], tmp / "agent.log")
+        self.agent.wait_for_output(r"registered with")
+        self.restarts = 0
+
+    def restart_master(self) -> None:
+        """kill -9 the master and start it again on the same address and data."""
+        self.master.stop(signal.SIGKILL)
+        self.restarts += 1
+        self.master = Proc([str(BIN / "tcl-master"), "--listen", self.address, *self.flags],
+                           self.tmp / f"master{self.restarts + 1}.log")
+        self.master.wait_for_output(r"listening on")
+
+    def stop(self) -> None:
+        try:
+            cancel_every_job(self.address)
+        finally:
+            self.agent.stop()
+            self.master.stop()
+        assert leaked_cgroups(self.node) == []

@@ -47,6 +47,15 @@ def _sweep_this_runs_nodes() -> Iterator[None]:
             print(f"\nswept cgroups left by failed tests: {swept}")
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """Keeps each phase's report on the item (`item.rep_call`): fixtures print a cluster's logs
+    when the test they served failed."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     skipped = terminalreporter.stats.get("skipped", [])
     reasons: Counter[str] = Counter()

@@ -20,6 +20,7 @@ from tcluster.master.store.standby import LeaderInfo, StandbyInterceptor
 from tcluster.v1 import agent_pb2_grpc, common_pb2, jobs_pb2
 from tests.component.harness import WAIT_S, Harness, RunningAgent, run, wait_until
 from tests.component.secure import SecureCluster
+from testkit.procs import closed_port
 
 
 class View:
@@ -42,12 +43,6 @@ async def start_standby(leader_agent_address: str) -> tuple[grpc.aio.Server, str
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, f"127.0.0.1:{port}"
-
-
-def closed_port() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"
 
 
 def start_agent(h: Harness, name: str, masters: str) -> RunningAgent:

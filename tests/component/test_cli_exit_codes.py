@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import threading
 from concurrent import futures
 from typing import Iterator
@@ -15,6 +14,7 @@ import pytest
 from tcluster.cli import commands
 from tcluster.cli.main import main
 from tcluster.v1 import common_pb2, jobs_pb2, jobs_pb2_grpc
+from testkit.procs import closed_port
 
 NO_NODE_HAS_MORE_THAN = 64 * 1024**3
 LOG_CHUNKS = (b"hello\n", b"\xff\x00binary\n")
@@ -235,15 +235,9 @@ def test_master_address_from_env(fake_master, capsys, monkeypatch):
     assert isinstance(jobs.requests[-1], jobs_pb2.ListJobsRequest)
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("argv", [["jobs"], ["nodes"], ["status", "j1"], ["submit", "--", "true"]])
 def test_unreachable_master_exits_1_with_a_hint(capsys, monkeypatch, argv):
-    address = f"127.0.0.1:{closed_port()}"
+    address = closed_port()
     monkeypatch.setenv("TCL_MASTER", address)
     assert main(argv) == 1
     assert capsys.readouterr().err == (

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import Awaitable, Callable, Iterator
 
@@ -18,6 +17,7 @@ from tcluster.cli.main import main as tcl
 from tcluster.master.store.standby import LeaderInfo, StandbyInterceptor
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 from tests.component.harness import Harness, run
+from testkit.procs import closed_port
 
 
 class View:
@@ -43,13 +43,6 @@ async def start_standby(leader: str) -> tuple[grpc.aio.Server, str]:
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, f"127.0.0.1:{port}"
-
-
-def closed_port() -> str:
-    """An address nothing listens on: the connection is refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{probe.getsockname()[1]}"
 
 
 @pytest.fixture(autouse=True)

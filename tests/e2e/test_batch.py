@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -15,45 +14,23 @@ from pathlib import Path
 import pytest
 
 from testkit.procs import (
-    BIN, Proc, cancel_every_job, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job, wait_until,
+    OneNodeCluster, cgroup_v1_usable, tcl, tcl_json, wait_job, wait_until,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
 
-class Cluster:
+class Cluster(OneNodeCluster):
     def __init__(self, tmp: Path, cpus: int) -> None:
-        self.tmp, self.node = tmp, f"e2e-batch-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        self.flags = ["--data-dir", str(tmp / "master"), "--heartbeat-interval-s", "0.5", "--reserve-after-s", "1"]
-        self.master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", *self.flags], tmp / "master.log")
-        self.address = "127.0.0.1:" + self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
-        self.agent = Proc([str(BIN / "tcl-agent"), "--master", self.address, "--node", self.node, "--runtime",
-                           "cgroup1", "--cpus", str(cpus), "--memory", "4Gi", "--state-dir", str(tmp / "agent")],
-                          tmp / "agent.log")
-        self.agent.wait_for_output(r"registered with")
-        self.restarts = 0
-
-    def restart_master(self) -> None:
-        self.master.stop(signal.SIGKILL)
-        self.restarts += 1
-        self.master = Proc([str(BIN / "tcl-master"), "--listen", self.address, *self.flags],
-                           self.tmp / f"master{self.restarts + 1}.log")
-        self.master.wait_for_output(r"listening on")
+        super().__init__(tmp, "batch", ["--heartbeat-interval-s", "0.5", "--reserve-after-s", "1"],
+                         "--cpus", str(cpus), "--memory", "4Gi")
 
     def submit(self, *args: str) -> str:
         return tcl(self.address, "submit", "--mem", "16Mi", *args).stdout.strip()
 
     def status(self, job_id: str) -> dict:
         return tcl_json(self.address, "status", job_id)   # type: ignore[return-value]
-
-    def stop(self) -> None:
-        try:
-            cancel_every_job(self.address)
-        finally:
-            self.agent.stop()
-            self.master.stop()
-        assert leaked_cgroups(self.node) == []
 
 
 def seconds(stamp: str | None) -> float:

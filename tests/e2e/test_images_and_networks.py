@@ -32,7 +32,7 @@ from bench.dockerd import Dockerd, docker_missing
 from tcluster.agent.runtime.netns import node_namespaces
 from tcluster.agent.runtime.netplan import bridge_name
 from tcluster.agent.runtime.tasknet import TaskNetworks
-from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, sweep_node, tcl, tcl_json, wait_job
+from testkit.procs import Proc, cgroup_v1_usable, leaked_cgroups, sweep_node, tcl, tcl_json, start_agent, start_master, wait_job
 
 ROOT_WHY = cgroup_v1_usable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(ROOT_WHY is not None, reason=str(ROOT_WHY))]
@@ -45,27 +45,9 @@ def _node(tag: str) -> str:
     return f"e2e-{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-def _start_master(tmp: Path) -> tuple[Proc, str]:
-    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
-                   "--heartbeat-interval-s", "0.5"], tmp / "master.log")
-    try:
-        port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
-    except BaseException:
-        master.stop()
-        raise
-    return master, f"127.0.0.1:{port}"
-
-
 def _start_agent(tmp: Path, master: str, node: str, *extra: str) -> Proc:
-    agent = Proc([str(BIN / "tcl-agent"), "--master", master, "--node", node, "--runtime", "cgroup1",
-                  "--state-dir", str(tmp / node), "--cpus", "2", "--memory", "2Gi", "--heartbeat-interval-s", "0.5",
-                  *extra], tmp / f"{node}.log")
-    try:
-        agent.wait_for_output(r"registered with")
-    except BaseException:
-        agent.stop()
-        raise
-    return agent
+    return start_agent(tmp, master, node, "--runtime", "cgroup1", "--cpus", "2", "--memory", "2Gi",
+                       "--heartbeat-interval-s", "0.5", *extra)
 
 
 def _docker_groups(node: str) -> list[str]:
@@ -117,7 +99,7 @@ def engine() -> Iterator[Dockerd]:
 
 def test_an_image_job_waits_for_a_docker_node_then_runs_there(engine: Dockerd, tmp_path: Path) -> None:
     plain, docker_node = _node("plain"), _node("dock")
-    master, address = _start_master(tmp_path)
+    master, address = start_master(tmp_path)
     agents: list[Proc] = []
     try:
         agents.append(_start_agent(tmp_path, address, plain))
@@ -166,7 +148,7 @@ def test_image_tasks_keep_the_agents_uid_policy_and_gain_no_root(engine: Dockerd
     setuid-root shell from its image stays uid 65534 with no capabilities."""
     node = _node("priv")
     image = engine.import_setuid_image()
-    master, address = _start_master(tmp_path)
+    master, address = start_master(tmp_path)
     agent = None
     try:
         agent = _start_agent(tmp_path, address, node, "--docker-host", engine.url)
@@ -276,7 +258,7 @@ def test_two_senders_get_the_bandwidth_they_asked_for(tmp_path: Path, states: Pa
     node = _node("net")
     subnet = f"10.{200 + os.getpid() % 50}.{uuid.uuid4().int % 250}.0/24"    # unique per run
     state = states / node
-    master, address = _start_master(tmp_path)
+    master, address = start_master(tmp_path)
     agent: Proc | None = None
     try:
         agent = _start_agent(states, address, node, "--net", "1Gbit", "--net-subnet", subnet)
@@ -332,7 +314,7 @@ def test_two_senders_get_the_bandwidth_they_asked_for(tmp_path: Path, states: Pa
 
 def test_python_imports_in_the_default_working_directory(tmp_path: Path, states: Path) -> None:
     node = _node("cwd")
-    master, address = _start_master(tmp_path)
+    master, address = start_master(tmp_path)
     agent: Proc | None = None
     try:
         agent = _start_agent(states, address, node)
@@ -356,7 +338,7 @@ def test_a_net_limit_lets_a_lone_sender_go_above_its_rate(tmp_path: Path, states
     node = _node("ceil")
     subnet = f"10.{200 + os.getpid() % 50}.{uuid.uuid4().int % 250}.0/24"
     state = states / node
-    master, address = _start_master(tmp_path)
+    master, address = start_master(tmp_path)
     agent: Proc | None = None
     try:
         agent = _start_agent(states, address, node, "--net", "1Gbit", "--net-subnet", subnet)

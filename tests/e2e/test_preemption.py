@@ -7,18 +7,15 @@ notes; none is asserted beyond the issue's bound, with slack for a loaded machin
 from __future__ import annotations
 
 import json
-import os
 import re
 import urllib.request
-import signal
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from testkit.procs import (
-    BIN, Proc, cancel_every_job, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job, wait_until,
+    OneNodeCluster, cgroup_v1_usable, tcl, tcl_json, wait_job, wait_until,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
@@ -28,29 +25,15 @@ FLAGS = ("--preemption", "--preempt-after-s", str(AFTER_S), "--preempt-grace-s",
          "--preempt-min-runtime-s", "1", "--heartbeat-interval-s", "0.5")
 
 
-class Cluster:
+class Cluster(OneNodeCluster):
     """One master (with the given queue file) and one 2-core agent."""
 
     def __init__(self, tmp: Path, queues: str = QUEUES, grace_s: float = GRACE_S) -> None:
-        self.tmp, self.node = tmp, f"e2e-pre-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         (tmp / "q.yaml").write_text(queues)
-        self.flags = [*FLAGS, "--queues", str(tmp / "q.yaml"), "--data-dir", str(tmp / "master")]
-        self.flags[self.flags.index("--preempt-grace-s") + 1] = str(grace_s)
-        self.master = self._master("127.0.0.1:0", "master.log")
-        self.address = "127.0.0.1:" + self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
+        flags = [*FLAGS, "--queues", str(tmp / "q.yaml")]
+        flags[flags.index("--preempt-grace-s") + 1] = str(grace_s)
+        super().__init__(tmp, "pre", flags, "--cpus", "2", "--memory", "2Gi")
         self.http = self.master.wait_for_output(r"dashboard on (http://127\.0\.0\.1:\d+)/").group(1)
-        self.agent = Proc([str(BIN / "tcl-agent"), "--master", self.address, "--node", self.node, "--runtime",
-                           "cgroup1", "--cpus", "2", "--memory", "2Gi", "--state-dir", str(tmp / "agent")],
-                          tmp / "agent.log")
-        self.agent.wait_for_output(r"registered with")
-
-    def _master(self, listen: str, log: str) -> Proc:
-        return Proc([str(BIN / "tcl-master"), "--listen", listen, *self.flags], self.tmp / log)
-
-    def restart_master(self) -> None:
-        self.master.stop(signal.SIGKILL)
-        self.master = self._master(self.address, "master2.log")
-        self.master.wait_for_output(r"listening on")
 
     def submit(self, queue: str, tasks: int, *command: str, extra: tuple[str, ...] = ()) -> str:
         return tcl(self.address, "submit", "--queue", queue, "--tasks", str(tasks), "--cpu", "0.5", "--mem", "32Mi",
@@ -59,14 +42,6 @@ class Cluster:
     def shares(self) -> dict[str, float]:
         reply = tcl_json(self.address, "queues")
         return {q["path"]: round(q["dominant_share"], 3) for q in reply["queues"]}   # type: ignore[index]
-
-    def stop(self) -> None:
-        try:
-            cancel_every_job(self.address)
-        finally:
-            self.agent.stop()
-            self.master.stop()
-        assert leaked_cgroups(self.node) == []
 
 
 def running(job: dict) -> int:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, wait_job
+from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, start_agent, start_master, wait_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -20,26 +20,8 @@ def _node(tag: str) -> str:
     return f"e2e-{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-def _start_master(tmp: Path, name: str = "master") -> tuple[Proc, str]:
-    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
-                   "--heartbeat-interval-s", "0.5"], tmp / f"{name}.log")
-    try:
-        port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
-    except BaseException:
-        master.stop()
-        raise
-    return master, f"127.0.0.1:{port}"
-
-
 def _start_agent(tmp: Path, master: str, node: str, *extra: str) -> Proc:
-    agent = Proc([str(BIN / "tcl-agent"), "--master", master, "--node", node, "--runtime", "cgroup1",
-                  "--state-dir", str(tmp / node), *extra], tmp / f"{node}.log")
-    try:
-        agent.wait_for_output(r"registered with")
-    except BaseException:
-        agent.stop()
-        raise
-    return agent
+    return start_agent(tmp, master, node, "--runtime", "cgroup1", *extra)
 
 
 def test_dev_mode_runs_the_readme_job_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
@@ -69,7 +51,7 @@ def test_dev_mode_runs_the_readme_job_and_ctrl_c_stops_everything(tmp_path: Path
 
 
 def test_master_with_agents_runs_jobs_and_keeps_them_across_a_restart(tmp_path: Path) -> None:
-    master, address = _start_master(tmp_path)
+    master, address = start_master(tmp_path)
     nodes = [_node(f"a{i}") for i in range(2)]
     agents: list[Proc] = []
     try:
@@ -104,7 +86,7 @@ def test_master_with_agents_runs_jobs_and_keeps_them_across_a_restart(tmp_path: 
 
 
 def test_five_agents_side_by_side_on_one_host(tmp_path: Path) -> None:
-    master, address = _start_master(tmp_path)
+    master, address = start_master(tmp_path)
     nodes = [_node(f"f{i}") for i in range(5)]
     agents: list[Proc] = []
     try:

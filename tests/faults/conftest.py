@@ -35,10 +35,3 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]
             print(c.log_tail())
         left = [path for name in c.agents for path in leaked_cgroups(name)]
         assert left == [], f"cgroups left after the sweep: {left}"
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
-    report = yield
-    setattr(item, f"rep_{report.when}", report)
-    return report

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from testkit.procs import BIN, Proc, tcl, tcl_json
+from testkit.procs import Proc, start_agent, start_master, tcl, tcl_json
 from testkit.cgroups import group_dirs, leftovers
 from testkit.procs import sweep_node
 
@@ -22,34 +22,12 @@ def node_name(tag: str) -> str:
     return f"sys-{tag}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
-def start_master(tmp: Path) -> tuple[Proc, str]:
-    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
-                   "--heartbeat-interval-s", str(HEARTBEAT_S)], tmp / "master.log")
-    try:
-        port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)", 60).group(1)
-    except BaseException:
-        master.stop()
-        raise
-    return master, f"127.0.0.1:{port}"
-
-
-def start_agent(tmp: Path, master: str, node: str, *extra: str, log: str = "") -> Proc:
-    agent = Proc([str(BIN / "tcl-agent"), "--master", master, "--node", node, "--state-dir", str(tmp / node),
-                  *extra], tmp / (log or f"{node}.log"))
-    try:
-        agent.wait_for_output(r"registered with", 60)
-    except BaseException:
-        agent.stop()
-        raise
-    return agent
-
-
 @contextmanager
 def cluster(tmp: Path, tag: str, *agent_args: str) -> Iterator[tuple[str, str, list[Proc]]]:
     """(master address, node, [agent]) with everything stopped and checked clean after.
     Stopped agents leave their tasks running (by design), so whatever is left is swept
     away even when the test failed; a test that passed must have left nothing."""
-    master, address = start_master(tmp)
+    master, address = start_master(tmp, heartbeat_s=HEARTBEAT_S)
     node = node_name(tag)
     agents: list[Proc] = []
     passed = False

@@ -14,8 +14,8 @@ import pytest
 
 from testkit.cgroups import SKIP_REASON, group_dirs
 from testkit.procs import sweep_node
-from testkit.procs import tcl
-from tests.system.cluster import cluster, job, node_name, start_agent, submit, task_key, wait_state
+from testkit.procs import start_agent, tcl
+from tests.system.cluster import cluster, job, node_name, submit, task_key, wait_state
 
 pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 MI = 2**20

@@ -14,8 +14,8 @@ from typing import Iterator
 import pytest
 
 from testkit.cgroups import SKIP_REASON, leftovers
-from tests.system.cluster import cluster, start_agent, submit, task_key, task_pids, wait_state
-from testkit.procs import tcl
+from tests.system.cluster import cluster, submit, task_key, task_pids, wait_state
+from testkit.procs import start_agent, tcl
 
 pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}

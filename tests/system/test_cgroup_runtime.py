@@ -16,7 +16,7 @@ from tcluster.agent.runtime.cgroup1 import Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
 from tcluster.agent.rates import to_task_usage
 from tcluster.wire import usage_from_pb, usage_to_pb
-from testkit.cgroups import (MI, MODE, SKIP_REASON, alive, group_dirs, leftovers, make_runtime, procs_file,
+from testkit.cgroups import (MI, MODE, SKIP_REASON, alive, dismantle, group_dirs, make_runtime, procs_file,
                                   read_limit, task, wait_exit)
 
 pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
@@ -36,10 +36,7 @@ def runtime(node: str, tmp_path: Path) -> Iterator[Runtime]:
     try:
         yield rt
     finally:
-        for key in rt.containers():
-            rt.remove(key)
-        rt.close()
-        assert leftovers(node) == []
+        dismantle(rt, node)
 
 
 def wait_for(predicate, timeout: float = 20.0) -> bool:  # type: ignore[no-untyped-def]

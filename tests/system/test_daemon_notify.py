@@ -15,8 +15,8 @@ from typing import Iterator
 import pytest
 
 from testkit.cgroups import SKIP_REASON, leftovers
-from testkit.procs import BIN, Proc, node_subtrees, sweep_node
-from tests.system.cluster import node_name, start_master
+from testkit.procs import BIN, Proc, node_subtrees, start_master, sweep_node
+from tests.system.cluster import node_name
 
 pytestmark = [pytest.mark.system, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 WATCHDOG_USEC = "2000000"     # pings every 0.5 s at most (a quarter of it)

@@ -5,9 +5,7 @@ The engine is stopped by its pid and the cgroups it leaves are removed."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -22,22 +20,10 @@ from tcluster.agent.runtime.base import LaunchError, RuntimeSetupError, TaskSpec
 from tcluster.agent.runtime.detect import choose_mode
 from tcluster.agent.runtime.docker import DockerRuntime, docker_available
 from tcluster.agent.runtime.dockerspec import cgroup_roots
-from testkit.cgroups import MI, SKIP_REASON, task, wait_exit
+from testkit.cgroups import MI, SKIP_REASON, remove_all, task, wait_exit
 
 WHY = SKIP_REASON or docker_missing(cli=False) or ""
 pytestmark = [pytest.mark.system, pytest.mark.docker, pytest.mark.skipif(bool(WHY), reason=WHY)]
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Dockerd]:
-    root = Path(tempfile.mkdtemp(prefix="tcl-dk-"))     # short: unix socket paths are limited
-    try:
-        with Dockerd(root / "d") as d:
-            yield d
-    except RuntimeError as e:
-        pytest.skip(f"cannot start dockerd: {e}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def new_runtime(engine: Dockerd, node: str) -> DockerRuntime:
@@ -58,9 +44,7 @@ def runtime(engine: Dockerd, node: str) -> Iterator[DockerRuntime]:
     try:
         yield rt
     finally:
-        for key in rt.containers():
-            rt.remove(key)
-        rt.close()
+        remove_all(rt)
         assert rt.containers() == []
         assert [r / rt.parent for r in cgroup_roots() if (r / rt.parent).exists()] == []
 

@@ -28,8 +28,8 @@ import pytest
 from tcluster.agent.runtime import devbpf
 from tcluster.agent.runtime.devices import task_rules
 from testkit.cgroups import SKIP_REASON, leftovers
-from testkit.procs import BIN, Proc, sweep_node, tcl
-from tests.system.cluster import HEARTBEAT_S, job, node_name, nodes, start_agent, submit, wait_state
+from testkit.procs import Proc, start_agent, start_master, sweep_node, tcl
+from tests.system.cluster import job, node_name, nodes, submit, wait_state
 
 pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -76,13 +76,6 @@ def workdir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def start_master(tmp: Path, *extra: str) -> tuple[Proc, str]:
-    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
-                   "--heartbeat-interval-s", str(HEARTBEAT_S), *extra], tmp / "master.log")
-    port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)", 60).group(1)
-    return master, f"127.0.0.1:{port}"
 
 
 def devices_leftovers(node: str) -> list[Path]:

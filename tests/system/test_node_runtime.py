@@ -6,9 +6,7 @@ firewall is touched, and nothing is left behind."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Iterator
@@ -21,23 +19,11 @@ from tcluster.agent.runtime.base import LaunchError
 from tcluster.agent.runtime.netns import node_namespaces
 from tcluster.agent.runtime.netplan import bridge_name
 from tcluster.agent.runtime.node import NodeRuntime
-from testkit.cgroups import SKIP_REASON, leftovers, make_runtime, task, wait_exit
+from testkit.cgroups import SKIP_REASON, leftovers, make_runtime, remove_all, task, wait_exit
 
 WHY = SKIP_REASON or docker_missing(cli=False) or ""
 pytestmark = [pytest.mark.system, pytest.mark.docker, pytest.mark.skipif(bool(WHY), reason=WHY)]
 PY = "/usr/bin/python3"
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Dockerd]:
-    root = Path(tempfile.mkdtemp(prefix="tcl-dk-"))
-    try:
-        with Dockerd(root / "d") as d:
-            yield d
-    except RuntimeError as e:
-        pytest.skip(f"cannot start dockerd: {e}")
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def node_runtime(engine: Dockerd, node: str, state: Path, subnet: str) -> NodeRuntime:
@@ -59,9 +45,7 @@ def runtime(engine: Dockerd, setting: tuple[str, str], tmp_path: Path) -> Iterat
     try:
         yield rt
     finally:
-        for key in rt.containers():
-            rt.remove(key)
-        rt.close()
+        remove_all(rt)
         assert leftovers(node) == [] and node_namespaces(node) == []
         assert not Path(f"/sys/class/net/{bridge_name(node)}").exists()
 

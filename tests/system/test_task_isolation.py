@@ -17,7 +17,7 @@ import pytest
 
 from tcluster.agent.runtime.cgroup1 import Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
-from testkit.cgroups import HOST, MI, SKIP_REASON, leftovers, task, wait_exit
+from testkit.cgroups import HOST, MI, SKIP_REASON, dismantle, task, wait_exit
 
 pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 Runtime = Cgroup1Runtime | Cgroup2Runtime
@@ -41,10 +41,7 @@ def node_runtime(tmp_path: Path, namespaces: bool) -> Iterator[Runtime]:
     try:
         yield rt
     finally:
-        for key in rt.containers():
-            rt.remove(key)
-        rt.close()
-        assert leftovers(node) == []
+        dismantle(rt, node)
 
 
 @pytest.fixture(params=[True, False], ids=["ns", "no-ns"])
