@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from testkit.procs import BIN, Proc, tcl  # noqa: E402
 
 
@@ -51,7 +52,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=20.0)
-    args = parser.parse_args()
+    args = parse_quick(parser, {"tasks": 3, "seconds": 1.0})
     tmp = Path(tempfile.mkdtemp(prefix="tcl-bench-overhead-"))
     node = f"bench-ovh-{os.getpid()}"
     master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "m"),

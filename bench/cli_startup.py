@@ -31,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.at_revision import unpack  # noqa: E402
 
 # What the console script `tcl` runs (pyproject.toml's [project.scripts]).
@@ -127,7 +128,7 @@ def main() -> int:
     parser.add_argument("--rev", default="a8f7959", help="the older revision (default: the last before the lazy CLI)")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--no-bytecode-cache", action="store_true", help="compile every module on every start")
-    args = parser.parse_args()
+    args = parse_quick(parser, {"rounds": 1})
     with tempfile.TemporaryDirectory(prefix="tcl-cli-bench-") as scratch:
         old = Path(scratch) / "then"
         old.mkdir()

@@ -26,6 +26,7 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.fairness import binary_tree, google_jobs, pool, timed_round  # noqa: E402
 from tcluster.model import Job, JobSpec, Task  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
@@ -121,7 +122,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--tasks", type=int, default=50_000)
-    args = parser.parse_args()
+    args = parse_quick(parser, {"repeat": 1, "nodes": 100, "jobs": 5, "tasks": 500})
     return compare_mch(args) if args.what == "mch" else compare_round(args)
 
 
