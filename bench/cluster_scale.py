@@ -59,6 +59,7 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.etcd_local import LocalEtcd  # noqa: E402
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from testkit.loadgen.agents import FleetStats  # noqa: E402
 from testkit.loadgen.fleet import FleetConfig, FleetProcesses  # noqa: E402
 from testkit.loadgen.history import cached_history, install_history  # noqa: E402
@@ -890,7 +891,8 @@ def main() -> int:
     p.add_argument("--keep", help="keep logs, databases and profiles in this directory")
     args = parse_quick(p, {"agents": 40, "processes": 1, "streams_per_channel": 20, "window_s": 1.0, "churn_s": 2.0,
                            "rate": 20.0, "task_s": 0.5, "jobs": 4, "pending_jobs": 8, "pending_tasks_per_job": 2,
-                           "history_agents": 20, "register_timeout_s": 60.0, "burst_timeout_s": 60.0})
+                           "history_agents": 20, "register_timeout_s": 60.0, "burst_timeout_s": 60.0,
+                           "fairness": "mch,drf", "placement": "anbf"})
     args.only_phases = set()
     return asyncio.run(run_cleanly(args))
 

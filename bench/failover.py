@@ -107,7 +107,7 @@ def main() -> int:
     p.add_argument("--lease-ttl-s", type=int, default=5)
     p.add_argument("--timeout-s", type=float, default=60.0, help="bound on every wait")
     p.add_argument("--no-agent", action="store_true", help="no agent (submits are acknowledged without one)")
-    args = parse_quick(p, {"kills": 1, "lease_ttl_s": 2, "timeout_s": 60.0})
+    args = parse_quick(p, {"kills": 1, "masters": 2, "lease_ttl_s": 2, "no_agent": True})
     reason = etcd_skip_reason()
     if reason:
         print(f"cannot run: {reason}", file=sys.stderr)
