@@ -63,7 +63,7 @@ class Bench:
 
     @property
     def id(self) -> str:
-        return " ".join((self.script, *self.args[:1])) if self.script == "compare_revisions" else self.script
+        return "-".join((self.script, *self.args[:1])) if self.script == "compare_revisions" else self.script
 
 
 DAEMONS = (pytest.mark.e2e,)               # starts the real binaries (tcl-master, tcl-agent)
