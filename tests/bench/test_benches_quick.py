@@ -7,8 +7,9 @@ someone wants the README's figures. No wall-clock assertion: what a figure says 
 is nobody's business. A bench is skipped only when what it needs is truly absent here (its
 cgroup backend, etcd, an older revision in a shallow clone); CI has them (.ci/run).
 
-Costs about 4 minutes on 2 busy cores (load 10), most of it in the benches that start
-daemons: cli_startup, cluster_scale, failover, agent_overhead, submit_latency."""
+Costs 5.5 to 7 minutes on 2 cores at load 11-15 (another suite running beside it), 4 of them in
+the benches that start daemons (cluster_scale, cli_startup, failover, submit_latency,
+agent_overhead, start_latency: marked e2e or system); the in-process ones take seconds each."""
 
 from __future__ import annotations
 
