@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from testkit.procs import BIN, Proc, tcl  # noqa: E402
 
 
@@ -51,7 +52,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=20.0)
-    args = parser.parse_args()
+    parser.add_argument("--settle-s", type=float, default=2.0, help="waits before each measure and before the end")
+    args = parse_quick(parser, {"tasks": 3, "seconds": 1.0, "settle_s": 0.5})
     tmp = Path(tempfile.mkdtemp(prefix="tcl-bench-overhead-"))
     node = f"bench-ovh-{os.getpid()}"
     master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "m"),
@@ -63,12 +65,12 @@ def main() -> int:
                       "--cpus", str(args.tasks), "--memory", f"{args.tasks * 64}Mi"], tmp / "agent.log")
         agent.wait_for_output("registered with")
         me = psutil.Process(agent.popen.pid)
-        time.sleep(2)
+        time.sleep(args.settle_s)
         idle = measure(me, args.seconds)
         job = tcl(address, "submit", "--tasks", str(args.tasks), "--cpu", "0.01", "--mem", "16Mi", "--",
                   "sleep", "100000").stdout.strip()
         wait_running(address, job, args.tasks)
-        time.sleep(2)
+        time.sleep(args.settle_s)
         busy = measure(me, args.seconds)
         shim_rss = sum(p.memory_info().rss for p in shims(me)) / 2**20
         n_shims = len(shims(me))
@@ -85,7 +87,7 @@ def main() -> int:
             if time.monotonic() > deadline:
                 raise RuntimeError("the tasks did not stop")
             time.sleep(0.5)
-        time.sleep(2)           # the last exits reported and their groups removed
+        time.sleep(args.settle_s)           # the last exits reported and their groups removed
     finally:
         if agent is not None:
             agent.stop()

@@ -23,6 +23,8 @@ from io import BytesIO
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 
 
 def unpack(rev: str, into: Path) -> str:
@@ -42,12 +44,13 @@ def unpack(rev: str, into: Path) -> str:
                           text=True).stdout.strip()
 
 
-def run(label: str, argv: list[str], env: dict[str, str] | None) -> None:
+def run(label: str, argv: list[str], env: dict[str, str] | None) -> int:
     print(f"=== {label}: {' '.join(argv[1:])}  (load average {os.getloadavg()[0]:.2f})", flush=True)
     done = subprocess.run(argv, env=env, capture_output=True, text=True)
     print(done.stdout.rstrip(), flush=True)
     if done.returncode:
         print(done.stderr.rstrip(), flush=True)
+    return done.returncode
 
 
 def main() -> int:
@@ -56,7 +59,7 @@ def main() -> int:
     parser.add_argument("--times", type=int, default=2, help="runs of each, alternating")
     parser.add_argument("--script-now", action="store_true", help="today's script on the old package too")
     parser.add_argument("script", nargs=argparse.REMAINDER, help="-- SCRIPT [ARGS]: a path under the repository")
-    args = parser.parse_args()
+    args = parse_quick(parser, {"times": 1})
     script = [a for a in args.script if a != "--"]
     with tempfile.TemporaryDirectory() as scratch:
         old = Path(scratch)
@@ -65,10 +68,11 @@ def main() -> int:
         if args.script_now or not (old / script[0]).exists():   # a bench newer than the revision
             shutil.copy(ROOT / script[0], old / script[0])
             print(f"(today's {script[0]} runs on the old package too)")
+        failed = 0
         for _ in range(args.times):
-            run(f"then ({args.rev} = {short})", [sys.executable, str(old / script[0]), *script[1:]], env)
-            run("now (this tree)", [sys.executable, str(ROOT / script[0]), *script[1:]], None)
-    return 0
+            failed += run(f"then ({args.rev} = {short})", [sys.executable, str(old / script[0]), *script[1:]], env) != 0
+            failed += run("now (this tree)", [sys.executable, str(ROOT / script[0]), *script[1:]], None) != 0
+    return 1 if failed else 0      # every run's output is printed, a failed one's error too
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.core.actions import Registration, TaskReport  # noqa: E402
 from tcluster.master.core.events import AgentJoined, Now, Place, Reports, Submit  # noqa: E402
 from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
@@ -239,7 +240,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-gc", action="store_true", help="(b): no cyclic gc while placing")
     parser.add_argument("--only", choices=("submit", "place"))
-    args = parser.parse_args()
+    args = parse_quick(parser, {"indexes": 2000, "ordinary_jobs": 1, "settle_s": 0.2, "nodes": 20, "slots": 2,
+                                        "place_tasks": 400, "repeat": 1})
     if args.only != "place":
         asyncio.run(submit_phase(args.indexes, args.ordinary_jobs, args.settle_s))
     if args.only != "submit":

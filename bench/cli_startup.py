@@ -31,6 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.at_revision import unpack  # noqa: E402
 
 # What the console script `tcl` runs (pyproject.toml's [project.scripts]).
@@ -90,11 +91,11 @@ def submit_one(env: dict[str, str], cwd: Path) -> str:
     return done.stdout.strip()
 
 
-def measure(old: Path, env: dict[str, str], commands: dict[str, list[str]], rounds: int) -> list[Row]:
+def measure(old: Path, env: dict[str, str], commands: dict[str, list[str]], rounds: int, warm: int = 1) -> list[Row]:
     then_env = {**env, "PYTHONPATH": str(old)}   # the unpacked tree shadows this one's package
     runs = {**FLOORS, **{label: ["-c", TCL, *args] for label, args in commands.items()}}
     rows = {label: Row(label, [], []) for label in runs}
-    for done in range(-1, rounds):   # round -1 only warms the bytecode and page caches
+    for done in range(-warm, rounds):   # rounds below 0 only warm the bytecode and page caches
         for label, row in rows.items():
             then = timed([sys.executable, *runs[label]], then_env, old.parent)
             now = timed([sys.executable, *runs[label]], env, old.parent)
@@ -127,7 +128,9 @@ def main() -> int:
     parser.add_argument("--rev", default="a8f7959", help="the older revision (default: the last before the lazy CLI)")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--no-bytecode-cache", action="store_true", help="compile every module on every start")
-    args = parser.parse_args()
+    parser.add_argument("--warm-rounds", type=int, default=1, help="unmeasured rounds first (caches)")
+    parser.add_argument("--commands", default="", help="comma list of the commands' labels (default: all)")
+    args = parse_quick(parser, {"rounds": 1, "warm_rounds": 0, "commands": "tcl --help,tcl status ID -o json"})
     with tempfile.TemporaryDirectory(prefix="tcl-cli-bench-") as scratch:
         old = Path(scratch) / "then"
         old.mkdir()
@@ -146,7 +149,9 @@ def main() -> int:
             job_id = submit_one(env, Path(scratch))
             commands = {"tcl --help": ["--help"], "tcl status ID": ["status", job_id], "tcl jobs": ["jobs"],
                         "tcl status ID -o json": ["status", job_id, "-o", "json"]}
-            rows = measure(old, env, commands, args.rounds)
+            if args.commands:
+                commands = {label: commands[label] for label in args.commands.split(",")}
+            rows = measure(old, env, commands, args.rounds, args.warm_rounds)
         finally:
             master.terminate()
             master.wait(timeout=30)

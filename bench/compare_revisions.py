@@ -26,6 +26,7 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.fairness import binary_tree, google_jobs, pool, timed_round  # noqa: E402
 from tcluster.model import Job, JobSpec, Task  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
@@ -63,15 +64,15 @@ def compare_mch(args: argparse.Namespace) -> int:
     print(f"{'levels':>6} {'jobs':>6} {'drf us':>7} {'mch then':>9} {'mch now':>8} {'then/drf':>9} {'now/drf':>8} "
           f"{'speedup':>8}  same picks")
     capacity, same = pool(), True
-    for levels in (2, 3, 4, 5):
+    for levels in (int(x) for x in args.levels.split(",")):
         tree = binary_tree(levels)
-        for count in (100, 1000, 10000):
+        for count in (int(x) for x in args.job_counts.split(",")):
             jobs = google_jobs(count, tree.leaves, random.Random(1))
             best: dict[str, tuple[float, list[str]]] = {}
             for _ in range(args.repeat):
                 for name, make in (("drf", lambda: make_fairness("drf")), ("then", old.MchPolicy),
                                    ("now", lambda: make_fairness("mch"))):
-                    got = decide(make(), jobs, capacity, tree)
+                    got = decide(make(), jobs, capacity, tree, args.decisions)
                     if name not in best or got[0] < best[name][0]:
                         best[name] = got
             d, t, n = best["drf"][0], best["then"][0], best["now"][0]
@@ -121,7 +122,11 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--tasks", type=int, default=50_000)
-    args = parser.parse_args()
+    parser.add_argument("--levels", default="2,3,4,5", help="mch: queue tree levels")
+    parser.add_argument("--job-counts", default="100,1000,10000", help="mch: jobs in the tree")
+    parser.add_argument("--decisions", type=int, default=20000, help="mch: at most, per run")
+    args = parse_quick(parser, {"repeat": 1, "nodes": 100, "jobs": 5, "tasks": 500, "levels": "2",
+                                        "job_counts": "100", "decisions": 500})
     return compare_mch(args) if args.what == "mch" else compare_round(args)
 
 

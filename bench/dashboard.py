@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -33,6 +34,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.core.actions import Registration
 from tcluster.master.edge.agent_codec import inbound_from_pb
 from tcluster.master.usage.history import HistoryConfig, TaskRecord
@@ -309,7 +312,7 @@ def main() -> None:
     parser.add_argument("--memory-tasks", type=int, default=200)
     parser.add_argument("--nodes", type=int, default=100, help="heartbeat bench: agents of 100 tasks")
     parser.add_argument("--rounds", type=int, default=40, help="heartbeat bench: rounds with and without history")
-    args = parser.parse_args()
+    args = parse_quick(parser, {"tasks": 200, "job_tasks": 50, "memory_tasks": 20, "nodes": 3, "rounds": 2})
     print("load average (1, 5, 15 min) before: %.2f %.2f %.2f" % os.getloadavg())
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from testkit.procs import BIN  # noqa: E402
 from testkit.etcd_cluster import EtcdCluster, etcd_skip_reason  # noqa: E402
 from testkit.faultcluster import skip_reason, wait_for, wait_value  # noqa: E402
@@ -106,7 +107,7 @@ def main() -> int:
     p.add_argument("--lease-ttl-s", type=int, default=5)
     p.add_argument("--timeout-s", type=float, default=60.0, help="bound on every wait")
     p.add_argument("--no-agent", action="store_true", help="no agent (submits are acknowledged without one)")
-    args = p.parse_args()
+    args = parse_quick(p, {"kills": 1, "masters": 2, "lease_ttl_s": 2, "no_agent": True})
     reason = etcd_skip_reason()
     if reason:
         print(f"cannot run: {reason}", file=sys.stderr)

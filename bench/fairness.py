@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.workloads import LOTES_JOB_CLASSES, LOTES_MACHINES  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
 from tcluster.scheduler.fairness import make_fairness  # noqa: E402
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hdrf-decisions", type=int, default=300, help="at most, for hdrf (O(q) each)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3, help="runs per cell; the fastest counts (noisy machine)")
-    args = parser.parse_args(argv)
+    args = parse_quick(parser, {"levels": "2", "jobs": "100", "decisions": 500, "hdrf_decisions": 50, "repeat": 1}, argv)
     capacity = pool()
     print(f"pool: {capacity.cpu:.0f} cpu units, {capacity.memory} memory units (Google trace machines x {SCALE:g})")
     header = (f"{'levels':>6} {'jobs':>6} {'decisions':>9} {'setup ms drf/hdrf/mch':>22} "

@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import grpc
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.agent.daemon import Agent
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.server import start_master
@@ -78,7 +81,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=40)
     p.add_argument("--requests", type=int, default=400)
-    args = p.parse_args()
+    args = parse_quick(p, {"nodes": 4, "requests": 20})
     with tempfile.TemporaryDirectory() as tmp:
         place, submit = asyncio.run(measure(Path(tmp), args.nodes, args.requests))
     print(f"{args.nodes} fake agents, {args.requests} requests each, interleaved")

@@ -15,11 +15,14 @@ import asyncio
 import logging
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")    # not the fakes' GOAWAY notes at each stop
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.gm.daemon import GMDaemon  # noqa: E402
 from tcluster.gm.settings import settings_from  # noqa: E402
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2  # noqa: E402
@@ -64,7 +67,7 @@ def main() -> None:
     ap.add_argument("--place-ms", type=float, default=5.0)
     ap.add_argument("--slow-ms", type=float, default=300.0)
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    args = parse_quick(ap, {"lms": 2, "tasks": 20, "place_ms": 1.0, "slow_ms": 20.0, "rounds": 1})
     logging.basicConfig(level=logging.WARNING)
     even = [args.place_ms / 1000] * args.lms
     slow = [args.slow_ms / 1000] + even[1:]

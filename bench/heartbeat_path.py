@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pb  # noqa: E402
 from tcluster.master.core.actions import AckReports, Registration, TaskReport  # noqa: E402
 from tcluster.master.core.events import Ack, AgentJoined, Beat, Now, Place, Reports, Submit  # noqa: E402
@@ -105,7 +106,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=10_000)
     parser.add_argument("--tasks-per-node", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    args = parse_quick(parser, {"nodes": 100, "repeat": 1})
     state, beats = cluster(args.nodes, args.tasks_per_node)
     names = sorted(state.nodes)
     rounds = [one_round(state, names, beats) for _ in range(args.repeat)]

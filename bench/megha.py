@@ -2,7 +2,8 @@
 the `tcl sim examples/megha-federation.yaml` run that gives K1-K3:
 
     python -m bench.megha                 # ~10 min on 2 busy cores
-    python -m bench.megha --quick         # 1/10 of the sizes, for a look
+    python -m bench.megha --scale 10      # 1/10 of the sizes, for a look
+    python -m bench.megha --quick         # toy sizes (1/100), a smoke run
 
 K4: 10 GM x 10 LM over 1,000 -> 5,000 -> 10,000 workers (10 tasks per worker).
 K7: (a) internal inconsistencies with repartition off at 10,000 workers; (c) the rate
@@ -13,8 +14,13 @@ on a node with its constraints, every task launched exactly once."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 
 from tcluster.federation.messages import satisfies
 from tcluster.federation.report import summarize
@@ -65,10 +71,10 @@ def row(label: str, run: FedRun, wall: float) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m bench.megha")
-    p.add_argument("--quick", action="store_true", help="sizes / 10")
+    p.add_argument("--scale", type=int, default=1, help="sizes / N (10: for a look)")
     p.add_argument("--per-worker", type=int, default=10)
-    a = p.parse_args()
-    scale = 10 if a.quick else 1
+    a = parse_quick(p, {"scale": 100, "per_worker": 5})
+    scale = a.scale
     big = 10_000 // scale
     print("| run | placed | peak busy | p50 ms | p99 ms | max ms | internal inc./1k | external inc./1k "
           "| repart./1k | failed verif. | K8 | sim wall |")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.workloads import LOTES_JOB_CLASSES, LOTES_MACHINES, MAX_CORES, MAX_MEMORY  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
 from tcluster.scheduler.nodestate import NodeMatrix  # noqa: E402
@@ -123,7 +124,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
+    args = parse_quick(parser, {"trials": 4})
     run_family("tcluster", tcluster_family, args.trials, args.seed)
     run_family("lotes", lotes_family, max(1, args.trials // 4), args.seed)
     return 0

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.workloads import BenchNode, BenchTask, lotes_cluster, lotes_tasks, trace_job_sizes  # noqa: E402
 from tcluster.constraints import parse_constraints  # noqa: E402
 from tcluster.scheduler.matching import EligibleCache  # noqa: E402
@@ -181,14 +182,14 @@ def lotes_plan(nodes: list[BenchNode], kinds: list[str]):  # type: ignore[no-unt
     return outcome.plan
 
 
-def solve_times(seed: int) -> None:
+def solve_times(seed: int, max_classes: int = 9) -> None:
     """Both LPs and the bins for Table 1's ten configurations at full scale (12,583
     machines), with Table 2's four classes and with 5-9 classes drawn around them."""
     configs = tuple(Configuration(f"c{j + 1:02d}", (c, m), n) for j, (n, c, m) in enumerate(LOTES_MACHINES))
     rng = random.Random(seed)
     print("\noffline solve (stage 1 + bins + stage 2 + rounding), Table 1's ten configurations:")
     print(f"{'classes':>8} {'bins':>7} {'lambda1*':>12} {'lambda2*':>12} {'seconds':>8}")
-    for k in range(4, 10):
+    for k in range(4, max_classes + 1):
         base = LOTES_JOB_CLASSES + [rng.choice(LOTES_JOB_CLASSES) for _ in range(k - 4)]
         classes = tuple(JobClass(f"k{i + 1}", (c * rng.uniform(0.7, 1.3) if i >= 4 else c,
                                                m * rng.uniform(0.7, 1.3) if i >= 4 else m), share)
@@ -234,7 +235,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--policies", default=",".join(sorted(PLACEMENT_POLICIES)))
     parser.add_argument("--no-solve", action="store_true", help="skip the offline LoTES solve times")
-    args = parser.parse_args()
+    parser.add_argument("--solve-max-classes", type=int, default=9, help="offline solve: 4 (Table 2) to this many classes")
+    args = parse_quick(parser, {"decisions": 200, "loop_budget": 20_000, "sizes": "100", "solve_max_classes": 4})
     print("placements/s: constraint mask + decision + allocation (task completions run between, untimed);")
     print("decisions/s: the policy's choose() alone. ratio: placements/s over the loop's.")
     print(f"{'nodes':>6} {'policy':>10} {'placements/s':>13} {'decisions/s':>12} {'loop/s':>9} {'ratio':>7} "
@@ -265,7 +267,7 @@ def main() -> int:
         print("decisions differ from the reference", file=sys.stderr)
         return 1
     if not args.no_solve:
-        solve_times(args.seed)
+        solve_times(args.seed, args.solve_max_classes)
     return 0
 
 

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
 from tcluster.master.preempting import LivePreemption  # noqa: E402
 from tcluster.model import Job, JobSpec, Node, Task, TaskState  # noqa: E402
@@ -101,7 +102,7 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=50_000)
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--max-per-round", type=int, default=10)
-    args = parser.parse_args()
+    args = parse_quick(parser, {"nodes": 200, "tasks": 1000, "rounds": 2})
     tree = parse_queue_text(QUEUES, "bench")
     settings = PreemptionSettings(max_per_round=args.max_per_round)
     old, young = NOW - 3600, NOW - 10

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.dockerd import Dockerd, docker_missing  # noqa: E402
 from tcluster.agent.outbox import Outbox  # noqa: E402
 from tcluster.launch import Launch  # noqa: E402
@@ -237,7 +238,7 @@ def main() -> int:
     parser.add_argument("--docker-runs", type=int, default=50)
     parser.add_argument("--entry-compare", type=int, default=0, metavar="N")
     parser.add_argument("--breakdown", type=int, default=0, metavar="N")
-    args = parser.parse_args()
+    args = parse_quick(parser, {"starts": 5, "docker_runs": 2})
     tmp = Path(tempfile.mkdtemp(prefix="tcl-bench-start-"))
     try:
         if args.breakdown:

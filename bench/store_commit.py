@@ -10,11 +10,14 @@ idle loop). Prints wall and CPU per phase; compare revisions with bench/at_revis
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.core.events import Step
 from tcluster.master.store.sqlite import Store
 from tcluster.model import Job, JobSpec, JobState, Task, TaskState
@@ -66,7 +69,7 @@ def main() -> None:
     p.add_argument("--per-report", type=int, default=50)
     p.add_argument("--batch", type=int, default=60, help="steps per group commit")
     p.add_argument("--busy", type=int, default=1, help="busy Python threads beside the writer")
-    a = p.parse_args()
+    a = parse_quick(p, {"jobs": 2, "tasks": 100, "per_report": 10, "batch": 10})
     stop = threading.Event()
     for _ in range(a.busy):
         threading.Thread(target=busy, args=(stop,), daemon=True).start()

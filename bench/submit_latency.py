@@ -19,6 +19,7 @@ from pathlib import Path
 import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from testkit.procs import BIN, Proc, cgroup_v1_usable, sweep_node  # noqa: E402
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc  # noqa: E402
 
@@ -62,7 +63,7 @@ def measure(runtime: str, jobs: int, tmp: Path) -> list[float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=200)
-    args = parser.parse_args()
+    args = parse_quick(parser, {"jobs": 5})
     runtimes = ["process"] + (["cgroup1"] if cgroup_v1_usable() is None else [])
     with tempfile.TemporaryDirectory(prefix="tcl-bench-") as tmp:
         results = {rt: measure(rt, args.jobs, Path(tmp)) for rt in runtimes}

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.core.actions import Registration  # noqa: E402
 from tcluster.master.core.events import AgentJoined, Now, Place, Submit, Tick  # noqa: E402
 from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
@@ -64,7 +65,7 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=1_000)
     parser.add_argument("--expired", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=21)
-    args = parser.parse_args()
+    args = parse_quick(parser, {"tasks": 200, "nodes": 20, "expired": 5, "repeat": 3})
     state = starting(args.tasks, args.nodes, args.expired)
     quiet = per_tick(state, 110.0, args.repeat)       # nobody past the 120 s start timeout
     due = per_tick(state, 130.0, args.repeat)         # the `expired` ones are (each tick decides them again)

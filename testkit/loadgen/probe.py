@@ -32,6 +32,7 @@ import signal
 import sys
 import time
 from collections import defaultdict
+from typing import Any, Callable
 
 perf = time.perf_counter
 
@@ -63,21 +64,46 @@ class Timers:
 TIMERS = Timers()
 
 
+class ProbeTargetMissing(RuntimeError):
+    """What the probe wraps moved: it fails at start, rather than time nothing."""
+
+
+def wrap(owner: object, name: str, make: Callable[[Any], Any], used_by: Callable[..., Any] | None = None) -> None:
+    """owner.name = make(owner.name), where owner is a module or a class. Raises
+    ProbeTargetMissing when there is no owner.name, or when `used_by` (the function that
+    calls it) no longer looks the name up in owner's globals: a function that moved (and
+    is imported from elsewhere, or called elsewhere) would otherwise be wrapped where
+    nothing calls it, and the bench would quietly report no rounds."""
+    where = getattr(owner, "__name__", repr(owner))
+    if not hasattr(owner, name):
+        raise ProbeTargetMissing(f"probe: {where}.{name} is gone (moved?): update testkit/loadgen/probe.py")
+    if used_by is not None:
+        code = used_by.__code__
+        if name not in code.co_names or used_by.__globals__ is not vars(owner):
+            raise ProbeTargetMissing(f"probe: {used_by.__qualname__} no longer calls {where}.{name} "
+                                     f"(moved?): update testkit/loadgen/probe.py")
+    setattr(owner, name, make(getattr(owner, name)))
+
+
 def install() -> None:
     from tcluster.master import service
     from tcluster.master.edge import grpc_api
     from tcluster.master.store import sqlite as store
 
     current = {"event": "?"}
-    round_fn = service.schedule_round
+    # The pure round: wrapped in the module whose schedule_once calls it (master/rounds.py
+    # today), wherever MasterService gets schedule_once from.
+    once = service.MasterService.schedule_once
 
-    def schedule_round(jobs, pending, *args, **kwargs):  # type: ignore[no-untyped-def]
-        start = perf()
-        result = round_fn(jobs, pending, *args, **kwargs)
-        TIMERS.rounds.append((perf() - start, len(pending), len(result.placements)))
-        return result
+    def timed_round(round_fn):  # type: ignore[no-untyped-def]
+        def schedule_round(jobs, pending, *args, **kwargs):  # type: ignore[no-untyped-def]
+            start = perf()
+            result = round_fn(jobs, pending, *args, **kwargs)
+            TIMERS.rounds.append((perf() - start, len(pending), len(result.placements)))
+            return result
+        return schedule_round
 
-    service.schedule_round = schedule_round
+    wrap(sys.modules[once.__module__], "schedule_round", timed_round, used_by=once)
 
     once_fn = service.MasterService.schedule_once
 
@@ -134,18 +160,18 @@ def install() -> None:
 
     names = ("inbound_from_pb", "outbound_to_pbs" if hasattr(grpc_api, "outbound_to_pbs") else "outbound_to_pb")
     for name in names:
-        fn = getattr(grpc_api, name)
+        def timed_convert(fn, _name=name):  # type: ignore[no-untyped-def]
+            def timed(message):  # type: ignore[no-untyped-def]
+                start = perf()
+                try:
+                    return fn(message)
+                finally:
+                    row = TIMERS.convert[_name]
+                    row[0] += 1
+                    row[1] += perf() - start
+            return timed
 
-        def timed(message, _fn=fn, _name=name):  # type: ignore[no-untyped-def]
-            start = perf()
-            try:
-                return _fn(message)
-            finally:
-                row = TIMERS.convert[_name]
-                row[0] += 1
-                row[1] += perf() - start
-
-        setattr(grpc_api, name, timed)
+        wrap(grpc_api, name, timed_convert)
 
     _time_commits(store.Store)
     from tcluster.master.store import etcd as etcdstore
