@@ -232,8 +232,8 @@ class AffinityNumberBestFit(_Policy):
             if len(self._cache) > ROUND_CACHE:
                 self._cache.popitem(last=False)
         else:
-            for row in set(self._placed[entry.seen:]):
-                entry.ordered[view.rank[row]] = _row_score(row, entry.amounts, entry.scaled, view, eligible)
+            for again in set(self._placed[entry.seen:]):
+                entry.ordered[view.rank[again]] = _row_score(again, entry.amounts, entry.scaled, view, eligible)
             self._cache.move_to_end(key)
         row = _first_lowest(entry.ordered, view.order)
         entry.seen = len(self._placed)   # its own row, placed now, is scored again next time
