@@ -24,7 +24,9 @@ class _DrfRound:
         # per job: [step = mu / weight, running, pending, version, submitted_at]
         self._state = {j.job_id: [axes.shape(j.demand).mu / j.weight, j.running, j.pending, 0, j.submitted_at]
                        for j in live}
-        self._heap = [(share_key(s[0] * s[1]), s[4], job_id, 0) for job_id, s in self._state.items()]
+        # (share key, submitted_at, job, version): the version as the state holds it
+        self._heap: list[tuple[float, float, str, float]] = [
+            (share_key(s[0] * s[1]), s[4], job_id, 0) for job_id, s in self._state.items()]
         heapq.heapify(self._heap)
         self._saturation = SaturationIndex(live)
 

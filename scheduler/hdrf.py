@@ -71,8 +71,9 @@ class _HdrfRound:
                     best = _better(best, (share_key(share), leaf.tie, job_id, share))
                     _accumulate(total, leaf.normalized, leaf.weight)
             for child in index.children[node]:
-                if best_of[child] is not None:
-                    best = _better(best, best_of[child])
+                child_best = best_of[child]
+                if child_best is not None:
+                    best = _better(best, child_best)
                     _accumulate(total, normalized[child], index.weight[child])
             if best is None or node == 0:
                 best_of[node] = best

@@ -50,6 +50,11 @@ class NodeMatrixView:
 
 
 class NodeMatrix:
+    # Made by _allocate_arrays (and _grow), read by methods above them: their types, here.
+    _present: np.ndarray              # packed uint64 words: the rows that hold a node
+    _order: np.ndarray                # row numbers, in name order
+    _journal: list[tuple[int, list[float]]] | None   # inside `tentative`: rows to restore
+
     def __init__(self, kinds: Sequence[str] = _BASE_KINDS) -> None:
         self.kinds: list[str] = list(dict.fromkeys([*_BASE_KINDS, *kinds]))
         self.names: list[str | None] = []             # by row
@@ -206,7 +211,7 @@ class NodeMatrix:
         self._capacity_rows: list[list[float]] = []
         self._allocated_rows: list[list[float]] = []
         self._reported_rows: list[list[float]] = []   # inf: the agent has not said
-        self._journal: list[tuple[int, list[float]]] | None = None
+        self._journal = None
         self._schedulable = np.zeros(rows, dtype=bool)
         self._free_t = np.zeros((k, rows))
         self._normalized_t = np.zeros((k, rows))

@@ -246,7 +246,8 @@ class _Planner:
         if self._spin is None:
             self._spin = self.rng.random()
         start, limit = min(int(self._spin * len(rows)), len(rows) - 1), self.settings.max_node_visits
-        visit = np.concatenate((rows[start:start + limit], rows[:max(0, start + limit - len(rows))])).tolist()
+        wrapped = np.concatenate((rows[start:start + limit], rows[:max(0, start + limit - len(rows))]))
+        visit: list[int] = wrapped.tolist()
         own = [row for row, mine in owned if mine and row is not None and ok[row]]
         if own:   # visited first (see _find)
             taken = set(own)
@@ -277,7 +278,7 @@ class _Planner:
     def _room(self, name: str, row: int) -> np.ndarray:
         """Free now, plus what tasks being stopped will free, minus what is claimed already.
         (Only the terms a node has: this runs for every node visited.)"""
-        room = self.inp.view.free[row]
+        room: np.ndarray = self.inp.view.free[row]
         leaving = self.inp.leaving.get(name)
         if leaving is not None:
             room = room + self.vector(leaving)

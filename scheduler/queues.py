@@ -128,8 +128,9 @@ class QueueTree:
     def max_time_limit_s(self, path: str) -> float:
         """The nearest `max_time_limit` on the way up from `path`; 0 if none is (no limit)."""
         while path in self._by_path:
-            if self._by_path[path].max_time_limit_s is not None:
-                return float(self._by_path[path].max_time_limit_s)
+            limit = self._by_path[path].max_time_limit_s
+            if limit is not None:
+                return float(limit)
             if not path:
                 break
             path = self._parent[path]

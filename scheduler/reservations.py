@@ -135,9 +135,10 @@ class Reservations:
         if request is None or self.holding(job_id) is not None:
             return self.holding(job_id)
         row = _least_short_row(request, eligible, view, set(self.held))
-        if row is None:
+        node = None if row is None else view.names[row]    # (a row it returns holds a node)
+        if node is None:
             return None
-        reservation = Reservation(job_id, view.names[row], now)
+        reservation = Reservation(job_id, node, now)
         self.held[reservation.node] = reservation
         return reservation
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from itertools import chain
 from contextlib import contextmanager
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator, Protocol
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +32,7 @@ from tcluster.scheduler.windows import Windows
 class RoundResult:
     """The plan of one round; the caller commits it (placements) and keeps `holds` as
     the reservations in force for the next round."""
-    placements: list[tuple[Task, str]]
+    placements: list[tuple[Placed, str]]   # a Task, or an array index that has no row yet
     pending_reasons: dict[str, str]      # job id -> why its next task waits
     holds: Reservations | None = None
 
@@ -51,18 +51,32 @@ def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobVie
     return views
 
 
-class PendingIndex(NamedTuple):
+class Placed(Protocol):
+    """What the caller reads of a placed task: a Task, or a PendingIndex."""
+    @property
+    def id(self) -> str: ...
+    @property
+    def job_id(self) -> str: ...
+    @property
+    def index(self) -> int: ...
+
+
+class PendingIndex:
     """An array index the round places before it has a row: what the caller reads of a
-    placed task (its id, job and index), for a fraction of a Task's cost to make."""
-    job_id: str
-    index: int
+    placed task (its id, job and index), for a fraction of a Task's cost to make. (Not a
+    NamedTuple: its `index` field would hide tuple.index.)"""
+    __slots__ = ("job_id", "index")
+
+    def __init__(self, job_id: str, index: int) -> None:
+        self.job_id = job_id
+        self.index = index
 
     @property
     def id(self) -> str:
         return task_id(self.job_id, self.index)
 
 
-class _Waiting(dict):  # type: ignore[type-arg]
+class _Waiting(dict[str, Iterator[Placed]]):
     """A job's pending tasks, found only when the round first places one of its tasks and
     taken one at a time: a round costs what it places, not the size of every waiting job
     (an array's unplaced indexes become tasks only as they are taken)."""
@@ -71,12 +85,12 @@ class _Waiting(dict):  # type: ignore[type-arg]
         super().__init__()
         self._jobs, self._tasks = jobs, tasks
 
-    def __missing__(self, job_id: str) -> Iterator[Task]:
+    def __missing__(self, job_id: str) -> Iterator[Placed]:
         rows = (t for t in self._tasks[job_id] if t.state is TaskState.PENDING)
         # Not a Task per index: making one cost an array's placements a quarter of a plain
         # job's rate (whose rows exist already); the Place transition makes the one row.
         unplaced = (PendingIndex(job_id, i) for i in self._jobs[job_id].unplaced)
-        found: Iterator[Task] = chain(rows, unplaced)  # type: ignore[arg-type]
+        found: Iterator[Placed] = chain(rows, unplaced)
         self[job_id] = found
         return found
 
@@ -100,16 +114,16 @@ def schedule_round(
     cache = eligible_cache or EligibleCache()
     waiting = _Waiting(jobs, tasks)
     placed: dict[str, int] = {}
-    placements: list[tuple[Task, str]] = []
+    placements: list[tuple[Placed, str]] = []
     reasons: dict[str, str] = {}
     # A copy: the caller's ledger changes only when it adopts the plan's holds.
     book = reservations.copy() if reservations is not None else Reservations()
     book.start_round([v.job_id for v in views], view, now)
-    for job_id in book.overdue(now):   # a big task must not starve behind small ones
-        spec = jobs[job_id].spec
+    for late in book.overdue(now):   # a big task must not starve behind small ones
+        spec = jobs[late].spec
         if spec.gang:
             continue                   # a gang holds all it needs, when it is tried (gangs.py)
-        book.hold(job_id, view.request_vector(spec.resources),
+        book.hold(late, view.request_vector(spec.resources),
                   eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache, windows), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
     pending_of = {v.job_id: (v.pending, v.running) for v in views}
@@ -137,13 +151,14 @@ def schedule_round(
                     reasons[job_id] = _gang_waits(job_id, size, request, view, matching, book, now)
                     fairness_round.skip(job_id)
                     continue
-                for row in rows:
-                    node = view.names[row]
+                for gang_row in rows:
+                    node = view.names[gang_row]
+                    assert node is not None    # a row place_gang gives holds a node
                     placements.append((next(waiting[job_id]), node))
                     placed[job_id] = placed.get(job_id, 0) + 1
                     book.placed(job_id, node)
                     fairness_round.placed(job_id)
-                    most.allocated(row)
+                    most.allocated(gang_row)
                 if most.changed:
                     fairness_round.limit(most.resources())
                 continue
@@ -156,6 +171,7 @@ def schedule_round(
                 fairness_round.skip(job_id)
                 continue
             node = view.names[row]
+            assert node is not None            # a row a policy chooses holds a node
             nodes.allocate(node, spec.resources)
             placements.append((next(waiting[job_id]), node))
             placed[job_id] = placed.get(job_id, 0) + 1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, Literal, NamedTuple, Sequence
 
 import numpy as np
 
@@ -28,6 +28,10 @@ class Blocked(Enum):
     AT_TARGET = "at_target"         # every other queue is at or below its own target
     RATE_LIMIT = "rate_limit"       # the round's preemption budget is spent
     NO_FIT = "no_fit"               # no node where stopping allowed tasks would make room
+
+
+# A queue's verdict: True, never a victim (not counted); a reason, blocked by its queue; None, ask the task.
+Verdict = Literal[True] | Blocked | None
 
 
 class RunningTask(NamedTuple):
@@ -75,7 +79,7 @@ class Search:
         self._preemptor_after = _normalized(share(preemptor.usage + request), preemptor.guarantee)
         # Standings do not change during one search: what depends only on a task's queue
         # (or its job's demand) is worked out once, not per task (hundreds of nodes a search).
-        self._verdicts: dict[str, Blocked | None | bool] = {}
+        self._verdicts: dict[str, Verdict] = {}
         self._shares: dict[str, float] = {}
         self._demand_shares: dict[str, float] = {}
         self._need = request - EPSILON
@@ -125,7 +129,7 @@ class Search:
             return False
         return True
 
-    def _queue_verdict(self, queue: str) -> Blocked | None | bool:
+    def _queue_verdict(self, queue: str) -> Verdict:
         """True: never a victim, not counted; a reason: blocked by its queue; None: ask the task."""
         if queue == self.queue:
             return True         # a queue never preempts itself (its own jobs share by weight)

@@ -88,6 +88,7 @@ class _Converter:
         inner = open_nodes | {id(node)}
         if isinstance(node, yaml.SequenceNode):
             return [self.convert(item, (*path, i), inner) for i, item in enumerate(node.value)]
+        assert isinstance(node, yaml.MappingNode)   # the third and last kind yaml.compose makes
         return self._mapping(node, path, inner)
 
     def _mapping(self, node: yaml.MappingNode, path: Path, inner: frozenset[int]) -> dict[Any, Any]:

@@ -34,7 +34,8 @@ from tcluster.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook, choose_row, offer_order
 from tcluster.scheduler.lotes.model import JobClass, Plan
 from tcluster.scheduler.nodestate import NodeMatrix
-from tcluster.scheduler.placement import EPSILON, fit_mask, make_placement
+from tcluster.scheduler.placement import make_placement
+from tcluster.scheduler.policybase import EPSILON, fit_mask
 
 SCAN_LIMIT = 2000          # queued tasks looked at per completion (the queue is short when stable)
 MAX_QUEUE = 20_000         # past this many waiting tasks the run is called unstable and stops

@@ -45,7 +45,8 @@ class Option:
             return "true or false"
         if action.choices:
             return "one of: " + ", ".join(str(c) for c in action.choices)
-        kind = {float: "a number", int: "an integer"}.get(action.type, "a string")  # type: ignore[arg-type]
+        kinds: dict[object, str] = {float: "a number", int: "an integer"}
+        kind = kinds.get(action.type, "a string")
         if self.key == "labels":
             return "a string k=v,k2=v2 or a table of strings"
         return kind + (f" ({action.metavar})" if isinstance(action.metavar, str) else "")

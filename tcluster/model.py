@@ -13,8 +13,9 @@ from tcluster.constraints import parse_constraints
 from tcluster.errors import InvalidArgument
 from tcluster.nodeops import READY_OPS, NodeOps
 from tcluster.resources import Resources
-from tcluster.states import TERMINAL_TASK_STATES, JobState, NodeState, TaskState  # noqa: F401  (the model's names)
-from tcluster.taskusage import TaskUsage
+# The model's names, re-exported (`X as X`): importers take the states and usage from here.
+from tcluster.states import JobState as JobState, NodeState as NodeState, TaskState as TaskState
+from tcluster.taskusage import TaskUsage as TaskUsage
 
 MAX_TASKS_PER_JOB = 10_000
 MAX_ARRAY_TASKS = 10_000_000      # an array's indexes are ranges: its cost grows with what runs

@@ -14,8 +14,10 @@ from tcluster.resources import Resources
 from tcluster.specfields import SPEC_FIELDS, Carrier
 from tcluster.taskusage import NOT_SENT, OPTIONAL, RATES
 from tcluster.v1 import agent_pb2, common_pb2, jobs_pb2
-from tcluster.wirebasics import (  # noqa: F401  (the codecs' one import site for the rest of the tree)
-    job_state_from_pb, job_state_to_pb, resources_from_pb, resources_to_pb, task_state_from_pb, task_state_to_pb,
+from tcluster.wirebasics import (  # noqa: F401  (the codecs' one import site for the rest of the tree: re-exported)
+    job_state_from_pb as job_state_from_pb, job_state_to_pb as job_state_to_pb,
+    resources_from_pb as resources_from_pb, resources_to_pb as resources_to_pb,
+    task_state_from_pb as task_state_from_pb, task_state_to_pb as task_state_to_pb,
 )
 
 _FIELDS = tuple(f.name for f in fields(TaskUsage))       # each on the wire under its own name

@@ -16,7 +16,7 @@ _TASK_STATE_TO_PB = {
     TaskState.KILLED: common_pb2.TASK_KILLED,
     TaskState.LOST: common_pb2.TASK_LOST,
 }
-_TASK_STATE_FROM_PB = {v: k for k, v in _TASK_STATE_TO_PB.items()}
+_TASK_STATE_FROM_PB: dict[int, TaskState] = {v: k for k, v in _TASK_STATE_TO_PB.items()}
 _JOB_STATE_TO_PB = {
     JobState.PENDING: jobs_pb2.JOB_PENDING,
     JobState.RUNNING: jobs_pb2.JOB_RUNNING,
@@ -24,7 +24,7 @@ _JOB_STATE_TO_PB = {
     JobState.FAILED: jobs_pb2.JOB_FAILED,
     JobState.CANCELLED: jobs_pb2.JOB_CANCELLED,
 }
-_JOB_STATE_FROM_PB = {v: k for k, v in _JOB_STATE_TO_PB.items()}
+_JOB_STATE_FROM_PB: dict[int, JobState] = {v: k for k, v in _JOB_STATE_TO_PB.items()}
 
 
 def resources_to_pb(r: Resources) -> common_pb2.Resources:
@@ -38,7 +38,7 @@ def resources_from_pb(msg: common_pb2.Resources) -> Resources:
     return Resources.of({"cpu": msg.cpu, "memory": msg.memory, **dict(other)})
 
 
-def task_state_to_pb(state: TaskState) -> int:
+def task_state_to_pb(state: TaskState) -> common_pb2.TaskState:
     return _TASK_STATE_TO_PB[state]
 
 
@@ -49,7 +49,7 @@ def task_state_from_pb(value: int) -> TaskState:
         raise ValueError(f"unknown task state {value}") from None
 
 
-def job_state_to_pb(state: JobState) -> int:
+def job_state_to_pb(state: JobState) -> jobs_pb2.JobState:
     return _JOB_STATE_TO_PB[state]
 
 

@@ -11,7 +11,8 @@ from typing import Callable, Sequence
 
 from tcluster.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
-from tcluster.scheduler.placement import EPSILON, PlacementPolicy
+from tcluster.scheduler.placement import PlacementPolicy
+from tcluster.scheduler.policybase import EPSILON
 
 Row = Sequence[float]
 

@@ -79,13 +79,13 @@ class Draft:
         for job_id in set(deltas) | set(self.step.jobs):
             counts = Counter(self.state.counts.get(job_id, Counter()))
             counts.update(deltas.get(job_id, Counter()))
-            before = self.state.jobs.get(job_id)
+            job_before = self.state.jobs.get(job_id)
             counts.update(virtual_counts(self.job(job_id)))      # an array's indexes without rows
-            if before is not None:
-                counts.subtract(virtual_counts(before))
+            if job_before is not None:
+                counts.subtract(virtual_counts(job_before))
             job = derive_job(self.job(job_id), counts, self.now.wall)
-            if job != before:
+            if job != job_before:
                 self.step.jobs[job_id] = job
-            if job.state.terminal and job.finished_at and (before is None or not before.finished_at):
+            if job.state.terminal and job.finished_at and (job_before is None or not job_before.finished_at):
                 ended.append(job_id)
         return sorted(ended)

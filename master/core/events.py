@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Kill, LaunchBatch, LogCredit, Registration, TaskReport, WatchUsage,
+    AckReports, BinTarget, FetchLog, Kill, LaunchBatch, LogCredit, Registration, WatchUsage,
 )
 from tcluster.launch import Launch
+from tcluster.reports import TaskReport
 from tcluster.arrays import IndexSet
 from tcluster.model import Job, JobSpec, JobState, Node, Task
 from tcluster.resources import Resources

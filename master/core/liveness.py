@@ -31,8 +31,8 @@ def left(d: Draft, ev: AgentLeft) -> None:
     if live is None or not live.connected:
         return
     # A stream-liveness node was alive as long as its stream: its silence counts from now.
-    d.step.live[ev.node] = replace(live, connected=False, **(
-        {"last_seen": d.now.mono, "last_seen_wall": d.now.wall} if live.report_limit_s else {}))
+    d.step.live[ev.node] = (replace(live, connected=False, last_seen=d.now.mono, last_seen_wall=d.now.wall)
+                            if live.report_limit_s else replace(live, connected=False))
     node = d.state.nodes.get(ev.node)
     if node is not None and node.state is NodeState.READY:
         d.step.nodes[ev.node] = replace(node, state=NodeState.DOWN, last_seen=live.last_seen_wall)

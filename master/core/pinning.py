@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Iterable
 from tcluster.errors import InvalidArgument
 from tcluster.model import JobSpec, TaskState
 from tcluster.nodelabels import RESERVED_PREFIX
+from tcluster.resources import Resources
 
 if TYPE_CHECKING:
     from tcluster.master.core.state import MasterState
@@ -49,7 +50,7 @@ def pinned_round(state: "MasterState") -> tuple[set[str], list[tuple[str, str]],
     pinned: set[str] = set()
     placements: list[tuple[str, str]] = []
     reasons: dict[str, str] = {}
-    room = {}          # node -> what this round's placements left
+    room: dict[str, Resources] = {}          # node -> what this round's placements left
     for job_id in sorted(state.pending_jobs):
         job = state.jobs[job_id]
         node = pinned_node(job.spec)

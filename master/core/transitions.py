@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from typing import Any, Callable
 
 from tcluster.arrays import IndexSet, parse_array
 from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound
@@ -28,7 +29,7 @@ from tcluster.master.core.events import (
     KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, SubmitPinned, Tick, Uncordon, UpdateJob, Welcome,
 )
 from tcluster.master.core import nodeops
-from tcluster.master.core.actions import TaskReport
+from tcluster.reports import TaskReport
 from tcluster.features import report_silence_limit
 from tcluster.master.core.liveness import beat, left, usage_interval_of
 from tcluster.master.core.state import MasterState
@@ -357,7 +358,8 @@ def _forget_old_jobs(d: Draft) -> None:
         d.step.purge_before = d.now.wall - t.job_retention_s
 
 
-_HANDLERS = {
+# Each handler takes the event of its key's type (a mapping no generic type states).
+_HANDLERS: dict[type[Event], Callable[[Draft, Any], None]] = {
     Submit: _submit, SubmitPinned: _submit_pinned, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: left,
     Reports: _reports, Beat: beat, Tick: _tick, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
     Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,

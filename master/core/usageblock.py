@@ -39,7 +39,7 @@ _MEM, _FILE, _SENT = map(RAW_FIELDS.index, ("memory_bytes", "memory_file_bytes",
 _RATES = tuple(map(RAW_FIELDS.index, RATES))
 
 
-def _same(usage: Any) -> TaskUsage:
+def _same(usage: TaskUsage) -> TaskUsage:
     return usage
 
 
@@ -65,7 +65,7 @@ class UsageBlock:
     def row_of(self, task_id: str) -> int:
         """The row of a task of this block. The index is made on the first read: a beat
         only files the block under its tasks (no per-row object on the hot path)."""
-        rows = self.__dict__.get("_rows")
+        rows: dict[str, int] | None = self.__dict__.get("_rows")
         if rows is None:
             rows = dict(zip(self.ids, range(len(self.ids))))
             object.__setattr__(self, "_rows", rows)    # a cache, not a field

@@ -9,8 +9,7 @@ from operator import attrgetter
 from tcluster.ceilings import Ceilings
 from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.core.actions import (
-    AckReports, BinTarget, FetchLog, Heartbeat, Kill, LaunchBatch, LogCredit, LogPiece, Registration, ReportBatch,
-    TaskReport, WatchUsage,
+    AckReports, BinTarget, FetchLog, Heartbeat, Kill, LaunchBatch, LogCredit, LogPiece, Registration, ReportBatch, WatchUsage,
 )
 from tcluster.features import MAX_FEATURES
 from tcluster.master.core.events import Outbound, Welcome
@@ -18,6 +17,7 @@ from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
 from tcluster.launch import Launch
 from tcluster.model import TaskState
+from tcluster.reports import TaskReport
 from tcluster.gpuusage import MAX_PER_HEARTBEAT as MAX_GPU_SAMPLES
 from tcluster.wire import (
     gpu_usage_from_pb, launch_to_pb, resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb,

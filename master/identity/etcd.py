@@ -41,7 +41,7 @@ T = TypeVar("T")
 ATTEMPTS = 20     # compare failures in a row before giving up: only under a storm of writes to one key
 
 
-def mod_revision_is(key: str, revision: int) -> pb.Compare:   # type: ignore[name-defined]
+def mod_revision_is(key: str, revision: int) -> pb.Compare:
     """revision 0: the key does not exist (etcd compares a missing key's revisions as 0)."""
     return pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.MOD, key=key.encode(), mod_revision=revision)
 
@@ -78,7 +78,8 @@ def _spent(value: bytes, node: str, now: float) -> bytes:
 
 
 def _revoked_at(value: bytes) -> float | None:
-    return json.loads(value)["revoked_at"]
+    revoked_at: float | None = json.loads(value)["revoked_at"]
+    return revoked_at
 
 
 class ParsedByValue(Generic[T]):

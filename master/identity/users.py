@@ -123,7 +123,7 @@ class UserDirectory:
 
 # ---- `tcl-master user ...` ----
 
-def add_user_commands(subparsers: argparse._SubParsersAction) -> None:
+def add_user_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     user = subparsers.add_parser("user", help="users: add (prints a token once), list, remove")
     commands = user.add_subparsers(dest="user_command", metavar="COMMAND", required=True)
     add = commands.add_parser("add", help="add a user and print their token (once)")

@@ -13,9 +13,11 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from tcluster.nodeops import shown_state
-from tcluster.views import queues_json, job_json, node_json, resources_json, task_json, timestamp, usage_json
+from tcluster.formats import timestamp
+from tcluster.views import queues_json, job_json, node_json, resources_json, task_json, usage_json
 from tcluster.errors import (
     InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError, Unauthenticated,
 )
@@ -318,7 +320,7 @@ def task_usage_doc(task: Task, record: TaskRecord | None, since: float, until: f
 
 
 @web.middleware
-async def errors_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Domain errors -> HTTP statuses, as one table does for gRPC."""
     try:
         return await handler(request)

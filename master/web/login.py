@@ -8,9 +8,8 @@ without one, so the browser can show the form."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from tcluster.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from tcluster.master.identity.gate import Gate, bearer_token
@@ -46,7 +45,7 @@ def authorize(request: web.Request) -> Caller | None:
 
 
 @web.middleware
-async def auth_middleware(request: web.Request, handler: Any) -> web.StreamResponse:
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     caller = authorize(request)
     if caller is not None:
         request[CALLER] = caller

@@ -27,7 +27,7 @@ from tcluster.errors import InvalidArgument
 from tcluster.resources import Resources, resources_from_mapping
 from tcluster.scheduler.lotes.model import Configuration, JobClass
 from tcluster.scheduler.nodestate import resource_vector
-from tcluster.scheduler.yamlsrc import Located, format_path, load_located, read_config_file
+from tcluster.scheduler.yamlsrc import Located, Path, format_path, load_located, read_config_file
 
 DEFAULT_CLASSES = 4          # the paper finds four enough for the Google trace
 _CLASS_KEYS = ("name", "request", "share", "speed")
@@ -134,8 +134,8 @@ def group_configurations(nodes: Iterable[tuple[str, Resources, Mapping[str, str]
         groups.setdefault(key, []).append((name, vector))
     made = []
     for key, members in groups.items():
-        capacity = tuple(np.min(np.array([v for _, v in members]), axis=0).tolist())
-        made.append((key, capacity, tuple(sorted(n for n, _ in members))))
+        smallest = tuple(np.min(np.array([v for _, v in members]), axis=0).tolist())
+        made.append((key, smallest, tuple(sorted(n for n, _ in members))))
     made.sort(key=lambda g: (-len(g[2]), tuple(-x for x in g[1]), g[2][0]))
     width = max(2, len(str(len(made))))
     return tuple(Configuration(str(key) if label else f"c{i + 1:0{width}d}", cap, len(names), names)
@@ -163,7 +163,7 @@ def parse_classes(text: str, source: str, kinds: Sequence[str]) -> tuple[JobClas
     return tuple(classes)
 
 
-def _parse_class(doc: Located, path: tuple, body: Any, kinds: Sequence[str]) -> JobClass:
+def _parse_class(doc: Located, path: Path, body: Any, kinds: Sequence[str]) -> JobClass:
     if not isinstance(body, dict):
         raise doc.error(path, f"must be a mapping with {', '.join(_CLASS_KEYS)}")
     for key in body:
@@ -187,7 +187,7 @@ def _parse_class(doc: Located, path: tuple, body: Any, kinds: Sequence[str]) -> 
     return JobClass(name, tuple(resource_vector(resources, kinds).tolist()), share, rates)
 
 
-def _positive(doc: Located, path: tuple, value: Any, allow_zero: bool = False) -> float:
+def _positive(doc: Located, path: Path, value: Any, allow_zero: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise doc.error(path, f"{value!r} is not a number")
     if value < 0 or (value == 0 and not allow_zero):

@@ -143,8 +143,10 @@ class LotesBook:
         config_rows, target, _ = self.arrays(view)
         cached = self._members.get(k)
         if cached is None:
+            assert self.plan is not None    # a class k comes of a plan (classify)
+            configs = len(self.plan.per_config)
             cached = self._members[k] = [np.flatnonzero((config_rows == j) & (target[:, k] >= 1))
-                                         for j in range(len(self.plan.per_config))]
+                                         for j in range(configs)]
         return cached
 
     def _count(self, node: str, k: int, sign: int) -> None:

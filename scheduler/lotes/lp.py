@@ -7,6 +7,7 @@ other K^j sets and other bins. Pinning the layout makes runs reproducible."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 from scipy import sparse
@@ -29,10 +30,12 @@ def solve_allocation(problem: Problem) -> Allocation:
     """Eqs. (1)-(5). z = [delta_(j,k,l) at (j*K + k)*L + l ..., lambda]."""
     c, n, r = problem.capacities(), problem.counts(), problem.requests()
     alpha, mu = problem.shares(), problem.speeds()
-    J, K, L = len(c), len(r), c.shape[1]
-    idx = lambda j, k, l: (j * K + k) * L + l   # noqa: E731
+    J, K, L = len(c), len(r), int(c.shape[1])
+    def idx(j: int, k: int, l: int) -> int:   # noqa: E741
+        return (j * K + k) * L + l
     lam = J * K * L
-    rows, b_ub = [], []
+    rows: list[np.ndarray] = []
+    b_ub: list[float] = []
     for k in range(K):                      # (2): alpha_k r_kl lambda - sum_j delta c n mu <= 0
         for l in range(L):
             if r[k, l] > 0:
@@ -40,15 +43,17 @@ def solve_allocation(problem: Problem) -> Allocation:
                 for j in range(J):
                     row[idx(j, k, l)] = -c[j, l] * n[j] * mu[j, k]
                 row[lam] = alpha[k] * r[k, l]
-                rows.append(row), b_ub.append(0.0)
+                rows.append(row)
+                b_ub.append(0.0)
     for j in range(J):                      # (4): sum_k delta_jkl <= 1
         for l in range(L):
             row = np.zeros(lam + 1)
             row[[idx(j, k, l) for k in range(K)]] = 1.0
-            rows.append(row), b_ub.append(1.0)
+            rows.append(row)
+            b_ub.append(1.0)
     eq = _profile_rows(c, r, idx, lam)
     fits = problem.fits()
-    bounds = [(0.0, None)] * (lam + 1)
+    bounds: list[tuple[float, float | None]] = [(0.0, None)] * (lam + 1)
     for j in range(J):
         for k in range(K):
             if mu[j, k] <= 0 or (problem.fit_fix and not fits[j, k]):
@@ -66,10 +71,10 @@ def solve_allocation(problem: Problem) -> Allocation:
     return Allocation(float(-res.fun), delta, support)
 
 
-def _profile_rows(c: np.ndarray, r: np.ndarray, idx, lam: int) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _profile_rows(c: np.ndarray, r: np.ndarray, idx: Callable[[int, int, int], int], lam: int) -> np.ndarray:
     """(3) multiplied out so a zero request never divides: against l0 = argmax_l r_kl (the
     paper's l = 1 fails when r_k1 = 0), c_jl r_kl0 delta_jkl - c_jl0 r_kl delta_jkl0 = 0."""
-    J, K, L = len(c), len(r), c.shape[1]
+    J, K, L = len(c), len(r), int(c.shape[1])
     rows = []
     for j in range(J):
         for k in range(K):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 
 class LotesUnsolvable(Exception):
@@ -41,32 +42,35 @@ class Problem:
     fit_fix: bool = True             # False: paper-literal, a class may be allocated where it cannot fit
     bin_cap: int = 200_000
 
-    def scale(self) -> np.ndarray:
+    def scale(self) -> npt.NDArray[np.float64]:
         largest = np.max(np.array([c.capacity for c in self.configurations], dtype=float), axis=0)
         return np.where(largest > 0, largest, 1.0)
 
-    def capacities(self) -> np.ndarray:
+    def capacities(self) -> npt.NDArray[np.float64]:
         """c_jl, normalized: (J, L)."""
         return np.array([c.capacity for c in self.configurations], dtype=float) / self.scale()
 
-    def counts(self) -> np.ndarray:
+    def counts(self) -> npt.NDArray[np.float64]:
         return np.array([c.count for c in self.configurations], dtype=float)
 
-    def requests(self) -> np.ndarray:
+    def requests(self) -> npt.NDArray[np.float64]:
         """r_kl, normalized: (K, L)."""
         return np.array([k.request for k in self.classes], dtype=float) / self.scale()
 
-    def shares(self) -> np.ndarray:
+    def shares(self) -> npt.NDArray[np.float64]:
         alpha = np.array([k.share for k in self.classes], dtype=float)
-        return alpha / alpha.sum()
+        return alpha / float(alpha.sum())
 
-    def speeds(self) -> np.ndarray:
+    def speeds(self) -> npt.NDArray[np.float64]:
         """mu_jk: (J, K); 0 means the class cannot run there."""
-        return np.array([[float(k.speed.get(c.name, 1.0)) for k in self.classes] for c in self.configurations])
+        return np.array([[float(k.speed.get(c.name, 1.0)) for k in self.classes] for c in self.configurations],
+                        dtype=float)
 
-    def fits(self) -> np.ndarray:
+    def fits(self) -> npt.NDArray[np.bool_]:
         """(J, K) bool: one job of the class's mean size fits one machine of the configuration."""
-        return np.all(self.requests()[None, :, :] <= self.capacities()[:, None, :] + 1e-12, axis=2)
+        below = self.requests()[None, :, :] <= self.capacities()[:, None, :] + 1e-12
+        fit: npt.NDArray[np.bool_] = np.all(below, axis=2)
+        return fit
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,11 @@ import numpy as np
 
 from tcluster.scheduler.lotes.dispatch import LotesBook, choose_row
 from tcluster.scheduler.nodestate import NodeMatrixView
-from tcluster.scheduler.placement import AffinityNumberBestFit, _Policy, _Scratch
+from tcluster.scheduler.anbf import AffinityNumberBestFit
+from tcluster.scheduler.policybase import Policy, Scratch
 
 
-class LotesPlacement(_Policy):
+class LotesPlacement(Policy):
     name = "lotes"
 
     def __init__(self, book: LotesBook | None = None) -> None:
@@ -42,7 +43,7 @@ class LotesPlacement(_Policy):
             for row in rows:
                 self._round[row, k] -= 1
 
-    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: _Scratch, rng: random.Random) -> int | None:
+    def _pick(self, request: np.ndarray, view: NodeMatrixView, s: Scratch, rng: random.Random) -> int | None:
         plan = self.book.plan
         if plan is None:
             return self._fallback._pick(request, view, s, rng)

@@ -49,8 +49,8 @@ def _server_chain(address: str, timeout_s: float) -> list[x509.Certificate]:
     context.set_alpn_protocols(["h2"])   # gRPC servers refuse a handshake without it
     with socket.create_connection((host, port), timeout=timeout_s) as raw:
         with context.wrap_socket(raw, server_hostname=None) as tls:
-            # CPython 3.11 keeps the unverified chain on the internal object only.
-            chain = tls._sslobj.get_unverified_chain() or []  # type: ignore[union-attr]
+            # CPython 3.11 keeps the unverified chain on the internal object only (typeshed omits `_sslobj`).
+            chain = tls._sslobj.get_unverified_chain() or []  # type: ignore[attr-defined]
             ders = [c.public_bytes(ssl._ssl.ENCODING_DER) if hasattr(c, "public_bytes") else c  # type: ignore[attr-defined]
                     for c in chain]
     return [x509.load_der_x509_certificate(bytes(d)) for d in ders]
