@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -12,7 +14,7 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Callable
+from typing import Callable, Iterator
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -67,6 +69,26 @@ def closed_port() -> str:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{probe.getsockname()[1]}"
+
+
+@contextlib.contextmanager
+def gate_dir() -> Iterator[Path]:
+    """A folder for files the test creates to let a task end at a chosen moment, at any machine
+    speed. Not under /tmp (tasks get a private one) and readable by the tasks' user (nobody)."""
+    path = Path(tempfile.mkdtemp(prefix="tcl-gates-", dir="/var/tmp"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def gated(gate: Path, then: str) -> list[str]:
+    """A task's command: wait for `gate` to exist, then run `then` in sh."""
+    # Half a second between looks: a task ends at most that long after its gate opens, and
+    # the loop's fork-exec of `sleep` does not eat the CPU that the agent and `tcl` need
+    # under software emulation (tests/vm), as 20 of them a second per task did.
+    return ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.5; done; {then}"]
 
 
 def start_master(tmp: Path, *extra: str, heartbeat_s: float = 0.5, log: str = "master.log") -> tuple[Proc, str]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 from hypothesis import settings
 
 from testkit.etcd_cluster import etcd, etcd_session  # noqa: F401  (session etcd cluster, a prefix per test)
+from testkit.procs import gate_dir, sweep_nodes_of_this_run
 
 # No wall-clock limits in tests: Hypothesis's 200 ms per-example deadline fails on a
 # loaded shared machine without saying anything about the code under test.
@@ -41,7 +43,6 @@ def _sweep_this_runs_nodes() -> Iterator[None]:
     of the session every such node's subtree is swept. Tests still assert they leak nothing."""
     yield
     if os.geteuid() == 0 and os.path.isdir("/sys/fs/cgroup"):
-        from testkit.procs import sweep_nodes_of_this_run
         swept = sweep_nodes_of_this_run(f"-{os.getpid()}-")
         if swept:
             print(f"\nswept cgroups left by failed tests: {swept}")
@@ -54,6 +55,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     report = yield
     setattr(item, f"rep_{report.when}", report)
     return report
+
+
+@pytest.fixture
+def gates() -> Iterator[Path]:
+    """A folder for gate files (testkit.procs.gated), removed after the test."""
+    with gate_dir() as path:
+        yield path
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

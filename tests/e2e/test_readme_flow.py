@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, tcl_json, start_agent, start_master, wait_job
+from testkit.procs import (BIN, Proc, cgroup_v1_usable, gated, leaked_cgroups, start_agent, start_master, tcl, tcl_json,
+                           wait_job)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -50,7 +51,7 @@ def test_dev_mode_runs_the_readme_job_and_ctrl_c_stops_everything(tmp_path: Path
     assert (tmp_path / ".tcluster" / "master.db").exists()
 
 
-def test_master_with_agents_runs_jobs_and_keeps_them_across_a_restart(tmp_path: Path) -> None:
+def test_master_with_agents_runs_jobs_and_keeps_them_across_a_restart(tmp_path: Path, gates: Path) -> None:
     master, address = start_master(tmp_path)
     nodes = [_node(f"a{i}") for i in range(2)]
     agents: list[Proc] = []
@@ -63,15 +64,19 @@ def test_master_with_agents_runs_jobs_and_keeps_them_across_a_restart(tmp_path: 
         job_id = tcl(address, "submit", "--cpu", "0.5", "--mem", "256Mi", "--", "python3", "-c", "print(42)").stdout.strip()
         assert wait_job(address, job_id, DONE)["state"] == "SUCCEEDED"
         assert tcl(address, "logs", job_id).stdout == "42\n"
-        # A job that outlives the master: kill -9 the master mid-run, start it again.
+        # A job that outlives the master: kill -9 the master mid-run, start it again. Its tasks
+        # wait for a gate the test opens after the restart (a fixed sleep could end before a
+        # loaded host's first poll saw them RUNNING).
+        gate = gates / "gate"
         long_id = tcl(address, "submit", "--tasks", "2", "--cpu", "1", "--mem", "64Mi", "--",
-                      "sh", "-c", "sleep 3; echo done").stdout.strip()
+                      *gated(gate, "echo done")).stdout.strip()
         job = wait_job(address, long_id, {"RUNNING"})
         assert sorted(t["node"] for t in job["tasks"]) == sorted(nodes)
         master.stop(signal.SIGKILL)
         master = Proc([str(BIN / "tcl-master"), "--listen", address, "--data-dir", str(tmp_path / "master"),
                        "--heartbeat-interval-s", "0.5"], tmp_path / "master2.log")
         master.wait_for_output(r"listening on")
+        gate.touch()
         job = wait_job(address, long_id, DONE)
         assert job["state"] == "SUCCEEDED", job
         assert [t["exit_code"] for t in job["tasks"]] == [0, 0]

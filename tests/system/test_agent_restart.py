@@ -4,46 +4,24 @@ master (`tcl status`)."""
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from testkit.cgroups import SKIP_REASON, leftovers
 from tests.system.cluster import cluster, submit, task_key, task_pids, wait_state
-from testkit.procs import start_agent, tcl
+from testkit.procs import gated, start_agent, tcl
 
 pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
 
 
-@pytest.fixture
-def gates() -> Iterator[Path]:
-    """Files the test creates to let a task end at a chosen moment, at any machine speed.
-    Not under /tmp (tasks get a private one) and readable by the tasks' user (nobody)."""
-    path = Path(tempfile.mkdtemp(prefix="tcl-gates-", dir="/var/tmp"))
-    path.chmod(0o755)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _gated(gate: Path, then: str) -> list[str]:
-    # Half a second between looks: a task ends at most that long after its gate opens, and
-    # the loop's fork-exec of `sleep` does not eat the CPU that the agent and `tcl` need
-    # under software emulation (tests/vm), as 20 of them a second per task did.
-    return ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.5; done; {then}"]
-
-
 def test_tasks_survive_an_agent_sigkill_and_are_re_adopted(tmp_path: Path, gates: Path) -> None:
     with cluster(tmp_path, "restart", "--cpus", "2", "--memory", "1Gi") as (master, node, agents):
-        quick = submit(master, "--cpu", "0.5", "--mem", "64Mi", "--", *_gated(gates / "quick", "echo early; exit 3"))
-        slow = submit(master, "--cpu", "0.5", "--mem", "64Mi", "--", *_gated(gates / "slow", "echo late"))
+        quick = submit(master, "--cpu", "0.5", "--mem", "64Mi", "--", *gated(gates / "quick", "echo early; exit 3"))
+        slow = submit(master, "--cpu", "0.5", "--mem", "64Mi", "--", *gated(gates / "slow", "echo late"))
         keys = {j: task_key(wait_state(master, j, {"RUNNING"})) for j in (quick, slow)}
         pids = {j: task_pids(node, k) for j, k in keys.items()}
         assert all(pids.values()), pids
