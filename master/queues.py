@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def load_tree(path: Path | None) -> QueueTree:
-    """The tree in `path`, or the built-in one-leaf tree; raises ConfigError."""
+    """The tree in `path`, or the built-in one-leaf tree; raises YamlConfigError."""
     return load_queue_file(path) if path is not None else default_tree()
 
 

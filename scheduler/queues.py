@@ -31,7 +31,7 @@ from typing import Any, Iterator
 from tcluster.errors import InvalidArgument
 from tcluster.model import DEFAULT_QUEUE
 from tcluster.units import parse_duration
-from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, load_located, read_config_file
+from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, load_located, read_config_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
 _QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable", "max_time_limit")
@@ -148,7 +148,7 @@ def default_tree() -> QueueTree:
 
 
 def load_queue_file(path: FsPath | str) -> QueueTree:
-    """Reads and checks a queue file; raises ConfigError naming the line."""
+    """Reads and checks a queue file; raises YamlConfigError naming the line."""
     return parse_queue_text(read_config_file(path, "the queue file"), str(path))
 
 
@@ -265,7 +265,7 @@ def _adopt(doc: Located, root: QueueNode, adopted: list[tuple[str, QueueNode, Pa
     return root
 
 
-def _stuck(doc: Located, waiting: list[tuple[str, QueueNode, Path]]) -> ConfigError:
+def _stuck(doc: Located, waiting: list[tuple[str, QueueNode, Path]]) -> YamlConfigError:
     parent_of = {node.name: parent.split(".")[0] for parent, node, _ in waiting}
     for parent, node, where in waiting:
         if parent.split(".")[0] not in parent_of:

@@ -20,7 +20,7 @@ from tcluster.errors import InvalidArgument
 Path = tuple[object, ...]
 
 
-class ConfigError(InvalidArgument):
+class YamlConfigError(InvalidArgument):
     """Bad configuration text: `SOURCE:LINE: PATH: what is wrong`."""
 
     def __init__(self, source: str, line: int, path: Path, message: str) -> None:
@@ -49,16 +49,16 @@ class Located:
             path = path[:-1]
         return self.lines.get(path, 0)
 
-    def error(self, path: Path, message: str) -> ConfigError:
-        return ConfigError(self.source, self.line(path), path, message)
+    def error(self, path: Path, message: str) -> YamlConfigError:
+        return YamlConfigError(self.source, self.line(path), path, message)
 
 
 def read_config_file(path: FsPath | str, what: str) -> str:
-    """A config file's text; one that cannot be read is a ConfigError `cannot read WHAT: why`."""
+    """A config file's text; one that cannot be read is a YamlConfigError `cannot read WHAT: why`."""
     try:
         return FsPath(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(path), 0, (), f"cannot read {what}: {getattr(exc, 'strerror', None) or exc}") from None
+        raise YamlConfigError(str(path), 0, (), f"cannot read {what}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def load_located(text: str, source: str) -> Located:
@@ -67,7 +67,7 @@ def load_located(text: str, source: str) -> Located:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 0
-        raise ConfigError(source, line, (), f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        raise YamlConfigError(source, line, (), f"not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
     lines: dict[Path, int] = {}
     value = None if node is None else _Converter(source, lines).convert(node, (), frozenset())
     return Located(value, lines, source)
@@ -82,7 +82,7 @@ class _Converter:
     def convert(self, node: yaml.Node, path: Path, open_nodes: frozenset[int]) -> Any:
         self.lines.setdefault(path, node.start_mark.line + 1)
         if id(node) in open_nodes:  # an alias pointing at one of its own ancestors
-            raise ConfigError(self.source, self.lines[path], path, "is a cycle (a YAML alias that contains itself)")
+            raise YamlConfigError(self.source, self.lines[path], path, "is a cycle (a YAML alias that contains itself)")
         if isinstance(node, yaml.ScalarNode):
             return self.scalars.construct_object(node)
         inner = open_nodes | {id(node)}
@@ -96,11 +96,11 @@ class _Converter:
         first_line: dict[Any, int] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                raise ConfigError(self.source, key_node.start_mark.line + 1, path, "keys must be plain names")
+                raise YamlConfigError(self.source, key_node.start_mark.line + 1, path, "keys must be plain names")
             key = self.scalars.construct_object(key_node)
             line = key_node.start_mark.line + 1
             if key in first_line:
-                raise ConfigError(self.source, line, (*path, key), f"duplicate name (first given at line {first_line[key]})")
+                raise YamlConfigError(self.source, line, (*path, key), f"duplicate name (first given at line {first_line[key]})")
             first_line[key] = line
             self.lines[(*path, key)] = line
             result[key] = self.convert(value_node, (*path, key), inner)

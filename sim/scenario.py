@@ -39,7 +39,7 @@ from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_locat
 from tcluster.scheduler.reasons import never_fits_reason
 from tcluster.scheduler.reservations import DEFAULT_RESERVE_AFTER_S
 from tcluster.scheduler.views import NodeSpec
-from tcluster.scheduler.yamlsrc import ConfigError, Located, Path, format_path, load_located, read_config_file
+from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, format_path, load_located, read_config_file
 from tcluster.sim.batch import BATCH_KEYS, BatchSpec, batch_spec, check_dependencies
 from tcluster.sim.workload import Workload, parse_workload
 
@@ -177,7 +177,7 @@ def _resources(doc: Located, path: Path, value: Any) -> Resources:
     except InvalidArgument as exc:
         kind = exc.field.rpartition(".")[2] if exc.field != format_path(path) else None
         at = (*path, kind) if kind in value else path
-        raise ConfigError(doc.source, doc.line(at), (), str(exc)) from None
+        raise YamlConfigError(doc.source, doc.line(at), (), str(exc)) from None
 
 
 def _number(doc: Located, path: Path, value: Any, minimum: float, strict: bool = False) -> float:

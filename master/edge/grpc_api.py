@@ -53,7 +53,7 @@ STATUS_FOR_ERROR: dict[type[TclusterError], grpc.StatusCode] = {
 
 
 def status_for(error: Exception) -> grpc.StatusCode:
-    """By the error's class or its nearest listed base (a ConfigError is an InvalidArgument)."""
+    """By the error's class or its nearest listed base (a YamlConfigError is an InvalidArgument)."""
     for cls in type(error).__mro__:
         if cls in STATUS_FOR_ERROR:
             return STATUS_FOR_ERROR[cls]

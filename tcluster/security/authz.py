@@ -38,7 +38,7 @@ class Policy:
     status_visibility: str = "all"       # all | own
 
 
-# ---- actions ----
+# ---- operations a caller asks for ----
 
 @dataclass(frozen=True)
 class SubmitJob:
@@ -82,7 +82,8 @@ class OperateNodes:
     nodes: tuple[str, ...]
 
 
-Action = Union[SubmitJob, ReadJob, ListJobs, ReadLogs, CancelJob, ReadCluster, OperateNodes]
+# What a caller may ask for (one rule each in _RULES).
+Operation = Union[SubmitJob, ReadJob, ListJobs, ReadLogs, CancelJob, ReadCluster, OperateNodes]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from tcluster.federation.messages import satisfies
 from tcluster.federation.sim import FedConfig
 from tcluster.federation.sparrow import SparrowConfig, simulate_sparrow
 from tcluster.federation.workload import WorkloadSpec
-from tcluster.scheduler.yamlsrc import ConfigError, load_located
+from tcluster.scheduler.yamlsrc import YamlConfigError, load_located
 from tcluster.sim.compare import compare as compare_policies
 from tcluster.sim.federation import parse_federation
 from tcluster.sim.scenario import parse_scenario
@@ -153,7 +153,7 @@ def test_tcl_sim_runs_a_federation_scenario_as_json_and_plots(tmp_path: Path, ca
     ("federation: {workers: 10, handler_times: often}", "federation.handler_times: 'often': allowed constant, measured"),
 ])
 def test_a_bad_federation_scenario_names_the_field(body: str, where: str) -> None:
-    with pytest.raises(ConfigError, match=None) as info:
+    with pytest.raises(YamlConfigError, match=None) as info:
         parse_federation(load_located(body, "f.yaml"))
     assert where in str(info.value)
 

@@ -15,7 +15,7 @@ from tcluster.scheduler.lotes.model import JobClass
 from tcluster.scheduler.lotes.resolve import plan_for, resolve_reason
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import make_placement
-from tcluster.scheduler.yamlsrc import ConfigError
+from tcluster.scheduler.yamlsrc import YamlConfigError
 
 G = 2**30
 NODES = [*((f"a{i}", Resources(8, 16 * G), {}) for i in range(6)), *((f"b{i}", Resources(16, 16 * G), {}) for i in range(4))]
@@ -153,7 +153,7 @@ def test_classes_file_errors_name_the_field() -> None:
         ("classes:\n  - {name: s, share: 1}\n", "classes[0].request"),
         ("classes: []\n", "classes"),
     ]:
-        with pytest.raises(ConfigError) as info:
+        with pytest.raises(YamlConfigError) as info:
             parse_classes(text, "c.yaml", ("cpu", "memory"))
         assert where in str(info.value)
 

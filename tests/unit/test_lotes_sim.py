@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tcluster.cli.main import main
-from tcluster.scheduler.yamlsrc import ConfigError
+from tcluster.scheduler.yamlsrc import YamlConfigError
 from tcluster.sim.compare import compare
 from tcluster.sim.queueing import draw_arrivals
 from tcluster.sim.scenario import parse_scenario
@@ -82,7 +82,7 @@ def test_tcl_sim_compares_policies_as_json_and_plots(tmp_path: Path, capsys: pyt
 ])
 def test_workload_errors_name_the_field(workload: str, where: str) -> None:
     text = f"nodes:\n  - {{name: n, capacity: {{cpu: 4, memory: 4Gi}}}}\nworkload: {workload}\n"
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(YamlConfigError) as info:
         parse_scenario(text, "w.yaml")
     assert where in str(info.value)
 

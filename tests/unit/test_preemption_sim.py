@@ -26,7 +26,7 @@ from tcluster.cli.main import main
 from tcluster.scheduler.nodestate import resource_vector
 from tcluster.scheduler.preemption import PreemptionInput, PreemptionPlan, PreemptionSettings
 from tcluster.scheduler.queues import parse_queue_text
-from tcluster.scheduler.yamlsrc import ConfigError
+from tcluster.scheduler.yamlsrc import YamlConfigError
 from tcluster.sim.engine import SimRun, Simulator, simulate
 from tcluster.sim.preempting import TICK_S
 from tcluster.sim.preemption_report import episodes, summarize, thrash
@@ -93,9 +93,9 @@ def test_the_scenario_key_sets_the_knobs_and_names_bad_lines() -> None:
     text = TWO % "" + "preemption: {after_s: 5, grace_s: 0, max_per_round: 3}\n"
     knobs = parse_scenario(text, "s.yaml").preemption
     assert (knobs.after_s, knobs.grace_s, knobs.min_runtime_s, knobs.max_per_round) == (5, 0, 60, 3)
-    with pytest.raises(ConfigError, match=r"s.yaml:7: preemption.max_per_round: 0 must be a whole number >= 1"):
+    with pytest.raises(YamlConfigError, match=r"s.yaml:7: preemption.max_per_round: 0 must be a whole number >= 1"):
         parse_scenario(TWO % "" + "preemption: {max_per_round: 0}\n", "s.yaml")
-    with pytest.raises(ConfigError, match=r"preemption.after: unknown key"):
+    with pytest.raises(YamlConfigError, match=r"preemption.after: unknown key"):
         parse_scenario(TWO % "" + "preemption: {after: 1}\n", "s.yaml")
 
 

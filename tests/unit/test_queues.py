@@ -8,7 +8,7 @@ from tcluster.errors import InvalidArgument
 from tcluster.scheduler.queues import default_tree, parse_queue_text
 from tcluster.scheduler.queuestats import JobUsage, queue_rows
 from tcluster.resources import Resources
-from tcluster.scheduler.yamlsrc import ConfigError, format_path
+from tcluster.scheduler.yamlsrc import YamlConfigError, format_path
 
 PAPER = """\
 queues:
@@ -64,7 +64,7 @@ def test_without_a_file_there_is_one_leaf_default() -> None:
     ("queues:\n  a: {weight: [1\n", 3, "not valid YAML"),
 ])
 def test_bad_files_are_refused_naming_the_line(text: str, line: int, words: str) -> None:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(YamlConfigError) as caught:
         parse_queue_text(text, "q.yaml")
     assert caught.value.line == line
     assert str(caught.value).startswith(f"q.yaml:{line}: ")

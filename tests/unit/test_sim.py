@@ -13,7 +13,7 @@ import pytest
 from tcluster.cli.main import main
 from tcluster.sim.engine import simulate
 from tcluster.sim.scenario import parse_scenario
-from tcluster.scheduler.yamlsrc import ConfigError
+from tcluster.scheduler.yamlsrc import YamlConfigError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FIGURE4_PAPER = [0.33, 0.5, 0.165, 0.165, 0.5, 0.33]
@@ -139,7 +139,7 @@ def test_a_big_task_gets_a_node_held_instead_of_starving(policy: str, latest: fl
      "s.yaml:2: queues.a.weight: -1 must be > 0"),
 ])
 def test_scenario_errors_name_the_path_and_the_line(text: str, where: str) -> None:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(YamlConfigError) as caught:
         parse_scenario(text, "s.yaml")
     assert where in str(caught.value)
 

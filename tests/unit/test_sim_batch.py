@@ -12,7 +12,7 @@ import pytest
 
 from tcluster.cli.main import main
 from tcluster.scheduler.preemption import PreemptionSettings
-from tcluster.scheduler.yamlsrc import ConfigError
+from tcluster.scheduler.yamlsrc import YamlConfigError
 from tcluster.sim.engine import SimRun, simulate
 from tcluster.sim.report import to_json
 from tcluster.sim.scenario import load_scenario, parse_scenario
@@ -44,7 +44,7 @@ def most_at_once(job: dict[str, Any]) -> int:
 
 
 def scenario_error(text: str) -> str:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(YamlConfigError) as caught:
         parse_scenario(NODES + text, "s.yaml")
     return str(caught.value)
 
