@@ -10,7 +10,7 @@ import sys
 from tcluster.errors import Unavailable
 from tcluster.gm.fedetcd import etcd_url, set_queues
 from tcluster.gm.settings import SettingsError, _pairs
-from tcluster.master.store.base import check_prefix
+from tcluster.etcd.url import check_prefix
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -80,7 +80,7 @@ class GMSettings(BaseModel):
     @field_validator("etcd_prefix")
     @classmethod
     def _etcd_prefix(cls, v: str) -> str:
-        from tcluster.master.store.base import check_prefix
+        from tcluster.etcd.url import check_prefix
         return check_prefix(v)
 
     def gm_names(self) -> list[str]:
