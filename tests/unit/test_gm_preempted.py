@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tcluster.configfile import ConfigError
 from tcluster.gm.daemon import GMDaemon
-from tcluster.gm.settings import SettingsError, parse, settings_from
+from tcluster.gm.settings import parse, settings_from
 from tcluster.gm.store import Store
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, jobs_pb2
 
@@ -31,7 +32,7 @@ def test_preemption_is_off_by_default_and_shares_default_to_equal() -> None:
     ("a", "NAME=VALUE"),
 ])
 def test_bad_shares_name_the_field(shares: str, words: str) -> None:
-    with pytest.raises(SettingsError, match=f"--shares.*{words}"):
+    with pytest.raises(ConfigError, match=f"--shares.*{words}"):
         settings_from({**BASE, "shares": shares})
 
 
