@@ -105,7 +105,8 @@ class Canceller:
         link = self.d.links[lm]
         if not link.connected:
             return False
-        for addr in ([link.addr] if link.addr else []) + [a for a in link.addrs if a != link.addr]:
+        tour = link.tour()
+        for addr in tour:
             stub = jobs_pb2_grpc.JobServiceStub(self.d.channel(addr))
             try:
                 await stub.Cancel(jobs_pb2.CancelJobRequest(id=lm_job), metadata=self.d.metadata(), timeout=10)
@@ -114,4 +115,5 @@ class Canceller:
                 if e.code() in _DONE:
                     return True
                 log.info("cancel of LM %s job %s at %s: %s", link.name, lm_job, addr, e.code().name)
+                link.follow(tour, e)
         return False

@@ -25,6 +25,7 @@ from tcluster.gm.placing import Placer, Unanswered
 from tcluster.gm.settings import GMSettings
 from tcluster.gm.store import Store, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, ended_from, layout_from, state_from
+from tcluster.leaders import MasterTour, standby_hint
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from tcluster.bounds import GRPC_OPTIONS, SERVER_GRPC_OPTIONS
 
@@ -51,6 +52,19 @@ class LMLink:
     usable: bool = False
     connected: bool = False
     addr: str = ""                      # the master that answered Subscribe (the leader)
+
+    def tour(self, leader_first: bool = True) -> MasterTour:
+        """This LM's masters, each once: the one that answered Subscribe first (when
+        `leader_first`), then the others in --lms order; `follow` bends it to a standby's hint."""
+        return MasterTour([*([self.addr] if leader_first and self.addr else []), *self.addrs])
+
+    def follow(self, tour: MasterTour, error: grpc.aio.AioRpcError) -> None:
+        """After a refusal: a standby that names the leader sends the tour there next. Only
+        to a master of this LM's --lms list: the credentials (--lm-tls) and the admin token
+        are meant for those, and an address known only from a hint would get neither TLS
+        nor a channel of its own kind (gm/tls.py keys credentials by --lms address)."""
+        hint = standby_hint(error)
+        tour.prefer(hint if hint in self.addrs else None)
 
 
 class GMDaemon:
@@ -194,7 +208,8 @@ class GMDaemon:
     async def _subscribe(self, lm: int) -> None:
         link, backoff = self.links[lm], 0.1
         while True:
-            for addr in link.addrs:
+            tour = link.tour(leader_first=False)    # --lms order: the stream finds the leader itself
+            for addr in tour:
                 try:
                     stub = federation_pb2_grpc.LocalManagerServiceStub(self.channel(addr))
                     call = stub.Subscribe(federation_pb2.SubscribeRequest(gm=self.s.index, gm_name=self.s.name),
@@ -204,6 +219,7 @@ class GMDaemon:
                         self.on_update(lm, update)
                 except grpc.aio.AioRpcError as e:
                     log.info("LM %s at %s: %s %s", link.name, addr, e.code().name, (e.details() or "")[:300])
+                    link.follow(tour, e)
                 link.connected = False
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)

@@ -136,12 +136,14 @@ class Placer:
         link = self.d.links[lm]
         if not link.connected:
             return None
-        for addr in ([link.addr] if link.addr else []) + [a for a in link.addrs if a != link.addr]:
+        tour = link.tour()
+        for addr in tour:
             try:
                 stub = federation_pb2_grpc.LocalManagerServiceStub(self.d.channel(addr))
                 return await stub.Place(req, timeout=PLACE_TIMEOUT_S, metadata=self.d.metadata())
             except grpc.aio.AioRpcError as e:
                 log.info("Place %s at %s: %s", req.request_id, addr, e.code().name)
+                link.follow(tour, e)
         return None
 
     def _checked(self, lm: int, answer: Answer, job_id: str) -> tuple[Answer, str]:
