@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import grpc
 
 from tcluster.federation.messages import Launched, LMLayout, LMState
-from tcluster.gm.daemon import LMLink
+from tcluster.gm.links import LMLink
 from tcluster.gm.placing import Placer
 from tcluster.gm.wire import Layout
 from tcluster.leaders import LEADER_METADATA
@@ -19,7 +19,7 @@ def answer_at(epoch: int) -> Launched:
 
 
 def placer_with(link: LMLink) -> Placer:
-    return Placer(SimpleNamespace(links=[link]))    # type: ignore[arg-type]
+    return Placer(SimpleNamespace(links=[link]), lambda task_id: False)    # type: ignore[arg-type]
 
 
 def test_an_answers_state_reaches_only_a_view_placed_on_of_the_same_epoch() -> None:
