@@ -21,7 +21,7 @@ import grpc
 from tcluster import __version__
 from tcluster.agent import codec
 from tcluster.agent.fence import LastHeard
-from tcluster.agent.joinstate import TLS_OPTIONS, load_credentials
+from tcluster.agent.joinstate import load_credentials
 from tcluster.agent.masters import MasterRotation
 from tcluster.agent.outbox import Outbox, private_opener
 from tcluster.agent.runtime.base import Runtime
@@ -36,6 +36,7 @@ from tcluster.features import MAX_WATCH_S
 from tcluster.leaders import parse_addresses, standby_hint
 from tcluster.model import DOCKER_LABEL, NETNS_LABEL
 from tcluster.sdnotify import Notifier
+from tcluster.security.channel import TLS_OPTIONS
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
 from tcluster.wire import launch_from_pb
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import grpc
 
 from tcluster.agent.joinstate import (
-    TLS_OPTIONS, JoinedState, NodeCredentials, agent_address, is_joined, load_joined, save_joined,
+    JoinedState, NodeCredentials, agent_address, is_joined, load_joined, save_joined,
 )
 from tcluster.leaders import MasterTour, join_addresses, parse_addresses, standby_hint
 from tcluster.security.bootstrap import fetch_pinned_ca
+from tcluster.security.channel import TLS_OPTIONS
 from tcluster.security.jointoken import parse_join_token
 from tcluster.security.pki import ca_fingerprint, check_node_name, issued_by, make_node_csr, node_of_cert
 from tcluster.v1 import join_pb2, join_pb2_grpc

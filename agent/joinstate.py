@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 
-from tcluster.security.pki import MASTER_ROLE_NAME, make_private_dir, node_of_cert, write_private
+from tcluster.security.pki import make_private_dir, node_of_cert, write_private
 
 JOINED_FILE = "joined.json"
 PKI_DIR = "pki"
@@ -42,9 +42,6 @@ class NodeCredentials:
         return grpc.ssl_channel_credentials(root_certificates=self.ca_pem, private_key=self.key_pem,
                                             certificate_chain=self.cert_pem)
 
-
-# Whatever address is dialled, only a certificate with the master's role name is accepted.
-TLS_OPTIONS = [("grpc.ssl_target_name_override", MASTER_ROLE_NAME), ("grpc.default_authority", MASTER_ROLE_NAME)]
 
 
 def is_joined(state_dir: Path) -> bool:

@@ -144,7 +144,7 @@ def clock_check(address: str, ca_pem: bytes | None) -> Check:
     midpoint of the round trip."""
     import grpc
 
-    from tcluster.agent.joinstate import TLS_OPTIONS
+    from tcluster.security.channel import TLS_OPTIONS
     from tcluster.v1 import jobs_pb2, jobs_pb2_grpc, join_pb2, join_pb2_grpc
     if ca_pem is not None:
         channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(ca_pem), options=TLS_OPTIONS)

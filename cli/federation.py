@@ -21,7 +21,7 @@ import grpc
 from tcluster.cli.fedtables import job_json, job_view, jobs_table, status_json, status_tables
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
 from tcluster.errors import InvalidArgument
-from tcluster.leaders import parse_addresses
+from tcluster.leaders import MasterTour, parse_addresses
 from tcluster.v1 import federation_pb2 as fpb, federation_pb2_grpc
 
 TIMEOUT_S = 10.0
@@ -53,9 +53,11 @@ class GMClient:
         return federation_pb2_grpc.GlobalManagerServiceStub(self.channels[address])
 
     def call(self, method: str, request: Any) -> Any:
-        order = [self.address] + [a for a in self.addresses if a != self.address]
+        # A MasterTour with no hint to follow: GMs have no leader (any GM takes any request and
+        # forwards it), so none answers with a standby's tcl-leader; the tour only orders the
+        # GMs, the last that answered first, each once.
         error: grpc.RpcError | None = None
-        for address in order:
+        for address in MasterTour((self.address, *self.addresses)):
             self.address = address
             try:
                 return getattr(self.stub(address), method)(request, timeout=self.timeout_s)

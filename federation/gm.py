@@ -119,6 +119,13 @@ class GlobalManager:
 
     # ---- queues ----
 
+    def add_queue(self, name: str) -> None:
+        """A queue this GM serves from now on (the live GM learns its queues from the jobs
+        it stores); nothing when it has it already."""
+        if name not in self.queues:
+            self.queues[name] = _Queue()
+            self.order.append(name)
+
     def submit(self, task: TaskSpec) -> None:
         """A task of a queue this GM owns (the router forwarded it, §IV-C)."""
         self.queues[task.queue].items.append(Pending(task))

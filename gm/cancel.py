@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 import grpc
 
+from tcluster.gm.port import GMPort
 from tcluster.gm.store import TERMINAL
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 from tcluster.timeouts import wait_for
-
-if TYPE_CHECKING:
-    from tcluster.gm.daemon import GMDaemon
 
 log = logging.getLogger("tcluster.gm")
 SWEEP_S = 1.0          # how often jobs still cancelling are looked at (and failed LM cancels retried)
@@ -32,22 +29,22 @@ _DONE = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
 
 
 class Canceller:
-    def __init__(self, daemon: GMDaemon) -> None:
-        self.d = daemon
+    def __init__(self, port: GMPort) -> None:
+        self.port = port
         self.wake = asyncio.Event()
         self.sent: set[str] = set()        # LM jobs whose master accepted the cancel (this process)
         self.jobs: set[str] = set()        # jobs being cancelled (the store's intents, in memory)
 
     def request(self, job_id: str) -> None:
         """Persist the intent and end the pending tasks, before the caller answers."""
-        self.d.store.cancel(job_id)
+        self.port.store.cancel(job_id)
         self.jobs.add(job_id)
         self.end_pending(job_id)
         self.wake.set()
 
     def recover(self) -> None:
         """After _recover: pending tasks of jobs being cancelled must not be placed."""
-        for job_id in self.d.store.cancelling():
+        for job_id in self.port.store.cancelling():
             self.jobs.add(job_id)
             self.end_pending(job_id)
 
@@ -57,27 +54,27 @@ class Canceller:
         job_id = task_id.rpartition(".")[0]
         if job_id not in self.jobs:
             return False
-        if self.d.store.tasks("task_id=? AND state='PENDING'", (task_id,)):
-            self.d.store.ended(task_id, "CANCELLED", 0, REASON)
+        if self.port.store.tasks("task_id=? AND state='PENDING'", (task_id,)):
+            self.port.store.ended(task_id, "CANCELLED", 0, REASON)
         return True
 
     def end_pending(self, job_id: str) -> None:
-        rows = self.d.store.tasks("job_id=? AND state='PENDING'", (job_id,))
+        rows = self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,))
         if not rows:
             return
         ids = {r.task_id for r in rows}
-        for q in self.d.gm.queues.values():
+        for q in self.port.gm.queues.values():
             kept = [p for p in q.items if p.task.task_id not in ids]
             if len(kept) != len(q.items):
                 q.items.clear()
                 q.items.extend(kept)
-        self.d.gm.stamp += 1         # queues' "tried at this stamp" counts are stale now
+        self.port.gm.stamp += 1         # queues' "tried at this stamp" counts are stale now
         for r in rows:
-            self.d.store.ended(r.task_id, "CANCELLED", 0, REASON)
+            self.port.store.ended(r.task_id, "CANCELLED", 0, REASON)
 
     async def run(self) -> None:
         while True:
-            for job_id in self.d.store.cancelling():
+            for job_id in self.port.store.cancelling():
                 await self.sweep(job_id)
             self.wake.clear()
             try:
@@ -87,9 +84,9 @@ class Canceller:
 
     async def sweep(self, job_id: str) -> None:
         self.end_pending(job_id)
-        rows = self.d.store.tasks("job_id=?", (job_id,))
+        rows = self.port.store.tasks("job_id=?", (job_id,))
         if all(r.state in TERMINAL for r in rows):
-            self.d.store.cancelled(job_id)
+            self.port.store.cancelled(job_id)
             self.jobs.discard(job_id)
             self.sent.difference_update(r.lm_job for r in rows if r.lm_job)   # held only while cancelling
             return
@@ -102,16 +99,18 @@ class Canceller:
         """True once the LM's master took the cancel (or the job is over there already).
         An LM without a live stream is left for a later sweep: a call would only wait out
         its deadline, per task and per sweep, with other jobs' cancels behind it."""
-        link = self.d.links[lm]
+        link = self.port.links[lm]
         if not link.connected:
             return False
-        for addr in ([link.addr] if link.addr else []) + [a for a in link.addrs if a != link.addr]:
-            stub = jobs_pb2_grpc.JobServiceStub(self.d.channel(addr))
+        tour = link.tour()
+        for addr in tour:
+            stub = jobs_pb2_grpc.JobServiceStub(self.port.channel(addr))
             try:
-                await stub.Cancel(jobs_pb2.CancelJobRequest(id=lm_job), metadata=self.d.metadata(), timeout=10)
+                await stub.Cancel(jobs_pb2.CancelJobRequest(id=lm_job), metadata=self.port.metadata(), timeout=10)
                 return True
             except grpc.aio.AioRpcError as e:
                 if e.code() in _DONE:
                     return True
                 log.info("cancel of LM %s job %s at %s: %s", link.name, lm_job, addr, e.code().name)
+                link.follow(tour, e)
         return False

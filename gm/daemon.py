@@ -10,20 +10,21 @@ next one."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
 
 import grpc
 
 from tcluster.federation.fairness import FairPreempter
-from tcluster.federation.gm import GlobalManager, Pending, _Queue
+from tcluster.federation.gm import GlobalManager, Pending
 from tcluster.federation.messages import PREEMPTED_BY, LMLayout, TaskSpec
 from tcluster.federation.view import LMView
 from tcluster.gm.cancel import Canceller
-from tcluster.gm.placing import Placer, Unanswered
+from tcluster.gm.links import LMLink
+from tcluster.gm.placing import Placer
+from tcluster.gm.port import Unanswered
 from tcluster.gm.settings import GMSettings
-from tcluster.gm.store import Store, TaskRow
+from tcluster.gm.store import GMStore, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, ended_from, layout_from, state_from
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from tcluster.bounds import GRPC_OPTIONS, SERVER_GRPC_OPTIONS
@@ -41,19 +42,10 @@ def task_req(spec: jobs_pb2.JobSpec) -> tuple[int, int]:
     return (int(round(spec.resources.cpu * 1000)), int(spec.resources.memory // MIB))
 
 
-@dataclasses.dataclass
-class LMLink:
-    name: str
-    addrs: list[str]
-    layout: Layout | None = None
-    view: LMView | None = None         # the real view (placeholder swapped in the GM when unusable)
-    last_state: float = 0.0            # monotonic time of the last state of the current epoch
-    usable: bool = False
-    connected: bool = False
-    addr: str = ""                      # the master that answered Subscribe (the leader)
-
-
 class GMDaemon:
+    """The GM's state and I/O; its helpers see it through gm/port.py (the Placer and the
+    Canceller as a GMPort, GlobalManagerService as a ServicePort)."""
+
     def __init__(self, settings: GMSettings) -> None:
         self.s = settings
         self.n_gms = len(settings.gm_names())
@@ -73,11 +65,11 @@ class GMDaemon:
         self.tasks: list[asyncio.Task] = []
         self.lookups: set[asyncio.Task] = set()     # ends looked up at an LM (_reconcile)
         self.channels: dict[str, grpc.aio.Channel] = {}
-        self.store: Store | None = None
+        self.store: GMStore | None = None
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self.canceller = Canceller(self)      # GlobalManagerService.Cancel's intents
-        self.placer = Placer(self)
+        self.placer = Placer(self, self.canceller.drop)
         from tcluster.gm.tls import gm_peer_credentials, lm_credentials
         # address -> TLS credentials (gm/tls.py): LMs with --lm-tls, other GMs when this one serves TLS
         self.creds = {**gm_peer_credentials(settings), **lm_credentials(settings.lms, settings.lm_tls)}
@@ -86,7 +78,7 @@ class GMDaemon:
     # ---- life ----
 
     async def start(self) -> None:
-        self.store = Store(self.s.state_dir)
+        self.store = GMStore(self.s.state_dir)
         self._recover()
         self.canceller.recover()
         from tcluster.gm.service import GMServicer
@@ -155,11 +147,6 @@ class GMDaemon:
 
     # ---- queues and recovery ----
 
-    def ensure_queue(self, queue: str) -> None:
-        if queue not in self.gm.queues:
-            self.gm.queues[queue] = _Queue()
-            self.gm.order.append(queue)
-
     def spec_of(self, job_id: str) -> jobs_pb2.JobSpec:
         if job_id not in self.specs:
             row = self.store.job(job_id)
@@ -173,7 +160,7 @@ class GMDaemon:
         return TaskSpec(row.task_id, row.queue, task_req(spec), self.vocab.mask(list(spec.constraints)))
 
     def enqueue(self, row: TaskRow) -> None:
-        self.ensure_queue(row.queue)
+        self.gm.add_queue(row.queue)
         self.gm.queues[row.queue].items.append(Pending(self.task_spec(row), row.attempt))
         self.wake.set()
 
@@ -183,7 +170,7 @@ class GMDaemon:
             if row.state == "PENDING" or (row.state == "PLACING" and row.request is None):
                 self.enqueue(row)
             elif row.state == "PLACING":
-                self.ensure_queue(row.queue)
+                self.gm.add_queue(row.queue)
                 req = federation_pb2.PlaceRequest.FromString(row.request)
                 self.unanswered.append((row.lm, req, Pending(self.task_spec(row), row.attempt), row.queue))
             else:
@@ -194,7 +181,8 @@ class GMDaemon:
     async def _subscribe(self, lm: int) -> None:
         link, backoff = self.links[lm], 0.1
         while True:
-            for addr in link.addrs:
+            tour = link.tour(leader_first=False)    # --lms order: the stream finds the leader itself
+            for addr in tour:
                 try:
                     stub = federation_pb2_grpc.LocalManagerServiceStub(self.channel(addr))
                     call = stub.Subscribe(federation_pb2.SubscribeRequest(gm=self.s.index, gm_name=self.s.name),
@@ -204,6 +192,7 @@ class GMDaemon:
                         self.on_update(lm, update)
                 except grpc.aio.AioRpcError as e:
                     log.info("LM %s at %s: %s %s", link.name, addr, e.code().name, (e.details() or "")[:300])
+                    link.follow(tour, e)
                 link.connected = False
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
@@ -219,7 +208,7 @@ class GMDaemon:
             if link.view.apply(state_from(update.state)) and link.usable:
                 self.gm.stamp += 1
             link.last_state = time.monotonic()
-            self._set_usable(lm, True)
+            self.set_usable(lm, True)
             self._reconcile(lm, {t.task_id for t in update.state.tasks})
         elif kind == "ended":
             self._ended(lm, update.ended)
@@ -231,13 +220,13 @@ class GMDaemon:
             log.error("LM %s: layout of LM %d with %d GMs; this GM expects LM %d of %d GMs: not used",
                       link.name, layout.pure.lm, layout.gms, lm, self.n_gms)
             link.layout, link.view = None, None
-            self._set_usable(lm, False)
+            self.set_usable(lm, False)
             return
         link.layout, link.view = layout, LMView(layout.pure, self.n_gms, len(self.vocab.bits))
         link.view.epoch, link.view.version = layout.epoch, -1
-        self._set_usable(lm, False)      # until its first state of this epoch
+        self.set_usable(lm, False)      # until its first state of this epoch
 
-    def _set_usable(self, lm: int, usable: bool) -> None:
+    def set_usable(self, lm: int, usable: bool) -> None:
         link = self.links[lm]
         view = link.view if usable and link.view is not None else LMView(LMLayout(lm, (), ()), self.n_gms, 0)
         if self.gm.views[lm] is not view:
@@ -342,4 +331,4 @@ class GMDaemon:
         for lm, link in enumerate(self.links):
             if link.usable and now - link.last_state > self.s.view_max_age_s:
                 log.warning("LM %s: no state for %.0f s: not placing there", link.name, now - link.last_state)
-                self._set_usable(lm, False)
+                self.set_usable(lm, False)

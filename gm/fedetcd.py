@@ -23,9 +23,9 @@ from aetcd.rpc import rpc_pb2 as pb
 
 from tcluster.errors import Unavailable
 from tcluster.gm.ownership import Facts, Member, owner_of, to_claim, to_release
-from tcluster.master.store.base import StoreUrl, parse_store_url
-from tcluster.master.store.etcdkv import EtcdKV, EtcdRefused, EtcdUnavailable, create_revision_is, delete, put
-from tcluster.master.store.etcdmirror import Mirror
+from tcluster.etcd.url import StoreUrl, parse_store_url
+from tcluster.etcd.kv import EtcdKV, EtcdRefused, EtcdUnavailable, create_revision_is, delete, put
+from tcluster.etcd.mirror import Mirror
 
 log = logging.getLogger("tcluster.gm.etcd")
 

@@ -1,27 +1,33 @@
-"""tcl-gm: run one Global Manager until SIGTERM/SIGINT."""
+"""tcl-gm: run one Global Manager until SIGTERM/SIGINT.
+
+The same daemon kit as tcl-master and tcl-agent: settings through tcluster/configfile.py
+(gm/settings.py), logging through tcluster/daemon.setup_logging, and READY=1/STOPPING=1 to
+systemd (tcluster/sdnotify.py) when it runs as a Type=notify unit."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 
+from tcluster.configfile import ConfigError
+from tcluster.daemon import setup_logging, wait_for_stop_signal
 from tcluster.errors import Unavailable
 from tcluster.gm.daemon import GMDaemon
-from tcluster.gm.settings import SettingsError, parse
+from tcluster.gm.settings import parse
 from tcluster.gm.tls import TLSError
+from tcluster.sdnotify import Notifier
 
 
-async def _run(daemon: GMDaemon) -> None:
+async def _run(daemon: GMDaemon, notifier: Notifier) -> None:
     await daemon.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     logging.getLogger("tcluster.gm").info("tcl-gm %s serving on port %d", daemon.s.name, daemon.port)
-    await stop.wait()
-    await daemon.stop()
+    notifier.ready(f"{daemon.s.name} serving on port {daemon.port}")
+    try:
+        await wait_for_stop_signal()
+    finally:
+        notifier.stopping()
+        await daemon.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,20 +37,23 @@ def main(argv: list[str] | None = None) -> int:
         return queues(argv[1:])
     try:
         settings = parse(argv)
-    except SettingsError as e:
+    except ConfigError as e:
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    setup_logging()
     try:
         daemon = GMDaemon(settings)
     except TLSError as e:
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 2
+    notifier = Notifier.from_env()
     try:
-        asyncio.run(_run(daemon))
+        asyncio.run(_run(daemon, notifier))
     except Unavailable as e:          # --etcd given and etcd does not answer at start
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 1
+    finally:
+        notifier.close()
     return 0
 
 

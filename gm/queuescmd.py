@@ -9,8 +9,8 @@ import sys
 
 from tcluster.errors import Unavailable
 from tcluster.gm.fedetcd import etcd_url, set_queues
-from tcluster.gm.settings import SettingsError, _pairs
-from tcluster.master.store.base import check_prefix
+from tcluster.gm.settings import pairs
+from tcluster.etcd.url import check_prefix
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -22,12 +22,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _mapping(text: str) -> dict[str, str]:
+    """The `set` argument; ValueError naming the argument (`queues: 'x' is not NAME=VALUE ...`)."""
+    try:
+        return dict(pairs(text))
+    except ValueError as e:
+        raise ValueError(f"queues: {e}") from None
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         url, prefix = etcd_url(args.etcd), check_prefix(args.etcd_prefix)
-        mapping = dict(_pairs(args.queues, "queues")) if args.action == "set" else {}
-    except (ValueError, SettingsError) as e:
+        mapping = _mapping(args.queues) if args.action == "set" else {}
+    except ValueError as e:
         print(f"tcl-gm queues: {e}", file=sys.stderr)
         return 2
     remove = [q.strip() for q in args.queues.split(",") if q.strip()] if args.action == "remove" else []

@@ -9,7 +9,7 @@ import time
 import grpc
 
 from tcluster.errors import Unavailable
-from tcluster.gm.daemon import GMDaemon
+from tcluster.gm.port import ServicePort
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
 
@@ -44,25 +44,25 @@ LIST_MAX = 1000        # at most, in one answer: it must stay under gRPC's messa
 
 
 class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
-    def __init__(self, daemon: GMDaemon) -> None:
-        self.d = daemon
+    def __init__(self, port: ServicePort) -> None:
+        self.port = port
 
     def _peer(self, name: str) -> federation_pb2_grpc.GlobalManagerServiceStub | None:
-        addr = self.d.peer_address(name)
-        return federation_pb2_grpc.GlobalManagerServiceStub(self.d.channel(addr)) if addr else None
+        addr = self.port.peer_address(name)
+        return federation_pb2_grpc.GlobalManagerServiceStub(self.port.channel(addr)) if addr else None
 
     async def Submit(self, request: federation_pb2.FedSubmitRequest, context: grpc.aio.ServicerContext):
         spec = request.spec
         queue = spec.queue or "default"
         try:
-            owner = self.d.owner_of(queue)
+            owner = self.port.owner_of(queue)
         except Unavailable as e:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(e))
         if owner is None:
             await self._no_owner(queue, context)
-        if owner != self.d.s.name:
+        if owner != self.port.s.name:
             peer = self._peer(owner)
-            if self.d.membership is not None and (request.forwarded or peer is None):
+            if self.port.membership is not None and (request.forwarded or peer is None):
                 # with etcd, GMs' views of a takeover or a return differ for a watch round-trip
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"queue {queue!r} is moving to GM {owner!r} "
                                     "(a takeover or a return is in progress); retry")
@@ -80,31 +80,31 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         stored = jobs_pb2.JobSpec()
         stored.CopyFrom(spec)
         stored.queue = queue
-        job_id = self.d.store.add_job(self.d.s.index, queue, spec.name, stored.SerializeToString(), spec.tasks,
+        job_id = self.port.store.add_job(self.port.s.index, queue, spec.name, stored.SerializeToString(), spec.tasks,
                                       spec.request_id)
-        for row in self.d.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
+        for row in self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
             if not self._queued(row.task_id):
-                self.d.enqueue(row)
-        return self.job_pb(self.d.store.job(job_id))
+                self.port.enqueue(row)
+        return self.job_pb(self.port.store.job(job_id))
 
     async def _no_owner(self, queue: str, context: grpc.aio.ServicerContext) -> None:
-        if self.d.membership is not None and queue in self.d.membership.facts().queue_map:
+        if self.port.membership is not None and queue in self.port.membership.facts().queue_map:
             await context.abort(grpc.StatusCode.UNAVAILABLE,
                                 f"queue {queue!r}: its GM is not alive and no GM has taken it over yet; retry")
-        qmap = self.d.membership.facts().queue_map if self.d.membership is not None else self.d.s.queue_map
+        qmap = self.port.membership.facts().queue_map if self.port.membership is not None else self.port.s.queue_map
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                             f"spec.queue: {queue!r} is not a federated queue (known: {', '.join(sorted(qmap))})")
 
     def _queued(self, task_id: str) -> bool:
-        return any(p.task.task_id == task_id for q in self.d.gm.queues.values() for p in q.items)
+        return any(p.task.task_id == task_id for q in self.port.gm.queues.values() for p in q.items)
 
     def job_pb(self, job: JobRow) -> federation_pb2.FedJob:
-        rows = self.d.store.tasks("job_id=?", (job.id,))
-        names = [link.name for link in self.d.links]
-        out = federation_pb2.FedJob(id=job.id, queue=job.queue, gm=self.d.s.name, submitted_at=job.submitted_at,
+        rows = self.port.store.tasks("job_id=?", (job.id,))
+        names = [link.name for link in self.port.links]
+        out = federation_pb2.FedJob(id=job.id, queue=job.queue, gm=self.port.s.name, submitted_at=job.submitted_at,
                                     name=job.name, state=job_state([r.state for r in rows]))
         for r in rows:
-            link = self.d.links[r.lm] if r.lm is not None and r.lm < len(names) else None
+            link = self.port.links[r.lm] if r.lm is not None and r.lm < len(names) else None
             node = ""
             if link is not None and link.layout is not None and r.node is not None and r.node < len(link.layout.names):
                 node = link.layout.names[r.node]
@@ -115,23 +115,23 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         return out
 
     async def Get(self, request: federation_pb2.FedGetRequest, context: grpc.aio.ServicerContext):
-        job = self.d.store.job(request.id)
+        job = self.port.store.job(request.id)
         if job is not None:
             return self.job_pb(job)
         return await self._at_owner("Get", request, context)
 
     async def Cancel(self, request: federation_pb2.FedCancelRequest, context: grpc.aio.ServicerContext):
-        job = self.d.store.job(request.id)
+        job = self.port.store.job(request.id)
         if job is None:
             return await self._at_owner("Cancel", request, context)
-        self.d.canceller.request(job.id)          # persisted, pending tasks ended: before the answer
+        self.port.canceller.request(job.id)          # persisted, pending tasks ended: before the answer
         return self.job_pb(job)
 
     async def _at_owner(self, method: str, request, context: grpc.aio.ServicerContext):
         """A job id f<gm>-<n> that is not this GM's: asked of GM <gm>."""
         m = re.match(r"^f(\d+)-\d+$", request.id)
-        names = self.d.s.gm_names()
-        if m and int(m.group(1)) != self.d.s.index and int(m.group(1)) < len(names):
+        names = self.port.s.gm_names()
+        if m and int(m.group(1)) != self.port.s.index and int(m.group(1)) < len(names):
             peer = self._peer(names[int(m.group(1))])
             if peer is not None:
                 try:
@@ -152,12 +152,12 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
                                     f"page_token: {request.page_token!r} is not one this GM gave "
                                     "(pass a previous answer's next_page_token, or none for the newest)")
             before = int(request.page_token)
-        jobs, more = self.d.store.page(request.queue, limit, before)
+        jobs, more = self.port.store.page(request.queue, limit, before)
         return federation_pb2.FedListResponse(jobs=[self.job_pb(j) for j in jobs],
                                               next_page_token="" if more is None else str(more))
 
     async def Status(self, request: federation_pb2.FedStatusRequest, context: grpc.aio.ServicerContext):
-        d, now = self.d, time.monotonic()
+        d, now = self.port, time.monotonic()
         st = d.gm.stats
         me = federation_pb2.GMInfo(
             name=d.s.name, index=d.s.index, address=d.s.listen, alive=True, pending=d.gm.pending() + len(d.unanswered),

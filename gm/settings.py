@@ -1,4 +1,5 @@
-"""tcl-gm's settings: one pydantic model, from flags or a TOML file (same keys).
+"""tcl-gm's settings: one pydantic model, from flags or a TOML file (same keys, read by
+tcluster/configfile.py, so that an error names the file, the line and the key).
 
 Address lists: `--lms lm0=H:P,lm1=H:P` and `--gms gm0=H:P,gm1=H:P` (commas between
 members). An HA LM (several masters) lists its masters joined by `|`:
@@ -7,22 +8,26 @@ members). An HA LM (several masters) lists its masters joined by `|`:
 from __future__ import annotations
 
 import argparse
-import tomllib
-from typing import Any
+import sys
+from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tcluster.configfile import ConfigError, load_args
 
-class SettingsError(ValueError):
-    pass
+# Keys whose TOML value may also be a table or an array (`[queue_map]`, `[shares]`), given to
+# the model as it is; as strings they read as the flags do.
+STRUCTURED = frozenset({"lms", "gms", "queue_map", "lm_tls", "shares"})
+Origin = Callable[[str], str | None]
 
 
-def _pairs(text: str, field: str) -> list[tuple[str, str]]:
+def pairs(text: str) -> list[tuple[str, str]]:
+    """'a=x, b=y' -> [('a', 'x'), ('b', 'y')]; ValueError naming the item that is not NAME=VALUE."""
     out: list[tuple[str, str]] = []
     for item in (x.strip() for x in text.split(",") if x.strip()):
         name, sep, value = item.partition("=")
         if not sep or not name or not value:
-            raise SettingsError(f"{field}: {item!r} is not NAME=VALUE (e.g. lm0=127.0.0.1:7070)")
+            raise ValueError(f"{item!r} is not NAME=VALUE (e.g. lm0=127.0.0.1:7070)")
         out.append((name.strip(), value.strip()))
     return out
 
@@ -80,7 +85,7 @@ class GMSettings(BaseModel):
     @field_validator("etcd_prefix")
     @classmethod
     def _etcd_prefix(cls, v: str) -> str:
-        from tcluster.master.store.base import check_prefix
+        from tcluster.etcd.url import check_prefix
         return check_prefix(v)
 
     def gm_names(self) -> list[str]:
@@ -97,24 +102,31 @@ class GMSettings(BaseModel):
 
 
 def parse_lms(text: str) -> list[tuple[str, list[str]]]:
-    return [(n, [a for a in v.split("|") if a]) for n, v in _pairs(text, "--lms")]
+    return [(n, [a for a in v.split("|") if a]) for n, v in pairs(text)]
 
 
 def parse_queue_map(text: str) -> dict[str, str]:
-    return dict(_pairs(text, "--queue-map"))
+    return dict(pairs(text))
 
 
 def parse_shares(text: str) -> dict[str, float]:
     out: dict[str, float] = {}
-    for q, f in _pairs(text, "--shares"):
+    for q, f in pairs(text):
         try:
             out[q] = float(f)
         except ValueError:
-            raise SettingsError(f"--shares: queue {q!r}: {f!r} is not a number (a fraction, e.g. a=0.5)") from None
+            raise ValueError(f"queue {q!r}: {f!r} is not a number (a fraction, e.g. a=0.5)") from None
     return out
 
 
-def _parser() -> argparse.ArgumentParser:
+# How each list-valued setting reads when it is given as text (a flag, or a string in the file).
+_TEXT_FORMS: dict[str, Callable[[str], Any]] = {
+    "lms": parse_lms, "gms": pairs, "queue_map": parse_queue_map,
+    "lm_tls": lambda text: dict(pairs(text)), "shares": parse_shares,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tcl-gm", description="A federation Global Manager (Megha).")
     p.add_argument("--config", help="TOML file with the same keys (name, index, listen, lms, gms, queue_map, ...)")
     p.add_argument("--name", help="this GM's name (default gm0)")
@@ -141,59 +153,62 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _from_toml(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            raw = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise SettingsError(f"--config: cannot read {path}: {e}") from e
-    return {k.replace("-", "_"): v for k, v in raw.items()}
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
 
 
-def settings_from(values: dict[str, Any]) -> GMSettings:
+def _error(origin: Origin, dest: str, message: str) -> ConfigError:
+    """'--queue-map: ...', or 'FILE:LINE: queue_map: ...' when the value came from --config."""
+    return ConfigError(f"{origin(dest) or _flag(dest)}: {message}")
+
+
+def settings_from(values: dict[str, Any], origin: Origin = lambda dest: None) -> GMSettings:
+    """The checked settings; ConfigError names the flag (or, through `origin`, the config
+    file's line and key) of the first bad value."""
     v = dict(values)
-    if isinstance(v.get("lms"), str):
-        v["lms"] = parse_lms(v["lms"])
-    if isinstance(v.get("gms"), str):
-        v["gms"] = _pairs(v["gms"], "--gms")
-    if isinstance(v.get("queue_map"), str):
-        v["queue_map"] = parse_queue_map(v["queue_map"])
-    if isinstance(v.get("lm_tls"), str):
-        v["lm_tls"] = dict(_pairs(v["lm_tls"], "--lm-tls"))
-    if isinstance(v.get("shares"), str):
-        v["shares"] = parse_shares(v["shares"])
+    for dest, form in _TEXT_FORMS.items():
+        if isinstance(v.get(dest), str):
+            try:
+                v[dest] = form(v[dest])
+            except ValueError as e:
+                raise _error(origin, dest, str(e)) from None
     try:
         s = GMSettings(**v)
     except ValidationError as e:
         err = e.errors()[0]
-        field = "--" + "-".join(str(x) for x in err["loc"][:1]).replace("_", "-")
-        raise SettingsError(f"{field}: {err['msg']}") from e
-    names = s.gm_names()
-    if s.gms and s.name not in names:
-        raise SettingsError(f"--name: {s.name!r} is not one of --gms ({', '.join(names)})")
-    if s.gms and names.index(s.name) != s.index:
-        raise SettingsError(f"--index: {s.index} but {s.name!r} is GM {names.index(s.name)} in --gms")
-    for q, g in s.queue_map.items():
-        if g not in names and not s.etcd:       # with etcd, GMs are known by their member keys
-            raise SettingsError(f"--queue-map: queue {q!r} maps to {g!r}, not a GM (known: {', '.join(names)})")
-    if not s.lms:
-        raise SettingsError("--lms: no LM given; use lm0=HOST:PORT[,lm1=HOST:PORT]")
-    _check_tls(s)
+        raise _error(origin, str(err["loc"][0]), err["msg"].removeprefix("Value error, ")) from e
+    _check_members(s, origin)
+    _check_tls(s, origin)
     return s
 
 
-def _check_tls(s: GMSettings) -> None:
+def _check_members(s: GMSettings, origin: Origin) -> None:
+    names = s.gm_names()
+    if s.gms and s.name not in names:
+        raise _error(origin, "name", f"{s.name!r} is not one of --gms ({', '.join(names)})")
+    if s.gms and names.index(s.name) != s.index:
+        raise _error(origin, "index", f"{s.index} but {s.name!r} is GM {names.index(s.name)} in --gms")
+    for q, g in s.queue_map.items():
+        if g not in names and not s.etcd:       # with etcd, GMs are known by their member keys
+            raise _error(origin, "queue_map", f"queue {q!r} maps to {g!r}, not a GM (known: {', '.join(names)})")
+    if not s.lms:
+        raise _error(origin, "lms", "no LM given; use lm0=HOST:PORT[,lm1=HOST:PORT]")
+
+
+def _check_tls(s: GMSettings, origin: Origin) -> None:
     if bool(s.tls_cert) != bool(s.tls_key):
-        raise SettingsError("--tls-cert/--tls-key: give both (the server certificate and its key) or neither")
+        raise ConfigError("--tls-cert/--tls-key: give both (the server certificate and its key) or neither")
     if s.client_ca and not s.tls_cert:
-        raise SettingsError("--client-ca: needs --tls-cert and --tls-key (mutual TLS is TLS first)")
+        raise _error(origin, "client_ca", "needs --tls-cert and --tls-key (mutual TLS is TLS first)")
     unknown = sorted(set(s.lm_tls) - {n for n, _ in s.lms})
     if unknown:
-        raise SettingsError(f"--lm-tls: {unknown[0]!r} is not an LM of --lms (known: {', '.join(n for n, _ in s.lms)})")
+        known = ", ".join(n for n, _ in s.lms)
+        raise _error(origin, "lm_tls", f"{unknown[0]!r} is not an LM of --lms (known: {known})")
 
 
 def parse(argv: list[str] | None = None) -> GMSettings:
-    args = vars(_parser().parse_args(argv))
-    values = _from_toml(args.pop("config")) if args.get("config") else {}
-    values.update({k: v for k, v in args.items() if v is not None and k != "config"})
-    return settings_from(values)
+    """Flags over the --config file (tcluster/configfile.py) over the defaults; ConfigError
+    for a file or a value that cannot be used (argparse exits 2 on a bad flag)."""
+    loaded = load_args(build_parser(), sys.argv[1:] if argv is None else argv, structured=STRUCTURED, dashes=True)
+    values = {k: v for k, v in vars(loaded.args).items() if v is not None and k != "config"}
+    return settings_from(values, loaded.origin)

@@ -54,7 +54,7 @@ class JobRow:
     submitted_at: float
 
 
-class Store:
+class GMStore:
     def __init__(self, state_dir: str) -> None:
         os.makedirs(state_dir, exist_ok=True)
         self.db = sqlite3.connect(os.path.join(state_dir, "gm.sqlite"), isolation_level=None)

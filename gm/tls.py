@@ -15,7 +15,7 @@ import grpc
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from tcluster.agent.joinstate import TLS_OPTIONS
+from tcluster.security.channel import TLS_OPTIONS
 from tcluster.gm.settings import GMSettings
 from tcluster.security.gmcert import gm_of_common_name
 from tcluster.security.pki import issued_by

@@ -18,8 +18,8 @@ import grpc
 from tcluster.bounds import SERVER_GRPC_OPTIONS
 from tcluster.errors import Unavailable
 from tcluster.master.store.etcdbridge import EtcdBridge
-from tcluster.master.store.etcdkv import EtcdKV
-from tcluster.master.store.etcdmirror import Mirror
+from tcluster.etcd.kv import EtcdKV
+from tcluster.etcd.mirror import Mirror
 from tcluster.master.identity.records import AuthStore
 from tcluster.master.identity.etcdpki import pki_in_mirror
 from tcluster.master.store.etcd import EtcdStore

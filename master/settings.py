@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from tcluster.features import DEFAULT_REPORT_BUDGET_PER_S
-from tcluster.master.store.base import StoreUrl, check_prefix, parse_store_url
+from tcluster.etcd.url import StoreUrl, check_prefix, parse_store_url
 from tcluster.security.authz import STATUS_VISIBILITIES
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
@@ -80,7 +80,7 @@ class MasterSettings(BaseModel):
     lotes_window: int = Field(10_000, ge=1)
     lotes_min_interval_s: float = Field(2.0, ge=0)  # between two solves
     status_visibility: str = "all"                  # all | own: whose job status a (non-admin) user may read
-    # Where the durable state lives (master/store/base.py): "" = sqlite:DATA_DIR/master.db;
+    # Where the durable state lives (tcluster/etcd/url.py): "" = sqlite:DATA_DIR/master.db;
     # etcd://H:P,... = in etcd under store_prefix, with leader election (docs/ha.md).
     store: str = ""
     store_prefix: str = "/tcluster"

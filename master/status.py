@@ -12,10 +12,10 @@ import sys
 from typing import Any
 
 from tcluster.errors import Unavailable
-from tcluster.master.store.etcdkv import EtcdKV
+from tcluster.etcd.kv import EtcdKV
 from tcluster.master.store.leadership import LeaderInfo
 from tcluster.master.identity.choice import add_store_flags, choice_of
-from tcluster.master.store.base import StoreUrl, parse_store_url
+from tcluster.etcd.url import StoreUrl, parse_store_url
 
 
 def add_status_command(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -6,7 +6,11 @@ the same pydantic settings model as flags, so a file can say nothing a flag cann
 
 Errors name the file, the line and the key: an unknown key (with the nearest known one),
 a value of the wrong type (with what is allowed), a value the settings refuse. Negative
-flags read positively in a file: `--no-namespaces` is `namespaces = false`."""
+flags read positively in a file: `--no-namespaces` is `namespaces = false`.
+
+A daemon may name `structured` keys, whose value may also be a TOML table or array, handed
+to its settings as it is (tcl-gm's `[queue_map]`, `[shares]`), and may accept keys spelt
+with `-` for `_` (`dashes`; tcl-gm's files always could)."""
 
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ class Option:
     key: str                      # as written in the file
     action: argparse.Action
     negated: bool = False         # a --no-X flag, read as `X = false`
+    structured: bool = False      # a TOML table or array is kept as it is, for the settings to check
 
     @property
     def dest(self) -> str:
@@ -86,7 +91,7 @@ class Loaded:
         return None
 
 
-def options(parser: argparse.ArgumentParser) -> dict[str, Option]:
+def options(parser: argparse.ArgumentParser, structured: frozenset[str] = frozenset()) -> dict[str, Option]:
     """File key -> option, for every long flag of the parser."""
     out: dict[str, Option] = {}
     for action in parser._actions:
@@ -95,7 +100,7 @@ def options(parser: argparse.ArgumentParser) -> dict[str, Option]:
         if action.dest.startswith("no_") and isinstance(action, argparse._StoreTrueAction):
             out[action.dest[3:]] = Option(action.dest[3:], action, negated=True)
         else:
-            out[action.dest] = Option(action.dest, action)
+            out[action.dest] = Option(action.dest, action, structured=action.dest in structured)
     return out
 
 
@@ -128,6 +133,8 @@ def convert(option: Option, value: object) -> Any:
         if not all(isinstance(v, str) for v in value.values()):
             raise ValueError("every label's value must be a string")
         return ",".join(f"{k}={v}" for k, v in value.items())
+    if option.structured and isinstance(value, (dict, list)):
+        return value
     if isinstance(value, (bool, dict, list)) or not isinstance(value, (str, int, float)):
         raise ValueError(f"expected {option.allowed()}, got {_type_name(value)}")
     if action.type in (int, float) and isinstance(value, str):
@@ -144,7 +151,8 @@ def convert(option: Option, value: object) -> Any:
     return converted
 
 
-def load_config(path: Path, parser: argparse.ArgumentParser) -> ConfigFile:
+def load_config(path: Path, parser: argparse.ArgumentParser, structured: frozenset[str] = frozenset(),
+                dashes: bool = False) -> ConfigFile:
     try:
         text = path.read_text()
     except OSError as error:
@@ -153,12 +161,12 @@ def load_config(path: Path, parser: argparse.ArgumentParser) -> ConfigFile:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    known, lines = options(parser), key_lines(text)
+    known, lines = options(parser, structured), key_lines(text)
     values: dict[str, Any] = {}
     keys: dict[str, str] = {}
     for key, value in data.items():
         line = lines.get(key, 0)
-        option = known.get(key)
+        option = known.get(key.replace("-", "_") if dashes else key)
         if option is None:
             near = difflib.get_close_matches(key, list(known), n=1)
             hint = f"; did you mean {near[0]}?" if near else f"; known keys: {', '.join(sorted(known))}"
@@ -184,12 +192,14 @@ def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str]) -> froz
     return frozenset(vars(given))
 
 
-def load_args(parser: argparse.ArgumentParser, argv: Sequence[str]) -> Loaded:
-    """Parses argv (argparse exits on a bad flag), then lays the config file under it."""
+def load_args(parser: argparse.ArgumentParser, argv: Sequence[str], structured: frozenset[str] = frozenset(),
+              dashes: bool = False) -> Loaded:
+    """Parses argv (argparse exits on a bad flag), then lays the config file under it
+    (`structured`, `dashes`: see the module's docstring)."""
     args = parser.parse_args(list(argv))
     explicit = explicit_dests(parser, argv)
     config_path = getattr(args, "config", None)
-    config = load_config(Path(config_path), parser) if config_path else None
+    config = load_config(Path(config_path), parser, structured, dashes) if config_path else None
     if config is not None:
         for dest, value in config.values.items():
             if dest not in explicit:

@@ -41,7 +41,7 @@ class SingleEtcd:
 
 def _wait_ready(endpoint: str, popen: subprocess.Popen[bytes], log: Path, certs: EtcdCerts | None = None) -> None:
     from tcluster.master.store.etcdbridge import EtcdBridge
-    from tcluster.master.store.etcdtls import EtcdTLS
+    from tcluster.etcd.tls import EtcdTLS
     tls = EtcdTLS(certs.ca, certs.client_cert, certs.client_key) if certs else None
     bridge = EtcdBridge([endpoint], timeout_s=1.0, tls=tls)
     deadline = time.monotonic() + START_TIMEOUT_S

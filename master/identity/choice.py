@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
 
 from tcluster.errors import InvalidArgument
-from tcluster.master.store import base as statestore
+from tcluster.etcd import url as storeurl
 from tcluster.master.identity.records import AuthStore, User
-from tcluster.master.store.etcdtls import EtcdTLS
+from tcluster.etcd.tls import EtcdTLS
 from tcluster.master.identity.sqlite import SqliteAuthStore
 from tcluster.security.pki import MasterPki, init_pki, load_master_pki, master_sans, new_master_pki
 from tcluster.security.tokens import new_token
 
 if TYPE_CHECKING:
-    from tcluster.master.store.etcdkv import EtcdKV
-    from tcluster.master.store.etcdmirror import Mirror
+    from tcluster.etcd.kv import EtcdKV
+    from tcluster.etcd.mirror import Mirror
 
 T = TypeVar("T")
 DEFAULT_PREFIX = "/tcluster"
@@ -41,7 +41,7 @@ class StoreChoice:
     endpoints: tuple[str, ...]      # empty: SQLite in data_dir
     prefix: str
     data_dir: Path
-    tls: EtcdTLS | None = None      # etcd: client TLS (master/store/etcdtls.py)
+    tls: EtcdTLS | None = None      # etcd: client TLS (tcluster/etcd/tls.py)
 
     @property
     def etcd(self) -> bool:
@@ -71,16 +71,16 @@ class Initialised:
 def check_prefix(prefix: str) -> str:
     """'/tcluster/' -> '/tcluster'; InvalidArgument('--store-prefix') for anything else."""
     try:
-        return statestore.check_prefix(prefix)
+        return storeurl.check_prefix(prefix)
     except ValueError as error:
         raise InvalidArgument("--store-prefix", str(error)) from None
 
 
 def parse_store(store_url: str, prefix: str, data_dir: Path) -> StoreChoice:
     """InvalidArgument naming --store or --store-prefix for a bad value (one parser:
-    master/store/base.py, which the daemon's settings use too)."""
+    tcluster/etcd/url.py, which the daemon's settings use too)."""
     try:
-        url = statestore.parse_store_url(store_url.strip(), data_dir)
+        url = storeurl.parse_store_url(store_url.strip(), data_dir)
     except ValueError as error:
         raise InvalidArgument("--store", str(error)) from None
     return StoreChoice(url.endpoints, check_prefix(prefix), data_dir, url.tls)

@@ -33,8 +33,8 @@ from tcluster.errors import FailedPrecondition, Unavailable
 from tcluster.master.identity.records import (TokenRow, User, check_token, match_digest, name_taken, new_join_token,
                                        user_exists)
 from tcluster.master.store.etcdbridge import EtcdBridge
-from tcluster.master.store.etcdkv import EtcdKV, KeyValue, delete, get_op, put
-from tcluster.master.store.etcdmirror import Mirror
+from tcluster.etcd.kv import EtcdKV, KeyValue, delete, get_op, put
+from tcluster.etcd.mirror import Mirror
 from tcluster.security.jointoken import JoinTokenText
 
 T = TypeVar("T")

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from tcluster.errors import FailedPrecondition
 from tcluster.master.identity.records import User
 from tcluster.master.identity.etcd import user_record
-from tcluster.master.store.etcdkv import EtcdKV, create_revision_is, put
-from tcluster.master.store.etcdmirror import Mirror
+from tcluster.etcd.kv import EtcdKV, create_revision_is, put
+from tcluster.etcd.mirror import Mirror
 from tcluster.security.pki import PKI_FILES, MasterPki, ca_fingerprint, pki_files, pki_from_files
 from tcluster.security.tokens import token_hash
 

@@ -2,17 +2,14 @@
 
 `sqlite:PATH` (master/store/sqlite.py) is the embedded default, one master; `etcd://H:P,...`
 (master/store/etcd.py) keeps the state in etcd so that several masters can take turns
-leading (docs/ha.md). The scheduling core and the service see only `StateStore`."""
+leading (docs/ha.md); the URL itself is parsed in tcluster/etcd/url.py. The scheduling core and
+the service see only `StateStore`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from tcluster.errors import InvalidArgument
-from tcluster.master.store.etcdkv import parse_endpoints
-from tcluster.master.store.etcdtls import EtcdTLS, parse_tls_query
 from tcluster.master.core.events import KillIntent, Step
 from tcluster.model import Job, Node, Task
 
@@ -41,45 +38,3 @@ class StateStore(Protocol):
                  limit: int, owner: str = "") -> tuple[list[tuple[float, str]], int]: ...
     def load_nodes(self) -> list[Node]: ...
     def load_kills(self) -> list[KillIntent]: ...
-
-
-@dataclass(frozen=True)
-class StoreUrl:
-    kind: str                      # "sqlite" | "etcd"
-    path: Path | None = None       # sqlite
-    endpoints: tuple[str, ...] = ()  # etcd
-    tls: EtcdTLS | None = None       # etcd: client TLS (master/store/etcdtls.py); None: plaintext
-
-    def __str__(self) -> str:
-        if self.kind == "sqlite":
-            return f"sqlite:{self.path}"
-        return "etcd://" + ",".join(self.endpoints) + (self.tls.query() if self.tls else "")
-
-
-def parse_store_url(text: str, data_dir: Path, check_files: bool = True) -> StoreUrl:
-    """'' -> sqlite in the data dir; ValueError with what is allowed otherwise (and, with
-    check_files, for TLS files that cannot be read: master/store/etcdtls.py)."""
-    if not text:
-        return StoreUrl("sqlite", data_dir / "master.db")
-    if text.startswith("sqlite:"):
-        path = text[len("sqlite:"):]
-        if not path:
-            raise ValueError("sqlite: needs a path, e.g. sqlite:/var/lib/tcluster/master.db")
-        return StoreUrl("sqlite", Path(path))
-    if text.startswith("etcd://"):
-        hosts, _, query = text[len("etcd://"):].partition("?")
-        try:
-            endpoints = tuple(parse_endpoints(hosts))
-        except ValueError as error:
-            raise ValueError(f"{error}; use etcd://HOST:PORT[,HOST:PORT...][?cacert=PATH&cert=PATH&key=PATH]") from None
-        return StoreUrl("etcd", endpoints=endpoints, tls=parse_tls_query(query, check_files))
-    raise ValueError(f"{text[:60]!r} is neither sqlite:PATH nor etcd://HOST:PORT[,HOST:PORT...]")
-
-
-def check_prefix(prefix: str) -> str:
-    """'/tcluster/' -> '/tcluster'; ValueError for anything else."""
-    cleaned = prefix.strip().rstrip("/")
-    if not cleaned.startswith("/") or len(cleaned) < 2 or len(cleaned) > 200 \
-            or any(c.isspace() or c == "\0" for c in cleaned):
-        raise ValueError(f"{prefix[:60]!r} is not a key prefix like /tcluster (a leading /, no spaces)")
-    return cleaned

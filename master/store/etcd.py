@@ -12,7 +12,7 @@ one by one (the one etcd refuses alone fails, with etcd's reason), and those aft
 write whose outcome etcd did not report are told so, never "succeeded" or "not made" by
 guess. A write larger than etcd takes is refused before anything is sent.
 
-Reads come from the Mirror (master/store/etcdmirror.py), in memory: a standby's warm copy is
+Reads come from the Mirror (tcluster/etcd/mirror.py), in memory: a standby's warm copy is
 the state the new leader starts from. A write whose outcome etcd did not report (no
 quorum, a timeout) ends this master's term: it steps down and the next leader reads
 what etcd holds."""
@@ -29,8 +29,8 @@ from tcluster.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.etcdbridge import EtcdBridge
-from tcluster.master.store.etcdkv import EtcdKV, EtcdRefused, EtcdUnavailable, delete, delete_prefix, put
-from tcluster.master.store.etcdmirror import Mirror
+from tcluster.etcd.kv import EtcdKV, EtcdRefused, EtcdUnavailable, delete, delete_prefix, put
+from tcluster.etcd.mirror import Mirror
 from tcluster.master.store.etcdplan import (
     ETCD_MAX_REQUEST_BYTES, Txn, Write, chunks, oversized, plan_txns, step_writes, touches,
 )

@@ -18,8 +18,8 @@ import concurrent.futures
 import threading
 from typing import Awaitable, Callable, TypeVar
 
-from tcluster.master.store.etcdkv import EtcdKV, EtcdUnavailable
-from tcluster.master.store.etcdtls import EtcdTLS
+from tcluster.etcd.kv import EtcdKV, EtcdUnavailable
+from tcluster.etcd.tls import EtcdTLS
 
 T = TypeVar("T")
 DEFAULT_CALL_TIMEOUT_S = 15.0   # room for a few calls, each trying every member once

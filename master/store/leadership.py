@@ -24,8 +24,8 @@ from typing import Callable
 
 from tcluster.errors import Unavailable
 from tcluster.master.store.etcdbridge import EtcdBridge
-from tcluster.master.store.etcdkv import EtcdKV, EtcdUnavailable, create_revision_is, get_op, put
-from tcluster.master.store.etcdmirror import Mirror
+from tcluster.etcd.kv import EtcdKV, EtcdUnavailable, create_revision_is, get_op, put
+from tcluster.etcd.mirror import Mirror
 from tcluster.timeouts import wait_for
 
 log = logging.getLogger(__name__)

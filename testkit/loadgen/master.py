@@ -176,8 +176,8 @@ def _short(frame: str) -> str:
 # Where a py-spy stack's time goes, by the first of these met from the leaf up.
 CATEGORIES = [
     ("etcd store: commit (records, txn ops, mirror apply)", r"master/store/etcd\.py"),
-    ("etcd mirror: watch events, listeners", r"master/store/etcdmirror\.py"),
-    ("etcd client calls (etcdkv: txn, watch, keepalive)", r"master/store/etcdkv\.py"),
+    ("etcd mirror: watch events, listeners", r"tcluster/etcd/mirror\.py"),
+    ("etcd client calls (etcdkv: txn, watch, keepalive)", r"tcluster/etcd/kv\.py"),
     ("etcd leadership (lease, fence)", r"master/store/leadership\.py"),
     ("SQLite write (Store.apply: the fsync'd transaction)", r"Store\.apply|Store\._write"),
     ("scheduling round (schedule_round)", r"schedule_round \(scheduler"),

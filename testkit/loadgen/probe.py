@@ -186,7 +186,7 @@ def install() -> None:
 
     etcdstore.EtcdStore._chunks = _chunks
 
-    from tcluster.master.store import etcdkv
+    from tcluster.etcd import kv as etcdkv
     keepalive_fn = etcdkv.EtcdKV.keepalive
 
     async def keepalive(self, lease):  # type: ignore[no-untyped-def]

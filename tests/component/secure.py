@@ -12,7 +12,8 @@ import grpc
 from tcluster.agent import codec
 from tcluster.agent.daemon import Agent
 from tcluster.agent.joinclient import join
-from tcluster.agent.joinstate import TLS_OPTIONS, NodeCredentials, load_joined
+from tcluster.agent.joinstate import NodeCredentials, load_joined
+from tcluster.security.channel import TLS_OPTIONS
 from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.identity.nodeauth import NodeAuth

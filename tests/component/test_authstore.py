@@ -170,8 +170,8 @@ def test_the_masters_mirror_serves_reads_and_sees_other_writers(single_etcd: Sin
     """As in the master: sync calls on the loop that feeds the mirror."""
     from tcluster.master.identity.etcd import EtcdAuthStore
     from tcluster.master.store.etcdbridge import EtcdBridge
-    from tcluster.master.store.etcdkv import EtcdKV
-    from tcluster.master.store.etcdmirror import Mirror
+    from tcluster.etcd.kv import EtcdKV
+    from tcluster.etcd.mirror import Mirror
     prefix = f"/t-{uuid.uuid4().hex[:10]}"
 
     async def main() -> None:
@@ -216,8 +216,8 @@ async def _until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
 
 
 def test_the_pki_read_from_a_mirror_is_the_one_init_wrote(single_etcd: SingleEtcd) -> None:
-    from tcluster.master.store.etcdkv import EtcdKV
-    from tcluster.master.store.etcdmirror import Mirror
+    from tcluster.etcd.kv import EtcdKV
+    from tcluster.etcd.mirror import Mirror
     from tcluster.master.identity.etcdpki import pki_in_mirror
     where = (single_etcd.url, f"/t-{uuid.uuid4().hex[:10]}", Path("."))
 

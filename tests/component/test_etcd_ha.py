@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tcluster.master.store.etcdkv import EtcdKV, put
+from tcluster.etcd.kv import EtcdKV, put
 from tcluster.master.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc

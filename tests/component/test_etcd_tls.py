@@ -98,7 +98,7 @@ def test_a_bad_store_url_is_a_usage_error_naming_the_parameter(tmp_path: Path, c
 
 def test_tls_paths_survive_the_url_round_trip(tmp_path: Path) -> None:
     """The URL a command prints (hints, status) names the same files when pasted back."""
-    from tcluster.master.store.base import parse_store_url
+    from tcluster.etcd.url import parse_store_url
     odd = tmp_path / "a+b &c%.pem"
     odd.write_text("-----BEGIN CERTIFICATE-----\n")
     url = parse_store_url(f"etcd://127.0.0.1:2379?cacert={odd.as_posix().replace('%', '%25').replace('&', '%26').replace('+', '%2B')}", tmp_path)

@@ -99,8 +99,8 @@ def test_pending_tasks_of_a_cancelled_job_are_not_placed_after_a_restart(tmp_pat
         await d.stop()
         fed.gms[0] = None
         # As if the GM died right after the intent was written, before the pending ones ended.
-        from tcluster.gm.store import Store
-        store = Store(str(tmp_path / "gm0"))
+        from tcluster.gm.store import GMStore
+        store = GMStore(str(tmp_path / "gm0"))
         store.add_job(0, "a", "", spec("a", 1).SerializeToString(), 1, "")
         later = store.jobs()[-1].id
         store.cancel(later)

@@ -18,7 +18,7 @@ from tests.component.harness import Harness, run, wait_until
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.fedetcd import set_queues, etcd_url
 from tcluster.gm.settings import settings_from
-from tcluster.master.store.etcdkv import EtcdKV
+from tcluster.etcd.kv import EtcdKV
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
 from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401  (the fixture)
 

@@ -18,7 +18,7 @@ import pytest
 from tests.component.harness import Harness, run, wait_until
 from tests.component.secure import SecureCluster
 from testkit.procs import BIN
-from tcluster.agent.joinstate import TLS_OPTIONS
+from tcluster.security.channel import TLS_OPTIONS
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import settings_from
 from tcluster.gm.tls import TLSError, load_lm_dir

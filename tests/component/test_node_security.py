@@ -11,7 +11,8 @@ import grpc
 import pytest
 
 from tcluster.agent.joinclient import JoinError
-from tcluster.agent.joinstate import TLS_OPTIONS, is_joined
+from tcluster.agent.joinstate import is_joined
+from tcluster.security.channel import TLS_OPTIONS
 from tcluster.master.main import main as master_main
 from tcluster.security.bootstrap import PinMismatch, fetch_pinned_ca
 from tcluster.security.jointoken import JoinTokenText

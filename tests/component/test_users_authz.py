@@ -13,7 +13,8 @@ import pytest
 
 from tcluster.agent.daemon import Agent
 from tcluster.agent.joinclient import join
-from tcluster.agent.joinstate import TLS_OPTIONS, load_joined
+from tcluster.agent.joinstate import load_joined
+from tcluster.security.channel import TLS_OPTIONS
 from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.identity.nodeauth import NodeAuth

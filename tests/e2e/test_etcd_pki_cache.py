@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from tcluster.master.identity import pkicache
-from tcluster.master.store.base import parse_store_url
-from tcluster.master.store.etcdkv import EtcdKV, delete_prefix
+from tcluster.etcd.url import parse_store_url
+from tcluster.etcd.kv import EtcdKV, delete_prefix
 from testkit.etcd_cluster import free_ports
 from testkit.etcd_single import ETCD, SingleEtcd, start_single_etcd, stop_single_etcd
 from testkit.procs import BIN, Proc

@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tcluster.agent.joinstate import TLS_OPTIONS
+from tcluster.security.channel import TLS_OPTIONS
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from tcluster.master.store.etcdkv import Compacted, EtcdUnavailable, KeyValue, WatchEvent
-from tcluster.master.store.etcdmirror import Mirror
+from tcluster.etcd.kv import Compacted, EtcdUnavailable, KeyValue, WatchEvent
+from tcluster.etcd.mirror import Mirror
 
 PREFIX = "/c/"
 

@@ -13,7 +13,7 @@ from tcluster.errors import InvalidArgument, Unavailable
 from tcluster.master.core.events import Step
 from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.etcd import EtcdStore, Write
-from tcluster.master.store.etcdkv import EtcdRefused
+from tcluster.etcd.kv import EtcdRefused
 from tcluster.master.store.sqlite import StoreError
 from tcluster.model import Job, JobSpec, Task, TaskState
 from tcluster.resources import Resources

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tcluster.configfile import ConfigError
 from tcluster.gm.daemon import GMDaemon
-from tcluster.gm.settings import SettingsError, parse, settings_from
-from tcluster.gm.store import Store
+from tcluster.gm.settings import parse, settings_from
+from tcluster.gm.store import GMStore
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, jobs_pb2
 
 BASE = dict(name="gm0", index=0, lms="lm0=h:1", gms="gm0=h:5", queue_map="a=gm0,b=gm0,c=gm0")
@@ -31,13 +32,13 @@ def test_preemption_is_off_by_default_and_shares_default_to_equal() -> None:
     ("a", "NAME=VALUE"),
 ])
 def test_bad_shares_name_the_field(shares: str, words: str) -> None:
-    with pytest.raises(SettingsError, match=f"--shares.*{words}"):
+    with pytest.raises(ConfigError, match=f"--shares.*{words}"):
         settings_from({**BASE, "shares": shares})
 
 
 def _daemon(tmp_path: Path) -> tuple[GMDaemon, str]:
     d = GMDaemon(settings_from({**BASE, "state_dir": str(tmp_path), "preemption": True}))
-    d.store = Store(str(tmp_path))
+    d.store = GMStore(str(tmp_path))
     spec = jobs_pb2.JobSpec(queue="a", tasks=1, command=["sleep"], resources=common_pb2.Resources(cpu=1, memory=2**28))
     d.store.add_job(0, "a", "j", spec.SerializeToString(), 1, "")
     d.enqueue(d.store.tasks()[0])

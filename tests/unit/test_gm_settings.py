@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from tcluster.configfile import ConfigError
 from tcluster.gm.main import main
 from tcluster.gm.service import check_spec, job_state
-from tcluster.gm.settings import SettingsError, settings_from
+from tcluster.gm.settings import parse, settings_from
 from tcluster.gm.wire import Layout, Vocabulary, layout_from
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, jobs_pb2
 
@@ -31,7 +32,7 @@ def test_settings_parse_lists_ha_lms_and_queue_map() -> None:
     (dict(etcd="h:1", member_ttl_s=1), "--member-ttl-s"),
 ])
 def test_settings_errors_name_the_field(change: dict, words: str) -> None:
-    with pytest.raises(SettingsError, match=words):
+    with pytest.raises(ConfigError, match=words):
         settings_from({**BASE, **change})
 
 
@@ -80,3 +81,59 @@ def test_vocabularies_of_two_lms_map_into_one() -> None:
     assert [n.cmask for n in lay.pure.nodes] == [1 << vocab.bits["rack=r1"], 1 << vocab.bits["zone=x"]]
     pc = vocab.mask(["rack=r1"])
     assert lay.local_pc(pc, vocab) == 0b01 and lay.epoch == 3 and lay.names == ("n0", "n1")
+
+
+def test_a_config_file_error_names_the_file_line_and_key(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    conf = tmp_path / "gm.toml"
+    conf.write_text('name = "gm0"\ngms = "gm0=h:5"\nqueue-map = "a=gm9"\nlms = "lm0=h:1"\n')
+    with pytest.raises(ConfigError, match=f"{conf}:3: queue-map: queue 'a' maps to 'gm9'"):
+        parse(["--config", str(conf)])
+    assert parse(["--config", str(conf), "--queue-map", "a=gm0"]).queue_map == {"a": "gm0"}   # the flag wins
+    conf.write_text('lms = "lm0=h:1"\nlmz = 1\n')
+    assert main(["--config", str(conf)]) == 2
+    assert f"tcl-gm: {conf}:2: unknown key 'lmz'; did you mean lms?" in capsys.readouterr().err
+    conf.write_text('lms = "lm0"\n')
+    with pytest.raises(ConfigError, match=f"{conf}:1: lms: 'lm0' is not NAME=VALUE"):
+        parse(["--config", str(conf)])
+
+
+def test_config_tables_and_arrays_are_the_settings_as_they_are(tmp_path) -> None:
+    conf = tmp_path / "gm.toml"
+    conf.write_text('lms = [["lm0", ["h:1", "h2:1"]]]\nindex = 0\n[queue_map]\na = "gm0"\n[lm_tls]\nlm0 = "/d"\n')
+    s = parse(["--config", str(conf)])
+    assert (s.lms, s.queue_map, s.lm_tls) == ([("lm0", ["h:1", "h2:1"])], {"a": "gm0"}, {"lm0": "/d"})
+
+
+def test_tcl_gm_tells_systemd_it_is_ready_and_stopping(tmp_path) -> None:
+    import asyncio
+    import os
+    import signal
+    import socket
+    from types import SimpleNamespace
+
+    from tcluster.gm.main import _run
+    from tcluster.sdnotify import Notifier
+
+    class Daemon:                     # what _run touches of a GMDaemon
+        s, port, stopped = SimpleNamespace(name="gm0"), 7080, False
+
+        async def start(self) -> None:
+            pass
+
+        async def stop(self) -> None:
+            self.stopped = True
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(tmp_path / "notify.sock"))
+    sock.settimeout(2)
+    daemon = Daemon()
+
+    async def run() -> None:
+        running = asyncio.ensure_future(_run(daemon, Notifier(str(tmp_path / "notify.sock"))))   # type: ignore[arg-type]
+        await asyncio.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await running
+    asyncio.run(run())
+    assert sock.recv(4096).decode().split("\n") == ["READY=1", "STATUS=gm0 serving on port 7080"]
+    assert sock.recv(4096).decode() == "STOPPING=1" and daemon.stopped
+    sock.close()

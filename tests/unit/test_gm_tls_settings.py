@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from tcluster.configfile import ConfigError
 from tcluster.gm.main import main
-from tcluster.gm.settings import SettingsError, settings_from
+from tcluster.gm.settings import settings_from
 
 BASE = dict(name="gm0", index=0, lms="lm0=h:1,lm1=h:2")
 
@@ -26,7 +27,7 @@ def test_lm_tls_parses_per_lm_directories() -> None:
     (dict(client_ca="/ca"), "--client-ca: needs --tls-cert"),
 ])
 def test_tls_settings_errors_name_the_field(change: dict, words: str) -> None:
-    with pytest.raises(SettingsError, match=words):
+    with pytest.raises(ConfigError, match=words):
         settings_from({**BASE, **change})
 
 

@@ -1,6 +1,6 @@
-"""TLS from the master (and `tcl-master status/init/user ...`) to etcd: the same three
-files as etcdctl's --cacert, --cert and --key, given in the store URL so that every
-command that takes `--store` reaches a secured etcd the same way:
+"""TLS from the master (and `tcl-master status/init/user ...`) and tcl-gm to etcd: the same
+three files as etcdctl's --cacert, --cert and --key, given in the store URL so that every
+command that takes `--store` (or tcl-gm's `--etcd`) reaches a secured etcd the same way:
 
     etcd://e1:2379,e2:2379?cacert=/etc/tcluster/etcd-ca.pem&cert=/etc/tcluster/etcd.pem&key=/etc/tcluster/etcd-key.pem
 

@@ -1,4 +1,5 @@
-"""A warm copy of every key under the cluster's etcd prefix, kept by one watch.
+"""A warm copy of every key under an etcd prefix, kept by one watch (the master's cluster
+state and auth; tcl-gm's federation keys).
 
 Standbys keep it from the moment they start, so taking over needs no range reads: the
 new leader waits until the copy has reached the revision at which it won, and builds
@@ -13,7 +14,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from tcluster.master.store.etcdkv import Compacted, EtcdKV, EtcdUnavailable, WatchEvent
+from tcluster.etcd.kv import Compacted, EtcdKV, EtcdUnavailable, WatchEvent
 from tcluster.timeouts import wait_for
 
 log = logging.getLogger(__name__)

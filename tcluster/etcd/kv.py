@@ -20,7 +20,7 @@ from aetcd.rpc import rpc_pb2 as pb
 from aetcd.rpc import rpc_pb2_grpc as stubs
 
 from tcluster.errors import Unavailable
-from tcluster.master.store.etcdtls import EtcdTLS
+from tcluster.etcd.tls import EtcdTLS
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
