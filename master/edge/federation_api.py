@@ -15,7 +15,7 @@ from tcluster.federation.messages import (
     Answer, Inconsistent, Kind, Launch, Launched, LMState, PreemptAndLaunch, Refused, RepartitionAndLaunch, Request,
     Res, TaskSpec, Why,
 )
-from tcluster.master.edge.grpc_api import _abort, caller_of
+from tcluster.master.edge.grpc_api import abort_with, caller_of
 from tcluster.master.federation_live import Ended, LiveLM, Update
 from tcluster.master.federation_lm import LiveLayout
 from tcluster.master.identity.gmguard import GMGuard
@@ -124,7 +124,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             lm = self._lm(context, "Subscribe")
             sub = lm.subscribe(request.gm, request.gm_name[:64])
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             return
         try:
             while (update := await lm.next_update(sub)) is not None:
@@ -132,7 +132,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
                     self.gm_guard.admit(peer_cert(context), "Subscribe")
                 yield update_pb(update)
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
         except asyncio.CancelledError:
             return        # the GM went away (or the master stops): an ordinary end, not an error to log
         finally:
@@ -149,7 +149,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             answer, job_id = await lm.place(request_from_pb(request), spec)
             return answer_pb(answer, job_id)
         except ValueError as error:          # a new request id for a task that already runs here
-            await _abort(context, FailedPrecondition(str(error)))
+            await abort_with(context, FailedPrecondition(str(error)))
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
         raise AssertionError("unreachable")

@@ -11,7 +11,7 @@ import grpc
 
 from tcluster.errors import NotFound, TclusterError
 from tcluster.master.core.pinning import FED_TASK
-from tcluster.master.edge.grpc_api import JobServicer, _abort
+from tcluster.master.edge.grpc_api import JobServicer, abort_with
 from tcluster.master.identity.gmguard import GMGuard
 from tcluster.master.identity.peer import peer_cert
 from tcluster.security.authz import Caller
@@ -36,7 +36,7 @@ class GMJobServicer(jobs_pb2_grpc.JobServiceServicer):
             caller, found = self._read(context, request.id, "Get")
             return self.jobs._job(found, caller)
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
 
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
@@ -44,5 +44,5 @@ class GMJobServicer(jobs_pb2_grpc.JobServiceServicer):
             caller, _ = self._read(context, request.id, "Cancel")
             return self.jobs._job(await self.jobs.service.cancel(request.id, caller, request.tasks), caller)
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")

@@ -60,7 +60,8 @@ def status_for(error: Exception) -> grpc.StatusCode:
     return grpc.StatusCode.INTERNAL
 
 
-async def _abort(context: grpc.aio.ServicerContext, error: Exception) -> None:
+async def abort_with(context: grpc.aio.ServicerContext, error: Exception) -> None:
+    """Ends the call with the status the table gives the error (an unexpected one logged)."""
     code = status_for(error)
     if code is grpc.StatusCode.INTERNAL:
         log.exception("internal error", exc_info=error)
@@ -90,7 +91,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             caller = caller_of(self.service, context, "Submit")
             return self._job(await self.service.submit(spec_from_pb(request.spec), caller), caller)
         except (TclusterError, ValueError) as error:
-            await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)[:200]))
+            await abort_with(context, error if isinstance(error, TclusterError) else InvalidArgument("spec", str(error)[:200]))
             raise AssertionError("unreachable")
 
     async def Get(self, request: jobs_pb2.GetJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
@@ -100,21 +101,21 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             self.service.watch_jobs([pair], checked_watch_s(request.watch_usage_s))
             return self._job(pair, caller)
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
 
     async def List(self, request: jobs_pb2.ListJobsRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListJobsResponse:
         try:
             states = {job_state_from_pb(s) for s in request.states}
         except ValueError as error:
-            await _abort(context, InvalidArgument("states", str(error)))
+            await abort_with(context, InvalidArgument("states", str(error)))
         try:
             caller = caller_of(self.service, context, "List")
             pairs, next_token, total = self.service.list_jobs(states, request.queue, request.limit, request.all,
                                                               request.page_token, request.owner, caller)
             self.service.watch_jobs(pairs, checked_watch_s(request.watch_usage_s))
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
         return jobs_pb2.ListJobsResponse(jobs=[self._job(p, caller) for p in pairs], next_page_token=next_token, total=total)
 
@@ -123,7 +124,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             caller = caller_of(self.service, context, "Cancel")
             return self._job(await self.service.cancel(request.id, caller, request.tasks), caller)
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
 
     async def Update(self, request: jobs_pb2.UpdateJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
@@ -132,7 +133,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             throttle = request.throttle if request.HasField("throttle") else None
             return self._job(await self.service.update(request.id, caller, throttle), caller)
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
 
     async def Logs(self, request: jobs_pb2.LogsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[jobs_pb2.LogChunk]:
@@ -143,7 +144,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
                                                 request.follow, caller):
                 yield jobs_pb2.LogChunk(data=data)
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
 
 
 class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
@@ -156,7 +157,7 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
         try:
             listed = self.service.nodes(caller_of(self.service, context, "ListNodes"))
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
         nodes = [node_to_pb(n, self.service.free(n), tasks, lotes.node_view(n.name) if lotes is not None else None,
                             self.service.drain_blockers(n.name)) for n, tasks in listed]
@@ -172,7 +173,7 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
         try:
             done = await self.service.operate_nodes(ask, caller_of(self.service, context, "OperateNodes"))
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
         return jobs_pb2.OperateNodesResponse(nodes=[
             node_to_pb(n, self.service.free(n), tasks, blockers=self.service.drain_blockers(n.name))
@@ -182,7 +183,7 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
         try:
             listed = self.service.list_queues(caller_of(self.service, context, "ListQueues"))
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
         return jobs_pb2.ListQueuesResponse(
             queues=[queue_to_pb(row) for row in listed],
@@ -195,7 +196,7 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
             caller = caller_of(self.service, context, "WhoAmI")
             self.service.gate.check(caller, ReadCluster("whoami"))
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
         return jobs_pb2.WhoAmIResponse(name=caller.name, admin=caller.admin, unix_user=caller.unix_user,
                                        queues=list(caller.grants), secure=self.service.gate.secure)
@@ -240,7 +241,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         except asyncio.TimeoutError:
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"no Register within {REGISTER_TIMEOUT_S:.0f}s")
         except (TclusterError, ValueError) as error:
-            await _abort(context, error if isinstance(error, TclusterError) else InvalidArgument("register", str(error)))
+            await abort_with(context, error if isinstance(error, TclusterError) else InvalidArgument("register", str(error)))
         raise AssertionError("unreachable")
 
     async def _read(self, requests: AsyncIterator[agent_pb2.AgentMessage], link: AgentLink) -> None:

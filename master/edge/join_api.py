@@ -5,7 +5,7 @@ from __future__ import annotations
 import grpc
 
 from tcluster.errors import InvalidArgument, TclusterError
-from tcluster.master.edge.grpc_api import _abort, send_master_time   # the one status table lives there
+from tcluster.master.edge.grpc_api import abort_with, send_master_time   # the one status table lives there
 from tcluster.master.identity.joining import NodeJoin
 from tcluster.v1 import join_pb2, join_pb2_grpc
 
@@ -23,7 +23,7 @@ class JoinServicer(join_pb2_grpc.NodeJoinServicer):
                 raise InvalidArgument("csr_pem", f"at most {MAX_CSR_BYTES} bytes")
             result = self.joiner.join(request.token, request.node, bytes(request.csr_pem))
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             raise AssertionError("unreachable")
         return join_pb2.JoinResponse(cert_pem=result.cert_pem, ca_pem=result.ca_pem, agent_port=result.agent_port,
                                      labels=result.labels, node=result.node,

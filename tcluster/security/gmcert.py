@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tcluster.errors import InvalidArgument
-from tcluster.security.pki import (LEAF_VALIDITY, NODE_NAME, MasterPki, _builder, _leaf_extensions, _load_ca,
-                                   _now, cert_to_pem, key_to_pem, new_key)
+from tcluster.security.pki import (LEAF_VALIDITY, NODE_NAME, MasterPki, as_of, cert_builder, cert_to_pem, key_to_pem,
+                                   leaf_extensions, load_ca, new_key)
 
 GM_CN_PREFIX = "gm:"
 
@@ -37,9 +37,9 @@ def issue_gm_cert(pki: MasterPki, name: str, validity: dt.timedelta = LEAF_VALID
     """A new key and its certificate: CN gm:<name>, clientAuth only. Returns (cert_pem, key_pem)."""
     check_gm_name(name)
     key = new_key()
-    ca_cert, ca_key = _load_ca(pki.ca_pem, pki.ca_key_pem)
+    ca_cert, ca_key = load_ca(pki.ca_pem, pki.ca_key_pem)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, gm_owner(name))])
-    cert = (_leaf_extensions(_builder(subject, ca_cert.subject, key.public_key(), _now(now), validity),
+    cert = (leaf_extensions(cert_builder(subject, ca_cert.subject, key.public_key(), as_of(now), validity),
                              ca_cert, ExtendedKeyUsageOID.CLIENT_AUTH)
             .sign(ca_key, hashes.SHA256()))
     return cert_to_pem(cert), key_to_pem(key)

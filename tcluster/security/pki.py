@@ -96,20 +96,23 @@ def make_node_csr(node: str) -> tuple[bytes, bytes]:
     return key_to_pem(key), csr.public_bytes(serialization.Encoding.PEM)
 
 
-def _now(now: dt.datetime | None) -> dt.datetime:
+def as_of(now: dt.datetime | None) -> dt.datetime:
+    """`now`, or the current UTC time when None (tests pass a fixed clock)."""
     return now if now is not None else dt.datetime.now(dt.timezone.utc)
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, public_key: object, now: dt.datetime,
-             validity: dt.timedelta) -> x509.CertificateBuilder:
+def cert_builder(subject: x509.Name, issuer: x509.Name, public_key: object, now: dt.datetime,
+                 validity: dt.timedelta) -> x509.CertificateBuilder:
+    """A certificate's common part: names, key, serial, validity from `now`, its key id."""
     return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
             .public_key(public_key).serial_number(x509.random_serial_number())   # type: ignore[arg-type]
             .not_valid_before(now - CLOCK_SKEW).not_valid_after(now + validity)
             .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False))  # type: ignore[arg-type]
 
 
-def _leaf_extensions(builder: x509.CertificateBuilder, ca_cert: x509.Certificate,
-                     usage: x509.ObjectIdentifier) -> x509.CertificateBuilder:
+def leaf_extensions(builder: x509.CertificateBuilder, ca_cert: x509.Certificate,
+                    usage: x509.ObjectIdentifier) -> x509.CertificateBuilder:
+    """What a leaf (node, master or GM) certificate adds: not a CA, its usage, the CA's key id."""
     ski = ca_cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
     return (builder
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -122,11 +125,11 @@ def _leaf_extensions(builder: x509.CertificateBuilder, ca_cert: x509.Certificate
 
 def make_ca(now: dt.datetime | None = None) -> tuple[bytes, bytes]:
     """A new self-signed CA: (ca_pem, ca_key_pem)."""
-    now = _now(now)
+    now = as_of(now)
     key = new_key()
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tcluster CA"),
                       x509.NameAttribute(NameOID.SERIAL_NUMBER, os.urandom(8).hex())])
-    cert = (_builder(name, name, key.public_key(), now, CA_VALIDITY)
+    cert = (cert_builder(name, name, key.public_key(), now, CA_VALIDITY)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
                                          data_encipherment=False, key_agreement=False, key_cert_sign=True,
@@ -158,17 +161,18 @@ def master_sans(advertise: list[str]) -> list[x509.GeneralName]:
 def make_master_cert(ca_pem: bytes, ca_key_pem: bytes, advertise: list[str],
                      now: dt.datetime | None = None) -> tuple[bytes, bytes]:
     """The master's serving certificate: (chain_pem = leaf + CA, key_pem)."""
-    ca_cert, ca_key = _load_ca(ca_pem, ca_key_pem)
+    ca_cert, ca_key = load_ca(ca_pem, ca_key_pem)
     key = new_key()
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, MASTER_ROLE_NAME)])
-    cert = (_leaf_extensions(_builder(subject, ca_cert.subject, key.public_key(), _now(now), LEAF_VALIDITY),
+    cert = (leaf_extensions(cert_builder(subject, ca_cert.subject, key.public_key(), as_of(now), LEAF_VALIDITY),
                              ca_cert, ExtendedKeyUsageOID.SERVER_AUTH)
             .add_extension(x509.SubjectAlternativeName(master_sans(advertise)), critical=False)
             .sign(ca_key, hashes.SHA256()))
     return cert_to_pem(cert) + ca_pem, key_to_pem(key)
 
 
-def _load_ca(ca_pem: bytes, ca_key_pem: bytes) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def load_ca(ca_pem: bytes, ca_key_pem: bytes) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """The cluster CA's certificate and key from their PEM forms."""
     key = serialization.load_pem_private_key(ca_key_pem, password=None)
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise FailedPrecondition("the CA key is not an EC key")
@@ -198,9 +202,9 @@ def load_csr(csr_pem: bytes, node: str) -> x509.CertificateSigningRequest:
 def issue_node_cert(pki: MasterPki, csr_pem: bytes, node: str, now: dt.datetime | None = None) -> bytes:
     """Signs a checked CSR as node `node`: CN node:<node>, clientAuth only, no SANs."""
     csr = load_csr(csr_pem, node)
-    ca_cert, ca_key = _load_ca(pki.ca_pem, pki.ca_key_pem)
+    ca_cert, ca_key = load_ca(pki.ca_pem, pki.ca_key_pem)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NODE_CN_PREFIX + node)])
-    cert = (_leaf_extensions(_builder(subject, ca_cert.subject, csr.public_key(), _now(now), LEAF_VALIDITY),
+    cert = (leaf_extensions(cert_builder(subject, ca_cert.subject, csr.public_key(), as_of(now), LEAF_VALIDITY),
                              ca_cert, ExtendedKeyUsageOID.CLIENT_AUTH)
             .sign(ca_key, hashes.SHA256()))
     return cert_to_pem(cert)
