@@ -1,6 +1,6 @@
 """The Sparrow baseline (Ousterhout et al.; the comparison of Megha §VI-A): batch
 sampling with late binding over FIFO worker queues, in the same event-driven style and
-on the same nodes and arrivals as the federation simulation (federation/sim.py).
+on the same nodes and arrivals as the federation simulation (sim/federation/sim.py).
 
 Model:
 - a scheduler takes a task at its arrival (handler time `sched_handler_s`, schedulers
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcluster.federation.messages import NodeSpec, Res, add, fits, satisfies, sub
-from tcluster.federation.workload import Arrival
+from tcluster.sim.federation.workload import Arrival
 
 _END, _ASK, _REPLY, _PROBE, _ARRIVE = range(5)
 

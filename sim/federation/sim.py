@@ -19,8 +19,8 @@ its failed attempts, and the launch message) and queuing (the rest: waiting in t
 queue, in an LM's queue, and for room). Worker queuing is zero: an LM launches only
 what it has verified.
 
-`python -m tcluster.federation.sim --lms 3 --gms 3 --workers 300 --tasks 4550` prints
-the table (federation/report.py)."""
+`tcl sim` runs it on a scenario with a `federation:` mapping (sim/federation/scenario.py),
+beside its baselines (sim/federation/compare.py); `systems: [megha]` runs it alone."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from tcluster.federation.gm import GlobalManager, GMStats, NoRoom, Send
 from tcluster.federation.lm import LocalManager, Notice
 from tcluster.federation.messages import Answer, Launched, LMState, NodeSpec, Request, Res, TaskSpec
 from tcluster.federation.view import split
-from tcluster.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
+from tcluster.sim.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
 
 # At equal times: ends free room before arrivals and requests look for it.
 _END, _STATE, _DELTA, _ANSWER, _LM_IN, _LM_DO, _START, _ARRIVE, _WAKE, _BEAT = range(10)
@@ -275,8 +275,3 @@ def simulate(config: FedConfig, spec: WorkloadSpec, preempter: Preempter | None 
     queues = [q for g in range(config.gms) for q in queues_of(g, config.queues_per_gm)]
     arrivals = tasks(rng, spec, clusters, queues)
     return FederationSim(config, clusters, arrivals, preempter).simulate()
-
-
-if __name__ == "__main__":
-    from tcluster.federation.report import main
-    raise SystemExit(main())
