@@ -19,7 +19,6 @@ and a time limit are the JobSpec's."""
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from collections import deque
@@ -39,6 +38,7 @@ from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.sim.batch import TIME_LIMIT, Dependencies, run_for
+from tcluster.sim.clock import EventHeap
 from tcluster.sim.scenario import Scenario, SimJob
 
 if TYPE_CHECKING:
@@ -128,8 +128,7 @@ class Simulator:
         self.capacity = self.matrix.total_capacity()
         self.cache = EligibleCache()
         self.tracks: dict[str, JobTrack] = {}
-        self.events: list[tuple[float, int, int, str, int, int]] = []   # (time, kind, seq, job, task, attempt)
-        self.seq = 0
+        self.events: EventHeap[tuple[str, int, int]] = EventHeap()   # kind: (job, task, attempt)
         self.live = 0            # events on the heap that are not ticks
         self.until: float | None = None
         self.counters = {"events": 0, "rounds": 0, "tasks_placed": 0, "tasks_done": 0}
@@ -180,10 +179,10 @@ class Simulator:
         for job in self.scenario.jobs:
             self.push(job.submit, _SUBMIT, job.name)
         now = 0.0
-        while self.events and (until is None or self.events[0][0] <= until):
-            now = self.events[0][0]
-            while self.events and self.events[0][0] == now:
-                self._apply(heapq.heappop(self.events), now)
+        while self.events and (until is None or self.events.peek() <= until):
+            now = self.events.peek()
+            while self.events and self.events.peek() == now:
+                self._apply(*self.events.pop(), now)
             self._round(now)
             if self.preemption is not None:
                 self.preemption.after_round(now)
@@ -196,12 +195,11 @@ class Simulator:
                       self.preemption)
 
     def push(self, time: float, kind: int, name: str = "", index: int = -1, attempt: int = 0) -> None:
-        self.seq += 1
         self.live += kind != _TICK
-        heapq.heappush(self.events, (time, kind, self.seq, name, index, attempt))
+        self.events.push(time, kind, (name, index, attempt))
 
-    def _apply(self, event: tuple[float, int, int, str, int, int], now: float) -> None:
-        _, kind, _, name, index, attempt = event
+    def _apply(self, kind: int, event: tuple[str, int, int], now: float) -> None:
+        name, index, attempt = event
         if kind == _TICK:
             return          # only wakes the round: not counted as an event
         self.live -= 1

@@ -22,13 +22,13 @@ queue behind other reservations). There is no framework queue."""
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcluster.federation.messages import NodeSpec, Res, add, fits, satisfies, sub
+from tcluster.sim.clock import EventHeap
 from tcluster.sim.federation.workload import Arrival
 
 _END, _ASK, _REPLY, _PROBE, _ARRIVE = range(5)
@@ -71,21 +71,22 @@ class SparrowSim:
         self.launched: set[str] = set()
         self.eligible: dict[tuple[int, Res], list[int]] = {}
         self.run = SparrowRun(config, {}, nodes)
-        self.heap: list[tuple[float, int, int, Any]] = []
-        self.seq = 0
-        self.now = 0.0
+        self.clock: EventHeap[Any] = EventHeap()
         for a in arrivals:
             self._push(a.t, _ARRIVE, a)
 
+    @property
+    def now(self) -> float:
+        return self.clock.now
+
     def _push(self, t: float, kind: int, payload: Any) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, kind, self.seq, payload))
+        self.clock.push(t, kind, payload)
 
     def simulate(self) -> SparrowRun:
         handlers = {_END: self._end, _ASK: self._ask, _REPLY: self._reply, _PROBE: self._probe,
                     _ARRIVE: self._arrive}
-        while self.heap:
-            self.now, kind, _, payload = heapq.heappop(self.heap)
+        while self.clock:
+            kind, payload = self.clock.pop()
             handlers[kind](payload)
         return self.run
 
