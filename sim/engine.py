@@ -22,13 +22,12 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tcluster.scheduler.round import schedule_round
-from tcluster.arrays import IndexSet
 from tcluster.model import Job, JobSpec, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import make_fairness
@@ -39,7 +38,8 @@ from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.sim.batch import TIME_LIMIT, Dependencies, run_for
 from tcluster.sim.clock import EventHeap
-from tcluster.sim.scenario import Scenario, SimJob
+from tcluster.sim.jobs import JobTrack, TaskRun
+from tcluster.sim.scenario import Scenario
 
 if TYPE_CHECKING:
     from tcluster.sim.preempting import SimPreemption
@@ -47,49 +47,6 @@ if TYPE_CHECKING:
 # At equal times: submissions, then task ends, then victims whose grace is over, all
 # before the round. A tick only wakes the round (a starvation clock or a rate limit).
 _SUBMIT, _END, _RELEASE, _TICK = 0, 1, 2, 3
-
-
-@dataclass
-class TaskRun:
-    task: int
-    node: str
-    start: float
-    end: float | None = None     # None: still running at the end of the run
-    preempted: bool = False      # ended by a preemption (the task was requeued)
-    reason: str = ""             # why it failed (TimeLimit)
-
-
-@dataclass
-class JobTrack:
-    spec: SimJob
-    job: Job
-    # Tasks neither running nor done: requeued ones first (they start again soonest), then by index.
-    waiting: deque[int] = field(default_factory=deque)
-    done: int = 0
-    running: dict[int, Task] = field(default_factory=dict)   # leaving ones too: they hold their room
-    leaving: set[int] = field(default_factory=set)           # preempted, in their grace
-    attempts: dict[int, int] = field(default_factory=dict)   # task -> attempts started
-    runs: list[TaskRun] = field(default_factory=list)
-    unplaced: IndexSet = IndexSet()       # an array's indexes never started (Job.unplaced in the round)
-    failed: int = 0                       # tasks ended FAILED (their time limit)
-    peak: int = 0                         # most tasks running at once
-    released_at: float | None = None      # when its dependency was met
-    ended_at: float | None = None         # when its last task ended, or it was cancelled
-    reason: str = ""                      # why it was cancelled, or what it waits for
-
-    @property
-    def left(self) -> int:
-        """Tasks not yet started, or requeued."""
-        return len(self.waiting) + len(self.unplaced)
-
-    @property
-    def pending(self) -> int:
-        """What the round may place now: none while held or cancelled, at most the throttle."""
-        if self.job.held or self.job.cancelled:
-            return 0
-        if self.job.throttle:
-            return min(self.left, max(self.job.throttle - len(self.running), 0))
-        return self.left
 
 
 @dataclass(frozen=True)
