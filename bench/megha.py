@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 
 from tcluster.federation.messages import satisfies
-from tcluster.federation.report import summarize
-from tcluster.federation.sim import FedConfig, FedRun, FederationSim
-from tcluster.federation.compare import draw
-from tcluster.federation.workload import WorkloadSpec
+from tcluster.sim.federation.compare import draw
+from tcluster.sim.federation.report import summarize
+from tcluster.sim.federation.sim import FedConfig, FedRun, FederationSim
+from tcluster.sim.federation.workload import WorkloadSpec
 
 SPEC = WorkloadSpec(load=0.9, mean_duration_s=100.0, constrained=0.5)
 

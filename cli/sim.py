@@ -23,7 +23,7 @@ def run_sim(args: argparse.Namespace) -> int:
     from tcluster.sim.report import to_json, write_plot, write_timeline
     from tcluster.sim.scenario import load_scenario
 
-    from tcluster.sim.federation import is_federation
+    from tcluster.sim.federation.scenario import is_federation
 
     federation = is_federation(args.scenario)   # a top-level `federation:`: Megha and its baselines
     if federation is not None:
@@ -128,9 +128,9 @@ def run_comparison(args: argparse.Namespace, scenario: Any) -> int:
 def run_federation(args: argparse.Namespace, doc: Any) -> int:
     """Each system at each size, on one draw of nodes and arrivals per size."""
     from tcluster.errors import InvalidArgument
-    from tcluster.federation.compare import SYSTEMS, compare
+    from tcluster.sim.federation.compare import SYSTEMS, compare
     from tcluster.sim.compare_report import parse_list
-    from tcluster.sim.federation import federation_json, federation_table, parse_federation, write_cdf_plot
+    from tcluster.sim.federation.scenario import federation_json, federation_table, parse_federation, write_cdf_plot
 
     scenario = parse_federation(doc)
     systems = parse_list(args.compare) or list(scenario.systems)

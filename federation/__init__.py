@@ -4,5 +4,5 @@ the only consistent state of its cluster and checks every request before it comm
 
 Nothing here touches a socket, a clock or a thread: `now` and seeded `random.Random`
 are inputs, messages are frozen dataclasses, and the discrete-event simulation
-(federation/sim.py) drives the very same GM and LM objects a live daemon would.
+(sim/federation/sim.py) drives the very same GM and LM objects a live daemon would.
 The spec is ../shared/notes/megha.md; this package is its §6.7 step 1."""

@@ -16,40 +16,21 @@ refused at load, naming the cycle."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import replace
+from typing import Any, Sequence
 
-from tcluster.arrays import IndexSet, parse_array
-from tcluster.dependency import Dependency, Outcome, evaluate, parse_dependency
+from tcluster.arrays import parse_array
+from tcluster.dependency import Outcome, evaluate, parse_dependency
 from tcluster.errors import InvalidArgument
 from tcluster.lifecycle import job_state_from_counts
 from tcluster.model import MAX_ARRAY_TASKS
 from tcluster.scheduler.yamlsrc import Located, Path
+from tcluster.sim.jobs import BatchSpec, JobTrack, SimJob
 from tcluster.states import JobState, TaskState
 from tcluster.units import parse_duration
 
-if TYPE_CHECKING:
-    from tcluster.sim.engine import JobTrack
-    from tcluster.sim.scenario import SimJob
-
 BATCH_KEYS = ("array", "dependency", "keep_unmet", "gang", "time_limit")
 TIME_LIMIT = "TimeLimit"   # a task's end reason, as the agent reports it
-
-
-@dataclass(frozen=True)
-class BatchSpec:
-    array: str = ""                      # as written: Slurm's form
-    indexes: IndexSet = IndexSet()       # the array's indexes (empty: not an array)
-    throttle: int = 0                    # %N; 0: none
-    dependency: str = ""                 # as written, naming scenario jobs
-    parsed: Dependency | None = None
-    keep_unmet: bool = False
-    gang: bool = False
-    time_limit_s: float = 0.0            # 0: none
-
-    @property
-    def used(self) -> bool:
-        return self != BatchSpec()
 
 
 def batch_spec(doc: Located, path: Path, body: dict[str, Any]) -> BatchSpec:

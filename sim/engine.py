@@ -19,17 +19,15 @@ and a time limit are the JobSpec's."""
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tcluster.scheduler.round import schedule_round
-from tcluster.arrays import IndexSet
 from tcluster.model import Job, JobSpec, Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.fairness import make_fairness
@@ -39,7 +37,9 @@ from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.sim.batch import TIME_LIMIT, Dependencies, run_for
-from tcluster.sim.scenario import Scenario, SimJob
+from tcluster.sim.clock import EventHeap
+from tcluster.sim.jobs import JobTrack, TaskRun
+from tcluster.sim.scenario import Scenario
 
 if TYPE_CHECKING:
     from tcluster.sim.preempting import SimPreemption
@@ -47,49 +47,6 @@ if TYPE_CHECKING:
 # At equal times: submissions, then task ends, then victims whose grace is over, all
 # before the round. A tick only wakes the round (a starvation clock or a rate limit).
 _SUBMIT, _END, _RELEASE, _TICK = 0, 1, 2, 3
-
-
-@dataclass
-class TaskRun:
-    task: int
-    node: str
-    start: float
-    end: float | None = None     # None: still running at the end of the run
-    preempted: bool = False      # ended by a preemption (the task was requeued)
-    reason: str = ""             # why it failed (TimeLimit)
-
-
-@dataclass
-class JobTrack:
-    spec: SimJob
-    job: Job
-    # Tasks neither running nor done: requeued ones first (they start again soonest), then by index.
-    waiting: deque[int] = field(default_factory=deque)
-    done: int = 0
-    running: dict[int, Task] = field(default_factory=dict)   # leaving ones too: they hold their room
-    leaving: set[int] = field(default_factory=set)           # preempted, in their grace
-    attempts: dict[int, int] = field(default_factory=dict)   # task -> attempts started
-    runs: list[TaskRun] = field(default_factory=list)
-    unplaced: IndexSet = IndexSet()       # an array's indexes never started (Job.unplaced in the round)
-    failed: int = 0                       # tasks ended FAILED (their time limit)
-    peak: int = 0                         # most tasks running at once
-    released_at: float | None = None      # when its dependency was met
-    ended_at: float | None = None         # when its last task ended, or it was cancelled
-    reason: str = ""                      # why it was cancelled, or what it waits for
-
-    @property
-    def left(self) -> int:
-        """Tasks not yet started, or requeued."""
-        return len(self.waiting) + len(self.unplaced)
-
-    @property
-    def pending(self) -> int:
-        """What the round may place now: none while held or cancelled, at most the throttle."""
-        if self.job.held or self.job.cancelled:
-            return 0
-        if self.job.throttle:
-            return min(self.left, max(self.job.throttle - len(self.running), 0))
-        return self.left
 
 
 @dataclass(frozen=True)
@@ -128,8 +85,7 @@ class Simulator:
         self.capacity = self.matrix.total_capacity()
         self.cache = EligibleCache()
         self.tracks: dict[str, JobTrack] = {}
-        self.events: list[tuple[float, int, int, str, int, int]] = []   # (time, kind, seq, job, task, attempt)
-        self.seq = 0
+        self.events: EventHeap[tuple[str, int, int]] = EventHeap()   # kind: (job, task, attempt)
         self.live = 0            # events on the heap that are not ticks
         self.until: float | None = None
         self.counters = {"events": 0, "rounds": 0, "tasks_placed": 0, "tasks_done": 0}
@@ -180,10 +136,10 @@ class Simulator:
         for job in self.scenario.jobs:
             self.push(job.submit, _SUBMIT, job.name)
         now = 0.0
-        while self.events and (until is None or self.events[0][0] <= until):
-            now = self.events[0][0]
-            while self.events and self.events[0][0] == now:
-                self._apply(heapq.heappop(self.events), now)
+        while self.events and (until is None or self.events.peek() <= until):
+            now = self.events.peek()
+            while self.events and self.events.peek() == now:
+                self._apply(*self.events.pop(), now)
             self._round(now)
             if self.preemption is not None:
                 self.preemption.after_round(now)
@@ -196,12 +152,11 @@ class Simulator:
                       self.preemption)
 
     def push(self, time: float, kind: int, name: str = "", index: int = -1, attempt: int = 0) -> None:
-        self.seq += 1
         self.live += kind != _TICK
-        heapq.heappush(self.events, (time, kind, self.seq, name, index, attempt))
+        self.events.push(time, kind, (name, index, attempt))
 
-    def _apply(self, event: tuple[float, int, int, str, int, int], now: float) -> None:
-        _, kind, _, name, index, attempt = event
+    def _apply(self, kind: int, event: tuple[str, int, int], now: float) -> None:
+        name, index, attempt = event
         if kind == _TICK:
             return          # only wakes the round: not counted as an event
         self.live -= 1

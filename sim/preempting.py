@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 import numpy as np
 
@@ -37,7 +37,11 @@ from tcluster.scheduler.round import eligible_rows
 from tcluster.scheduler.victims import Blocked, RunningTask
 
 if TYPE_CHECKING:
-    from tcluster.sim.engine import JobTrack, Simulator
+    from tcluster.scheduler.matching import EligibleCache
+    from tcluster.scheduler.nodestate import NodeMatrix
+    from tcluster.scheduler.reservations import Reservations
+    from tcluster.sim.jobs import JobTrack
+    from tcluster.sim.scenario import Scenario
 
 TICK_S = 1.0   # the master's --schedule-interval-s: a rate-limited reclaim goes on a round later
 
@@ -69,8 +73,24 @@ class QueuePoint:
 Observer = Callable[[float, PreemptionInput, PreemptionPlan], None]
 
 
+class Simulated(Protocol):
+    """What the planner reads of the simulator (sim/engine.py's Simulator) and asks of it."""
+    scenario: Scenario
+    matrix: NodeMatrix
+    cache: EligibleCache
+    book: Reservations
+    tracks: dict[str, JobTrack]
+    on_node: dict[str, dict[tuple[str, int], None]]
+    live: int                   # events still to come that are not ticks
+    until: float | None
+
+    def preempt(self, name: str, index: int, release_at: float) -> None: ...
+
+    def tick(self, at: float) -> None: ...
+
+
 class SimPreemption:
-    def __init__(self, sim: Simulator, settings: PreemptionSettings | None, seed: int) -> None:
+    def __init__(self, sim: Simulated, settings: PreemptionSettings | None, seed: int) -> None:
         self.sim, self.settings = sim, settings
         self.rng = random.Random(seed)      # the planner's own: placement's stream stays as without it
         self.starved_since: dict[str, float] = {}

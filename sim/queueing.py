@@ -23,7 +23,6 @@ Arrivals are drawn once per seed and shared by every policy (common random numbe
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections import deque
 from dataclasses import dataclass
@@ -34,8 +33,13 @@ from tcluster.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook, choose_row, offer_order
 from tcluster.scheduler.lotes.model import JobClass, Plan
 from tcluster.scheduler.nodestate import NodeMatrix
+<<<<<<< HEAD
 from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.policybase import EPSILON, fit_mask
+=======
+from tcluster.scheduler.placement import EPSILON, fit_mask, make_placement
+from tcluster.sim.clock import EventHeap
+>>>>>>> b8ac98c
 
 SCAN_LIMIT = 2000          # queued tasks looked at per completion (the queue is short when stable)
 MAX_QUEUE = 20_000         # past this many waiting tasks the run is called unstable and stops
@@ -114,15 +118,16 @@ class QueueSim:
         self.finish = np.full(len(arrivals.time), np.nan)
         self._row_of = np.zeros(len(arrivals.time), dtype=np.int64)
         self.waiting, self.queue_log = 0, [(0.0, 0)]
-        self.events: list[tuple[float, int, int]] = []   # (time, 0 = end / 1 = arrival, task)
+        # kind 0 = end / 1 = arrival, then by task: at equal times ends first, in task order
+        self.events: EventHeap[int] = EventHeap()
 
     def run(self, horizon: float) -> QueueRun:
         for i, t in enumerate(self.arrivals.time.tolist()):
-            self.events.append((t, 1, i))
-        heapq.heapify(self.events)
+            self.events.push(t, 1, i, tie=i)
         now, unstable = 0.0, False
-        while self.events and self.events[0][0] <= horizon:
-            now, kind, task = heapq.heappop(self.events)
+        while self.events and self.events.peek() <= horizon:
+            kind, task = self.events.pop()
+            now = self.events.now
             self._arrive(task, now) if kind == 1 else self._end(task, now)
             if self.waiting > MAX_QUEUE:
                 unstable = True
@@ -181,7 +186,7 @@ class QueueSim:
         if self.book is not None:
             self.book.started(name, k)
         duration = self.arrivals.work[task] / self.speeds[self.config_rows[row], k]
-        heapq.heappush(self.events, (now + duration, 0, task))
+        self.events.push(now + duration, 0, task, tie=task)
 
     # ---- completions: who gets the freed machine ----
 

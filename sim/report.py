@@ -22,7 +22,8 @@ from tcluster.scheduler.mch_paper import paper_weights
 from tcluster.scheduler.queuestats import JobUsage, queue_rows
 from tcluster.scheduler.views import JobView
 from tcluster.sim.batch import job_state
-from tcluster.sim.engine import JobTrack, SimRun, TaskRun
+from tcluster.sim.engine import SimRun
+from tcluster.sim.jobs import JobTrack, TaskRun
 from tcluster.sim.scenario import Scenario
 
 Json = dict[str, Any]

@@ -39,8 +39,14 @@ from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_locat
 from tcluster.scheduler.reasons import never_fits_reason
 from tcluster.scheduler.reservations import DEFAULT_RESERVE_AFTER_S
 from tcluster.scheduler.views import NodeSpec
+<<<<<<< HEAD
 from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, format_path, load_located, read_config_file
 from tcluster.sim.batch import BATCH_KEYS, BatchSpec, batch_spec, check_dependencies
+=======
+from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, format_path, load_located, read_config_file
+from tcluster.sim.batch import BATCH_KEYS, batch_spec, check_dependencies
+from tcluster.sim.jobs import SimJob
+>>>>>>> b8ac98c
 from tcluster.sim.workload import Workload, parse_workload
 
 _TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption")
@@ -48,19 +54,6 @@ _PREEMPT_KEYS = ("after_s", "grace_s", "min_runtime_s", "max_per_round")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
 _JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints",
              *BATCH_KEYS)
-
-
-@dataclass(frozen=True)
-class SimJob:
-    name: str
-    queue: str
-    submit: float
-    tasks: int
-    resources: Resources
-    duration: float | None          # None: runs until the end
-    weight: float = 1.0
-    constraints: tuple[str, ...] = ()
-    batch: BatchSpec = BatchSpec()   # array, dependency, gang, time limit (none by default)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Megha's baselines (issue 25): the Sparrow batch sampler (federation/sparrow.py) and
-centralized Megha on the federation's draw (federation/compare.py), the `federation:`
-scenario of `tcl sim` (sim/federation.py), and the LoTES paper's real Greedy (machine
+"""Megha's baselines (issue 25): the Sparrow batch sampler (sim/federation/sparrow.py) and
+centralized Megha on the federation's draw (sim/federation/compare.py), the `federation:`
+scenario of `tcl sim` (sim/federation/scenario.py), and the LoTES paper's real Greedy (machine
 FIFO queues, sim/queueing.py) against first fit over a central queue."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tcluster.cli.main import main
-from tcluster.federation.calibrate import measure_handlers
-from tcluster.federation.compare import compare, draw
 from tcluster.federation.messages import satisfies
-from tcluster.federation.sim import FedConfig
-from tcluster.federation.sparrow import SparrowConfig, simulate_sparrow
-from tcluster.federation.workload import WorkloadSpec
 from tcluster.scheduler.yamlsrc import YamlConfigError, load_located
 from tcluster.sim.compare import compare as compare_policies
-from tcluster.sim.federation import parse_federation
+from tcluster.sim.federation.calibrate import measure_handlers
+from tcluster.sim.federation.compare import compare, draw
+from tcluster.sim.federation.scenario import parse_federation
+from tcluster.sim.federation.sim import FedConfig
+from tcluster.sim.federation.sparrow import SparrowConfig, simulate_sparrow
+from tcluster.sim.federation.workload import WorkloadSpec
 from tcluster.sim.scenario import parse_scenario
 
 

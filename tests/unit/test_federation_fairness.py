@@ -11,8 +11,8 @@ from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import (
     Launch, Launched, LMLayout, NodeSpec, PreemptAndLaunch, RepartitionAndLaunch, TaskSpec,
 )
-from tcluster.federation.sim import FedConfig, simulate
-from tcluster.federation.workload import WorkloadSpec
+from tcluster.sim.federation.sim import FedConfig, simulate
+from tcluster.sim.federation.workload import WorkloadSpec
 
 from tests.unit.test_federation_sim import check_ledger
 

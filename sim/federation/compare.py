@@ -1,7 +1,7 @@
 """Megha against its baselines on one draw of nodes and arrivals (common random
 numbers): the federation (N LMs x M GMs), centralized Megha (1 GM x 1 LM over the same
 nodes: one LM holds every node, one GM every queue) and the Sparrow batch sampler
-(federation/sparrow.py). Each system's allocation time is summarized the same way: p50,
+(sim/federation/sparrow.py). Each system's allocation time is summarized the same way: p50,
 p99 and max, its four components (Eq. 2: queuing, processing, worker queuing,
 communication), and its rates per 1,000 tasks."""
 
@@ -13,12 +13,12 @@ from typing import Iterable
 
 import numpy as np
 
-from tcluster.federation.calibrate import measure_handlers, with_handlers
 from tcluster.federation.messages import NodeSpec
-from tcluster.federation.report import peak_busy, pcts
-from tcluster.federation.sim import FedConfig, FederationSim, queues_of
-from tcluster.federation.sparrow import SparrowConfig, SparrowRun, simulate_sparrow
-from tcluster.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
+from tcluster.sim.federation.calibrate import measure_handlers, with_handlers
+from tcluster.sim.federation.report import peak_busy, pcts
+from tcluster.sim.federation.sim import FedConfig, FederationSim, queues_of
+from tcluster.sim.federation.sparrow import SparrowConfig, SparrowRun, simulate_sparrow
+from tcluster.sim.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
 
 SYSTEMS = ("megha", "centralized", "sparrow")
 COMPONENTS = ("queuing", "processing", "worker queuing", "communication")
@@ -41,7 +41,7 @@ class SystemResult:
 
 def draw(workers: int, lms: int, gms: int, queues_per_gm: int, spec: WorkloadSpec,
          seed: int) -> tuple[list[tuple[NodeSpec, ...]], list[Arrival]]:
-    """The federation's nodes (per LM) and arrivals, as federation.sim.simulate draws them."""
+    """The federation's nodes (per LM) and arrivals, as sim.py's simulate draws them."""
     rng = random.Random(seed)
     clusters = cluster_nodes(rng, lms, workers, spec.n_constraints)
     queues = [q for g in range(gms) for q in queues_of(g, queues_per_gm)]
@@ -61,7 +61,7 @@ def _result(system: str, workers: int, tasks_n: int, alloc: np.ndarray, parts: d
 def megha(config: FedConfig, clusters: list[tuple[NodeSpec, ...]], arrivals: list[Arrival],
           system: str, measured: bool = False) -> SystemResult:
     """measured: the handler times are first measured on the real code with this draw
-    (federation/calibrate.py), else config's constants."""
+    (sim/federation/calibrate.py), else config's constants."""
     if measured:
         times = measure_handlers(config, clusters, arrivals)
         config, handlers = with_handlers(config, times), times.describe()

@@ -1,6 +1,6 @@
 """The Sparrow baseline (Ousterhout et al.; the comparison of Megha §VI-A): batch
 sampling with late binding over FIFO worker queues, in the same event-driven style and
-on the same nodes and arrivals as the federation simulation (federation/sim.py).
+on the same nodes and arrivals as the federation simulation (sim/federation/sim.py).
 
 Model:
 - a scheduler takes a task at its arrival (handler time `sched_handler_s`, schedulers
@@ -22,14 +22,14 @@ queue behind other reservations). There is no framework queue."""
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcluster.federation.messages import NodeSpec, Res, add, fits, satisfies, sub
-from tcluster.federation.workload import Arrival
+from tcluster.sim.clock import EventHeap
+from tcluster.sim.federation.workload import Arrival
 
 _END, _ASK, _REPLY, _PROBE, _ARRIVE = range(5)
 
@@ -71,21 +71,22 @@ class SparrowSim:
         self.launched: set[str] = set()
         self.eligible: dict[tuple[int, Res], list[int]] = {}
         self.run = SparrowRun(config, {}, nodes)
-        self.heap: list[tuple[float, int, int, Any]] = []
-        self.seq = 0
-        self.now = 0.0
+        self.clock: EventHeap[Any] = EventHeap()
         for a in arrivals:
             self._push(a.t, _ARRIVE, a)
 
+    @property
+    def now(self) -> float:
+        return self.clock.now
+
     def _push(self, t: float, kind: int, payload: Any) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, kind, self.seq, payload))
+        self.clock.push(t, kind, payload)
 
     def simulate(self) -> SparrowRun:
         handlers = {_END: self._end, _ASK: self._ask, _REPLY: self._reply, _PROBE: self._probe,
                     _ARRIVE: self._arrive}
-        while self.heap:
-            self.now, kind, _, payload = heapq.heappop(self.heap)
+        while self.clock:
+            kind, payload = self.clock.pop()
             handlers[kind](payload)
         return self.run
 

@@ -19,12 +19,11 @@ its failed attempts, and the launch message) and queuing (the rest: waiting in t
 queue, in an LM's queue, and for room). Worker queuing is zero: an LM launches only
 what it has verified.
 
-`python -m tcluster.federation.sim --lms 3 --gms 3 --workers 300 --tasks 4550` prints
-the table (federation/report.py)."""
+`tcl sim` runs it on a scenario with a `federation:` mapping (sim/federation/scenario.py),
+beside its baselines (sim/federation/compare.py); `systems: [megha]` runs it alone."""
 
 from __future__ import annotations
 
-import heapq
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -34,7 +33,8 @@ from tcluster.federation.gm import GlobalManager, GMStats, NoRoom, Send
 from tcluster.federation.lm import LocalManager, Notice
 from tcluster.federation.messages import Answer, Launched, LMState, NodeSpec, Request, Res, TaskSpec
 from tcluster.federation.view import split
-from tcluster.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
+from tcluster.sim.clock import EventHeap
+from tcluster.sim.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
 
 # At equal times: ends free room before arrivals and requests look for it.
 _END, _STATE, _DELTA, _ANSWER, _LM_IN, _LM_DO, _START, _ARRIVE, _WAKE, _BEAT = range(10)
@@ -99,9 +99,7 @@ class FederationSim:
         self.gms = [GlobalManager(g, layouts, config.gms, queues_of(g, config.queues_per_gm),
                                   config.repartition, preempter) for g in range(config.gms)]
         self.run = FedRun(config, {}, [gm.stats for gm in self.gms], clusters)
-        self.heap: list[tuple[float, int, int, Any]] = []
-        self.seq = 0
-        self.now = 0.0
+        self.clock: EventHeap[Any] = EventHeap()
         self.link_free: dict[tuple[str, int, int], float] = {}
         self.lm_busy = [0.0] * config.lms
         self.gm_busy = [0.0] * config.gms
@@ -121,17 +119,23 @@ class FederationSim:
 
     # ---- plumbing ----
 
-    def _push(self, t: float, kind: int, payload: Any) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (t, kind, self.seq, payload))
+    @property
+    def now(self) -> float:
+        return self.clock.now
 
-    def _send(self, link: tuple[str, int, int], kind: int, payload: Any, nodes: int = 0) -> float:
-        """Deliver over a FIFO link after the base delay plus the state's transfer time."""
+    def _push(self, t: float, kind: int, payload: Any) -> None:
+        self.clock.push(t, kind, payload)
+
+    def _send(self, link: tuple[str, int, int], kind: int, payload: Any, nodes: int = 0,
+              leave: float | None = None) -> float:
+        """Deliver over a FIFO link after the base delay plus the state's transfer time.
+        The message leaves at `leave` (default now); returns how long it took from then."""
+        sent = self.now if leave is None else leave
         delay = self.cfg.net_base_s + nodes * self.cfg.bytes_per_node / self.cfg.bandwidth_Bps
-        at = max(self.now + delay, self.link_free.get(link, 0.0))
+        at = max(sent + delay, self.link_free.get(link, 0.0))
         self.link_free[link] = at
         self._push(at, kind, payload)
-        return at - self.now
+        return at - sent
 
     def _wake(self, g: int, at: float | None = None) -> None:
         if not self.gm_woken[g]:
@@ -142,8 +146,8 @@ class FederationSim:
         handlers = {_END: self._end, _STATE: self._state, _DELTA: self._delta, _ANSWER: self._answer,
                     _LM_IN: self._lm_in, _LM_DO: self._check, _START: self._start, _ARRIVE: self._arrive, _WAKE: self._gm_wake,
                     _BEAT: self._beat}
-        while self.heap:
-            self.now, kind, _, payload = heapq.heappop(self.heap)
+        while self.clock:
+            kind, payload = self.clock.pop()
             handlers[kind](payload)
         return self.run
 
@@ -171,9 +175,8 @@ class FederationSim:
         self.gm_busy[g] = self.now + self.cfg.gm_handler_s
         if isinstance(decision, Send):
             rec.attempts += 1
-            self.now += self.cfg.gm_handler_s    # the request leaves once decided
-            rec.communication += self._send(("req", g, decision.lm), _LM_IN, (g, decision))
-            self.now -= self.cfg.gm_handler_s
+            rec.communication += self._send(("req", g, decision.lm), _LM_IN, (g, decision),
+                                            leave=self.now + self.cfg.gm_handler_s)   # once decided
         else:
             self._wake(g, self.gm_busy[g])
 
@@ -275,8 +278,3 @@ def simulate(config: FedConfig, spec: WorkloadSpec, preempter: Preempter | None 
     queues = [q for g in range(config.gms) for q in queues_of(g, config.queues_per_gm)]
     arrivals = tasks(rng, spec, clusters, queues)
     return FederationSim(config, clusters, arrivals, preempter).simulate()
-
-
-if __name__ == "__main__":
-    from tcluster.federation.report import main
-    raise SystemExit(main())

@@ -1,5 +1,5 @@
 """`tcl sim` for a federation scenario: Megha (issue 25) against centralized Megha and the
-Sparrow batch sampler, on the federation's synthetic workload (federation/workload.py).
+Sparrow batch sampler, on the federation's synthetic workload (sim/federation/workload.py).
 
     federation:
       workers: 10000            # or a list, one run per size: [1000, 5000, 10000]
@@ -28,11 +28,11 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path as FsPath
 from typing import Any
 
-from tcluster.federation.compare import COMPONENTS, SYSTEMS, SystemResult
-from tcluster.federation.sim import FedConfig
-from tcluster.federation.workload import WorkloadSpec
 from tcluster.formats import format_table
 from tcluster.scheduler.yamlsrc import Located, Path, load_located, read_config_file
+from tcluster.sim.federation.compare import COMPONENTS, SYSTEMS, SystemResult
+from tcluster.sim.federation.sim import FedConfig
+from tcluster.sim.federation.workload import WorkloadSpec
 from tcluster.sim.scenario import checked_mapping
 
 _KEYS = {"workers": int, "lms": int, "gms": int, "queues_per_gm": int, "heartbeat_s": float,
@@ -52,7 +52,7 @@ class FederationScenario:
     systems: tuple[str, ...]
     probes: int
     tasks_per_worker: float | None = None
-    measured: bool = False            # handler_times: measured (federation/calibrate.py)
+    measured: bool = False            # handler_times: measured (sim/federation/calibrate.py)
 
     def spec_for(self, workers: int) -> WorkloadSpec:
         if self.tasks_per_worker is None:

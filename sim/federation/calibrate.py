@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from tcluster.federation.messages import NodeSpec
-from tcluster.federation.sim import FedConfig, FederationSim
-from tcluster.federation.workload import Arrival
+from tcluster.sim.federation.sim import FedConfig, FederationSim
+from tcluster.sim.federation.workload import Arrival
 
 SAMPLE_ARRIVALS = 3000
 
