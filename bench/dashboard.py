@@ -257,6 +257,7 @@ class HeartbeatRig:
     def round(self, observer: Recorder | None, from_wire: bool) -> tuple[float, float]:
         """One beat of every node, then (history on) the drain: (seconds in beats, in the drain)."""
         self.service.observer = observer
+        self.service.listeners = [observer] if observer is not None else []
         if observer is not None:
             self.history_time += 1.0            # rounds without history leave no gap in it
         self.clock = self.history_time
@@ -274,6 +275,7 @@ class HeartbeatRig:
             observer.drain(self.state)
             drain = time.perf_counter() - started
         self.service.observer = None
+        self.service.listeners = []
         return beats, drain
 
 

@@ -11,7 +11,7 @@ import random
 import secrets
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable
+from typing import AsyncIterator, Callable
 
 from tcluster.arrays import parse_index_set
 from tcluster.dependency import parse_dependency
@@ -19,15 +19,16 @@ from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
+from tcluster.master.core.feed import AppliedStep, StepListener
 from tcluster.master.core.events import (
-    Cancel, CancelTasks, Event, Now, Preempt, Step, Submit, SubmitPinned, UpdateJob,
+    Cancel, CancelTasks, Event, Now, Outbound, Preempt, Step, Submit, SubmitPinned, UpdateJob,
 )
 from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
 from tcluster.master.links import AgentLink
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
-from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
+from tcluster.master.ports import LotesHooks, Observer
 from tcluster.master.agentside import AgentSide
 from tcluster.master.rounds import Rounds
 from tcluster.master.usagewatch import UsageWatches
@@ -55,6 +56,9 @@ log = logging.getLogger(__name__)
 
 
 class MasterService(AgentSide, Rounds):
+    """The master's one state and the one way to change it (`_do`); features see it as a
+    MasterPort (master/ports.py)."""
+
     def __init__(self, settings: MasterSettings, store: StateStore, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic, acting: Callable[[], bool] = lambda: True) -> None:
         self.settings = settings
@@ -79,16 +83,14 @@ class MasterService(AgentSide, Rounds):
         self.preemption = make_preemption(settings)    # None unless --preemption
         if self.preemption is not None:
             self.preemption.restore(self.state, self.reservations, self.clock())
-        self.observer: Any = None     # dashboards (master/usage/recorder.py): told of every applied step and round
-        self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
         self.node_counters = nodeops.NodeOpsCounters()
-        # --federation-lm-id: Megha's Local Manager over this master (master/federation_lm.py).
-        self.federation: Any = None
-        if settings.federation_lm_id is not None:
-            from tcluster.master.federation_live import LiveLM
-            self.federation = LiveLM(self)
+        # Plugged in by the composition root (master/server.py): each listener gets every
+        # applied step, in order; LoTES (--placement lotes) and the dashboard's observer.
+        self.listeners: list[StepListener] = []
+        self.lotes: LotesHooks | None = None
+        self.observer: Observer | None = None
         # Called after each loop iteration that did not fail (systemd's watchdog: master/reload.py).
         self.after_round: Callable[[], None] = lambda: None
 
@@ -100,19 +102,16 @@ class MasterService(AgentSide, Rounds):
     def _do(self, event: Event) -> tuple[Step, asyncio.Future[None]]:
         """Decide, apply in memory, queue the rows; the step's actions (and the returned
         future) wait until its rows are durable. StoreError: nothing of it was visible."""
-        step = handle(self.state, event, self.now())
+        now = self.now()
+        step = handle(self.state, event, now)
         new_jobs = [j for j in step.jobs if j not in self.state.jobs]
-        before = self.lotes.snapshot(step) if self.lotes is not None else None   # LoTES: the book follows steps
+        before = {task_id: self.state.task(task_id) for task_id in step.tasks}
+        reconnected = frozenset(name for name, live in step.live.items() if live.connected != self.state.connected(name))
         self.state.apply(step)
-        if step.kills_put:
-            self.node_counters.on_step(step)
-        if self.observer is not None:
-            self.observer.on_step(event, step, self.clock())
-        if self.lotes is not None:
-            self.lotes.on_step(before, step)
         durable = self.committer.add(step, new_jobs)
-        if self.federation is not None:
-            self.federation.on_step(step, durable)
+        applied = AppliedStep(event, step, now, durable, before, reconnected)
+        for listener in self.listeners:
+            listener.on_step(applied)
         return step, durable
 
     def _recover(self) -> None:
@@ -183,12 +182,21 @@ class MasterService(AgentSide, Rounds):
             raise FailedPrecondition(
                 f"request_id {spec.request_id!r} was already used for job {job_id} with a different spec; "
                 "use a new request_id for a new job")
-        await self.committer.add(Step(), [])   # durable once every write queued before it is
-        # A failed write with no reload after it (etcd: leadership lost) leaves memory ahead
-        # of the store: answer only for a job the store has.
-        if not self.acting() or not self.store.job_exists(job_id):
+        if not await self.written(job_id):
             raise Unavailable("the first submit with this request_id was not written; send it again")
         return self.get(job_id)
+
+    async def written(self, job_id: str) -> bool:
+        """Whether the job is in the store once every write queued so far is durable. A
+        failed write with no reload after it (etcd: leadership lost) leaves memory ahead of
+        the store: only a job the store has counts."""
+        await self.committer.add(Step(), [])   # durable once every write queued before it is
+        return self.acting() and self.store.job_exists(job_id)
+
+    def broadcast(self, message_for: Callable[[str], Outbound]) -> None:
+        """Sends each connected node its own message (LoTES: every node's new bin)."""
+        for node, link in list(self.links.items()):
+            link.send(message_for(node))
 
     def read(self, job_id: str, caller: Caller) -> tuple[Job, list[Task]]:
         """The job if the caller may read it; NotFound, as for no such job, if not."""

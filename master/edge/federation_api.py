@@ -108,15 +108,16 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
     def __init__(self, service: MasterService, gm_guard: GMGuard | None = None) -> None:
         self.service = service
         self.gm_guard = gm_guard     # set on the mutual-TLS port: a GM certificate, not a token
+        self.lm: LiveLM | None = None    # set with the service when this master leads (--federation-lm-id)
 
     def _lm(self, context: grpc.aio.ServicerContext, call: str) -> LiveLM:
         if self.gm_guard is not None:
             self.gm_guard.admit(peer_cert(context), call)
         elif self.service.gate.secure and not caller_of(self.service, context, call).admin:
             raise PermissionDenied(f"{call}: only a global manager (an admin token) may call the LM service")
-        if self.service.federation is None:
+        if self.lm is None:
             raise FailedPrecondition("this master is not a federation LM (start it with --federation-lm-id N)")
-        return self.service.federation
+        return self.lm
 
     async def Subscribe(self, request: federation_pb2.SubscribeRequest,
                         context: grpc.aio.ServicerContext) -> AsyncIterator[federation_pb2.LMUpdate]:

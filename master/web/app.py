@@ -86,7 +86,8 @@ class Dashboard:
     async def start(self, address: str) -> int:
         running = {t.id for ts in self.service.state.tasks.values() for t in ts if t.state.holds_resources}
         self.store.restore(self.recorder, running)
-        self.service.observer = self.recorder
+        self.service.observer = self.recorder           # rounds and GPU samples
+        self.service.listeners.append(self.recorder)    # every applied step
         host, _, port = address.rpartition(":")
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
@@ -96,6 +97,7 @@ class Dashboard:
         except OSError:
             await self._runner.cleanup()
             self.service.observer = None
+            self.service.listeners.remove(self.recorder)
             self.store.close()
             raise
         self.port = self._runner.addresses[0][1]
