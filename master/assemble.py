@@ -13,6 +13,7 @@ from typing import Callable
 
 from tcluster.master.federation_live import LiveLM
 from tcluster.master.lotes_live import make_lotes
+from tcluster.master.preempting import make_preemption
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store.base import StateStore
@@ -27,14 +28,16 @@ class Assembled:
 def assemble(settings: MasterSettings, store: StateStore, acting: Callable[[], bool] = lambda: True,
              clock: Callable[[], float] = time.time) -> Assembled:
     service = MasterService(settings, store, clock=clock, acting=acting)
-    service.listeners.append(service.node_counters)          # /metrics: drain requeues
-    lotes = make_lotes(service, settings, service.placement)  # None unless --placement lotes
+    plugins = service.plugins
+    plugins.listeners.append(service.node_counters)          # /metrics: drain requeues
+    plugins.preemption = make_preemption(settings)            # None unless --preemption
+    service.rounds.restore(service.clock())
+    plugins.lotes = lotes = make_lotes(service, settings, service.placement)   # None unless --placement lotes
     if lotes is not None:
-        service.lotes = lotes
-        service.listeners.append(lotes)                       # the LoTES book follows steps
+        plugins.listeners.append(lotes)                       # the LoTES book follows steps
     federation = LiveLM(service, settings) if settings.federation_lm_id is not None else None
     if federation is not None:
-        service.listeners.append(federation)                  # task ends to their GMs, once durable
+        plugins.listeners.append(federation)                  # task ends to their GMs, once durable
     return Assembled(service, federation)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from tcluster.launch import Launch
 from tcluster.master.core.actions import BinTarget
-from tcluster.master.core.events import Step, Welcome
+from tcluster.master.core.events import Action, Step, Welcome
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
@@ -214,7 +214,7 @@ class LotesLive:
         self._recount()
         self._nodes_dirty = True
 
-    def decorate(self, action: object) -> object:
+    def decorate(self, action: Action) -> Action:
         """Launches carry the task's class; a Welcome carries the node's bin."""
         if isinstance(action, Launch):
             k = self.klass(action.spec.resources)

@@ -2,8 +2,9 @@
 
 - `MasterPort`: what a feature (LoTES, the federation LM) may read of the service and
   ask of it. Features get this, never the MasterService itself.
-- `LotesHooks`, `Observer`: what the service itself calls on a feature the composition
-  root plugged in (master/server.py); both are optional.
+- `Plugins`: what the composition root (master/assemble.py) plugged into the service:
+  step listeners, and `LotesHooks`, `Preemption`, `Observer`, which the service itself
+  calls; each is optional.
 - The change feed (every applied step) is master/core/feed.py's `AppliedStep`, handed to
   each `StepListener` in `MasterService.listeners`.
 
@@ -11,14 +12,23 @@ Types only: this module imports no feature and no service."""
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol
 
 from tcluster.gpuusage import GpuSample
-from tcluster.master.core.events import Outbound
+from tcluster.master.core.events import Action, Event, Outbound, Preempt, Step
+from tcluster.master.core.feed import StepListener
 from tcluster.master.core.state import MasterState
 from tcluster.model import Job, JobSpec, Task
 from tcluster.resources import Resources
+from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.reservations import Reservations
+from tcluster.scheduler.windows import Windows
+
+# The service's one way to change state: decide, apply, queue the rows (MasterService._do).
+Do = Callable[[Event], tuple[Step, "asyncio.Future[None]"]]
 
 
 class MasterPort(Protocol):
@@ -59,7 +69,7 @@ class LotesHooks(Protocol):
 
     def reloaded(self) -> None: ...
 
-    def decorate(self, action: object) -> object: ...
+    def decorate(self, action: Action) -> Action: ...
 
     def check(self) -> None: ...
 
@@ -80,4 +90,25 @@ class Observer(Protocol):
     def on_gpus(self, samples: tuple[GpuSample, ...], wall: float) -> None: ...
 
 
-__all__ = ["LotesHooks", "MasterPort", "Observer"]
+class Preemption(Protocol):
+    """--preemption (master/preempting.py): after each round, and when the state is loaded."""
+
+    def restore(self, state: MasterState, book: Reservations, now: float) -> None: ...
+
+    def after_round(self, state: MasterState, tree: QueueTree, book: Reservations, cache: EligibleCache, now: float,
+                    do: Callable[[Preempt], object], reasons: dict[str, str],
+                    windows: Windows | None = None) -> dict[str, str]: ...
+
+
+@dataclass
+class Plugins:
+    """What the composition root (master/assemble.py) plugs into one service; shared by
+    the service's parts (Agents, Rounds). Each is optional."""
+
+    listeners: list[StepListener] = field(default_factory=list)   # every applied step, in this order
+    lotes: LotesHooks | None = None            # --placement lotes
+    preemption: Preemption | None = None       # --preemption
+    observer: Observer | None = None           # the dashboard's recorder: rounds and GPU samples
+
+
+__all__ = ["Do", "LotesHooks", "MasterPort", "Observer", "Plugins", "Preemption"]

@@ -96,7 +96,7 @@ class RunningMaster:
         if self.loop_task is not None:
             self.loop_task.cancel()
         if self.service is not None:
-            for link in list(self.service.links.values()):
+            for link in list(self.service.agents.links.values()):
                 link.close()
         await self.server.stop(grace_s)
         if self.secure_parts is not None:
@@ -129,7 +129,7 @@ class RunningMaster:
                 servicer.lm = assembled.federation
         self.store, self.service = store, service
         self.dashboard = await _start_dashboard(service, settings)
-        self.loop_task = asyncio.create_task(service.run(), name="master-loop")
+        self.loop_task = asyncio.create_task(service.rounds.run(), name="master-loop")
         self.leading.set()
 
 

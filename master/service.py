@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import secrets
 import time
 from dataclasses import replace
@@ -16,34 +15,27 @@ from typing import AsyncIterator, Callable
 from tcluster.arrays import parse_index_set
 from tcluster.dependency import parse_dependency
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
-from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
-from tcluster.master.core.feed import AppliedStep, StepListener
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.events import (
     Cancel, CancelTasks, Event, Now, Outbound, Preempt, Step, Submit, SubmitPinned, UpdateJob,
 )
 from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
-from tcluster.master.links import AgentLink
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.paging import page_of_jobs
-from tcluster.master.ports import LotesHooks, Observer
-from tcluster.master.agentside import AgentSide
+from tcluster.master.ports import Plugins
+from tcluster.master.agentside import Agents
 from tcluster.master.rounds import Rounds
-from tcluster.master.usagewatch import UsageWatches
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
 from tcluster.master.settings import MasterSettings
 from tcluster.master.loading import load_state, not_found
 from tcluster.master.store.base import StateStore
 from tcluster.master.core.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, Task
-from tcluster.scheduler.fairness import make_fairness
-from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
 from tcluster.queuerow import QueueRow
-from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
-from tcluster.master.preempting import make_preemption
 from tcluster.master import nodeops
 from tcluster.nodeops import shown_state
 from tcluster.security.authz import (
@@ -55,9 +47,10 @@ from tcluster.redaction import hidden_fields, redact_job
 log = logging.getLogger(__name__)
 
 
-class MasterService(AgentSide, Rounds):
-    """The master's one state and the one way to change it (`_do`); features see it as a
-    MasterPort (master/ports.py)."""
+class MasterService:
+    """The master's one state and the one way to change it (`_do`), composed of its agents'
+    side (master/agentside.py) and its scheduling loop (master/rounds.py); features see
+    it as a MasterPort (master/ports.py) and are plugged in by master/assemble.py."""
 
     def __init__(self, settings: MasterSettings, store: StateStore, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic, acting: Callable[[], bool] = lambda: True) -> None:
@@ -68,31 +61,18 @@ class MasterService(AgentSide, Rounds):
         # a master that does not sends nothing to agents, whatever it had decided.
         self.acting = acting
         self.state = load_state(store, settings, monotonic())
-        self.fairness = make_fairness(settings.fairness)
-        self.placement = make_placement(settings.placement)
-        self.rng = random.Random(settings.seed)
-        self.links: dict[str, AgentLink] = {}
-        self.gpus = GpuBoard()       # the last NVML samples of running tasks' GPUs, per node
-        self.usage_watches = UsageWatches(0)   # fresh samples on demand (tcl top, job page, scrape)
-        self.log_streams = StreamCap(settings.log_streams_per_user)
-        self.committer = Committer(store, self._send, self._recover)
-        self._wake = asyncio.Event()
-        self._eligible = EligibleCache()
         self.queues = load_tree(settings.queues_file)
-        self.reservations = Reservations(settings.reserve_after_s, settings.preempt_grace_s + PREEMPT_HOLD_SLACK_S)
-        self.preemption = make_preemption(settings)    # None unless --preemption
-        if self.preemption is not None:
-            self.preemption.restore(self.state, self.reservations, self.clock())
+        self.placement = make_placement(settings.placement)
+        self.plugins = Plugins()
+        self.rounds = Rounds(settings, self, self._do, acting, self.placement, self.plugins)
+        # (clocks through the service: a bench or test may set them after this)
+        self.agents = Agents(settings, self._do, self.kick, acting, lambda: self.clock(), lambda: self.monotonic(),
+                             self.plugins)
+        self.log_streams = StreamCap(settings.log_streams_per_user)
+        self.committer = Committer(store, self.agents.send, self._recover)
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
         self.node_counters = nodeops.NodeOpsCounters()
-        # Plugged in by the composition root (master/server.py): each listener gets every
-        # applied step, in order; LoTES (--placement lotes) and the dashboard's observer.
-        self.listeners: list[StepListener] = []
-        self.lotes: LotesHooks | None = None
-        self.observer: Observer | None = None
-        # Called after each loop iteration that did not fail (systemd's watchdog: master/reload.py).
-        self.after_round: Callable[[], None] = lambda: None
 
     # ---- the one way to change state ----
 
@@ -110,7 +90,7 @@ class MasterService(AgentSide, Rounds):
         self.state.apply(step)
         durable = self.committer.add(step, new_jobs)
         applied = AppliedStep(event, step, now, durable, before, reconnected)
-        for listener in self.listeners:
+        for listener in self.plugins.listeners:
             listener.on_step(applied)
         return step, durable
 
@@ -123,16 +103,16 @@ class MasterService(AgentSide, Rounds):
         now = self.now()
         before = dict(self.state.live)
         self.state = load_state(self.store, self.settings, now.mono)
-        for name, link in list(self.links.items()):
+        links = self.agents.links
+        for name, link in list(links.items()):
             if name in self.state.nodes:
                 self.state.reattach(name, now.mono, now.wall, before.get(name))
             else:
-                del self.links[name]
+                del links[name]
                 link.close()
-        if self.lotes is not None:
-            self.lotes.reloaded()
-        if self.preemption is not None:
-            self.preemption.restore(self.state, self.reservations, now.wall)
+        if self.plugins.lotes is not None:
+            self.plugins.lotes.reloaded()
+        self.rounds.restore(now.wall)
         log.error("state reloaded from the store after a failed write")
 
     # ---- jobs ----
@@ -151,8 +131,8 @@ class MasterService(AgentSide, Rounds):
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
         _, durable = self._do(Submit(job_id, spec, self._known_states(spec)))
-        if self.lotes is not None:
-            self.lotes.submitted(spec)
+        if self.plugins.lotes is not None:
+            self.plugins.lotes.submitted(spec)
         self.kick()
         await durable
         return self.get(job_id)
@@ -195,8 +175,11 @@ class MasterService(AgentSide, Rounds):
 
     def broadcast(self, message_for: Callable[[str], Outbound]) -> None:
         """Sends each connected node its own message (LoTES: every node's new bin)."""
-        for node, link in list(self.links.items()):
-            link.send(message_for(node))
+        self.agents.broadcast(message_for)
+
+    def kick(self) -> None:
+        """A scheduling round soon."""
+        self.rounds.kick()
 
     def read(self, job_id: str, caller: Caller) -> tuple[Job, list[Task]]:
         """The job if the caller may read it; NotFound, as for no such job, if not."""
@@ -287,7 +270,7 @@ class MasterService(AgentSide, Rounds):
                            f"{': ' + job.spec.array if job.spec.array else ''})")
         if not task.node:
             raise FailedPrecondition(f"task {task.id} has not started yet ({task.state.value})")
-        link = self.links.get(task.node)
+        link = self.agents.links.get(task.node)
         if link is None:
             raise Unavailable(f"node {task.node} is not connected; its logs stay on that node")
         fetch = FetchLog(secrets.token_hex(8), task.id, stderr, tail_bytes, self.settings.log_max_bytes, follow,

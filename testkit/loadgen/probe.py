@@ -64,12 +64,12 @@ TIMERS = Timers()
 
 
 def install() -> None:
-    from tcluster.master import service
+    from tcluster.master import agentside, rounds, service
     from tcluster.master.edge import grpc_api
     from tcluster.master.store import sqlite as store
 
     current = {"event": "?"}
-    round_fn = service.schedule_round
+    round_fn = rounds.schedule_round
 
     def schedule_round(jobs, pending, *args, **kwargs):  # type: ignore[no-untyped-def]
         start = perf()
@@ -77,18 +77,18 @@ def install() -> None:
         TIMERS.rounds.append((perf() - start, len(pending), len(result.placements)))
         return result
 
-    service.schedule_round = schedule_round
+    rounds.schedule_round = schedule_round
 
-    once_fn = service.MasterService.schedule_once
+    once_fn = rounds.Rounds.schedule_once
 
     def schedule_once(self):  # type: ignore[no-untyped-def]
         start = perf()
         result = once_fn(self)
-        if self.state.pending_jobs or result:
+        if self.master.state.pending_jobs or result:
             TIMERS.schedule_once.append(perf() - start)
         return result
 
-    service.MasterService.schedule_once = schedule_once
+    rounds.Rounds.schedule_once = schedule_once
 
     do_fn = service.MasterService._do
 
@@ -118,7 +118,7 @@ def install() -> None:
 
     store.Store.apply = apply
 
-    attach_fn = service.MasterService.attach
+    attach_fn = agentside.Agents.attach
 
     def attach(self, reg):  # type: ignore[no-untyped-def]
         current["event"] = "AgentJoined"
@@ -130,7 +130,7 @@ def install() -> None:
             row[0] += 1
             row[1] += perf() - start
 
-    service.MasterService.attach = attach
+    agentside.Agents.attach = attach
 
     names = ("inbound_from_pb", "outbound_to_pbs" if hasattr(grpc_api, "outbound_to_pbs") else "outbound_to_pb")
     for name in names:

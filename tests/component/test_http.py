@@ -156,8 +156,8 @@ def test_without_http_there_is_no_dashboard_and_no_observer(tmp_path: Path) -> N
     async def scenario(h: Harness) -> None:
         await h.start_master()
         service = h.master.service
-        assert h.master.dashboard is None and service.observer is None
-        assert not any(isinstance(listener, Recorder) for listener in service.listeners)
+        assert h.master.dashboard is None and service.plugins.observer is None
+        assert not any(isinstance(listener, Recorder) for listener in service.plugins.listeners)
     run(scenario, tmp_path)
 
 
