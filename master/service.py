@@ -15,6 +15,7 @@ from typing import AsyncIterator, Callable
 from tcluster.arrays import parse_index_set
 from tcluster.dependency import parse_dependency
 from tcluster.errors import FailedPrecondition, NotFound, Unavailable
+from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
 from tcluster.master.core.feed import AppliedStep
@@ -25,7 +26,7 @@ from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.paging import page_of_jobs
-from tcluster.master.ports import Plugins
+from tcluster.master.ports import Plugins, Preemption
 from tcluster.master.agentside import Agents
 from tcluster.master.rounds import Rounds
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
@@ -180,6 +181,17 @@ class MasterService:
     def kick(self) -> None:
         """A scheduling round soon."""
         self.rounds.kick()
+
+    # ---- read by the dashboard and /metrics (master/web, master/usage) ----
+
+    @property
+    def gpus(self) -> GpuBoard:
+        """The last NVML samples of running tasks' GPUs, per node."""
+        return self.agents.gpus
+
+    @property
+    def preemption(self) -> Preemption | None:
+        return self.plugins.preemption
 
     def read(self, job_id: str, caller: Caller) -> tuple[Job, list[Task]]:
         """The job if the caller may read it; NotFound, as for no such job, if not."""

@@ -80,7 +80,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         """Redacted here, on the master, for a caller who may not read the job's secrets."""
         lotes = self.service.plugins.lotes
         pair = self.service.shown(pair, caller)
-        board = self.service.agents.gpus
+        board = self.service.gpus
         return job_to_pb(*pair, dominant_share=self.service.dominant_share(*pair),
                          lotes_class=lotes.klass(pair[0].spec.resources) if lotes is not None else None,
                          gpu_usage=lambda t: board.of_task(t.node, t.id, t.attempt))
