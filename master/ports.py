@@ -2,7 +2,7 @@
 
 - `MasterPort`: what a feature (LoTES, the federation LM) may read of the service and
   ask of it. Features get this, never the MasterService itself.
-- `Plugins`: what the composition root (master/assemble.py) plugged into the service:
+- `Plugins`: what the composition root (master/app/assemble.py) plugged into the service:
   step listeners, and `LotesHooks`, `Preemption`, `Observer`, which the service itself
   calls; each is optional.
 - The change feed (every applied step) is master/core/feed.py's `AppliedStep`, handed to
@@ -63,7 +63,7 @@ class MasterPort(Protocol):
 
 
 class LotesHooks(Protocol):
-    """What the service and its edge call on LoTES (master/lotes_live.py)."""
+    """What the service and its edge call on LoTES (master/features/lotes_live.py)."""
 
     def submitted(self, spec: JobSpec) -> None: ...
 
@@ -91,7 +91,7 @@ class Observer(Protocol):
 
 
 class Preemption(Protocol):
-    """--preemption (master/preempting.py): after each round, and when the state is loaded."""
+    """--preemption (master/features/preempting.py): after each round, and when the state is loaded."""
 
     def restore(self, state: MasterState, book: Reservations, now: float) -> None: ...
 
@@ -102,7 +102,7 @@ class Preemption(Protocol):
 
 @dataclass
 class Plugins:
-    """What the composition root (master/assemble.py) plugs into one service; shared by
+    """What the composition root (master/app/assemble.py) plugs into one service; shared by
     the service's parts (Agents, Rounds). Each is optional."""
 
     listeners: list[StepListener] = field(default_factory=list)   # every applied step, in this order

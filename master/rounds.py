@@ -43,7 +43,7 @@ class Rounds:
         self.eligible = EligibleCache()
         self.reservations = Reservations(settings.reserve_after_s, settings.preempt_grace_s + PREEMPT_HOLD_SLACK_S)
         self._wake = asyncio.Event()
-        # Called after each loop iteration that did not fail (systemd's watchdog: master/reload.py).
+        # Called after each loop iteration that did not fail (systemd's watchdog: master/app/reload.py).
         self.after_round: Callable[[], None] = lambda: None
 
     def kick(self) -> None:
@@ -110,7 +110,7 @@ class Rounds:
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
 
     def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
-        """--preemption: after the round's placements (master/preempting.py)."""
+        """--preemption: after the round's placements (master/features/preempting.py)."""
         preemption, state = self.plugins.preemption, self.master.state
         if preemption is None or not state.pending_jobs:
             return reasons

@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 class MasterService:
     """The master's one state and the one way to change it (`_do`), composed of its agents'
     side (master/agentside.py) and its scheduling loop (master/rounds.py); features see
-    it as a MasterPort (master/ports.py) and are plugged in by master/assemble.py."""
+    it as a MasterPort (master/ports.py) and are plugged in by master/app/assemble.py."""
 
     def __init__(self, settings: MasterSettings, store: StateStore, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic, acting: Callable[[], bool] = lambda: True) -> None:
@@ -253,7 +253,7 @@ class MasterService:
         return self.get(job_id)
 
     async def preempt(self, victims: tuple[tuple[str, int, str, str], ...]) -> None:
-        """A GM's PreemptAndLaunch (master/federation_live.py): (task id, attempt, reason,
+        """A GM's PreemptAndLaunch (master/features/federation_live.py): (task id, attempt, reason,
         preempting job) take this master's preemption path: a kill intent persisted first,
         SIGTERM, --preempt-grace-s, SIGKILL, resent until the agent confirms."""
         _, durable = self._do(Preempt(victims))

@@ -2,7 +2,7 @@
 
 The service decides a step (transitions.handle), applies it in memory, queues its rows
 (the committer), and then hands every registered listener one `AppliedStep`, in the
-order the composition root registered them (master/server.py). A listener must not
+order the composition root registered them (master/app/assemble.py). A listener must not
 raise and must not change the state: it follows it (counters, dashboards, the LoTES
 book, a federation LM's GMs). Values only: no I/O here."""
 

@@ -1,5 +1,5 @@
 """LocalManagerService (proto/tcluster/v1/federation.proto), thin: the wire to the pure
-federation messages and back; the logic is master/federation_live.py. On a secure master
+federation messages and back; the logic is master/features/federation_live.py. On a secure master
 callers need a live GM certificate of this cluster on the mutual-TLS (agent) port, or an
 admin's token on the client port (a GM acts for every user of its queues)."""
 
@@ -16,8 +16,8 @@ from tcluster.federation.messages import (
     Res, TaskSpec, Why,
 )
 from tcluster.master.edge.grpc_api import _abort, caller_of
-from tcluster.master.federation_live import Ended, LiveLM, Update
-from tcluster.master.federation_lm import LiveLayout
+from tcluster.master.features.federation_live import Ended, LiveLM, Update
+from tcluster.master.features.federation_lm import LiveLayout
 from tcluster.master.identity.gmguard import GMGuard
 from tcluster.master.identity.peer import peer_cert
 from tcluster.master.service import MasterService

@@ -11,7 +11,7 @@ its functions wrapped to time them (two perf_counter calls each):
   etcd's lease keepalives (round trip): a leader whose loop stalls past its lease
   deadline steps down (docs/ha.md).
 
-On a lost leadership the master re-executes itself (`-m tcluster.master.main` with its
+On a lost leadership the master re-executes itself (`-m tcluster.master.app.main` with its
 own arguments): sys.argv is set to the master's arguments so that it restarts as a plain
 master (without these timers).
 
@@ -248,7 +248,7 @@ def main() -> int:
             profiler["p"] = None
 
     signal.signal(signal.SIGUSR2, on_usr2)
-    from tcluster.master.main import main as master_main
+    from tcluster.master.app.main import main as master_main
     master_args = args.master_args[1:] if args.master_args[:1] == ["--"] else args.master_args
     sys.argv = [sys.argv[0], *master_args]      # what a re-executing master (lost leadership) runs again
     return master_main(master_args)

@@ -12,7 +12,7 @@ from tcluster.launch import Launch
 from tcluster.master.core.actions import BinTarget, TaskReport
 from tcluster.master.core.events import Cancel, Place, Reports, Step, Submit, Tick, Beat, Welcome
 from tcluster.master.core.feed import AppliedStep
-from tcluster.master.lotes_live import LotesLive, RequestWindow, book_moves
+from tcluster.master.features.lotes_live import LotesLive, RequestWindow, book_moves
 from tcluster.model import Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook
@@ -184,7 +184,7 @@ def test_request_window_slides_and_counts_distinct_requests() -> None:
 
 
 def test_learned_classes_resolve_when_their_shares_drift() -> None:
-    from tcluster.master.lotes_live import offline
+    from tcluster.master.features.lotes_live import offline
     from tcluster.model import JobSpec
     w = World()
     w.join("n1")

@@ -1,7 +1,7 @@
 """The LM service's I/O over a live master (issue 25): a GM's Place becomes a pinned
 one-task job of this master (master/core/pinning.py), answered once durable; each GM's
 Subscribe stream gets the layout, the full state every --federation-state-interval-s and
-its tasks' ends at once. The decisions are FederationLM's (master/federation_lm.py) and
+its tasks' ends at once. The decisions are FederationLM's (master/features/federation_lm.py) and
 the master core's; this module only orders them: check, write, then answer and tell.
 
 Idempotency: the job carries the PlaceRequest's request_id (owner `tcluster:federation`), so a
@@ -24,7 +24,7 @@ from tcluster.federation.messages import (
 from tcluster.master.core.events import Step
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinned_node
-from tcluster.master.federation_lm import (
+from tcluster.master.features.federation_lm import (
     FederationLM, FedRun, LiveLayout, NO_ROOM, Res, epoch_floor, fed_labels, federated_run, res_of, resources_of,
 )
 from tcluster.master.ports import MasterPort

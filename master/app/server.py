@@ -28,7 +28,7 @@ from tcluster.master.edge.grpc_api import AgentServicer, ClusterServicer, JobSer
 from tcluster.master.store.leadership import LeaderInfo, Leadership
 from tcluster.master.identity import pkicache
 from tcluster.master.edge.listeners import SecureParts, bind_secure, check_exposure
-from tcluster.master.assemble import assemble
+from tcluster.master.app.assemble import assemble
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store.standby import LeaderSlot, StandbyInterceptor

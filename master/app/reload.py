@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tcluster.configfile import ConfigError, Loaded, load_args
 from tcluster.daemon import changed_settings, explain_settings_error, set_log_level
-from tcluster.master.server import RunningMaster
+from tcluster.master.app.server import RunningMaster
 from tcluster.master.settings import MasterSettings
 from tcluster.sdnotify import Notifier
 

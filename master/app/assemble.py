@@ -1,5 +1,5 @@
 """The composition root's wiring of one leading master: the service and the features
-plugged into it (master/server.py calls `assemble` when this master starts leading).
+plugged into it (master/app/server.py calls `assemble` when this master starts leading).
 
 The service imports no feature. Here each feature gets what it needs and is registered
 where the service or its edge calls it: step listeners in the order below, then the
@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from tcluster.master.federation_live import LiveLM
-from tcluster.master.lotes_live import make_lotes
-from tcluster.master.preempting import make_preemption
+from tcluster.master.features.federation_live import LiveLM
+from tcluster.master.features.lotes_live import make_lotes
+from tcluster.master.features.preempting import make_preemption
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store.base import StateStore
