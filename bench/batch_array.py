@@ -1,6 +1,6 @@
 """Arrays at scale (issue 22, "Benchmark"), each figure beside its goal.
 
-(a) submit: a live master in this process (tcluster.master.server.start_master on
+(a) submit: a live master in this process (tcluster.master.app.server.start_master on
     127.0.0.1 port 0, SQLite in a temporary directory, no agents), a 1,000,000-index
     array submitted through the gRPC Submit: the RPC's time (goal < 1 s) and the
     process's RSS before and after, after gc (goal < 50 MiB more), taken again once the
@@ -49,7 +49,7 @@ from tcluster.master.core.actions import Registration, TaskReport  # noqa: E402
 from tcluster.master.core.events import AgentJoined, Now, Place, Reports, Submit  # noqa: E402
 from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
 from tcluster.master.core.transitions import handle  # noqa: E402
-from tcluster.master.server import start_master  # noqa: E402
+from tcluster.master.app.server import start_master  # noqa: E402
 from tcluster.master.settings import MasterSettings  # noqa: E402
 from tcluster.model import MAX_TASKS_PER_JOB, JobSpec, TaskState  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402

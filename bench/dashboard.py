@@ -251,7 +251,7 @@ class HeartbeatRig:
         links = {}
         for name, node in state.nodes.items():
             running = tuple((task_id, 1) for task_id in sorted(state.by_node.get(name, ())))
-            links[name] = self.service.attach(Registration(name, node.capacity, Resources(), (), "bench", running))
+            links[name] = self.service.agents.attach(Registration(name, node.capacity, Resources(), (), "bench", running))
         self.wire = [(links[name], heartbeat_bytes(state, name, 0.0)) for name in state.nodes]
         self.decoded = [(link, inbound_from_pb(agent_pb2.AgentMessage.FromString(data))) for link, data in self.wire]
         self.clock = self.history_time = time.time()
@@ -259,24 +259,26 @@ class HeartbeatRig:
 
     def round(self, observer: Recorder | None, from_wire: bool) -> tuple[float, float]:
         """One beat of every node, then (history on) the drain: (seconds in beats, in the drain)."""
-        self.service.observer = observer
+        self.service.plugins.observer = observer
+        self.service.plugins.listeners = [observer] if observer is not None else []
         if observer is not None:
             self.history_time += 1.0            # rounds without history leave no gap in it
         self.clock = self.history_time
         started = time.perf_counter()
         if from_wire:
             for link, data in self.wire:
-                self.service.on_heartbeat(link, inbound_from_pb(agent_pb2.AgentMessage.FromString(data)))
+                self.service.agents.on_heartbeat(link, inbound_from_pb(agent_pb2.AgentMessage.FromString(data)))
         else:
             for link, beat in self.decoded:
-                self.service.on_heartbeat(link, beat)
+                self.service.agents.on_heartbeat(link, beat)
         beats = time.perf_counter() - started
         drain = 0.0
         if observer is not None:
             started = time.perf_counter()
             observer.drain(self.state)
             drain = time.perf_counter() - started
-        self.service.observer = None
+        self.service.plugins.observer = None
+        self.service.plugins.listeners = []
         return beats, drain
 
 

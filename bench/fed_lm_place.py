@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.agent.daemon import Agent
 from tcluster.agent.settings import AgentSettings
-from tcluster.master.server import start_master
+from tcluster.master.app.server import start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.v1 import federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from testkit.fake_runtime import FakeRuntime

@@ -1,7 +1,7 @@
 """The preemption decision at scale (issue 21: <= 10 ms per round at 10,000 nodes and
 50,000 running tasks). A MasterState as a restart loads it (--nodes nodes, --tasks
 RUNNING tasks spread evenly, queues a-d each holding a quarter), then per round what
-the live master does after its scheduling round: master/preempting.py builds the
+the live master does after its scheduling round: master/features/preempting.py builds the
 planner's input from the state and calls plan_preemption. Nothing is carried out, so
 every round decides the same thing again. Cases:
 
@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
-from tcluster.master.preempting import LivePreemption  # noqa: E402
+from tcluster.master.features.preempting import LivePreemption  # noqa: E402
 from tcluster.model import Job, JobSpec, Node, Task, TaskState  # noqa: E402
 from tcluster.resources import Resources  # noqa: E402
 from tcluster.scheduler.matching import EligibleCache  # noqa: E402

@@ -22,7 +22,7 @@ from tcluster.cli.credentials import credentials_for, credentials_path
 from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.cli.devsecure import deny_uids_except, ensure_login, ensure_pki, invoking_user, join_token
 from tcluster.errors import InvalidArgument
-from tcluster.master.server import start_master
+from tcluster.master.app.server import start_master
 from tcluster.master.settings import MasterSettings
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from tcluster.cli.credentials import Credentials, credentials_for, save_credentials
 from tcluster.master.identity.nodeauth import NodeAuth
-from tcluster.master.identity.users import UserDirectory, add_user, remove_user
+from tcluster.master.identity.accounts import add_user, remove_user
+from tcluster.master.identity.users import UserDirectory
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import init_pki, load_master_pki
 

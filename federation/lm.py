@@ -15,7 +15,7 @@ The check table, in the order it is applied:
   fits                  -> commit, Launched
 
 Room: the simulator's LM keeps its own books (`free`). A live LM (a tcl-master,
-master/federation_lm.py) passes `room`: node index -> the master's real free room, with
+master/features/federation_lm.py) passes `room`: node index -> the master's real free room, with
 its local jobs taken out, so a node that local work filled is INSUFFICIENT whatever this
 LM's own books say; the published state's free room is that real room too."""
 

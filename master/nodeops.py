@@ -13,6 +13,7 @@ from typing import Callable
 
 from tcluster.errors import InvalidArgument
 from tcluster.master.core.events import Cordon, Drain, KillMode, Maintain, NodeEvent, Step, Uncordon
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.state import MasterState
 from tcluster.model import NodeState, Task, TaskState
 from tcluster.nodeops import DRAIN_REASON_PREFIX
@@ -107,8 +108,8 @@ class NodeOpsCounters:
     """For /metrics: since the master started."""
     drain_requeues: int = 0       # attempts a drain's deadline stopped (they requeue)
 
-    def on_step(self, step: Step) -> None:
-        for intent in step.kills_put.values():
+    def on_step(self, applied: AppliedStep) -> None:
+        for intent in applied.step.kills_put.values():
             if intent.mode is KillMode.REQUEUE and intent.reason.startswith(DRAIN_REASON_PREFIX):
                 self.drain_requeues += 1
 

@@ -1,19 +1,29 @@
-"""The master service's background loop (a part of MasterService, split off for size):
-the scheduling round (fairness, placement, preemption as pure calls on the state), the
-tick, and the wake-up that a submit or a freed node gives it."""
+"""The master service's background loop (composed into MasterService): the scheduling
+round (fairness, placement, preemption as pure calls on the state), the tick, and the
+wake-up that a submit or a freed node gives it. It owns the round's policies and its
+reservations; it reads the state and queues through the MasterPort and changes them
+only through `do`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
+from typing import Callable
 
 from tcluster.errors import Unavailable
+from tcluster.master import nodeops
 from tcluster.master.core.events import Launch, Place, Tick
 from tcluster.master.core.pinning import pinned_round
+from tcluster.master.ports import Do, MasterPort, Plugins
+from tcluster.master.settings import MasterSettings
+from tcluster.scheduler.fairness import make_fairness
+from tcluster.scheduler.matching import EligibleCache
+from tcluster.scheduler.placement import PlacementPolicy
+from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.round import schedule_round
 from tcluster.scheduler.windows import Windows
-from tcluster.master import nodeops
 from tcluster.timeouts import wait_for
 
 log = logging.getLogger(__name__)
@@ -21,12 +31,28 @@ TICK_INTERVAL_S = 0.5
 
 
 class Rounds:
-    """Mixed into MasterService; uses its state, policies, _do and _send."""
+    """`master` is read (state, queues, clocks); `do` changes the state; `acting`:
+    whether this master still leads; `plugins`: LoTES, preemption and the observer."""
 
-    # ---- background ----
+    def __init__(self, settings: MasterSettings, master: MasterPort, do: Do, acting: Callable[[], bool],
+                 placement: PlacementPolicy, plugins: Plugins) -> None:
+        self.settings, self.master, self._do, self._acting = settings, master, do, acting
+        self.placement, self.plugins = placement, plugins
+        self.fairness = make_fairness(settings.fairness)
+        self.rng = random.Random(settings.seed)
+        self.eligible = EligibleCache()
+        self.reservations = Reservations(settings.reserve_after_s, settings.preempt_grace_s + PREEMPT_HOLD_SLACK_S)
+        self._wake = asyncio.Event()
+        # Called after each loop iteration that did not fail (systemd's watchdog: master/app/reload.py).
+        self.after_round: Callable[[], None] = lambda: None
 
     def kick(self) -> None:
         self._wake.set()
+
+    def restore(self, now: float) -> None:
+        """The state was loaded (or reloaded after a failed write): preemption's holds follow it."""
+        if self.plugins.preemption is not None:
+            self.plugins.preemption.restore(self.master.state, self.reservations, now)
 
     async def run(self) -> None:
         """Scheduling rounds on every change (and every schedule_interval_s), plus timeouts."""
@@ -37,15 +63,15 @@ class Rounds:
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
-            if not self.acting():     # a master that lost its lease decides nothing more
-                self.after_round()    # (its loop still turns: not a hang)
+            if not self._acting():     # a master that lost its lease decides nothing more
+                self.after_round()     # (its loop still turns: not a hang)
                 continue
             try:
-                if self.monotonic() - last_tick >= TICK_INTERVAL_S:
-                    last_tick = self.monotonic()
+                if self.master.monotonic() - last_tick >= TICK_INTERVAL_S:
+                    last_tick = self.master.monotonic()
                     self.tick()
-                if self.lotes is not None:
-                    self.lotes.check()   # starts a solve off the loop when one is due
+                if self.plugins.lotes is not None:
+                    self.plugins.lotes.check()   # starts a solve off the loop when one is due
                 self.schedule_once()
             except Unavailable as error:     # StoreError, NotLeader: the caller already logged why
                 log.error("%s", error)
@@ -60,30 +86,33 @@ class Rounds:
             self.kick()
 
     def schedule_once(self) -> list[Launch]:
-        state = self.state
+        state = self.master.state
         pinned, pinned_places, pinned_reasons = pinned_round(state)
         if pinned_places:
             self._do(Place(tuple(pinned_places)))
         pending = {job_id: state.tasks[job_id] for job_id in sorted(state.pending_jobs) if job_id not in pinned}
         if not pending:
             if pinned_reasons:
-                self.state.set_pending_reasons(pinned_reasons)
+                state.set_pending_reasons(pinned_reasons)
             return []
         started = time.perf_counter()
-        windows = nodeops.windows(state, self.clock())
+        now = self.master.clock()
+        windows = nodeops.windows(state, now)
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
-                                self._eligible, queues=self.queues, reservations=self.reservations, now=self.clock(),
-                                views=[v for v in state.pending_views() if v.job_id not in pinned], windows=windows)
+                                self.eligible, queues=self.master.queues, reservations=self.reservations,
+                                now=self.master.clock(), windows=windows,
+                                views=[v for v in state.pending_views() if v.job_id not in pinned])
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
         self.reservations = result.holds or self.reservations
-        self.state.set_pending_reasons({**self._preempt(result.pending_reasons, windows), **pinned_reasons})
-        if self.observer is not None:
-            self.observer.on_round(time.perf_counter() - started, len(result.placements))
+        state.set_pending_reasons({**self._preempt(result.pending_reasons, windows), **pinned_reasons})
+        if self.plugins.observer is not None:
+            self.plugins.observer.on_round(time.perf_counter() - started, len(result.placements))
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
 
     def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
-        """--preemption: after the round's placements (master/preempting.py)."""
-        if self.preemption is None or not self.state.pending_jobs:
+        """--preemption: after the round's placements (master/features/preempting.py)."""
+        preemption, state = self.plugins.preemption, self.master.state
+        if preemption is None or not state.pending_jobs:
             return reasons
-        return self.preemption.after_round(self.state, self.queues, self.reservations, self._eligible, self.clock(),
-                                           lambda event: self._do(event), reasons, windows)
+        return preemption.after_round(state, self.master.queues, self.reservations, self.eligible,
+                                      self.master.clock(), self._do, reasons, windows)

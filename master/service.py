@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import secrets
 import time
 from dataclasses import replace
-from typing import Any, AsyncIterator, Callable
+from typing import AsyncIterator, Callable
 
 from tcluster.arrays import parse_index_set
 from tcluster.dependency import parse_dependency
@@ -19,30 +18,25 @@ from tcluster.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.events import (
-    Cancel, CancelTasks, Event, Now, Preempt, Step, Submit, SubmitPinned, UpdateJob,
+    Cancel, CancelTasks, Event, Now, Outbound, Preempt, Step, Submit, SubmitPinned, UpdateJob,
 )
 from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
-from tcluster.master.links import AgentLink
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
-from tcluster.master.lotes_live import make_lotes
 from tcluster.master.paging import page_of_jobs
-from tcluster.master.agentside import AgentSide
+from tcluster.master.ports import Plugins, Preemption
+from tcluster.master.agentside import Agents
 from tcluster.master.rounds import Rounds
-from tcluster.master.usagewatch import UsageWatches
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
 from tcluster.master.settings import MasterSettings
 from tcluster.master.loading import load_state, not_found
 from tcluster.master.store.base import StateStore
 from tcluster.master.core.transitions import handle
 from tcluster.model import Job, JobSpec, JobState, Node, Task
-from tcluster.scheduler.fairness import make_fairness
-from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import make_placement
 from tcluster.queuerow import QueueRow
-from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
-from tcluster.master.preempting import make_preemption
 from tcluster.master import nodeops
 from tcluster.nodeops import shown_state
 from tcluster.security.authz import (
@@ -54,7 +48,11 @@ from tcluster.redaction import hidden_fields, redact_job
 log = logging.getLogger(__name__)
 
 
-class MasterService(AgentSide, Rounds):
+class MasterService:
+    """The master's one state and the one way to change it (`_do`), composed of its agents'
+    side (master/agentside.py) and its scheduling loop (master/rounds.py); features see
+    it as a MasterPort (master/ports.py) and are plugged in by master/app/assemble.py."""
+
     def __init__(self, settings: MasterSettings, store: StateStore, clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic, acting: Callable[[], bool] = lambda: True) -> None:
         self.settings = settings
@@ -64,33 +62,18 @@ class MasterService(AgentSide, Rounds):
         # a master that does not sends nothing to agents, whatever it had decided.
         self.acting = acting
         self.state = load_state(store, settings, monotonic())
-        self.fairness = make_fairness(settings.fairness)
-        self.placement = make_placement(settings.placement)
-        self.rng = random.Random(settings.seed)
-        self.links: dict[str, AgentLink] = {}
-        self.gpus = GpuBoard()       # the last NVML samples of running tasks' GPUs, per node
-        self.usage_watches = UsageWatches(0)   # fresh samples on demand (tcl top, job page, scrape)
-        self.log_streams = StreamCap(settings.log_streams_per_user)
-        self.committer = Committer(store, self._send, self._recover)
-        self._wake = asyncio.Event()
-        self._eligible = EligibleCache()
         self.queues = load_tree(settings.queues_file)
-        self.reservations = Reservations(settings.reserve_after_s, settings.preempt_grace_s + PREEMPT_HOLD_SLACK_S)
-        self.preemption = make_preemption(settings)    # None unless --preemption
-        if self.preemption is not None:
-            self.preemption.restore(self.state, self.reservations, self.clock())
-        self.observer: Any = None     # dashboards (master/usage/recorder.py): told of every applied step and round
-        self.lotes = make_lotes(self, settings, self.placement)   # None unless --placement lotes
+        self.placement = make_placement(settings.placement)
+        self.plugins = Plugins()
+        self.rounds = Rounds(settings, self, self._do, acting, self.placement, self.plugins)
+        # (clocks through the service: a bench or test may set them after this)
+        self.agents = Agents(settings, self._do, self.kick, acting, lambda: self.clock(), lambda: self.monotonic(),
+                             self.plugins)
+        self.log_streams = StreamCap(settings.log_streams_per_user)
+        self.committer = Committer(store, self.agents.send, self._recover)
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
         self.node_counters = nodeops.NodeOpsCounters()
-        # --federation-lm-id: Megha's Local Manager over this master (master/federation_lm.py).
-        self.federation: Any = None
-        if settings.federation_lm_id is not None:
-            from tcluster.master.federation_live import LiveLM
-            self.federation = LiveLM(self)
-        # Called after each loop iteration that did not fail (systemd's watchdog: master/reload.py).
-        self.after_round: Callable[[], None] = lambda: None
 
     # ---- the one way to change state ----
 
@@ -100,19 +83,16 @@ class MasterService(AgentSide, Rounds):
     def _do(self, event: Event) -> tuple[Step, asyncio.Future[None]]:
         """Decide, apply in memory, queue the rows; the step's actions (and the returned
         future) wait until its rows are durable. StoreError: nothing of it was visible."""
-        step = handle(self.state, event, self.now())
+        now = self.now()
+        step = handle(self.state, event, now)
         new_jobs = [j for j in step.jobs if j not in self.state.jobs]
-        before = self.lotes.snapshot(step) if self.lotes is not None else None   # LoTES: the book follows steps
+        before = {task_id: self.state.task(task_id) for task_id in step.tasks}
+        reconnected = frozenset(name for name, live in step.live.items() if live.connected != self.state.connected(name))
         self.state.apply(step)
-        if step.kills_put:
-            self.node_counters.on_step(step)
-        if self.observer is not None:
-            self.observer.on_step(event, step, self.clock())
-        if self.lotes is not None:
-            self.lotes.on_step(before, step)
         durable = self.committer.add(step, new_jobs)
-        if self.federation is not None:
-            self.federation.on_step(step, durable)
+        applied = AppliedStep(event, step, now, durable, before, reconnected)
+        for listener in self.plugins.listeners:
+            listener.on_step(applied)
         return step, durable
 
     def _recover(self) -> None:
@@ -124,16 +104,16 @@ class MasterService(AgentSide, Rounds):
         now = self.now()
         before = dict(self.state.live)
         self.state = load_state(self.store, self.settings, now.mono)
-        for name, link in list(self.links.items()):
+        links = self.agents.links
+        for name, link in list(links.items()):
             if name in self.state.nodes:
                 self.state.reattach(name, now.mono, now.wall, before.get(name))
             else:
-                del self.links[name]
+                del links[name]
                 link.close()
-        if self.lotes is not None:
-            self.lotes.reloaded()
-        if self.preemption is not None:
-            self.preemption.restore(self.state, self.reservations, now.wall)
+        if self.plugins.lotes is not None:
+            self.plugins.lotes.reloaded()
+        self.rounds.restore(now.wall)
         log.error("state reloaded from the store after a failed write")
 
     # ---- jobs ----
@@ -152,8 +132,8 @@ class MasterService(AgentSide, Rounds):
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
         _, durable = self._do(Submit(job_id, spec, self._known_states(spec)))
-        if self.lotes is not None:
-            self.lotes.submitted(spec)
+        if self.plugins.lotes is not None:
+            self.plugins.lotes.submitted(spec)
         self.kick()
         await durable
         return self.get(job_id)
@@ -183,12 +163,35 @@ class MasterService(AgentSide, Rounds):
             raise FailedPrecondition(
                 f"request_id {spec.request_id!r} was already used for job {job_id} with a different spec; "
                 "use a new request_id for a new job")
-        await self.committer.add(Step(), [])   # durable once every write queued before it is
-        # A failed write with no reload after it (etcd: leadership lost) leaves memory ahead
-        # of the store: answer only for a job the store has.
-        if not self.acting() or not self.store.job_exists(job_id):
+        if not await self.written(job_id):
             raise Unavailable("the first submit with this request_id was not written; send it again")
         return self.get(job_id)
+
+    async def written(self, job_id: str) -> bool:
+        """Whether the job is in the store once every write queued so far is durable. A
+        failed write with no reload after it (etcd: leadership lost) leaves memory ahead of
+        the store: only a job the store has counts."""
+        await self.committer.add(Step(), [])   # durable once every write queued before it is
+        return self.acting() and self.store.job_exists(job_id)
+
+    def broadcast(self, message_for: Callable[[str], Outbound]) -> None:
+        """Sends each connected node its own message (LoTES: every node's new bin)."""
+        self.agents.broadcast(message_for)
+
+    def kick(self) -> None:
+        """A scheduling round soon."""
+        self.rounds.kick()
+
+    # ---- read by the dashboard and /metrics (master/web, master/usage) ----
+
+    @property
+    def gpus(self) -> GpuBoard:
+        """The last NVML samples of running tasks' GPUs, per node."""
+        return self.agents.gpus
+
+    @property
+    def preemption(self) -> Preemption | None:
+        return self.plugins.preemption
 
     def read(self, job_id: str, caller: Caller) -> tuple[Job, list[Task]]:
         """The job if the caller may read it; NotFound, as for no such job, if not."""
@@ -250,7 +253,7 @@ class MasterService(AgentSide, Rounds):
         return self.get(job_id)
 
     async def preempt(self, victims: tuple[tuple[str, int, str, str], ...]) -> None:
-        """A GM's PreemptAndLaunch (master/federation_live.py): (task id, attempt, reason,
+        """A GM's PreemptAndLaunch (master/features/federation_live.py): (task id, attempt, reason,
         preempting job) take this master's preemption path: a kill intent persisted first,
         SIGTERM, --preempt-grace-s, SIGKILL, resent until the agent confirms."""
         _, durable = self._do(Preempt(victims))
@@ -279,7 +282,7 @@ class MasterService(AgentSide, Rounds):
                            f"{': ' + job.spec.array if job.spec.array else ''})")
         if not task.node:
             raise FailedPrecondition(f"task {task.id} has not started yet ({task.state.value})")
-        link = self.links.get(task.node)
+        link = self.agents.links.get(task.node)
         if link is None:
             raise Unavailable(f"node {task.node} is not connected; its logs stay on that node")
         fetch = FetchLog(secrets.token_hex(8), task.id, stderr, tail_bytes, self.settings.log_max_bytes, follow,

@@ -35,7 +35,7 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x8
 # What the build venv has that the package must not pin (tests, tools, the project itself).
 NOT_PINNED = {"tcluster", "pip", "setuptools", "wheel"}
 PRUNED_SUFFIXES = {".pyi", ".pxd", ".pyx", ".h", ".hpp"}
-ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.main", "tcl-agent": "tcluster.agent.main"}
+ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.app.main", "tcl-agent": "tcluster.agent.main"}
 
 
 def run(*args: str, cwd: Path | None = None) -> str:

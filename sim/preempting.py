@@ -1,8 +1,8 @@
 """`tcl sim --preemption`: the live master's preemption planner (scheduler/preemption.py)
-run by the simulator after each round, as master/preempting.py runs it after the
+run by the simulator after each round, as master/features/preempting.py runs it after the
 master's.
 
-The planner's input is built from the simulator's state the way master/preempting.py
+The planner's input is built from the simulator's state the way master/features/preempting.py
 builds it from the master's: per queue what tasks hold that are not being stopped,
 the jobs with waiting tasks, each node's running tasks with their start times, the
 claims in the simulator's reservations, and per node what victims in their grace will

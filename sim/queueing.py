@@ -33,13 +33,9 @@ from tcluster.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook, choose_row, offer_order
 from tcluster.scheduler.lotes.model import JobClass, Plan
 from tcluster.scheduler.nodestate import NodeMatrix
-<<<<<<< HEAD
 from tcluster.scheduler.placement import make_placement
 from tcluster.scheduler.policybase import EPSILON, fit_mask
-=======
-from tcluster.scheduler.placement import EPSILON, fit_mask, make_placement
 from tcluster.sim.clock import EventHeap
->>>>>>> b8ac98c
 
 SCAN_LIMIT = 2000          # queued tasks looked at per completion (the queue is short when stable)
 MAX_QUEUE = 20_000         # past this many waiting tasks the run is called unstable and stops

@@ -39,14 +39,9 @@ from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_locat
 from tcluster.scheduler.reasons import never_fits_reason
 from tcluster.scheduler.reservations import DEFAULT_RESERVE_AFTER_S
 from tcluster.scheduler.views import NodeSpec
-<<<<<<< HEAD
-from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, format_path, load_located, read_config_file
-from tcluster.sim.batch import BATCH_KEYS, BatchSpec, batch_spec, check_dependencies
-=======
 from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, format_path, load_located, read_config_file
 from tcluster.sim.batch import BATCH_KEYS, batch_spec, check_dependencies
 from tcluster.sim.jobs import SimJob
->>>>>>> b8ac98c
 from tcluster.sim.workload import Workload, parse_workload
 
 _TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption")

@@ -1,5 +1,5 @@
 """LocalManagerService (proto/tcluster/v1/federation.proto), thin: the wire to the pure
-federation messages and back; the logic is master/federation_live.py. On a secure master
+federation messages and back; the logic is master/features/federation_live.py. On a secure master
 callers need a live GM certificate of this cluster on the mutual-TLS (agent) port, or an
 admin's token on the client port (a GM acts for every user of its queues)."""
 
@@ -15,9 +15,9 @@ from tcluster.federation.messages import (
     Answer, Inconsistent, Kind, Launch, Launched, LMState, PreemptAndLaunch, Refused, RepartitionAndLaunch, Request,
     Res, TaskSpec, Why,
 )
-from tcluster.master.edge.grpc_api import abort_with, caller_of
-from tcluster.master.federation_live import Ended, LiveLM, Update
-from tcluster.master.federation_lm import LiveLayout
+from tcluster.master.edge.grpc_api import _abort, caller_of
+from tcluster.master.features.federation_live import Ended, LiveLM, Update
+from tcluster.master.features.federation_lm import LiveLayout
 from tcluster.master.identity.gmguard import GMGuard
 from tcluster.master.identity.peer import peer_cert
 from tcluster.master.service import MasterService
@@ -108,15 +108,16 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
     def __init__(self, service: MasterService, gm_guard: GMGuard | None = None) -> None:
         self.service = service
         self.gm_guard = gm_guard     # set on the mutual-TLS port: a GM certificate, not a token
+        self.lm: LiveLM | None = None    # set with the service when this master leads (--federation-lm-id)
 
     def _lm(self, context: grpc.aio.ServicerContext, call: str) -> LiveLM:
         if self.gm_guard is not None:
             self.gm_guard.admit(peer_cert(context), call)
         elif self.service.gate.secure and not caller_of(self.service, context, call).admin:
             raise PermissionDenied(f"{call}: only a global manager (an admin token) may call the LM service")
-        if self.service.federation is None:
+        if self.lm is None:
             raise FailedPrecondition("this master is not a federation LM (start it with --federation-lm-id N)")
-        return self.service.federation
+        return self.lm
 
     async def Subscribe(self, request: federation_pb2.SubscribeRequest,
                         context: grpc.aio.ServicerContext) -> AsyncIterator[federation_pb2.LMUpdate]:
@@ -124,7 +125,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             lm = self._lm(context, "Subscribe")
             sub = lm.subscribe(request.gm, request.gm_name[:64])
         except TclusterError as error:
-            await abort_with(context, error)
+            await _abort(context, error)
             return
         try:
             while (update := await lm.next_update(sub)) is not None:
@@ -132,7 +133,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
                     self.gm_guard.admit(peer_cert(context), "Subscribe")
                 yield update_pb(update)
         except TclusterError as error:
-            await abort_with(context, error)
+            await _abort(context, error)
         except asyncio.CancelledError:
             return        # the GM went away (or the master stops): an ordinary end, not an error to log
         finally:
@@ -149,7 +150,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             answer, job_id = await lm.place(request_from_pb(request), spec)
             return answer_pb(answer, job_id)
         except ValueError as error:          # a new request id for a task that already runs here
-            await abort_with(context, FailedPrecondition(str(error)))
+            await _abort(context, FailedPrecondition(str(error)))
         except TclusterError as error:
-            await abort_with(context, error)
+            await _abort(context, error)
         raise AssertionError("unreachable")

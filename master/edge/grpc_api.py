@@ -79,7 +79,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
 
     def _job(self, pair: tuple[Job, list[Task]], caller: Caller) -> jobs_pb2.Job:
         """Redacted here, on the master, for a caller who may not read the job's secrets."""
-        lotes = self.service.lotes
+        lotes = self.service.plugins.lotes
         pair = self.service.shown(pair, caller)
         board = self.service.gpus
         return job_to_pb(*pair, dominant_share=self.service.dominant_share(*pair),
@@ -98,7 +98,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         try:
             caller = caller_of(self.service, context, "Get")
             pair = self.service.read(request.id, caller)
-            self.service.watch_jobs([pair], checked_watch_s(request.watch_usage_s))
+            self.service.agents.watch_jobs([pair], checked_watch_s(request.watch_usage_s))
             return self._job(pair, caller)
         except TclusterError as error:
             await abort_with(context, error)
@@ -113,7 +113,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             caller = caller_of(self.service, context, "List")
             pairs, next_token, total = self.service.list_jobs(states, request.queue, request.limit, request.all,
                                                               request.page_token, request.owner, caller)
-            self.service.watch_jobs(pairs, checked_watch_s(request.watch_usage_s))
+            self.service.agents.watch_jobs(pairs, checked_watch_s(request.watch_usage_s))
         except TclusterError as error:
             await abort_with(context, error)
             raise AssertionError("unreachable")
@@ -153,7 +153,7 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
 
     async def ListNodes(self, request: jobs_pb2.ListNodesRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.ListNodesResponse:
         await send_master_time(context)
-        lotes = self.service.lotes
+        lotes = self.service.plugins.lotes
         try:
             listed = self.service.nodes(caller_of(self.service, context, "ListNodes"))
         except TclusterError as error:
@@ -187,7 +187,7 @@ class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
             raise AssertionError("unreachable")
         return jobs_pb2.ListQueuesResponse(
             queues=[queue_to_pb(row) for row in listed],
-            fairness=self.service.fairness.name, source=self.service.queues.source,
+            fairness=self.service.rounds.fairness.name, source=self.service.queues.source,
             capacity=resources_to_pb(self.service.total_capacity()),
         )
 
@@ -221,7 +221,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"node {link.node}'s certificate was revoked")
         finally:
             reader.cancel()
-            self.service.detach(link)
+            self.service.agents.detach(link)
             if self.guard is not None:
                 self.guard.forget(link)
 
@@ -231,9 +231,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             if not isinstance(first, Registration):
                 raise InvalidArgument("register", "the first message on a stream must be Register")
             if self.guard is None:
-                return self.service.attach(first)
+                return self.service.agents.attach(first)
             admitted, serial = self.guard.admit(peer_cert(context), first)
-            link = self.service.attach(admitted)
+            link = self.service.agents.attach(admitted)
             self.guard.track(link, serial)
             return link
         except StopAsyncIteration:
@@ -260,10 +260,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             log.warning("dropping malformed message from %s: %s", link.node, error)
             return
         if isinstance(inbound, Heartbeat):
-            self.service.on_heartbeat(link, inbound)
+            self.service.agents.on_heartbeat(link, inbound)
         elif isinstance(inbound, ReportBatch):
-            self.service.on_reports(link, inbound)
+            self.service.agents.on_reports(link, inbound)
         elif isinstance(inbound, LogPiece):
-            self.service.on_log_piece(link, inbound)
+            self.service.agents.on_log_piece(link, inbound)
         else:
             log.warning("node %s sent Register twice; ignoring", link.node)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
 
 from tcluster.errors import InvalidArgument
 from tcluster.etcd import url as storeurl
+from tcluster.master.identity.accounts import bootstrap_admin
 from tcluster.master.identity.records import AuthStore, User
 from tcluster.etcd.tls import EtcdTLS
 from tcluster.master.identity.sqlite import SqliteAuthStore
@@ -131,7 +132,6 @@ def init_identity(choice: StoreChoice, advertise: list[str]) -> Initialised:
     if not choice.etcd:
         pki = init_pki(choice.data_dir, advertise)
         SqliteAuthStore(choice.data_dir).close()   # auth.db with its tables (0600)
-        from tcluster.master.identity.users import bootstrap_admin
         return Initialised(pki, bootstrap_admin(choice.data_dir, FIRST_ADMIN), choice)
     from tcluster.master.identity.etcdpki import FirstAdmin, pki_prefix, write_new_cluster
     pki = new_master_pki(advertise, f"etcd {pki_prefix(choice.prefix)}")

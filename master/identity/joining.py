@@ -8,12 +8,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Callable, Protocol
 
 from tcluster.errors import PermissionDenied, Unauthenticated
 from tcluster.master.core.actions import Registration
 from tcluster.nodelabels import admitted
-from tcluster.master.links import AgentLink
 from tcluster.master.identity.records import AuthStore, check_token
 from tcluster.security.jointoken import parse_join_token
 from tcluster.security.pki import MasterPki, check_node_name, issue_node_cert, load_csr, node_of_cert, serial_of_cert
@@ -62,6 +61,14 @@ class PeerCert:
 
     common_name: str
     cert_pem: bytes
+
+
+class AgentLink(Protocol):
+    """An agent's open stream as the guard sees it (the service's master/links.py AgentLink)."""
+
+    node: str
+
+    def close(self) -> None: ...
 
 
 class NodeGuard:

@@ -9,7 +9,7 @@ SQLite master's DATA_DIR/pki); it uses them only until etcd answers again.
 "This cluster has no PKI" is never cached: a stale marker would let a master that starts
 during an etcd outage serve plaintext, every caller an admin, after `init` secured the
 cluster (review finding 7). An insecure cluster's master waits for etcd instead (but for
-one that re-executes on stepping down: master/main.py hands it over in memory). And
+one that re-executes on stepping down: master/app/main.py hands it over in memory). And
 whatever the ports were bound with is checked against etcd before campaigning
 (`mismatch`): a master never leads with a PKI that etcd no longer holds."""
 

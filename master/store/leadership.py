@@ -10,7 +10,7 @@ keepalive was sent plus the TTL): a paused process that resumes sends nothing be
 etcd has had a chance to tell it that another master leads.
 
 Losing leadership is final for the process's term: `on_lost` is called once, and the
-daemon re-executes itself as a standby (master/main.py)."""
+daemon re-executes itself as a standby (master/app/main.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Feeds the usage history from the master's applied steps, and keeps the counters that
 must outlive a task (OOM kills per node and queue, scheduling rounds).
 
-The service calls `on_step` for every applied step and `on_round` after every scheduling
+The service calls `on_step` for every applied step (a step listener) and `on_round` after every scheduling
 round. Both only append a reference: a heartbeat's cost must not grow with history (the
 bench compares). `drain(state)` does the work in one batch, from the dashboard's loop
 (every second) and before any read. Sans-IO: no clocks, no files."""
@@ -16,7 +16,8 @@ from typing import Iterable
 import numpy as np
 
 from tcluster.gpuusage import GpuSample
-from tcluster.master.core.events import Beat, Preempt, Step
+from tcluster.master.core.events import Beat, Preempt
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.usage.history import CLUSTER, GPU, NODE, QUEUE, HistoryConfig, Series, TaskRecord, settle
 from tcluster.master.usage.ingest import CPU, WS, Counters, extract
 from tcluster.master.usage.taskrings import TaskRings
@@ -79,7 +80,8 @@ class Recorder:
 
     # ---- called by the service: O(1) ----
 
-    def on_step(self, event: object, step: Step, wall: float) -> None:
+    def on_step(self, applied: AppliedStep) -> None:
+        event, step, wall = applied.event, applied.step, applied.now.wall
         self.generation += 1
         if step.tasks and self._changed is not None:
             self._changed.update(step.tasks)

@@ -122,7 +122,7 @@ class Api:
         return doc
 
     def queues_doc(self) -> dict[str, Any]:
-        return queues_json(self.service.list_queues(), self.service.fairness.name, self.service.queues.source,
+        return queues_json(self.service.list_queues(), self.service.rounds.fairness.name, self.service.queues.source,
                            self.service.total_capacity())
 
     # ---- handlers ----
@@ -197,7 +197,7 @@ class Api:
     async def job_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()
         job, tasks = self.service.read(request.match_info["job_id"], request[CALLER])
-        self.service.watch_jobs([(job, tasks)], DEFAULT_WATCH_S)     # an open job page polls this
+        self.service.agents.watch_jobs([(job, tasks)], DEFAULT_WATCH_S)     # an open job page polls this
         since, until = time_range(request)
         wanted = indexes(request.query, "tasks")
         detail = request.query.get("detail", "")      # one task with every series; the others CPU only

@@ -86,7 +86,8 @@ class Dashboard:
     async def start(self, address: str) -> int:
         running = {t.id for ts in self.service.state.tasks.values() for t in ts if t.state.holds_resources}
         self.store.restore(self.recorder, running)
-        self.service.observer = self.recorder
+        self.service.plugins.observer = self.recorder           # rounds and GPU samples
+        self.service.plugins.listeners.append(self.recorder)    # every applied step
         host, _, port = address.rpartition(":")
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
@@ -95,7 +96,8 @@ class Dashboard:
             await site.start()
         except OSError:
             await self._runner.cleanup()
-            self.service.observer = None
+            self.service.plugins.observer = None
+            self.service.plugins.listeners.remove(self.recorder)
             self.store.close()
             raise
         self.port = self._runner.addresses[0][1]
@@ -151,7 +153,7 @@ class Dashboard:
         # samples for a while, so its resolution is the scrape's, not the usage interval's.
         nodes = request.query.getall("node", [])
         if nodes:
-            self.service.watch_usage(nodes[:MAX_SCRAPE_NODES], DEFAULT_WATCH_S)
+            self.service.agents.watch_usage(nodes[:MAX_SCRAPE_NODES], DEFAULT_WATCH_S)
         self.drain()
         return web.Response(body=self.exposition.render(), headers={"Content-Type": CONTENT_TYPE})
 

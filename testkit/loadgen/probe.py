@@ -11,7 +11,7 @@ its functions wrapped to time them (two perf_counter calls each):
   etcd's lease keepalives (round trip): a leader whose loop stalls past its lease
   deadline steps down (docs/ha.md).
 
-On a lost leadership the master re-executes itself (`-m tcluster.master.main` with its
+On a lost leadership the master re-executes itself (`-m tcluster.master.app.main` with its
 own arguments): sys.argv is set to the master's arguments so that it restarts as a plain
 master (without these timers).
 
@@ -86,14 +86,14 @@ def wrap(owner: object, name: str, make: Callable[[Any], Any], used_by: Callable
 
 
 def install() -> None:
-    from tcluster.master import service
+    from tcluster.master import agentside, rounds, service
     from tcluster.master.edge import grpc_api
     from tcluster.master.store import sqlite as store
 
     current = {"event": "?"}
     # The pure round: wrapped in the module whose schedule_once calls it (master/rounds.py
     # today), wherever MasterService gets schedule_once from.
-    once = service.MasterService.schedule_once
+    once = rounds.Rounds.schedule_once
 
     def timed_round(round_fn):  # type: ignore[no-untyped-def]
         def schedule_round(jobs, pending, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -105,16 +105,16 @@ def install() -> None:
 
     wrap(sys.modules[once.__module__], "schedule_round", timed_round, used_by=once)
 
-    once_fn = service.MasterService.schedule_once
+    once_fn = rounds.Rounds.schedule_once
 
     def schedule_once(self):  # type: ignore[no-untyped-def]
         start = perf()
         result = once_fn(self)
-        if self.state.pending_jobs or result:
+        if self.master.state.pending_jobs or result:
             TIMERS.schedule_once.append(perf() - start)
         return result
 
-    service.MasterService.schedule_once = schedule_once
+    rounds.Rounds.schedule_once = schedule_once
 
     do_fn = service.MasterService._do
 
@@ -144,7 +144,7 @@ def install() -> None:
 
     store.Store.apply = apply
 
-    attach_fn = service.MasterService.attach
+    attach_fn = agentside.Agents.attach
 
     def attach(self, reg):  # type: ignore[no-untyped-def]
         current["event"] = "AgentJoined"
@@ -156,7 +156,7 @@ def install() -> None:
             row[0] += 1
             row[1] += perf() - start
 
-    service.MasterService.attach = attach
+    agentside.Agents.attach = attach
 
     names = ("inbound_from_pb", "outbound_to_pbs" if hasattr(grpc_api, "outbound_to_pbs") else "outbound_to_pb")
     for name in names:
@@ -202,7 +202,7 @@ def install() -> None:
 
     etcdkv.EtcdKV.keepalive = keepalive
 
-    from tcluster.master import main as master_main_module
+    from tcluster.master.app import main as master_main_module
     start_fn = master_main_module.start_master
 
     async def start_master(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -274,7 +274,7 @@ def main() -> int:
             profiler["p"] = None
 
     signal.signal(signal.SIGUSR2, on_usr2)
-    from tcluster.master.main import main as master_main
+    from tcluster.master.app.main import main as master_main
     master_args = args.master_args[1:] if args.master_args[:1] == ["--"] else args.master_args
     sys.argv = [sys.argv[0], *master_args]      # what a re-executing master (lost leadership) runs again
     return master_main(master_args)

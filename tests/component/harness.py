@@ -13,7 +13,7 @@ from tcluster.agent.daemon import Agent
 from tcluster.agent.gpudetect import GpuInventory
 from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
-from tcluster.master.server import RunningMaster, start_master
+from tcluster.master.app.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 

@@ -17,7 +17,7 @@ from tcluster.security.channel import TLS_OPTIONS
 from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.identity.nodeauth import NodeAuth
-from tcluster.master.identity.users import bootstrap_admin
+from tcluster.master.identity.accounts import bootstrap_admin
 from tcluster.resources import Resources
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import MasterPki, init_pki

@@ -15,7 +15,8 @@ import pytest
 from tcluster.errors import FailedPrecondition, InvalidArgument, Unauthenticated
 from tcluster.master.identity.records import AuthStore
 from tcluster.master.identity.choice import init_identity, load_pki, open_auth_store, parse_store
-from tcluster.master.identity.users import UserDirectory, create_user
+from tcluster.master.identity.accounts import create_user
+from tcluster.master.identity.users import UserDirectory
 from tcluster.security import pki
 from tcluster.security.jointoken import JoinTokenText
 from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - a fixture

@@ -12,7 +12,7 @@ import grpc
 import pytest
 
 from tcluster.etcd.kv import EtcdKV, put
-from tcluster.master.server import RunningMaster, start_master
+from tcluster.master.app.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401  (the fixture)

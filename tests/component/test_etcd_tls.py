@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.master.main import main as tcl_master
-from tcluster.master.server import start_master
+from tcluster.master.app.main import main as tcl_master
+from tcluster.master.app.server import start_master
 from testkit.etcd_single import SingleEtcd, tls_etcd  # noqa: F401  (the fixture)
 from tests.component.test_etcd_ha import WAIT_S, get, settings, submit
 

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from tcluster.cli.main import main as tcl_main
-from tcluster.master.main import main as master_main
+from tcluster.master.app.main import main as master_main
 from tcluster.v1 import common_pb2, jobs_pb2
 from tests.component.harness import Harness, run, wait_until
 

@@ -279,7 +279,7 @@ def test_a_new_node_is_a_new_epoch_on_every_stream(tmp_path: Path) -> None:
 
 
 def test_on_a_secure_master_only_an_admin_token_may_act_as_a_gm(tmp_path: Path) -> None:
-    from tcluster.master.identity.users import add_user, bootstrap_admin
+    from tcluster.master.identity.accounts import add_user, bootstrap_admin
     from tests.component.test_users_authz import auth, code_of, join_agent, start_secure
 
     async def scenario(h: Harness) -> None:

@@ -22,7 +22,7 @@ from tcluster.security.channel import TLS_OPTIONS
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import settings_from
 from tcluster.gm.tls import TLSError, load_lm_dir
-from tcluster.master.main import main as master_main
+from tcluster.master.app.main import main as master_main
 from tcluster.master.identity.nodeauth import NodeAuth
 from tcluster.security.pki import init_pki
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tcluster.agent.runtime.base import RawUsage
 from tcluster.cli.replies import reply_job_json as job_json, reply_node_json as node_json
+from tcluster.master.usage.recorder import Recorder
 from tcluster.v1 import common_pb2, jobs_pb2
 from tests.component.harness import Harness, run
 
@@ -154,7 +155,9 @@ async def _check_pages(client: TestClient) -> None:
 def test_without_http_there_is_no_dashboard_and_no_observer(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         await h.start_master()
-        assert h.master.dashboard is None and h.master.service.observer is None
+        service = h.master.service
+        assert h.master.dashboard is None and service.plugins.observer is None
+        assert not any(isinstance(listener, Recorder) for listener in service.plugins.listeners)
     run(scenario, tmp_path)
 
 

@@ -145,7 +145,7 @@ def test_learned_classes_solve_once_tasks_arrive(tmp_path: Path) -> None:
 
 
 def test_a_bad_classes_file_stops_the_master_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tcluster.master.main import build_parser, main as master_main, settings_from_args
+    from tcluster.master.app.main import build_parser, main as master_main, settings_from_args
     bad = tmp_path / "classes.yaml"
     bad.write_text("classes:\n  - {name: a, request: {cpu: 1}, share: -1}\n")
     assert master_main(["--placement", "lotes", "--lotes-classes", str(bad), "--data-dir", str(tmp_path),

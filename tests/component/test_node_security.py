@@ -12,8 +12,8 @@ import pytest
 
 from tcluster.agent.joinclient import JoinError
 from tcluster.agent.joinstate import is_joined
+from tcluster.master.app.main import main as master_main
 from tcluster.security.channel import TLS_OPTIONS
-from tcluster.master.main import main as master_main
 from tcluster.security.bootstrap import PinMismatch, fetch_pinned_ca
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import init_pki, issue_node_cert, make_node_csr

@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from tcluster.agent.main import main as agent_main
-from tcluster.master.main import main as master_main
+from tcluster.master.app.main import main as master_main
 from tcluster.master.settings import MasterSettings
 from tcluster.v1 import common_pb2, jobs_pb2
 from tests.component.harness import Harness, run

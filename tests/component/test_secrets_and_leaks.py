@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import grpc
 
-from tcluster.master.identity.users import add_user
+from tcluster.master.identity.accounts import add_user
 from tcluster.redaction import REDACTED
 from tcluster.security.pki import load_master_pki
 from tcluster.v1 import jobs_pb2

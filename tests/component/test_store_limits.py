@@ -22,7 +22,7 @@ import grpc
 import pytest
 
 from tcluster.cli.client import MasterClient
-from tcluster.master.server import RunningMaster, start_master
+from tcluster.master.app.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 from testkit.etcd_single import ETCD, SingleEtcd, single_etcd, start_single_etcd, stop_single_etcd  # noqa: F401

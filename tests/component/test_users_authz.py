@@ -18,7 +18,7 @@ from tcluster.security.channel import TLS_OPTIONS
 from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.identity.nodeauth import NodeAuth
-from tcluster.master.identity.users import add_user, bootstrap_admin
+from tcluster.master.identity.accounts import add_user, bootstrap_admin
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import init_pki
 from tcluster.v1 import jobs_pb2
@@ -222,7 +222,7 @@ def test_the_dashboard_needs_a_login_and_serves_logs_only_to_their_owner(tmp_pat
 def test_dashboard_login_sets_a_session_that_logout_and_user_removal_end(tmp_path: Path) -> None:
     import aiohttp
 
-    from tcluster.master.identity.users import remove_user
+    from tcluster.master.identity.accounts import remove_user
     from tcluster.master.web.session import COOKIE
 
     async def scenario(h: Harness) -> None:

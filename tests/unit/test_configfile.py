@@ -13,8 +13,8 @@ from tcluster.agent.main import settings_from_args as agent_settings
 from tcluster.configfile import ConfigError, key_lines, load_args
 from tcluster.daemon import explain_argument_error, explain_settings_error
 from tcluster.errors import InvalidArgument
-from tcluster.master.main import build_parser as master_parser
-from tcluster.master.main import settings_from_args as master_settings
+from tcluster.master.app.main import build_parser as master_parser
+from tcluster.master.app.main import settings_from_args as master_settings
 
 
 def write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:

@@ -1,4 +1,4 @@
-"""The live LM's sans-IO parts (master/federation_lm.py, master/core/pinning.py) and its
+"""The live LM's sans-IO parts (master/features/federation_lm.py, master/core/pinning.py) and its
 settings: layouts from the master's nodes, epochs, adopted tasks, pinned rounds."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from tcluster.federation.messages import Inconsistent, Launch, Launched, Refused
 from tcluster.master.core.pinning import (
     FED_GM, FED_TASK, FEDERATION_OWNER, PIN_NODE, check_user_labels, pinned_node,
 )
-from tcluster.master.federation_lm import (
+from tcluster.master.features.federation_lm import (
     FederationLM, FedRun, build_layout, epoch_floor, fed_labels, federated_run, mask_of, res_of, resources_of,
 )
-from tcluster.master.main import build_parser, settings_from_args
+from tcluster.master.app.main import build_parser, settings_from_args
 from tcluster.master.settings import MasterSettings
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.events import Cancel, Reports
@@ -150,7 +150,7 @@ def test_a_pinned_job_starts_at_once_on_its_node_or_waits_for_that_node_only() -
 
 def test_a_gm_that_reads_too_slowly_is_cut_off_not_buffered_without_bound() -> None:
     import asyncio
-    from tcluster.master.federation_live import Subscription
+    from tcluster.master.features.federation_live import Subscription
     sub = Subscription(0, "slow", queue=asyncio.Queue(2))
     for k in range(5):
         sub.put(k)      # type: ignore[arg-type]

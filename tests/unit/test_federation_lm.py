@@ -143,7 +143,7 @@ def test_the_answer_memory_is_bounded_to_the_latest_requests() -> None:
     assert again is lm.answers["r2:0"]
 
 
-# ---- a live LM checks against the master's real free room (master/federation_lm.py) ----
+# ---- a live LM checks against the master's real free room (master/features/federation_lm.py) ----
 
 def live(room: dict[int, tuple[int, int]]) -> LocalManager:
     return LocalManager(LAYOUT, epoch=3, room=lambda node: room[node])

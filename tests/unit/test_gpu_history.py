@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tcluster.gpuusage import GpuSample
-from tcluster.master.core.events import Step
+from tcluster.master.core.events import Now, Step
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.usage.history import GPU, HistoryConfig, Series
 from tcluster.master.usage.historydb import HistoryStore
@@ -58,7 +59,7 @@ def test_gpu_series_are_written_with_the_task_read_back_and_forgotten_with_the_j
     rec.drain(state)
     store.flush(rec)
     ended = Task("j1", 0, TaskState.SUCCEEDED, node="g1", attempt=2, finished_at=111.0, gpus=(0, 1))
-    rec.on_step(object(), Step(tasks={"j1.0": ended}), 111.0)
+    rec.on_step(AppliedStep(object(), Step(tasks={"j1.0": ended}), Now(111.0, 111.0)))
     rec.drain(state)
     store.flush(rec)
     assert "j1.0" not in rec.tasks                                       # on disk now, GPU series too

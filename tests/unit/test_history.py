@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tcluster.master.core.events import Beat, Step
+from tcluster.master.core.events import Beat, Now, Step
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.usage.history import TASK, HistoryConfig, Schema, Series, Tier, from_bf16, to_bf16, MAX, MEAN
 from tcluster.master.usage.historydb import HistoryStore
 from tcluster.master.usage.recorder import Recorder
@@ -76,7 +77,7 @@ def _usage(t: float, cpu_s: float, memory: int, cache: int, ooms: int = 0, io: i
 
 def _beat(rec: Recorder, state: MasterState, t: float, usage: dict[str, TaskUsage]) -> None:
     block = UsageBlock.of({k: (1, u) for k, u in usage.items()})
-    rec.on_step(Beat("n1", Resources(), block), Step(usage=block), t)
+    rec.on_step(AppliedStep(Beat("n1", Resources(), block), Step(usage=block), Now(t, t)))
 
 
 def test_recorder_derives_working_set_rates_node_series_and_oom_events() -> None:
@@ -103,7 +104,7 @@ def test_an_oom_exit_the_heartbeats_missed_is_still_an_event_and_counted_once() 
     _beat(rec, state, 10.0, {"j1.0": _usage(10.0, 1, GiB // 2, 0)})
     ended = Task("j1", 0, TaskState.FAILED, node="n1", attempt=1, reason="OOMKilled", finished_at=11.5,
                  usage=_usage(11.0, 1, GiB, 0, ooms=1))
-    rec.on_step(object(), Step(tasks={"j1.0": ended}), 11.6)
+    rec.on_step(AppliedStep(object(), Step(tasks={"j1.0": ended}), Now(11.6, 11.6)))
     rec.drain(state)
     assert rec.tasks["j1.0"].ooms == [(11.5, 1, "n1")] and rec.tasks["j1.0"].ended
     assert rec.oom_kills[("n1", "a.b")] == 1
@@ -120,7 +121,7 @@ def test_history_survives_a_restart_and_a_finished_task_is_read_back(tmp_path: P
     rec.sample_cluster(120.0, state, [])
     assert store.flush(rec) == 4                 # two tasks, the node, the cluster: one batch
     ended = Task("j1", 1, TaskState.SUCCEEDED, node="n1", attempt=1, finished_at=121.0)
-    rec.on_step(object(), Step(tasks={"j1.1": ended}), 121.0)
+    rec.on_step(AppliedStep(object(), Step(tasks={"j1.1": ended}), Now(121.0, 121.0)))
     rec.drain(state)
     store.flush(rec)
     assert "j1.1" not in rec.tasks               # finished: out of memory, on disk
@@ -151,7 +152,7 @@ def _recorded(samples: list[list]) -> dict:
     state, rec = _state(), Recorder(HistoryConfig(step_s=1.0))
     for i, sample in enumerate(samples):
         block = usage_block_from_pb(sample)
-        rec.on_step(Beat("n1", Resources(), block), Step(usage=block), 1000.0 + i)
+        rec.on_step(AppliedStep(Beat("n1", Resources(), block), Step(usage=block), Now(1000.0 + i, 1000.0 + i)))
     rec.drain(state)
     return rec.tasks["j1.0"].series.read(995, 2000)
 

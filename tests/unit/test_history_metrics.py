@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tcluster.master.core.events import Step
+from tcluster.master.core.events import Now, Step
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.usage.history import HistoryConfig
 from tcluster.master.usage.metrics import Exposition
 from tcluster.master.usage.recorder import Recorder
@@ -72,7 +73,7 @@ def test_a_task_that_moves_node_gets_new_labels_and_the_flag_drops_task_series()
     assert exposition.render() is first                  # nothing happened since: the same bytes
     moved = Task("0000abcd", 0, TaskState.RUNNING, node="n2", attempt=2)
     service.state.tasks["0000abcd"][0] = moved           # as a step applies it, and the recorder hears
-    recorder.on_step(object(), Step(tasks={moved.id: moved}), 5.0)
+    recorder.on_step(AppliedStep(object(), Step(tasks={moved.id: moved}), Now(5.0, 5.0)))
     nodes = {s.labels["node"] for s in _families(exposition.render())["tcluster_task_pids"].samples}
     assert nodes == {"n1", "n2"}
     quiet = Exposition(service, Recorder(HistoryConfig()), task_metrics=False).render().decode()

@@ -11,7 +11,8 @@ import pytest
 from tcluster.launch import Launch
 from tcluster.master.core.actions import BinTarget, TaskReport
 from tcluster.master.core.events import Cancel, Place, Reports, Step, Submit, Tick, Beat, Welcome
-from tcluster.master.lotes_live import LotesLive, RequestWindow, book_moves
+from tcluster.master.core.feed import AppliedStep
+from tcluster.master.features.lotes_live import LotesLive, RequestWindow, book_moves
 from tcluster.model import Task, TaskState
 from tcluster.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook
@@ -35,10 +36,12 @@ class RecordingBook(LotesBook):
         super().ended(node, k)
 
 
-class FakeService:
+class FakeMaster:
+    """The MasterPort a LotesLive reads and asks (master/ports.py), over a World."""
+
     def __init__(self, world: World) -> None:
         self.world = world
-        self.links: dict[str, object] = {}
+        self.sent: list[object] = []
         self.kicks = 0
 
     @property
@@ -47,6 +50,12 @@ class FakeService:
 
     def clock(self) -> float:
         return 1000.0
+
+    def monotonic(self) -> float:
+        return self.world.mono
+
+    def broadcast(self, message_for) -> None:  # type: ignore[no-untyped-def]
+        self.sent.extend(message_for(node) for node in self.world.state.nodes)
 
     def kick(self) -> None:
         self.kicks += 1
@@ -58,7 +67,7 @@ class LotesWorld(World):
     def __init__(self) -> None:
         super().__init__()
         self.book = RecordingBook()
-        self.lotes = LotesLive(FakeService(self), self.book, classes_text="x", classes_source="test")  # type: ignore[arg-type]
+        self.lotes = LotesLive(FakeMaster(self), self.book, classes_text="x", classes_source="test")  # type: ignore[arg-type]
         self.join("n1")
         self.join("n2")
         nodes = [(n, Resources(4, 2**33), {}) for n in ("n1", "n2")]
@@ -73,10 +82,12 @@ class LotesWorld(World):
             self.mono = at
         from tcluster.master.core.events import Now
         from tcluster.master.core.transitions import handle
-        step = handle(self.state, event, Now(1000.0 + self.mono, self.mono))  # type: ignore[arg-type]
-        before = self.lotes.snapshot(step)
+        now = Now(1000.0 + self.mono, self.mono)
+        step = handle(self.state, event, now)  # type: ignore[arg-type]
+        before = {task_id: self.state.task(task_id) for task_id in step.tasks}
+        moved = frozenset(n for n, live in step.live.items() if live.connected != self.state.connected(n))
         self.state.apply(step)
-        self.lotes.on_step(before, step)
+        self.lotes.on_step(AppliedStep(event, step, now, None, before, moved))  # type: ignore[arg-type]
         return step
 
 
@@ -173,13 +184,13 @@ def test_request_window_slides_and_counts_distinct_requests() -> None:
 
 
 def test_learned_classes_resolve_when_their_shares_drift() -> None:
-    from tcluster.master.lotes_live import offline
+    from tcluster.master.features.lotes_live import offline
     from tcluster.model import JobSpec
     w = World()
     w.join("n1")
     w.join("n2")
     book = LotesBook()
-    lotes = LotesLive(FakeService(w), book, k=2, drift_threshold=0.1)  # type: ignore[arg-type]
+    lotes = LotesLive(FakeMaster(w), book, k=2, drift_threshold=0.1)  # type: ignore[arg-type]
     small, big = JobSpec(("x",), Resources(1, 2**20), tasks=50), JobSpec(("x",), Resources(3, 2**30), tasks=50)
     lotes.submitted(small)
     lotes.submitted(big)

@@ -15,9 +15,9 @@ from tcluster.agent.main import build_parser as agent_parser
 from tcluster.agent.main import settings_from_args as agent_settings
 from tcluster.agent.reload import AgentReloader
 from tcluster.configfile import load_args
-from tcluster.master.main import build_parser as master_parser
-from tcluster.master.main import settings_from_args as master_settings
-from tcluster.master.reload import MasterReloader
+from tcluster.master.app.main import build_parser as master_parser
+from tcluster.master.app.main import settings_from_args as master_settings
+from tcluster.master.app.reload import MasterReloader
 from tcluster.sdnotify import Notifier
 
 IDLE = SimpleNamespace(nodes={}, pending_jobs=set())

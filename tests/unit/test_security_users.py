@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tcluster.errors import InvalidArgument, Unauthenticated
-from tcluster.master.identity.users import UserDirectory, add_user, bootstrap_admin, list_users, parse_grants, remove_user
+from tcluster.master.identity.accounts import add_user, bootstrap_admin, list_users, parse_grants, remove_user
+from tcluster.master.identity.users import UserDirectory
 from tcluster.security.authz import (
     ANONYMOUS, CancelJob, Caller, ListJobs, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, audit_line, decide,
     grants_queue, run_as,

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from tcluster.master.identity.sqlite import AUTH_DB, SqliteAuthStore
-from tcluster.master.identity.users import UserDirectory, add_user
+from tcluster.master.identity.accounts import add_user
+from tcluster.master.identity.users import UserDirectory
 
 
 def test_every_way_in_opens_auth_db_private_wal_and_synchronous_full(tmp_path: Path) -> None:

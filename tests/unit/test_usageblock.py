@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from tcluster.master.core.events import Beat, Now, Step
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.usage.history import HistoryConfig
 from tcluster.master.usage.ingest import RAW_FIELDS, extract
 from tcluster.master.usage.metrics import TaskSeriesRenderer
@@ -134,7 +135,7 @@ def _feed_objects(state: MasterState, rec: Recorder, node: str, pbs: list, now: 
         state.usage[task_id] = u
     if kept:
         block = UsageBlock.of(kept)
-        rec.on_step(Beat(node, Resources(), block), Step(usage=block), now.wall)
+        rec.on_step(AppliedStep(Beat(node, Resources(), block), Step(usage=block), now))
 
 
 def test_rings_metrics_and_api_documents_match_the_object_path() -> None:
@@ -147,7 +148,7 @@ def test_rings_metrics_and_api_documents_match_the_object_path() -> None:
             beat = Beat(node, Resources(), usage_block_from_pb(pbs))
             step = handle(new, beat, Now(wall, 2.0 + second))
             new.apply(step)
-            rec_new.on_step(beat, step, wall)
+            rec_new.on_step(AppliedStep(beat, step, Now(wall, wall)))
             _feed_objects(old, rec_old, node, pbs, Now(wall, 2.0 + second))
         if second % 5 == 4:
             rec_new.drain(new), rec_old.drain(old)

@@ -1,7 +1,7 @@
 """The LM service's I/O over a live master (issue 25): a GM's Place becomes a pinned
 one-task job of this master (master/core/pinning.py), answered once durable; each GM's
 Subscribe stream gets the layout, the full state every --federation-state-interval-s and
-its tasks' ends at once. The decisions are FederationLM's (master/federation_lm.py) and
+its tasks' ends at once. The decisions are FederationLM's (master/features/federation_lm.py) and
 the master core's; this module only orders them: check, write, then answer and tell.
 
 Idempotency: the job carries the PlaceRequest's request_id (owner `tcluster:federation`), so a
@@ -15,22 +15,22 @@ import asyncio
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterator, Union
+from typing import Iterator, Union
 
 from tcluster.errors import InvalidArgument, ResourceExhausted, Unavailable
 from tcluster.federation.messages import (
     PREEMPTED_BY, Answer, Launched, LMState, PreemptAndLaunch, Request, TaskEnded, preempted_reason,
 )
 from tcluster.master.core.events import Step
+from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinned_node
-from tcluster.master.federation_lm import (
+from tcluster.master.features.federation_lm import (
     FederationLM, FedRun, LiveLayout, NO_ROOM, Res, epoch_floor, fed_labels, federated_run, res_of, resources_of,
 )
+from tcluster.master.ports import MasterPort
+from tcluster.master.settings import MasterSettings
 from tcluster.model import JobSpec, TaskState
 from tcluster.timeouts import wait_for
-
-if TYPE_CHECKING:
-    from tcluster.master.service import MasterService
 
 log = logging.getLogger(__name__)
 # A GM that reads this far behind is cut off: it reconnects and starts from a full state.
@@ -77,10 +77,9 @@ class Subscription:
 
 
 class LiveLM:
-    def __init__(self, service: MasterService) -> None:
-        s = service.settings
+    def __init__(self, master: MasterPort, s: MasterSettings) -> None:
         assert s.federation_lm_id is not None
-        self.service = service
+        self.master = master
         self.interval_s = s.federation_state_interval_s
         self.fed = FederationLM(s.federation_lm_id, s.lm_name, s.federation_gms, self._room, 0)
         self.subscriptions: list[Subscription] = []
@@ -90,10 +89,10 @@ class LiveLM:
         # delta, why). Their GM hears of them once they really ended (on_step).
         self.stopping: dict[str, tuple[int, TaskEnded, str]] = {}
         self._room_cache: dict[str, Res] = {}
-        self._state_seen: object = service.state
+        self._state_seen: object = master.state
         # A LiveLM is built when this master starts leading: on etcd a new term (epoch_floor).
         takeover = s.lease_ttl_s if s.store_url.kind == "etcd" else None
-        self.fed.sync(self.service.state.nodes, self._runs, epoch_floor(service.clock(), takeover), force=True)
+        self.fed.sync(self.master.state.nodes, self._runs, epoch_floor(master.clock(), takeover), force=True)
         log.info("federation: local manager %s (index %d) of %d GMs, epoch %d, %d nodes", s.lm_name,
                  s.federation_lm_id, s.federation_gms, self.fed.live.epoch, len(self.fed.live.names))
 
@@ -102,7 +101,7 @@ class LiveLM:
     def _room(self, node: str) -> Res:
         """Cached per node until a step touches it: a state lists every node's room, and
         one is built for every answer."""
-        state = self.service.state
+        state = self.master.state
         room = self._room_cache.get(node)
         if room is None:
             room = res_of(state.free(node)) if state.matrix.is_schedulable(node) else NO_ROOM
@@ -118,10 +117,10 @@ class LiveLM:
         return bool(nodes)
 
     def _epoch_floor(self) -> int:
-        return epoch_floor(self.service.clock())
+        return epoch_floor(self.master.clock())
 
     def _runs(self) -> Iterator[FedRun]:
-        state = self.service.state
+        state = self.master.state
         self.fed_jobs = {}
         for job in state.jobs.values():
             run = federated_run(job, state.tasks.get(job.id, []))
@@ -133,11 +132,11 @@ class LiveLM:
         """A new epoch when the node set changed, or when the master reloaded its state
         after a failed write (what runs is rebuilt from it): every GM gets the new layout
         and state."""
-        reloaded = self.service.state is not self._state_seen
+        reloaded = self.master.state is not self._state_seen
         if reloaded:
-            self._state_seen = self.service.state
+            self._state_seen = self.master.state
             self._room_cache.clear()
-        if self.fed.sync(self.service.state.nodes, self._runs, self._epoch_floor(), force=reloaded):
+        if self.fed.sync(self.master.state.nodes, self._runs, self._epoch_floor(), force=reloaded):
             log.info("federation: epoch %d, %d nodes", self.fed.live.epoch, len(self.fed.live.names))
             for sub in self.subscriptions:
                 sub.put(self.fed.live)
@@ -153,7 +152,7 @@ class LiveLM:
         if len(self.subscriptions) >= MAX_SUBSCRIPTIONS:
             raise ResourceExhausted(f"{MAX_SUBSCRIPTIONS} Subscribe streams are open on this LM; close some first")
         self.sync()
-        sub = Subscription(gm, name, last_full=self.service.monotonic())    # a full state is queued
+        sub = Subscription(gm, name, last_full=self.master.monotonic())    # a full state is queued
         sub.put(self.fed.live)
         sub.put(self.state())
         self.subscriptions.append(sub)
@@ -167,7 +166,7 @@ class LiveLM:
     async def next_update(self, sub: Subscription) -> Update | None:
         """The next update for this GM; the full state once an interval passed without one
         (a steady flow of task ends does not hold it back)."""
-        now = self.service.monotonic()
+        now = self.master.monotonic()
         due = sub.last_full + self.interval_s - now
         update: Update | None = None
         if due > 0:
@@ -183,7 +182,7 @@ class LiveLM:
             self.fed.check.touch()       # the real room moves with local work: a fresh version
             update = self.state()
         if isinstance(update, LMState):
-            sub.last_full = self.service.monotonic()
+            sub.last_full = self.master.monotonic()
         return update
 
     def _check_gm(self, gm: int) -> None:
@@ -193,9 +192,10 @@ class LiveLM:
 
     # ---- task ends ----
 
-    def on_step(self, step: Step, durable: asyncio.Future[None]) -> None:
+    def on_step(self, applied: AppliedStep) -> None:
         """After a step is applied: task ends of federated jobs go to their GMs once durable."""
-        if self.service.state is not self._state_seen or (
+        step = applied.step
+        if self.master.state is not self._state_seen or (
                 step.nodes and any(name not in self.fed.live.names for name in step.nodes)):
             self.sync()
         if self._touched(step):
@@ -204,7 +204,7 @@ class LiveLM:
         for task in step.tasks.values():
             # A job that ended in this step may have left memory already (--resident-finished-jobs):
             # the step still carries its row.
-            job = self.service.state.jobs.get(task.job_id) or step.jobs.get(task.job_id)
+            job = self.master.state.jobs.get(task.job_id) or step.jobs.get(task.job_id)
             node = pinned_node(job.spec) if job is not None else ""
             fed_id = label(job.spec, FED_TASK) if node else ""
             if not fed_id:
@@ -229,8 +229,10 @@ class LiveLM:
                 killed = task.state is TaskState.KILLED
                 ends.append((gm, Ended(replace(delta, preempted=killed), task.state, task.exit_code or 0,
                                        why if killed else task.reason, task.job_id)))
-        if ends:
-            durable.add_done_callback(lambda f: None if f.cancelled() or f.exception() else self._tell(ends))
+        if ends and applied.durable is None:
+            self._tell(ends)
+        elif ends and applied.durable is not None:
+            applied.durable.add_done_callback(lambda f: None if f.cancelled() or f.exception() else self._tell(ends))
 
     def _tell(self, ends: list[tuple[int, Ended]]) -> None:
         for gm, ended in ends:
@@ -243,7 +245,7 @@ class LiveLM:
     async def place(self, req: Request, spec: JobSpec) -> tuple[Answer, str]:
         """The answer and the master's job that runs the task ("" when none)."""
         self._check_gm(req.gm)
-        if self.service.state is not self._state_seen:
+        if self.master.state is not self._state_seen:
             self.sync()
         first = await self._repeat(req)
         if first is not None:
@@ -256,7 +258,7 @@ class LiveLM:
             return answer, ""
         node = self.fed.live.names[req.node]
         try:
-            job_id = await self.service.submit_pinned(self._spec(req, spec, node), node)
+            job_id = await self.master.submit_pinned(self._spec(req, spec, node), node)
         except BaseException:
             # Not written: nothing was launched; the GM's retry is checked afresh.
             check.answers.pop(req.request_id, None)
@@ -277,14 +279,13 @@ class LiveLM:
     async def _repeat(self, req: Request) -> tuple[Answer, str] | None:
         """A request id this master already made a job for: its first answer, once that
         job is durable (a repeat racing the first write waits for it)."""
-        job_id = self.service.state.by_request.get((FEDERATION_OWNER, req.request_id)) or \
+        job_id = self.master.state.by_request.get((FEDERATION_OWNER, req.request_id)) or \
             self.placed.get(req.request_id)
         if job_id is None:
             return None
-        await self.service.committer.add(Step(), [])
-        if not self.service.acting() or not self.service.store.job_exists(job_id):
+        if not await self.master.written(job_id):
             raise Unavailable("the first request with this request_id was not written; send it again")
-        job, _ = self.service.get(job_id)
+        job, _ = self.master.get(job_id)
         node = pinned_node(job.spec)
         first = self.fed.check.answers.get(req.request_id)
         if isinstance(first, Launched):
@@ -295,7 +296,7 @@ class LiveLM:
 
     def _spec(self, req: Request, spec: JobSpec, node: str) -> JobSpec:
         """What runs: the GM's spec as a one-task job of exactly the checked request."""
-        queues = self.service.queues
+        queues = self.master.queues
         queue = req.task.queue if queues.is_leaf(req.task.queue) else (
             "default" if queues.is_leaf("default") else queues.leaves[0])
         check_user_labels(spec.labels)
@@ -315,7 +316,7 @@ class LiveLM:
         now: list[tuple[int, Ended]] = []
         for gm, delta in notices:
             job_id = self.fed_jobs.get(delta.task_id, "")
-            tasks = self.service.state.tasks.get(job_id, [])
+            tasks = self.master.state.tasks.get(job_id, [])
             if not tasks or tasks[0].state.terminal:
                 now.append((gm, Ended(delta, TaskState.KILLED, 0, why, job_id)))
                 continue
@@ -326,8 +327,8 @@ class LiveLM:
                 waiting.append(job_id)
         log.info("federation: %s preempts %s", req.task.task_id, ", ".join(d.task_id for _, d in notices))
         if kills:
-            await self.service.preempt(tuple(kills))
+            await self.master.preempt(tuple(kills))
         for job_id in waiting:
-            await self.service.cancel(job_id)
+            await self.master.cancel(job_id)
         self._tell(now)
 

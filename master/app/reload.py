@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from tcluster.configfile import ConfigError, Loaded, load_args
 from tcluster.daemon import changed_settings, explain_settings_error, set_log_level
-from tcluster.master.server import RunningMaster
+from tcluster.master.app.server import RunningMaster
 from tcluster.master.settings import MasterSettings
 from tcluster.sdnotify import Notifier
 
@@ -84,7 +84,7 @@ class MasterReloader:
 
     async def feed(self) -> None:
         """READY=1 was sent; from here: the scheduling loop pings the watchdog once the
-        master leads (service.after_round); until then (a standby) this does. STATUS=
+        master leads (service.rounds.after_round); until then (a standby) this does. STATUS=
         lines every STATUS_EVERY_S."""
         hooked = False
         while True:
@@ -92,7 +92,7 @@ class MasterReloader:
             if service is None:
                 self.notifier.watchdog()
             elif not hooked:
-                service.after_round = self.notifier.watchdog
+                service.rounds.after_round = self.notifier.watchdog
                 hooked = True
             self.notifier.status(self.status())
             interval = self.notifier.watchdog_s or STATUS_EVERY_S

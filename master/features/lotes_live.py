@@ -1,7 +1,7 @@
 """LoTES in the live master (`--placement lotes`; scheduler/lotes states the contract).
 
 The service owns one LotesLive, as it owns the NodeMatrix. It is memory only and is fed:
-- `on_step(before, step)` after every applied step: a task that starts holding resources
+- `on_step(applied)` after every applied step (a step listener): a task that starts holding resources
   on a node is `book.started(node, k)`, one that stops (terminal, requeued, LOST, moved)
   is `book.ended(node, k)`; exactly once each, from the task's value before and after;
 - `submitted(spec)`: the request joins the sliding window learned classes come from;
@@ -22,13 +22,16 @@ import random
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from tcluster.launch import Launch
 from tcluster.master.core.actions import BinTarget
-from tcluster.master.core.events import Step, Welcome
+from tcluster.master.core.events import Action, Step, Welcome
+from tcluster.master.core.feed import AppliedStep
+from tcluster.master.ports import MasterPort
+from tcluster.master.settings import MasterSettings
 from tcluster.model import JobSpec, NodeState, Task
 from tcluster.resources import Resources
 from tcluster.scheduler.lotes.classes import drift, learn_classes, observed_shares, parse_classes
@@ -37,9 +40,6 @@ from tcluster.scheduler.lotes.model import Configuration, JobClass
 from tcluster.scheduler.lotes.classes import group_configurations
 from tcluster.scheduler.lotes.resolve import DEFAULT_DRIFT, Outcome, plan_for
 from tcluster.scheduler.nodestate import resource_vector
-
-if TYPE_CHECKING:
-    from tcluster.master.service import MasterService
 
 log = logging.getLogger(__name__)
 PER_JOB = 100          # a job of N tasks adds its request min(N, 100) times to the window
@@ -137,10 +137,10 @@ def offline(nodes: Sequence[tuple[str, Resources, Mapping[str, str]]], kinds: Se
 
 
 class LotesLive:
-    def __init__(self, service: MasterService, book: LotesBook, *, classes_text: str | None = None,
+    def __init__(self, master: MasterPort, book: LotesBook, *, classes_text: str | None = None,
                  classes_source: str = "", k: int = 4, label: str | None = None, drift_threshold: float = DEFAULT_DRIFT,
                  window: int = 10_000, min_interval_s: float = 2.0, seed: int = 0) -> None:
-        self.service, self.book = service, book
+        self.master, self.book = master, book
         self.classes_text, self.k, self.label = classes_text, k, label
         self.drift_threshold, self.min_interval_s, self.seed = drift_threshold, min_interval_s, seed
         self.window = RequestWindow(window)
@@ -174,28 +174,25 @@ class LotesLive:
         return self._class_of[resources]
 
     def _resources(self, job_id: str, step: Step | None = None) -> Resources | None:
-        job = (step.jobs.get(job_id) if step is not None else None) or self.service.state.jobs.get(job_id)
+        job = (step.jobs.get(job_id) if step is not None else None) or self.master.state.jobs.get(job_id)
         return job.spec.resources if job is not None else None
 
     # ---- fed by the service ----
 
-    def snapshot(self, step: Step) -> dict[str, Task | None]:
-        """Before a step is applied: the tasks it changes, as they were (and whether the
-        set of ready nodes may change: a registration, a node DOWN, a stream lost)."""
-        state = self.service.state
-        if step.nodes or any(live.connected != state.connected(name) for name, live in step.live.items()):
+    def on_step(self, applied: AppliedStep) -> None:
+        """After a step is applied: the book follows the tasks that started or stopped
+        holding; a registration, a node's state or a stream attached or lost may change
+        the set of ready nodes."""
+        step = applied.step
+        if step.nodes or applied.reconnected:
             self._nodes_dirty = True
-            self._nodes_changed_at = time.monotonic()
+            self._nodes_changed_at = self.master.monotonic()
             if self.book.plan is None and self.book.reason == NO_NODES:
                 self.book.reason = "no plan yet (the first solve is due)"
             for name, live in step.live.items():
                 if not live.connected:
                     self.reported.pop(name, None)
-        return {task_id: state.task(task_id) for task_id in step.tasks}
-
-    def on_step(self, before: Mapping[str, Task | None], step: Step) -> None:
-        """After a step is applied: the book follows the tasks that started or stopped holding."""
-        for task_id, was, now in book_moves(before, step.tasks):
+        for task_id, was, now in book_moves(applied.before, step.tasks):
             resources = self._resources(step.tasks[task_id].job_id, step)
             k = None if resources is None else self.klass(resources)
             if k is None:
@@ -217,7 +214,7 @@ class LotesLive:
         self._recount()
         self._nodes_dirty = True
 
-    def decorate(self, action: object) -> object:
+    def decorate(self, action: Action) -> Action:
         """Launches carry the task's class; a Welcome carries the node's bin."""
         if isinstance(action, Launch):
             k = self.klass(action.spec.resources)
@@ -230,7 +227,7 @@ class LotesLive:
 
     def check(self) -> None:
         """On the loop, cheap: start a solve if one is due and none is running."""
-        if self._solving is not None or time.monotonic() - self._last_start < self.min_interval_s:
+        if self._solving is not None or self.master.monotonic() - self._last_start < self.min_interval_s:
             return
         inputs = self._current_inputs()
         if not inputs.nodes:
@@ -244,13 +241,13 @@ class LotesLive:
             return                    # nodes are still registering: one solve for the whole burst
         if self.book.plan is None and inputs.key == self._failed_key:
             return                    # the same inputs failed already: wait for a change
-        self._last_start = time.monotonic()
+        self._last_start = self.master.monotonic()
         self._solving = asyncio.get_running_loop().create_task(self._solve(why, inputs), name="lotes-solve")
 
     def _settling(self) -> bool:
         """A node changed less than settle_s ago (min_interval_s / 2, at most 1 s): wait,
         unless changes have kept coming for 10 s."""
-        now = time.monotonic()
+        now = self.master.monotonic()
         settle = min(1.0, self.min_interval_s / 2)
         if now - self._nodes_changed_at >= settle:
             self._settle_since = None
@@ -262,10 +259,10 @@ class LotesLive:
     def _current_inputs(self) -> _Inputs:
         """The ready nodes and their configurations: O(nodes), so recomputed only after a
         node change and at most every INPUTS_EVERY_S (a registration burst costs one pass)."""
-        stale = self._nodes_dirty and time.monotonic() - self._inputs_at >= INPUTS_EVERY_S
+        stale = self._nodes_dirty and self.master.monotonic() - self._inputs_at >= INPUTS_EVERY_S
         if stale or self._inputs is None:
-            self._inputs_at = time.monotonic()
-            state = self.service.state
+            self._inputs_at = self.master.monotonic()
+            state = self.master.state
             nodes = [(n.name, n.capacity, dict(n.labels)) for n in sorted(state.nodes.values(), key=lambda n: n.name)
                      if n.state is NodeState.READY and state.connected(n.name)]
             kinds = tuple(state.matrix.kinds)
@@ -330,7 +327,7 @@ class LotesLive:
         """On the loop: the solve's result takes effect; agents hear their new bins."""
         status = self.status
         status.solves += 1
-        status.solve_seconds, status.solved_at = seconds, self.service.clock()
+        status.solve_seconds, status.solved_at = seconds, self.master.clock()
         self._class_of.clear()
         if outcome.plan is not None:
             plan = outcome.plan
@@ -352,12 +349,11 @@ class LotesLive:
             status.classes = ()
             status.last_solve = f"no plan after {seconds:.3f}s ({why}): {outcome.reason}"
             log.warning("%s (solve took %.3fs; %s)", status.fallback, seconds, why)
-        for node, link in list(self.service.links.items()):
-            link.send(self.target_for(node))
-        self.service.kick()
+        self.master.broadcast(self.target_for)
+        self.master.kick()
 
     def _recount(self) -> None:
-        state = self.service.state
+        state = self.master.state
         running: list[tuple[str, int]] = []
         for node, task_ids in state.by_node.items():
             for task_id in task_ids:
@@ -374,7 +370,7 @@ class LotesLive:
         target = self.book.targets.get(node)
         classes: dict[str, int] = {}
         if self.book.plan is not None:
-            for task in self.service.state.tasks_on(node):
+            for task in self.master.state.tasks_on(node):
                 resources = self._resources(task.job_id)
                 k = None if resources is None else self.klass(resources)
                 classes[task.id] = -1 if k is None else k
@@ -403,14 +399,13 @@ class LotesLive:
         return self._solving is not None
 
 
-def make_lotes(service: MasterService, settings: object, placement: object) -> LotesLive | None:
+def make_lotes(master: MasterPort, settings: MasterSettings, placement: object) -> LotesLive | None:
     """The service's LoTES wiring when the placement policy is lotes, else None."""
     book = getattr(placement, "book", None)
     if not isinstance(book, LotesBook):
         return None
-    path = getattr(settings, "lotes_classes_file", None)
+    path = settings.lotes_classes_file
     text = path.read_text(encoding="utf-8") if path is not None else None   # main checked it parses
-    return LotesLive(service, book, classes_text=text, classes_source=str(path or ""),
-                     k=settings.lotes_k, label=settings.lotes_config_label,  # type: ignore[attr-defined]
-                     drift_threshold=settings.lotes_drift, window=settings.lotes_window,  # type: ignore[attr-defined]
-                     min_interval_s=settings.lotes_min_interval_s, seed=settings.seed)  # type: ignore[attr-defined]
+    return LotesLive(master, book, classes_text=text, classes_source=str(path or ""),
+                     k=settings.lotes_k, label=settings.lotes_config_label, drift_threshold=settings.lotes_drift,
+                     window=settings.lotes_window, min_interval_s=settings.lotes_min_interval_s, seed=settings.seed)

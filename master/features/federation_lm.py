@@ -1,7 +1,7 @@
 """Megha's Local Manager over a live master (issue 25, notes/megha.md §6): the layout a GM
 sees, the master's real free room per node index, and which running federated tasks are
 whose, rebuilt from the master's own jobs. Sans-IO: the check table itself is
-tcluster.federation.lm's LocalManager, given the master's room (master/federation_live.py
+tcluster.federation.lm's LocalManager, given the master's room (master/features/federation_live.py
 does the I/O).
 
 Wire conventions: resources are [millicores, memory MiB]; a node's index is its position

@@ -19,8 +19,8 @@ from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop
 from tcluster.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.errors import InvalidArgument, TclusterError
 from tcluster.master.queues import load_tree
-from tcluster.master.reload import MasterReloader
-from tcluster.master.server import RunningMaster, start_master
+from tcluster.master.app.reload import MasterReloader
+from tcluster.master.app.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.lotes.classes import load_classes
@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 def build_admin_parser() -> argparse.ArgumentParser:
     """The offline subcommands; `tcl-master [flags]` without one serves."""
     from tcluster.master.identity.admin import add_admin_commands   # only when asked: the daemon starts without it
-    from tcluster.master.status import add_status_command
+    from tcluster.master.app.status import add_status_command
     from tcluster.master.identity.users import add_user_commands
     p = argparse.ArgumentParser(prog="tcl-master", description="tcluster master: cluster identity commands.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -198,7 +198,7 @@ HANDOFF_ENV = "TCL_MASTER_STEPPED_DOWN_INSECURE"
 async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False,
                  config: tuple[argparse.ArgumentParser, Loaded] | None = None) -> str:
     """Serves until a stop signal (returns "") or a lost leadership (returns why).
-    config: the parser and arguments that SIGHUP re-reads (master/reload.py)."""
+    config: the parser and arguments that SIGHUP re-reads (master/app/reload.py)."""
     lost = asyncio.Event()
     why: list[str] = []
 
@@ -236,7 +236,7 @@ async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False,
 
 async def _start_unless_stopped(settings: MasterSettings, on_lost: Callable[[str], None],
                                 stop: asyncio.Future[None], stepped_down_insecure: bool) -> RunningMaster | None:
-    """A first start waits for etcd as long as it takes (master/server.py): a stop signal
+    """A first start waits for etcd as long as it takes (master/app/server.py): a stop signal
     meanwhile ends the wait (None) instead of killing the process mid-start."""
     starting = asyncio.ensure_future(start_master(settings, on_lost, stepped_down_insecure))
     await asyncio.wait([starting, stop], return_when=asyncio.FIRST_COMPLETED)
@@ -272,7 +272,7 @@ def _restart_as_standby(reason: str) -> None:
     same arguments), so nothing of the old term survives into the next."""
     print(f"tcl-master: leadership lost ({reason}); restarting as a standby", file=sys.stderr, flush=True)
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "tcluster.master.main", *sys.argv[1:]])
+    os.execv(sys.executable, [sys.executable, "-m", "tcluster.master.app.main", *sys.argv[1:]])
 
 
 def main(argv: list[str] | None = None) -> int:

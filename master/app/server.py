@@ -28,6 +28,7 @@ from tcluster.master.edge.grpc_api import AgentServicer, ClusterServicer, JobSer
 from tcluster.master.store.leadership import LeaderInfo, Leadership
 from tcluster.master.identity import pkicache
 from tcluster.master.edge.listeners import SecureParts, bind_secure, check_exposure
+from tcluster.master.app.assemble import assemble
 from tcluster.master.service import MasterService
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store.standby import LeaderSlot, StandbyInterceptor
@@ -95,7 +96,7 @@ class RunningMaster:
         if self.loop_task is not None:
             self.loop_task.cancel()
         if self.service is not None:
-            for link in list(self.service.links.values()):
+            for link in list(self.service.agents.links.values()):
                 link.close()
         await self.server.stop(grace_s)
         if self.secure_parts is not None:
@@ -117,15 +118,18 @@ class RunningMaster:
     async def lead(self, store: StateStore, acting: Callable[[], bool] = lambda: True) -> None:
         """Becomes the acting master: the service (from the store), dashboard, loop."""
         settings = self.settings
-        service = MasterService(settings, store, acting=acting)
+        assembled = assemble(settings, store, acting=acting)
+        service = assembled.service
         if self.secure:     # a secure master: callers need a user token
             auth = self.secure_parts.auth if self.election is not None and self.secure_parts else None
             service.gate.users = UserDirectory(auth if auth is not None else settings.data_dir)
         for servicer in self.servicers:
             servicer.service = service
+            if isinstance(servicer, LocalManagerServicer):
+                servicer.lm = assembled.federation
         self.store, self.service = store, service
         self.dashboard = await _start_dashboard(service, settings)
-        self.loop_task = asyncio.create_task(service.run(), name="master-loop")
+        self.loop_task = asyncio.create_task(service.rounds.run(), name="master-loop")
         self.leading.set()
 
 
