@@ -25,13 +25,13 @@ from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.federation.messages import satisfies
 from tcluster.sim.federation.compare import draw
 from tcluster.sim.federation.report import summarize
-from tcluster.sim.federation.sim import FedConfig, FedRun, FederationSim
+from tcluster.sim.federation.sim import FedConfig, FedSimRun, FederationSim
 from tcluster.sim.federation.workload import WorkloadSpec
 
 SPEC = WorkloadSpec(load=0.9, mean_duration_s=100.0, constrained=0.5)
 
 
-def k8(run: FedRun) -> bool:
+def k8(run: FedSimRun) -> bool:
     used: dict[tuple[int, int], list[int]] = {}
     held: dict[str, tuple[int, int, tuple[int, ...]]] = {}
     for kind, lm, node, task_id, req in run.ledger:
@@ -49,7 +49,7 @@ def k8(run: FedRun) -> bool:
     return not held and all(n == 1 for n in run.launches.values()) and len(run.launches) == len(run.records)
 
 
-def one(cfg: FedConfig, per_worker: int) -> tuple[FedRun, float]:
+def one(cfg: FedConfig, per_worker: int) -> tuple[FedSimRun, float]:
     spec = replace(SPEC, tasks=per_worker * cfg.workers)
     clusters, arrivals = draw(cfg.workers, cfg.lms, cfg.gms, cfg.queues_per_gm, spec, cfg.seed)
     began = time.perf_counter()
@@ -57,7 +57,7 @@ def one(cfg: FedConfig, per_worker: int) -> tuple[FedRun, float]:
     return run, time.perf_counter() - began
 
 
-def row(label: str, run: FedRun, wall: float) -> str:
+def row(label: str, run: FedSimRun, wall: float) -> str:
     s = summarize(run)
     stats = run.gm_stats
     tried = sum(x.launches + x.internal_inconsistencies + x.external_inconsistencies + x.refused for x in stats)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from tcluster.federation.messages import PreemptAndLaunch, Res, TaskOn, TaskSpec, add, fits, satisfies
+from tcluster.federation.messages import PreemptAndLaunch, Res, TaskOn, TaskRequest, add, fits, satisfies
 
 if TYPE_CHECKING:
     from tcluster.federation.gm import GlobalManager, Send
@@ -33,7 +33,7 @@ class FairPreempter:
     def __init__(self, shares: Mapping[str, float]) -> None:
         self.shares = dict(shares)
 
-    def __call__(self, gm: GlobalManager, task: TaskSpec, request_id: str) -> Send | None:
+    def __call__(self, gm: GlobalManager, task: TaskRequest, request_id: str) -> Send | None:
         from tcluster.federation.gm import Send
         capacity = _capacity(gm)
         # The requester's usage counts the task itself, a [C] deviation from Alg. 2's
@@ -73,7 +73,7 @@ def _sum(values) -> Res | None:
     return total
 
 
-def _victims(gm: GlobalManager, task: TaskSpec, queue: str) -> tuple[int, int, tuple[str, ...]] | None:
+def _victims(gm: GlobalManager, task: TaskRequest, queue: str) -> tuple[int, int, tuple[str, ...]] | None:
     """The node needing the fewest of `queue`'s tasks stopped (youngest first) to hold
     `task`, over every LM in the GM's view; None when no node would do."""
     best: tuple[int, int, tuple[str, ...]] | None = None

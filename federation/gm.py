@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Union
 
 from tcluster.federation.messages import (
-    Answer, Inconsistent, Kind, Launch, Launched, LMLayout, LMState, PreemptAndLaunch, Refused,
-    RepartitionAndLaunch, Request, TaskEnded, TaskSpec,
+    Answer, Inconsistent, InconsistencyKind, InternalLaunch, TaskLaunched, LMLayout, LMState, PreemptAndLaunch, Refused,
+    RepartitionAndLaunch, Request, TaskEnded, TaskRequest,
 )
 from tcluster.federation.view import LMView, constraint_count, match_task
 
@@ -46,17 +46,17 @@ class Send:
 @dataclass(frozen=True)
 class NoRoom:
     """No internal, external or preemption placement: the task went to its queue's back."""
-    task: TaskSpec
+    task: TaskRequest
 
 
 Decision = Union[Send, NoRoom, None]
 # Alg. 2's hook: (gm, task) -> a PreemptAndLaunch to send, or None (federation/fairness.py).
-Preempter = Callable[["GlobalManager", TaskSpec, str], Union[Send, None]]
+Preempter = Callable[["GlobalManager", TaskRequest, str], Union[Send, None]]
 
 
 @dataclass
 class Pending:
-    task: TaskSpec
+    task: TaskRequest
     attempt: int = 0
     failed_at: int = -1          # the view stamp at which it last found no room
 
@@ -126,7 +126,7 @@ class GlobalManager:
             self.queues[name] = _Queue()
             self.order.append(name)
 
-    def submit(self, task: TaskSpec) -> None:
+    def submit(self, task: TaskRequest) -> None:
         """A task of a queue this GM owns (the router forwarded it, §IV-C)."""
         self.queues[task.queue].items.append(Pending(task))
 
@@ -203,7 +203,7 @@ class GlobalManager:
             if node >= 0:
                 if not probe:
                     self.rr_int = (lm + 1) % n
-                return Send(lm, Launch(self._request_id(p), self.gm, view.epoch, node, p.task))
+                return Send(lm, InternalLaunch(self._request_id(p), self.gm, view.epoch, node, p.task))
         return None
 
     def _external(self, p: Pending, busy: set[int], probe: bool = False) -> Send | None:
@@ -246,7 +246,7 @@ class GlobalManager:
 
     def _take(self, answer: Answer, p: Pending, queue: str, request: Request | None, ended: bool) -> None:
         self._adopt(answer.state)
-        if isinstance(answer, Launched):
+        if isinstance(answer, TaskLaunched):
             if not ended:
                 self.running[p.task.task_id] = (answer.lm, answer.node, p)
             self.stats.launches += 1
@@ -254,7 +254,7 @@ class GlobalManager:
             self.stats.preemptions += len(answer.preempted)
             return
         if isinstance(answer, Inconsistent):
-            if answer.kind is Kind.INTERNAL:
+            if answer.kind is InconsistencyKind.INTERNAL:
                 self.stats.internal_inconsistencies += 1
             else:
                 self.stats.external_inconsistencies += 1

@@ -9,10 +9,10 @@ respect to every other request (one event loop), as the simulator does.
 The check table, in the order it is applied:
   duplicate request id  -> the first answer again (never launch twice)
   stale epoch           -> Refused (a GM that missed a failover)
-  node not in the partition the request names -> Inconsistent(NOT_IN_PARTITION); for a
-                           Launch the GM's refreshed view then sends it the repartition way
+  node not in the partition the request names -> Inconsistent(NOT_IN_PARTITION); for an
+                           InternalLaunch the GM's refreshed view then sends it the repartition way
   constraints or room insufficient -> Inconsistent(INSUFFICIENT / VICTIM_GONE)
-  fits                  -> commit, Launched
+  fits                  -> commit, TaskLaunched
 
 Room: the simulator's LM keeps its own books (`free`). A live LM (a tcl-master,
 master/features/federation_lm.py) passes `room`: node index -> the master's real free room, with
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tcluster.federation.messages import (
-    Answer, Inconsistent, Kind, Launch, Launched, LMLayout, LMState, LogicalNode, PreemptAndLaunch, Refused,
-    RepartitionAndLaunch, Request, Res, TaskEnded, TaskOn, TaskSpec, Why, add, fits, satisfies, sub,
+    Answer, Inconsistent, InconsistencyKind, InternalLaunch, TaskLaunched, LMLayout, LMState, LogicalNode, PreemptAndLaunch, Refused,
+    RepartitionAndLaunch, Request, Res, TaskEnded, TaskOn, TaskRequest, Why, add, fits, satisfies, sub,
 )
 
 Notice = tuple[int, TaskEnded]      # (GM to tell, what happened to its task)
@@ -35,7 +35,7 @@ Room = Callable[[int], Res]         # node index -> free room now (a live master
 
 @dataclass(frozen=True)
 class Running:
-    task: TaskSpec
+    task: TaskRequest
     gm: int
     node: int
     logical: LogicalNode | None
@@ -72,8 +72,8 @@ class LocalManager:
         if req.epoch != self.epoch:
             answer: Answer = Refused(req.request_id, req.task.task_id, self.lm, self.epoch, self.state())
         elif not 0 <= req.node < len(self.free):
-            answer = self._fail(req, Kind.INTERNAL, Why.UNKNOWN_NODE)
-        elif isinstance(req, Launch):
+            answer = self._fail(req, InconsistencyKind.INTERNAL, Why.UNKNOWN_NODE)
+        elif isinstance(req, InternalLaunch):
             answer = self._launch(req)
         elif isinstance(req, RepartitionAndLaunch):
             answer = self._repartition(req)
@@ -84,26 +84,26 @@ class LocalManager:
             del self.answers[next(iter(self.answers))]     # the oldest (dicts keep insertion order)
         return answer, notices
 
-    def _launch(self, req: Launch) -> Answer:
+    def _launch(self, req: InternalLaunch) -> Answer:
         if self.layout.owner[req.node] != req.gm:
-            return self._fail(req, Kind.INTERNAL, Why.NOT_IN_PARTITION)
+            return self._fail(req, InconsistencyKind.INTERNAL, Why.NOT_IN_PARTITION)
         if not self._fits(req.task, req.node, self.room_of(req.node)):
-            return self._fail(req, Kind.INTERNAL, Why.INSUFFICIENT)
+            return self._fail(req, InconsistencyKind.INTERNAL, Why.INSUFFICIENT)
         self._commit(req, None)
-        return Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state())
+        return TaskLaunched(req.request_id, req.task.task_id, self.lm, req.node, self.state())
 
     def _repartition(self, req: RepartitionAndLaunch) -> Answer:
         if req.src == req.gm or self.layout.owner[req.node] != req.src:
-            return self._fail(req, Kind.EXTERNAL, Why.NOT_IN_PARTITION)
+            return self._fail(req, InconsistencyKind.EXTERNAL, Why.NOT_IN_PARTITION)
         if not self._fits(req.task, req.node, self.room_of(req.node)):
-            return self._fail(req, Kind.EXTERNAL, Why.INSUFFICIENT)
+            return self._fail(req, InconsistencyKind.EXTERNAL, Why.INSUFFICIENT)
         self._commit(req, LogicalNode(req.node, req.task.req, req.gm, req.task.task_id))
-        return Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state(), logical=True)
+        return TaskLaunched(req.request_id, req.task.task_id, self.lm, req.node, self.state(), logical=True)
 
     def _preempt(self, req: PreemptAndLaunch) -> tuple[Answer, tuple[Notice, ...]]:
         """The victims must all still run on the node and freeing them must make room;
         anything else is an inconsistency (the paper leaves the check open, notes §2.4)."""
-        kind = Kind.INTERNAL if self.layout.owner[req.node] == req.gm else Kind.EXTERNAL
+        kind = InconsistencyKind.INTERNAL if self.layout.owner[req.node] == req.gm else InconsistencyKind.EXTERNAL
         victims = [self.running.get(v) for v in req.victims]
         if not victims or any(v is None or v.node != req.node for v in victims):
             return self._fail(req, kind, Why.VICTIM_GONE), ()
@@ -113,9 +113,9 @@ class LocalManager:
         if not self._fits(req.task, req.node, room):
             return self._fail(req, kind, Why.INSUFFICIENT), ()
         notices = tuple(self._release(v, preempted=True) for v in victims)
-        logical = None if kind is Kind.INTERNAL else LogicalNode(req.node, req.task.req, req.gm, req.task.task_id)
+        logical = None if kind is InconsistencyKind.INTERNAL else LogicalNode(req.node, req.task.req, req.gm, req.task.task_id)
         self._commit(req, logical)
-        answer = Launched(req.request_id, req.task.task_id, self.lm, req.node, self.state(),
+        answer = TaskLaunched(req.request_id, req.task.task_id, self.lm, req.node, self.state(),
                           logical=logical is not None, preempted=req.victims)
         return answer, notices
 
@@ -123,11 +123,11 @@ class LocalManager:
         """The node's free room: the live master's real room, else this LM's books."""
         return self.room(node) if self.room is not None else self.free[node]
 
-    def _fits(self, task: TaskSpec, node: int, room: Res) -> bool:
+    def _fits(self, task: TaskRequest, node: int, room: Res) -> bool:
         # K8 holds here, at the only place that commits: constraints and every dimension.
         return satisfies(self.layout.nodes[node].cmask, task.pc) and fits(task.req, room)
 
-    def _fail(self, req: Request, kind: Kind, why: Why) -> Inconsistent:
+    def _fail(self, req: Request, kind: InconsistencyKind, why: Why) -> Inconsistent:
         return Inconsistent(req.request_id, req.task.task_id, self.lm, kind, why, self.state())
 
     def _commit(self, req: Request, logical: LogicalNode | None) -> None:
@@ -159,7 +159,7 @@ class LocalManager:
         self.version += 1
         self._state = None
 
-    def adopt(self, task: TaskSpec, gm: int, node: int, logical: bool) -> None:
+    def adopt(self, task: TaskRequest, gm: int, node: int, logical: bool) -> None:
         """A task this LM launched before a restart or a new layout (rebuilt from the
         master's jobs): recorded as running, unchecked (it already runs)."""
         carved = LogicalNode(node, task.req, gm, task.task_id) if logical else None

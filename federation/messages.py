@@ -38,7 +38,7 @@ def satisfies(cmask: int, pc: int) -> bool:
 
 
 @dataclass(frozen=True)
-class TaskSpec:
+class TaskRequest:
     """M1: a task request `T=(R, PC)` in its user's queue."""
     task_id: str
     queue: str
@@ -48,7 +48,7 @@ class TaskSpec:
 
 
 @dataclass(frozen=True)
-class NodeSpec:
+class LMNode:
     """A physical node of an LM: what never changes while the federation runs."""
     cap: Res
     cmask: int
@@ -59,7 +59,7 @@ class LMLayout:
     """What a GM learns once per LM (at subscribe): its nodes and which GM's partition
     each node starts in. The constraint bit-vectors per partition are derived from it."""
     lm: int
-    nodes: tuple[NodeSpec, ...]
+    nodes: tuple[LMNode, ...]
     owner: tuple[int, ...]       # node index -> GM index (Eq. 3: one partition per GM)
 
 
@@ -122,13 +122,13 @@ def preempted_reason(task_id: str, queue: str) -> str:
 # ---- requests: GM -> LM (synchronous) ----
 
 @dataclass(frozen=True)
-class Launch:
+class InternalLaunch:
     """M2: launch `task` on `node` of the GM's own (internal) partition."""
     request_id: str
     gm: int
     epoch: int
     node: int
-    task: TaskSpec
+    task: TaskRequest
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class RepartitionAndLaunch:
     epoch: int
     src: int
     node: int
-    task: TaskSpec
+    task: TaskRequest
 
 
 @dataclass(frozen=True)
@@ -152,15 +152,15 @@ class PreemptAndLaunch:
     epoch: int
     node: int
     victims: tuple[str, ...]
-    task: TaskSpec
+    task: TaskRequest
 
 
-Request = Union[Launch, RepartitionAndLaunch, PreemptAndLaunch]
+Request = Union[InternalLaunch, RepartitionAndLaunch, PreemptAndLaunch]
 
 
 # ---- answers: LM -> GM ----
 
-class Kind(Enum):
+class InconsistencyKind(Enum):
     """The two inconsistency scenarios of §IV-B6."""
     INTERNAL = "internal"    # the GM's own partition had not the room it believed
     EXTERNAL = "external"    # the room to repartition (or the victims) were gone
@@ -174,7 +174,7 @@ class Why(Enum):
 
 
 @dataclass(frozen=True)
-class Launched:
+class TaskLaunched:
     """M3/M5/M7 success: the task runs on `node` (logical when `logical`)."""
     request_id: str
     task_id: str
@@ -191,7 +191,7 @@ class Inconsistent:
     request_id: str
     task_id: str
     lm: int
-    kind: Kind
+    kind: InconsistencyKind
     why: Why
     state: LMState
 
@@ -207,4 +207,4 @@ class Refused:
     state: LMState
 
 
-Answer = Union[Launched, Inconsistent, Refused]
+Answer = Union[TaskLaunched, Inconsistent, Refused]

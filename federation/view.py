@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tcluster.federation.messages import LMLayout, LMState, NodeSpec, Res, TaskEnded, fits
+from tcluster.federation.messages import LMLayout, LMState, LMNode, Res, TaskEnded, fits
 
 
-def split(lm: int, nodes: tuple[NodeSpec, ...], n_gms: int) -> LMLayout:
+def split(lm: int, nodes: tuple[LMNode, ...], n_gms: int) -> LMLayout:
     """Eq. 3: one partition per GM, an equal, interleaved node-count split."""
     return LMLayout(lm=lm, nodes=nodes, owner=tuple(i % n_gms for i in range(len(nodes))))
 

@@ -17,7 +17,7 @@ import grpc
 
 from tcluster.federation.fairness import FairPreempter
 from tcluster.federation.gm import GlobalManager, Pending
-from tcluster.federation.messages import PREEMPTED_BY, LMLayout, TaskSpec
+from tcluster.federation.messages import PREEMPTED_BY, LMLayout, TaskRequest
 from tcluster.federation.view import LMView
 from tcluster.gm.cancel import Canceller
 from tcluster.gm.links import LMLink
@@ -155,9 +155,9 @@ class GMDaemon:
             self.specs[job_id] = spec
         return self.specs[job_id]
 
-    def task_spec(self, row: TaskRow) -> TaskSpec:
+    def task_spec(self, row: TaskRow) -> TaskRequest:
         spec = self.spec_of(row.job_id)
-        return TaskSpec(row.task_id, row.queue, task_req(spec), self.vocab.mask(list(spec.constraints)))
+        return TaskRequest(row.task_id, row.queue, task_req(spec), self.vocab.mask(list(spec.constraints)))
 
     def enqueue(self, row: TaskRow) -> None:
         self.gm.add_queue(row.queue)

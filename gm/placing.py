@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 import grpc
 
 from tcluster.federation.gm import Pending, Send
-from tcluster.federation.messages import Answer, Launched, LMState, Refused
+from tcluster.federation.messages import Answer, TaskLaunched, LMState, Refused
 from tcluster.gm.port import GMPort, Unanswered
 from tcluster.gm.wire import answer_from, request_pb
 from tcluster.timeouts import wait_for
@@ -155,7 +155,7 @@ class Placer:
     def _record(self, answer: Answer, job_id: str, p: Pending) -> bool:
         """True when the task was launched and has already ended: its end came on the LM's
         stream before this answer (the store keeps the end), so it is not running here."""
-        if isinstance(answer, Launched):
+        if isinstance(answer, TaskLaunched):
             return not self.port.store.placed(answer.task_id, answer.lm, answer.node, job_id)
         self.port.store.back_to_pending(p.task.task_id, p.attempt + 1)
         return False

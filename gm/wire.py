@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tcluster.federation.messages import (
-    Answer, Inconsistent, Kind, Launch, Launched, LMLayout, LMState, LogicalNode, NodeSpec, PreemptAndLaunch,
+    Answer, Inconsistent, InconsistencyKind, InternalLaunch, TaskLaunched, LMLayout, LMState, LogicalNode, LMNode, PreemptAndLaunch,
     Refused, RepartitionAndLaunch, Request, Res, TaskEnded, TaskOn, Why,
 )
 from tcluster.v1 import federation_pb2, jobs_pb2
 
-_KIND = {federation_pb2.INCONSISTENCY_INTERNAL: Kind.INTERNAL, federation_pb2.INCONSISTENCY_EXTERNAL: Kind.EXTERNAL}
+_KIND = {federation_pb2.INCONSISTENCY_INTERNAL: InconsistencyKind.INTERNAL, federation_pb2.INCONSISTENCY_EXTERNAL: InconsistencyKind.EXTERNAL}
 _WHY = {federation_pb2.WHY_INSUFFICIENT: Why.INSUFFICIENT, federation_pb2.WHY_NOT_IN_PARTITION: Why.NOT_IN_PARTITION,
         federation_pb2.WHY_VICTIM_GONE: Why.VICTIM_GONE, federation_pb2.WHY_UNKNOWN_NODE: Why.UNKNOWN_NODE}
 
@@ -67,7 +67,7 @@ def layout_from(msg: federation_pb2.LMLayout, vocab: Vocabulary) -> Layout:
         for c, b in enumerate(bits):
             if n.cmask >> c & 1:
                 mask |= 1 << b
-        nodes.append(NodeSpec(res(n.cap), mask))
+        nodes.append(LMNode(res(n.cap), mask))
     pure = LMLayout(lm=msg.lm, nodes=tuple(nodes), owner=tuple(n.owner for n in msg.nodes))
     return Layout(msg.name or f"lm{msg.lm}", msg.epoch, msg.gms, tuple(n.name for n in msg.nodes),
                   tuple(msg.constraints), pure)
@@ -91,10 +91,10 @@ def answer_from(msg: federation_pb2.PlaceAnswer) -> tuple[Answer, str]:
     which = msg.WhichOneof("outcome")
     if which == "launched":
         p = msg.launched
-        return Launched(msg.request_id, msg.task_id, msg.lm, p.node, state, p.logical, tuple(p.preempted)), p.job_id
+        return TaskLaunched(msg.request_id, msg.task_id, msg.lm, p.node, state, p.logical, tuple(p.preempted)), p.job_id
     if which == "inconsistent":
         i = msg.inconsistent
-        return Inconsistent(msg.request_id, msg.task_id, msg.lm, _KIND.get(i.kind, Kind.INTERNAL),
+        return Inconsistent(msg.request_id, msg.task_id, msg.lm, _KIND.get(i.kind, InconsistencyKind.INTERNAL),
                             _WHY.get(i.why, Why.INSUFFICIENT), state), ""
     return Refused(msg.request_id, msg.task_id, msg.lm, msg.refused.epoch, state), ""
 
@@ -104,7 +104,7 @@ def request_pb(req: Request, layout: Layout, vocab: Vocabulary, spec: jobs_pb2.J
     task = federation_pb2.FedTask(task_id=t.task_id, queue=t.queue, req=federation_pb2.Res(v=list(t.req)),
                                   pc=layout.local_pc(t.pc, vocab), spec=spec)
     out = federation_pb2.PlaceRequest(request_id=req.request_id, gm=req.gm, epoch=req.epoch, node=req.node, task=task)
-    if isinstance(req, Launch):
+    if isinstance(req, InternalLaunch):
         out.launch.SetInParent()
     elif isinstance(req, RepartitionAndLaunch):
         out.repartition.src = req.src

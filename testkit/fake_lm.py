@@ -10,7 +10,7 @@ from collections import Counter
 import grpc
 
 from tcluster.federation.lm import LocalManager
-from tcluster.federation.messages import Launched, NodeSpec
+from tcluster.federation.messages import TaskLaunched, LMNode
 from tcluster.federation.view import split
 from tcluster.master.edge.federation_api import answer_pb, request_from_pb, res_pb, state_pb
 from tcluster.bounds import SERVER_GRPC_OPTIONS
@@ -23,7 +23,7 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
                  labels: dict[int, str] | None = None) -> None:
         self.lm, self.gms, self.interval_s = lm, gms, interval_s
         self.words = sorted(set((labels or {}).values()))
-        specs = tuple(NodeSpec(cap, 1 << self.words.index(labels[i]) if labels and i in labels else 0)
+        specs = tuple(LMNode(cap, 1 << self.words.index(labels[i]) if labels and i in labels else 0)
                       for i, cap in enumerate(nodes))
         self.pure = LocalManager(split(lm, specs, gms), epoch=1)
         self.launches: Counter[str] = Counter()
@@ -102,12 +102,12 @@ class FakeLM(federation_pb2_grpc.LocalManagerServiceServicer):
         self.places[req.task.task_id] += 1
         repeat = req.request_id in self.pure.answers
         answer, _ = self.pure.handle(req)
-        if isinstance(answer, Launched) and not repeat:
+        if isinstance(answer, TaskLaunched) and not repeat:
             self.launches[req.task.task_id] += 1
             if self.end_before_answer_s is not None:
                 self.end(req.task.task_id)
                 await asyncio.sleep(self.end_before_answer_s)
-        return answer_pb(answer, f"j-{req.task.task_id}" if isinstance(answer, Launched) else "")
+        return answer_pb(answer, f"j-{req.task.task_id}" if isinstance(answer, TaskLaunched) else "")
 
 
 class FakeJobs(jobs_pb2_grpc.JobServiceServicer):

@@ -12,10 +12,10 @@ import grpc
 
 from tcluster.errors import FailedPrecondition, InvalidArgument, PermissionDenied, TclusterError
 from tcluster.federation.messages import (
-    Answer, Inconsistent, Kind, Launch, Launched, LMState, PreemptAndLaunch, Refused, RepartitionAndLaunch, Request,
-    Res, TaskSpec, Why,
+    Answer, Inconsistent, InconsistencyKind, InternalLaunch, TaskLaunched, LMState, PreemptAndLaunch, Refused, RepartitionAndLaunch, Request,
+    Res, TaskRequest, Why,
 )
-from tcluster.master.edge.grpc_api import _abort, caller_of
+from tcluster.master.edge.grpc_api import abort_with, caller_of
 from tcluster.master.features.federation_live import Ended, LiveLM, Update
 from tcluster.master.features.federation_lm import LiveLayout
 from tcluster.master.identity.gmguard import GMGuard
@@ -25,7 +25,7 @@ from tcluster.model import TaskState
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc
 from tcluster.wire import spec_from_pb
 
-_KIND = {Kind.INTERNAL: federation_pb2.INCONSISTENCY_INTERNAL, Kind.EXTERNAL: federation_pb2.INCONSISTENCY_EXTERNAL}
+_KIND = {InconsistencyKind.INTERNAL: federation_pb2.INCONSISTENCY_INTERNAL, InconsistencyKind.EXTERNAL: federation_pb2.INCONSISTENCY_EXTERNAL}
 _WHY = {Why.INSUFFICIENT: federation_pb2.WHY_INSUFFICIENT, Why.NOT_IN_PARTITION: federation_pb2.WHY_NOT_IN_PARTITION,
         Why.VICTIM_GONE: federation_pb2.WHY_VICTIM_GONE, Why.UNKNOWN_NODE: federation_pb2.WHY_UNKNOWN_NODE}
 _TASK_STATE = {TaskState.SUCCEEDED: common_pb2.TASK_SUCCEEDED, TaskState.FAILED: common_pb2.TASK_FAILED,
@@ -80,10 +80,10 @@ def request_from_pb(msg: federation_pb2.PlaceRequest) -> Request:
         raise InvalidArgument("request_id", "is empty; use <task_id>:<attempt>")
     if not msg.task.task_id:
         raise InvalidArgument("task.task_id", "is empty; use <federated job id>.<index>")
-    task = TaskSpec(msg.task.task_id, msg.task.queue, res_from_pb(msg.task.req, "task.req"), msg.task.pc)
+    task = TaskRequest(msg.task.task_id, msg.task.queue, res_from_pb(msg.task.req, "task.req"), msg.task.pc)
     how = msg.WhichOneof("how")
     if how == "launch":
-        return Launch(msg.request_id, msg.gm, msg.epoch, msg.node, task)
+        return InternalLaunch(msg.request_id, msg.gm, msg.epoch, msg.node, task)
     if how == "repartition":
         return RepartitionAndLaunch(msg.request_id, msg.gm, msg.epoch, msg.repartition.src, msg.node, task)
     if how == "preempt":
@@ -94,7 +94,7 @@ def request_from_pb(msg: federation_pb2.PlaceRequest) -> Request:
 def answer_pb(answer: Answer, job_id: str) -> federation_pb2.PlaceAnswer:
     out = federation_pb2.PlaceAnswer(request_id=answer.request_id, task_id=answer.task_id, lm=answer.lm,
                                      state=state_pb(answer.state))
-    if isinstance(answer, Launched):
+    if isinstance(answer, TaskLaunched):
         out.launched.CopyFrom(federation_pb2.Placed(node=answer.node, logical=answer.logical,
                                                     preempted=list(answer.preempted), job_id=job_id))
     elif isinstance(answer, Inconsistent):
@@ -125,7 +125,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             lm = self._lm(context, "Subscribe")
             sub = lm.subscribe(request.gm, request.gm_name[:64])
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
             return
         try:
             while (update := await lm.next_update(sub)) is not None:
@@ -133,7 +133,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
                     self.gm_guard.admit(peer_cert(context), "Subscribe")
                 yield update_pb(update)
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
         except asyncio.CancelledError:
             return        # the GM went away (or the master stops): an ordinary end, not an error to log
         finally:
@@ -150,7 +150,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             answer, job_id = await lm.place(request_from_pb(request), spec)
             return answer_pb(answer, job_id)
         except ValueError as error:          # a new request id for a task that already runs here
-            await _abort(context, FailedPrecondition(str(error)))
+            await abort_with(context, FailedPrecondition(str(error)))
         except TclusterError as error:
-            await _abort(context, error)
+            await abort_with(context, error)
         raise AssertionError("unreachable")

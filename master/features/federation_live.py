@@ -19,7 +19,7 @@ from typing import Iterator, Union
 
 from tcluster.errors import InvalidArgument, ResourceExhausted, Unavailable
 from tcluster.federation.messages import (
-    PREEMPTED_BY, Answer, Launched, LMState, PreemptAndLaunch, Request, TaskEnded, preempted_reason,
+    PREEMPTED_BY, Answer, TaskLaunched, LMState, PreemptAndLaunch, Request, TaskEnded, preempted_reason,
 )
 from tcluster.master.core.events import Step
 from tcluster.master.core.feed import AppliedStep
@@ -254,7 +254,7 @@ class LiveLM:
         if req.request_id in check.answers:      # an earlier answer without a job: not a launch
             return check.answers[req.request_id], ""
         answer, notices = check.handle(req)
-        if not isinstance(answer, Launched):
+        if not isinstance(answer, TaskLaunched):
             return answer, ""
         node = self.fed.live.names[req.node]
         try:
@@ -288,11 +288,11 @@ class LiveLM:
         job, _ = self.master.get(job_id)
         node = pinned_node(job.spec)
         first = self.fed.check.answers.get(req.request_id)
-        if isinstance(first, Launched):
+        if isinstance(first, TaskLaunched):
             return first, job_id
         index = self.fed.live.index(node)
         logical = index >= 0 and self.fed.live.layout.owner[index] != req.gm
-        return Launched(req.request_id, req.task.task_id, self.fed.lm, max(index, 0), self.state(), logical), job_id
+        return TaskLaunched(req.request_id, req.task.task_id, self.fed.lm, max(index, 0), self.state(), logical), job_id
 
     def _spec(self, req: Request, spec: JobSpec, node: str) -> JobSpec:
         """What runs: the GM's spec as a one-task job of exactly the checked request."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from tcluster.federation.lm import LocalManager
-from tcluster.federation.messages import LMLayout, NodeSpec, Res, TaskSpec, sub
+from tcluster.federation.messages import LMLayout, LMNode, Res, TaskRequest, sub
 from tcluster.federation.view import split
 from tcluster.master.core.pinning import FED_GM, FED_QUEUE, FED_TASK, PIN_NODE, label, pinned_node
 from tcluster.model import Job, Node, Task
@@ -67,7 +67,7 @@ def build_layout(lm: int, name: str, gms: int, epoch: int, nodes: Iterable[Node]
     ordered = sorted(nodes, key=lambda n: n.name)
     words = vocabulary(ordered)
     bit = {w: c for c, w in enumerate(words)}
-    specs = tuple(NodeSpec(res_of(n.capacity), sum(1 << bit[f"{k}={v}"] for k, v in n.labels if f"{k}={v}" in bit))
+    specs = tuple(LMNode(res_of(n.capacity), sum(1 << bit[f"{k}={v}"] for k, v in n.labels if f"{k}={v}" in bit))
                   for n in ordered)
     return LiveLayout(split(lm, specs, gms), name, gms, epoch, tuple(n.name for n in ordered), words)
 
@@ -86,7 +86,7 @@ def mask_of(constraints: Iterable[str], words: tuple[str, ...]) -> int | None:
 @dataclass(frozen=True)
 class FedRun:
     """A federated task this master runs (or holds room for: waiting on its pinned node)."""
-    task: TaskSpec
+    task: TaskRequest
     gm: int
     node: str
     job_id: str
@@ -102,7 +102,7 @@ def federated_run(job: Job, tasks: list[Task]) -> FedRun | None:
     task = tasks[0]
     if task.state.terminal:
         return None
-    spec = TaskSpec(task_id, label(job.spec, FED_QUEUE) or job.spec.queue, res_of(job.spec.resources))
+    spec = TaskRequest(task_id, label(job.spec, FED_QUEUE) or job.spec.queue, res_of(job.spec.resources))
     return FedRun(spec, int(gm), node, job.id, waiting=not task.state.holds_resources)
 
 

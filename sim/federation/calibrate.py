@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from tcluster.federation.messages import NodeSpec
+from tcluster.federation.messages import LMNode
 from tcluster.sim.federation.sim import FedConfig, FederationSim
 from tcluster.sim.federation.workload import Arrival
 
@@ -44,7 +44,7 @@ def _timed(fn: Callable[..., Any], into: list[float], clock: Callable[[], float]
     return wrapper
 
 
-def measure_handlers(config: FedConfig, clusters: list[tuple[NodeSpec, ...]], arrivals: list[Arrival],
+def measure_handlers(config: FedConfig, clusters: list[tuple[LMNode, ...]], arrivals: list[Arrival],
                      sample: int = SAMPLE_ARRIVALS, clock: Callable[[], float] = time.perf_counter) -> HandlerTimes:
     """Times the real handlers on the first `sample` arrivals of this draw (same nodes,
     same GMs and LMs): the GM's decisions that sent a request, with the answer's handling,

@@ -13,7 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
-from tcluster.federation.messages import NodeSpec
+from tcluster.federation.messages import LMNode
 from tcluster.sim.federation.calibrate import measure_handlers, with_handlers
 from tcluster.sim.federation.report import peak_busy, pcts
 from tcluster.sim.federation.sim import FedConfig, FederationSim, queues_of
@@ -40,7 +40,7 @@ class SystemResult:
 
 
 def draw(workers: int, lms: int, gms: int, queues_per_gm: int, spec: WorkloadSpec,
-         seed: int) -> tuple[list[tuple[NodeSpec, ...]], list[Arrival]]:
+         seed: int) -> tuple[list[tuple[LMNode, ...]], list[Arrival]]:
     """The federation's nodes (per LM) and arrivals, as sim.py's simulate draws them."""
     rng = random.Random(seed)
     clusters = cluster_nodes(rng, lms, workers, spec.n_constraints)
@@ -58,7 +58,7 @@ def _result(system: str, workers: int, tasks_n: int, alloc: np.ndarray, parts: d
         busy, tuple(float(x) for x in alloc))
 
 
-def megha(config: FedConfig, clusters: list[tuple[NodeSpec, ...]], arrivals: list[Arrival],
+def megha(config: FedConfig, clusters: list[tuple[LMNode, ...]], arrivals: list[Arrival],
           system: str, measured: bool = False) -> SystemResult:
     """measured: the handler times are first measured on the real code with this draw
     (sim/federation/calibrate.py), else config's constants."""
@@ -85,7 +85,7 @@ def megha(config: FedConfig, clusters: list[tuple[NodeSpec, ...]], arrivals: lis
                    handlers=handlers)
 
 
-def sparrow(config: SparrowConfig, nodes: tuple[NodeSpec, ...], arrivals: list[Arrival]) -> SystemResult:
+def sparrow(config: SparrowConfig, nodes: tuple[LMNode, ...], arrivals: list[Arrival]) -> SystemResult:
     run = simulate_sparrow(config, nodes, arrivals)
     started = [r for r in run.records.values() if r.start is not None]
     alloc = np.array([r.start - r.arrival for r in started])

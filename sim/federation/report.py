@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tcluster.sim.federation.sim import FedRun
+from tcluster.sim.federation.sim import FedSimRun
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def pcts(values: np.ndarray) -> tuple[float, float, float]:
     return float(p50) * 1e3, float(p99) * 1e3, float(values.max()) * 1e3
 
 
-def peak_busy(run: FedRun) -> float:
+def peak_busy(run: FedSimRun) -> float:
     """Replays the LMs' commits and releases: the most cores held at any moment."""
     held: dict[str, int] = {}
     busy = peak = 0
@@ -46,7 +46,7 @@ def peak_busy(run: FedRun) -> float:
     return peak / total if total else 0.0
 
 
-def summarize(run: FedRun) -> Summary:
+def summarize(run: FedSimRun) -> Summary:
     started = [r for r in run.records.values() if r.start is not None]
     alloc = np.array([r.start - r.arrival for r in started])
     proc = np.array([r.processing for r in started])

@@ -31,7 +31,7 @@ from typing import Any, Callable
 from tcluster.federation.fairness import FairPreempter
 from tcluster.federation.gm import GlobalManager, GMStats, NoRoom, Send
 from tcluster.federation.lm import LocalManager, Notice
-from tcluster.federation.messages import Answer, Launched, LMState, NodeSpec, Request, Res, TaskSpec
+from tcluster.federation.messages import Answer, TaskLaunched, LMState, LMNode, Request, Res, TaskRequest
 from tcluster.federation.view import split
 from tcluster.sim.clock import EventHeap
 from tcluster.sim.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
@@ -58,7 +58,7 @@ class FedConfig:
 
 
 @dataclass
-class TaskRecord:
+class FedSimRecord:
     arrival: float
     gm: int
     start: float | None = None
@@ -72,11 +72,11 @@ class TaskRecord:
 
 
 @dataclass
-class FedRun:
+class FedSimRun:
     config: FedConfig
-    records: dict[str, TaskRecord]
+    records: dict[str, FedSimRecord]
     gm_stats: list[GMStats]
-    clusters: list[tuple[NodeSpec, ...]]
+    clusters: list[tuple[LMNode, ...]]
     # (kind, lm, node, task_id, req) in the order the LMs applied them: "commit" / "release".
     ledger: list[tuple[str, int, int, str, Res]] = field(default_factory=list)
     pcs: dict[str, int] = field(default_factory=dict)
@@ -87,7 +87,7 @@ Preempter = Callable[..., Any]
 
 
 class FederationSim:
-    def __init__(self, config: FedConfig, clusters: list[tuple[NodeSpec, ...]],
+    def __init__(self, config: FedConfig, clusters: list[tuple[LMNode, ...]],
                  arrivals: list[Arrival], preempter: Preempter | None = None) -> None:
         self.cfg = config
         layouts = [split(i, nodes, config.gms) for i, nodes in enumerate(clusters)]
@@ -98,7 +98,7 @@ class FederationSim:
             preempter = FairPreempter({q: 1.0 / len(owner) for q in owner})
         self.gms = [GlobalManager(g, layouts, config.gms, queues_of(g, config.queues_per_gm),
                                   config.repartition, preempter) for g in range(config.gms)]
-        self.run = FedRun(config, {}, [gm.stats for gm in self.gms], clusters)
+        self.run = FedSimRun(config, {}, [gm.stats for gm in self.gms], clusters)
         self.clock: EventHeap[Any] = EventHeap()
         self.link_free: dict[tuple[str, int, int], float] = {}
         self.lm_busy = [0.0] * config.lms
@@ -142,7 +142,7 @@ class FederationSim:
             self.gm_woken[g] = True
             self._push(self.now if at is None else at, _WAKE, g)
 
-    def simulate(self) -> FedRun:
+    def simulate(self) -> FedSimRun:
         handlers = {_END: self._end, _STATE: self._state, _DELTA: self._delta, _ANSWER: self._answer,
                     _LM_IN: self._lm_in, _LM_DO: self._check, _START: self._start, _ARRIVE: self._arrive, _WAKE: self._gm_wake,
                     _BEAT: self._beat}
@@ -156,7 +156,7 @@ class FederationSim:
     def _arrive(self, a: Arrival) -> None:
         self.future_arrivals -= 1
         g = self.queue_gm[a.gm_queue]
-        self.run.records[a.task.task_id] = TaskRecord(a.t, g)
+        self.run.records[a.task.task_id] = FedSimRecord(a.t, g)
         self.run.pcs[a.task.task_id] = a.task.pc
         self.gms[g].submit(a.task)
         self._wake(g)
@@ -215,7 +215,7 @@ class FederationSim:
         took = self._send(("ans", lm_i, g), _ANSWER, (g, answer), nodes)
         for notice in notices:           # the LM stopped the victims before it committed
             self._released(lm_i, notice)
-        if isinstance(answer, Launched) and self.current.get(request.task.task_id) != answer.request_id:
+        if isinstance(answer, TaskLaunched) and self.current.get(request.task.task_id) != answer.request_id:
             self.current[request.task.task_id] = answer.request_id
             self.run.ledger.append(("commit", lm_i, answer.node, request.task.task_id, request.task.req))
             rec.lm, rec.node, rec.logical = lm_i, answer.node, answer.logical
@@ -225,7 +225,7 @@ class FederationSim:
         else:
             rec.communication += took
 
-    def _start(self, item: tuple[TaskSpec, str]) -> None:
+    def _start(self, item: tuple[TaskRequest, str]) -> None:
         task, request_id = item
         rec = self.run.records[task.task_id]
         rec.start = self.now
@@ -272,7 +272,7 @@ def queues_of(g: int, per_gm: int) -> list[str]:
     return [f"q{g}.{k}" for k in range(per_gm)]
 
 
-def simulate(config: FedConfig, spec: WorkloadSpec, preempter: Preempter | None = None) -> FedRun:
+def simulate(config: FedConfig, spec: WorkloadSpec, preempter: Preempter | None = None) -> FedSimRun:
     rng = random.Random(config.seed)
     clusters = cluster_nodes(rng, config.lms, config.workers, spec.n_constraints)
     queues = [q for g in range(config.gms) for q in queues_of(g, config.queues_per_gm)]

@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcluster.federation.messages import NodeSpec, Res, add, fits, satisfies, sub
+from tcluster.federation.messages import LMNode, Res, add, fits, satisfies, sub
 from tcluster.sim.clock import EventHeap
 from tcluster.sim.federation.workload import Arrival
 
@@ -55,7 +55,7 @@ class SparrowRecord:
 class SparrowRun:
     config: SparrowConfig
     records: dict[str, SparrowRecord]
-    nodes: tuple[NodeSpec, ...]
+    nodes: tuple[LMNode, ...]
     # ("commit" | "release", node, task_id, req) in time order: the room actually held.
     ledger: list[tuple[str, int, str, Res]] = field(default_factory=list)
     pcs: dict[str, int] = field(default_factory=dict)
@@ -63,7 +63,7 @@ class SparrowRun:
 
 
 class SparrowSim:
-    def __init__(self, config: SparrowConfig, nodes: tuple[NodeSpec, ...], arrivals: list[Arrival]) -> None:
+    def __init__(self, config: SparrowConfig, nodes: tuple[LMNode, ...], arrivals: list[Arrival]) -> None:
         self.cfg, self.nodes = config, nodes
         self.rng = random.Random(config.seed)
         self.free: list[Res] = [n.cap for n in nodes]
@@ -150,5 +150,5 @@ class SparrowSim:
         self._serve(node)
 
 
-def simulate_sparrow(config: SparrowConfig, nodes: tuple[NodeSpec, ...], arrivals: list[Arrival]) -> SparrowRun:
+def simulate_sparrow(config: SparrowConfig, nodes: tuple[LMNode, ...], arrivals: list[Arrival]) -> SparrowRun:
     return SparrowSim(config, nodes, arrivals).simulate()

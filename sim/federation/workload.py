@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tcluster.federation.messages import NodeSpec, TaskSpec, satisfies
+from tcluster.federation.messages import LMNode, TaskRequest, satisfies
 
 NODE_CAP = (64, 16384)           # cores, MB (§V)
 N_CONSTRAINTS = 21               # §IV-B1
@@ -48,18 +48,18 @@ class WorkloadSpec:
 class Arrival:
     t: float
     gm_queue: str
-    task: TaskSpec
+    task: TaskRequest
 
 
 def cluster_nodes(rng: random.Random, lms: int, workers: int,
-                  n_constraints: int = N_CONSTRAINTS) -> list[tuple[NodeSpec, ...]]:
+                  n_constraints: int = N_CONSTRAINTS) -> list[tuple[LMNode, ...]]:
     """`workers` nodes split as equally as possible over `lms` clusters."""
     profiles = [[rng.uniform(*RATE_RANGE) for _ in range(n_constraints)] for _ in range(PROFILES)]
     clusters = []
     for lm in range(lms):
         rates = rng.choice(profiles)
         count = workers // lms + (lm < workers % lms)
-        clusters.append(tuple(NodeSpec(NODE_CAP, _mask(rng, rates)) for _ in range(count)))
+        clusters.append(tuple(LMNode(NODE_CAP, _mask(rng, rates)) for _ in range(count)))
     return clusters
 
 
@@ -111,7 +111,7 @@ def arrival_rate(spec: WorkloadSpec, total_cores: int) -> float:
     return rate
 
 
-def tasks(rng: random.Random, spec: WorkloadSpec, clusters: list[tuple[NodeSpec, ...]],
+def tasks(rng: random.Random, spec: WorkloadSpec, clusters: list[tuple[LMNode, ...]],
           queues: list[str]) -> list[Arrival]:
     """Poisson arrivals offering `spec.load` of the cores; each task in a random queue."""
     total_cores = sum(n.cap[0] for nodes in clusters for n in nodes)
@@ -123,6 +123,6 @@ def tasks(rng: random.Random, spec: WorkloadSpec, clusters: list[tuple[NodeSpec,
         cores = _cores(rng)
         req = (cores, cores * rng.randint(*MB_PER_CORE))
         queue = rng.choice(queues)
-        task = TaskSpec(f"t{i}", queue, req, _constraints(rng, spec, masks), _duration(rng, spec))
+        task = TaskRequest(f"t{i}", queue, req, _constraints(rng, spec, masks), _duration(rng, spec))
         out.append(Arrival(t, queue, task))
     return out

@@ -9,7 +9,7 @@ from tcluster.federation.fairness import FairPreempter, dominant
 from tcluster.federation.gm import GlobalManager, NoRoom, Send
 from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import (
-    Launch, Launched, LMLayout, NodeSpec, PreemptAndLaunch, RepartitionAndLaunch, TaskSpec,
+    InternalLaunch, TaskLaunched, LMLayout, LMNode, PreemptAndLaunch, RepartitionAndLaunch, TaskRequest,
 )
 from tcluster.sim.federation.sim import FedConfig, simulate
 from tcluster.sim.federation.workload import WorkloadSpec
@@ -18,12 +18,12 @@ from tests.unit.test_federation_sim import check_ledger
 
 A = 1
 # One LM, four 4-core nodes: GM 0 owns nodes 0 and 2, GM 1 owns 1 and 3; node 3 lacks A.
-LAYOUT = LMLayout(0, tuple(NodeSpec((4, 100), m) for m in (A, A, A, 0)), (0, 1, 0, 1))
+LAYOUT = LMLayout(0, tuple(LMNode((4, 100), m) for m in (A, A, A, 0)), (0, 1, 0, 1))
 SHARES = {"mine": 0.5, "hog": 0.1, "other": 0.4}
 
 
-def t(tid: str, cores: int, queue: str, pc: int = 0) -> TaskSpec:
-    return TaskSpec(tid, queue, (cores, 1), pc)
+def t(tid: str, cores: int, queue: str, pc: int = 0) -> TaskRequest:
+    return TaskRequest(tid, queue, (cores, 1), pc)
 
 
 def setup(hog: list[tuple[str, int, int]], other: list[tuple[str, int, int]] = ()) -> tuple[LocalManager, GlobalManager]:
@@ -32,10 +32,10 @@ def setup(hog: list[tuple[str, int, int]], other: list[tuple[str, int, int]] = (
     for queue, runs in (("hog", hog), ("other", other)):
         for tid, node, cores in runs:
             task = t(tid, cores, queue)
-            req = Launch(f"{tid}:0", 1, 1, node, task) if LAYOUT.owner[node] == 1 else \
+            req = InternalLaunch(f"{tid}:0", 1, 1, node, task) if LAYOUT.owner[node] == 1 else \
                 RepartitionAndLaunch(f"{tid}:0", 1, 1, 0, node, task)
             answer, _ = lm.handle(req)
-            assert isinstance(answer, Launched), answer
+            assert isinstance(answer, TaskLaunched), answer
     gm = GlobalManager(0, [LAYOUT], 2, ["mine"], preempter=FairPreempter(SHARES))
     gm.on_state(lm.state())
     return lm, gm
@@ -55,7 +55,7 @@ def test_fewest_youngest_victims_of_the_most_violating_queue_on_a_node_with_the_
     # Node 0 needs one victim (h4, 4 cores) and has A; node 1 needs two; node 3 lacks A.
     assert (d.request.node, d.request.victims) == (0, ("h4",))
     answer, notices = lm.handle(d.request)
-    assert isinstance(answer, Launched) and [n[1].task_id for n in notices] == ["h4"]
+    assert isinstance(answer, TaskLaunched) and [n[1].task_id for n in notices] == ["h4"]
     gm.on_answer(answer)
     assert gm.stats.preemptions == 1
 
@@ -94,7 +94,7 @@ def test_a_preempted_task_returns_to_the_head_of_its_queue_with_a_new_attempt() 
     victim_gm.submit(t("later", 1, "hog"))
     victim_gm.on_answer(lm.handle(victim_gm.decide().request)[0])
     answer, notices = lm.handle(PreemptAndLaunch("x:0", 0, 1, 1, ("h",), t("x", 4, "mine")))
-    assert isinstance(answer, Launched)
+    assert isinstance(answer, TaskLaunched)
     ((g, delta),) = notices
     victim_gm.on_delta(delta)
     head = victim_gm.queues["hog"].items[0]
@@ -122,5 +122,5 @@ def test_the_requesters_requests_in_flight_count_toward_its_share() -> None:
     x = t("x", 3, "mine", pc=A)
     assert isinstance(gm.preempter(gm, x, "x:0"), Send)
     flying = t("f", 6, "mine")
-    gm.in_flight[1] = (Pending(flying), "mine", Launch("f:0", 0, 1, 2, flying))
+    gm.in_flight[1] = (Pending(flying), "mine", InternalLaunch("f:0", 0, 1, 2, flying))
     assert gm.preempter(gm, x, "x:0") is None

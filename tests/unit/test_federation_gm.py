@@ -6,7 +6,7 @@ from __future__ import annotations
 from tcluster.federation.gm import GlobalManager, NoRoom, Pending, Send
 from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import (
-    Inconsistent, Kind, Launch, Launched, LMLayout, NodeSpec, RepartitionAndLaunch, TaskSpec, Why,
+    Inconsistent, InconsistencyKind, InternalLaunch, TaskLaunched, LMLayout, LMNode, RepartitionAndLaunch, TaskRequest, Why,
 )
 from tcluster.federation.view import Partition, match_task, split
 
@@ -15,15 +15,15 @@ A, B = 1 << 0, 1 << 1          # two constraints
 
 def layout(lm: int, nodes: list[tuple[int, int]], owner: list[int]) -> LMLayout:
     """Nodes as (cores, cmask) with 100 MB each; owner[i] is node i's GM."""
-    return LMLayout(lm, tuple(NodeSpec((c, 100), m) for c, m in nodes), tuple(owner))
+    return LMLayout(lm, tuple(LMNode((c, 100), m) for c, m in nodes), tuple(owner))
 
 
-def task(tid: str = "t", cores: int = 1, pc: int = 0, queue: str = "q0") -> TaskSpec:
-    return TaskSpec(tid, queue, (cores, 10), pc)
+def task(tid: str = "t", cores: int = 1, pc: int = 0, queue: str = "q0") -> TaskRequest:
+    return TaskRequest(tid, queue, (cores, 10), pc)
 
 
 def test_partitions_are_an_equal_interleaved_split() -> None:
-    nodes = tuple(NodeSpec((4, 100), 0) for _ in range(7))
+    nodes = tuple(LMNode((4, 100), 0) for _ in range(7))
     assert split(0, nodes, 3).owner == (0, 1, 2, 0, 1, 2, 0)
 
 
@@ -65,7 +65,7 @@ def test_internal_partitions_round_robin_across_lms() -> None:
     for i in range(4):
         gm.submit(task(f"t{i}"))
         d = gm.decide()
-        assert isinstance(d, Send) and isinstance(d.request, Launch)
+        assert isinstance(d, Send) and isinstance(d.request, InternalLaunch)
         sent.append((d.lm, d.request.node))
         gm.in_flight.clear()     # as if answered; the view keeps the debit
     assert sent == [(0, 0), (1, 0), (0, 0), (1, 0)]
@@ -124,13 +124,13 @@ def test_an_inconsistency_adopts_the_lm_state_and_requeues_at_the_head() -> None
     other.views[0].free[1] = (0, 0)
     d = other.decide()
     assert isinstance(d, Send) and isinstance(d.request, RepartitionAndLaunch) and d.request.node == 0
-    assert isinstance(lm.handle(d.request)[0], Launched)
+    assert isinstance(lm.handle(d.request)[0], TaskLaunched)
     gm.submit(task("a"))
     gm.submit(task("b"))
     d = gm.decide()
     assert isinstance(d, Send) and (d.lm, d.request.node) == (0, 0)
     answer, _ = lm.handle(d.request)
-    assert isinstance(answer, Inconsistent) and answer.kind is Kind.INTERNAL
+    assert isinstance(answer, Inconsistent) and answer.kind is InconsistencyKind.INTERNAL
     gm.on_answer(answer)
     assert gm.views[0].free[0] == (0, 90) and gm.stats.internal_inconsistencies == 1
     head = gm.queues["q0"].items[0]
@@ -171,7 +171,7 @@ def test_a_delta_about_one_node_does_not_hide_a_newer_full_state() -> None:
     gm = synced(GlobalManager(0, lays, 2, ["q0"]), [lm])
     gm.submit(task("a"))
     gm.on_answer(lm.handle(gm.decide().request)[0])          # node 0: version 1
-    lm.handle(Launch("y:0", 1, 1, 1, task("y", 8)))             # node 1 fills: version 2
+    lm.handle(InternalLaunch("y:0", 1, 1, 1, task("y", 8)))             # node 1 fills: version 2
     stale = lm.state()
     _, delta = lm.end("a")                                      # node 0 frees: version 3
     gm.on_delta(delta)
@@ -254,11 +254,11 @@ def test_a_busy_lms_internal_room_is_waited_for_before_repartitioning_or_preempt
     gm.submit(task("a", cores=2))
     gm.submit(task("b", cores=2))
     first = gm.decide()
-    assert isinstance(first, Send) and first.lm == 0 and isinstance(first.request, Launch)
+    assert isinstance(first, Send) and first.lm == 0 and isinstance(first.request, InternalLaunch)
     assert gm.decide() is None and calls == [] and gm.stats.no_room == 0    # b waits for LM 0
     gm.on_answer(lms[0].handle(first.request)[0])
     second = gm.decide()
-    assert isinstance(second, Send) and second.lm == 0 and isinstance(second.request, Launch)
+    assert isinstance(second, Send) and second.lm == 0 and isinstance(second.request, InternalLaunch)
 
 
 def test_no_second_preemption_while_one_is_in_flight() -> None:
@@ -266,7 +266,7 @@ def test_no_second_preemption_while_one_is_in_flight() -> None:
     lays = two_lms()
     calls: list[str] = []
 
-    def preempter(gm: GlobalManager, t: TaskSpec, request_id: str) -> Send | None:
+    def preempter(gm: GlobalManager, t: TaskRequest, request_id: str) -> Send | None:
         calls.append(request_id)
         return Send(len(calls) - 1, PreemptAndLaunch(request_id, 0, 1, 0, ("v",), t))
     gm = GlobalManager(0, lays, 2, ["q0"], repartition=False, max_in_flight=2, preempter=preempter)
@@ -293,7 +293,7 @@ def test_a_late_answer_is_taken_as_an_answer_in_flight_would_be() -> None:
     assert gm.running["a"][0] == sent_a.lm and gm.stats.launches == 1
     gm.on_late_answer(lms[sent_b.lm].handle(sent_b.request)[0], pb, qb, ended=True)   # its end came first
     assert "b" not in gm.running and gm.stats.launches == 2 and gm.pending() == 0
-    stale = Inconsistent("c:0", "c", sent_a.lm, Kind.INTERNAL, Why.INSUFFICIENT, lms[sent_a.lm].state())
+    stale = Inconsistent("c:0", "c", sent_a.lm, InconsistencyKind.INTERNAL, Why.INSUFFICIENT, lms[sent_a.lm].state())
     pc = Pending(task("c"))
     gm.on_late_answer(stale, pc, "q0")
     assert gm.queues["q0"].items[0] is pc and pc.attempt == 1 and gm.stats.internal_inconsistencies == 1

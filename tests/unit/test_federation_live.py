@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from tcluster.errors import InvalidArgument
-from tcluster.federation.messages import Inconsistent, Launch, Launched, Refused, TaskSpec, Why
+from tcluster.federation.messages import Inconsistent, InternalLaunch, TaskLaunched, Refused, TaskRequest, Why
 from tcluster.master.core.pinning import (
     FED_GM, FED_TASK, FEDERATION_OWNER, PIN_NODE, check_user_labels, pinned_node,
 )
@@ -59,7 +59,7 @@ def fed_job(job_id: str, task_id: str, gm: int, node_name: str, state: TaskState
 def test_a_federated_job_is_known_by_its_labels_and_only_the_federation_may_pin() -> None:
     job, tasks = fed_job("j1", "f0-1.0", 1, "b", TaskState.RUNNING)
     run = federated_run(job, tasks)
-    assert run == FedRun(TaskSpec("f0-1.0", "a", (1000, 1024)), 1, "b", "j1", waiting=False)
+    assert run == FedRun(TaskRequest("f0-1.0", "a", (1000, 1024)), 1, "b", "j1", waiting=False)
     assert federated_run(job, [Task(job_id="j1", index=0, state=TaskState.SUCCEEDED)]) is None
     assert federated_run(*fed_job("j2", "f0-2.0", 0, "b", TaskState.PENDING)).waiting
     user = JobSpec(command=("x",), resources=Resources(1, GIB), owner="alice", labels=((PIN_NODE, "b"),))
@@ -84,14 +84,14 @@ def test_a_new_node_set_is_a_new_epoch_that_keeps_answers_and_adopts_tasks_with_
     room = {"a": (4000, 8192), "b": (4000, 8192), "c": (4000, 8192)}
     fed = lm_over(nodes, room)
     assert fed.live.epoch == 1000 and not fed.sync(nodes, lambda: [], 5)       # same nodes: same epoch
-    first, _ = fed.check.handle(Launch("f0-1.0:0", 0, 1000, 0, TaskSpec("f0-1.0", "a", (1000, 1024))))
-    assert isinstance(first, Launched)
+    first, _ = fed.check.handle(InternalLaunch("f0-1.0:0", 0, 1000, 0, TaskRequest("f0-1.0", "a", (1000, 1024))))
+    assert isinstance(first, TaskLaunched)
     # c joins: "a" stays GM 0's, "b" GM 1's, "c" GM 0's; a task of GM 1 on "c" sits on a logical node.
-    runs = [FedRun(TaskSpec("f0-1.0", "a", (1000, 1024)), 0, "a", "j1", False),
-            FedRun(TaskSpec("f1-1.0", "b", (500, 10)), 1, "c", "j2", False)]
+    runs = [FedRun(TaskRequest("f0-1.0", "a", (1000, 1024)), 0, "a", "j1", False),
+            FedRun(TaskRequest("f1-1.0", "b", (500, 10)), 1, "c", "j2", False)]
     assert fed.sync({**nodes, "c": node("c")}, lambda: runs, 5)
     assert fed.live.epoch == 1001 and fed.live.names == ("a", "b", "c")
-    assert fed.check.handle(Launch("f0-1.0:0", 0, 1000, 0, TaskSpec("f0-1.0", "a", (1000, 1024))))[0] is first
+    assert fed.check.handle(InternalLaunch("f0-1.0:0", 0, 1000, 0, TaskRequest("f0-1.0", "a", (1000, 1024))))[0] is first
     assert [(n.phys, n.owner, n.task_id) for n in fed.check.state().logical] == [(2, 1, "f1-1.0")]
     assert dict(fed.check.state().usage) == {"a": (1000, 1024), "b": (500, 10)}
 
@@ -100,7 +100,7 @@ def test_room_promised_to_a_waiting_pinned_task_is_not_offered_again() -> None:
     room = {"a": (4000, 8192), "b": (4000, 8192)}
     fed = lm_over({"a": node("a"), "b": node("b")}, room)
     fed.set_waiting("a", "f0-1.0", (3000, 100))
-    answer, _ = fed.check.handle(Launch("r:0", 0, 1000, 0, TaskSpec("f0-2.0", "a", (2000, 100))))
+    answer, _ = fed.check.handle(InternalLaunch("r:0", 0, 1000, 0, TaskRequest("f0-2.0", "a", (2000, 100))))
     assert isinstance(answer, Inconsistent) and answer.why is Why.INSUFFICIENT and answer.state.free[0] == (1000, 8092)
     fed.set_waiting("a", "f0-1.0", None)
     fed.check.touch()
@@ -170,5 +170,5 @@ def test_a_new_leader_starts_one_lease_above_the_old_leaders_epochs_and_refuses_
     new = FederationLM(0, "lm0", 1, lambda n: room[n], 0)
     new.sync(nodes, lambda: [], epoch_floor(103.0, 5), force=True)            # takeover, clock 2 s behind
     assert new.live.epoch > old.live.epoch
-    answer, _ = new.check.handle(Launch("f0-1.0:0", 0, old.live.epoch, 0, TaskSpec("f0-1.0", "a", (100, 16))))
+    answer, _ = new.check.handle(InternalLaunch("f0-1.0:0", 0, old.live.epoch, 0, TaskRequest("f0-1.0", "a", (100, 16))))
     assert isinstance(answer, Refused) and answer.epoch == new.live.epoch

@@ -9,52 +9,52 @@ import pytest
 from tcluster.federation.gm import GlobalManager, Send
 from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import (
-    Inconsistent, Kind, Launch, Launched, LMLayout, NodeSpec, PreemptAndLaunch, Refused, RepartitionAndLaunch,
-    TaskSpec, Why,
+    Inconsistent, InconsistencyKind, InternalLaunch, TaskLaunched, LMLayout, LMNode, PreemptAndLaunch, Refused, RepartitionAndLaunch,
+    TaskRequest, Why,
 )
 
 A = 1
 
 # Node 0 (GM 0's): 4 cores with constraint A. Node 1 (GM 1's): 8 cores, no constraint.
-LAYOUT = LMLayout(7, (NodeSpec((4, 100), A), NodeSpec((8, 100), 0)), (0, 1))
+LAYOUT = LMLayout(7, (LMNode((4, 100), A), LMNode((8, 100), 0)), (0, 1))
 
 
-def t(tid: str = "t", cores: int = 2, pc: int = 0, queue: str = "q0") -> TaskSpec:
-    return TaskSpec(tid, queue, (cores, 10), pc)
+def t(tid: str = "t", cores: int = 2, pc: int = 0, queue: str = "q0") -> TaskRequest:
+    return TaskRequest(tid, queue, (cores, 10), pc)
 
 
 def fresh() -> LocalManager:
     lm = LocalManager(LAYOUT, epoch=3)
     # Node 0 already runs 3 of its 4 cores for GM 0; node 1 runs 6 of 8 for GM 1.
-    lm.handle(Launch("pre0:0", 0, 3, 0, t("pre0", 3)))
-    lm.handle(Launch("pre1:0", 1, 3, 1, t("pre1", 6, queue="q1")))
+    lm.handle(InternalLaunch("pre0:0", 0, 3, 0, t("pre0", 3)))
+    lm.handle(InternalLaunch("pre1:0", 1, 3, 1, t("pre1", 6, queue="q1")))
     return lm
 
 
 # (name, request, expected answer type, kind, why, launched on node)
 TABLE = [
-    ("fits", Launch("a:0", 0, 3, 0, t("a", 1, A)), Launched, None, None, 0),
-    ("insufficient", Launch("a:0", 0, 3, 0, t("a", 2)), Inconsistent, Kind.INTERNAL, Why.INSUFFICIENT, None),
-    ("constraint unmet", Launch("a:0", 1, 3, 1, t("a", 1, A)), Inconsistent, Kind.INTERNAL, Why.INSUFFICIENT, None),
-    ("not in the GM's partition", Launch("a:0", 0, 3, 1, t("a", 1)), Inconsistent, Kind.INTERNAL,
+    ("fits", InternalLaunch("a:0", 0, 3, 0, t("a", 1, A)), TaskLaunched, None, None, 0),
+    ("insufficient", InternalLaunch("a:0", 0, 3, 0, t("a", 2)), Inconsistent, InconsistencyKind.INTERNAL, Why.INSUFFICIENT, None),
+    ("constraint unmet", InternalLaunch("a:0", 1, 3, 1, t("a", 1, A)), Inconsistent, InconsistencyKind.INTERNAL, Why.INSUFFICIENT, None),
+    ("not in the GM's partition", InternalLaunch("a:0", 0, 3, 1, t("a", 1)), Inconsistent, InconsistencyKind.INTERNAL,
      Why.NOT_IN_PARTITION, None),
-    ("unknown node", Launch("a:0", 0, 3, 9, t("a", 1)), Inconsistent, Kind.INTERNAL, Why.UNKNOWN_NODE, None),
-    ("stale epoch", Launch("a:0", 0, 2, 0, t("a", 1)), Refused, None, None, None),
-    ("repartition fits", RepartitionAndLaunch("a:0", 0, 3, 1, 1, t("a", 2)), Launched, None, None, 1),
+    ("unknown node", InternalLaunch("a:0", 0, 3, 9, t("a", 1)), Inconsistent, InconsistencyKind.INTERNAL, Why.UNKNOWN_NODE, None),
+    ("stale epoch", InternalLaunch("a:0", 0, 2, 0, t("a", 1)), Refused, None, None, None),
+    ("repartition fits", RepartitionAndLaunch("a:0", 0, 3, 1, 1, t("a", 2)), TaskLaunched, None, None, 1),
     ("repartition insufficient", RepartitionAndLaunch("a:0", 0, 3, 1, 1, t("a", 3)), Inconsistent,
-     Kind.EXTERNAL, Why.INSUFFICIENT, None),
+     InconsistencyKind.EXTERNAL, Why.INSUFFICIENT, None),
     ("repartition from the wrong partition", RepartitionAndLaunch("a:0", 0, 3, 1, 0, t("a", 1)), Inconsistent,
-     Kind.EXTERNAL, Why.NOT_IN_PARTITION, None),
+     InconsistencyKind.EXTERNAL, Why.NOT_IN_PARTITION, None),
     ("repartition of the GM's own node", RepartitionAndLaunch("a:0", 0, 3, 0, 0, t("a", 1)), Inconsistent,
-     Kind.EXTERNAL, Why.NOT_IN_PARTITION, None),
+     InconsistencyKind.EXTERNAL, Why.NOT_IN_PARTITION, None),
     ("repartition at a stale epoch", RepartitionAndLaunch("a:0", 0, 4, 1, 1, t("a", 1)), Refused, None, None, None),
-    ("preempt fits", PreemptAndLaunch("a:0", 0, 3, 1, ("pre1",), t("a", 8)), Launched, None, None, 1),
+    ("preempt fits", PreemptAndLaunch("a:0", 0, 3, 1, ("pre1",), t("a", 8)), TaskLaunched, None, None, 1),
     ("preempt insufficient", PreemptAndLaunch("a:0", 0, 3, 1, ("pre1",), t("a", 9)), Inconsistent,
-     Kind.EXTERNAL, Why.INSUFFICIENT, None),
+     InconsistencyKind.EXTERNAL, Why.INSUFFICIENT, None),
     ("preempt a victim gone", PreemptAndLaunch("a:0", 0, 3, 1, ("nope",), t("a", 1)), Inconsistent,
-     Kind.EXTERNAL, Why.VICTIM_GONE, None),
+     InconsistencyKind.EXTERNAL, Why.VICTIM_GONE, None),
     ("preempt a victim elsewhere", PreemptAndLaunch("a:0", 0, 3, 0, ("pre1",), t("a", 1)), Inconsistent,
-     Kind.INTERNAL, Why.VICTIM_GONE, None),
+     InconsistencyKind.INTERNAL, Why.VICTIM_GONE, None),
 ]
 
 
@@ -87,7 +87,7 @@ def test_a_duplicate_request_id_gets_the_first_answer_and_never_launches_twice(r
 def test_a_new_request_id_for_a_running_task_is_an_error_not_a_second_launch() -> None:
     lm = fresh()
     with pytest.raises(ValueError):
-        lm.handle(Launch("pre0:1", 0, 3, 0, t("pre0", 1)))
+        lm.handle(InternalLaunch("pre0:1", 0, 3, 0, t("pre0", 1)))
 
 
 def test_a_repartition_carves_a_logical_node_that_dissolves_at_the_end() -> None:
@@ -131,15 +131,15 @@ def test_a_gm_refused_for_a_stale_epoch_adopts_the_new_one_and_retries_first() -
     assert gm.stats.refused == 1 and gm.views[0].epoch == 4
     d = gm.decide()
     assert d.request.task.task_id == "a" and d.request.epoch == 4
-    assert isinstance(lm.handle(d.request)[0], Launched)
+    assert isinstance(lm.handle(d.request)[0], TaskLaunched)
 
 
 def test_the_answer_memory_is_bounded_to_the_latest_requests() -> None:
     lm = LocalManager(LAYOUT, epoch=3, remember=2)
     for k in range(3):
-        lm.handle(Launch(f"r{k}:0", 0, 3, 0, t(f"r{k}", 1)))
+        lm.handle(InternalLaunch(f"r{k}:0", 0, 3, 0, t(f"r{k}", 1)))
     assert list(lm.answers) == ["r1:0", "r2:0"]
-    again, _ = lm.handle(Launch("r2:0", 0, 3, 0, t("r2", 1)))
+    again, _ = lm.handle(InternalLaunch("r2:0", 0, 3, 0, t("r2", 1)))
     assert again is lm.answers["r2:0"]
 
 
@@ -153,13 +153,13 @@ def test_the_real_room_wins_over_the_books_local_work_makes_a_fit_insufficient()
     room = {0: (4, 100), 1: (8, 100)}
     lm = live(room)
     room[0] = (0, 100)                       # a local job took node 0 (the LM's books never saw it)
-    answer, _ = lm.handle(Launch("a:0", 0, 3, 0, t("a", 1)))
-    assert isinstance(answer, Inconsistent) and (answer.kind, answer.why) == (Kind.INTERNAL, Why.INSUFFICIENT)
+    answer, _ = lm.handle(InternalLaunch("a:0", 0, 3, 0, t("a", 1)))
+    assert isinstance(answer, Inconsistent) and (answer.kind, answer.why) == (InconsistencyKind.INTERNAL, Why.INSUFFICIENT)
     assert answer.state.free[0] == (0, 100)      # the published room is the real one
     room[0] = (4, 100)                       # the local job ended
     lm.touch()
     assert lm.state().free[0] == (4, 100)
-    assert isinstance(lm.handle(Launch("a:1", 0, 3, 0, t("a", 1)))[0], Launched)
+    assert isinstance(lm.handle(InternalLaunch("a:1", 0, 3, 0, t("a", 1)))[0], TaskLaunched)
 
 
 def test_repartition_and_preempt_check_the_real_room_too() -> None:
@@ -170,7 +170,7 @@ def test_repartition_and_preempt_check_the_real_room_too() -> None:
     lm.adopt(t("v", 2, queue="q1"), 1, 1, logical=False)
     room[1] = (1, 90)                        # the victim's room is still held in the real state
     answer, notices = lm.handle(PreemptAndLaunch("b:0", 0, 3, 1, ("v",), t("b", 3)))
-    assert isinstance(answer, Launched) and answer.logical and [gm for gm, _ in notices] == [1]
+    assert isinstance(answer, TaskLaunched) and answer.logical and [gm for gm, _ in notices] == [1]
 
 
 def test_adopted_tasks_are_running_with_their_usage_and_logical_nodes() -> None:

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tcluster.federation.messages import satisfies
 from tcluster.cli.main import main
 from tcluster.sim.federation.report import summarize
-from tcluster.sim.federation.sim import FedConfig, FedRun, simulate
+from tcluster.sim.federation.sim import FedConfig, FedSimRun, simulate
 from tcluster.sim.federation.workload import WorkloadSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def federations(draw: st.DrawFn) -> tuple[FedConfig, WorkloadSpec]:
     return cfg, spec
 
 
-def check_ledger(run: FedRun) -> None:
+def check_ledger(run: FedSimRun) -> None:
     """Replays every commit and release in the LMs' order: no dimension of any node ever
     goes over its capacity, and each task's node satisfies its constraints (K8)."""
     held: dict[str, tuple[int, int, tuple[int, ...]]] = {}
@@ -57,7 +57,7 @@ def check_ledger(run: FedRun) -> None:
     assert not held, "tasks still holding room at the end"
 
 
-def placeable_internally(run: FedRun, task_id: str) -> bool:
+def placeable_internally(run: FedSimRun, task_id: str) -> bool:
     """Whether some node of the task's GM's own partitions could ever hold it."""
     g, pc = run.records[task_id].gm, run.pcs[task_id]
     gms = run.config.gms

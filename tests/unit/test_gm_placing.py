@@ -7,15 +7,15 @@ from types import SimpleNamespace
 
 import grpc
 
-from tcluster.federation.messages import Launched, LMLayout, LMState
+from tcluster.federation.messages import TaskLaunched, LMLayout, LMState
 from tcluster.gm.links import LMLink
 from tcluster.gm.placing import Placer
 from tcluster.gm.wire import Layout
 from tcluster.leaders import LEADER_METADATA
 
 
-def answer_at(epoch: int) -> Launched:
-    return Launched("t:0", "t", 0, 0, LMState(0, epoch, 7, ((4, 100),)), False)
+def answer_at(epoch: int) -> TaskLaunched:
+    return TaskLaunched("t:0", "t", 0, 0, LMState(0, epoch, 7, ((4, 100),)), False)
 
 
 def placer_with(link: LMLink) -> Placer:
