@@ -215,7 +215,9 @@ def test_figure5_fork_bomb_stays_inside_pids_max(tmp_path: Path) -> None:
         stub = jobs_pb2_grpc.ClusterServiceStub(grpc.insecure_channel(master))
         last_seen = stub.ListNodes(jobs_pb2.ListNodesRequest(), timeout=10).nodes[0].last_seen
         deadline = time.monotonic() + 6.0          # the bomb runs this long, then is cancelled
+        poll_s = 0.0                               # the longest turn of this loop
         while time.monotonic() < deadline:
+            turn = time.monotonic()
             seen.append(len(task_pids(node, key)))
             host_forks += subprocess.run(["true"], timeout=10).returncode == 0   # the host still forks
             now_seen = stub.ListNodes(jobs_pb2.ListNodesRequest(), timeout=10).nodes[0].last_seen
@@ -223,15 +225,20 @@ def test_figure5_fork_bomb_stays_inside_pids_max(tmp_path: Path) -> None:
                 gaps.append(now_seen - last_seen)
                 last_seen = now_seen
             time.sleep(0.05)
+            poll_s = max(poll_s, time.monotonic() - turn)
         usage = job(master, bomb)["tasks"][0]["usage"]
         pids = task_pids(node, key)
         tcl(master, "cancel", bomb)
         ended = wait_state(master, bomb, DONE, 60)
         print(f"\n[fig5] {MODE}: bomb held at <= {max(seen)} processes (pids.max {pids_max}, refused forks "
-              f"{usage['pids_max_hits']}), heartbeat gaps max {max(gaps, default=0):.2f}s, "
-              f"{host_forks} host forks ok; ended {ended['state']}")
+              f"{usage['pids_max_hits']}), heartbeat gaps max {max(gaps, default=0):.2f}s (polled every "
+              f"{poll_s:.2f}s at most), {host_forks} host forks ok; ended {ended['state']}")
         assert max(seen) <= pids_max and usage["pids"] <= pids_max and usage["pids_max_hits"] > 0
-        assert host_forks > 0 and gaps and max(gaps) <= 6 * 0.5, gaps   # heartbeats kept coming
+        # Heartbeats kept coming: at most 6 intervals apart. A gap is seen between two turns
+        # of the loop above, so a slow turn (a fork under emulation on a loaded host) widens
+        # what is seen by up to that turn's length; an agent stuck for the bomb's 6 s shows
+        # no new heartbeat at all, or one gap of 6 s or more.
+        assert host_forks > 0 and gaps and max(gaps) <= 6 * 0.5 + poll_s, (gaps, poll_s)
         assert ended["state"] == "CANCELLED" and ended["tasks"][0]["state"] == "KILLED"
         assert not any(alive(p) for p in pids)
         assert not any(d.exists() for d in group_dirs(node, key))
