@@ -12,8 +12,11 @@ from tests.faults.watch import Watch
 
 pytestmark = pytest.mark.system
 NODE_TIMEOUT_S = 2.0
-LOST_TIMEOUT_S = 10.0                  # fence = 2 + 10/2 = 7 s; LOST at 12 s of silence
-RESTART_AFTER_S = 6.0                  # before the fence: a fresh clock would fence only at ~6 + 7 = 13 s
+LOST_TIMEOUT_S = 16.0                  # fence = 2 + 16/2 = 10 s; LOST at 18 s of silence
+# Before the fence: a fresh clock would fence only at ~9 + 10 = 19 s, after LOST (the bug).
+# With the fix the restarted agent has 18 - 9 = 9 s to start, re-adopt and fence before
+# LOST: a Python daemon's start on a loaded 2-core host takes seconds (was 12 - 6 = 6 s).
+RESTART_AFTER_S = 9.0
 
 
 @pytest.mark.parametrize("cluster", ["sqlite"], indirect=True)   # the agent's clock; the store plays no part
