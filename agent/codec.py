@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from tcluster.ceilings import Ceilings
-from tcluster.features import AGENT_FEATURES
-from tcluster.launch import Launch
-from tcluster.model import TaskUsage
-from tcluster.reports import TaskReport
-from tcluster.resources import Resources
+from tcluster.domain.ceilings import Ceilings
+from tcluster.wire.features import AGENT_FEATURES
+from tcluster.domain.launch import Launch
+from tcluster.domain.model import TaskUsage
+from tcluster.domain.reports import TaskReport
+from tcluster.domain.resources import Resources
 from tcluster.v1 import agent_pb2
-from tcluster.gpuusage import GpuSample
-from tcluster.wire import gpu_usage_to_pb, resources_to_pb, task_state_to_pb, usage_to_pb
+from tcluster.domain.gpuusage import GpuSample
+from tcluster.wire.protobuf import gpu_usage_to_pb, resources_to_pb, task_state_to_pb, usage_to_pb
 
 
 def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:

@@ -31,14 +31,15 @@ from tcluster.agent.settings import AgentSettings
 from tcluster.agent.gpudetect import GpuInventory
 from tcluster.agent.gpus import node_labels as gpu_labels
 from tcluster.agent.tasks import TaskManager, state_dir_path
-from tcluster.bounds import GRPC_OPTIONS, MAX_EVENTS_PER_MESSAGE
-from tcluster.features import MAX_WATCH_S
-from tcluster.leaders import parse_addresses, standby_hint
-from tcluster.model import DOCKER_LABEL, NETNS_LABEL
-from tcluster.sdnotify import Notifier
+from tcluster.domain.bounds import MAX_EVENTS_PER_MESSAGE
+from tcluster.wire.channels import GRPC_OPTIONS
+from tcluster.wire.features import MAX_WATCH_S
+from tcluster.daemonkit.leaders import parse_addresses, standby_hint
+from tcluster.domain.model import DOCKER_LABEL, NETNS_LABEL
+from tcluster.daemonkit.sdnotify import Notifier
 from tcluster.security.channel import TLS_OPTIONS
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
-from tcluster.wire import launch_from_pb
+from tcluster.wire.protobuf import launch_from_pb
 
 log = logging.getLogger(__name__)
 FENCE_FILE = "fence.json"
@@ -85,7 +86,7 @@ class Agent:
         # LoTES (memory only): the bin this node emulates, and each task's class
         self.bin_target: agent_pb2.BinTarget | None = None
         self.classes: dict[str, int] = {}
-        # systemd (tcluster/sdnotify.py): READY=1 once the tasks are re-adopted, WATCHDOG=1
+        # systemd (tcluster/daemonkit/sdnotify.py): READY=1 once the tasks are re-adopted, WATCHDOG=1
         # after each heartbeat (or reconnect attempt); main sets a real one under systemd.
         self.notifier = Notifier.disabled()
         self.on_ready: Callable[[], None] = lambda: None

@@ -16,7 +16,7 @@ from typing import Any
 
 from tcluster.agent.gpus import Gpu, Selection, select
 from tcluster.agent.runtime.devices import CONTROL_NODES
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
 DEV_DIR = "/dev"               # where NVML's devices have their nodes (/dev/nvidia<minor>)

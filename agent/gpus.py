@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 GPU = "gpu"                        # the resource kind
 MODEL_LABEL = "gpu.model"          # e.g. H100 (constraints: `gpu.model=H100`)

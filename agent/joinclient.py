@@ -14,7 +14,7 @@ import grpc
 from tcluster.agent.joinstate import (
     JoinedState, NodeCredentials, agent_address, is_joined, load_joined, save_joined,
 )
-from tcluster.leaders import MasterTour, join_addresses, parse_addresses, standby_hint
+from tcluster.daemonkit.leaders import MasterTour, join_addresses, parse_addresses, standby_hint
 from tcluster.security.bootstrap import fetch_pinned_ca
 from tcluster.security.channel import TLS_OPTIONS
 from tcluster.security.jointoken import parse_join_token

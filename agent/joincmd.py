@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from tcluster.agent.joinclient import JoinError, join
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.security.bootstrap import PinMismatch
 
 

@@ -12,8 +12,8 @@ import os
 import re
 from pathlib import Path
 
-from tcluster.codec import spec_from_dict, spec_to_dict
-from tcluster.launch import Launch
+from tcluster.wire.codec import spec_from_dict, spec_to_dict
+from tcluster.domain.launch import Launch
 
 RECORD_FILE = "launch.json"
 # Checked before a task id is used in any path: a master can never make the agent write

@@ -23,14 +23,14 @@ from tcluster.agent.runtime import make_node_runtime, make_runtime
 from tcluster.agent.runtime.base import Runtime
 from tcluster.agent.runtime.base import RuntimeSetupError
 from tcluster.agent.settings import RUNTIMES, AgentSettings
-from tcluster.constraints import parse_labels
-from tcluster.configfile import ConfigError, add_config_flag, load_args
-from tcluster.daemon import explain_argument_error, explain_settings_error, setup_logging, wait_for_stop_signal
-from tcluster.errors import InvalidArgument
-from tcluster.leaders import join_addresses, parse_addresses
-from tcluster.nodelabels import check_declared
-from tcluster.sdnotify import Notifier
-from tcluster.units import parse_bits, parse_bytes, parse_cpu
+from tcluster.domain.constraints import parse_labels
+from tcluster.daemonkit.configfile import ConfigError, add_config_flag, load_args
+from tcluster.daemonkit.runner import explain_argument_error, explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.domain.errors import InvalidArgument
+from tcluster.daemonkit.leaders import join_addresses, parse_addresses
+from tcluster.domain.nodelabels import check_declared
+from tcluster.daemonkit.sdnotify import Notifier
+from tcluster.domain.units import parse_bits, parse_bytes, parse_cpu
 
 
 def build_parser() -> argparse.ArgumentParser:

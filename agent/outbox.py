@@ -16,9 +16,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tcluster.bounds import MAX_EVENTS_PER_MESSAGE
-from tcluster.model import TaskState, TaskUsage
-from tcluster.reports import TaskReport
+from tcluster.domain.bounds import MAX_EVENTS_PER_MESSAGE
+from tcluster.domain.model import TaskState, TaskUsage
+from tcluster.domain.reports import TaskReport
 
 log = logging.getLogger(__name__)
 

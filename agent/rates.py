@@ -11,7 +11,7 @@ from operator import attrgetter
 from typing import Callable
 
 from tcluster.agent.runtime.base import RawUsage
-from tcluster.model import TaskUsage
+from tcluster.domain.model import TaskUsage
 
 NS_PER_S = 1e9
 Count = Callable[[RawUsage], "float | None"]    # a counter of a sample; None where the sample lacks it

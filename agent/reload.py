@@ -20,10 +20,10 @@ from pydantic import ValidationError
 from tcluster.agent.daemon import Agent
 from tcluster.agent.joinstate import JoinedStateError
 from tcluster.agent.settings import AgentSettings
-from tcluster.configfile import ConfigError, Loaded, load_args
-from tcluster.daemon import changed_settings, explain_argument_error, explain_settings_error, set_log_level
-from tcluster.errors import InvalidArgument
-from tcluster.sdnotify import Notifier
+from tcluster.daemonkit.configfile import ConfigError, Loaded, load_args
+from tcluster.daemonkit.runner import changed_settings, explain_argument_error, explain_settings_error, set_log_level
+from tcluster.domain.errors import InvalidArgument
+from tcluster.daemonkit.sdnotify import Notifier
 
 log = logging.getLogger(__name__)
 LIVE = ("task_retention_s", "default_user", "allow_root", "deny_uids")

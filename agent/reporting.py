@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from tcluster.features import UsageThreshold, changed_usage, report_due
+from tcluster.wire.features import UsageThreshold, changed_usage, report_due
 
 U = TypeVar("U")
 

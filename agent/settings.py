@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tcluster.agent.runas import parse_uid_ranges
 from tcluster.agent.runtime.base import DEFAULT_PIDS_MAX
-from tcluster.constraints import parse_labels
-from tcluster.daemon import one_of
-from tcluster.errors import InvalidArgument
-from tcluster.leaders import join_addresses, parse_addresses
+from tcluster.domain.constraints import parse_labels
+from tcluster.daemonkit.runner import one_of
+from tcluster.domain.errors import InvalidArgument
+from tcluster.daemonkit.leaders import join_addresses, parse_addresses
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 RUNTIMES = ("auto", "cgroup2", "cgroup1", "process")

@@ -27,11 +27,11 @@ from tcluster.agent.taskstate import (
     Launched, LaunchFailed, RemoveContainer, Report, Signal, StartContainer, WatchExit,
 )
 from tcluster.agent.rates import to_task_usage
-from tcluster.ceilings import Ceilings, effective
-from tcluster.gpuusage import GpuSample
-from tcluster.launch import Launch
-from tcluster.model import TaskUsage, task_network
-from tcluster.resources import Resources
+from tcluster.domain.ceilings import Ceilings, effective
+from tcluster.domain.gpuusage import GpuSample
+from tcluster.domain.launch import Launch
+from tcluster.domain.model import TaskUsage, task_network
+from tcluster.domain.resources import Resources
 
 log = logging.getLogger(__name__)
 

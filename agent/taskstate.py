@@ -23,10 +23,10 @@ from enum import Enum
 
 from tcluster.agent.gpus import GPU, pick, requested
 from tcluster.agent.runtime.base import ExitStatus
-from tcluster.launch import Launch
-from tcluster.model import TaskState, TaskUsage
-from tcluster.reports import TaskReport
-from tcluster.resources import Resources
+from tcluster.domain.launch import Launch
+from tcluster.domain.model import TaskState, TaskUsage
+from tcluster.domain.reports import TaskReport
+from tcluster.domain.resources import Resources
 
 
 class Phase(str, Enum):

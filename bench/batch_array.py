@@ -51,8 +51,8 @@ from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
 from tcluster.master.core.transitions import handle  # noqa: E402
 from tcluster.master.app.server import start_master  # noqa: E402
 from tcluster.master.settings import MasterSettings  # noqa: E402
-from tcluster.model import MAX_TASKS_PER_JOB, JobSpec, TaskState  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.model import MAX_TASKS_PER_JOB, JobSpec, TaskState  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 from tcluster.scheduler.fairness import make_fairness  # noqa: E402
 from tcluster.scheduler.matching import EligibleCache  # noqa: E402
 from tcluster.scheduler.placement import make_placement  # noqa: E402

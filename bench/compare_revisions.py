@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.fairness import binary_tree, google_jobs, pool, timed_round  # noqa: E402
-from tcluster.model import Job, JobSpec, Task  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.model import Job, JobSpec, Task  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 from tcluster.scheduler.fairness import make_fairness  # noqa: E402
 from tcluster.scheduler.nodestate import NodeMatrix  # noqa: E402
 from tcluster.scheduler.placement import make_placement  # noqa: E402

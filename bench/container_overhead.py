@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.agent.runtime import make_runtime  # noqa: E402
 from tcluster.agent.runtime.base import TaskSpec  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 
 PY = "/usr/bin/python3"
 # Each prints its own elapsed time, so process start-up is not part of what is compared.

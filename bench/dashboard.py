@@ -47,10 +47,10 @@ from tcluster.master.settings import MasterSettings
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.store.sqlite import Store
 from tcluster.master.web.app import Dashboard
-from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
+from tcluster.domain.resources import Resources
 from tcluster.v1 import agent_pb2
-from tcluster.wire import resources_to_pb, usage_to_pb
+from tcluster.wire.protobuf import resources_to_pb, usage_to_pb
 
 GiB = 2**30
 ROW = np.array([0.3, 0.1, 0.0, 3e8, 2.5e8, 5e7, 0.0, 4.0, 0.0, 0.0], dtype=np.float32)   # one task's bucket

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.workloads import LOTES_JOB_CLASSES, LOTES_MACHINES  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 from tcluster.scheduler.fairness import make_fairness  # noqa: E402
 from tcluster.scheduler.queues import QueueNode, QueueTree  # noqa: E402
 from tcluster.scheduler.views import JobView  # noqa: E402

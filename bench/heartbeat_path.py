@@ -33,8 +33,8 @@ from tcluster.master.core.actions import AckReports, Registration, TaskReport  #
 from tcluster.master.core.events import Ack, AgentJoined, Beat, Now, Place, Reports, Submit  # noqa: E402
 from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
 from tcluster.master.core.transitions import handle  # noqa: E402
-from tcluster.model import JobSpec, TaskState  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.model import JobSpec, TaskState  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 from tcluster.v1 import agent_pb2, common_pb2  # noqa: E402
 
 GiB = 2**30

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.workloads import LOTES_JOB_CLASSES, LOTES_MACHINES, MAX_CORES, MAX_MEMORY  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 from tcluster.scheduler.nodestate import NodeMatrix  # noqa: E402
 from tcluster.scheduler.placement import PLACEMENT_POLICIES, make_placement  # noqa: E402
 from tcluster.scheduler.lotes.classes import learn_classes  # noqa: E402

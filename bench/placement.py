@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.workloads import BenchNode, BenchTask, lotes_cluster, lotes_tasks, trace_job_sizes  # noqa: E402
-from tcluster.constraints import parse_constraints  # noqa: E402
+from tcluster.domain.constraints import parse_constraints  # noqa: E402
 from tcluster.scheduler.matching import EligibleCache  # noqa: E402
 from tcluster.scheduler.nodestate import NodeMatrix  # noqa: E402
 from tcluster.scheduler.placement import PLACEMENT_POLICIES, make_placement  # noqa: E402

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
 from tcluster.master.features.preempting import LivePreemption  # noqa: E402
-from tcluster.model import Job, JobSpec, Node, Task, TaskState  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.model import Job, JobSpec, Node, Task, TaskState  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 from tcluster.scheduler.matching import EligibleCache  # noqa: E402
 from tcluster.scheduler.preemption import PreemptionSettings, plan_preemption  # noqa: E402
 from tcluster.scheduler.queues import QueueTree, parse_queue_text  # noqa: E402

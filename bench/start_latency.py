@@ -37,15 +37,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from bench.dockerd import Dockerd, docker_missing  # noqa: E402
 from tcluster.agent.outbox import Outbox  # noqa: E402
-from tcluster.launch import Launch  # noqa: E402
+from tcluster.domain.launch import Launch  # noqa: E402
 from tcluster.agent.runtime import host_mounts, make_runtime  # noqa: E402
 from tcluster.agent.runtime.base import Runtime, TaskSpec  # noqa: E402
 from tcluster.agent.runtime.detect import choose_mode  # noqa: E402
 from tcluster.agent.runtime.docker import DockerRuntime  # noqa: E402
 from tcluster.agent.settings import AgentSettings  # noqa: E402
 from tcluster.agent.tasks import TaskManager  # noqa: E402
-from tcluster.model import JobSpec, TaskState  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.model import JobSpec, TaskState  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

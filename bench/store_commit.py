@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.quick import parse_args as parse_quick  # noqa: E402
 from tcluster.master.core.events import Step
 from tcluster.master.store.sqlite import Store
-from tcluster.model import Job, JobSpec, JobState, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, JobState, Task, TaskState
+from tcluster.domain.resources import Resources
 
 
 def phases(jobs: int, tasks: int, per_report: int) -> list[tuple[str, list[tuple[Step, list[str]]]]]:

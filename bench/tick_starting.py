@@ -21,8 +21,8 @@ from tcluster.master.core.actions import Registration  # noqa: E402
 from tcluster.master.core.events import AgentJoined, Now, Place, Submit, Tick  # noqa: E402
 from tcluster.master.core.state import MasterState, Timeouts  # noqa: E402
 from tcluster.master.core.transitions import handle  # noqa: E402
-from tcluster.model import JobSpec  # noqa: E402
-from tcluster.resources import Resources  # noqa: E402
+from tcluster.domain.model import JobSpec  # noqa: E402
+from tcluster.domain.resources import Resources  # noqa: E402
 
 GiB = 2**30
 TIMEOUTS = Timeouts(node_timeout_s=1e9, lost_timeout_s=1e9, start_timeout_s=120, job_retention_s=1e9,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 GiB = 2**30
 # The largest machine; Table 1's capacities are normalized to it.

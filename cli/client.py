@@ -10,13 +10,13 @@ from typing import Callable, Iterable, Iterator, TypeVar
 
 import grpc
 
-from tcluster.bounds import KEEPALIVE_OPTIONS
+from tcluster.wire.channels import KEEPALIVE_OPTIONS
 from tcluster.cli.credentials import MASTER_NAME, Credentials, credentials_for, pinned_ca
 from tcluster.cli.leader import (
     FIRST_BACKOFF_S, MAX_BACKOFF_S, LeaderFinder, NoLeaderError, error_details, is_transport_failure,
 )
 from tcluster.cli.options import DEFAULT_WAIT_LEADER_S, EXIT_FAILURE
-from tcluster.leaders import check_address, join_addresses, parse_addresses
+from tcluster.daemonkit.leaders import check_address, join_addresses, parse_addresses
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
 
 T = TypeVar("T")
@@ -168,7 +168,7 @@ class MasterClient:
         return self._finder.current
 
     def _connection(self, address: str) -> _Connection:
-        # Keepalive pings (tcluster/bounds.py): `tcl logs -f` on a quiet task receives nothing for
+        # Keepalive pings (tcluster/domain/bounds.py): `tcl logs -f` on a quiet task receives nothing for
         # as long as the task prints nothing, so a master whose host died or was cut off held
         # it forever; the pings end it with an error within about 15 s.
         if address not in self._connections:

@@ -19,10 +19,10 @@ from tcluster.cli.client import MasterClient, SubmitOutcomeUnknown, is_unreachab
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
 from tcluster.cli.names import job_state_name
 from tcluster.cli.tables import failure_summary, job_view, jobs_table, lotes_line, nodes_table, progress_line
-from tcluster.states import JobState
-from tcluster.units import parse_bytes
+from tcluster.domain.states import JobState
+from tcluster.domain.units import parse_bytes
 from tcluster.v1 import jobs_pb2
-from tcluster.wirebasics import job_state_to_pb
+from tcluster.wire.basics import job_state_to_pb
 
 JSON_OUTPUT = "json"
 # --wait polls Get; once a second is plenty for humans and cheap for the master.
@@ -56,7 +56,7 @@ def submit(args: argparse.Namespace, client: MasterClient) -> int:
     import uuid
 
     from tcluster.cli.spec import submission_spec
-    from tcluster.wire import spec_to_pb
+    from tcluster.wire.protobuf import spec_to_pb
     spec = submission_spec(args)  # usage errors surface here, before any network call
     # One key per command: its own retries (a failover, a lost reply) never make a second job.
     spec = replace(spec, request_id=spec.request_id or uuid.uuid4().hex)

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tcluster.errors import InvalidArgument, Unauthenticated, Unavailable
+from tcluster.domain.errors import InvalidArgument, Unauthenticated, Unavailable
 
 MASTER_ENV = "TCL_MASTER"
 TOKEN_ENV = "TCL_TOKEN"
@@ -139,7 +139,7 @@ def cluster_ca(master: str, pin: str, ca_file: Path | None = None) -> bytes:
     InvalidArgument, PinMismatch or OSError (no master reached)."""
     from tcluster.security.bootstrap import fetch_pinned_ca   # pulls in cryptography: only here
     from tcluster.security.pki import ca_fingerprint
-    from tcluster.leaders import parse_addresses               # pulls in grpc: only here
+    from tcluster.daemonkit.leaders import parse_addresses               # pulls in grpc: only here
     if ca_file is not None:
         try:
             ca_pem = ca_file.read_bytes()

@@ -19,9 +19,9 @@ from tcluster.agent.joinstate import load_joined
 from tcluster.agent.main import build_agent, settings_from_args as agent_settings_from_args
 from tcluster.agent.runtime.base import RuntimeSetupError
 from tcluster.cli.credentials import credentials_for, credentials_path
-from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.daemonkit.runner import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.cli.devsecure import deny_uids_except, ensure_login, ensure_pki, invoking_user, join_token
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.app.server import start_master
 from tcluster.master.settings import MasterSettings
 

@@ -118,7 +118,7 @@ def agent_config(args: argparse.Namespace) -> tuple[Path, str | None]:
     state_dir, master = Path("/var/lib/tcluster/agent"), None
     if args.config is not None:
         from tcluster.agent.main import build_parser
-        from tcluster.configfile import load_args
+        from tcluster.daemonkit.configfile import load_args
         loaded = load_args(build_parser(), ["--config", str(args.config)])   # ConfigError: a usage error
         state_dir = loaded.args.state_dir
         master = loaded.args.master if "master" in (loaded.config.values if loaded.config else {}) else None

@@ -20,8 +20,8 @@ import grpc
 
 from tcluster.cli.fedtables import job_json, job_view, jobs_table, status_json, status_tables
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
-from tcluster.errors import InvalidArgument
-from tcluster.leaders import MasterTour, parse_addresses
+from tcluster.domain.errors import InvalidArgument
+from tcluster.daemonkit.leaders import MasterTour, parse_addresses
 from tcluster.v1 import federation_pb2 as fpb, federation_pb2_grpc
 
 TIMEOUT_S = 10.0
@@ -154,7 +154,7 @@ def federated_spec(args: argparse.Namespace) -> Any:
     from dataclasses import replace
 
     from tcluster.cli.spec import submission_spec
-    from tcluster.wire import spec_to_pb
+    from tcluster.wire.protobuf import spec_to_pb
     spec = submission_spec(args)
     return spec_to_pb(replace(spec, request_id=spec.request_id or uuid.uuid4().hex))
 

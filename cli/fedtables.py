@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from tcluster.cli.tables import EMPTY, age_cell, format_age
-from tcluster.formats import format_table, timestamp
-from tcluster.units import format_bytes, format_cpu
+from tcluster.views.formats import format_table, timestamp
+from tcluster.domain.units import format_bytes, format_cpu
 from tcluster.v1 import federation_pb2 as fpb
 
 JsonDict = dict[str, Any]

@@ -14,10 +14,10 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from tcluster.errors import InvalidArgument
-from tcluster.resources import GPU, Resources, parse_resource_string, resources_from_mapping
-from tcluster.specfields import FILE_KEYS, SPEC_FIELDS, Kind
-from tcluster.units import parse_bits, parse_bytes, parse_duration
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.resources import GPU, Resources, parse_resource_string, resources_from_mapping
+from tcluster.domain.specfields import FILE_KEYS, SPEC_FIELDS, Kind
+from tcluster.domain.units import parse_bits, parse_bytes, parse_duration
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
 SHELL = ("/bin/sh", "-c")

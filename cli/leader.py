@@ -19,7 +19,7 @@ from typing import Callable, TypeVar
 import grpc
 
 from tcluster.cli.options import DEFAULT_WAIT_LEADER_S
-from tcluster.leaders import MasterTour, standby_hint
+from tcluster.daemonkit.leaders import MasterTour, standby_hint
 
 T = TypeVar("T")
 FIRST_BACKOFF_S = 0.2

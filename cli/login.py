@@ -17,7 +17,7 @@ import grpc
 from tcluster.cli.client import MasterClient, check_master_list, rpc_status
 from tcluster.cli.options import DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_OK
 from tcluster.cli.credentials import Credentials, cluster_ca, credentials_for, save_credentials
-from tcluster.errors import InvalidArgument, Unauthenticated
+from tcluster.domain.errors import InvalidArgument, Unauthenticated
 from tcluster.security.tokens import parse_token
 
 

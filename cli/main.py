@@ -27,9 +27,9 @@ from tcluster.cli.options import (
     DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
     non_negative_int,
 )
-from tcluster.errors import InvalidArgument, Unavailable
-from tcluster.states import JobState
-from tcluster.units import parse_bytes, parse_cpu
+from tcluster.domain.errors import InvalidArgument, Unavailable
+from tcluster.domain.states import JobState
+from tcluster.domain.units import parse_bytes, parse_cpu
 
 if TYPE_CHECKING:   # names for the annotations only: importing them at run time loads grpc
     import grpc
@@ -95,7 +95,7 @@ def non_negative_float(text: str) -> float:
 
 
 def argument_type(parse: Callable[[str, str], T], what: str) -> Callable[[str], T]:
-    """Wrap a tcluster.units parser as an argparse `type` (argparse names the option)."""
+    """Wrap a tcluster.domain.units parser as an argparse `type` (argparse names the option)."""
     def convert(text: str) -> T:
         try:
             return parse(text, "")

@@ -5,7 +5,7 @@ purpose: `tcl status` and `tcl jobs` print with these without loading the job mo
 from __future__ import annotations
 
 from tcluster.v1 import common_pb2, jobs_pb2
-from tcluster.wirebasics import job_state_from_pb, resources_from_pb, resources_to_pb, task_state_from_pb
+from tcluster.wire.basics import job_state_from_pb, resources_from_pb, resources_to_pb, task_state_from_pb
 
 
 def job_state_name(value: int) -> str:

@@ -9,11 +9,11 @@ import time
 from datetime import datetime
 from typing import Any, Callable
 
-from tcluster import units
-from tcluster.errors import InvalidArgument
+from tcluster.domain import units
+from tcluster.domain.errors import InvalidArgument
 
 def parse_duration(text: str) -> float:
-    """Seconds (> 0) in the syntax --time-limit takes (tcluster.units: 90, 5m, 1h30m, 2d,
+    """Seconds (> 0) in the syntax --time-limit takes (tcluster.domain.units: 90, 5m, 1h30m, 2d,
     Slurm's 1-00:00:00)."""
     try:
         seconds = units.parse_duration(text)

@@ -11,8 +11,8 @@ import sys
 from typing import Any
 
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK, PACK_ORDERS
-from tcluster.formats import format_table
-from tcluster.errors import InvalidArgument
+from tcluster.views.formats import format_table
+from tcluster.domain.errors import InvalidArgument
 
 
 def run_pack(args: argparse.Namespace) -> int:
@@ -63,7 +63,7 @@ def from_master(master: str) -> tuple[list, list]:
     from tcluster.cli.client import MasterClient, check_master_list
     from tcluster.pack.inputs import from_snapshot
     from tcluster.v1 import common_pb2, jobs_pb2
-    from tcluster.wire import resources_from_pb
+    from tcluster.wire.protobuf import resources_from_pb
 
     live = {common_pb2.TASK_PENDING, common_pb2.TASK_STARTING, common_pb2.TASK_RUNNING}
     with MasterClient(check_master_list(master)) as client:

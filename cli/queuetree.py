@@ -8,10 +8,10 @@ import json
 
 from tcluster.cli.client import MasterClient
 from tcluster.cli.options import EXIT_OK
-from tcluster.formats import format_table
-from tcluster.views import JsonDict, queues_json
+from tcluster.views.formats import format_table
+from tcluster.views.render import JsonDict, queues_json
 from tcluster.v1 import jobs_pb2
-from tcluster.wire import queue_from_pb, resources_from_pb
+from tcluster.wire.protobuf import queue_from_pb, resources_from_pb
 
 
 def queues_table(reply: jobs_pb2.ListQueuesResponse) -> str:

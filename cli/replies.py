@@ -1,5 +1,5 @@
 """The master's replies (protobuf) for `tcl`: as domain values through the JSON views the
-dashboard uses too (tcluster/views.py), and the state names the tables print.
+dashboard uses too (tcluster/views/render.py), and the state names the tables print.
 
 A state this client does not know (a newer master's) is shown by its number, never an
 error: the JSON keeps the reply's own state name wherever the domain value could not."""
@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from tcluster.cli.names import job_state_name, task_state_name, tasks_total
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
+from tcluster.domain.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.v1 import jobs_pb2
-from tcluster.views import JsonDict, job_json, node_json, task_json
-from tcluster.arrays import index_set_from_text
-from tcluster.wire import gpu_usage_from_pb, node_ops_from_pb, resources_from_pb, spec_from_pb, usage_from_pb
+from tcluster.views.render import JsonDict, job_json, node_json, task_json
+from tcluster.domain.arrays import index_set_from_text
+from tcluster.wire.protobuf import gpu_usage_from_pb, node_ops_from_pb, resources_from_pb, spec_from_pb, usage_from_pb
 
 
 def reply_task_json(job_id: str, msg: jobs_pb2.Task) -> JsonDict:

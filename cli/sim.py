@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
-from tcluster.formats import format_table
-from tcluster.units import format_bytes, format_cpu
+from tcluster.views.formats import format_table
+from tcluster.domain.units import format_bytes, format_cpu
 
 # The simulator pulls in numpy and the whole scheduler: import it only when `sim` runs
 # (its parser is cli/main.py's), so that every other `tcl` command starts fast.
@@ -51,7 +51,7 @@ def run_sim(args: argparse.Namespace) -> int:
 def preemption_settings(args: argparse.Namespace, scenario: Any) -> Any:
     """The scenario's knobs (tcl-master's defaults where it gives none), the flags over
     them; None when the run does not preempt."""
-    from tcluster.errors import InvalidArgument
+    from tcluster.domain.errors import InvalidArgument
 
     if not any(getattr(args, k, False) for k in ("preemption", "preempt_naive", "preempt_compare")):
         return None
@@ -97,7 +97,7 @@ def lotes_options(args: argparse.Namespace, scenario: Any) -> Any:
 
 
 def run_comparison(args: argparse.Namespace, scenario: Any) -> int:
-    from tcluster.errors import InvalidArgument
+    from tcluster.domain.errors import InvalidArgument
     from tcluster.scheduler.lotes.model import LotesUnsolvable
     from tcluster.scheduler.placement import make_placement
     from tcluster.sim.compare import DEFAULT_POLICIES, compare, to_json
@@ -127,7 +127,7 @@ def run_comparison(args: argparse.Namespace, scenario: Any) -> int:
 
 def run_federation(args: argparse.Namespace, doc: Any) -> int:
     """Each system at each size, on one draw of nodes and arrivals per size."""
-    from tcluster.errors import InvalidArgument
+    from tcluster.domain.errors import InvalidArgument
     from tcluster.sim.federation.compare import SYSTEMS, compare
     from tcluster.sim.compare_report import parse_list
     from tcluster.sim.federation.scenario import federation_json, federation_table, parse_federation, write_cdf_plot

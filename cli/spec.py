@@ -12,11 +12,12 @@ from typing import Any, Callable, TypeVar
 
 from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
 from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY
-from tcluster.errors import InvalidArgument
-from tcluster.model import JobSpec
-from tcluster.resources import CPU, GPU, MEMORY, Resources, parse_resource_string
-from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
-from tcluster.units import parse_bits, parse_bytes, parse_cpu, parse_duration
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import JobSpec
+from tcluster.domain.resources import CPU, GPU, MEMORY, Resources, parse_resource_string
+from tcluster.domain.specfields import SPEC_FIELDS, Kind, SpecField
+from tcluster.domain.units import parse_bits, parse_bytes, parse_cpu, parse_duration
+from tcluster.wire.codec import check_spec
 
 T = TypeVar("T")
 SIZE_HINT = (
@@ -30,7 +31,7 @@ def submission_spec(args: argparse.Namespace) -> JobSpec:
     try:
         job_file = load_job_file(args.file) if args.file else JobFile()
         spec = merge_spec(args, job_file)
-        spec.validate()     # the master's own check, run early for a message before any RPC
+        check_spec(spec)    # the master's own check, run early for a message before any RPC
         return spec
     except InvalidArgument as exc:
         raise _with_size_hint(exc) from None

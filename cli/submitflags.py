@@ -1,5 +1,5 @@
 """`tcl submit`'s options: one per job spec field that has a flag, made from the field
-table (tcluster/specfields.py, which cli/spec.py reads them back by), and the few of its
+table (tcluster/domain/specfields.py, which cli/spec.py reads them back by), and the few of its
 own (resources, the job file, --wait, the command). Light on purpose: the parser is built
 for every `tcl` command, `tcl --help` included."""
 
@@ -9,7 +9,7 @@ import argparse
 from typing import Any, Callable
 
 from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY, non_negative_int
-from tcluster.specfields import SPEC_FIELDS, Kind, SpecField
+from tcluster.domain.specfields import SPEC_FIELDS, Kind, SpecField
 
 # `tcl submit --help` lists its options in the order it always has; an option of a field
 # added since comes after these, with nothing to add here.

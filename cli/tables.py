@@ -8,11 +8,11 @@ from collections import Counter
 from typing import Mapping, Sequence
 
 from tcluster.cli.names import job_state_name, task_state_name, tasks_total, used_resources
-from tcluster.formats import format_table, signal_name, timestamp
-from tcluster.states import TERMINAL_TASK_STATES, TaskState
-from tcluster.units import format_bytes, format_cpu, format_duration
+from tcluster.views.formats import format_table, signal_name, timestamp
+from tcluster.domain.states import TERMINAL_TASK_STATES, TaskState
+from tcluster.domain.units import format_bytes, format_cpu, format_duration
 from tcluster.v1 import common_pb2, jobs_pb2
-from tcluster.wirebasics import resources_from_pb
+from tcluster.wire.basics import resources_from_pb
 
 EMPTY = "-"
 _TERMINAL_TASK_NAMES = frozenset(state.value for state in TERMINAL_TASK_STATES)

@@ -17,10 +17,10 @@ from typing import Any, Callable
 
 from tcluster.cli.client import MasterClient
 from tcluster.cli.options import EXIT_OK
-from tcluster.formats import format_table
-from tcluster.model import JobState
+from tcluster.views.formats import format_table
+from tcluster.domain.model import JobState
 from tcluster.v1 import common_pb2
-from tcluster.wire import job_state_to_pb, usage_from_pb
+from tcluster.wire.protobuf import job_state_to_pb, usage_from_pb
 
 CLEAR = "\x1b[H\x1b[2J"
 

@@ -14,7 +14,7 @@ import json
 from tcluster.cli.client import MasterClient
 from tcluster.cli.names import job_state_name, task_state_name
 from tcluster.cli.options import EXIT_OK
-from tcluster.views import JsonDict
+from tcluster.views.render import JsonDict
 from tcluster.v1 import jobs_pb2
 
 

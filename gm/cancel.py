@@ -19,7 +19,7 @@ import grpc
 from tcluster.gm.port import GMPort
 from tcluster.gm.store import TERMINAL
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
-from tcluster.timeouts import wait_for
+from tcluster.daemonkit.timeouts import wait_for
 
 log = logging.getLogger("tcluster.gm")
 SWEEP_S = 1.0          # how often jobs still cancelling are looked at (and failed LM cancels retried)

@@ -27,7 +27,7 @@ from tcluster.gm.settings import GMSettings
 from tcluster.gm.store import GMStore, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, ended_from, layout_from, state_from
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from tcluster.bounds import GRPC_OPTIONS, SERVER_GRPC_OPTIONS
+from tcluster.wire.channels import GRPC_OPTIONS, SERVER_GRPC_OPTIONS
 
 log = logging.getLogger("tcluster.gm")
 MIB = 1 << 20

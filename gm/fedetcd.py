@@ -21,7 +21,7 @@ from pathlib import Path
 import grpc
 from aetcd.rpc import rpc_pb2 as pb
 
-from tcluster.errors import Unavailable
+from tcluster.domain.errors import Unavailable
 from tcluster.gm.ownership import Facts, Member, owner_of, to_claim, to_release
 from tcluster.etcd.url import StoreUrl, parse_store_url
 from tcluster.etcd.kv import EtcdKV, EtcdRefused, EtcdUnavailable, create_revision_is, delete, put

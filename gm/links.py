@@ -1,5 +1,5 @@
 """One LM as tcl-gm knows it (LMLink): its masters, the layout and view it last sent, whether
-the GM may place there, and the order in which its masters are tried (tcluster.leaders)."""
+the GM may place there, and the order in which its masters are tried (tcluster.daemonkit.leaders)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import grpc
 
 from tcluster.federation.view import LMView
 from tcluster.gm.wire import Layout
-from tcluster.leaders import MasterTour, standby_hint
+from tcluster.daemonkit.leaders import MasterTour, standby_hint
 
 
 @dataclasses.dataclass

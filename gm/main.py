@@ -1,8 +1,8 @@
 """tcl-gm: run one Global Manager until SIGTERM/SIGINT.
 
-The same daemon kit as tcl-master and tcl-agent: settings through tcluster/configfile.py
+The same daemon kit as tcl-master and tcl-agent: settings through tcluster/daemonkit/configfile.py
 (gm/settings.py), logging through tcluster/daemon.setup_logging, and READY=1/STOPPING=1 to
-systemd (tcluster/sdnotify.py) when it runs as a Type=notify unit."""
+systemd (tcluster/daemonkit/sdnotify.py) when it runs as a Type=notify unit."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import asyncio
 import logging
 import sys
 
-from tcluster.configfile import ConfigError
-from tcluster.daemon import setup_logging, wait_for_stop_signal
-from tcluster.errors import Unavailable
+from tcluster.daemonkit.configfile import ConfigError
+from tcluster.daemonkit.runner import setup_logging, wait_for_stop_signal
+from tcluster.domain.errors import Unavailable
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import parse
 from tcluster.gm.tls import TLSError
-from tcluster.sdnotify import Notifier
+from tcluster.daemonkit.sdnotify import Notifier
 
 
 async def _run(daemon: GMDaemon, notifier: Notifier) -> None:

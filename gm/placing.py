@@ -23,7 +23,7 @@ from tcluster.federation.gm import Pending, Send
 from tcluster.federation.messages import Answer, TaskLaunched, LMState, Refused
 from tcluster.gm.port import GMPort, Unanswered
 from tcluster.gm.wire import answer_from, request_pb
-from tcluster.timeouts import wait_for
+from tcluster.daemonkit.timeouts import wait_for
 from tcluster.v1 import federation_pb2, federation_pb2_grpc
 
 log = logging.getLogger("tcluster.gm")

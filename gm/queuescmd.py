@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import sys
 
-from tcluster.errors import Unavailable
+from tcluster.domain.errors import Unavailable
 from tcluster.gm.fedetcd import etcd_url, set_queues
 from tcluster.gm.settings import pairs
 from tcluster.etcd.url import check_prefix

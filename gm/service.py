@@ -8,7 +8,7 @@ import time
 
 import grpc
 
-from tcluster.errors import Unavailable
+from tcluster.domain.errors import Unavailable
 from tcluster.gm.port import ServicePort
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2

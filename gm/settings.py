@@ -1,5 +1,5 @@
 """tcl-gm's settings: one pydantic model, from flags or a TOML file (same keys, read by
-tcluster/configfile.py, so that an error names the file, the line and the key).
+tcluster/daemonkit/configfile.py, so that an error names the file, the line and the key).
 
 Address lists: `--lms lm0=H:P,lm1=H:P` and `--gms gm0=H:P,gm1=H:P` (commas between
 members). An HA LM (several masters) lists its masters joined by `|`:
@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from tcluster.configfile import ConfigError, load_args
+from tcluster.daemonkit.configfile import ConfigError, load_args
 
 # Keys whose TOML value may also be a table or an array (`[queue_map]`, `[shares]`), given to
 # the model as it is; as strings they read as the flags do.
@@ -207,7 +207,7 @@ def _check_tls(s: GMSettings, origin: Origin) -> None:
 
 
 def parse(argv: list[str] | None = None) -> GMSettings:
-    """Flags over the --config file (tcluster/configfile.py) over the defaults; ConfigError
+    """Flags over the --config file (tcluster/daemonkit/configfile.py) over the defaults; ConfigError
     for a file or a value that cannot be used (argparse exits 2 on a bad flag)."""
     loaded = load_args(build_parser(), sys.argv[1:] if argv is None else argv, structured=STRUCTURED, dashes=True)
     values = {k: v for k, v in vars(loaded.args).items() if v is not None and k != "config"}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterable
 
-from tcluster.features import LAUNCH_BATCH, USAGE_WATCH, batch_by_node
-from tcluster.gpuusage import GpuBoard
+from tcluster.wire.features import LAUNCH_BATCH, USAGE_WATCH, batch_by_node
+from tcluster.domain.gpuusage import GpuBoard
 from tcluster.master.core.actions import (
     AckReports, Heartbeat, LaunchBatch, LogPiece, Registration, ReportBatch, WatchUsage,
 )
@@ -18,7 +18,7 @@ from tcluster.master.core.registration import check_registration
 from tcluster.master.ports import Do, Plugins
 from tcluster.master.settings import MasterSettings
 from tcluster.master.usagewatch import UsageWatches, watch_capacity
-from tcluster.model import Job, Task, TaskState
+from tcluster.domain.model import Job, Task, TaskState
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,7 @@ class LogStream:
 class AgentLink:
     def __init__(self, node: str, features: frozenset[str] = frozenset()) -> None:
         self.node = node
-        self.features = features          # what the agent said it understands (tcluster/features.py)
+        self.features = features          # what the agent said it understands (tcluster/wire/features.py)
         self._outbox: asyncio.Queue[object] = asyncio.Queue()
         self._log_waiters: dict[str, LogStream] = {}
         self.closed = False

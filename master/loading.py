@@ -3,7 +3,7 @@ finished, the nodes, the kill intents), with the timeouts its settings give."""
 
 from __future__ import annotations
 
-from tcluster.errors import NotFound
+from tcluster.domain.errors import NotFound
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store.base import StateStore

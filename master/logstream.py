@@ -14,10 +14,10 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
-from tcluster.errors import FailedPrecondition, ResourceExhausted, Unavailable
+from tcluster.domain.errors import FailedPrecondition, ResourceExhausted, Unavailable
 from tcluster.master.core.actions import FetchLog, LogCredit
 from tcluster.master.links import AgentLink
-from tcluster.timeouts import wait_for
+from tcluster.daemonkit.timeouts import wait_for
 
 LOG_WINDOW_CHUNKS = 8            # x 64 KiB: at most 512 KiB of one stream in the master
 LOG_PIECE_TIMEOUT_S = 15.0       # a following agent sends an empty piece every 5 s

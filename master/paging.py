@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tcluster.errors import InvalidArgument
-from tcluster.model import Job, JobState
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import Job, JobState
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 1000

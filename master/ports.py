@@ -16,12 +16,12 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Protocol
 
-from tcluster.gpuusage import GpuSample
+from tcluster.domain.gpuusage import GpuSample
 from tcluster.master.core.events import Action, Event, Outbound, Preempt, Step
 from tcluster.master.core.feed import StepListener
 from tcluster.master.core.state import MasterState
-from tcluster.model import Job, JobSpec, Task
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Task
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.reservations import Reservations

@@ -12,12 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from tcluster.errors import InvalidArgument
-from tcluster.model import Job, JobSpec, Task, TaskState
-from tcluster.units import format_duration
-from tcluster.resources import Resources
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import Job, JobSpec, Task, TaskState
+from tcluster.domain.units import format_duration
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.queues import QueueTree, default_tree, load_queue_file
-from tcluster.queuerow import QueueRow
+from tcluster.views.queuerow import QueueRow
 from tcluster.scheduler.queuestats import JobUsage, queue_rows
 
 log = logging.getLogger(__name__)

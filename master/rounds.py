@@ -12,8 +12,8 @@ import random
 import time
 from typing import Callable
 
-from tcluster.errors import Unavailable
-from tcluster.master import nodeops
+from tcluster.domain.errors import Unavailable
+from tcluster.master import nodeadmin
 from tcluster.master.core.events import Launch, Place, Tick
 from tcluster.master.core.pinning import pinned_round
 from tcluster.master.ports import Do, MasterPort, Plugins
@@ -24,7 +24,7 @@ from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.round import schedule_round
 from tcluster.scheduler.windows import Windows
-from tcluster.timeouts import wait_for
+from tcluster.daemonkit.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 TICK_INTERVAL_S = 0.5
@@ -97,7 +97,7 @@ class Rounds:
             return []
         started = time.perf_counter()
         now = self.master.clock()
-        windows = nodeops.windows(state, now)
+        windows = nodeadmin.windows(state, now)
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
                                 self.eligible, queues=self.master.queues, reservations=self.reservations,
                                 now=self.master.clock(), windows=windows,

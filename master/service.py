@@ -12,10 +12,10 @@ import time
 from dataclasses import replace
 from typing import AsyncIterator, Callable
 
-from tcluster.arrays import parse_index_set
-from tcluster.dependency import parse_dependency
-from tcluster.errors import FailedPrecondition, NotFound, Unavailable
-from tcluster.gpuusage import GpuBoard
+from tcluster.domain.arrays import parse_index_set
+from tcluster.domain.dependency import parse_dependency
+from tcluster.domain.errors import FailedPrecondition, NotFound, Unavailable
+from tcluster.domain.gpuusage import GpuBoard
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
 from tcluster.master.core.feed import AppliedStep
@@ -34,16 +34,17 @@ from tcluster.master.settings import MasterSettings
 from tcluster.master.loading import load_state, not_found
 from tcluster.master.store.base import StateStore
 from tcluster.master.core.transitions import handle
-from tcluster.model import Job, JobSpec, JobState, Node, Task
+from tcluster.domain.model import Job, JobSpec, JobState, Node, Task
 from tcluster.scheduler.placement import make_placement
-from tcluster.queuerow import QueueRow
-from tcluster.master import nodeops
-from tcluster.nodeops import shown_state
+from tcluster.views.queuerow import QueueRow
+from tcluster.master import nodeadmin
+from tcluster.domain.nodeorders import shown_state
 from tcluster.security.authz import (
     ANONYMOUS, CancelJob, Caller, ListJobs, OperateNodes, Policy, ReadCluster, ReadJob, ReadLogs, SubmitJob, run_as,
     sees_only_own, sees_secrets,
 )
-from tcluster.redaction import hidden_fields, redact_job
+from tcluster.views.redaction import hidden_fields, redact_job
+from tcluster.wire.codec import check_spec
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class MasterService:
         self.committer = Committer(store, self.agents.send, self._recover)
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
-        self.node_counters = nodeops.NodeOpsCounters()
+        self.node_counters = nodeadmin.NodeOpsCounters()
 
     # ---- the one way to change state ----
 
@@ -121,7 +122,7 @@ class MasterService:
     async def submit(self, spec: JobSpec, caller: Caller = ANONYMOUS) -> tuple[Job, list[Task]]:
         spec = replace(spec, owner=caller.name)
         check_user_labels(spec.labels)
-        spec.validate()         # the one check of a spec; `tcl submit` runs the same one early
+        check_spec(spec)        # the one check of a spec; `tcl submit` runs the same one early
         self.queues.check_leaf(spec.queue)
         spec = with_queue_time_limit(spec, self.queues.max_time_limit_s(spec.queue))
         self.gate.check(caller, SubmitJob(spec.queue, spec.user, spec.weight, self.queues.max_job_weight(spec.queue)))
@@ -143,7 +144,7 @@ class MasterService:
         durable. The spec is the LM's (owner `tcluster:federation`, labels under tcluster.io/), with
         the GM's request id: a repeat, also after a restart, returns the first job."""
         spec = replace(spec, owner=FEDERATION_OWNER)
-        spec.validate()
+        check_spec(spec)
         if (spec.owner, spec.request_id) in self.state.by_request:
             return (await self._resubmitted(spec))[0].id
         job_id = secrets.token_hex(4)
@@ -307,19 +308,19 @@ class MasterService:
             out.append((replace(node, last_seen=seen, state=shown), sorted(tasks)))
         return out
 
-    async def operate_nodes(self, request: nodeops.NodeRequest,
+    async def operate_nodes(self, request: nodeadmin.NodeRequest,
                             caller: Caller = ANONYMOUS) -> list[tuple[Node, list[str]]]:
         """cordon, uncordon, drain, maint (admins only): one event for all the named nodes,
         durable before the answer; the nodes (and their task ids) as they are then."""
         self.gate.check(caller, OperateNodes(request.op, request.nodes))
-        _, durable = self._do(nodeops.event_of(request, caller.name))
+        _, durable = self._do(nodeadmin.event_of(request, caller.name))
         self.kick()
         await durable
         names = set(request.nodes)
         return [(n, tasks) for n, tasks in self.nodes(caller) if n.name in names]
 
-    def drain_blockers(self, name: str) -> list[nodeops.Blocker]:
-        return nodeops.blockers(self.state, name, self.clock())
+    def drain_blockers(self, name: str) -> list[nodeadmin.Blocker]:
+        return nodeadmin.blockers(self.state, name, self.clock())
 
     def free(self, node: Node) -> object:
         return self.state.free(node.name)

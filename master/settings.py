@@ -7,12 +7,12 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from tcluster.features import DEFAULT_REPORT_BUDGET_PER_S
+from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.etcd.url import StoreUrl, check_prefix, parse_store_url
 from tcluster.security.authz import STATUS_VISIBILITIES
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
-from tcluster.daemon import one_of
+from tcluster.daemonkit.runner import one_of
 
 # The settings that name one of a fixed set: (the choices as listed back, what one is called).
 _CHOICES: dict[str, tuple[list[str], str]] = {

@@ -18,8 +18,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tcluster.errors import InvalidArgument
-from tcluster.features import MAX_WATCH_S
+from tcluster.domain.errors import InvalidArgument
+from tcluster.wire.features import MAX_WATCH_S
 
 DEFAULT_WATCH_S = 30.0       # a job page, a scrape
 MAX_SCRAPE_NODES = 1000      # node= parameters one scrape may name

@@ -10,7 +10,7 @@ import random
 
 from tcluster.pack.schedule import PackJob
 from tcluster.scheduler.views import NodeSpec
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 GiB = 2**30
 SHAPES = [((32, 128 * GiB), 0.4), ((64, 128 * GiB), 0.25), ((16, 128 * GiB), 0.2), ((48, 384 * GiB), 0.15)]

@@ -8,7 +8,7 @@ from typing import Iterable
 
 from tcluster.pack.schedule import PackJob
 from tcluster.scheduler.views import NodeSpec
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.sim.scenario import load_scenario
 
 

@@ -14,8 +14,8 @@ from typing import Sequence
 
 import numpy as np
 
-from tcluster.constraints import parse_constraints
-from tcluster.resources import Resources
+from tcluster.domain.constraints import parse_constraints
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.lotes.classes import learn_classes
 from tcluster.scheduler.lotes.resolve import plan_for
 from tcluster.scheduler.matching import EligibleCache

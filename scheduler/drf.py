@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 from typing import Sequence
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.views import JobView

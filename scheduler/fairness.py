@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
-from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.drf import DrfPolicy
 from tcluster.scheduler.hdrf import HdrfPolicy
 from tcluster.scheduler.mch import MchPolicy

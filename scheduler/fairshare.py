@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.views import JobView
 
 EPSILON = 1e-9   # the slack Resources.fits_in allows

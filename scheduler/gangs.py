@@ -14,7 +14,7 @@ import random
 
 import numpy as np
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix, NodeMatrixView
 from tcluster.scheduler.placement import PlacementPolicy
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key, tie_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree

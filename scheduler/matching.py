@@ -8,8 +8,8 @@ from typing import Iterable
 
 import numpy as np
 
-from tcluster.ceilings import allows
-from tcluster.constraints import Constraint
+from tcluster.domain.ceilings import allows
+from tcluster.domain.constraints import Constraint
 from tcluster.scheduler.nodestate import NodeMatrix, unpack_bits
 
 
@@ -35,7 +35,7 @@ def match_mask(constraints: Iterable[Constraint], nodes: NodeMatrix) -> np.ndarr
 
 
 def ceiling_mask(asks: dict[str, int], nodes: NodeMatrix) -> np.ndarray | None:
-    """Rows whose ceilings allow the job's pids/log limits (tcluster/ceilings.py); None
+    """Rows whose ceilings allow the job's pids/log limits (tcluster/domain/ceilings.py); None
     when the job asks none (every node allows it). A Python pass over the rows: only jobs
     that set such limits pay it."""
     if not asks:

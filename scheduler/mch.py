@@ -35,7 +35,7 @@ import heapq
 from operator import add
 from typing import Iterable, Sequence
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree

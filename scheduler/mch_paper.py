@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.mch import MchState
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.views import JobView

@@ -20,8 +20,8 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from tcluster.ceilings import Ceilings
-from tcluster.resources import CPU, MEMORY, Resources
+from tcluster.domain.ceilings import Ceilings
+from tcluster.domain.resources import CPU, MEMORY, Resources
 
 _BASE_KINDS = (CPU, MEMORY)
 _INITIAL_ROWS = 64

@@ -13,7 +13,7 @@ from typing import Callable, Iterator, Protocol
 
 import numpy as np
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.scheduler.anbf import AffinityNumberBestFit
 from tcluster.scheduler.lotes.policy import LotesPlacement
 from tcluster.scheduler.nodestate import NodeMatrixView

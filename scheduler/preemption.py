@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrixView, resource_vector
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.victims import (

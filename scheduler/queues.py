@@ -28,9 +28,9 @@ from functools import cached_property
 from pathlib import Path as FsPath
 from typing import Any, Iterator
 
-from tcluster.errors import InvalidArgument
-from tcluster.model import DEFAULT_QUEUE
-from tcluster.units import parse_duration
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import DEFAULT_QUEUE
+from tcluster.domain.units import parse_duration
 from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, load_located, read_config_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from tcluster.queuerow import QueueRow
-from tcluster.resources import Resources
+from tcluster.views.queuerow import QueueRow
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.queues import QueueNode, QueueTree
 
 

@@ -6,11 +6,11 @@ from typing import Sequence
 
 import numpy as np
 
-from tcluster.constraints import Constraint
-from tcluster.resources import CPU, MEMORY, Resources
+from tcluster.domain.constraints import Constraint
+from tcluster.domain.resources import CPU, MEMORY, Resources
 from tcluster.scheduler.matching import first_unmatched
 from tcluster.scheduler.nodestate import NodeMatrix
-from tcluster.units import format_bytes, format_cpu
+from tcluster.domain.units import format_bytes, format_cpu
 
 
 WAITING_FOR_NEXT_ROUND = "waiting for the next scheduling round"

@@ -21,7 +21,7 @@ from typing import Iterable
 
 import numpy as np
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrixView
 
 DEFAULT_RESERVE_AFTER_S = 30.0

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tcluster.ceilings import asks_of, short_of
-from tcluster.constraints import Constraint, parse_constraints
-from tcluster.model import Job, JobSpec, Task, TaskState, node_requirements, task_id
+from tcluster.domain.ceilings import asks_of, short_of
+from tcluster.domain.constraints import Constraint, parse_constraints
+from tcluster.domain.model import Job, JobSpec, Task, TaskState, node_requirements, task_id
 from tcluster.scheduler.fairness import FairnessPolicy
 from tcluster.scheduler.gangs import gang_rows, place_gang
 from tcluster.scheduler.matching import EligibleCache, ceiling_mask

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import Mapping
 
 import numpy as np
 
-from tcluster.model import JobSpec
-from tcluster.nodeops import NodeOps, blocks
+from tcluster.domain.model import JobSpec
+from tcluster.domain.nodeorders import NodeOps, blocks
 from tcluster.scheduler.nodestate import NodeMatrix
 
 

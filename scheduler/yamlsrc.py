@@ -15,7 +15,7 @@ from typing import Any, Mapping
 import yaml
 from yaml.constructor import SafeConstructor
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 Path = tuple[object, ...]
 

@@ -19,15 +19,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Sequence
 
-from tcluster.arrays import parse_array
-from tcluster.dependency import Outcome, evaluate, parse_dependency
-from tcluster.errors import InvalidArgument
-from tcluster.lifecycle import job_state_from_counts
-from tcluster.model import MAX_ARRAY_TASKS
+from tcluster.domain.arrays import parse_array
+from tcluster.domain.dependency import Outcome, evaluate, parse_dependency
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.lifecycle import job_state_from_counts
+from tcluster.domain.model import MAX_ARRAY_TASKS
 from tcluster.scheduler.yamlsrc import Located, Path
 from tcluster.sim.jobs import BatchSpec, JobTrack, SimJob
-from tcluster.states import JobState, TaskState
-from tcluster.units import parse_duration
+from tcluster.domain.states import JobState, TaskState
+from tcluster.domain.units import parse_duration
 
 BATCH_KEYS = ("array", "dependency", "keep_unmet", "gang", "time_limit")
 TIME_LIMIT = "TimeLimit"   # a task's end reason, as the agent reports it

@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
-from tcluster.formats import format_table
+from tcluster.views.formats import format_table
 from tcluster.sim.compare import RunSummary, SolveInfo
 from tcluster.sim.queueing import QueueRun
 

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tcluster.scheduler.round import schedule_round
-from tcluster.model import Job, JobSpec, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Task, TaskState
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.nodestate import NodeMatrix

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from tcluster.arrays import IndexSet
-from tcluster.dependency import Dependency
-from tcluster.model import Job, Task
-from tcluster.resources import Resources
+from tcluster.domain.arrays import IndexSet
+from tcluster.domain.dependency import Dependency
+from tcluster.domain.model import Job, Task
+from tcluster.domain.resources import Resources
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Callable, Iterator, Protocol
 
 import numpy as np
 
-from tcluster.constraints import parse_constraints
-from tcluster.model import node_requirements
-from tcluster.resources import Resources
+from tcluster.domain.constraints import parse_constraints
+from tcluster.domain.model import node_requirements
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import resource_vector
 from tcluster.scheduler.preemption import (
     Claim, PreemptionInput, PreemptionPlan, PreemptionSettings, Victim, WaitingJob, plan_preemption,

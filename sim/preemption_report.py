@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tcluster.formats import format_table
+from tcluster.views.formats import format_table
 from tcluster.sim.engine import SimRun
 from tcluster.sim.preempting import QueuePoint
 

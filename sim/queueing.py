@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook, choose_row, offer_order
 from tcluster.scheduler.lotes.model import JobClass, Plan
 from tcluster.scheduler.nodestate import NodeMatrix

@@ -17,7 +17,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from tcluster.resources import MEMORY, Resources
+from tcluster.domain.resources import MEMORY, Resources
 from tcluster.scheduler.mch_paper import paper_weights
 from tcluster.scheduler.queuestats import JobUsage, queue_rows
 from tcluster.scheduler.views import JobView

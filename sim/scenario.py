@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any, Iterable
 
-from tcluster.constraints import parse_constraints
-from tcluster.errors import InvalidArgument
-from tcluster.model import DEFAULT_QUEUE
-from tcluster.resources import Resources, resources_from_mapping
+from tcluster.domain.constraints import parse_constraints
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import DEFAULT_QUEUE
+from tcluster.domain.resources import Resources, resources_from_mapping
 from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_located
 from tcluster.scheduler.reasons import never_fits_reason

@@ -12,7 +12,7 @@ from tcluster.agent.runtime.base import Runtime, RuntimeSetupError, Started, Tas
 from tcluster.agent.runtime.cgroup1 import TASK_CONTROLLERS, Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
 from tcluster.agent.runtime.detect import CgroupMounts, choose_mode
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 MI = 2**20
 EXIT_TIMEOUT_MS = 30_000

@@ -13,8 +13,8 @@ from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import TaskLaunched, LMNode
 from tcluster.federation.view import split
 from tcluster.master.edge.federation_api import answer_pb, request_from_pb, res_pb, state_pb
-from tcluster.bounds import SERVER_GRPC_OPTIONS
-from tcluster.timeouts import wait_for
+from tcluster.wire.channels import SERVER_GRPC_OPTIONS
+from tcluster.daemonkit.timeouts import wait_for
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 
 

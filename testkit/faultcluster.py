@@ -297,7 +297,7 @@ class Cluster:
 
     def _grpc_submit(self, command: list[str], cpu: str, mem: str, tasks: int, retries: int | None,
                      log_max: str | None) -> str:
-        from tcluster.units import parse_bytes, parse_cpu
+        from tcluster.domain.units import parse_bytes, parse_cpu
         spec = jobs_pb2.JobSpec(command=command, tasks=tasks, retries=retries or 0,
                                 log_max_bytes=parse_bytes(log_max, "log_max") if log_max else 0)
         spec.resources.cpu, spec.resources.memory = parse_cpu(cpu, "cpu"), parse_bytes(mem, "mem")

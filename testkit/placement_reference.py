@@ -9,7 +9,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.policybase import EPSILON

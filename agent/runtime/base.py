@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 from .devices import DeviceRule
 

@@ -24,7 +24,7 @@ from typing import Any
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from tcluster.sdnotify import SYSTEMD_ONLY_ENV
+from tcluster.daemonkit.sdnotify import SYSTEMD_ONLY_ENV
 
 from .base import ExitStatus, LaunchError, RawUsage, RuntimeSetupError, Started, TaskSpec
 from .cgfs import is_safe_name, read_pids, read_text, remove_if_empty, rmdir_cgroup, signal_pids

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tcluster.sdnotify import SYSTEMD_ONLY_ENV
+from tcluster.daemonkit.sdnotify import SYSTEMD_ONLY_ENV
 
 from .base import LaunchError, TaskSpec
 

@@ -14,17 +14,17 @@ from typing import Callable
 from pydantic import ValidationError
 
 from tcluster import __version__
-from tcluster.configfile import ConfigError, Loaded, add_config_flag, load_args
-from tcluster.daemon import explain_settings_error, setup_logging, wait_for_stop_signal
-from tcluster.features import DEFAULT_REPORT_BUDGET_PER_S
-from tcluster.errors import InvalidArgument, TclusterError
+from tcluster.daemonkit.configfile import ConfigError, Loaded, add_config_flag, load_args
+from tcluster.daemonkit.runner import explain_settings_error, setup_logging, wait_for_stop_signal
+from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
+from tcluster.domain.errors import InvalidArgument, TclusterError
 from tcluster.master.queues import load_tree
 from tcluster.master.app.reload import MasterReloader
 from tcluster.master.app.server import RunningMaster, start_master
 from tcluster.master.settings import MasterSettings
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
 from tcluster.scheduler.lotes.classes import load_classes
-from tcluster.sdnotify import Notifier
+from tcluster.daemonkit.sdnotify import Notifier
 from tcluster.scheduler.placement import DEFAULT_PLACEMENT, PLACEMENT_POLICIES
 
 

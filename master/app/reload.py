@@ -15,11 +15,11 @@ from typing import Callable
 
 from pydantic import ValidationError
 
-from tcluster.configfile import ConfigError, Loaded, load_args
-from tcluster.daemon import changed_settings, explain_settings_error, set_log_level
+from tcluster.daemonkit.configfile import ConfigError, Loaded, load_args
+from tcluster.daemonkit.runner import changed_settings, explain_settings_error, set_log_level
 from tcluster.master.app.server import RunningMaster
 from tcluster.master.settings import MasterSettings
-from tcluster.sdnotify import Notifier
+from tcluster.daemonkit.sdnotify import Notifier
 
 log = logging.getLogger(__name__)
 LIVE = ("queues_file",)

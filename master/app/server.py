@@ -15,8 +15,8 @@ from typing import Any, Callable
 
 import grpc
 
-from tcluster.bounds import SERVER_GRPC_OPTIONS
-from tcluster.errors import Unavailable
+from tcluster.wire.channels import SERVER_GRPC_OPTIONS
+from tcluster.domain.errors import Unavailable
 from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.etcd.kv import EtcdKV
 from tcluster.etcd.mirror import Mirror

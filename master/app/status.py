@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from tcluster.errors import Unavailable
+from tcluster.domain.errors import Unavailable
 from tcluster.etcd.kv import EtcdKV
 from tcluster.master.store.leadership import LeaderInfo
 from tcluster.master.identity.choice import add_store_flags, choice_of

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tcluster.ceilings import Ceilings
-from tcluster.gpuusage import GpuSample
-from tcluster.launch import Launch
-from tcluster.reports import TaskReport
-from tcluster.resources import Resources
+from tcluster.domain.ceilings import Ceilings
+from tcluster.domain.gpuusage import GpuSample
+from tcluster.domain.launch import Launch
+from tcluster.domain.reports import TaskReport
+from tcluster.domain.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
 
 
@@ -32,7 +32,7 @@ class Registration:
     reports: tuple[TaskReport, ...] = ()    # events it has not had acknowledged
     last_seq: int = 0                       # seq of the last of those reports
     ceilings: Ceilings = Ceilings()         # its --pids-max / --log-max; 0: not stated
-    features: frozenset[str] = frozenset()  # tcluster/features.py; none from an older agent
+    features: frozenset[str] = frozenset()  # tcluster/wire/features.py; none from an older agent
     usage_interval_s: float = 0.0           # the operator's --usage-interval-s; 0: the master's choice
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tcluster.arrays import IndexSet, parse_array
-from tcluster.dependency import Outcome, Verdict, evaluate, parse_dependency
-from tcluster.errors import InvalidArgument, NotFound
+from tcluster.domain.arrays import IndexSet, parse_array
+from tcluster.domain.dependency import Outcome, Verdict, evaluate, parse_dependency
+from tcluster.domain.errors import InvalidArgument, NotFound
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Submit, UpdateJob
-from tcluster.model import Job, Task, TaskState
-from tcluster.taskusage import NO_USAGE
+from tcluster.domain.model import Job, Task, TaskState
+from tcluster.domain.taskusage import NO_USAGE
 
 
 def new_job(d: Draft, ev: Submit) -> tuple[Job, list[Task]]:

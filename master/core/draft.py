@@ -9,7 +9,7 @@ from typing import Callable
 
 from tcluster.master.core.events import KillIntent, NodeLive, Now, Step
 from tcluster.master.core.state import MasterState, derive_job, virtual_counts
-from tcluster.model import Job, JobState, Task, TaskState
+from tcluster.domain.model import Job, JobState, Task, TaskState
 
 
 class Draft:

@@ -11,11 +11,11 @@ from enum import IntEnum
 from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Kill, LaunchBatch, LogCredit, Registration, WatchUsage,
 )
-from tcluster.launch import Launch
-from tcluster.reports import TaskReport
-from tcluster.arrays import IndexSet
-from tcluster.model import Job, JobSpec, JobState, Node, Task
-from tcluster.resources import Resources
+from tcluster.domain.launch import Launch
+from tcluster.domain.reports import TaskReport
+from tcluster.domain.arrays import IndexSet
+from tcluster.domain.model import Job, JobSpec, JobState, Node, Task
+from tcluster.domain.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
 
 
@@ -220,7 +220,7 @@ class NodeLive:
     connected: bool
     last_seen: float           # monotonic: the last message from the node
     last_seen_wall: float = 0.0
-    # A stream-liveness agent (tcluster/features.py): its open stream is its liveness, and
+    # A stream-liveness agent (tcluster/wire/features.py): its open stream is its liveness, and
     # only report silence past this many seconds takes it DOWN (0: an older agent, whose
     # heartbeats are its liveness: node_timeout_s).
     report_limit_s: float = 0.0

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Protocol
 
 from tcluster.master.core.events import Event, Now, Step
-from tcluster.model import Task
+from tcluster.domain.model import Task
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from dataclasses import replace
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Ack, AgentLeft, Beat, NodeLive
 from tcluster.master.core.actions import Registration
-from tcluster.features import STREAM_LIVENESS, report_silence_limit, usage_interval
-from tcluster.model import NodeState
+from tcluster.wire.features import STREAM_LIVENESS, report_silence_limit, usage_interval
+from tcluster.domain.model import NodeState
 
 
 

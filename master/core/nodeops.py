@@ -3,19 +3,19 @@ Cordon, Uncordon, Drain and Maintain events, and what the tick does about them (
 that has no task left is DRAINED; one past its deadline requeues what still runs through
 the preemption path; a maintenance window opens and closes).
 
-The operator state lives in Node.ops (tcluster/nodeops.py) and changes only here, in
+The operator state lives in Node.ops (tcluster/domain/nodeorders.py) and changes only here, in
 rows of the step like any node row: a cordon survives agent and master restarts because
 registrations copy it (transitions._joined) and the store keeps it."""
 
 from __future__ import annotations
 
 from dataclasses import replace
-from tcluster.errors import InvalidArgument, NotFound
+from tcluster.domain.errors import InvalidArgument, NotFound
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Cordon, Drain, KillMode, Maintain, Uncordon
 from tcluster.master.core.stopping import want_killed
-from tcluster.model import Node, NodeState, Task
-from tcluster.nodeops import DRAIN_REASON_PREFIX, READY_OPS, NodeOps
+from tcluster.domain.model import Node, NodeState, Task
+from tcluster.domain.nodeorders import DRAIN_REASON_PREFIX, READY_OPS, NodeOps
 MAX_NODES_PER_EVENT = 10_000
 
 

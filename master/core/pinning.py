@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from tcluster.errors import InvalidArgument
-from tcluster.model import JobSpec, TaskState
-from tcluster.nodelabels import RESERVED_PREFIX
-from tcluster.resources import Resources
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import JobSpec, TaskState
+from tcluster.domain.nodelabels import RESERVED_PREFIX
+from tcluster.domain.resources import Resources
 
 if TYPE_CHECKING:
     from tcluster.master.core.state import MasterState

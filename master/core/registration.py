@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 import re
 
-from tcluster.bounds import MAX_LABELS, check_count, check_name, quote
-from tcluster.errors import InvalidArgument
+from tcluster.domain.bounds import MAX_LABELS, check_count, check_name, quote
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.core.actions import Registration
-from tcluster.resources import MAX_AMOUNT
+from tcluster.domain.resources import MAX_AMOUNT
 
 _NODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$")
 _TASK_ID = re.compile(r"^[0-9a-f]{8}\.[0-9]{1,5}$")

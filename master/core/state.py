@@ -11,15 +11,15 @@ import heapq
 from collections import Counter
 from dataclasses import dataclass, replace
 
-from tcluster.lifecycle import job_state_from_counts
+from tcluster.domain.lifecycle import job_state_from_counts
 from tcluster.master.core.events import KillIntent, NodeLive, Step
 from tcluster.master.core.deadlines import DeadlineIndex
 from tcluster.master.core.startindex import StartIndex
-from tcluster.dependency import dependency_reason, parse_dependency
+from tcluster.domain.dependency import dependency_reason, parse_dependency
 from tcluster.master.core.usageblock import UsageIndex
-from tcluster.features import DEFAULT_REPORT_BUDGET_PER_S
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
+from tcluster.domain.model import Job, JobState, Node, NodeState, Task, TaskState
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.views import JobView
 
@@ -35,7 +35,7 @@ class Timeouts:
     resident_finished_tasks: int = 20_000  # ...and at most this many of their tasks
     purge_interval_s: float = 60.0
     preempt_grace_s: float = 30.0          # a preempted task's SIGTERM..SIGKILL
-    # Stream-liveness agents' usage reports, all nodes together, a second (tcluster/features.py)
+    # Stream-liveness agents' usage reports, all nodes together, a second (tcluster/wire/features.py)
     report_budget_per_s: float = DEFAULT_REPORT_BUDGET_PER_S
 
     @property

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Kill, KillIntent, KillMode
-from tcluster.arrays import IndexSet
-from tcluster.model import Job, Task, TaskState
+from tcluster.domain.arrays import IndexSet
+from tcluster.domain.model import Job, Task, TaskState
 
 
 def cancel_job(d: Draft, job: Job, reason: str, pending_reason: str) -> None:

@@ -16,9 +16,9 @@ import logging
 from dataclasses import replace
 from typing import Any, Callable
 
-from tcluster.arrays import IndexSet, parse_array
-from tcluster.errors import FailedPrecondition, InvalidArgument, NotFound
-from tcluster.lifecycle import can_transition
+from tcluster.domain.arrays import IndexSet, parse_array
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument, NotFound
+from tcluster.domain.lifecycle import can_transition
 from tcluster.master.core.batch import materialize, new_job, resolve_dependents, update_job
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.stopping import (
@@ -29,15 +29,15 @@ from tcluster.master.core.events import (
     KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, SubmitPinned, Tick, Uncordon, UpdateJob, Welcome,
 )
 from tcluster.master.core import nodeops
-from tcluster.reports import TaskReport
-from tcluster.features import report_silence_limit
+from tcluster.domain.reports import TaskReport
+from tcluster.wire.features import report_silence_limit
 from tcluster.master.core.liveness import beat, left, usage_interval_of
 from tcluster.master.core.state import MasterState
-from tcluster.units import format_duration
-from tcluster.model import Node, NodeState, Task, TaskState
-from tcluster.model import task_id as make_task_id
-from tcluster.ceilings import refusal
-from tcluster.nodeops import READY_OPS
+from tcluster.domain.units import format_duration
+from tcluster.domain.model import Node, NodeState, Task, TaskState
+from tcluster.domain.model import task_id as make_task_id
+from tcluster.domain.ceilings import refusal
+from tcluster.domain.nodeorders import READY_OPS
 from tcluster.scheduler.reasons import never_fits_reason
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tcluster.taskusage import NOT_SENT, RATES, TaskUsage, working_set
+from tcluster.domain.taskusage import NOT_SENT, RATES, TaskUsage, working_set
 
 # The figures of a sample the usage history reads (master/usage/ingest.py), in `UsageBlock.raw`'s
 # order: the agent's rates, the levels, the counters (for the rates an older agent did not

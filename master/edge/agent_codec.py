@@ -6,20 +6,20 @@ import math
 from collections.abc import Sequence
 from operator import attrgetter
 
-from tcluster.ceilings import Ceilings
-from tcluster.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
+from tcluster.domain.ceilings import Ceilings
+from tcluster.domain.bounds import MAX_EVENTS_PER_MESSAGE, MAX_REASON_BYTES, MAX_USAGE_PER_HEARTBEAT
 from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Heartbeat, Kill, LaunchBatch, LogCredit, LogPiece, Registration, ReportBatch, WatchUsage,
 )
-from tcluster.features import MAX_FEATURES
+from tcluster.wire.features import MAX_FEATURES
 from tcluster.master.core.events import Outbound, Welcome
 from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
-from tcluster.launch import Launch
-from tcluster.model import TaskState
-from tcluster.reports import TaskReport
-from tcluster.gpuusage import MAX_PER_HEARTBEAT as MAX_GPU_SAMPLES
-from tcluster.wire import (
+from tcluster.domain.launch import Launch
+from tcluster.domain.model import TaskState
+from tcluster.domain.reports import TaskReport
+from tcluster.domain.gpuusage import MAX_PER_HEARTBEAT as MAX_GPU_SAMPLES
+from tcluster.wire.protobuf import (
     gpu_usage_from_pb, launch_to_pb, resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb,
 )
 
@@ -27,7 +27,7 @@ Inbound = Registration | Heartbeat | ReportBatch | LogPiece
 MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
 MAX_GPUS_PER_TASK = 64   # GPU indices kept of one report's binding
 # A LaunchTasks message is cut at about this many bytes (a spec may be up to 1 MiB; the
-# stream takes messages up to bounds.MAX_MESSAGE_BYTES).
+# stream takes messages up to channels.MAX_MESSAGE_BYTES).
 BATCH_BYTES = 1 * 2**20
 MAX_USAGE_INTERVAL_S = 3600.0
 

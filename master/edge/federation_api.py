@@ -10,7 +10,7 @@ from typing import AsyncIterator
 
 import grpc
 
-from tcluster.errors import FailedPrecondition, InvalidArgument, PermissionDenied, TclusterError
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument, PermissionDenied, TclusterError
 from tcluster.federation.messages import (
     Answer, Inconsistent, InconsistencyKind, InternalLaunch, TaskLaunched, LMState, PreemptAndLaunch, Refused, RepartitionAndLaunch, Request,
     Res, TaskRequest, Why,
@@ -21,9 +21,9 @@ from tcluster.master.features.federation_lm import LiveLayout
 from tcluster.master.identity.gmguard import GMGuard
 from tcluster.master.identity.peer import peer_cert
 from tcluster.master.service import MasterService
-from tcluster.model import TaskState
+from tcluster.domain.model import TaskState
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc
-from tcluster.wire import spec_from_pb
+from tcluster.wire.protobuf import spec_from_pb
 
 _KIND = {InconsistencyKind.INTERNAL: federation_pb2.INCONSISTENCY_INTERNAL, InconsistencyKind.EXTERNAL: federation_pb2.INCONSISTENCY_EXTERNAL}
 _WHY = {Why.INSUFFICIENT: federation_pb2.WHY_INSUFFICIENT, Why.NOT_IN_PARTITION: federation_pb2.WHY_NOT_IN_PARTITION,

@@ -9,7 +9,7 @@ from typing import Any
 
 import grpc
 
-from tcluster.errors import NotFound, TclusterError
+from tcluster.domain.errors import NotFound, TclusterError
 from tcluster.master.core.pinning import FED_TASK
 from tcluster.master.edge.grpc_api import JobServicer, abort_with
 from tcluster.master.identity.gmguard import GMGuard

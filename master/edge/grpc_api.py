@@ -10,7 +10,7 @@ from typing import AsyncIterator
 
 import grpc
 
-from tcluster.errors import (
+from tcluster.domain.errors import (
     FailedPrecondition, InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError,
     Unauthenticated, Unavailable,
 )
@@ -20,14 +20,14 @@ from tcluster.master.identity.gate import bearer_token
 from tcluster.master.identity.joining import NodeGuard
 from tcluster.master.links import AgentLink
 from tcluster.master.identity.peer import peer_cert
-from tcluster.master.nodeops import NodeRequest
+from tcluster.master.nodeadmin import NodeRequest
 from tcluster.master.service import MasterService
 from tcluster.master.usagewatch import checked_watch_s
-from tcluster.model import Job, Task
+from tcluster.domain.model import Job, Task
 from tcluster.security.authz import Caller, ReadCluster
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc
-from tcluster.timeouts import wait_for
-from tcluster.wire import (
+from tcluster.daemonkit.timeouts import wait_for
+from tcluster.wire.protobuf import (
     job_state_from_pb, job_to_pb, lotes_status_to_pb, node_to_pb, queue_to_pb, resources_to_pb, spec_from_pb,
 )
 

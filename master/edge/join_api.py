@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import grpc
 
-from tcluster.errors import InvalidArgument, TclusterError
+from tcluster.domain.errors import InvalidArgument, TclusterError
 from tcluster.master.edge.grpc_api import abort_with, send_master_time   # the one status table lives there
 from tcluster.master.identity.joining import NodeJoin
 from tcluster.v1 import join_pb2, join_pb2_grpc

@@ -15,7 +15,7 @@ from typing import Callable
 
 import grpc
 
-from tcluster.errors import FailedPrecondition
+from tcluster.domain.errors import FailedPrecondition
 from tcluster.master.edge.join_api import JoinServicer
 from tcluster.master.identity.joining import NodeGuard, NodeJoin
 from tcluster.master.identity.records import AuthStore

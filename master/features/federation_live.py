@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Union
 
-from tcluster.errors import InvalidArgument, ResourceExhausted, Unavailable
+from tcluster.domain.errors import InvalidArgument, ResourceExhausted, Unavailable
 from tcluster.federation.messages import (
     PREEMPTED_BY, Answer, TaskLaunched, LMState, PreemptAndLaunch, Request, TaskEnded, preempted_reason,
 )
@@ -29,8 +29,8 @@ from tcluster.master.features.federation_lm import (
 )
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
-from tcluster.model import JobSpec, TaskState
-from tcluster.timeouts import wait_for
+from tcluster.domain.model import JobSpec, TaskState
+from tcluster.daemonkit.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 # A GM that reads this far behind is cut off: it reconnects and starts from a full state.

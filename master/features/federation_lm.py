@@ -18,8 +18,8 @@ from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import LMLayout, LMNode, Res, TaskRequest, sub
 from tcluster.federation.view import split
 from tcluster.master.core.pinning import FED_GM, FED_QUEUE, FED_TASK, PIN_NODE, label, pinned_node
-from tcluster.model import Job, Node, Task
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, Node, Task
+from tcluster.domain.resources import Resources
 
 MIB = 2**20
 MAX_CONSTRAINTS = 64

@@ -26,14 +26,14 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from tcluster.launch import Launch
+from tcluster.domain.launch import Launch
 from tcluster.master.core.actions import BinTarget
 from tcluster.master.core.events import Action, Step, Welcome
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
-from tcluster.model import JobSpec, NodeState, Task
-from tcluster.resources import Resources
+from tcluster.domain.model import JobSpec, NodeState, Task
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.lotes.classes import drift, learn_classes, observed_shares, parse_classes
 from tcluster.scheduler.lotes.dispatch import LotesBook
 from tcluster.scheduler.lotes.model import Configuration, JobClass

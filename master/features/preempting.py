@@ -15,12 +15,12 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from tcluster.constraints import parse_constraints
+from tcluster.domain.constraints import parse_constraints
 from tcluster.master.core.pinning import pinned_node
 from tcluster.master.core.events import KillMode, Preempt
 from tcluster.master.core.state import MasterState
-from tcluster.model import Job, TaskState, node_requirements
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, TaskState, node_requirements
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.nodestate import resource_vector
 from tcluster.scheduler.preemption import (

@@ -9,7 +9,7 @@ import re
 import time
 from pathlib import Path
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.identity.records import AuthStore, User
 from tcluster.master.identity.sqlite import SqliteAuthStore
 from tcluster.security.tokens import new_token, token_hash

@@ -12,8 +12,8 @@ import re
 import sys
 import time
 
-from tcluster.constraints import parse_labels
-from tcluster.errors import FailedPrecondition, InvalidArgument, TclusterError
+from tcluster.domain.constraints import parse_labels
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument, TclusterError
 from tcluster.master.identity.choice import StoreChoice, add_store_flags, choice_of, init_identity, load_chosen_pki, open_chosen
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import MasterPki, check_node_name

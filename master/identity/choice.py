@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, TypeVar
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.etcd import url as storeurl
 from tcluster.master.identity.accounts import bootstrap_admin
 from tcluster.master.identity.records import AuthStore, User

@@ -29,7 +29,7 @@ from typing import Awaitable, Callable, Generic, TypeVar
 
 from aetcd.rpc import rpc_pb2 as pb
 
-from tcluster.errors import FailedPrecondition, Unavailable
+from tcluster.domain.errors import FailedPrecondition, Unavailable
 from tcluster.master.identity.records import (TokenRow, User, check_token, match_digest, name_taken, new_join_token,
                                        user_exists)
 from tcluster.master.store.etcdbridge import EtcdBridge

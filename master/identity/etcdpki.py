@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tcluster.errors import FailedPrecondition
+from tcluster.domain.errors import FailedPrecondition
 from tcluster.master.identity.records import User
 from tcluster.master.identity.etcd import user_record
 from tcluster.etcd.kv import EtcdKV, create_revision_is, put

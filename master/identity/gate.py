@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Iterable
 
-from tcluster.errors import PermissionDenied, Unauthenticated
+from tcluster.domain.errors import PermissionDenied, Unauthenticated
 from tcluster.master.identity.users import NO_TOKEN, UserDirectory
 from tcluster.security.authz import ANONYMOUS, Caller, Decision, Policy, audit_line, decide
 

@@ -10,7 +10,7 @@ import argparse
 import time
 from pathlib import Path
 
-from tcluster.errors import FailedPrecondition
+from tcluster.domain.errors import FailedPrecondition
 from tcluster.master.identity.choice import add_store_flags, choice_of, load_chosen_pki, open_chosen
 from tcluster.security.gmcert import check_gm_name, gm_owner, issue_gm_cert
 from tcluster.security.pki import make_private_dir, serial_of_cert, write_private

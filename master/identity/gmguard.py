@@ -6,7 +6,7 @@ the kind of certificate (a node's is not a GM's) and whether it was revoked."""
 
 from __future__ import annotations
 
-from tcluster.errors import PermissionDenied
+from tcluster.domain.errors import PermissionDenied
 from tcluster.master.identity.joining import PeerCert
 from tcluster.master.identity.records import AuthStore
 from tcluster.security.gmcert import gm_of_common_name, gm_owner

@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
-from tcluster.errors import PermissionDenied, Unauthenticated
+from tcluster.domain.errors import PermissionDenied, Unauthenticated
 from tcluster.master.core.actions import Registration
-from tcluster.nodelabels import admitted
+from tcluster.domain.nodelabels import admitted
 from tcluster.master.identity.records import AuthStore, check_token
 from tcluster.security.jointoken import parse_join_token
 from tcluster.security.pki import MasterPki, check_node_name, issue_node_cert, load_csr, node_of_cert, serial_of_cert
@@ -96,7 +96,7 @@ class NodeGuard:
         if status is None:
             raise PermissionDenied(f"node {node}'s certificate (serial {serial}) was revoked or is unknown to "
                                    "this master; join again with a new token")
-        labels, dropped = admitted(dict(reg.labels), status[1])   # NodeRestriction: see tcluster/nodelabels.py
+        labels, dropped = admitted(dict(reg.labels), status[1])   # NodeRestriction: see tcluster/domain/nodelabels.py
         if dropped:
             log.warning("node %s: ignoring labels only its join token may set: %s", node, ", ".join(dropped))
         return replace(reg, labels=tuple(sorted(labels.items()))), serial

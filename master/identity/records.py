@@ -17,7 +17,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-from tcluster.errors import FailedPrecondition, InvalidArgument, Unauthenticated
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument, Unauthenticated
 from tcluster.security.authz import Caller
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.tokens import hash_secret

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from tcluster.errors import Unauthenticated
+from tcluster.domain.errors import Unauthenticated
 from tcluster.master.identity.accounts import check_user, create_user, parse_grants
 from tcluster.master.identity.records import AuthStore
 from tcluster.master.identity.choice import add_store_flags, choice_of, load_chosen_pki, open_chosen

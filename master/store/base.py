@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.core.events import KillIntent, Step
-from tcluster.model import Job, Node, Task
+from tcluster.domain.model import Job, Node, Task
 
 
 class StoreRefused(InvalidArgument):

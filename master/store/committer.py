@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tcluster.errors import Unavailable
+from tcluster.domain.errors import Unavailable
 from tcluster.master.core.events import Action, Step
 from tcluster.master.store.base import StateStore
 from tcluster.master.store.sqlite import StoreError

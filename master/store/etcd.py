@@ -24,8 +24,8 @@ import logging
 from dataclasses import dataclass
 from typing import Iterable
 
-from tcluster.codec import spec_from_json, with_job_extra
-from tcluster.errors import Unavailable
+from tcluster.wire.codec import spec_from_json, with_job_extra
+from tcluster.domain.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
 from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.etcdbridge import EtcdBridge
@@ -37,7 +37,7 @@ from tcluster.master.store.etcdplan import (
 from tcluster.master.store.etcdrecords import read_node, read_task
 from tcluster.master.store.leadership import Leadership, NotLeader
 from tcluster.master.store.sqlite import StoreError
-from tcluster.model import Job, JobState, Node, Task
+from tcluster.domain.model import Job, JobState, Node, Task
 
 log = logging.getLogger(__name__)
 Outcome = Exception | None            # a step's: None = durable

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from tcluster.codec import spec_to_json
+from tcluster.wire.codec import spec_to_json
 from tcluster.master.core.events import Step
 from tcluster.master.store.etcdrecords import job_record, kill_record, node_record, task_key, task_record
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from tcluster.codec import job_extra_to_json, resources_from_dict, resources_to_dict, usage_from_json, usage_to_json
+from tcluster.wire.codec import job_extra_to_json, resources_from_dict, resources_to_dict, usage_from_json, usage_to_json
 from tcluster.master.core.events import KillIntent
-from tcluster.model import Job, Node, NodeState, Task, TaskState, TaskUsage
-from tcluster.nodeops import READY_OPS, ops_from_json, ops_to_json
+from tcluster.domain.model import Job, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.domain.nodeorders import READY_OPS, ops_from_json, ops_to_json
 
 
 def _dumps(data: object) -> bytes:

@@ -22,11 +22,11 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from tcluster.errors import Unavailable
+from tcluster.domain.errors import Unavailable
 from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.etcd.kv import EtcdKV, EtcdUnavailable, create_revision_is, get_op, put
 from tcluster.etcd.mirror import Mirror
-from tcluster.timeouts import wait_for
+from tcluster.daemonkit.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 

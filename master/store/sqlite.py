@@ -17,14 +17,14 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable
 
-from tcluster.codec import (
+from tcluster.wire.codec import (
     job_extra_to_json, resources_from_dict, spec_from_json, spec_to_json, usage_from_json, with_job_extra,
 )
-from tcluster.errors import Unavailable
+from tcluster.domain.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
-from tcluster.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage, gpus_from_text, gpus_to_text
-from tcluster.nodeops import ops_from_json, ops_to_json
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage, gpus_from_text, gpus_to_text
+from tcluster.domain.nodeorders import ops_from_json, ops_to_json
+from tcluster.domain.resources import Resources
 from tcluster.master.store.sqlrows import FRESH_RUN, coalesce, fresh_runs, insert_rows, usage_text
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class Store:
     async def commit(self, steps: list[tuple[Step, list[str]]]) -> list[Exception | None]:
         """StateStore: the rows go to disk on a worker thread, off the event loop, in one
         transaction: all of them are durable, or (StoreError) none. A record SQLite could
-        hold but etcd could not is refused at submit (tcluster/bounds.py), so both stores
+        hold but etcd could not is refused at submit (tcluster/domain/bounds.py), so both stores
         take the same jobs."""
         await asyncio.to_thread(self.apply_many, steps)
         return [None] * len(steps)

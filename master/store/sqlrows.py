@@ -16,9 +16,9 @@ from itertools import chain
 from typing import Iterable
 
 from tcluster.master.core.events import KillIntent, Step
-from tcluster.model import Task, TaskState, TaskUsage
-from tcluster.codec import usage_to_json
-from tcluster.taskusage import NO_USAGE
+from tcluster.domain.model import Task, TaskState, TaskUsage
+from tcluster.wire.codec import usage_to_json
+from tcluster.domain.taskusage import NO_USAGE
 
 
 def usage_text(usage: TaskUsage) -> str:

@@ -15,7 +15,7 @@ from typing import Any, Awaitable, Callable, Literal, Protocol
 
 import grpc
 
-from tcluster.leaders import LEADER_METADATA, STANDBY_PREFIX
+from tcluster.daemonkit.leaders import LEADER_METADATA, STANDBY_PREFIX
 from tcluster.master.store.leadership import LeaderInfo
 
 # Joining needs no leader's state machine; a new node may reach any master first.

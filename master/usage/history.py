@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tcluster.taskusage import HISTORY_COLUMNS, MAX, MEAN
+from tcluster.domain.taskusage import HISTORY_COLUMNS, MAX, MEAN
 
 NAN_BF16 = 0x7FC0
 

@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from tcluster.master.core.usageblock import RAW_FIELDS, UsageBlock
-from tcluster.taskusage import HISTORY_COLUMNS, RATES
+from tcluster.domain.taskusage import HISTORY_COLUMNS, RATES
 
 CPU, SYS, OOM, AT, WS = map(RAW_FIELDS.index, ("cpu_rate", "cpu_system_rate", "oom_kills", "sampled_at",
                                                "working_set_bytes"))

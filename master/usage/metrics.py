@@ -28,10 +28,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from tcluster.master.usage.recorder import ROUND_BUCKETS, Recorder
-from tcluster.gpuusage import DCGM_SERIES
-from tcluster.model import JobState, NodeState
-from tcluster.nodeops import shown_state
-from tcluster.taskusage import USAGE_FIELDS
+from tcluster.domain.gpuusage import DCGM_SERIES
+from tcluster.domain.model import JobState, NodeState
+from tcluster.domain.nodeorders import shown_state
+from tcluster.domain.taskusage import USAGE_FIELDS
 
 TASK_LABELS = ["job_id", "job_name", "task", "node", "queue", "user"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

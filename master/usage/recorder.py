@@ -15,7 +15,7 @@ from typing import Iterable
 
 import numpy as np
 
-from tcluster.gpuusage import GpuSample
+from tcluster.domain.gpuusage import GpuSample
 from tcluster.master.core.events import Beat, Preempt
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.usage.history import CLUSTER, GPU, NODE, QUEUE, HistoryConfig, Series, TaskRecord, settle
@@ -23,7 +23,7 @@ from tcluster.master.usage.ingest import CPU, WS, Counters, extract
 from tcluster.master.usage.taskrings import TaskRings
 from tcluster.master.core.state import MasterState
 from tcluster.master.core.usageblock import UsageBlock
-from tcluster.model import Task, TaskState
+from tcluster.domain.model import Task, TaskState
 
 # Scheduling round latency buckets (seconds), as in a Prometheus histogram.
 ROUND_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

@@ -1,5 +1,5 @@
 """The JSON API under /api/v1/. Jobs, nodes and queues have the very shapes `tcl -o json`
-prints (built by the same functions in tcluster/views.py, from the domain values); the
+prints (built by the same functions in tcluster/views/render.py, from the domain values); the
 usage endpoints add the history. Everything the web UI shows comes from here.
 
 Handlers run on the master's loop and read its state directly: no locks, no copies.
@@ -15,14 +15,14 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from tcluster.nodeops import shown_state
-from tcluster.formats import timestamp
-from tcluster.views import queues_json, job_json, node_json, resources_json, task_json, usage_json
-from tcluster.errors import (
+from tcluster.domain.nodeorders import shown_state
+from tcluster.views.formats import timestamp
+from tcluster.views.render import queues_json, job_json, node_json, resources_json, task_json, usage_json
+from tcluster.domain.errors import (
     InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError, Unauthenticated,
 )
 from tcluster.master.usage.history import TASK, Series, TaskRecord
-from tcluster.model import Job, JobState, Task, TaskState
+from tcluster.domain.model import Job, JobState, Task, TaskState
 from tcluster.master.usagewatch import DEFAULT_WATCH_S
 from tcluster.master.web.params import INDEXES, LIMITS, TAILS, TIMES, indexes, number, parse_number
 from tcluster.security.authz import Caller, sees_only_own

@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from tcluster.errors import InvalidArgument, PermissionDenied, Unauthenticated
+from tcluster.domain.errors import InvalidArgument, PermissionDenied, Unauthenticated
 from tcluster.master.identity.gate import Gate, bearer_token
 from tcluster.master.web.api import CALLER
 from tcluster.master.web.session import COOKIE, IDLE_S, Sessions

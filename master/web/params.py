@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 MAX_TEXT = 40          # longer is never a number we take; also bounds what an error echoes
 

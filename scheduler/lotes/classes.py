@@ -23,8 +23,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources, resources_from_mapping
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.resources import Resources, resources_from_mapping
 from tcluster.scheduler.lotes.model import Configuration, JobClass
 from tcluster.scheduler.nodestate import resource_vector
 from tcluster.scheduler.yamlsrc import Located, Path, format_path, load_located, read_config_file

@@ -10,7 +10,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.lotes.classes import drift, group_configurations
 from tcluster.scheduler.lotes.model import Configuration, JobClass, LotesUnsolvable, Plan, Problem
 

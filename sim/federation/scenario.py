@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path as FsPath
 from typing import Any
 
-from tcluster.formats import format_table
+from tcluster.views.formats import format_table
 from tcluster.scheduler.yamlsrc import Located, Path, load_located, read_config_file
 from tcluster.sim.federation.compare import COMPONENTS, SYSTEMS, SystemResult
 from tcluster.sim.federation.sim import FedConfig

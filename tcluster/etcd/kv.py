@@ -19,7 +19,7 @@ import grpc
 from aetcd.rpc import rpc_pb2 as pb
 from aetcd.rpc import rpc_pb2_grpc as stubs
 
-from tcluster.errors import Unavailable
+from tcluster.domain.errors import Unavailable
 from tcluster.etcd.tls import EtcdTLS
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import logging
 from typing import Callable
 
 from tcluster.etcd.kv import Compacted, EtcdKV, EtcdUnavailable, WatchEvent
-from tcluster.timeouts import wait_for
+from tcluster.daemonkit.timeouts import wait_for
 
 log = logging.getLogger(__name__)
 Listener = Callable[[str, bytes | None, int], None]

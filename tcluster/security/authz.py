@@ -182,7 +182,7 @@ def run_as(caller: Caller, requested: str) -> str:
 
 
 def sees_secrets(caller: Caller, owner: str) -> bool:
-    """Whether the caller reads a job's owner-only fields (tcluster/redaction.py)."""
+    """Whether the caller reads a job's owner-only fields (tcluster/views/redaction.py)."""
     return caller.admin or (bool(owner) and caller.name == owner)
 
 

@@ -13,7 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.security.pki import (LEAF_VALIDITY, NODE_NAME, MasterPki, as_of, cert_builder, cert_to_pem, key_to_pem,
                                    leaf_extensions, load_ca, new_key)
 

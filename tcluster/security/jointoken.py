@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.security.bootstrap import normalize_fingerprint
 
 TOKEN_PREFIX = "tcl1"

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tcluster.errors import FailedPrecondition, InvalidArgument
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument
 
 MASTER_ROLE_NAME = "master.tcluster"   # clients set ssl_target_name_override to this
 NODE_CN_PREFIX = "node:"

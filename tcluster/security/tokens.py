@@ -15,7 +15,7 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from tcluster.errors import Unauthenticated
+from tcluster.domain.errors import Unauthenticated
 
 PREFIX = "tcu"
 SECRET_BYTES = 32

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import grpc
 
-from tcluster.bounds import GRPC_OPTIONS
-from tcluster.features import AGENT_FEATURES
+from tcluster.wire.channels import GRPC_OPTIONS
+from tcluster.wire.features import AGENT_FEATURES
 from tcluster.v1 import agent_pb2, common_pb2
 
 CONNECT = "/tcluster.v1.AgentService/Connect"

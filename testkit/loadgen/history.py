@@ -10,8 +10,8 @@ from pathlib import Path
 
 from tcluster.master.core.events import Step
 from tcluster.master.store.sqlite import Store
-from tcluster.model import Job, JobSpec, JobState, Task, TaskState, TaskUsage
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, JobState, Task, TaskState, TaskUsage
+from tcluster.domain.resources import Resources
 
 MiB = 2**20
 

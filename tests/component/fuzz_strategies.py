@@ -243,7 +243,7 @@ def reply_problem(code: grpc.StatusCode, details: str) -> str | None:
         # (between 8 and 16 kB gRPC drops it only sometimes, so this counts as "too long").
         return f"error message too long for gRPC to deliver ({details[:160]})"
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED and "Received message larger than max" in details:
-        return None   # gRPC's own bound on a message (tcluster.bounds.MAX_MESSAGE_BYTES), before the master
+        return None   # gRPC's own bound on a message (tcluster.wire.channels.MAX_MESSAGE_BYTES), before the master
     if len(details) >= MAX_DETAILS:
         return f"error message too long: {code.name}, {len(details)} chars: {details[:160]}"
     if code not in ALLOWED:

@@ -18,7 +18,7 @@ from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.settings import AgentSettings
 from tcluster.master.identity.nodeauth import NodeAuth
 from tcluster.master.identity.accounts import bootstrap_admin
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.security.jointoken import JoinTokenText
 from tcluster.security.pki import MasterPki, init_pki
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, jobs_pb2_grpc

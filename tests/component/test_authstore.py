@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tcluster.errors import FailedPrecondition, InvalidArgument, Unauthenticated
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument, Unauthenticated
 from tcluster.master.identity.records import AuthStore
 from tcluster.master.identity.choice import init_identity, load_pki, open_auth_store, parse_store
 from tcluster.master.identity.accounts import create_user

@@ -12,8 +12,8 @@ import grpc
 
 from tcluster.agent.daemon import Agent
 from tcluster.agent.settings import AgentSettings
-from tcluster.bounds import GRPC_OPTIONS
-from tcluster.features import AGENT_FEATURES
+from tcluster.wire.channels import GRPC_OPTIONS
+from tcluster.wire.features import AGENT_FEATURES
 from tcluster.master.edge import grpc_api
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, common_pb2, jobs_pb2
 from testkit.fake_runtime import FakeRuntime

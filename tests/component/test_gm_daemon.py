@@ -219,7 +219,7 @@ def test_a_silent_lm_address_is_left_for_the_lms_next_one(tmp_path: Path) -> Non
         try:
             await wait_until(lambda: asyncio.sleep(0, result=link.addr == proxy.address and link.usable), 20)
             proxy.cut("blackhole")        # held open, nothing forwarded: no error reaches the GM
-            # keepalive: a ping every 10 s, answered within 5 s (tcluster/bounds.py)
+            # keepalive: a ping every 10 s, answered within 5 s (tcluster/domain/bounds.py)
             await wait_until(lambda: asyncio.sleep(0, result=link.addr == lms[0].address and link.connected), 90)
             stub = federation_pb2_grpc.GlobalManagerServiceStub(gm.channel(f"127.0.0.1:{gm.port}"))
             job = await stub.Submit(fpb.FedSubmitRequest(spec=spec("a", 4)), timeout=10)

@@ -122,7 +122,7 @@ def test_a_gm_certificate_is_not_a_node_certificate(tmp_path: Path) -> None:
         c = await SecureCluster.start(h)
         gm = _issue(h.tmp / "master", "gm0", tmp_path / "gm0-tls")
         from tcluster.master.identity.joining import NodeGuard, PeerCert
-        from tcluster.errors import PermissionDenied
+        from tcluster.domain.errors import PermissionDenied
         guard = NodeGuard(NodeAuth(h.tmp / "master"))
         cert = (gm / "cert.pem").read_bytes()
         try:     # the certificate's kind is checked before anything of the registration is read

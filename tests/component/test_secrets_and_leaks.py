@@ -17,7 +17,7 @@ import aiohttp
 import grpc
 
 from tcluster.master.identity.accounts import add_user
-from tcluster.redaction import REDACTED
+from tcluster.views.redaction import REDACTED
 from tcluster.security.pki import load_master_pki
 from tcluster.v1 import jobs_pb2
 from tests.component.harness import Harness, run, wait_until

@@ -15,7 +15,7 @@ from testkit.procs import BIN, Proc, cgroup_v1_usable, leaked_cgroups, tcl, wait
 from testkit.proxy import TcpProxy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
-# keepalive: a ping every 10 s, its answer awaited 5 s (tcluster/bounds.py); generous here
+# keepalive: a ping every 10 s, its answer awaited 5 s (tcluster/domain/bounds.py); generous here
 FOLLOW_ENDS_WITHIN_S = 90
 
 

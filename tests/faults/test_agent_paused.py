@@ -1,7 +1,7 @@
 """A host that dies without closing its connections (here: its agent SIGSTOPped, so nothing
 answers and the TCP connection stays open) while its agent is quiet: with liveness apart
 from usage (issue 26) the master hears nothing from a quiet node for a whole usage interval
-by design, so what finds the dead host is gRPC keepalive (tcluster/bounds.py: a ping every
+by design, so what finds the dead host is gRPC keepalive (tcluster/domain/bounds.py: a ping every
 10 s, 5 s to answer), long before the silence limit (node timeout + two usage intervals)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from testkit.faultcluster import Cluster
 pytestmark = pytest.mark.system
 
 USAGE_INTERVAL_S = 30.0       # the silence limit is then 2 + 2 x 30 = 62 s
-KEEPALIVE_S = 10.0 + 5.0      # ping interval + ping timeout, both ends (tcluster/bounds.py)
+KEEPALIVE_S = 10.0 + 5.0      # ping interval + ping timeout, both ends (tcluster/domain/bounds.py)
 
 
 @pytest.mark.parametrize("cluster", ["sqlite"], indirect=True)   # the stream's life, not the store's

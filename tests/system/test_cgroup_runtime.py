@@ -15,7 +15,7 @@ from tcluster.agent.runtime.base import LaunchError
 from tcluster.agent.runtime.cgroup1 import Cgroup1Runtime
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
 from tcluster.agent.rates import to_task_usage
-from tcluster.wire import usage_from_pb, usage_to_pb
+from tcluster.wire.protobuf import usage_from_pb, usage_to_pb
 from testkit.cgroups import (MI, MODE, SKIP_REASON, alive, dismantle, group_dirs, make_runtime, procs_file,
                                   read_limit, task, wait_exit)
 

@@ -13,7 +13,7 @@ import pytest
 
 from tcluster.agent.runtime.base import LaunchError, TaskSpec
 from tcluster.agent.runtime.process import ProcessRuntime, session_members
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from testkit.cgroups import wait_exit
 
 pytestmark = pytest.mark.system

@@ -25,7 +25,7 @@ from tcluster.agent.runtime.base import LaunchError, TaskSpec
 from tcluster.agent.runtime.netns import create_netns, node_namespaces, remove_netns, run_in_netns
 from tcluster.agent.runtime.netplan import bridge_name, host_veth, nat_rule, netns_name
 from tcluster.agent.runtime.tasknet import TaskNetworks
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 
 def _why_not() -> str:

@@ -8,8 +8,8 @@ from dataclasses import fields
 
 from hypothesis import strategies as st
 
-from tcluster.model import JobSpec, TaskUsage
-from tcluster.resources import Resources
+from tcluster.domain.model import JobSpec, TaskUsage
+from tcluster.domain.resources import Resources
 
 _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)
 _word = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,10}", fullmatch=True)

@@ -10,7 +10,7 @@ import pytest
 
 from tcluster.agent.joinstate import JoinedState, JoinedStateError, NodeCredentials, load_joined, save_joined
 from tcluster.agent.main import build_parser, settings_from_args
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.security import pki
 
 

@@ -12,7 +12,7 @@ from tcluster.agent.joinstate import JoinedState, NodeCredentials, agent_address
 from tcluster.agent.main import build_parser, settings_from_args
 from tcluster.agent.masters import MasterRotation
 from tcluster.agent.settings import AgentSettings
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.security import pki
 
 

@@ -6,10 +6,10 @@ import pytest
 
 from tcluster.agent.outbox import Outbox
 from tcluster.agent.runtime.base import RawUsage
-from tcluster.constraints import parse_labels
+from tcluster.domain.constraints import parse_labels
 from tcluster.agent.rates import cpu_rate, to_task_usage
-from tcluster.model import TaskState
-from tcluster.reports import TaskReport
+from tcluster.domain.model import TaskState
+from tcluster.domain.reports import TaskReport
 
 
 @pytest.mark.parametrize("prev,cur,rate", [

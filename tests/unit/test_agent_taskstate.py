@@ -7,14 +7,14 @@ import signal
 
 import pytest
 
-from tcluster.launch import Launch
+from tcluster.domain.launch import Launch
 from tcluster.agent.runtime.base import ExitStatus
 from tcluster.agent.taskstate import (
     Adopted, AgentTasks, Attempt, CutOff, Exited, GraceOver, KillAsked, LaunchAsked, Launched, LaunchFailed, Phase,
     Report, Signal, StartContainer,
 )
-from tcluster.model import JobSpec, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import JobSpec, TaskState
+from tcluster.domain.resources import Resources
 
 T = "0123abcd.0"
 

@@ -8,12 +8,12 @@ from dataclasses import replace
 
 from hypothesis import given, settings
 
-from tcluster.views import task_json, usage_json
+from tcluster.views.render import task_json, usage_json
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.web.api import TaskDocs
-from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
-from tcluster.resources import Resources
-from tcluster.wire import usage_from_pb, usage_to_pb
+from tcluster.domain.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
+from tcluster.domain.resources import Resources
+from tcluster.wire.protobuf import usage_from_pb, usage_to_pb
 from tests.unit.specs import usages
 
 

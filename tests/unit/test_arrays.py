@@ -1,4 +1,4 @@
-"""Array indexes as ranges (tcluster/arrays.py): Slurm's syntax, splits and merges under
+"""Array indexes as ranges (tcluster/domain/arrays.py): Slurm's syntax, splits and merges under
 placements and cancels, and the compact forms `tcl status` prints."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tcluster.arrays import IndexSet, parse_array, parse_index_set
-from tcluster.errors import InvalidArgument
+from tcluster.domain.arrays import IndexSet, parse_array, parse_index_set
+from tcluster.domain.errors import InvalidArgument
 
 
 @pytest.mark.parametrize("text, indexes, throttle", [
@@ -75,13 +75,13 @@ def test_runs_that_overlap_are_refused_in_one_pass(text: str) -> None:
 
 
 def _lines_run(fn, *args):
-    """How many lines of tcluster/arrays.py a call executes: work counted, not timed."""
+    """How many lines of tcluster/domain/arrays.py a call executes: work counted, not timed."""
     import sys
     count = 0
 
     def tracer(frame, event, arg):
         nonlocal count
-        if frame.f_code.co_filename.endswith("tcluster/arrays.py"):
+        if frame.f_code.co_filename.endswith("tcluster/domain/arrays.py"):
             if event == "line":
                 count += 1
             return tracer
@@ -116,7 +116,7 @@ def test_a_stepped_cancel_is_bounded_and_says_so() -> None:
 
 
 def test_stored_sets_may_interleave() -> None:
-    from tcluster.arrays import index_set_from_text
+    from tcluster.domain.arrays import index_set_from_text
     skipped = IndexSet.span(100).without(parse_index_set("0-98:2"))
     both = skipped.union(parse_index_set("0-98:2"))
     assert index_set_from_text(both.text()) == both and sorted(both) == list(range(100))
@@ -136,7 +136,7 @@ def _stepped_set(runs: list[tuple[int, int, int]]) -> tuple[IndexSet, set[int]]:
         if not values & taken:
             taken |= values
             kept.append((first, last, step))
-    from tcluster.arrays import index_set_from_text
+    from tcluster.domain.arrays import index_set_from_text
     return index_set_from_text(",".join(f"{a}-{b}:{s}" for a, b, s in kept)), taken
 
 

@@ -9,15 +9,15 @@ from dataclasses import replace
 
 import pytest
 
-from tcluster.arrays import parse_index_set
-from tcluster.errors import InvalidArgument
+from tcluster.domain.arrays import parse_index_set
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.events import (
     Cancel, CancelTasks, KillMode, Place, Reports, Submit, Tick, UpdateJob,
 )
 from tcluster.master.core.state import MasterState
-from tcluster.model import Job, JobSpec, JobState, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, JobState, TaskState
+from tcluster.domain.resources import Resources
 from tests.unit.test_master_transitions import TIMEOUTS, World
 
 A, B, C = "aaaa0001", "bbbb0002", "cccc0003"

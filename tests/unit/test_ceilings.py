@@ -8,16 +8,16 @@ import random
 import pytest
 
 from tcluster.agent.codec import register_to_pb
-from tcluster.ceilings import Ceilings, effective, refusal
-from tcluster.errors import InvalidArgument
+from tcluster.domain.ceilings import Ceilings, effective, refusal
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.core.actions import Registration
 from tcluster.master.core.events import AgentJoined, Now, Submit
 from tcluster.master.core.registration import check_registration
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.core.transitions import handle
 from tcluster.master.edge.agent_codec import registration_from_pb
-from tcluster.model import Job, JobSpec, Task
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Task
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairness import FifoPolicy
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import FirstFit

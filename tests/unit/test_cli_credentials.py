@@ -10,7 +10,7 @@ import pytest
 
 from tcluster.cli.client import explain_rpc_error
 from tcluster.cli.credentials import Credentials, credentials_for, default_master, is_loopback, save_credentials
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.security.tokens import new_token
 
 

@@ -11,7 +11,7 @@ import pytest
 from tcluster.cli.federation import federated_spec, unsupported_submit_flags
 from tcluster.cli.fedtables import job_json, job_view, jobs_table, status_json, status_tables
 from tcluster.cli.main import build_parser, main
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.v1 import federation_pb2 as fpb
 
 

@@ -17,7 +17,7 @@ HEAVY = ("numpy", "scipy", "yaml", "pydantic", "cryptography", "aiohttp", "orjso
          "psutil", "docker", "pyroute2", "aetcd", "tcluster.scheduler", "tcluster.master", "tcluster.agent",
          "tcluster.sim", "tcluster.pack", "tcluster.security", "tcluster.cli.spec", "tcluster.cli.jobfile")
 # Not even that for a parser: a command's own module loads them when it runs.
-WIRE = ("grpc", "google.protobuf", "tcluster.v1", "tcluster.wire", "tcluster.views", "tcluster.cli.client",
+WIRE = ("grpc", "google.protobuf", "tcluster.v1", "tcluster.wire.protobuf", "tcluster.views.render", "tcluster.cli.client",
         "tcluster.cli.commands")
 
 # Runs `tcl ARGV` with MasterClient's calls answered in-process, then prints sys.modules.
@@ -68,7 +68,7 @@ def test_reading_jobs_loads_grpc_and_nothing_heavy(argv: list[str]) -> None:
 
 # What the tables print from (the reply itself) needs no job model; only -o json builds
 # domain values for the JSON views the dashboard shares.
-MODEL = ("tcluster.model", "tcluster.views", "tcluster.wire", "tcluster.taskusage", "tcluster.specfields")
+MODEL = ("tcluster.domain.model", "tcluster.views.render", "tcluster.wire.protobuf", "tcluster.domain.taskusage", "tcluster.domain.specfields")
 
 
 @pytest.mark.parametrize("argv", [["status", "j1"], ["jobs"]])
@@ -78,4 +78,4 @@ def test_tables_print_without_the_job_model(argv: list[str]) -> None:
 
 def test_json_output_goes_through_the_shared_views() -> None:
     modules = loaded(["-o", "json", "status", "j1"], stub_master=True)
-    assert "tcluster.views" in modules and "tcluster.model" in modules
+    assert "tcluster.views.render" in modules and "tcluster.domain.model" in modules

@@ -9,8 +9,8 @@ import pytest
 from tcluster.cli.jobfile import SHELL, load_job_file, parse_job_file
 from tcluster.cli.main import build_parser
 from tcluster.cli.spec import submission_spec
-from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.resources import Resources
 
 MI = 1024**2
 

@@ -12,8 +12,8 @@ from tcluster.cli.client import check_master_list, explain_rpc_error, is_unreach
 from tcluster.cli import leader
 from tcluster.cli.leader import LeaderFinder, NoLeaderError
 from tcluster.cli.main import build_parser, main
-from tcluster.errors import InvalidArgument
-from tcluster.leaders import parse_addresses, standby_hint
+from tcluster.domain.errors import InvalidArgument
+from tcluster.daemonkit.leaders import parse_addresses, standby_hint
 
 
 class FakeError(grpc.RpcError):

@@ -7,9 +7,9 @@ import pytest
 from tcluster.cli.client import check_master_address
 from tcluster.cli.main import build_parser, main
 from tcluster.cli.spec import submission_spec
-from tcluster.errors import InvalidArgument
-from tcluster.model import JobSpec
-from tcluster.resources import Resources
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import JobSpec
+from tcluster.domain.resources import Resources
 
 MI = 1024**2
 GI = 1024**3

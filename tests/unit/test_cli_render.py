@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tcluster.cli.replies import reply_job_json as job_json, reply_node_json as node_json, reply_task_json
-from tcluster.formats import signal_name, timestamp
+from tcluster.views.formats import signal_name, timestamp
 from tcluster.cli.tables import (
     exit_cell, failure_summary, format_age, format_table, job_view, jobs_table, nodes_table,
     progress_line, tasks_cell,

@@ -8,10 +8,10 @@ from dataclasses import fields, replace
 import pytest
 from hypothesis import given, settings
 
-from tcluster.codec import spec_from_dict, spec_from_json, spec_to_dict, spec_to_json, usage_from_json, usage_to_json
-from tcluster.model import JobSpec, TaskUsage
-from tcluster.resources import Resources
-from tcluster.wire import spec_from_pb, spec_to_pb, usage_from_pb, usage_to_pb
+from tcluster.wire.codec import spec_from_dict, spec_from_json, spec_to_dict, spec_to_json, usage_from_json, usage_to_json
+from tcluster.domain.model import JobSpec, TaskUsage
+from tcluster.domain.resources import Resources
+from tcluster.wire.protobuf import spec_from_pb, spec_to_pb, usage_from_pb, usage_to_pb
 from tests.unit.specs import SPEC_FIELDS, job_specs, usages
 
 

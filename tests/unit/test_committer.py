@@ -12,8 +12,8 @@ from tcluster.master.store.committer import Committer
 from tcluster.master.core.events import Ack, Step
 from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.sqlite import StoreError
-from tcluster.model import Job, JobSpec
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec
+from tcluster.domain.resources import Resources
 
 
 class FakeStore:

@@ -10,9 +10,9 @@ from pydantic import ValidationError
 
 from tcluster.agent.main import build_parser as agent_parser
 from tcluster.agent.main import settings_from_args as agent_settings
-from tcluster.configfile import ConfigError, key_lines, load_args
-from tcluster.daemon import explain_argument_error, explain_settings_error
-from tcluster.errors import InvalidArgument
+from tcluster.daemonkit.configfile import ConfigError, key_lines, load_args
+from tcluster.daemonkit.runner import explain_argument_error, explain_settings_error
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.app.main import build_parser as master_parser
 from tcluster.master.app.main import settings_from_args as master_settings
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tcluster.constraints import Constraint, parse_constraint
-from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources
+from tcluster.domain.constraints import Constraint, parse_constraint
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.matching import EligibleCache, first_unmatched, match_mask
 from tcluster.scheduler.nodestate import NodeMatrix, unpack_bits
 

@@ -9,7 +9,7 @@ import pytest
 
 from tcluster.agent.runtime.base import TaskSpec
 from tcluster.agent.runtime.dockerspec import cgroup_roots, exit_from_state, host_config, identity, labels, parse_time
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 MI = 2**20
 

@@ -9,14 +9,14 @@ import asyncio
 
 import pytest
 
-from tcluster.errors import InvalidArgument, Unavailable
+from tcluster.domain.errors import InvalidArgument, Unavailable
 from tcluster.master.core.events import Step
 from tcluster.master.store.base import StoreRefused
 from tcluster.master.store.etcd import EtcdStore, Write
 from tcluster.etcd.kv import EtcdRefused
 from tcluster.master.store.sqlite import StoreError
-from tcluster.model import Job, JobSpec, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Task, TaskState
+from tcluster.domain.resources import Resources
 
 BIG = "x" * 400          # etcd here refuses any transaction with a value this large (its "request too large")
 

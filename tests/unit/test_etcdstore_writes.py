@@ -11,8 +11,8 @@ from tcluster.master.store.etcdplan import merge_writes, step_writes
 from tcluster.master.store.etcdrecords import task_key
 from tcluster.master.store.etcdplan import ETCD_MAX_REQUEST_BYTES, chunks, oversized, plan_txns, touches
 from tcluster.master.core.events import KillIntent, Step
-from tcluster.model import Job, JobSpec, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Task, TaskState
+from tcluster.domain.resources import Resources
 
 
 def job(job_id: str, tasks: int = 1) -> Job:
@@ -122,9 +122,9 @@ def test_a_write_etcd_would_refuse_whatever_its_company(value_bytes: int, limit:
 
 def test_a_node_record_carries_its_operator_state_and_old_records_read_as_none() -> None:
     from tcluster.master.store.etcdrecords import node_record, read_node
-    from tcluster.model import Node, NodeState
-    from tcluster.nodeops import NodeOps
-    from tcluster.resources import Resources
+    from tcluster.domain.model import Node, NodeState
+    from tcluster.domain.nodeorders import NodeOps
+    from tcluster.domain.resources import Resources
     node = Node("n1", Resources(4, 2**30), ops=NodeOps(NodeState.CORDONED, "alice", 3.0, "disk"))
     assert read_node("n1", node_record(node)) == node
     old = b'[{"cpu":4.0},{},{},"READY",5.0,"cgroup1"]'      # written before node operations

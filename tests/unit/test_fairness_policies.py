@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tcluster.scheduler.round import schedule_round
-from tcluster.model import Job, JobSpec, Task
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Task
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairness import FAIRNESS_POLICIES, FairnessPolicy, make_fairness
 from tcluster.scheduler.mch import MchState
 from tcluster.scheduler.mch_paper import paper_weights

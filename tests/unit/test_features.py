@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tcluster.features import (
+from tcluster.wire.features import (
     ReportDue, UsageThreshold, batch_by_node, changed_usage, report_due, report_silence_limit, usage_interval,
 )
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.federation.messages import Inconsistent, InternalLaunch, TaskLaunched, Refused, TaskRequest, Why
 from tcluster.master.core.pinning import (
     FED_GM, FED_TASK, FEDERATION_OWNER, PIN_NODE, check_user_labels, pinned_node,
@@ -20,8 +20,8 @@ from tcluster.master.app.main import build_parser, settings_from_args
 from tcluster.master.settings import MasterSettings
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.events import Cancel, Reports
-from tcluster.model import Job, JobSpec, Node, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Node, Task, TaskState
+from tcluster.domain.resources import Resources
 
 GIB = 2**30
 

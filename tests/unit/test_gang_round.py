@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from tcluster.model import Job, JobSpec, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Task, TaskState
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import make_placement

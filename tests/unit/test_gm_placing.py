@@ -11,7 +11,7 @@ from tcluster.federation.messages import TaskLaunched, LMLayout, LMState
 from tcluster.gm.links import LMLink
 from tcluster.gm.placing import Placer
 from tcluster.gm.wire import Layout
-from tcluster.leaders import LEADER_METADATA
+from tcluster.daemonkit.leaders import LEADER_METADATA
 
 
 def answer_at(epoch: int) -> TaskLaunched:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.configfile import ConfigError
+from tcluster.daemonkit.configfile import ConfigError
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import parse, settings_from
 from tcluster.gm.store import GMStore

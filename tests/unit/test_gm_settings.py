@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.configfile import ConfigError
+from tcluster.daemonkit.configfile import ConfigError
 from tcluster.gm.main import main
 from tcluster.gm.service import check_spec, job_state
 from tcluster.gm.settings import parse, settings_from
@@ -112,7 +112,7 @@ def test_tcl_gm_tells_systemd_it_is_ready_and_stopping(tmp_path) -> None:
     from types import SimpleNamespace
 
     from tcluster.gm.main import _run
-    from tcluster.sdnotify import Notifier
+    from tcluster.daemonkit.sdnotify import Notifier
 
     class Daemon:                     # what _run touches of a GMDaemon
         s, port, stopped = SimpleNamespace(name="gm0"), 7080, False

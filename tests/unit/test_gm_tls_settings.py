@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.configfile import ConfigError
+from tcluster.daemonkit.configfile import ConfigError
 from tcluster.gm.main import main
 from tcluster.gm.settings import settings_from
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.queues import parse_queue_text
 from tests.unit.test_fairness_policies import one_node_round
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.gpuusage import GpuSample
+from tcluster.domain.gpuusage import GpuSample
 from tcluster.master.core.events import Now, Step
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.usage.history import GPU, HistoryConfig, Series
 from tcluster.master.usage.historydb import HistoryStore
 from tcluster.master.usage.recorder import Recorder
-from tcluster.model import Job, JobSpec, Node, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Node, Task, TaskState
+from tcluster.domain.resources import Resources
 
 GiB = 2**30
 

@@ -22,14 +22,14 @@ from tcluster.agent.settings import AgentSettings
 from tcluster.agent.taskstate import LaunchAsked
 from tcluster.agent.tasks import TaskManager
 from tcluster.cli.replies import reply_job_json
-from tcluster.gpuusage import GpuBoard, GpuSample
-from tcluster.launch import Launch
+from tcluster.domain.gpuusage import GpuBoard, GpuSample
+from tcluster.domain.launch import Launch
 from tcluster.master.edge.agent_codec import inbound_from_pb
 from tcluster.master.usage.metrics import MasterCollector
-from tcluster.model import Job, JobSpec, Task, TaskState
-from tcluster.resources import Resources
-from tcluster.views import task_json
-from tcluster.wire import job_to_pb
+from tcluster.domain.model import Job, JobSpec, Task, TaskState
+from tcluster.domain.resources import Resources
+from tcluster.views.render import task_json
+from tcluster.wire.protobuf import job_to_pb
 
 GIB = 2**30
 

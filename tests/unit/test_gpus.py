@@ -20,11 +20,11 @@ from tcluster.agent.taskstate import (
     Adopted, AgentTasks, Exited, KillAsked, LaunchAsked, Launched, LaunchFailed, Report, StartContainer,
 )
 from tcluster.cli.jobfile import parse_job_file
-from tcluster.errors import InvalidArgument
-from tcluster.launch import Launch
-from tcluster.model import JobSpec, TaskState
-from tcluster.reports import TaskReport
-from tcluster.resources import Resources, parse_resource_string
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.launch import Launch
+from tcluster.domain.model import JobSpec, TaskState
+from tcluster.domain.reports import TaskReport
+from tcluster.domain.resources import Resources, parse_resource_string
 
 FOUR = tuple(Gpu(i, f"/dev/nvidia{i}", 195, i) for i in range(4))
 

@@ -13,8 +13,8 @@ from tcluster.master.usage.history import TASK, HistoryConfig, Schema, Series, T
 from tcluster.master.usage.historydb import HistoryStore
 from tcluster.master.usage.recorder import Recorder
 from tcluster.master.core.state import MasterState, Timeouts
-from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
+from tcluster.domain.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
 
 GiB = 2**30
@@ -158,7 +158,7 @@ def _recorded(samples: list[list]) -> dict:
 
 
 def test_the_agents_rates_go_into_the_history_as_sent() -> None:
-    from tcluster.wire import usage_to_pb
+    from tcluster.wire.protobuf import usage_to_pb
     sent = [usage_to_pb(TaskUsage(sampled_at=1000.0 + i, io_read_bytes=i * 10**6, io_read_rate=4096.0,
                                   io_write_rate=0.0, cpu_throttled_rate=0.25), "j1.0", 1) for i in range(4)]
     data = _recorded([[s] for s in sent])

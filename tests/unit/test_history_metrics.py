@@ -13,9 +13,9 @@ from tcluster.master.usage.history import HistoryConfig
 from tcluster.master.usage.metrics import Exposition
 from tcluster.master.usage.recorder import Recorder
 from tcluster.master.core.state import MasterState, Timeouts
-from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
-from tcluster.resources import Resources
-from tcluster.queuerow import QueueRow
+from tcluster.domain.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
+from tcluster.domain.resources import Resources
+from tcluster.views.queuerow import QueueRow
 
 GiB = 2**30
 

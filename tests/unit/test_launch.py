@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from tcluster.launch import Launch
-from tcluster.model import JobSpec
-from tcluster.resources import Resources
+from tcluster.domain.launch import Launch
+from tcluster.domain.model import JobSpec
+from tcluster.domain.resources import Resources
 from tcluster.v1 import agent_pb2
-from tcluster.wire import launch_from_pb, launch_to_pb
+from tcluster.wire.protobuf import launch_from_pb, launch_to_pb
 from tests.unit.specs import job_specs
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.features import AGENT_FEATURES, LAUNCH_BATCH
-from tcluster.launch import Launch
+from tcluster.wire.features import AGENT_FEATURES, LAUNCH_BATCH
+from tcluster.domain.launch import Launch
 from tcluster.master.core.actions import LaunchBatch
 from tcluster.master.edge import agent_codec
 from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pbs
-from tcluster.model import JobSpec
-from tcluster.resources import Resources
+from tcluster.domain.model import JobSpec
+from tcluster.domain.resources import Resources
 from tcluster.v1 import agent_pb2
-from tcluster.wire import launch_from_pb
+from tcluster.wire.protobuf import launch_from_pb
 
 SPEC = JobSpec(("sleep", "9"), Resources(1, 2**20))
 

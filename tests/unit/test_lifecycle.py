@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.lifecycle import can_transition, job_state
-from tcluster.model import JobSpec, JobState, TaskState as T
-from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources
+from tcluster.domain.lifecycle import can_transition, job_state
+from tcluster.domain.model import JobSpec, JobState, TaskState as T
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.resources import Resources
 
 
 @pytest.mark.parametrize("current,target,allowed", [

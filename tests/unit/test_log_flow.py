@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from tcluster.agent.sendqueue import Credit, LogSends, SendQueue
-from tcluster.errors import ResourceExhausted
+from tcluster.domain.errors import ResourceExhausted
 from tcluster.master.core.actions import LogPiece
 from tcluster.master.links import LogStream
 from tcluster.v1 import agent_pb2

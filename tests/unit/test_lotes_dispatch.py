@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.lotes.classes import ClassWindow, classify, drift, group_configurations, kmeans, learn_classes, parse_classes
 from tcluster.scheduler.lotes.dispatch import LotesBook, offer_order, roulette
 from tcluster.scheduler.lotes.model import JobClass

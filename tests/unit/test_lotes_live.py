@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from tcluster.launch import Launch
+from tcluster.domain.launch import Launch
 from tcluster.master.core.actions import BinTarget, TaskReport
 from tcluster.master.core.events import Cancel, Place, Reports, Step, Submit, Tick, Beat, Welcome
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.features.lotes_live import LotesLive, RequestWindow, book_moves
-from tcluster.model import Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Task, TaskState
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.lotes.dispatch import LotesBook
 from tcluster.scheduler.lotes.model import JobClass
 from tcluster.scheduler.lotes.resolve import Outcome, plan_for
@@ -185,7 +185,7 @@ def test_request_window_slides_and_counts_distinct_requests() -> None:
 
 def test_learned_classes_resolve_when_their_shares_drift() -> None:
     from tcluster.master.features.lotes_live import offline
-    from tcluster.model import JobSpec
+    from tcluster.domain.model import JobSpec
     w = World()
     w.join("n1")
     w.join("n2")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.errors import FailedPrecondition
+from tcluster.domain.errors import FailedPrecondition
 from tcluster.master.edge.listeners import agent_address, check_exposure, is_loopback
 from tcluster.master.settings import MasterSettings
 from tcluster.security.pki import init_pki

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.core.actions import Registration, TaskReport
 from tcluster.master.core.events import (
     Ack, AgentJoined, AgentLeft, Beat, Cancel, Disconnect, Kill, Launch, Now, Place, Reports, Step, Submit, Tick,
@@ -16,8 +16,8 @@ from tcluster.master.core.events import (
 )
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.core.transitions import handle
-from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState
+from tcluster.domain.resources import Resources
 from tcluster.master.core.usageblock import EMPTY, UsageBlock
 
 J = "0123abcd"
@@ -254,7 +254,7 @@ def test_request_ids_are_indexed_while_their_jobs_are_in_memory() -> None:
 
 
 def test_heartbeats_write_nothing_and_keep_usage_in_memory() -> None:
-    from tcluster.model import TaskUsage
+    from tcluster.domain.model import TaskUsage
     w = running_world()
     step = w.do(Beat("n1", Resources(3, 2**33), UsageBlock.of({T: (1, TaskUsage(cpu_seconds=2.0)),
                                                              "0123abcd.9": (1, TaskUsage())})))
@@ -310,7 +310,7 @@ def test_the_tick_finds_silent_nodes_from_the_oldest_and_stops_at_a_recent_one()
 # ---- issue 26: stream-liveness agents ----
 
 def stream_join(w: World, node: str, at: float | None = None, interval: float = 0.0) -> Step:
-    from tcluster.features import AGENT_FEATURES
+    from tcluster.wire.features import AGENT_FEATURES
     reg = Registration(node, Resources(4, 2**33), Resources(), (), "fake", (), (), 0,
                        features=frozenset(AGENT_FEATURES), usage_interval_s=interval)
     return w.do(AgentJoined(reg), at)

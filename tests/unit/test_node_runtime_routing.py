@@ -11,7 +11,7 @@ import pytest
 from tcluster.agent.runtime.base import LaunchError, RawUsage, RuntimeSetupError, TaskSpec
 from testkit.fake_runtime import FakeRuntime
 from tcluster.agent.runtime.node import NodeRuntime
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 
 class FakeDocker(FakeRuntime):

@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from tcluster.errors import InvalidArgument, NotFound
+from tcluster.domain.errors import InvalidArgument, NotFound
 from tcluster.master.core.events import (
     AgentLeft, Cordon, Drain, Kill, KillMode, Maintain, Place, Reports, Tick, Uncordon,
 )
 from tcluster.master.core.state import MasterState, Timeouts
-from tcluster.model import NodeState, TaskState
-from tcluster.nodeops import NodeOps, blocks, ops_from_json, ops_to_json, shown_state
+from tcluster.domain.model import NodeState, TaskState
+from tcluster.domain.nodeorders import NodeOps, blocks, ops_from_json, ops_to_json, shown_state
 from tests.unit.test_master_transitions import J, T, World, ended, running_world
 
 S = NodeState

@@ -6,9 +6,9 @@ reason names the window."""
 from __future__ import annotations
 
 import random
-from tcluster.model import Job, JobSpec, Task
-from tcluster.nodeops import NodeOps
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Task
+from tcluster.domain.nodeorders import NodeOps
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairness import FifoPolicy
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import FirstFit

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Unauthenticated
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument, PermissionDenied, Unauthenticated
 from tcluster.master.core.actions import Registration
 from tcluster.master.identity.joining import NodeGuard, NodeJoin, PeerCert
 from tcluster.master.links import AgentLink
 from tcluster.master.identity.nodeauth import AUTH_DB, NodeAuth, TokenRow, check_token, hash_secret
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.security import pki
 from tcluster.security.jointoken import JoinTokenText, parse_join_token
 

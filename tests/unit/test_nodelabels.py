@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.errors import InvalidArgument
-from tcluster.nodelabels import admitted, check_declared
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.nodelabels import admitted, check_declared
 
 PINNED = {"rack": "r1", "tcluster.io/zone": "z1"}
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tcluster.agent.outbox import Outbox
-from tcluster.model import TaskState
-from tcluster.reports import TaskReport
+from tcluster.domain.model import TaskState
+from tcluster.domain.reports import TaskReport
 
 
 def report(i: int, state: TaskState = TaskState.RUNNING) -> TaskReport:

@@ -16,7 +16,7 @@ from tcluster.pack.metrics import compaction, compaction_trial, hole_filling, in
 from tcluster.pack.schedule import ORDERS, PackJob, Packer
 from tcluster.scheduler.views import NodeSpec
 from tcluster.pack.study import Settings, study
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 GiB = 2**30
 

@@ -82,7 +82,7 @@ def test_conffiles_are_the_config_files_the_package_ships() -> None:
 
 def test_shipped_config_files_load(tmp_path: Path) -> None:
     from tcluster.agent.main import build_parser as agent_parser
-    from tcluster.configfile import load_args
+    from tcluster.daemonkit.configfile import load_args
     from tcluster.master.app.main import build_parser as master_parser
     agent = load_args(agent_parser(), ["--config", str(REPO / "systemd" / "agent.toml")])
     master = load_args(master_parser(), ["--config", str(REPO / "systemd" / "master.toml")])

@@ -13,7 +13,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tcluster.errors import FailedPrecondition, InvalidArgument
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument
 from tcluster.security import pki
 from tcluster.security.bootstrap import normalize_fingerprint
 

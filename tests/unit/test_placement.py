@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import PLACEMENT_POLICIES, make_placement
 from testkit.placement_reference import NodeView, place, reference_choose
@@ -178,7 +178,7 @@ class _ChooseOnly:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_anbf_scores_kept_through_a_round_place_as_choose_alone(seed: int) -> None:
-    from tcluster.model import Job, JobSpec, Task
+    from tcluster.domain.model import Job, JobSpec, Task
     from tcluster.scheduler.fairness import make_fairness
     from tcluster.scheduler.round import schedule_round
     rng = random.Random(seed)

@@ -13,7 +13,7 @@ import pytest
 from tcluster.master.core.actions import TaskReport
 from tcluster.master.core.events import AgentLeft, Kill, KillMode, Launch, Place, Preempt, Reports, Submit, Tick
 from tcluster.master.core.state import Timeouts
-from tcluster.model import JobState, TaskState
+from tcluster.domain.model import JobState, TaskState
 from tests.unit.test_master_transitions import J, T, World, ended, running_world, spec
 
 WHY = "Preempted by job other (queue b below its share: 0.00 < 0.50)"

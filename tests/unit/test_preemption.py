@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.preemption import (
     Claim, PreemptionInput, PreemptionSettings, WaitingJob, plan_preemption,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.scheduler.queues import default_tree, parse_queue_text
 from tcluster.scheduler.queuestats import JobUsage, queue_rows
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.yamlsrc import YamlConfigError, format_path
 
 PAPER = """\

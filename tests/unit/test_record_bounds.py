@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.bounds import MAX_RECORD_BYTES, MAX_SPEC_BYTES, check_record_size, record_size_bound
-from tcluster.codec import spec_to_json
-from tcluster.errors import InvalidArgument
-from tcluster.model import JobSpec
-from tcluster.resources import Resources
+from tcluster.domain.bounds import MAX_RECORD_BYTES, MAX_SPEC_BYTES
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import JobSpec
+from tcluster.domain.resources import Resources
+from tcluster.wire.codec import check_record_size, check_spec, record_size_bound, spec_to_json
 
 
 def spec(**fields: object) -> JobSpec:
@@ -34,11 +34,12 @@ def test_a_spec_is_bounded_by_its_encoded_size(fields: dict, refused_field: str 
     assert encoded <= record_size_bound(s)                 # the shortcut never lets a large one past
     if refused_field is None:
         check_record_size(s)
-        s.validate()
+        check_spec(s)
         assert encoded <= MAX_RECORD_BYTES
         return
+    s.validate()                                           # the fields are fine: the record is not
     with pytest.raises(InvalidArgument) as info:
-        s.validate()
+        check_spec(s)
     error = info.value
     assert error.field == refused_field and encoded > MAX_RECORD_BYTES
     assert "MB" in str(error) and "at most 1.40 MB per job record" in str(error) and len(str(error)) < 300

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.model import JobSpec
-from tcluster.redaction import REDACTED, hidden_fields, redact_spec
-from tcluster.resources import Resources
+from tcluster.domain.model import JobSpec
+from tcluster.views.redaction import REDACTED, hidden_fields, redact_spec
+from tcluster.domain.resources import Resources
 from tcluster.security.authz import ANONYMOUS, Caller, sees_secrets
-from tcluster.specfields import SPEC_FIELDS, Kind, Shown
-from tcluster.views import job_json
-from tcluster.model import Job, JobState
+from tcluster.domain.specfields import SPEC_FIELDS, Kind, Shown
+from tcluster.views.render import job_json
+from tcluster.domain.model import Job, JobState
 
 ALICE = Caller("alice", False, "nobody", ("*",))
 BOB = Caller("bob", False, "nobody", ())

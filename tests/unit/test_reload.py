@@ -14,11 +14,11 @@ import pytest
 from tcluster.agent.main import build_parser as agent_parser
 from tcluster.agent.main import settings_from_args as agent_settings
 from tcluster.agent.reload import AgentReloader
-from tcluster.configfile import load_args
+from tcluster.daemonkit.configfile import load_args
 from tcluster.master.app.main import build_parser as master_parser
 from tcluster.master.app.main import settings_from_args as master_settings
 from tcluster.master.app.reload import MasterReloader
-from tcluster.sdnotify import Notifier
+from tcluster.daemonkit.sdnotify import Notifier
 
 IDLE = SimpleNamespace(nodes={}, pending_jobs=set())
 BASE = 'cpus = 2\nmemory = "1Gi"\nnode = "n1"\nstate_dir = "{dir}/state"\ntask_retention_s = 10\n'

@@ -5,7 +5,7 @@ tell the master that n1's cancelled task ended, and n1 would never be told to ki
 from __future__ import annotations
 
 from tcluster.master.core.events import Cancel, Reports
-from tcluster.model import TaskState
+from tcluster.domain.model import TaskState
 from tests.unit.test_master_transitions import J, T, ended, running_world
 
 

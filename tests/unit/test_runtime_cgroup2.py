@@ -17,7 +17,7 @@ from tcluster.agent.runtime import cgroup2
 from tcluster.agent.runtime.base import LaunchError, RuntimeSetupError, TaskSpec
 from tcluster.agent.runtime.cgroup2 import Cgroup2Runtime
 from tcluster.agent.runtime.detect import CgroupMounts
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 MI = 2**20
 WRITABLE = ("cgroup.subtree_control", "cgroup.procs", "cgroup.kill", "cgroup.freeze", "cpu.weight",

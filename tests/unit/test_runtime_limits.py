@@ -9,7 +9,7 @@ import pytest
 from tcluster.agent.runtime.base import LaunchError, TaskSpec
 from tcluster.agent.runtime.limits import v1_limits, v2_limits
 from tcluster.agent.runtime.writer import write_v1, write_v2
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 MI = 2**20
 

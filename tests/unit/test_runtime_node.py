@@ -11,13 +11,13 @@ import pytest
 from tcluster.agent.outbox import Outbox
 from tcluster.agent.launchrecord import load_record, save_record
 from tcluster.agent.runas import task_user
-from tcluster.launch import Launch
+from tcluster.domain.launch import Launch
 from tcluster.agent.runtime.base import LaunchError, RawUsage, RuntimeSetupError
 from tcluster.agent.runtime.detect import V2Layout, parse_proc_cgroup, plan_v2
 from tcluster.agent.rates import to_task_usage
-from tcluster.model import JobSpec, TaskState, TaskUsage
-from tcluster.reports import TaskReport
-from tcluster.resources import Resources
+from tcluster.domain.model import JobSpec, TaskState, TaskUsage
+from tcluster.domain.reports import TaskReport
+from tcluster.domain.resources import Resources
 
 UNITS = Path(__file__).resolve().parents[2] / "systemd"
 

@@ -18,7 +18,7 @@ import pytest
 from tcluster.agent.runtime.base import TaskSpec
 from tcluster.agent.runtime.launch import DEFAULT_PATH, Identity, ShimFiles, default_cwd, reachable, shim_spec
 from tcluster.agent.runtime.shimbin import shim_binary
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 
 TIMEOUT = 20
 SHIM = shim_binary()

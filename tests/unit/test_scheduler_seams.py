@@ -4,13 +4,13 @@ import random
 
 from hypothesis import given, strategies as st
 
-from tcluster.model import Job, JobSpec, Task
+from tcluster.domain.model import Job, JobSpec, Task
 from tcluster.scheduler.round import schedule_round
-from tcluster.resources import Resources
+from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairness import FifoPolicy
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.placement import FirstFit
-from tcluster.constraints import parse_constraint
+from tcluster.domain.constraints import parse_constraint
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.reasons import never_fits_reason, unplaceable_reason
 from tcluster.scheduler.reservations import LargestFree, largest_free

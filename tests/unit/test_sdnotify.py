@@ -12,8 +12,8 @@ import pytest
 
 from tcluster.agent.runtime.base import TaskSpec
 from tcluster.agent.runtime.launch import task_env
-from tcluster.resources import Resources
-from tcluster.sdnotify import Notifier, socket_address, watchdog_interval_s
+from tcluster.domain.resources import Resources
+from tcluster.daemonkit.sdnotify import Notifier, socket_address, watchdog_interval_s
 
 
 @pytest.fixture

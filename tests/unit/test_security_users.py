@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.errors import InvalidArgument, Unauthenticated
+from tcluster.domain.errors import InvalidArgument, Unauthenticated
 from tcluster.master.identity.accounts import add_user, bootstrap_admin, list_users, parse_grants, remove_user
 from tcluster.master.identity.users import UserDirectory
 from tcluster.security.authz import (

@@ -8,15 +8,15 @@ from dataclasses import fields
 
 from tcluster.cli.jobfile import GPUS_KEY, KNOWN_KEYS
 from tcluster.cli.submitflags import add_submit_options
-from tcluster.model import JobSpec
-from tcluster.specfields import SPEC_FIELDS
+from tcluster.domain.model import JobSpec
+from tcluster.domain.specfields import SPEC_FIELDS
 from tcluster.v1 import jobs_pb2
 
 
 def test_every_proto_field_has_a_table_entry_and_every_entry_a_proto_field() -> None:
     proto = set(jobs_pb2.JobSpec.DESCRIPTOR.fields_by_name)
     table = {entry.proto for entry in SPEC_FIELDS}
-    assert proto - table == set(), "proto JobSpec fields without a table entry (tcluster/specfields.py)"
+    assert proto - table == set(), "proto JobSpec fields without a table entry (tcluster/domain/specfields.py)"
     assert table - proto == set(), "table entries naming no proto JobSpec field"
 
 

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from tcluster.master.core.events import KillIntent, KillMode, Step
 from tcluster.master.store.sqlite import SCHEMA_VERSION, Store, StoreError
 from tcluster.master.store.sqlrows import fresh_runs, insert_rows as _insert_rows
-from tcluster.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.domain.resources import Resources
 from tests.unit.specs import job_specs
 
 
@@ -104,7 +104,7 @@ def test_a_version_1_database_is_migrated_and_keeps_node_limits(tmp_path: Path) 
 def test_a_version_3_database_gains_node_operations_and_keeps_its_nodes(tmp_path: Path) -> None:
     """v4 -> v5 adds nodes.ops (from v3, after v4's step; idempotently); a node's
     operator state (who, when, why, deadline, window) is written and read back."""
-    from tcluster.nodeops import NodeOps
+    from tcluster.domain.nodeorders import NodeOps
     db = tmp_path / "v3.db"
     raw = sqlite3.connect(db)
     raw.executescript("""

@@ -7,9 +7,9 @@ import signal
 
 from tcluster.agent.taskstate import AgentTasks, ArmGrace, KillAsked, Launched, LaunchAsked, Signal
 from tcluster.agent.tasks import task_identity_env
-from tcluster.launch import Launch
-from tcluster.model import JobSpec
-from tcluster.resources import Resources
+from tcluster.domain.launch import Launch
+from tcluster.domain.model import JobSpec
+from tcluster.domain.resources import Resources
 
 SPEC = JobSpec(("true",), Resources(cpu=1), tasks=5)
 

@@ -7,9 +7,9 @@ from dataclasses import fields
 
 from tcluster.master.usage.history import MAX, MEAN, TASK
 from tcluster.master.usage.metrics import TASK_METRICS
-from tcluster.taskusage import NOT_SENT, OPTIONAL, RATES, USAGE_FIELDS, TaskUsage
+from tcluster.domain.taskusage import NOT_SENT, OPTIONAL, RATES, USAGE_FIELDS, TaskUsage
 from tcluster.v1 import common_pb2
-from tcluster.wire import usage_from_pb, usage_to_pb
+from tcluster.wire.protobuf import usage_from_pb, usage_to_pb
 
 _ADDRESS = {"task_id", "attempt"}       # which sample it is, not a figure of it
 
@@ -17,7 +17,7 @@ _ADDRESS = {"task_id", "attempt"}       # which sample it is, not a figure of it
 def test_every_proto_field_has_an_entry_in_the_table() -> None:
     proto = {f.name for f in common_pb2.TaskUsage.DESCRIPTOR.fields} - _ADDRESS
     wire = {f.name for f in USAGE_FIELDS if f.wire}
-    assert proto - wire == set(), "TaskUsage fields in the proto without a table entry (tcluster/taskusage.py)"
+    assert proto - wire == set(), "TaskUsage fields in the proto without a table entry (tcluster/domain/taskusage.py)"
     assert wire - proto == set(), "table entries marked wire=True that the proto lacks"
 
 

@@ -1,4 +1,4 @@
-"""tcluster.timeouts.wait_for keeps a cancel that meets the awaited thing's completion in
+"""tcluster.daemonkit.timeouts.wait_for keeps a cancel that meets the awaited thing's completion in
 one loop turn (stdlib asyncio.wait_for on 3.11 drops it: a daemon loop then outlives its
 stop, as tcl-gm's did in CI), and the daemons use it rather than asyncio.wait_for."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tcluster.timeouts import wait_for
+from tcluster.daemonkit.timeouts import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,6 +72,6 @@ def test_result_and_timeout() -> None:
 def test_the_daemons_use_it_not_asyncio_wait_for() -> None:
     listed = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO, capture_output=True, text=True, check=True)
     offenders = [path for path in listed.stdout.split()
-                 if not path.startswith(("tests/", "bench/")) and path != "tcluster/timeouts.py"   # says why
+                 if not path.startswith(("tests/", "bench/")) and path != "tcluster/daemonkit/timeouts.py"   # says why
                  and "asyncio.wait_for(" in (REPO / path).read_text()]
-    assert offenders == [], f"use tcluster.timeouts.wait_for (keeps cancels on 3.11) in {offenders}"
+    assert offenders == [], f"use tcluster.daemonkit.timeouts.wait_for (keeps cancels on 3.11) in {offenders}"

@@ -5,9 +5,9 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from tcluster.errors import InvalidArgument
-from tcluster.resources import Resources, parse_resource_string, resources_from_mapping
-from tcluster.units import format_bytes, parse_bits, parse_bytes, parse_cpu
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.resources import Resources, parse_resource_string, resources_from_mapping
+from tcluster.domain.units import format_bytes, parse_bits, parse_bytes, parse_cpu
 
 
 @pytest.mark.parametrize("text,expected", [

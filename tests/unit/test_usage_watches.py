@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.usagewatch import UsageWatches, checked_watch_s, watch_capacity
 
 

@@ -21,12 +21,12 @@ from tcluster.master.usage.recorder import Recorder
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.core.transitions import handle
 from tcluster.master.web.api import TaskDocs
-from tcluster.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, Node, Task, TaskState, TaskUsage
+from tcluster.domain.resources import Resources
 from tcluster.master.core.usageblock import EMPTY, UsageBlock, UsageIndex
 from tcluster.v1 import common_pb2
 from tcluster.master.edge.agent_codec import usage_block_from_pb
-from tcluster.wire import usage_from_pb, usage_to_pb
+from tcluster.wire.protobuf import usage_from_pb, usage_to_pb
 
 GiB = 2**30
 INT64 = st.integers(-2**63, 2**63 - 1)
@@ -212,7 +212,7 @@ def test_the_service_path_decodes_heartbeats_into_columns() -> None:
 
 @given(FINITE, INT64, st.dictionaries(st.sampled_from(["net", "gpu"]), FINITE, max_size=2))
 def test_free_resources_decode_as_resources_of_did(cpu: float, memory: int, other: dict) -> None:
-    from tcluster.wire import resources_from_pb
+    from tcluster.wire.protobuf import resources_from_pb
     msg = common_pb2.Resources(cpu=cpu, memory=memory, other=other)
     decoded, reference = resources_from_pb(msg), Resources.of({"cpu": msg.cpu, "memory": msg.memory, **dict(msg.other)})
     assert decoded == reference and type(decoded.cpu) is float and type(decoded.memory) is int

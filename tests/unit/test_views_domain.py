@@ -9,12 +9,12 @@ from hypothesis import given, settings, strategies as st
 
 from tcluster.cli.queuetree import reply_queues_json
 from tcluster.cli.replies import reply_job_json, reply_node_json
-from tcluster.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
-from tcluster.queuerow import QueueRow
-from tcluster.resources import Resources
+from tcluster.domain.model import Job, JobSpec, JobState, Node, Task, TaskState, TaskUsage
+from tcluster.views.queuerow import QueueRow
+from tcluster.domain.resources import Resources
 from tcluster.v1 import jobs_pb2
-from tcluster.views import job_json, node_json, queues_json, task_json
-from tcluster.wire import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb
+from tcluster.views.render import job_json, node_json, queues_json, task_json
+from tcluster.wire.protobuf import job_to_pb, node_to_pb, queue_to_pb, resources_to_pb
 from tests.unit.specs import job_specs, usages
 
 # The key order `-o json` has always printed: scripts may diff it.

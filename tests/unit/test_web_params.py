@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.web.params import INDEXES, LIMITS, TAILS, TIMES, indexes, number
 
 CASES = [

@@ -1,5 +1,5 @@
 """What of a job's spec a caller may read: the values of owner-only fields (the field
-table's `shown`, tcluster/specfields.py) are replaced by one fixed marker for everyone but
+table's `shown`, tcluster/domain/specfields.py) are replaced by one fixed marker for everyone but
 the job's owner and admins. Pure; the master applies it before a spec leaves (gRPC Get,
 List, Submit, Cancel and the dashboard API), because a client cannot be trusted to.
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tcluster.model import Job, JobSpec
-from tcluster.specfields import SPEC_FIELDS, Kind, SpecField, Shown
+from tcluster.domain.model import Job, JobSpec
+from tcluster.domain.specfields import SPEC_FIELDS, Kind, SpecField, Shown
 
 REDACTED = "<redacted>"
 

@@ -3,8 +3,8 @@ wire.py a client needs to print a reply, without the job model behind the rest o
 
 from __future__ import annotations
 
-from tcluster.resources import Resources
-from tcluster.states import JobState, TaskState
+from tcluster.domain.resources import Resources
+from tcluster.domain.states import JobState, TaskState
 from tcluster.v1 import common_pb2, jobs_pb2
 
 _TASK_STATE_TO_PB = {

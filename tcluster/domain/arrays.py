@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 MAX_ARRAY_INDEX = 99_999_999          # indexes are 0..this (task ids carry them)
 MAX_ARRAY_RUNS = 1_000                # runs written in one spec (the text stays small)

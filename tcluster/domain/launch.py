@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tcluster.model import JobSpec
-from tcluster.resources import Resources
+from tcluster.domain.model import JobSpec
+from tcluster.domain.resources import Resources
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The views every front end shares: plain JSON-ready dicts (the `-o json` contract scripts
 depend on, and the dashboard's JSON API) and aligned text tables. Built from domain values:
 the dashboard passes its own, `tcl` the reply's (cli/replies.py); the job's spec part reads
-the field table (tcluster/specfields.py).
+the field table (tcluster/domain/specfields.py).
 
 Field names here are a public interface: add fields freely, never rename one.
 Enum values are their names without the proto prefix (JOB_RUNNING -> "RUNNING");
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from tcluster.formats import signal_name, timestamp
-from tcluster.gpuusage import GpuSample, gpu_json
-from tcluster.model import Job, Node, Task
-from tcluster.nodeops import NodeOps
-from tcluster.queuerow import QueueRow
-from tcluster.resources import Resources
-from tcluster.specfields import SPEC_FIELDS, Carrier, Kind, SpecField
-from tcluster.taskusage import FIELD_TYPES, USAGE_FIELDS, TaskUsage
+from tcluster.views.formats import signal_name, timestamp
+from tcluster.domain.gpuusage import GpuSample, gpu_json
+from tcluster.domain.model import Job, Node, Task
+from tcluster.domain.nodeorders import NodeOps
+from tcluster.views.queuerow import QueueRow
+from tcluster.domain.resources import Resources
+from tcluster.domain.specfields import SPEC_FIELDS, Carrier, Kind, SpecField
+from tcluster.domain.taskusage import FIELD_TYPES, USAGE_FIELDS, TaskUsage
 
 JsonDict = dict[str, Any]
 # Where the job's own keys sit among its spec's in job JSON: the key order `-o json` has
@@ -124,7 +124,7 @@ def node_ops_json(ops: NodeOps) -> JsonDict:
 
 
 def blockers_json(blockers: Sequence[Any]) -> list[JsonDict]:
-    """A draining node's tasks and why the drain waits for each (master.nodeops.Blocker or its reply)."""
+    """A draining node's tasks and why the drain waits for each (master.nodeadmin.Blocker or its reply)."""
     return [{"task": b.task_id, "job_id": b.job_id, "job_name": b.job_name, "state": b.state, "why": b.why}
             for b in blockers]
 

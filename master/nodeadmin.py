@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 from tcluster.master.core.events import Cordon, Drain, KillMode, Maintain, NodeEvent, Step, Uncordon
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.state import MasterState
-from tcluster.model import NodeState, Task, TaskState
-from tcluster.nodeops import DRAIN_REASON_PREFIX
+from tcluster.domain.model import NodeState, Task, TaskState
+from tcluster.domain.nodeorders import DRAIN_REASON_PREFIX
 from tcluster.scheduler.windows import Windows, windows_of
 
 OPS = ("cordon", "uncordon", "drain", "maint")

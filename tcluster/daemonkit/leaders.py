@@ -11,7 +11,7 @@ from typing import Iterable, Iterator
 
 import grpc
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 LEADER_METADATA = "tcl-leader"
 STANDBY_PREFIX = "this master is a standby"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from tcluster.errors import InvalidArgument
-from tcluster.model import DOCKER_LABEL, NETNS_LABEL
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.model import DOCKER_LABEL, NETNS_LABEL
 
 RESERVED_PREFIX = "tcluster.io/"
 DETECTED = frozenset({DOCKER_LABEL, NETNS_LABEL})   # an agent says these of itself, from what it finds

@@ -5,17 +5,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from tcluster.bounds import check_spec_bounds, quote
-from tcluster.arrays import IndexSet, parse_array
-from tcluster.dependency import parse_dependency
-from tcluster.ceilings import Ceilings
-from tcluster.constraints import parse_constraints
-from tcluster.errors import InvalidArgument
-from tcluster.nodeops import READY_OPS, NodeOps
-from tcluster.resources import Resources
+from tcluster.domain.bounds import (MAX_ARGS, MAX_CONSTRAINTS, MAX_ENV, MAX_LABELS, MAX_NAME_BYTES, MAX_SPEC_BYTES,
+                                    QUOTE_CHARS, check_count, check_name, quote)
+from tcluster.domain.arrays import IndexSet, parse_array
+from tcluster.domain.dependency import parse_dependency
+from tcluster.domain.ceilings import Ceilings
+from tcluster.domain.constraints import parse_constraints
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.nodeorders import READY_OPS, NodeOps
+from tcluster.domain.resources import Resources
 # The model's names, re-exported (`X as X`): importers take the states and usage from here.
-from tcluster.states import JobState as JobState, NodeState as NodeState, TaskState as TaskState
-from tcluster.taskusage import TaskUsage as TaskUsage
+from tcluster.domain.states import JobState as JobState, NodeState as NodeState, TaskState as TaskState
+from tcluster.domain.taskusage import TaskUsage as TaskUsage
 
 MAX_TASKS_PER_JOB = 10_000
 MAX_ARRAY_TASKS = 10_000_000      # an array's indexes are ranges: its cost grows with what runs
@@ -27,6 +28,36 @@ _QUEUE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 DEFAULT_QUEUE = "default"
+
+
+def spec_size(spec: JobSpec) -> int:
+    """The bytes of a spec's strings (command, names, env, labels, constraints), unencoded."""
+    parts = [*spec.command, spec.name, spec.queue, spec.user, spec.workdir, spec.image, *spec.constraints]
+    parts += [k + v for k, v in spec.env] + [k + v for k, v in spec.labels]
+    return sum(len(p.encode("utf-8", "surrogatepass")) for p in parts)
+
+
+def check_spec_bounds(spec: JobSpec) -> None:
+    """Sizes only; the meaning of each field is JobSpec.validate's business, and the size of
+    its stored record the codec's (tcluster/wire/codec.py check_spec)."""
+    check_count("command", spec.command, MAX_ARGS)
+    check_count("env", spec.env, MAX_ENV)
+    check_count("labels", spec.labels, MAX_LABELS)
+    check_count("constraints", spec.constraints, MAX_CONSTRAINTS)
+    for field_name, value in (("queue", spec.queue), ("user", spec.user), ("image", spec.image),
+                              ("workdir", spec.workdir)):
+        check_name(field_name, value, 4096 if field_name == "workdir" else MAX_NAME_BYTES)
+    for key, value in spec.labels:
+        check_name("labels", key)
+        check_name(f"labels.{key[:QUOTE_CHARS]}", value)
+    for text in spec.constraints:
+        check_name("constraints", text, 1024)
+    size = spec_size(spec)
+    if size > MAX_SPEC_BYTES:
+        raise InvalidArgument("spec", f"is {size} bytes of command, env and labels; at most {MAX_SPEC_BYTES} allowed")
+    for key, value in spec.env:
+        if "\x00" in value:
+            raise InvalidArgument(f"env.{key[:QUOTE_CHARS]}", "value contains a NUL byte")
 
 
 @dataclass(frozen=True)

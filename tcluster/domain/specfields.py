@@ -2,7 +2,7 @@
 the store codec, the protobuf mapping and the JSON view carry it, and how a job file or a
 flag writes it), its proto field, its JSON key, its job-file key and its `tcl submit` flag.
 
-codec.py, wire.py, views.py, cli/jobfile.py, cli/spec.py and tcluster/redaction.py read
+codec.py, wire.py, views.py, cli/jobfile.py, cli/spec.py and tcluster/views/redaction.py read
 this table and nothing else; tests/unit/test_specfields.py fails when it, the JobSpec dataclass and the proto
 disagree. Adding a job field: the JobSpec attribute, its entry here, the proto, the docs.
 

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from tcluster.errors import InvalidArgument
-from tcluster.units import format_bytes, format_cpu, parse_bits, parse_bytes, parse_cpu
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.units import format_bytes, format_cpu, parse_bits, parse_bytes, parse_cpu
 
 CPU = "cpu"
 MEMORY = "memory"

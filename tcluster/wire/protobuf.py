@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any, Callable, Sequence
 
-from tcluster.gpuusage import GpuSample
-from tcluster.launch import Launch
-from tcluster.model import Job, JobSpec, Node, NodeState, Task, TaskUsage
-from tcluster.nodeops import OPERATOR_STATES, NodeOps
-from tcluster.queuerow import QueueRow
-from tcluster.resources import Resources
-from tcluster.specfields import SPEC_FIELDS, Carrier
-from tcluster.taskusage import NOT_SENT, OPTIONAL, RATES
+from tcluster.domain.gpuusage import GpuSample
+from tcluster.domain.launch import Launch
+from tcluster.domain.model import Job, JobSpec, Node, NodeState, Task, TaskUsage
+from tcluster.domain.nodeorders import OPERATOR_STATES, NodeOps
+from tcluster.views.queuerow import QueueRow
+from tcluster.domain.resources import Resources
+from tcluster.domain.specfields import SPEC_FIELDS, Carrier
+from tcluster.domain.taskusage import NOT_SENT, OPTIONAL, RATES
 from tcluster.v1 import agent_pb2, common_pb2, jobs_pb2
-from tcluster.wirebasics import (  # noqa: F401  (the codecs' one import site for the rest of the tree: re-exported)
+from tcluster.wire.basics import (  # noqa: F401  (the codecs' one import site for the rest of the tree: re-exported)
     job_state_from_pb as job_state_from_pb, job_state_to_pb as job_state_to_pb,
     resources_from_pb as resources_from_pb, resources_to_pb as resources_to_pb,
     task_state_from_pb as task_state_from_pb, task_state_to_pb as task_state_to_pb,
@@ -111,7 +111,7 @@ def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_cl
 def node_to_pb(node: Node, free: Resources, task_ids: list[str], lotes: Any = None,
                blockers: Sequence[Any] = ()) -> jobs_pb2.Node:
     """lotes: a master.lotes_live.NodeLotesView (config, target, actual, counted) or None;
-    blockers: master.nodeops.Blocker values (a draining node's tasks and why)."""
+    blockers: master.nodeadmin.Blocker values (a draining node's tasks and why)."""
     msg = jobs_pb2.Node(
         name=node.name, state=node.state.value, capacity=resources_to_pb(node.capacity),
         free=resources_to_pb(free), labels=dict(node.labels), tasks=task_ids,

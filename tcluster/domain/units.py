@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 _BYTE_UNITS: dict[str, int] = {
     "": 1, "b": 1,

@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from tcluster.states import NodeState
+from tcluster.domain.states import NodeState
 
 # The operator states; READY here means "nothing asked".
 OPERATOR_STATES = (NodeState.READY, NodeState.CORDONED, NodeState.DRAINING, NodeState.DRAINED, NodeState.MAINT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from tcluster.model import JobState, TaskState
+from tcluster.domain.model import JobState, TaskState
 
 _ALLOWED: dict[TaskState, frozenset[TaskState]] = {
     TaskState.PENDING: frozenset({TaskState.STARTING, TaskState.KILLED}),

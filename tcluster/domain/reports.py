@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tcluster.model import TaskState, TaskUsage
+from tcluster.domain.model import TaskState, TaskUsage
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 from pydantic import BaseModel, ValidationError
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -21,7 +21,7 @@ def setup_logging(level: str = "INFO") -> None:
 def explain_settings_error(prog: str, error: ValidationError,
                            origin: Callable[[str], str | None] = lambda name: None) -> str:
     """One line per bad setting, named as its command-line flag, or as FILE:LINE: key when
-    `origin` says the value came from the config file (tcluster/configfile.py)."""
+    `origin` says the value came from the config file (tcluster/daemonkit/configfile.py)."""
     lines = []
     for item in error.errors():
         name = "_".join(str(p) for p in item["loc"])

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
-from tcluster.errors import InvalidArgument
-from tcluster.states import JobState
+from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.states import JobState
 
 KINDS = ("afterok", "afterany", "afternotok")
 MAX_DEPENDENCY_JOBS = 100

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from tcluster.errors import InvalidArgument
+from tcluster.domain.errors import InvalidArgument
 
 _KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 _VALUE = re.compile(r"[A-Za-z0-9_.-]+")

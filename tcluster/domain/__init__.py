@@ -1,0 +1,1 @@
+"""The domain model: jobs, tasks, nodes, resources and units, their states, limits and field tables."""
