@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -28,6 +29,9 @@ from tcluster.gm.store import GMStore, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, ended_from, layout_from, state_from
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
 from tcluster.wire.channels import GRPC_OPTIONS, SERVER_GRPC_OPTIONS
+
+if TYPE_CHECKING:
+    from tcluster.gm.fedetcd import EtcdMembership
 
 log = logging.getLogger("tcluster.gm")
 MIB = 1 << 20
@@ -65,7 +69,7 @@ class GMDaemon:
         self.tasks: list[asyncio.Task] = []
         self.lookups: set[asyncio.Task] = set()     # ends looked up at an LM (_reconcile)
         self.channels: dict[str, grpc.aio.Channel] = {}
-        self.store: GMStore | None = None
+        self._store: GMStore | None = None     # opened by start()
         self.server: grpc.aio.Server | None = None
         self.port = 0
         self.canceller = Canceller(self)      # GlobalManagerService.Cancel's intents
@@ -73,12 +77,19 @@ class GMDaemon:
         from tcluster.gm.tls import gm_peer_credentials, lm_credentials
         # address -> TLS credentials (gm/tls.py): LMs with --lm-tls, other GMs when this one serves TLS
         self.creds = {**gm_peer_credentials(settings), **lm_credentials(settings.lms, settings.lm_tls)}
-        self.membership = None                # gm/fedetcd.EtcdMembership with --etcd
+        self.membership: EtcdMembership | None = None     # with --etcd
+
+    @property
+    def store(self) -> GMStore:
+        """The task store; only once started (nothing reads it before)."""
+        if self._store is None:
+            raise RuntimeError("tcl-gm's store is read before start()")
+        return self._store
 
     # ---- life ----
 
     async def start(self) -> None:
-        self.store = GMStore(self.s.state_dir)
+        self._store = GMStore(self.s.state_dir)
         self._recover()
         self.canceller.recover()
         from tcluster.gm.service import GMServicer
@@ -105,8 +116,8 @@ class GMDaemon:
             await self.server.stop(0)
         for ch in self.channels.values():
             await ch.close()
-        if self.store is not None:
-            self.store.close()
+        if self._store is not None:
+            self._store.close()
 
     def _bind_server(self) -> int:
         assert self.server is not None

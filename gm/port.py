@@ -30,10 +30,13 @@ class GMPort(Protocol):
 
     gm: GlobalManager
     links: list[LMLink]
-    store: GMStore
     vocab: Vocabulary
     wake: asyncio.Event                  # set: the placing loop looks again at once
     unanswered: list[Unanswered]
+
+    @property
+    def store(self) -> GMStore:
+        """The task store."""
 
     def channel(self, addr: str) -> grpc.aio.Channel:
         """The one channel to this LM master (or GM), with its credentials."""
@@ -62,10 +65,13 @@ class ServicePort(Protocol):
     s: GMSettings
     gm: GlobalManager
     links: list[LMLink]
-    store: GMStore
     unanswered: list[Unanswered]
     canceller: CancelIntents
     membership: EtcdMembership | None    # with --etcd
+
+    @property
+    def store(self) -> GMStore:
+        """The task store."""
 
     def channel(self, addr: str) -> grpc.aio.Channel:
         """The one channel to this GM (or LM master), with its credentials."""

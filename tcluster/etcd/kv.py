@@ -79,29 +79,29 @@ def prefix_end(prefix: str) -> bytes:
     return bytes(raw)
 
 
-def _kv(kv: pb.KeyValue) -> KeyValue:   # type: ignore[name-defined]
+def _kv(kv: pb.KeyValue) -> KeyValue:
     return KeyValue(kv.key.decode(), kv.value, kv.create_revision, kv.mod_revision, kv.lease)
 
 
 # ---- transaction parts (values, built by the caller) ----
 
-def put(key: str, value: bytes, lease: int = 0) -> pb.RequestOp:   # type: ignore[name-defined]
+def put(key: str, value: bytes, lease: int = 0) -> pb.RequestOp:
     return pb.RequestOp(request_put=pb.PutRequest(key=key.encode(), value=value, lease=lease))
 
 
-def delete(key: str) -> pb.RequestOp:   # type: ignore[name-defined]
+def delete(key: str) -> pb.RequestOp:
     return pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=key.encode()))
 
 
-def delete_prefix(prefix: str) -> pb.RequestOp:   # type: ignore[name-defined]
+def delete_prefix(prefix: str) -> pb.RequestOp:
     return pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=prefix.encode(), range_end=prefix_end(prefix)))
 
 
-def get_op(key: str) -> pb.RequestOp:   # type: ignore[name-defined]
+def get_op(key: str) -> pb.RequestOp:
     return pb.RequestOp(request_range=pb.RangeRequest(key=key.encode()))
 
 
-def create_revision_is(key: str, revision: int) -> pb.Compare:   # type: ignore[name-defined]
+def create_revision_is(key: str, revision: int) -> pb.Compare:
     """revision 0: the key does not exist."""
     return pb.Compare(result=pb.Compare.EQUAL, target=pb.Compare.CREATE, key=key.encode(), create_revision=revision)
 
@@ -184,7 +184,7 @@ class EtcdKV:
         out: list[KeyValue] = []
         start, end = prefix.encode(), prefix_end(prefix)
         while True:
-            async def call(channel: grpc.aio.Channel) -> pb.RangeResponse:   # type: ignore[name-defined]
+            async def call(channel: grpc.aio.Channel) -> pb.RangeResponse:
                 return await stubs.KVStub(channel).Range(
                     pb.RangeRequest(key=start, range_end=end, limit=RANGE_PAGE, revision=revision),
                     timeout=self.timeout_s * 4, metadata=_REQUIRE_LEADER)
@@ -195,11 +195,11 @@ class EtcdKV:
                 return out, revision
             start = reply.kvs[-1].key + b"\0"
 
-    async def txn(self, compare: list[pb.Compare], success: list[pb.RequestOp],   # type: ignore[name-defined]
-                  failure: list[pb.RequestOp] | None = None) -> TxnResult:   # type: ignore[name-defined]
+    async def txn(self, compare: list[pb.Compare], success: list[pb.RequestOp],
+                  failure: list[pb.RequestOp] | None = None) -> TxnResult:
         request = pb.TxnRequest(compare=compare, success=success, failure=failure or [])
 
-        async def call(channel: grpc.aio.Channel) -> pb.TxnResponse:   # type: ignore[name-defined]
+        async def call(channel: grpc.aio.Channel) -> pb.TxnResponse:
             return await stubs.KVStub(channel).Txn(request, timeout=self.timeout_s, metadata=_REQUIRE_LEADER)
         try:
             reply = await self._call("a transaction", call)

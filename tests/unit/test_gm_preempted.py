@@ -38,7 +38,7 @@ def test_bad_shares_name_the_field(shares: str, words: str) -> None:
 
 def _daemon(tmp_path: Path) -> tuple[GMDaemon, str]:
     d = GMDaemon(settings_from({**BASE, "state_dir": str(tmp_path), "preemption": True}))
-    d.store = GMStore(str(tmp_path))
+    d._store = GMStore(str(tmp_path))
     spec = jobs_pb2.JobSpec(queue="a", tasks=1, command=["sleep"], resources=common_pb2.Resources(cpu=1, memory=2**28))
     d.store.add_job(0, "a", "j", spec.SerializeToString(), 1, "")
     d.enqueue(d.store.tasks()[0])
