@@ -36,9 +36,21 @@ from tcluster.scheduler.placement import make_placement  # noqa: E402
 from tcluster.scheduler.round import schedule_round  # noqa: E402
 
 GiB = 2**30
+# Modules that moved since the revisions this compares with (issue 32's rooms): an old module
+# imports them by their old names, which point at today's modules while it loads.
+MOVED = {f"tcluster.{old}": f"tcluster.{new}" for old, new in (
+    ("model", "domain.model"), ("resources", "domain.resources"), ("units", "domain.units"),
+    ("arrays", "domain.arrays"), ("dependency", "domain.dependency"), ("constraints", "domain.constraints"),
+    ("specfields", "domain.specfields"), ("taskusage", "domain.taskusage"), ("ceilings", "domain.ceilings"),
+    ("states", "domain.states"), ("lifecycle", "domain.lifecycle"), ("nodelabels", "domain.nodelabels"),
+    ("nodeops", "domain.nodeorders"), ("errors", "domain.errors"), ("bounds", "domain.bounds"),
+    ("launch", "domain.launch"), ("reports", "domain.reports"), ("gpuusage", "domain.gpuusage"),
+    ("queuerow", "views.queuerow"), ("formats", "views.formats"))}
 
 
 def load_old(rev: str, path: str, name: str) -> ModuleType:
+    for old, new in MOVED.items():
+        sys.modules.setdefault(old, importlib.import_module(new))
     source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], check=True,
                             capture_output=True, text=True).stdout
     file = Path(tempfile.mkdtemp()) / f"{name}.py"

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from google.protobuf import text_format
 from google.protobuf.message import Message
 
-from tests.component.harness import Harness
+from tests.component.harness import Harness, MasterStubs
 from tcluster.master.settings import MasterSettings
-from tcluster.v1 import common_pb2, jobs_pb2, jobs_pb2_grpc
+from tcluster.v1 import common_pb2, jobs_pb2
 
 T = TypeVar("T")
 ALLOWED = {grpc.StatusCode.OK, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
@@ -186,7 +186,7 @@ def _settings_overrides() -> dict[str, object]:
     return {k: v for k, v in wanted.items() if k in MasterSettings.model_fields}
 
 
-class BackgroundMaster:
+class BackgroundMaster(MasterStubs):
     """The harness's in-process master, on its own event loop in a daemon thread."""
 
     def __init__(self, tmp: Path) -> None:
@@ -202,14 +202,6 @@ class BackgroundMaster:
 
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float = 30.0) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
-
-    @property
-    def jobs(self) -> jobs_pb2_grpc.JobServiceStub:
-        return jobs_pb2_grpc.JobServiceStub(self.channel)
-
-    @property
-    def cluster(self) -> jobs_pb2_grpc.ClusterServiceStub:
-        return jobs_pb2_grpc.ClusterServiceStub(self.channel)
 
     def restart(self) -> None:
         self.run(self.harness.stop_master())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import grpc
 
@@ -30,8 +30,22 @@ class RunningAgent:
     task: asyncio.Task[None]
 
 
+class MasterStubs:
+    """The master's two client services over `self.channel` (aio or not)."""
+
+    channel: Any
+
+    @property
+    def jobs(self) -> jobs_pb2_grpc.JobServiceStub:
+        return jobs_pb2_grpc.JobServiceStub(self.channel)
+
+    @property
+    def cluster(self) -> jobs_pb2_grpc.ClusterServiceStub:
+        return jobs_pb2_grpc.ClusterServiceStub(self.channel)
+
+
 @dataclass
-class Harness:
+class Harness(MasterStubs):
     tmp: Path
     master: RunningMaster | None = None
     agents: dict[str, RunningAgent] = field(default_factory=dict)
@@ -55,14 +69,6 @@ class Harness:
         if self.master.election is not None:     # etcd: serving as a standby until it wins
             await asyncio.wait_for(self.master.leading.wait(), WAIT_S)
         self.channel = grpc.aio.insecure_channel(self.address)
-
-    @property
-    def jobs(self) -> jobs_pb2_grpc.JobServiceStub:
-        return jobs_pb2_grpc.JobServiceStub(self.channel)
-
-    @property
-    def cluster(self) -> jobs_pb2_grpc.ClusterServiceStub:
-        return jobs_pb2_grpc.ClusterServiceStub(self.channel)
 
     async def add_agent(self, name: str, cpus: float = 4, memory: int = 8 * 2**30, wait: bool = True,
                         labels: dict[str, str] | None = None, gpus: GpuInventory = GpuInventory(),

@@ -25,6 +25,17 @@ def _start_agent(tmp: Path, master: str, node: str, *extra: str) -> Proc:
     return start_agent(tmp, master, node, "--runtime", "cgroup1", *extra)
 
 
+def _start_agents(tmp: Path, address: str, nodes: list[str], into: list[Proc], memory: str) -> None:
+    """One 1-core agent per node, each appended to `into` once registered (the caller stops them)."""
+    for node in nodes:
+        into.append(_start_agent(tmp, address, node, "--cpus", "1", "--memory", memory))
+
+
+def _stop(*procs: Proc) -> None:
+    for proc in procs[::-1]:
+        proc.stop()
+
+
 def test_dev_mode_runs_the_readme_job_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     node = _node("dev")
     dev = Proc([str(BIN / "tcl"), "dev", "--data-dir", str(tmp_path / ".tcluster"), "--listen", "127.0.0.1:0",
@@ -56,8 +67,7 @@ def test_master_with_agents_runs_jobs_and_keeps_them_across_a_restart(tmp_path: 
     nodes = [_node(f"a{i}") for i in range(2)]
     agents: list[Proc] = []
     try:
-        for n in nodes:
-            agents.append(_start_agent(tmp_path, address, n, "--cpus", "1", "--memory", "1Gi"))
+        _start_agents(tmp_path, address, nodes, agents, "1Gi")
         listed = tcl_json(address, "nodes")
         assert sorted(n["name"] for n in listed) == sorted(nodes)
         assert all(n["state"] == "READY" and n["capacity"]["cpu"] == 1 for n in listed)
@@ -83,11 +93,8 @@ def test_master_with_agents_runs_jobs_and_keeps_them_across_a_restart(tmp_path: 
         assert tcl(address, "logs", long_id, "--task", "1").stdout == "done\n"
         assert tcl_json(address, "status", job_id)["state"] == "SUCCEEDED"   # kept across the restart
     finally:
-        for agent in agents:
-            agent.stop()
-        master.stop()
-    for node in nodes:
-        assert leaked_cgroups(node) == []
+        _stop(master, *agents)
+    assert [n for n in nodes if leaked_cgroups(n)] == []
 
 
 def test_five_agents_side_by_side_on_one_host(tmp_path: Path) -> None:
@@ -95,8 +102,7 @@ def test_five_agents_side_by_side_on_one_host(tmp_path: Path) -> None:
     nodes = [_node(f"f{i}") for i in range(5)]
     agents: list[Proc] = []
     try:
-        for n in nodes:
-            agents.append(_start_agent(tmp_path, address, n, "--cpus", "1", "--memory", "512Mi"))
+        _start_agents(tmp_path, address, nodes, agents, "512Mi")
         job_id = tcl(address, "submit", "--tasks", "5", "--cpu", "1", "--mem", "64Mi", "--",
                      "sh", "-c", "cat /proc/self/cgroup").stdout.strip()
         job = wait_job(address, job_id, DONE)
@@ -108,8 +114,5 @@ def test_five_agents_side_by_side_on_one_host(tmp_path: Path) -> None:
         refused = tcl(address, "submit", "--cpu", "2", "--", "true", check=False)
         assert refused.returncode == 1 and "cpu" in refused.stderr
     finally:
-        for agent in agents:
-            agent.stop()
-        master.stop()
-    for node in nodes:
-        assert leaked_cgroups(node) == []
+        _stop(master, *agents)
+    assert [n for n in nodes if leaked_cgroups(n)] == []
