@@ -168,7 +168,7 @@ class MasterClient:
         return self._finder.current
 
     def _connection(self, address: str) -> _Connection:
-        # Keepalive pings (tcluster/domain/bounds.py): `tcl logs -f` on a quiet task receives nothing for
+        # Keepalive pings (tcluster/wire/channels.py): `tcl logs -f` on a quiet task receives nothing for
         # as long as the task prints nothing, so a master whose host died or was cut off held
         # it forever; the pings end it with an error within about 15 s.
         if address not in self._connections:

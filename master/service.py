@@ -327,6 +327,11 @@ class MasterService:
 
     # ---- queues and shares ----
 
+    def use_settings(self, settings: MasterSettings) -> None:
+        """SIGHUP's live settings (master/app/reload.py): the service and the parts built from
+        its settings read the same copy, so a setting made live reaches every one of them."""
+        self.settings = self.agents.settings = self.rounds.settings = settings
+
     def reload_queues(self) -> str:
         """SIGHUP: re-read the queue file; on any error the old tree stays in force."""
         self.queues, message = reload_tree(self.queues, self.settings.queues_file, self.state.jobs.values())

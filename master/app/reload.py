@@ -65,7 +65,7 @@ class MasterReloader:
         if live:
             self.master.settings = self.master.settings.model_copy(update=live)
             if self.master.service is not None:      # reload_queues reads the path from here
-                self.master.service.settings = self.master.service.settings.model_copy(update=live)
+                self.master.service.use_settings(self.master.service.settings.model_copy(update=live))
             log.info("reload: applied %s", ", ".join(f"{k}={v}" for k, v in live.items()))
         later = [name for name in changed if name not in LIVE]
         if later:

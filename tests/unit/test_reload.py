@@ -71,7 +71,8 @@ def test_master_reload_applies_a_new_queue_file_and_names_the_rest(tmp_path: Pat
     parser = master_parser()
     loaded = load_args(parser, ["--config", str(conf)])
     reloaded: list[Path | None] = []
-    service = SimpleNamespace(reload_queues=lambda: reloaded.append(service.settings.queues_file), state=IDLE)
+    service = SimpleNamespace(reload_queues=lambda: reloaded.append(service.settings.queues_file), state=IDLE,
+                              use_settings=lambda settings: setattr(service, "settings", settings))
     master = SimpleNamespace(settings=master_settings(loaded.args), service=None, port=7070)
     service.settings = master.settings
     master.service = service
@@ -89,3 +90,22 @@ def test_master_without_a_config_file_still_rereads_its_queues() -> None:
     master = SimpleNamespace(settings=None, service=SimpleNamespace(reload_queues=lambda: calls.append(1), state=IDLE), port=1)
     MasterReloader(master, None, None, master_settings, Notifier.disabled()).reload()   # type: ignore[arg-type]
     assert calls == [1]
+
+
+def test_live_settings_reach_every_part_of_the_service(tmp_path: Path) -> None:
+    """The service's parts (Agents, Rounds) were built with its settings: a SIGHUP's copy must
+    reach them too, or a setting made live would silently not apply where they read it."""
+    from tcluster.master.service import MasterService
+    from tcluster.master.settings import MasterSettings
+    from tcluster.master.store.sqlite import Store
+
+    settings = MasterSettings(data_dir=tmp_path)
+    store = Store(tmp_path / "master.db")
+    try:
+        service = MasterService(settings, store)
+        queues = tmp_path / "queues.yaml"
+        service.use_settings(settings.model_copy(update={"queues_file": queues}))
+        assert service.settings.queues_file == service.agents.settings.queues_file \
+            == service.rounds.settings.queues_file == queues
+    finally:
+        store.close()
