@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable, TypeVar
 
+import entrypoints
 import guest_package  # beside this file (the script's directory is on sys.path)
 import guest_secure
 from selection import GUEST_TESTS
@@ -181,6 +182,7 @@ def secure_before_reboot() -> dict[str, object]:
 
 def main() -> int:
     os.chdir(REPO)
+    entrypoints.write(REPO / "pyproject.toml", BIN)     # the image's may be older than the repo's
     if guest_secure.REBOOT_MARKER.exists():     # the second boot: only what must hold after a reboot
         return guest_secure.finish_after_reboot()
     started = SHARE / "guest-started"

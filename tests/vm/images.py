@@ -33,7 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from tests.vm import entrypoints
+
 HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
 GUEST = HERE / "guest"
 CACHE = Path(os.environ.get("TCL_VM_CACHE", "/var/cache/tcluster-vm"))
 SUITE = "bookworm"
@@ -264,11 +267,7 @@ def _install_guest_python(root: Path, requirements: list[str]) -> None:
          "--platform", "manylinux2014_x86_64", "--platform", "any", *requirements)
     shutil.copy2(GUEST / "tcl_repo_finder.py", site / "tcl_repo_finder.py")
     (site / "tcl_repo_finder.pth").write_text("import tcl_repo_finder\n")
-    for name, module in (("tcl", "cli"), ("tcl-master", "master"), ("tcl-agent", "agent")):
-        script = venv / "bin" / name
-        script.write_text(f"#!/opt/tcl-venv/bin/python\nimport sys\nfrom tcluster.{module}.main import main\n"
-                          "sys.exit(main())\n")
-        script.chmod(0o755)
+    entrypoints.write(REPO_ROOT / "pyproject.toml", venv / "bin")   # written again at each boot
 
 
 def _configure_rootfs(root: Path) -> None:
