@@ -35,6 +35,7 @@ from testkit.procs import BIN, Proc, leaked_cgroups, node_subtrees, sweep_node
 from testkit.etcd_cluster import EtcdStore, free_ports
 from testkit.proxy import TcpProxy
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
+from testkit.patience import patient
 
 T = TypeVar("T")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -80,7 +81,9 @@ def _compat_args(binary: str, args: list[str]) -> list[str]:
 
 
 def wait_for(check: Callable[[], T], timeout_s: float, what: str, interval_s: float = 0.1) -> T:
-    """Polls `check` until it returns something truthy; fails naming `what` after timeout_s."""
+    """Polls `check` until it returns something truthy; fails naming `what` after timeout_s
+    (stretched on a slow machine: testkit/patience.py)."""
+    timeout_s = patient(timeout_s)
     deadline = time.monotonic() + timeout_s
     last: T | None = None
     while True:
@@ -266,7 +269,7 @@ class Cluster:
 
     def tcl(self, *args: str, check: bool = True, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([str(BIN / "tcl"), "--master", self.address, *args], capture_output=True,
-                                text=True, timeout=timeout_s)
+                                text=True, timeout=patient(timeout_s))
         if check and result.returncode != 0:
             raise AssertionError(f"tcl {' '.join(args)[:200]} exited {result.returncode}:\n"
                                  f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}")

@@ -17,6 +17,8 @@ import uuid
 from typing import Callable, Iterator
 from pathlib import Path
 
+from testkit.patience import patient
+
 BIN = Path(sys.executable).parent
 STOP_WAIT_S = 15.0
 
@@ -42,6 +44,7 @@ class Proc:
         return self.log.read_text(errors="replace")
 
     def wait_for_output(self, pattern: str, timeout_s: float = 30.0) -> re.Match[str]:
+        timeout_s = patient(timeout_s)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             match = re.search(pattern, self.output())
@@ -117,7 +120,7 @@ def start_agent(tmp: Path, master: str, node: str, *extra: str, log: str = "") -
 
 def tcl(master: str, *args: str, check: bool = True, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
     result = subprocess.run([str(BIN / "tcl"), "--master", master, *args], capture_output=True, text=True,
-                            timeout=timeout_s)
+                            timeout=patient(timeout_s))
     if check and result.returncode != 0:
         raise AssertionError(f"tcl {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result
@@ -128,6 +131,7 @@ def tcl_json(master: str, *args: str) -> object:
 
 
 def wait_job(master: str, job_id: str, states: set[str], timeout_s: float = 60.0) -> dict:
+    timeout_s = patient(timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         job = tcl_json(master, "status", job_id)
@@ -172,7 +176,8 @@ def sweep_nodes_of_this_run(marker: str) -> list[str]:
 
 
 def wait_until(check: Callable[[], bool], timeout_s: float, interval_s: float = 0.2) -> float:
-    """Seconds until `check()` held; AssertionError past `timeout_s`."""
+    """Seconds until `check()` held; AssertionError past `timeout_s` (stretched: patience.py)."""
+    timeout_s = patient(timeout_s)
     started = time.monotonic()
     while not check():
         if time.monotonic() - started > timeout_s:

@@ -14,6 +14,7 @@ from typing import Iterator
 from testkit.procs import Proc, start_agent, start_master, tcl, tcl_json
 from testkit.cgroups import group_dirs, leftovers
 from testkit.procs import sweep_node
+from testkit.patience import patient
 
 HEARTBEAT_S = 0.5
 
@@ -55,7 +56,7 @@ def job(master: str, job_id: str) -> dict:
 
 
 def wait_state(master: str, job_id: str, states: set[str], timeout_s: float = 120.0) -> dict:
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + patient(timeout_s)
     while True:
         found = job(master, job_id)
         if found["state"] in states or time.monotonic() > deadline:

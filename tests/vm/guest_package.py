@@ -96,8 +96,10 @@ def first_install(first: Path) -> dict[str, Any]:
 
 
 def upgrade_while_a_task_runs(second: Path) -> dict[str, Any]:
+    # The task prints its own cgroup: under the agent's tree, not the unit's (KillMode=process
+    # leaves it running through the agent's restart, which re-adopts it).
     submitted = sh("tcl", "submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c",
-                   f"while [ ! -e {GO} ]; do sleep 1; done; echo done")
+                   f"cat /proc/self/cgroup; while [ ! -e {GO} ]; do sleep 1; done; echo done")
     job_id = submitted.stdout.strip()
     out: dict[str, Any] = {"submitted": submitted.returncode == 0,
                            "running": bool(wait_until(lambda: job(job_id)["state"] == "RUNNING", 120))}
@@ -114,9 +116,15 @@ def upgrade_while_a_task_runs(second: Path) -> dict[str, Any]:
     final = job(job_id)
     out["attempts"] = [t.get("attempt") for t in final.get("tasks", [])]
     out["logs"] = sh("tcl", "logs", job_id).stdout
+    out["agent_cgroup"] = main_cgroup("tcl-agent.service")
     journal = sh("journalctl", "--no-pager", "-u", "tcl-agent").stdout
     out["new_agent_started"] = f"tcl-agent {out['version'].split()[-1]} {NODE}: runtime" in journal
     return out
+
+
+def main_cgroup(unit: str) -> str:
+    pid = prop(unit, "MainPID")
+    return Path(f"/proc/{pid}/cgroup").read_text().strip() if pid and pid != "0" else ""
 
 
 def watchdog_restart() -> dict[str, Any]:

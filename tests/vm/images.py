@@ -28,10 +28,14 @@ import shutil
 import subprocess
 import tempfile
 import time
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Callable
+
+from packaging.requirements import Requirement
 
 from tests.vm import entrypoints
 
@@ -246,12 +250,28 @@ def _mirror() -> str:
     return match.group(1) if match else "http://deb.debian.org/debian"
 
 
+# What the guest runs: the package's own dependencies and the test runner's, nothing of the
+# host's dev tools (mypy, grpcio-tools, selenium, matplotlib): a new dev tool neither grows
+# nor rebuilds the cached rootfs.
+GUEST_TEST_TOOLS = ("pytest", "hypothesis", "pytest-timeout")
+
+
 def _guest_requirements() -> list[str]:
-    """The host venv's versions of the guest's dependencies (and theirs), pinned."""
-    frozen = _run(str(Path(os.sys.executable)), "-m", "pip", "freeze", "--exclude-editable")
-    skip = {"tcluster", "grpcio-tools", "setuptools", "pip", "numpy"}
-    return sorted(line for line in frozen.splitlines()
-                  if "==" in line and line.split("==")[0].lower() not in skip)
+    """The project's dependencies and the guest's test tools with everything they require,
+    each pinned to the version the host's venv has."""
+    with open(REPO_ROOT / "pyproject.toml", "rb") as f:
+        roots = [*tomllib.load(f)["project"]["dependencies"], *GUEST_TEST_TOOLS]
+    pinned: dict[str, str] = {}
+    todo = list(roots)
+    while todo:
+        req = Requirement(todo.pop())
+        key = re.sub(r"[-_.]+", "-", req.name).lower()
+        if key in pinned or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        dist = metadata.distribution(req.name)
+        pinned[key] = f"{dist.metadata['Name']}=={dist.version}"
+        todo.extend(dist.requires or [])
+    return sorted(pinned.values())
 
 
 def _install_guest_python(root: Path, requirements: list[str]) -> None:

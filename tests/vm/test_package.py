@@ -53,7 +53,10 @@ def test_upgrade_restarts_the_agent_and_the_task_survives(guest: dict[str, Any])
     assert step["new_agent_started"], step
     assert step["toml_untouched"], step
     assert step["running_after"] == "RUNNING" and step["node_ready"], step
-    assert step["succeeded"] and step["attempts"] == [1] and step["logs"] == "done\n", step   # its first attempt
+    assert step["succeeded"] and step["attempts"] == [1], step   # its first attempt
+    assert step["agent_cgroup"].endswith("/system.slice/tcl-agent.service"), step["agent_cgroup"]
+    cgroup, _, rest = step["logs"].partition("\n")
+    assert "/tcluster/" in cgroup and rest == "done\n", step["logs"]
 
 
 def test_the_watchdog_restarts_a_hung_agent(guest: dict[str, Any]) -> None:

@@ -3,10 +3,9 @@
 One boot per run (the session fixture `guest`, tests/vm/conftest.py, which
 test_package.py shares): inside, the system and fault tests marked `guest` run
 against cgroup v2 (the same tests run against v1 on this host; they are the ones whose code
-differs between the two, tests/vm/selection.py), then systemd/'s unit files are verified with
-`systemd-analyze verify` (any stderr fails) and started: a job runs, the agent is
-restarted with `systemctl restart` while the job's task runs, and the task finishes and
-is reported. Then the secure join flow on the same units, across a reboot of the guest
+differs between the two, tests/vm/selection.py), then the package's checks
+(test_package.py: its units verified, started, an agent restarted under a running task),
+then the secure join flow on systemd/'s units, across a reboot of the guest
 (tests/vm/guest_secure.py). Images are built once and cached outside the repo (tests/vm/images.py)."""
 
 from __future__ import annotations
@@ -65,22 +64,6 @@ def _passed(junit: Path) -> set[tuple[str, str]]:
     import xml.etree.ElementTree as ET
     return {(case.get("classname", ""), case.get("name", "")) for case in ET.parse(junit).iter("testcase")
             if not any(child.tag in ("failure", "error", "skipped") for child in case)}
-
-
-def test_unit_files_verify_without_a_word(guest: dict[str, Any]) -> None:
-    units = guest["systemd"]
-    assert (units["verify_rc"], units["verify_stderr"]) == (0, "")
-
-
-def test_units_start_run_a_job_and_survive_an_agent_restart(guest: dict[str, Any]) -> None:
-    units = guest["systemd"]
-    journal = (Path(guest["share"]) / "journal.log").read_text()
-    assert units["nodes_ready"] and units["submitted"] and units["running"], (units, journal[-3000:])
-    assert units["agent_cgroup"].endswith("/system.slice/tcl-agent.service"), units["agent_cgroup"]
-    assert units["restart_rc"] == 0 and units["agent_active"], journal[-3000:]
-    assert units["succeeded"], (units["job"], journal[-3000:])
-    assert "/tcluster/vm1/" in units["logs"] and units["logs"].endswith("done\n"), units["logs"]
-    assert units["leftover_groups"] == []
 
 
 def test_a_joined_agent_unit_reconnects_with_its_certificate_after_a_reboot(guest: dict[str, Any]) -> None:
