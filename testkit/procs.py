@@ -17,7 +17,7 @@ import uuid
 from typing import Callable, Iterator
 from pathlib import Path
 
-from testkit.patience import patient
+from testkit.patience import TIME_SCALE, patient
 
 BIN = Path(sys.executable).parent
 STOP_WAIT_S = 15.0
@@ -94,10 +94,19 @@ def gated(gate: Path, then: str) -> list[str]:
     return ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.5; done; {then}"]
 
 
+def patient_master_args() -> list[str]:
+    """On a slow machine (patience.py) a restarted agent may take longer to come back than
+    the master's defaults allow before its node is DOWN (15 s) and its tasks LOST (30 s
+    more): both stretched there; on the host, nothing (the test's own flags come after)."""
+    if TIME_SCALE == 1:
+        return []
+    return ["--node-timeout-s", str(patient(15.0)), "--lost-timeout-s", str(patient(30.0))]
+
+
 def start_master(tmp: Path, *extra: str, heartbeat_s: float = 0.5, log: str = "master.log") -> tuple[Proc, str]:
     """`tcl-master` on a free loopback port with its data under tmp/master: (process, address)."""
     master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
-                   "--heartbeat-interval-s", str(heartbeat_s), *extra], tmp / log)
+                   "--heartbeat-interval-s", str(heartbeat_s), *patient_master_args(), *extra], tmp / log)
     try:
         port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)", 60).group(1)
     except BaseException:

@@ -12,6 +12,7 @@ import pytest
 
 from testkit.cgroups import SKIP_REASON, leftovers
 from tests.system.cluster import cluster, submit, task_key, task_pids, wait_state
+from testkit.patience import patient
 from testkit.procs import gated, start_agent, tcl
 
 pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
@@ -32,7 +33,7 @@ def test_tasks_survive_an_agent_sigkill_and_are_re_adopted(tmp_path: Path, gates
         # The quick task ends while no agent runs: its shim records the exit on its own.
         (gates / "quick").touch()
         exit_record = tmp_path / node / "containers" / keys[quick] / "exit.json"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + patient(60)
         while not exit_record.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         assert exit_record.exists(), "the shim did not record the exit while the agent was away"

@@ -28,6 +28,7 @@ import pytest
 from tcluster.agent.runtime import devbpf
 from tcluster.agent.runtime.devices import task_rules
 from testkit.cgroups import SKIP_REASON, leftovers
+from testkit.patience import patient
 from testkit.procs import Proc, start_agent, start_master, sweep_node, tcl
 from tests.system.cluster import job, node_name, nodes, submit, wait_state
 
@@ -108,7 +109,7 @@ class Gpus:
 
     def probe(self, job_id: str) -> list[str]:
         """The task's lines once it has tried every device."""
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + patient(60)
         while time.monotonic() < deadline:
             out = tcl(self.address, "logs", job_id, check=False).stdout
             if f"gpu{DEVICES - 1} " in out:
@@ -120,7 +121,7 @@ class Gpus:
         """The devices of the job's task once the task runs. The job reads RUNNING while its
         task is still STARTING, before the agent's report names the devices (a launch the
         agent refused while a lost attempt's devices were still held is placed again)."""
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + patient(120)
         while True:
             task = wait_state(self.address, job_id, {"RUNNING"})["tasks"][0]
             if task["state"] == "RUNNING" or time.monotonic() > deadline:
