@@ -177,7 +177,8 @@ class _Planner:
         return standings
 
     def starved(self) -> list[str]:
-        waiting = {j.queue for j in self.inp.waiting if j.pending > self.claimed.get(j.job_id, 0) and not self.capped(j)}
+        waiting = {j.queue for j in self.inp.waiting
+                   if j.pending > self.claimed.get(j.job_id, 0) and not self.capped(j)}
         return sorted(q for q in waiting if self.share(self.standings[q].usage) < self.standings[q].target - EPSILON)
 
     def clocks(self, since: Mapping[str, float]) -> dict[str, float]:

@@ -37,7 +37,8 @@ from tcluster.scheduler.quotas import QUOTA_KEYS, QueueCaps, parse_caps
 from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, load_located, read_config_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
-_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable", "max_time_limit")
+_QUEUE_KEYS: tuple[str, ...] = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable",
+                               "max_time_limit")
 _QUEUE_KEYS += QUOTA_KEYS    # max, borrow_limit, lend_limit, max_*_per_user: scheduler/quotas.py
 
 

@@ -1,6 +1,6 @@
 """Queue quotas through the real binaries on real cgroups (README, "Quotas and borrowing"):
 a `max: {cpu: 1}` queue never runs more than 1 core on an idle 2-core node and `tcl why`
-names the cap; a submit past `max_pending_per_user` exits 1 naming the limit and writes
+names the cap (also after a master restart); a submit past `max_pending_per_user` exits 1 naming the limit and writes
 nothing; a cap lowered by SIGHUP stops no running task, and new starts wait until the
 queue is back under it."""
 
@@ -61,6 +61,11 @@ def test_a_queue_at_max_cpu_1_runs_1_core_on_an_idle_2_core_node(cluster: Cluste
     assert "waits: queue a at max cpu 1" in why
     other = cluster.submit("b", 2, "0.5", "sleep", "600").stdout.strip()   # the other core is b's to take
     wait_until(lambda: cluster.running(other) == 2, 30)
+    assert cluster.running(job) == 2
+    tcl(cluster.address, "cancel", other)
+    cluster.restart_master()                  # the quota is counted again from the stored tasks
+    wait_until(lambda: cluster.pending_reason(job) == "queue a at max cpu 1", 30)
+    time.sleep(2)
     assert cluster.running(job) == 2
 
 

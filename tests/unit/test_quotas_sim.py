@@ -47,7 +47,8 @@ def scenarios(draw: Any) -> tuple[str, dict[str, dict[str, Any]]]:
         duration = draw(st.sampled_from(["null", "60", "200", "500"]))
         cpu = draw(st.sampled_from([0.5, 1, 2]))
         gang = ", gang: true" if draw(st.integers(0, 4)) == 0 else ""
-        jobs.append(f"  - {{name: j{i}, queue: {draw(st.sampled_from(LEAVES))}, user: {draw(st.sampled_from(['alice', 'bob']))}, "
+        user = draw(st.sampled_from(["alice", "bob"]))
+        jobs.append(f"  - {{name: j{i}, queue: {draw(st.sampled_from(LEAVES))}, user: {user}, "
                     f"submit: {draw(st.integers(0, 300))}, tasks: {draw(st.integers(1, 6))}, "
                     f"resources: {{cpu: {cpu}, memory: 1Gi}}, duration: {duration}{gang}}}")
     return NODES + queues + "jobs:\n" + "\n".join(jobs) + "\n", caps
@@ -87,7 +88,8 @@ def _check_lending(run: SimRun, caps: dict[str, dict[str, Any]]) -> None:
     for q, c in caps.items():
         if "lend_limit" not in c:
             continue
-        outside = {r.start for t in run.tracks for r in t.runs if not (t.spec.queue == q or t.spec.queue.startswith(q + "."))}
+        outside = {r.start for t in run.tracks for r in t.runs
+                   if not (t.spec.queue == q or t.spec.queue.startswith(q + "."))}
         for t in sorted(outside):
             running = _running_at(run, t)
             used = sum(cpu for queue, _, cpu in running if queue == q or queue.startswith(q + "."))
