@@ -272,7 +272,7 @@ def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dic
         if left <= 0 or job_id in reasons:
             continue
         spec = jobs[job_id].spec
-        capped = _capped(caps, spec, 1)
+        capped = _capped(caps, spec, left if spec.gang else 1)
         if capped is not None:
             reasons[job_id] = capped
             continue
