@@ -188,3 +188,28 @@ def test_the_book_counts_starts_up_the_tree() -> None:
     assert book.blocks("ads.prod", "alice", CORE, 1) == "queue ads at max cpu 2"
     assert book.user_running[("ads.prod", "alice")] == 1
     assert book.blocks("elsewhere", "alice", CORE, 1) is None     # a queue no longer in the file
+
+
+# ---- the submit's max_pending_per_user (master/features/quotas_live.py) ----
+
+def _state(jobs: list[tuple[Job, list[Task]]]):  # type: ignore[no-untyped-def]
+    from tcluster.master.core.state import MasterState, Timeouts
+    return MasterState([j for j, _ in jobs], [t for _, ts in jobs for t in ts], [], [], Timeouts(), 0.0)
+
+
+def test_max_pending_per_user_counts_the_users_waiting_tasks_in_the_subtree() -> None:
+    from tcluster.domain.errors import ResourceExhausted
+    from tcluster.master.features.quotas_live import check_pending_cap, running_holdings
+    t = tree("  ads: {max_pending_per_user: 5, queues: {prod: {}, test: {max_pending_per_user: 10}}}\n")
+    j1, tasks1 = job("j1", "ads.prod", 3, "alice")
+    tasks1[0] = Task("j1", 0, TaskState.RUNNING, node="n0")       # started: no longer waiting
+    state = _state([(j1, tasks1), job("j2", "ads.test", 2, "alice"), job("j3", "ads.prod", 4, "bob")])
+    assert sorted((h.queue, h.user, h.running) for h in running_holdings(state)) == [("ads.prod", "alice", 1)]
+    check_pending_cap(state, t, JobSpec(("x",), CORE, queue="ads.test", tasks=1, owner="alice"))   # 2 + 2 + 1
+    with pytest.raises(ResourceExhausted) as refused:
+        check_pending_cap(state, t, JobSpec(("x",), CORE, queue="ads.test", tasks=2, owner="alice"))
+    assert str(refused.value) == ("queue ads: user alice at max_pending_per_user 5: 4 task(s) already waiting, "
+                                  "this job adds 2; submit again when some have started")
+    with pytest.raises(ResourceExhausted, match="user alice at max_pending_per_user 5: 4 task"):
+        check_pending_cap(state, t, JobSpec(("x",), CORE, queue="ads.prod", array="0-1", owner="alice"))
+    check_pending_cap(state, t, JobSpec(("x",), CORE, queue="ads.prod", tasks=1, owner="bob"))      # 4 + 1
