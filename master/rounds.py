@@ -16,9 +16,11 @@ from tcluster.domain.errors import Unavailable
 from tcluster.master import nodeadmin
 from tcluster.master.core.events import Launch, Place, Tick
 from tcluster.master.core.pinning import pinned_round
+from tcluster.master.features.quotas_live import running_holdings
 from tcluster.master.ports import Do, MasterPort, Plugins
 from tcluster.master.settings import MasterSettings
 from tcluster.scheduler.fairness import make_fairness
+from tcluster.scheduler.capbook import has_caps
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
@@ -101,7 +103,8 @@ class Rounds:
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
                                 self.eligible, queues=self.master.queues, reservations=self.reservations,
                                 now=self.master.clock(), windows=windows,
-                                views=[v for v in state.pending_views() if v.job_id not in pinned])
+                                views=[v for v in state.pending_views() if v.job_id not in pinned],
+                                holdings=running_holdings(state) if has_caps(self.master.queues) else ())
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
         self.reservations = result.holds or self.reservations
         state.set_pending_reasons({**self._preempt(result.pending_reasons, windows), **pinned_reasons})

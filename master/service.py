@@ -16,6 +16,7 @@ from tcluster.domain.arrays import parse_index_set
 from tcluster.domain.dependency import parse_dependency
 from tcluster.domain.errors import FailedPrecondition, NotFound, Unavailable
 from tcluster.domain.gpuusage import GpuBoard
+from tcluster.master.features.quotas_live import check_pending_cap
 from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
 from tcluster.master.core.feed import AppliedStep
@@ -129,6 +130,7 @@ class MasterService:
         spec = replace(spec, user=run_as(caller, spec.user))
         if spec.request_id and (spec.owner, spec.request_id) in self.state.by_request:
             return await self._resubmitted(spec)
+        check_pending_cap(self.state, self.queues, spec)   # max_pending_per_user; nothing written yet
         job_id = secrets.token_hex(4)
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)

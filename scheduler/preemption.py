@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from tcluster.domain.resources import Resources
+from tcluster.scheduler.capbook import CapBook
 from tcluster.scheduler.nodestate import NodeMatrixView, resource_vector
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.victims import (
@@ -51,6 +52,7 @@ class WaitingJob:
     queue: str
     request: Resources
     pending: int
+    user: str = ""       # for per-user quotas (scheduler/quotas.job_user)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class PreemptionInput:
     leaving: Mapping[str, Resources] = field(default_factory=dict)   # per node: what stopping tasks free
     held_for: Mapping[str, str] = field(default_factory=dict)        # node -> the job a reservation holds it for
     eligible: Callable[[str], np.ndarray | None] = lambda job_id: None   # rows a job's constraints allow
+    caps: CapBook | None = None       # queue quotas: a capped job gains nothing from preemption (mutated)
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,17 @@ class _Planner:
         self.notes: dict[str, str] = {}
         self.blocked: dict[str, Blocked] = {}
         self.shares_before = {q: self.share(s.usage) for q, s in self.standings.items()}
+        self.caps = inp.caps
+        if self.caps is not None:   # room claimed in earlier rounds is the claimant's already
+            by_id = {j.job_id: j for j in inp.waiting}
+            for claim in inp.claims:
+                if claim.job_id in by_id:
+                    job = by_id[claim.job_id]
+                    self.caps.add(job.queue, job.user, job.request, claim.count)
+
+    def capped(self, job: WaitingJob) -> bool:
+        """Its queue or user is at a quota: preempting for it would free room it may not use."""
+        return self.caps is not None and self.caps.blocks(job.queue, job.user, job.request) is not None
 
     def vector(self, resources: Resources) -> np.ndarray:
         return resource_vector(resources, self.kinds)
@@ -163,7 +177,8 @@ class _Planner:
         return standings
 
     def starved(self) -> list[str]:
-        waiting = {j.queue for j in self.inp.waiting if j.pending > self.claimed.get(j.job_id, 0)}
+        waiting = {j.queue for j in self.inp.waiting
+                   if j.pending > self.claimed.get(j.job_id, 0) and not self.capped(j)}
         return sorted(q for q in waiting if self.share(self.standings[q].usage) < self.standings[q].target - EPSILON)
 
     def clocks(self, since: Mapping[str, float]) -> dict[str, float]:
@@ -202,7 +217,7 @@ class _Planner:
                 return
 
     def _wants_more(self, job: WaitingJob) -> bool:
-        return job.pending > self.claimed.get(job.job_id, 0) and self._below_target(job.queue)
+        return job.pending > self.claimed.get(job.job_id, 0) and self._below_target(job.queue) and not self.capped(job)
 
     def _below_target(self, queue: str) -> bool:
         s = self.standings[queue]
@@ -300,6 +315,8 @@ class _Planner:
                                        job.job_id, job.queue, reason))
             self.budget -= 1
         self.standings[job.queue].usage = self.standings[job.queue].usage + request
+        if self.caps is not None:
+            self.caps.add(job.queue, job.user, job.request)
         self.claimed[job.job_id] = self.claimed.get(job.job_id, 0) + 1
         self.claimed_on[choice.node] = self.claimed_on.get(choice.node, 0.0) + request
         self.new_claims.append(Claim(job.job_id, choice.node))
@@ -317,7 +334,7 @@ class _Planner:
 
     def _note_queue(self, queue: str, text: str) -> None:
         for job in self.inp.waiting:
-            if job.queue == queue and job.pending > self.claimed.get(job.job_id, 0):
+            if job.queue == queue and job.pending > self.claimed.get(job.job_id, 0) and not self.capped(job):
                 self.notes[job.job_id] = f"{self._deficit(queue)}: {text}"
 
     def _block(self, job: WaitingJob, why: Blocked) -> None:

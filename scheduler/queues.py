@@ -17,7 +17,9 @@ command only to its owner and admins (default: its parent's; at the top, false: 
 there and is the limit of a job that gives none (default: its parent's; at the top, none).
 A queue may instead name its parent (`prod: {parent: ads}` at the top level), which is
 how a cycle or an unknown parent can be written, and both are refused. A leaf is named
-by its path (`ads.prod`). Without a file there is one leaf, `default`."""
+by its path (`ads.prod`). Without a file there is one leaf, `default`. The quota keys
+(`max`, `borrow_limit`, `lend_limit`, `max_running_per_user`, `max_pending_per_user`) are
+scheduler/quotas.py's."""
 
 from __future__ import annotations
 
@@ -31,10 +33,13 @@ from typing import Any, Iterator
 from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.model import DEFAULT_QUEUE
 from tcluster.domain.units import parse_duration
+from tcluster.scheduler.quotas import QUOTA_KEYS, QueueCaps, parse_caps
 from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, load_located, read_config_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
-_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable", "max_time_limit")
+_QUEUE_KEYS: tuple[str, ...] = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable",
+                               "max_time_limit")
+_QUEUE_KEYS += QUOTA_KEYS    # max, borrow_limit, lend_limit, max_*_per_user: scheduler/quotas.py
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,7 @@ class QueueNode:
     hide_command: bool | None = None   # None: as the parent queue
     preemptable: bool | None = None    # False: its tasks are never preempted; None: as the parent
     max_time_limit_s: float | None = None   # a job's --time-limit at most (and its default); None: as the parent
+    caps: QueueCaps = QueueCaps()           # quotas for its subtree (scheduler/quotas.py)
 
     @property
     def leaf(self) -> bool:
@@ -205,7 +211,7 @@ def _queue(doc: Located, where: Path, name: str, path: str) -> tuple[QueueNode, 
         raise doc.error((*where, "parent"), "`parent` is a queue path, allowed on top-level queues only")
     children = _children(doc, (*where, "queues"), body, path)
     return QueueNode(name, path, weight, children, doc.line(where), max_job_weight, hide_command,
-                     preemptable, _time_limit(doc, where, body)), parent
+                     preemptable, _time_limit(doc, where, body), parse_caps(doc, where, body)), parent
 
 
 def _time_limit(doc: Located, where: Path, body: dict[Any, Any]) -> float | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from itertools import chain
 from contextlib import contextmanager
-from typing import Callable, Iterator, Protocol
+from typing import Callable, Iterable, Iterator, Protocol
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,12 +16,14 @@ import numpy as np
 from tcluster.domain.ceilings import asks_of, short_of
 from tcluster.domain.constraints import Constraint, parse_constraints
 from tcluster.domain.model import Job, JobSpec, Task, TaskState, node_requirements, task_id
+from tcluster.scheduler.capbook import CapBook, Holding, has_caps, make_capbook
 from tcluster.scheduler.fairness import FairnessPolicy
 from tcluster.scheduler.gangs import gang_rows, place_gang
 from tcluster.scheduler.matching import EligibleCache, ceiling_mask
 from tcluster.scheduler.nodestate import NodeMatrix, NodeMatrixView
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.quotas import job_user
 from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
@@ -100,14 +102,18 @@ def schedule_round(
     fairness: FairnessPolicy, placement: PlacementPolicy, rng: random.Random,
     eligible_cache: EligibleCache | None = None, queues: QueueTree | None = None,
     reservations: Reservations | None = None, now: float = 0.0, views: list[JobView] | None = None,
-    windows: Windows | None = None,
+    windows: Windows | None = None, holdings: Iterable[Holding] | None = None,
 ) -> RoundResult:
     """`queues` is the fairness tree; `reservations` (kept by the caller across rounds)
     holds nodes for jobs whose next task has waited long enough; `now` dates the waits.
     `views` (pending and running counts per waiting job) saves a scan when the caller
     keeps counts, as the master does. `windows`: nodes' maintenance windows ahead
-    (scheduler/windows.py); a job starts nowhere it could still run when one opens."""
+    (scheduler/windows.py); a job starts nowhere it could still run when one opens.
+    `holdings`: what runs, per leaf queue and user, for the queues' quotas
+    (scheduler/capbook.py); None: only the running tasks in `tasks` count."""
     views = job_views(jobs, tasks) if views is None else views
+    caps = None if not has_caps(queues) else \
+        make_capbook(queues, _holdings(jobs, tasks) if holdings is None else holdings, nodes.total_capacity())
     view = nodes.view()
     if not view.schedulable.any():
         return RoundResult([], {v.job_id: "no nodes are ready" for v in views}, reservations)
@@ -121,8 +127,8 @@ def schedule_round(
     book.start_round([v.job_id for v in views], view, now)
     for late in book.overdue(now):   # a big task must not starve behind small ones
         spec = jobs[late].spec
-        if spec.gang:
-            continue                   # a gang holds all it needs, when it is tried (gangs.py)
+        if spec.gang or _capped(caps, spec, 1):
+            continue                   # a gang holds all it needs, when it is tried (gangs.py); a capped job nothing
         book.hold(late, view.request_vector(spec.resources),
                   eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache, windows), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
@@ -139,6 +145,11 @@ def schedule_round(
             matching = eligible_rows(spec, constraints, nodes, cache, windows)
             eligible = book.eligible(job_id, matching, view)   # minus nodes held for others
             request = view.request_vector(spec.resources)
+            capped = _capped(caps, spec, pending_of[job_id][0] if spec.gang else 1)
+            if capped is not None:      # a queue or user at a quota: nothing starts, however idle the nodes
+                reasons[job_id] = capped
+                fairness_round.skip(job_id)
+                continue
             if spec.gang:     # all of its waiting tasks now, or none
                 size, running = pending_of[job_id]
                 if running:      # a restart: the members still running stop first
@@ -159,6 +170,8 @@ def schedule_round(
                     book.placed(job_id, node)
                     fairness_round.placed(job_id)
                     most.allocated(gang_row)
+                if caps is not None:
+                    caps.add(spec.queue, job_user(spec), spec.resources, len(rows))
                 if most.changed:
                     fairness_round.limit(most.resources())
                 continue
@@ -178,10 +191,12 @@ def schedule_round(
             book.placed(job_id, node)
             fairness_round.placed(job_id)
             most.allocated(row)
+            if caps is not None:
+                caps.add(spec.queue, job_user(spec), spec.resources)
             if most.changed:   # the same room again blocks nobody new
                 fairness_round.limit(most.resources())   # saturated kinds block who needs them
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
-        _explain_waiting(jobs, left, reasons, nodes, cache, book, windows)
+        _explain_waiting(jobs, left, reasons, nodes, cache, book, windows, caps)
     return RoundResult(placements, reasons, book)
 
 
@@ -250,16 +265,36 @@ def _finally(call: Callable[[], None] | None) -> Iterator[None]:
 
 def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dict[str, str],
                      nodes: NodeMatrix, cache: EligibleCache, book: Reservations,
-                     windows: Windows | None = None) -> None:
+                     windows: Windows | None = None, caps: CapBook | None = None) -> None:
     """Every job still waiting gets a reason, from the state after this round's placements:
     the fairness round stops offering a job whose resource saturated without skipping it."""
     for job_id, left in waiting.items():
         if left <= 0 or job_id in reasons:
             continue
         spec = jobs[job_id].spec
+        capped = _capped(caps, spec, left if spec.gang else 1)
+        if capped is not None:
+            reasons[job_id] = capped
+            continue
         constraints = parse_constraints(node_requirements(spec))
         reason = _reason(spec, constraints, nodes, eligible_rows(spec, constraints, nodes, cache, windows), windows)
         holder = next((r for r in book.held.values() if r.job_id != job_id), None)
         if reason == WAITING_FOR_NEXT_ROUND and holder is not None:
             reason = f"waiting behind a reservation: node {holder.node} is held for job {holder.job_id}"
         reasons[job_id] = reason
+
+
+def _capped(caps: CapBook | None, spec: JobSpec, count: int) -> str | None:
+    """Which queue quota (scheduler/quotas.py) keeps `count` more tasks from starting."""
+    return None if caps is None else caps.blocks(spec.queue, job_user(spec), spec.resources, count)
+
+
+def _holdings(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[Holding]:
+    """What the given tasks hold, per job (when the caller keeps no count of its own)."""
+    held = []
+    for job_id, job_tasks in tasks.items():
+        running = sum(1 for t in job_tasks if t.state.holds_resources)
+        if running:
+            spec = jobs[job_id].spec
+            held.append(Holding(spec.queue, job_user(spec), spec.resources, running))
+    return held

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from tcluster.scheduler.capbook import Holding, has_caps
+from tcluster.scheduler.quotas import job_user
 from tcluster.scheduler.round import schedule_round
 from tcluster.domain.model import Job, JobSpec, Task, TaskState
 from tcluster.domain.resources import Resources
@@ -173,7 +175,8 @@ class Simulator:
         b = spec.batch
         job_spec = JobSpec(("sim",), spec.resources, name=name, queue=spec.queue, tasks=spec.tasks,
                            constraints=spec.constraints, weight=spec.weight, time_limit_s=b.time_limit_s,
-                           array=b.array, dependency=b.dependency, keep_unmet=b.keep_unmet, gang=b.gang)
+                           array=b.array, dependency=b.dependency, keep_unmet=b.keep_unmet, gang=b.gang,
+                           owner=spec.user)
         job = Job(name, job_spec, submitted_at=now, unplaced=b.indexes, throttle=b.throttle)
         waiting = deque() if b.array else deque(range(spec.tasks))   # an array's wait as ranges
         self.tracks[name] = track = JobTrack(spec, job, waiting, unplaced=b.indexes)
@@ -237,10 +240,16 @@ class Simulator:
             return
         self.counters["rounds"] += 1
         result = schedule_round(jobs, tasks, self.matrix, self.fairness, self.placement, self.rng, self.cache,
-                                queues=self.scenario.queues, reservations=self.book, now=now)
+                                queues=self.scenario.queues, reservations=self.book, now=now,
+                                holdings=self.holdings() if has_caps(self.scenario.queues) else ())
         self.book = result.holds or self.book
         for task, node in result.placements:
             self._start(self.tracks[task.job_id], task.index, node, now)
+
+    def holdings(self) -> list[Holding]:
+        """What runs, per job, for the queues' quotas (a victim in its grace still holds)."""
+        return [Holding(t.spec.queue, job_user(t.job.spec), t.spec.resources, len(t.running))
+                for t in self.tracks.values() if t.running]
 
     def _round_input(self) -> tuple[dict[str, Job], dict[str, list[Task]]]:
         view = self.matrix.view()

@@ -30,6 +30,8 @@ from tcluster.domain.constraints import parse_constraints
 from tcluster.domain.model import node_requirements
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.nodestate import resource_vector
+from tcluster.scheduler.capbook import Holding, has_caps, make_capbook
+from tcluster.scheduler.quotas import job_user
 from tcluster.scheduler.preemption import (
     Claim, PreemptionInput, PreemptionPlan, PreemptionSettings, Victim, WaitingJob, plan_preemption,
 )
@@ -87,6 +89,8 @@ class Simulated(Protocol):
     def preempt(self, name: str, index: int, release_at: float) -> None: ...
 
     def tick(self, at: float) -> None: ...
+
+    def holdings(self) -> list[Holding]: ...
 
 
 class SimPreemption:
@@ -147,10 +151,12 @@ class SimPreemption:
                 node = track.running[index].node
                 leaving[node] = leaving.get(node, Resources()) + resources
             if track.pending:
-                waiting.append(WaitingJob(name, queue, resources, track.pending))
+                waiting.append(WaitingJob(name, queue, resources, track.pending, job_user(track.job.spec)))
         claims = [Claim(job, node, count) for job, node, count in sim.book.claims()]
-        return PreemptionInput(sim.scenario.queues, sim.matrix.view(), held, waiting, self._running_on, claims,
-                               leaving, sim.book.holders(), self._eligible)
+        tree = sim.scenario.queues
+        caps = make_capbook(tree, sim.holdings(), sim.matrix.total_capacity()) if has_caps(tree) else None
+        return PreemptionInput(tree, sim.matrix.view(), held, waiting, self._running_on, claims,
+                               leaving, sim.book.holders(), self._eligible, caps)
 
     def _running_on(self, node: str) -> Iterator[RunningTask]:
         for name, index in self.sim.on_node.get(node, ()):

@@ -48,7 +48,7 @@ _TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preempti
 _PREEMPT_KEYS = ("after_s", "grace_s", "min_runtime_s", "max_per_round")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
 _JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints",
-             *BATCH_KEYS)
+             *BATCH_KEYS, "user")
 
 
 @dataclass(frozen=True)
@@ -214,8 +214,15 @@ def _job(doc: Located, path: Path, body: dict[str, Any], queues: QueueTree, node
         name, queue, _number(doc, (*path, "submit"), body.get("submit", 0), minimum=0.0), tasks, resources,
         None if duration is None else _number(doc, (*path, "duration"), duration, minimum=0.0, strict=True),
         _number(doc, (*path, "weight"), body.get("weight", 1), minimum=0.0, strict=True),
-        _constraints(doc, (*path, "constraints"), body.get("constraints")), batch,
+        _constraints(doc, (*path, "constraints"), body.get("constraints")), batch, _user(doc, (*path, "user"), body),
     )
+
+
+def _user(doc: Located, path: Path, body: dict[str, Any]) -> str:
+    user = body.get("user", "")
+    if not isinstance(user, str) or len(user) > 63:
+        raise doc.error(path, f"{user!r} must be a user name (a string of at most 63 characters)")
+    return user
 
 
 def _constraints(doc: Located, path: Path, value: Any) -> tuple[str, ...]:

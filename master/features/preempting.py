@@ -21,7 +21,10 @@ from tcluster.master.core.events import KillMode, Preempt
 from tcluster.master.core.state import MasterState
 from tcluster.domain.model import Job, TaskState, node_requirements
 from tcluster.domain.resources import Resources
+from tcluster.master.features.quotas_live import running_holdings
+from tcluster.scheduler.capbook import has_caps, make_capbook
 from tcluster.scheduler.matching import EligibleCache
+from tcluster.scheduler.quotas import job_user
 from tcluster.scheduler.nodestate import resource_vector
 from tcluster.scheduler.preemption import (
     Claim, PreemptionInput, PreemptionPlan, PreemptionSettings, WaitingJob, plan_preemption,
@@ -102,7 +105,8 @@ class LivePreemption:
         held, leaving = _holdings(state)
         # A pinned (federated) job waits for its own node only: the GM that placed it
         # preempts for it (PreemptAndLaunch), this master's fairness never does.
-        waiting = [WaitingJob(v.job_id, v.queue, v.demand, v.pending) for v in state.pending_views()
+        waiting = [WaitingJob(v.job_id, v.queue, v.demand, v.pending, job_user(state.jobs[v.job_id].spec))
+                   for v in state.pending_views()
                    if not pinned_node(state.jobs[v.job_id].spec)]
         claims = [Claim(job, node, count) for job, node, count in book.claims()]
 
@@ -128,7 +132,8 @@ class LivePreemption:
             spec = state.jobs[job_id].spec
             return eligible_rows(spec, parse_constraints(node_requirements(spec)), state.matrix, cache, windows)
 
-        return PreemptionInput(tree, view, held, waiting, running_on, claims, leaving, book.holders(), eligible)
+        caps = make_capbook(tree, running_holdings(state), state.matrix.total_capacity()) if has_caps(tree) else None
+        return PreemptionInput(tree, view, held, waiting, running_on, claims, leaving, book.holders(), eligible, caps)
 
 
 def _holdings(state: MasterState) -> tuple[dict[str, Resources], dict[str, Resources]]:
