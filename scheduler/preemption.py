@@ -160,7 +160,8 @@ class _Planner:
             request = self.requests[job.job_id]
             usage[job.queue] = usage.get(job.queue, zero) + request * claimed
             demand[job.queue] = demand.get(job.queue, zero) + request * max(job.pending, claimed)
-        tree, totals = self.inp.tree, {}
+        tree = self.inp.tree
+        totals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for queue in list(usage):
             for level in self.lineage.up(queue):
                 held, asked = totals.get(level, (zero, zero))

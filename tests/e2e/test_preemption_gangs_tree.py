@@ -92,3 +92,21 @@ def test_readme_tree_ads_keeps_its_guarantee(cluster: Cluster) -> None:
     assert (shares["ads"], shares["dev"]) == (0.6, 0.4)
     assert (shares["dev.prod"], shares["dev.test"]) == (0.3, 0.1)
     assert preemptions(cluster, ads) == 0 and preemptions(cluster, dev) == 3
+
+
+def test_a_whole_gang_is_preempted_and_requeued_together(cluster: Cluster) -> None:
+    """a runs two 2-task gangs (1.00), b waits with one task: one gang goes whole (a keeps
+    its 0.50), both its members are requeued once, the other gang is untouched."""
+    first = submit(cluster, "a", 2, 0.5, "--gang")
+    all_running(cluster, first, 2)
+    second = submit(cluster, "a", 2, 0.5, "--gang")
+    all_running(cluster, second, 2)
+    time.sleep(1.2)
+    b = submit(cluster, "b", 1, 0.5)
+    wait_until(lambda: running(tcl_json(cluster.address, "status", b)) == 1, AFTER_S + GRACE_S + 20)  # type: ignore[arg-type]
+    jobs = {j: tcl_json(cluster.address, "status", j)["tasks"] for j in (first, second)}  # type: ignore[index]
+    hit = [j for j, tasks in jobs.items() if any(t["preemptions"] for t in tasks)]
+    assert len(hit) == 1, jobs
+    assert [t["preemptions"] for t in jobs[hit[0]]] == [1, 1]
+    assert all(t["state"] == "PENDING" for t in jobs[hit[0]])
+    assert cluster.shares() == {"a": 0.5, "b": 0.25}
