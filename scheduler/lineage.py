@@ -20,6 +20,7 @@ class Lineage:
     def __init__(self, tree: QueueTree) -> None:
         self.tree = tree
         self._up: dict[str, tuple[str, ...]] = {}
+        self._below: dict[tuple[str, str], tuple[str, ...]] = {}   # asked per search: kept all round
 
     def up(self, queue: str) -> tuple[str, ...]:
         found = self._up.get(queue)
@@ -35,8 +36,11 @@ class Lineage:
     def below_common(self, victim: str, preemptor: str) -> tuple[str, ...]:
         """The victim's queue and its parents that do not hold the preemptor: those a
         swap takes from (above them the victim's loss is the preemptor's gain)."""
-        mine = set(self.up(preemptor))
-        return tuple(q for q in _until(self.up(victim), mine))
+        found = self._below.get((victim, preemptor))
+        if found is None:
+            mine = set(self.up(preemptor))
+            found = self._below[(victim, preemptor)] = tuple(_until(self.up(victim), mine))
+        return found
 
     def sides(self, victim: str, preemptor: str) -> tuple[str, str]:
         """The two siblings just below the common parent: (the victim's, the preemptor's)."""

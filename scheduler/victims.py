@@ -256,6 +256,8 @@ class Search:
         return max(self.now - task.started_at, 0.0) * share
 
     def _unit_lost(self, unit: _Unit) -> float:
+        if len(unit.members) == 1:      # not a gang: the common case, per candidate
+            return self._lost(unit.members[0].task)
         return sum(self._lost(m.task) for m in unit.members)
 
     def _trimmed(self, node: str, chosen: list[_Unit], room: np.ndarray) -> NodeChoice:
