@@ -22,10 +22,11 @@ import numpy as np
 
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.capbook import CapBook
+from tcluster.scheduler.lineage import Lineage
 from tcluster.scheduler.nodestate import NodeMatrixView, resource_vector
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.victims import (
-    EPSILON, Blocked, NodeChoice, RunningTask, Search, Standing, cheapest,
+    EPSILON, Blocked, NodeChoice, Placed, RunningTask, Search, Standing, cheapest,
 )
 
 
@@ -87,6 +88,7 @@ class PreemptionInput:
     held_for: Mapping[str, str] = field(default_factory=dict)        # node -> the job a reservation holds it for
     eligible: Callable[[str], np.ndarray | None] = lambda job_id: None   # rows a job's constraints allow
     caps: CapBook | None = None       # queue quotas: a capped job gains nothing from preemption (mutated)
+    gangs: Mapping[str, Sequence[Placed]] = field(default_factory=dict)  # gang job -> running members not stopping
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class _Planner:
         # A held or claimed node serves one job: no other job's victims are chosen there.
         self.owner = {**inp.held_for, **{c.node: c.job_id for c in inp.claims}}
         self.chosen: set[str] = set()                         # victims of this round so far
+        self.lineage = Lineage(inp.tree)
         self._fits: dict[str, np.ndarray] = {}                # job -> nodes it fits when empty
         # One random start a round, for every search: the jobs of a round look at the same
         # nodes first, so a node's tasks are asked for once (the input does not change while
@@ -138,6 +141,7 @@ class _Planner:
         self.notes: dict[str, str] = {}
         self.blocked: dict[str, Blocked] = {}
         self.shares_before = {q: self.share(s.usage) for q, s in self.standings.items()}
+        self.gangs = {job: tuple(members) for job, members in inp.gangs.items()}
         self.caps = inp.caps
         if self.caps is not None:   # room claimed in earlier rounds is the claimant's already
             by_id = {j.job_id: j for j in inp.waiting}
@@ -160,6 +164,8 @@ class _Planner:
     # ---- who is entitled to what ----
 
     def _standings(self) -> dict[str, Standing]:
+        """Per queue at every level of the tree (a parent sums its children): held +
+        claimed, and the target min(guarantee, the share of its demand)."""
         usage: dict[str, np.ndarray] = {q: self.vector(r) for q, r in self.inp.held.items()}
         demand = {q: v.copy() for q, v in usage.items()}
         zero = np.zeros(len(self.kinds))
@@ -169,12 +175,23 @@ class _Planner:
             usage[job.queue] = usage.get(job.queue, zero) + request * claimed
             demand[job.queue] = demand.get(job.queue, zero) + request * max(job.pending, claimed)
         tree = self.inp.tree
+        totals: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for queue in list(usage):
+            for level in self.lineage.up(queue):
+                held, asked = totals.get(level, (zero, zero))
+                totals[level] = (held + usage[queue], asked + demand[queue])
         standings = {}
-        for queue, held in usage.items():
-            guarantee = tree.guaranteed_share(queue) if tree.is_leaf(queue) else 0.0
-            target = min(guarantee, self.share(demand[queue]))
+        for queue, (held, asked) in totals.items():
+            guarantee = tree.guaranteed_share(queue) if tree.node(queue) is not None else 0.0
+            target = min(guarantee, self.share(asked))
             standings[queue] = Standing(held, target, guarantee, not tree.preemptable(queue))
         return standings
+
+    def _charge(self, queue: str, amount: np.ndarray) -> None:
+        """A change of what `queue` holds, and so each of its parents."""
+        for level in self.lineage.up(queue):
+            standing = self.standings[level]
+            standing.usage = standing.usage + amount
 
     def starved(self) -> list[str]:
         waiting = {j.queue for j in self.inp.waiting
@@ -226,8 +243,9 @@ class _Planner:
     def _find(self, job: WaitingJob) -> tuple[NodeChoice | None, Blocked]:
         request = self.requests[job.job_id]
         search = Search(job.queue, request, self.standings, self.share, self.now, self.settings.min_runtime_s,
-                        self.settings.final_share_rule, self.settings.victim_floor)
+                        self.settings.final_share_rule, self.settings.victim_floor, self.lineage, self.gangs)
         choices: list[NodeChoice] = []
+        without_gangs = 0
         for row in self._rows(job, request):
             name = self.inp.view.names[row]
             assert name is not None
@@ -237,7 +255,8 @@ class _Planner:
                 return choice, Blocked.NO_FIT        # room is already there (or on its way)
             if choice is not None:
                 choices.append(choice)
-                if len(choices) >= self.settings.sample_nodes:
+                without_gangs += not choice.gangs    # a gang is a victim only where no other would do:
+                if without_gangs >= self.settings.sample_nodes:   # look on while only gangs were found
                     break
         # A node claimed for this job already, if it still has victims: a node serves one
         # job, so spreading one job's claims over many nodes would lock other starved
@@ -306,23 +325,22 @@ class _Planner:
     def _take(self, job: WaitingJob, choice: NodeChoice) -> None:
         request = self.requests[job.job_id]
         reason = self._victim_reason(job)
-        for task in choice.victims:
-            standing = self.standings[task.queue]
-            standing.usage = standing.usage - task.demand
+        for node, task in choice.victims:     # a gang's members free their room on their own nodes
+            self._charge(task.queue, -task.demand)
             self.chosen.add(task.task_id)
-            self.freed_on[choice.node] = self.freed_on.get(choice.node, 0.0) + task.demand
-            self.victims.append(Victim(task.task_id, task.job_id, task.queue, choice.node, task.started_at,
+            self.freed_on[node] = self.freed_on.get(node, 0.0) + task.demand
+            self.victims.append(Victim(task.task_id, task.job_id, task.queue, node, task.started_at,
                                        job.job_id, job.queue, reason))
             self.budget -= 1
-        self.standings[job.queue].usage = self.standings[job.queue].usage + request
+        self.gangs = {j: m for j, m in self.gangs.items() if m[0].task.task_id not in self.chosen}
+        self._charge(job.queue, request)
         if self.caps is not None:
             self.caps.add(job.queue, job.user, job.request)
         self.claimed[job.job_id] = self.claimed.get(job.job_id, 0) + 1
         self.claimed_on[choice.node] = self.claimed_on.get(choice.node, 0.0) + request
         self.new_claims.append(Claim(job.job_id, choice.node))
         self.owner[choice.node] = job.job_id
-        stopping = f"stopping {len(choice.victims)} task(s)" if choice.victims else "room being freed"
-        self.notes[job.job_id] = f"{self._deficit(job.queue)}: {stopping} on node {choice.node} for it"
+        self.notes[job.job_id] = f"{self._deficit(job.queue)}: {_stopping(choice)} for it"
 
     def _victim_reason(self, job: WaitingJob) -> str:
         s = self.standings[job.queue]
@@ -359,6 +377,14 @@ class _Planner:
         return on
 
 
+def _stopping(choice: NodeChoice) -> str:
+    if not choice.victims:
+        return f"room being freed on node {choice.node}"
+    others = sorted({node for node, _ in choice.victims} - {choice.node})
+    gangs = f" (whole gangs, also on {', '.join(others)})" if others else " (whole gangs)" if choice.gangs else ""
+    return f"stopping {len(choice.victims)} task(s){gangs} on node {choice.node}"
+
+
 def _claimed_counts(claims: Sequence[Claim]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for claim in claims:
@@ -375,4 +401,6 @@ def explain(why: Blocked, settings: PreemptionSettings) -> str:
         Blocked.AT_TARGET: "every other queue holds no more than its own share",
         Blocked.RATE_LIMIT: f"this round's preemption limit ({settings.max_per_round}) is reached; more next round",
         Blocked.NO_FIT: "no node where stopping tasks of queues above their share makes room for one task",
+        Blocked.GANG: "only gangs could make room, and stopping a whole gang would take its queue below its "
+                      "share or leave this queue ahead of it",
     }[why]

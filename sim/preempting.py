@@ -36,7 +36,7 @@ from tcluster.scheduler.preemption import (
     Claim, PreemptionInput, PreemptionPlan, PreemptionSettings, Victim, WaitingJob, plan_preemption,
 )
 from tcluster.scheduler.round import eligible_rows
-from tcluster.scheduler.victims import Blocked, RunningTask
+from tcluster.scheduler.victims import Blocked, Placed, RunningTask
 
 if TYPE_CHECKING:
     from tcluster.scheduler.matching import EligibleCache
@@ -156,14 +156,27 @@ class SimPreemption:
         tree = sim.scenario.queues
         caps = make_capbook(tree, sim.holdings(), sim.matrix.total_capacity()) if has_caps(tree) else None
         return PreemptionInput(tree, sim.matrix.view(), held, waiting, self._running_on, claims,
-                               leaving, sim.book.holders(), self._eligible, caps)
+                               leaving, sim.book.holders(), self._eligible, caps=caps, gangs=self._gangs())
+
+    def _gangs(self) -> dict[str, tuple[Placed, ...]]:
+        """Per gang job, its running members that are not leaving: a victim gang goes whole."""
+        gangs = {}
+        for name, track in self.sim.tracks.items():
+            if track.spec.batch.gang and len(track.running) > len(track.leaving):
+                gangs[name] = tuple(Placed(task.node, self._task(name, index)) for index, task in
+                                    sorted(track.running.items()) if index not in track.leaving)
+        return gangs
+
+    def _task(self, name: str, index: int) -> RunningTask:
+        track = self.sim.tracks[name]
+        return RunningTask(f"{name}.{index}", name, track.spec.queue, track.running[index].started_at,
+                           self._demand[name])
 
     def _running_on(self, node: str) -> Iterator[RunningTask]:
         for name, index in self.sim.on_node.get(node, ()):
             track = self.sim.tracks[name]
             if index not in track.leaving:
-                yield RunningTask(f"{name}.{index}", name, track.spec.queue, track.running[index].started_at,
-                                  self._demand[name])
+                yield self._task(name, index)
 
     def _eligible(self, job_id: str) -> np.ndarray | None:
         spec = self.sim.tracks[job_id].job.spec

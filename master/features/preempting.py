@@ -32,7 +32,7 @@ from tcluster.scheduler.preemption import (
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.reservations import Reservations
 from tcluster.scheduler.round import eligible_rows
-from tcluster.scheduler.victims import RunningTask
+from tcluster.scheduler.victims import Placed, RunningTask
 from tcluster.scheduler.windows import Windows
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,8 @@ class LivePreemption:
             return eligible_rows(spec, parse_constraints(node_requirements(spec)), state.matrix, cache, windows)
 
         caps = make_capbook(tree, running_holdings(state), state.matrix.total_capacity()) if has_caps(tree) else None
-        return PreemptionInput(tree, view, held, waiting, running_on, claims, leaving, book.holders(), eligible, caps)
+        return PreemptionInput(tree, view, held, waiting, running_on, claims, leaving, book.holders(), eligible,
+                               caps=caps, gangs=_gangs(state, view.kinds, now))
 
 
 def _holdings(state: MasterState) -> tuple[dict[str, Resources], dict[str, Resources]]:
@@ -153,6 +154,25 @@ def _holdings(state: MasterState) -> tuple[dict[str, Resources], dict[str, Resou
         held[spec.queue] = (held[spec.queue] - spec.resources).clamp_nonnegative()
         leaving[intent.node] = leaving.get(intent.node, Resources()) + spec.resources
     return held, leaving
+
+
+def _gangs(state: MasterState, kinds: tuple[str, ...], now: float) -> dict[str, tuple[Placed, ...]]:
+    """Per gang job, its running members not being stopped: a member's preemption requeues
+    the whole gang (master/core/stopping.py), so the planner takes the gang as one victim."""
+    gangs: dict[str, tuple[Placed, ...]] = {}
+    for job_id, counts in state.counts.items():
+        if not counts[TaskState.STARTING] + counts[TaskState.RUNNING]:
+            continue
+        spec = state.jobs[job_id].spec
+        if not spec.gang or pinned_node(spec):
+            continue
+        demand = resource_vector(spec.resources, kinds)
+        members = tuple(Placed(t.node, RunningTask(t.id, job_id, spec.queue, t.started_at or now, demand))
+                        for t in state.tasks[job_id]
+                        if t.state.holds_resources and (t.id, t.attempt) not in state.kills)
+        if members:
+            gangs[job_id] = members
+    return gangs
 
 
 def _cpu_seconds(state: MasterState, task_id: str, started_at: float, now: float) -> float:

@@ -162,7 +162,7 @@ class MasterCollector(Collector):
         blocked = CounterMetricFamily("tcluster_preemption_blocked",
                                       "rounds x waiting jobs a queue below its share reclaimed nothing for, by reason",
                                       labels=["reason"])
-        for reason in ("exempt", "protected", "final_share", "at_target", "rate_limit", "no_fit"):
+        for reason in ("exempt", "protected", "final_share", "at_target", "gang", "rate_limit", "no_fit"):
             blocked.add_metric([reason], counters.blocked.get(reason, 0))
         yield blocked
         starved = GaugeMetricFamily("tcluster_queue_starved_seconds", "how long each queue has been below its "
