@@ -75,6 +75,8 @@ class JobTrack:
     released_at: float | None = None      # when its dependency was met
     ended_at: float | None = None         # when its last task ended, or it was cancelled
     reason: str = ""                      # why it was cancelled, or what it waits for
+    held_since: float | None = None       # when a reservation first held room for it
+    backfilled_before: str = ""           # the job whose reserved room it started on (backfill)
 
     @property
     def left(self) -> int:
