@@ -123,8 +123,11 @@ def decide(job_id: str, time_limit_s: float, holds: Iterable[Hold], now: float) 
     return Decision(allowed, tuple(sorted(delays)))
 
 
+BACKFILLED = "backfilled:"    # the start of a backfilled task's reason
+
+
 def backfilled_note(holder: str) -> str:
-    return f"backfilled: ends before job {holder} needs the node"
+    return f"{BACKFILLED} ends before job {holder} needs the node"
 
 
 def delay_note(holders: Sequence[str]) -> str:

@@ -155,7 +155,7 @@ def schedule_round(
                                                                placement, nodes, rng)
                 wider = _backfill_room(job_id, spec, request, view, eligible, matching, holds, now) \
                     if rows is None and holds and request is not None else None
-                if wider is not None and wider.allowed:
+                if wider is not None and wider.allowed and request is not None:
                     rows = place_gang(size, spec.resources, request, view, wider.eligible, placement, nodes, rng)
                     _note_backfill(job_id, rows or [], view, wider, backfilled)
                 if rows is None:
@@ -178,7 +178,7 @@ def schedule_round(
             row = None if request is None else placement.choose(request, view, eligible, rng)
             wider = _backfill_room(job_id, spec, request, view, eligible, matching, holds, now) \
                 if row is None and holds and request is not None else None
-            if wider is not None and wider.allowed:
+            if wider is not None and wider.allowed and request is not None:
                 row = placement.choose(request, view, wider.eligible, rng)
                 _note_backfill(job_id, [] if row is None else [row], view, wider, backfilled)
             if row is None:

@@ -39,6 +39,7 @@ from tcluster.domain.model import task_id as make_task_id
 from tcluster.domain.ceilings import refusal
 from tcluster.domain.nodeorders import READY_OPS
 from tcluster.scheduler.reasons import never_fits_reason
+from tcluster.scheduler.backfill import BACKFILLED
 
 log = logging.getLogger(__name__)
 CANCELLED = "cancelled"
@@ -242,7 +243,8 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
     if not can_transition(task.state, report.state):
         return            # a repeat (RUNNING again) or a late report after the end
     if report.state is TaskState.RUNNING:
-        reason = task.reason if task.failures or task.preemptions else ""
+        keep = task.failures or task.preemptions or task.reason.startswith(BACKFILLED)   # for `tcl why`
+        reason = task.reason if keep else ""
         d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at,
                       gpus=report.gpus))
         return
