@@ -37,6 +37,7 @@ class RoundResult:
     pending_reasons: dict[str, str]      # job id -> why its next task waits
     holds: Reservations | None = None
     backfilled: dict[str, str] = field(default_factory=dict)   # job id -> the job whose room it started on
+    estimates: dict[str, float | None] = field(default_factory=dict)   # holding job -> its earliest start estimate
 
 
 def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobView]:
@@ -202,7 +203,7 @@ def schedule_round(
                 fairness_round.limit(most.resources())   # saturated kinds block who needs them
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
         _explain_waiting(jobs, left, reasons, nodes, cache, book, windows, holds, now)
-    return RoundResult(placements, reasons, book, backfilled)
+    return RoundResult(placements, reasons, book, backfilled, {j: h.estimate for j, h in holds.items()})
 
 
 def _holds(jobs: dict[str, Job], pending_of: dict[str, tuple[int, int]], book: Reservations,

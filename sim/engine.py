@@ -244,6 +244,10 @@ class Simulator:
         for job_id, holder in result.backfilled.items():
             self.tracks[job_id].backfilled_before = holder
             self.counters["jobs_backfilled"] = self.counters.get("jobs_backfilled", 0) + 1
+        for holder, estimate in result.estimates.items():
+            track = self.tracks[holder]
+            if estimate is not None:
+                track.estimate = estimate if track.estimate is None else min(track.estimate, estimate)
         for holder in set(self.book.holders().values()):
             track = self.tracks[holder]
             track.held_since = now if track.held_since is None else track.held_since
