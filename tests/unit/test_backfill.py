@@ -181,3 +181,27 @@ def test_the_property_workload_backfills() -> None:
     start, backfilled = _gang_start(text)
     assert backfilled == 1 and start == 50.0
     assert _gang_start(_workload(1, 2, [50], later, False)) == (50.0, 0)
+
+
+_job = st.tuples(st.integers(0, 80), st.integers(1, 4), st.integers(1, 2), st.integers(1, 90),
+                 st.sampled_from(["none", "exact", "more"]), st.integers(1, 60), st.booleans())
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 3), st.integers(2, 4), st.lists(_job, min_size=1, max_size=14))
+def test_a_reserved_job_never_starts_after_an_estimate_backfill_acted_on(
+        nodes: int, cpus: int, jobs: list[tuple[int, int, int, int, str, int, bool]]) -> None:
+    """Any workload (tasks may end before their limits, some have none; gangs and starving
+    jobs hold room): a job that held room starts no later than the earliest start estimate
+    backfill knew for it, the promise that lets backfilled work never delay it."""
+    lines = [f"nodes: [{{count: {nodes}, name_prefix: n, capacity: {{cpu: {cpus}, memory: 1Gi}}}}]",
+             "reserve_after_s: 5", "jobs:"]
+    for i, (submit, tasks, cpu, duration, kind, extra, gang) in enumerate(jobs):
+        tasks, cpu = min(tasks, nodes * cpus // cpu), min(cpu, cpus)
+        limit = {"none": "", "exact": f", time_limit: {duration}", "more": f", time_limit: {duration + extra}"}[kind]
+        lines.append(f"  - {{name: j{i}, submit: {submit}, tasks: {max(tasks, 1)}, resources: {{cpu: {cpu}}}, "
+                     f"duration: {duration}{limit}{', gang: true' if gang else ''}}}")
+    run = simulate(parse_scenario("\n".join(lines), "p.yaml"), "drf", "first-fit")
+    for track in run.tracks:
+        if track.estimate is not None:
+            assert min(r.start for r in track.runs) <= track.estimate + 1e-6, track.spec.name
