@@ -205,3 +205,42 @@ def test_a_reserved_job_never_starts_after_an_estimate_backfill_acted_on(
     for track in run.tracks:
         if track.estimate is not None:
             assert min(r.start for r in track.runs) <= track.estimate + 1e-6, track.spec.name
+
+
+# ---- the knob: tcl-master --backfill / --no-backfill, TOML `backfill` ----
+
+from pathlib import Path   # noqa: E402
+
+from tcluster.daemonkit.configfile import load_args   # noqa: E402
+from tcluster.master.app.main import build_parser, settings_from_args   # noqa: E402
+
+
+@pytest.mark.parametrize("toml, flags, on", [
+    ("", [], True),                                   # on by default
+    ("", ["--no-backfill"], False),
+    ("", ["--backfill"], True),
+    ("backfill = false\n", [], False),
+    ("backfill = true\n", [], True),
+    ("backfill = false\n", ["--backfill"], True),     # the flag wins over the file
+    ("backfill = true\n", ["--no-backfill"], False),
+])
+def test_the_backfill_knob(tmp_path: Path, toml: str, flags: list[str], on: bool) -> None:
+    conf = tmp_path / "m.toml"
+    conf.write_text(toml)
+    loaded = load_args(build_parser(), ["--config", str(conf), *flags])
+    assert settings_from_args(loaded.args).backfill is on
+
+
+def test_a_backfill_key_that_is_not_a_boolean_is_refused() -> None:
+    with pytest.raises(Exception, match=r"backfill: 'yes' must be true or false"):
+        parse_scenario("nodes: [{name: n1, capacity: {cpu: 1}}]\nbackfill: 'yes'\n"
+                       "jobs: [{name: a, submit: 0, tasks: 1, resources: {cpu: 1}, duration: 1}]\n", "s.yaml")
+
+
+def test_tcl_why_says_a_job_was_backfilled() -> None:
+    from tcluster.cli.why import why_text
+    doc = {"job": "s1", "state": "RUNNING", "queue": "default", "running_tasks": 1, "pending_tasks": 0,
+           "pending_reason": "", "queue_share": None, "queues_above_their_share": [], "preempted": [],
+           "backfilled": "backfilled: ends before job g1 needs the node"}
+    assert "started: backfilled: ends before job g1 needs the node" in why_text(doc)
+    assert "started:" not in why_text({**doc, "backfilled": ""})
