@@ -42,12 +42,12 @@ def latest_end(started_at: float | None, time_limit_s: float, now: float) -> flo
     return (now if started_at is None else started_at) + time_limit_s
 
 
-def fits_on(free: np.ndarray, request: np.ndarray) -> int:
-    """How many tasks of `request` fit in `free` (one node)."""
+def fits_on(free: np.ndarray, request: np.ndarray) -> np.ndarray:
+    """How many tasks of `request` fit in each row of `free` (rows: nodes or moments)."""
     asked = request > 0
     if not asked.any():
-        return 1 << 30
-    return int(np.floor(np.min(free[asked] / request[asked]) + EPSILON))
+        return np.full(len(free), 1 << 30)
+    return np.floor(np.min(free[:, asked] / request[asked], axis=1) + EPSILON).astype(np.int64)
 
 
 def earliest_start(size: int, request: np.ndarray, free: Mapping[str, np.ndarray], ends: RunningEnds,
@@ -55,19 +55,35 @@ def earliest_start(size: int, request: np.ndarray, free: Mapping[str, np.ndarray
     """The earliest moment `size` tasks of `request` fit on the nodes of `free` (each
     node's free room now), as the running tasks of `ends` end at their latest: `now` if
     they fit already, None if they fit only after a task without a time limit ends (or
-    never)."""
-    room = {node: np.array(f, dtype=float) for node, f in free.items()}
-    if sum(fits_on(f, request) for f in room.values()) >= size:
+    never). Vectorized over the ends (a gang's nodes may run thousands of tasks): each
+    end's node fits some more tasks; the first moment the running total reaches `size`."""
+    names = list(free)
+    room = np.array([free[n] for n in names], dtype=float).reshape(len(names), len(request))
+    fits = fits_on(room, request)
+    if int(fits.sum()) >= size:
         return now
-    events = sorted(((end if end is not None else float("inf")), node, i)
-                    for node in room for i, (end, _) in enumerate(ends.get(node, ())))
-    for end, node, i in events:
-        if end == float("inf"):
-            return None
-        room[node] = room[node] + ends[node][i][1]
-        if sum(fits_on(f, request) for f in room.values()) >= size:
-            return max(end, now)
-    return None
+    rows = [(end if end is not None else np.inf, node, vector) for node, name in enumerate(names)
+            for end, vector in ends.get(name, ())]
+    if not rows:
+        return None
+    at = np.array([r[0] for r in rows], dtype=float)
+    node = np.array([r[1] for r in rows], dtype=np.int64)
+    freed = np.array([r[2] for r in rows], dtype=float).reshape(len(rows), len(request))
+    by_node = np.lexsort((at, node))                  # each node's ends in time order, node after node
+    cum = np.cumsum(freed[by_node], axis=0)
+    first = np.r_[True, node[by_node][1:] != node[by_node][:-1]]
+    base = np.maximum.accumulate(np.where(first, np.arange(len(rows)), 0))   # each row's group start
+    offset = np.vstack([np.zeros((1, len(request))), cum])[base]              # cumsum before the group
+    after = fits_on(room[node[by_node]] + cum - offset, request)
+    before = np.where(first, fits[node[by_node]], np.r_[0, after[:-1]])
+    gained = np.empty(len(rows), dtype=np.int64)
+    gained[by_node] = after - before
+    order = np.argsort(at, kind="stable")
+    total = int(fits.sum()) + np.cumsum(gained[order])
+    reached = np.flatnonzero(total >= size)
+    if not len(reached) or not np.isfinite(at[order][reached[0]]):
+        return None
+    return max(float(at[order][reached[0]]), now)
 
 
 def may_backfill(now: float, time_limit_s: float, estimate: float | None) -> bool:

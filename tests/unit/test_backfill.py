@@ -244,3 +244,37 @@ def test_tcl_why_says_a_job_was_backfilled() -> None:
            "backfilled": "backfilled: ends before job g1 needs the node"}
     assert "started: backfilled: ends before job g1 needs the node" in why_text(doc)
     assert "started:" not in why_text({**doc, "backfilled": ""})
+
+
+def _reference_start(size: int, request: np.ndarray, free: dict, ends: dict, now: float) -> float | None:
+    """earliest_start, one end at a time (what the vectorized one must equal)."""
+    def fits(room: np.ndarray) -> int:
+        return int(np.floor(min(room[k] / request[k] for k in range(len(request)) if request[k] > 0) + 1e-9))
+    room = {n: np.array(f, dtype=float) for n, f in free.items()}
+    if sum(fits(r) for r in room.values()) >= size:
+        return now
+    for end, node, i in sorted((e if e is not None else float("inf"), n, i)
+                               for n in room for i, (e, _) in enumerate(ends.get(n, ()))):
+        if end == float("inf"):
+            return None
+        room[node] = room[node] + ends[node][i][1]
+        if sum(fits(r) for r in room.values()) >= size:
+            return max(end, now)
+    return None
+
+
+_end = st.tuples(st.one_of(st.none(), st.integers(0, 50).map(float)), st.integers(0, 3), st.integers(0, 2))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 2), st.integers(0, 2), st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)),
+       min_size=1, max_size=4), st.lists(st.tuples(st.integers(0, 3), _end), max_size=12), st.integers(0, 20))
+def test_the_vectorized_estimate_equals_one_end_at_a_time(size: int, cpu: int, mem: int, frees: list,
+                                                          running: list, now: int) -> None:
+    request = np.array([float(cpu), float(mem)])
+    free = {f"n{i}": np.array([float(c), float(m)]) for i, (c, m) in enumerate(frees)}
+    ends: dict = {}
+    for node, (end, c, m) in running:
+        if f"n{node}" in free:
+            ends.setdefault(f"n{node}", []).append((end, np.array([float(c), float(m)])))
+    assert earliest_start(size, request, free, ends, float(now)) == _reference_start(size, request, free, ends, now)
