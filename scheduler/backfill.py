@@ -47,7 +47,8 @@ def fits_on(free: np.ndarray, request: np.ndarray) -> np.ndarray:
     asked = request > 0
     if not asked.any():
         return np.full(len(free), 1 << 30)
-    return np.floor(np.min(free[:, asked] / request[asked], axis=1) + EPSILON).astype(np.int64)
+    counts: np.ndarray = np.floor(np.min(free[:, asked] / request[asked], axis=1) + EPSILON).astype(np.int64)
+    return counts
 
 
 def earliest_start(size: int, request: np.ndarray, free: Mapping[str, np.ndarray], ends: RunningEnds,
