@@ -224,7 +224,7 @@ def _holds(jobs: dict[str, Job], pending_of: dict[str, tuple[int, int]], book: R
 class _Wider:
     """A job's eligible rows with the held room it may backfill (`allowed`: node -> its
     holder), and the note for the holders whose room it may not use ("" if none would fit it)."""
-    eligible: np.ndarray
+    eligible: np.ndarray | None
     allowed: dict[str, str]
     delays: str
 
@@ -233,11 +233,13 @@ def _backfill_room(job_id: str, spec: JobSpec, request: np.ndarray, view: NodeMa
                    eligible: np.ndarray | None, matching: np.ndarray | None, holds: dict[str, Hold],
                    now: float) -> _Wider:
     decision = decide(job_id, time_limit_of(spec), holds.values(), now)
-    wider = np.ones(len(view.names), dtype=bool) if eligible is None else eligible.copy()
-    for node in decision.allowed:
-        row = view.rows.get(node)
-        if row is not None:
-            wider[row] = True if matching is None else bool(matching[row])
+    wider = eligible      # a new mask only when it widens: most jobs that fit nowhere backfill nowhere
+    if decision.allowed:
+        wider = np.ones(len(view.names), dtype=bool) if eligible is None else eligible.copy()
+        for node in decision.allowed:
+            row = view.rows.get(node)
+            if row is not None:
+                wider[row] = True if matching is None else bool(matching[row])
     refused = [row for hold in holds.values() if hold.job_id in decision.delays
                for node in hold.nodes if (row := view.rows.get(node)) is not None
                and (matching is None or matching[row]) and view.schedulable[row]
