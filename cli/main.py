@@ -194,6 +194,7 @@ def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
         "  tcl sim examples/mch-figure4.yaml --timeline f4.csv --plot f4.png\n"
         "  tcl sim examples/tcluster-table3.yaml --fairness fifo --placement lotes --lotes-classes classes.yaml\n"
         "  tcl sim examples/preemption-departments.yaml --preempt-compare --plot shares.png\n"
+        "  tcl sim examples/backfill-gangs.yaml --backfill-compare\n"
         "a scenario with a `workload:` (generated arrivals) compares placement policies by response time:\n"
         "  tcl sim examples/lotes-generated.yaml --compare lotes,tetris,greedy,first-fit-central --seeds 5\n"
         "a scenario with a `federation:` runs Megha, centralized Megha and Sparrow (allocation times):\n"
@@ -216,6 +217,10 @@ def add_sim(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", type=int, default=3, metavar="N", help="workload scenarios: seeds --seed .. --seed+N-1 (default 3)")
     p.add_argument("--load", metavar="RHO,..", help="workload scenarios: loads relative to lambda* (default: the file's)")
     add_sim_preemption(p)
+    backfill = p.add_mutually_exclusive_group()
+    backfill.add_argument("--no-backfill", action="store_true", help="as tcl-master --no-backfill, whatever the scenario says")
+    backfill.add_argument("--backfill-compare", action="store_true",
+                          help="the scenario without and with backfill: utilization, wait p50/p99, reserved jobs' wait")
 
 
 def add_sim_preemption(p: argparse.ArgumentParser) -> None:

@@ -33,6 +33,10 @@ def run_sim(args: argparse.Namespace) -> int:
     if scenario.workload is not None:
         return run_comparison(args, scenario)
     lotes = lotes_options(args, scenario) if placement == "lotes" else None
+    if getattr(args, "no_backfill", False):
+        scenario = replace(scenario, backfill=False)
+    if getattr(args, "backfill_compare", False):
+        return run_backfill_comparison(args, scenario, placement, lotes)
     if getattr(args, "preempt_compare", False):
         return run_preempt_comparison(args, scenario, placement, lotes)
     settings = preemption_settings(args, scenario)
@@ -83,6 +87,23 @@ def run_preempt_comparison(args: argparse.Namespace, scenario: Any, placement: s
         s = fair
         print(f"after={s.after_s:g}s grace={s.grace_s:g}s min-runtime={s.min_runtime_s:g}s "
               f"max-per-round={s.max_per_round}  fairness={args.fairness}  placement={placement}  seed={args.seed}\n")
+        print(comparison_table(summaries))
+    return EXIT_OK
+
+
+def run_backfill_comparison(args: argparse.Namespace, scenario: Any, placement: str, lotes: Any) -> int:
+    """The same scenario and seed twice: backfill off, then on (sim/backfill_report.py)."""
+    from tcluster.sim.backfill_report import comparison_table, summarize, to_json
+    from tcluster.sim.engine import simulate
+
+    settings = preemption_settings(args, scenario)
+    summaries = [summarize(name, simulate(replace(scenario, backfill=on), args.fairness, placement, args.until,
+                                          args.seed, lotes, settings)) for name, on in (("off", False), ("on", True))]
+    if args.output == "json":
+        print(json.dumps(to_json(summaries), indent=2))
+    else:
+        print(f"fairness={args.fairness}  placement={placement}  seed={args.seed}  "
+              f"reserve_after_s={scenario.reserve_after_s:g}\n")
         print(comparison_table(summaries))
     return EXIT_OK
 

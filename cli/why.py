@@ -40,6 +40,8 @@ def why_json(job: jobs_pb2.Job, reply: jobs_pb2.ListQueuesResponse) -> JsonDict:
         "queue_share": round(mine.dominant_share, 4) if mine is not None else None,
         "queue_guaranteed_share": round(mine.guaranteed_share, 4) if mine is not None else None,
         "queues_above_their_share": over,
+        "backfilled": next((t.reason for t in tasks if t.reason.startswith("backfilled:")
+                            and task_state_name(t.state) in ("STARTING", "RUNNING")), ""),
         "preempted": [{"task": t.index, "preemptions": t.preemptions, "state": task_state_name(t.state),
                        "reason": t.reason} for t in tasks if t.preemptions],
     }
@@ -52,6 +54,8 @@ def why_text(doc: JsonDict) -> str:
         lines.append(f"waits: {doc['pending_reason']}")
     elif doc["pending_tasks"] == 0:
         lines.append("nothing of it waits")
+    if doc.get("backfilled"):
+        lines.append(f"started: {doc['backfilled']}")
     if doc["queue_share"] is not None:
         lines.append(f"queue {doc['queue']} holds {doc['queue_share']:.2f} of the cluster; "
                      f"guaranteed {doc['queue_guaranteed_share']:.2f}")

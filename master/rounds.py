@@ -12,6 +12,8 @@ import random
 import time
 from typing import Callable
 
+import numpy as np
+
 from tcluster.domain.errors import Unavailable
 from tcluster.master import nodeadmin
 from tcluster.master.core.events import Launch, Place, Tick
@@ -19,13 +21,14 @@ from tcluster.master.core.pinning import pinned_round
 from tcluster.master.features.quotas_live import running_holdings
 from tcluster.master.ports import Do, MasterPort, Plugins
 from tcluster.master.settings import MasterSettings
+from tcluster.scheduler.backfill import RunningEnds, backfilled_note, latest_end
 from tcluster.scheduler.fairness import make_fairness
 from tcluster.scheduler.capbook import has_caps
 from tcluster.scheduler.matching import EligibleCache
 from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.reservations import PREEMPT_HOLD_SLACK_S, Reservations
 from tcluster.scheduler.round import schedule_round
-from tcluster.scheduler.windows import Windows
+from tcluster.scheduler.windows import Windows, time_limit_of
 from tcluster.daemonkit.timeouts import wait_for
 
 log = logging.getLogger(__name__)
@@ -104,13 +107,28 @@ class Rounds:
                                 self.eligible, queues=self.master.queues, reservations=self.reservations,
                                 now=self.master.clock(), windows=windows,
                                 views=[v for v in state.pending_views() if v.job_id not in pinned],
-                                holdings=running_holdings(state) if has_caps(self.master.queues) else ())
-        step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
+                                holdings=running_holdings(state) if has_caps(self.master.queues) else (),
+                                running_ends=self._running_ends(now) if self.settings.backfill else None)
+        notes = tuple((job, backfilled_note(holder)) for job, holder in sorted(result.backfilled.items()))
+        step = self._do(Place(tuple((t.id, node) for t, node in result.placements), notes))[0] \
+            if result.placements else None
         self.reservations = result.holds or self.reservations
         state.set_pending_reasons({**self._preempt(result.pending_reasons, windows), **pinned_reasons})
         if self.plugins.observer is not None:
             self.plugins.observer.on_round(time.perf_counter() - started, len(result.placements))
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
+
+    def _running_ends(self, now: float) -> RunningEnds:
+        """For backfill: the latest end of each task on the nodes held for a waiting job."""
+        state, view = self.master.state, self.master.state.matrix.view()
+        ends: dict[str, list[tuple[float | None, np.ndarray]]] = {}
+        for node in self.reservations.holders():
+            for task in state.tasks_on(node, ordered=False):
+                job = state.jobs.get(task.job_id)
+                vector = None if job is None else view.request_vector(job.spec.resources)
+                if job is not None and vector is not None:
+                    ends.setdefault(node, []).append((latest_end(task.started_at or None, time_limit_of(job.spec), now), vector))
+        return ends
 
     def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
         """--preemption: after the round's placements (master/features/preempting.py)."""

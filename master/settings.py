@@ -44,6 +44,7 @@ class MasterSettings(BaseModel):
     fairness: str = DEFAULT_FAIRNESS
     queues_file: Path | None = None                 # the queue tree (YAML); None: one queue, `default`
     reserve_after_s: float = Field(30.0, ge=0)      # a job's task waits this long: a node is held for it
+    backfill: bool = True                           # a job ending before a reservation's estimate may use its room
     placement: str = DEFAULT_PLACEMENT
     # Preemption (README, "Preemption"): off unless asked.
     preemption: bool = False

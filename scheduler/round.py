@@ -9,7 +9,7 @@ import random
 from itertools import chain
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Protocol
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from tcluster.domain.ceilings import asks_of, short_of
 from tcluster.domain.constraints import Constraint, parse_constraints
 from tcluster.domain.model import Job, JobSpec, Task, TaskState, node_requirements, task_id
 from tcluster.scheduler.capbook import CapBook, Holding, has_caps, make_capbook
+from tcluster.scheduler.backfill import Hold, RunningEnds, backfilled_note, decide, delay_note, estimates
 from tcluster.scheduler.fairness import FairnessPolicy
 from tcluster.scheduler.gangs import gang_rows, place_gang
 from tcluster.scheduler.matching import EligibleCache, ceiling_mask
@@ -27,7 +28,7 @@ from tcluster.scheduler.quotas import job_user
 from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
 from tcluster.scheduler.views import JobView
-from tcluster.scheduler.windows import Windows
+from tcluster.scheduler.windows import Windows, time_limit_of
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class RoundResult:
     placements: list[tuple[Placed, str]]   # a Task, or an array index that has no row yet
     pending_reasons: dict[str, str]      # job id -> why its next task waits
     holds: Reservations | None = None
+    backfilled: dict[str, str] = field(default_factory=dict)   # job id -> the job whose room it started on
+    estimates: dict[str, float | None] = field(default_factory=dict)   # holding job -> its earliest start estimate
 
 
 def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobView]:
@@ -103,6 +106,7 @@ def schedule_round(
     eligible_cache: EligibleCache | None = None, queues: QueueTree | None = None,
     reservations: Reservations | None = None, now: float = 0.0, views: list[JobView] | None = None,
     windows: Windows | None = None, holdings: Iterable[Holding] | None = None,
+    running_ends: RunningEnds | None = None,
 ) -> RoundResult:
     """`queues` is the fairness tree; `reservations` (kept by the caller across rounds)
     holds nodes for jobs whose next task has waited long enough; `now` dates the waits.
@@ -110,7 +114,10 @@ def schedule_round(
     keeps counts, as the master does. `windows`: nodes' maintenance windows ahead
     (scheduler/windows.py); a job starts nowhere it could still run when one opens.
     `holdings`: what runs, per leaf queue and user, for the queues' quotas
-    (scheduler/capbook.py); None: only the running tasks in `tasks` count."""
+    (scheduler/capbook.py); None: only the running tasks in `tasks` count.
+
+    `running_ends`: the latest ends of the tasks on the held nodes, for backfill
+    (scheduler/backfill.py); None: backfill off, held room takes no other job."""
     views = job_views(jobs, tasks) if views is None else views
     caps = None if not has_caps(queues) else \
         make_capbook(queues, _holdings(jobs, tasks) if holdings is None else holdings, nodes.total_capacity())
@@ -133,6 +140,8 @@ def schedule_round(
                   eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache, windows), view, now)
     fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
     pending_of = {v.job_id: (v.pending, v.running) for v in views}
+    holds = _holds(jobs, pending_of, book, view, running_ends, now) if running_ends is not None else {}
+    backfilled: dict[str, str] = {}
     begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes, anbf)
     if begin is not None:
         begin()
@@ -158,8 +167,15 @@ def schedule_round(
                     continue
                 rows = None if request is None else place_gang(size, spec.resources, request, view, eligible,
                                                                placement, nodes, rng)
+                wider = _backfill_room(job_id, spec, request, view, eligible, matching, holds, now) \
+                    if rows is None and holds and request is not None else None
+                if wider is not None and wider.allowed and request is not None:
+                    rows = place_gang(size, spec.resources, request, view, wider.eligible, placement, nodes, rng)
+                    _note_backfill(job_id, rows or [], view, wider, backfilled)
                 if rows is None:
                     reasons[job_id] = _gang_waits(job_id, size, request, view, matching, book, now)
+                    if wider is not None and wider.delays:
+                        reasons[job_id] += f"; {wider.delays}"
                     fairness_round.skip(job_id)
                     continue
                 for gang_row in rows:
@@ -176,8 +192,15 @@ def schedule_round(
                     fairness_round.limit(most.resources())
                 continue
             row = None if request is None else placement.choose(request, view, eligible, rng)
+            wider = _backfill_room(job_id, spec, request, view, eligible, matching, holds, now) \
+                if row is None and holds and request is not None else None
+            if wider is not None and wider.allowed and request is not None:
+                row = placement.choose(request, view, wider.eligible, rng)
+                _note_backfill(job_id, [] if row is None else [row], view, wider, backfilled)
             if row is None:
                 reasons[job_id] = _reason(spec, constraints, nodes, matching, windows)
+                if wider is not None and wider.delays:
+                    reasons[job_id] += f"; {wider.delays}"
                 held = book.skipped(job_id, request, eligible, view, now)
                 if held is not None:
                     reasons[job_id] += f"; node {held.node} is held for it (its tasks waited too long)"
@@ -196,8 +219,58 @@ def schedule_round(
             if most.changed:   # the same room again blocks nobody new
                 fairness_round.limit(most.resources())   # saturated kinds block who needs them
         left = {v.job_id: v.pending - placed.get(v.job_id, 0) for v in views}
-        _explain_waiting(jobs, left, reasons, nodes, cache, book, windows, caps)
-    return RoundResult(placements, reasons, book)
+        _explain_waiting(jobs, left, reasons, nodes, cache, book, windows, caps, holds, now)
+    return RoundResult(placements, reasons, book, backfilled, {j: h.estimate for j, h in holds.items()})
+
+
+def _holds(jobs: dict[str, Job], pending_of: dict[str, tuple[int, int]], book: Reservations,
+           view: NodeMatrixView, running_ends: RunningEnds, now: float) -> dict[str, Hold]:
+    """The waiting reservations in force at the round's start, each with its estimate: a
+    gang waits to place all its pending tasks together, a starving job one task."""
+    holders = book.holders()
+    sizes = {}
+    for job_id in set(holders.values()):
+        spec = jobs[job_id].spec if job_id in jobs else None
+        if spec is not None:
+            size = pending_of.get(job_id, (0, 0))[0] if spec.gang else 1
+            sizes[job_id] = (size, view.request_vector(spec.resources))
+    return estimates(holders, sizes, view.rows, view.free, running_ends, now)
+
+
+@dataclass(frozen=True)
+class _Wider:
+    """A job's eligible rows with the held room it may backfill (`allowed`: node -> its
+    holder), and the note for the holders whose room it may not use ("" if none would fit it)."""
+    eligible: np.ndarray | None
+    allowed: dict[str, str]
+    delays: str
+
+
+def _backfill_room(job_id: str, spec: JobSpec, request: np.ndarray, view: NodeMatrixView,
+                   eligible: np.ndarray | None, matching: np.ndarray | None, holds: dict[str, Hold],
+                   now: float) -> _Wider:
+    decision = decide(job_id, time_limit_of(spec), holds.values(), now)
+    wider = eligible      # a new mask only when it widens: most jobs that fit nowhere backfill nowhere
+    if decision.allowed:
+        wider = np.ones(len(view.names), dtype=bool) if eligible is None else eligible.copy()
+        for node in decision.allowed:
+            row = view.rows.get(node)
+            if row is not None:
+                wider[row] = True if matching is None else bool(matching[row])
+    refused = [row for hold in holds.values() if hold.job_id in decision.delays
+               for node in hold.nodes if (row := view.rows.get(node)) is not None
+               and (matching is None or matching[row]) and view.schedulable[row]
+               and bool(np.all(view.free[row] >= request - 1e-9))]
+    return _Wider(wider, decision.allowed, delay_note(decision.delays) if refused else "")
+
+
+def _note_backfill(job_id: str, rows: list[int], view: NodeMatrixView, wider: _Wider,
+                   backfilled: dict[str, str]) -> None:
+    """The job started (partly) on held room: remember whose, for `tcl why`."""
+    for row in rows:
+        holder = wider.allowed.get(str(view.names[row]))
+        if holder is not None:
+            backfilled[job_id] = holder
 
 
 def _gang_waits(job_id: str, size: int, request: np.ndarray | None, view: NodeMatrixView,
@@ -265,7 +338,8 @@ def _finally(call: Callable[[], None] | None) -> Iterator[None]:
 
 def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dict[str, str],
                      nodes: NodeMatrix, cache: EligibleCache, book: Reservations,
-                     windows: Windows | None = None, caps: CapBook | None = None) -> None:
+                     windows: Windows | None = None, caps: CapBook | None = None,
+                     holds: dict[str, Hold] | None = None, now: float = 0.0) -> None:
     """Every job still waiting gets a reason, from the state after this round's placements:
     the fairness round stops offering a job whose resource saturated without skipping it."""
     for job_id, left in waiting.items():
@@ -281,6 +355,9 @@ def _explain_waiting(jobs: dict[str, Job], waiting: dict[str, int], reasons: dic
         holder = next((r for r in book.held.values() if r.job_id != job_id), None)
         if reason == WAITING_FOR_NEXT_ROUND and holder is not None:
             reason = f"waiting behind a reservation: node {holder.node} is held for job {holder.job_id}"
+            delays = decide(job_id, time_limit_of(spec), holds.values(), now).delays if holds else ()
+            if delays:
+                reason += f" ({delay_note(delays)})"
         reasons[job_id] = reason
 
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from tcluster.scheduler.capbook import Holding, has_caps
 from tcluster.scheduler.quotas import job_user
+from tcluster.scheduler.backfill import RunningEnds, latest_end
 from tcluster.scheduler.round import schedule_round
 from tcluster.domain.model import Job, JobSpec, Task, TaskState
 from tcluster.domain.resources import Resources
@@ -241,8 +242,19 @@ class Simulator:
         self.counters["rounds"] += 1
         result = schedule_round(jobs, tasks, self.matrix, self.fairness, self.placement, self.rng, self.cache,
                                 queues=self.scenario.queues, reservations=self.book, now=now,
-                                holdings=self.holdings() if has_caps(self.scenario.queues) else ())
+                                holdings=self.holdings() if has_caps(self.scenario.queues) else (),
+                                running_ends=self._running_ends(now) if self.scenario.backfill else None)
         self.book = result.holds or self.book
+        for job_id, holder in result.backfilled.items():
+            self.tracks[job_id].backfilled_before = holder
+            self.counters["jobs_backfilled"] = self.counters.get("jobs_backfilled", 0) + 1
+        for holder, estimate in result.estimates.items():
+            track = self.tracks[holder]
+            if estimate is not None:
+                track.estimate = estimate if track.estimate is None else min(track.estimate, estimate)
+        for holder in set(self.book.holders().values()):
+            track = self.tracks[holder]
+            track.held_since = now if track.held_since is None else track.held_since
         for task, node in result.placements:
             self._start(self.tracks[task.job_id], task.index, node, now)
 
@@ -250,6 +262,19 @@ class Simulator:
         """What runs, per job, for the queues' quotas (a victim in its grace still holds)."""
         return [Holding(t.spec.queue, job_user(t.job.spec), t.spec.resources, len(t.running))
                 for t in self.tracks.values() if t.running]
+
+    def _running_ends(self, now: float) -> RunningEnds:
+        """For backfill: the latest end of each task on the held nodes (as the master's)."""
+        view = self.matrix.view()
+        ends: dict[str, list[tuple[float | None, np.ndarray]]] = {}
+        for node in self.book.holders():
+            for name, index in self.on_node.get(node, ()):
+                track = self.tracks[name]
+                vector = view.request_vector(track.spec.resources)
+                if vector is not None:
+                    end = latest_end(track.running[index].started_at, track.spec.batch.time_limit_s, now)
+                    ends.setdefault(node, []).append((end, vector))
+        return ends
 
     def _round_input(self) -> tuple[dict[str, Job], dict[str, list[Task]]]:
         view = self.matrix.view()

@@ -76,6 +76,9 @@ class JobTrack:
     released_at: float | None = None      # when its dependency was met
     ended_at: float | None = None         # when its last task ended, or it was cancelled
     reason: str = ""                      # why it was cancelled, or what it waits for
+    held_since: float | None = None       # when a reservation first held room for it
+    backfilled_before: str = ""           # the job whose reserved room it started on (backfill)
+    estimate: float | None = None         # the earliest start estimate backfill knew while it held room
 
     @property
     def left(self) -> int:

@@ -18,7 +18,9 @@ the tasks are these indexes, at most 50 running at once), `dependency: afterok:p
 (Slurm's form naming scenario jobs, `?` for or; a cycle is refused), `keep_unmet: true`,
 `gang: true` (all tasks in one round or none) and `time_limit: 2h` (a task still running
 then ends FAILED). Optional at the
-top: `reserve_after_s`, and `preemption: {after_s, grace_s, min_runtime_s,
+top: `reserve_after_s`, `backfill` (true, the default, as `tcl-master --backfill`: a
+job whose time limit ends before a reservation's estimate may start on its room; false
+as `--no-backfill`), and `preemption: {after_s, grace_s, min_runtime_s,
 max_per_round}` (the knobs of `tcl-master --preempt-*`, same defaults; whether a run
 preempts is the command line's choice: `tcl sim --preemption`). Every error names the line and the path, e.g.
 `scenario.yaml:14: jobs[3].resources.cpu: ...`."""
@@ -44,7 +46,7 @@ from tcluster.sim.batch import BATCH_KEYS, batch_spec, check_dependencies
 from tcluster.sim.jobs import SimJob
 from tcluster.sim.workload import Workload, parse_workload
 
-_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption")
+_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption", "backfill")
 _PREEMPT_KEYS = ("after_s", "grace_s", "min_runtime_s", "max_per_round")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
 _JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints",
@@ -60,6 +62,7 @@ class Scenario:
     source: str = ""
     workload: Workload | None = None     # generated arrivals (sim/workload.py) instead of `jobs`
     preemption: PreemptionSettings = PreemptionSettings()   # the knobs, used when the run preempts
+    backfill: bool = True                # short jobs may start on a reservation's room (scheduler/backfill.py)
 
 
 def load_scenario(path: FsPath | str) -> Scenario:
@@ -81,8 +84,11 @@ def parse_scenario(text: str, source: str) -> Scenario:
         workload = parse_workload(doc, kinds)
     jobs = _jobs(doc, queues, nodes) if workload is None or "jobs" in doc.value else ()
     reserve = doc.value.get("reserve_after_s", DEFAULT_RESERVE_AFTER_S)
+    backfill = doc.value.get("backfill", True)
+    if not isinstance(backfill, bool):
+        raise doc.error(("backfill",), f"{backfill!r} must be true or false")
     return Scenario(nodes, queues, jobs, _number(doc, ("reserve_after_s",), reserve, minimum=0.0), source, workload,
-                    _preemption(doc))
+                    _preemption(doc), backfill)
 
 
 def _preemption(doc: Located) -> PreemptionSettings:

@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queue tree (YAML); SIGHUP reloads it (default: one queue, `default`)")
     p.add_argument("--reserve-after-s", type=float, default=30.0,
                    help="a job whose next task waited this long gets a node held for it (default %(default)s)")
+    p.add_argument("--backfill", dest="no_backfill", action="store_false", default=False,
+                   help="a job whose --time-limit ends before a held node's earliest start estimate may start "
+                        "there (the default; README, \"Backfill\")")
+    p.add_argument("--no-backfill", action="store_true", help="held nodes take no other job")
     p.add_argument("--preemption", action="store_true",
                    help="stop tasks of queues above their share to restore queues below theirs (README, "
                         "\"Preemption\"; default off)")
@@ -161,6 +165,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         report_budget_per_s=getattr(args, "report_budget_per_s", DEFAULT_REPORT_BUDGET_PER_S),
         job_retention_s=args.job_retention_s,
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
+        backfill=not getattr(args, "no_backfill", False),
         preemption=getattr(args, "preemption", False), preempt_after_s=getattr(args, "preempt_after_s", 30.0),
         preempt_grace_s=getattr(args, "preempt_grace_s", 30.0),
         preempt_min_runtime_s=getattr(args, "preempt_min_runtime_s", 60.0),

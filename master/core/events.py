@@ -67,6 +67,7 @@ class Cancel:
 @dataclass(frozen=True)
 class Place:
     placements: tuple[tuple[str, str], ...]     # (task id, node)
+    notes: tuple[tuple[str, str], ...] = ()     # (job id, the reason its tasks start with): backfill's
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from tcluster.domain.model import task_id as make_task_id
 from tcluster.domain.ceilings import refusal
 from tcluster.domain.nodeorders import READY_OPS
 from tcluster.scheduler.reasons import never_fits_reason
+from tcluster.scheduler.backfill import BACKFILLED
 
 log = logging.getLogger(__name__)
 CANCELLED = "cancelled"
@@ -131,9 +132,11 @@ def _update(d: Draft, ev: UpdateJob) -> None:
 
 def _place(d: Draft, ev: Place) -> None:
     fresh = materialize(d, ev.placements)   # an array's indexes placed for the first time: STARTING rows
+    notes = dict(ev.notes)                   # `tcl why` reads a backfilled task's start from its reason
     for task_id, node in ev.placements:
         started = fresh.get(task_id)
         if started is not None:
+            started = replace(started, reason=notes[started.job_id]) if started.job_id in notes else started
             d.put(started)
             d.step.actions.append(Launch(task_id, 1, started.job_id, started.index, d.job(started.job_id).spec,
                                          node=node))
@@ -143,7 +146,7 @@ def _place(d: Draft, ev: Place) -> None:
             continue       # the world moved since the round's snapshot: the next round retries
         # A retried (or preempted) task keeps the reason of the attempt that ended until this one ends.
         started = replace(task, state=TaskState.STARTING, node=node, attempt=task.attempt + 1,
-                          reason=task.reason if task.failures or task.preemptions else "")
+                          reason=notes.get(task.job_id) or (task.reason if task.failures or task.preemptions else ""))
         d.put(started)
         d.step.actions.append(Launch(task_id, started.attempt, task.job_id, task.index,
                                      d.job(task.job_id).spec, node=node, preemptions=task.preemptions))
@@ -240,7 +243,8 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
     if not can_transition(task.state, report.state):
         return            # a repeat (RUNNING again) or a late report after the end
     if report.state is TaskState.RUNNING:
-        reason = task.reason if task.failures or task.preemptions else ""
+        keep = task.failures or task.preemptions or task.reason.startswith(BACKFILLED)   # for `tcl why`
+        reason = task.reason if keep else ""
         d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at,
                       gpus=report.gpus))
         return

@@ -97,6 +97,8 @@ def options(parser: argparse.ArgumentParser, structured: frozenset[str] = frozen
     for action in parser._actions:
         if action.dest in NOT_IN_FILE or not action.option_strings or action.dest is argparse.SUPPRESS:
             continue
+        if action.dest.startswith("no_") and isinstance(action, argparse._StoreFalseAction):
+            continue        # `--X` beside `--no-X`: the file's `X = true` says it
         if action.dest.startswith("no_") and isinstance(action, argparse._StoreTrueAction):
             out[action.dest[3:]] = Option(action.dest[3:], action, negated=True)
         else:
