@@ -100,7 +100,7 @@ class Rounds:
         windows = nodeadmin.windows(state, now)
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
                                 self.eligible, queues=self.master.queues, reservations=self.reservations,
-                                now=self.master.clock(), windows=windows,
+                                now=self.master.clock(), windows=windows, held=state.user_held.view(),
                                 views=[v for v in state.pending_views() if v.job_id not in pinned])
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
         self.reservations = result.holds or self.reservations

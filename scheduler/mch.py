@@ -26,6 +26,10 @@ MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
   recomputed, O(depth x kinds). If one of their mu changes, the queues under it get new
   F values and new global entries. That is O(queues below), never O(jobs).
 
+The user level (scheduler/usershare.py): a user's node under a leaf is a queue for the
+demands (eq. 2), but its global key is F(leaf) x its dominant share of all it holds
+there, as `hdrf` compares it; its jobs keep their own order inside it.
+
 The state lives across rounds, and each round syncs it with the new job views. Jobs
 that changed (arrived, left, tasks finished) are the only ones recomputed."""
 
@@ -39,6 +43,7 @@ from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.usershare import Held, held_from_views
 from tcluster.scheduler.views import JobView
 
 
@@ -80,6 +85,7 @@ class MchState:
         self._jobs: dict[str, _Job] = {}
         self._stale_factor: set[int] = set()
         self._dirty: set[int] = set()
+        self._held: dict[int, list[float]] = {}   # user node -> what it holds, shares per kind
 
     def _grow(self) -> None:
         for _ in range(len(self.index) - len(self._sum)):
@@ -93,10 +99,23 @@ class MchState:
 
     # ---- jobs come, go and change ----
 
-    def sync(self, views: Iterable[JobView]) -> None:
-        """Brings the state to `views` (jobs with pending tasks), touching only changes."""
+    def sync(self, views: Iterable[JobView], held: Held | None = None) -> None:
+        """Brings the state to `views` (jobs with pending tasks) and what users hold,
+        touching only changes."""
+        views = list(views)
+        self._sync_jobs(views)
+        self._sync_held(held_from_views(views) if held is None else held)
+
+    def _sync_held(self, held: Held) -> None:
+        for node, key in self.index.user_of.items():
+            shares = list(self.axes.shape(held[key]).shares) if key in held else list(self._zero)
+            if shares != self._held.get(node):
+                self._held[node] = shares
+                self._dirty.add(node)
+
+    def _sync_jobs(self, views: list[JobView]) -> None:
         if not self._jobs:
-            self._load(list(views))
+            self._load(views)
             return
         seen = set()
         for view in views:
@@ -113,7 +132,7 @@ class MchState:
     def _load(self, views: list[JobView]) -> None:
         """The first flattening in one pass, O(q): children before parents (eq. 2), then
         the factors from the root down, then one heapify per heap."""
-        nodes = [self.index.locate(v.queue) for v in views]
+        nodes = [self.index.locate_job(v.queue, v.user) for v in views]
         self._grow()
         for view, node in zip(views, nodes):
             job = self._jobs[view.job_id] = _Job(view, node, self.axes)
@@ -140,7 +159,7 @@ class MchState:
                 self._dirty.add(node)
 
     def add(self, view: JobView) -> None:
-        node = self.index.locate(view.queue)
+        node = self.index.locate_job(view.queue, view.user)
         self._grow()
         job = self._jobs[view.job_id] = _Job(view, node, self.axes)
         if job.pending > 0:
@@ -274,6 +293,9 @@ class MchState:
         job = self._jobs[job_id]
         job.running += 1
         job.pending -= 1
+        held = self._held.get(job.node)
+        if held is not None:   # its user holds more: the user's key changes
+            self._held[job.node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
         if job.pending <= 0:
             self._deactivate(job)
             return
@@ -328,7 +350,11 @@ class MchState:
         version = qversion[node] = qversion[node] + 1
         if not heap:
             return
-        entry = (share_key(self._factor[node] * best[4]), best[1], best[2], node, version)
+        if node in self.index.user_of:   # a user: F(leaf) x its dominant share, weight 1
+            share = self._factor[self.index.parent[node]] * max(self._held.get(node, self._zero), default=0.0)
+        else:
+            share = self._factor[node] * best[4]
+        entry = (share_key(share), best[1], best[2], node, version)
         glob = self._global
         if glob and glob[0][3] == node and glob[0][4] == version - 1:
             heapq.heapreplace(glob, entry)
@@ -358,7 +384,7 @@ def _below_any(node: int, nodes: set[int], parent: list[int]) -> bool:
 
 
 def _identity(view: JobView) -> tuple[object, ...]:
-    return (view.demand, view.weight, view.queue, view.submitted_at)
+    return (view.demand, view.weight, view.queue, view.submitted_at, view.user)
 
 
 class _MchRound:
@@ -391,9 +417,9 @@ class MchPolicy:
         self._capacity: Resources | None = None
 
     def start_round(self, jobs: Sequence[JobView], capacity: Resources,
-                    queues: QueueTree | None = None) -> _MchRound:
+                    queues: QueueTree | None = None, held: Held | None = None) -> _MchRound:
         if self._state is None or queues is not self._queues or capacity != self._capacity:
             self._state = MchState(queues, capacity)
             self._queues, self._capacity = queues, capacity
-        self._state.sync(jobs)
+        self._state.sync(jobs, held)
         return _MchRound(self._state, jobs)

@@ -15,6 +15,8 @@ command only to its owner and admins (default: its parent's; at the top, false: 
 `preemptable: false` protects the queue's tasks (and its subtree's) from preemption
 (default: its parent's; at the top, true). `max_time_limit: 2h` caps a job's --time-limit
 there and is the limit of a job that gives none (default: its parent's; at the top, none).
+`share: users` (default: its parent's; at the top, users) shares a leaf between its users
+first, then each user's jobs; `share: jobs` makes every job a sibling (scheduler/usershare.py).
 A queue may instead name its parent (`prod: {parent: ads}` at the top level), which is
 how a cycle or an unknown parent can be written, and both are refused. A leaf is named
 by its path (`ads.prod`). Without a file there is one leaf, `default`."""
@@ -34,7 +36,9 @@ from tcluster.domain.units import parse_duration
 from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, load_located, read_config_file
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
-_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable", "max_time_limit")
+_QUEUE_KEYS = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable", "max_time_limit",
+               "share")
+SHARE_MODES = ("users", "jobs")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class QueueNode:
     hide_command: bool | None = None   # None: as the parent queue
     preemptable: bool | None = None    # False: its tasks are never preempted; None: as the parent
     max_time_limit_s: float | None = None   # a job's --time-limit at most (and its default); None: as the parent
+    share: str | None = None           # "users" | "jobs": who shares a leaf first; None: as the parent
 
     @property
     def leaf(self) -> bool:
@@ -136,6 +141,18 @@ class QueueTree:
             path = self._parent[path]
         return 0.0
 
+    def shares_users(self, path: str) -> bool:
+        """The nearest `share` on the way up from `path`; users if none is (a queue not in
+        the tree, left over from an older file, shares by users too)."""
+        while path in self._by_path:
+            share = self._by_path[path].share
+            if share is not None:
+                return share == "users"
+            if not path:
+                break
+            path = self._parent[path]
+        return True
+
     def check_leaf(self, path: str, field: str = "queue") -> None:
         if self.is_leaf(path):
             return
@@ -205,7 +222,15 @@ def _queue(doc: Located, where: Path, name: str, path: str) -> tuple[QueueNode, 
         raise doc.error((*where, "parent"), "`parent` is a queue path, allowed on top-level queues only")
     children = _children(doc, (*where, "queues"), body, path)
     return QueueNode(name, path, weight, children, doc.line(where), max_job_weight, hide_command,
-                     preemptable, _time_limit(doc, where, body)), parent
+                     preemptable, _time_limit(doc, where, body), _share(doc, where, body)), parent
+
+
+def _share(doc: Located, where: Path, body: dict[Any, Any]) -> str | None:
+    value = body.get("share")
+    if value is not None and value not in SHARE_MODES:
+        raise doc.error((*where, "share"), f"{value!r} is not allowed; use users (users first, then their jobs) "
+                                           "or jobs (every job a sibling)")
+    return value  # type: ignore[no-any-return]
 
 
 def _time_limit(doc: Located, where: Path, body: dict[Any, Any]) -> float | None:

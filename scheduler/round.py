@@ -24,6 +24,7 @@ from tcluster.scheduler.placement import PlacementPolicy
 from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
+from tcluster.scheduler.usershare import Held, held_of, user_of
 from tcluster.scheduler.views import JobView
 from tcluster.scheduler.windows import Windows
 
@@ -47,7 +48,7 @@ def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobVie
             pending = min(pending, max(job.throttle - running, 0))
         if pending and not job.cancelled and not job.held:
             views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources, pending, running,
-                                 job.spec.weight))
+                                 job.spec.weight, user_of(job.spec.owner, job.spec.user)))
     return views
 
 
@@ -100,12 +101,13 @@ def schedule_round(
     fairness: FairnessPolicy, placement: PlacementPolicy, rng: random.Random,
     eligible_cache: EligibleCache | None = None, queues: QueueTree | None = None,
     reservations: Reservations | None = None, now: float = 0.0, views: list[JobView] | None = None,
-    windows: Windows | None = None,
+    windows: Windows | None = None, held: Held | None = None,
 ) -> RoundResult:
     """`queues` is the fairness tree; `reservations` (kept by the caller across rounds)
     holds nodes for jobs whose next task has waited long enough; `now` dates the waits.
     `views` (pending and running counts per waiting job) saves a scan when the caller
-    keeps counts, as the master does. `windows`: nodes' maintenance windows ahead
+    keeps counts, as the master does. `held`: what each (leaf, user) holds over all its
+    jobs (None: counted from `tasks`, which then must hold every job's). `windows`: nodes' maintenance windows ahead
     (scheduler/windows.py); a job starts nowhere it could still run when one opens."""
     views = job_views(jobs, tasks) if views is None else views
     view = nodes.view()
@@ -125,7 +127,10 @@ def schedule_round(
             continue                   # a gang holds all it needs, when it is tried (gangs.py)
         book.hold(late, view.request_vector(spec.resources),
                   eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache, windows), view, now)
-    fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
+    if held is None:
+        held = held_of((jobs[j].spec.queue, user_of(jobs[j].spec.owner, jobs[j].spec.user), jobs[j].spec.resources,
+                        sum(1 for t in ts if t.state.holds_resources)) for j, ts in tasks.items())
+    fairness_round = fairness.start_round(views, nodes.total_capacity(), queues, held)
     pending_of = {v.job_id: (v.pending, v.running) for v in views}
     begin = getattr(placement, "begin_round", None)   # a policy with per-round state (lotes, anbf)
     if begin is not None:

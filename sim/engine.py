@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tcluster.scheduler.round import schedule_round
+from tcluster.scheduler.usershare import held_of
 from tcluster.domain.model import Job, JobSpec, Task, TaskState
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairness import make_fairness
@@ -172,7 +173,7 @@ class Simulator:
         spec = next(j for j in self.scenario.jobs if j.name == name)
         b = spec.batch
         job_spec = JobSpec(("sim",), spec.resources, name=name, queue=spec.queue, tasks=spec.tasks,
-                           constraints=spec.constraints, weight=spec.weight, time_limit_s=b.time_limit_s,
+                           constraints=spec.constraints, weight=spec.weight, time_limit_s=b.time_limit_s, user=spec.user,
                            array=b.array, dependency=b.dependency, keep_unmet=b.keep_unmet, gang=b.gang)
         job = Job(name, job_spec, submitted_at=now, unplaced=b.indexes, throttle=b.throttle)
         waiting = deque() if b.array else deque(range(spec.tasks))   # an array's wait as ranges
@@ -236,8 +237,9 @@ class Simulator:
         if not jobs:
             return
         self.counters["rounds"] += 1
+        held = held_of((t.spec.queue, t.spec.user, t.spec.resources, len(t.running)) for t in self.tracks.values())
         result = schedule_round(jobs, tasks, self.matrix, self.fairness, self.placement, self.rng, self.cache,
-                                queues=self.scenario.queues, reservations=self.book, now=now)
+                                queues=self.scenario.queues, reservations=self.book, now=now, held=held)
         self.book = result.holds or self.book
         for task, node in result.placements:
             self._start(self.tracks[task.job_id], task.index, node, now)

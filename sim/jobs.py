@@ -44,6 +44,7 @@ class SimJob:
     weight: float = 1.0
     constraints: tuple[str, ...] = ()
     batch: BatchSpec = BatchSpec()   # array, dependency, gang, time limit (none by default)
+    user: str = ""                   # who it counts for in a leaf that shares by users ("": itself)
 
 
 @dataclass

@@ -12,7 +12,8 @@ A scenario may give a `workload:` (arrival processes over job classes, see
 sim/workload.py) instead of, or beside, `jobs`.
 
 `duration` is seconds per task, or null to run until the end. Optional per job:
-`weight` (default 1) and `constraints` (as `tcl submit --constraint`). Batch work
+`weight` (default 1), `constraints` (as `tcl submit --constraint`) and `user` (whom it
+counts for in a leaf that shares by users; without one a job is a user of its own). Batch work
 (sim/batch.py), each as the master takes it: `array: 0-999%50` (instead of `tasks`:
 the tasks are these indexes, at most 50 running at once), `dependency: afterok:prep`
 (Slurm's form naming scenario jobs, `?` for or; a cycle is refused), `keep_unmet: true`,
@@ -47,7 +48,7 @@ from tcluster.sim.workload import Workload, parse_workload
 _TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption")
 _PREEMPT_KEYS = ("after_s", "grace_s", "min_runtime_s", "max_per_round")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
-_JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints",
+_JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints", "user",
              *BATCH_KEYS)
 
 
@@ -214,8 +215,15 @@ def _job(doc: Located, path: Path, body: dict[str, Any], queues: QueueTree, node
         name, queue, _number(doc, (*path, "submit"), body.get("submit", 0), minimum=0.0), tasks, resources,
         None if duration is None else _number(doc, (*path, "duration"), duration, minimum=0.0, strict=True),
         _number(doc, (*path, "weight"), body.get("weight", 1), minimum=0.0, strict=True),
-        _constraints(doc, (*path, "constraints"), body.get("constraints")), batch,
+        _constraints(doc, (*path, "constraints"), body.get("constraints")), batch, _user(doc, path, body),
     )
+
+
+def _user(doc: Located, path: Path, body: dict[str, Any]) -> str:
+    user = body.get("user", "")
+    if not isinstance(user, str) or (user and not user.isprintable()) or len(user) > 64:
+        raise doc.error((*path, "user"), f"{user!r} must be a user name (1-64 printable characters)")
+    return user
 
 
 def _constraints(doc: Located, path: Path, value: Any) -> tuple[str, ...]:
