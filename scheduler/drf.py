@@ -22,10 +22,10 @@ from tcluster.scheduler.views import JobView
 class _User:
     """A user of a leaf that shares by users: one entry in the round's heap, keyed by its
     dominant share of all it holds there; its own jobs in a heap of their own."""
-    __slots__ = ("key", "held", "heap", "version")
+    __slots__ = ("key", "held", "weight", "heap", "version")
 
-    def __init__(self, key: str, held: list[float]) -> None:
-        self.key, self.held = key, held
+    def __init__(self, key: str, held: list[float], weight: float) -> None:
+        self.key, self.held, self.weight = key, held, weight
         self.heap: list[tuple[float, float, str, int]] = []
         self.version = 0
 
@@ -47,7 +47,8 @@ class _DrfRound:
                 user = self._users.get(f"{j.queue}/{j.user}")
                 if user is None:
                     shares = list(axes.shape(held.get(key, Resources())).shares)
-                    user = self._users[f"{j.queue}/{j.user}"] = _User(f"{j.queue}/{j.user}", shares)
+                    name = f"{j.queue}/{j.user}"
+                    user = self._users[name] = _User(name, shares, tree.user_weight(*key))
             shape = axes.shape(j.demand)
             self._state[j.job_id] = [shape.mu / j.weight, j.running, j.pending, 0, j.submitted_at, user, shape.shares]
         # (share key, submitted_at, job, "" or the user's name, version): a user's entry
@@ -61,7 +62,7 @@ class _DrfRound:
         for name, user in self._users.items():
             heapq.heapify(user.heap)
             first = user.heap[0]
-            self._heap.append((share_key(max(user.held, default=0.0)), first[1], first[2], name, 0))
+            self._heap.append((share_key(max(user.held, default=0.0) / user.weight), first[1], first[2], name, 0))
         heapq.heapify(self._heap)
         self._saturation = SaturationIndex(live)
 
@@ -97,7 +98,8 @@ class _DrfRound:
         best = _best(user.heap, self._state)
         user.version += 1
         if best is not None:
-            entry = (share_key(max(user.held, default=0.0)), self._state[best][4], best, user.key, user.version)
+            entry = (share_key(max(user.held, default=0.0) / user.weight), self._state[best][4], best, user.key,
+                     user.version)
             self._push(self._heap, entry)
 
     @staticmethod

@@ -58,7 +58,7 @@ class QueueIndex:
         path = f"{self.paths[leaf]}/{user}"    # no queue name holds a "/"
         index = self._by_path.get(path)
         if index is None:
-            index = self._add(path, leaf, 1.0)
+            index = self._add(path, leaf, self.tree.user_weight(queue, user))
             self.user_of[index] = (queue, user)
         return index
 

@@ -87,8 +87,8 @@ class _HdrfRound:
                 best_of[node] = best
                 continue
             mu = max(total, default=0.0)
-            if node in index.user_of:   # a user: its dominant share of all it holds, weight 1
-                held = max(self._user_held[node], default=0.0)
+            if node in index.user_of:   # a user: its dominant share of all it holds, per unit weight
+                held = max(self._user_held[node], default=0.0) / index.weight[node]
                 best_of[node] = (share_key(held), best[1], best[2], held)
                 normalized[node] = [x / mu for x in total] if mu > 0 else total
                 continue

@@ -350,8 +350,9 @@ class MchState:
         version = qversion[node] = qversion[node] + 1
         if not heap:
             return
-        if node in self.index.user_of:   # a user: F(leaf) x its dominant share, weight 1
-            share = self._factor[self.index.parent[node]] * max(self._held.get(node, self._zero), default=0.0)
+        if node in self.index.user_of:   # a user: F(leaf) x its dominant share per unit weight
+            held = max(self._held.get(node, self._zero), default=0.0)
+            share = self._factor[self.index.parent[node]] * held / self.index.weight[node]
         else:
             share = self._factor[node] * best[4]
         entry = (share_key(share), best[1], best[2], node, version)

@@ -63,6 +63,16 @@ class QueueNode:
 class QueueTree:
     root: QueueNode
     source: str = ""
+    # ("leaf/user", weight): a user's weight in its leaf (default 1); only decayed usage
+    # sets them, on the copy the fairness round sees (scheduler/decay.py)
+    user_weights: tuple[tuple[str, float], ...] = ()
+
+    @cached_property
+    def _user_weight(self) -> dict[str, float]:
+        return dict(self.user_weights)
+
+    def user_weight(self, leaf: str, user: str) -> float:
+        return self._user_weight.get(f"{leaf}/{user}", 1.0) if self.user_weights else 1.0
 
     @cached_property
     def _by_path(self) -> dict[str, QueueNode]:

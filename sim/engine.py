@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tcluster.scheduler.round import schedule_round
+from tcluster.scheduler.decay import DecayLedger, accrue, ledger_keys, usage_weights
+from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.usershare import held_of
 from tcluster.domain.model import Job, JobSpec, Task, TaskState
 from tcluster.domain.resources import Resources
@@ -105,6 +107,9 @@ class Simulator:
             self.counters.update(tasks_failed=0, jobs_cancelled=0)
         self.dependencies = Dependencies(scenario.jobs, self.tracks, self.counters)
         self.timeline: list[tuple[float, tuple[float, ...]]] = []
+        self.ledger = DecayLedger()            # decayed usage, with scenario.usage_half_life_s
+        self._tree = scenario.queues
+        self._held_keys: dict[str, Resources] = {}
         self._mu = {j.name: j.resources.dominant_share(self.capacity) for j in scenario.jobs}
 
     def _plan_lotes(self, options: LotesOptions, seed: int) -> dict:
@@ -239,10 +244,26 @@ class Simulator:
         self.counters["rounds"] += 1
         held = held_of((t.spec.queue, t.spec.user, t.spec.resources, len(t.running)) for t in self.tracks.values())
         result = schedule_round(jobs, tasks, self.matrix, self.fairness, self.placement, self.rng, self.cache,
-                                queues=self.scenario.queues, reservations=self.book, now=now, held=held)
+                                queues=self._fair_tree(now), reservations=self.book, now=now, held=held)
         self.book = result.holds or self.book
         for task, node in result.placements:
             self._start(self.tracks[task.job_id], task.index, node, now)
+        if self.scenario.usage_half_life_s:   # held from now until the next round: what it accrues
+            self._held_keys = ledger_keys(self.scenario.queues, held_of(
+                (t.spec.queue, t.spec.user or f"#{t.spec.name}", t.spec.resources, len(t.running))
+                for t in self.tracks.values()))
+
+    def _fair_tree(self, now: float) -> QueueTree:
+        """The tree the fairness round sees: with a half-life, its weights follow past usage
+        (scheduler/decay.py), accrued from what was held since the last round."""
+        half_life = self.scenario.usage_half_life_s
+        if not half_life:
+            return self.scenario.queues
+        self.ledger = accrue(self.ledger, now, self._held_keys, self.capacity, half_life)
+        tree = usage_weights(self.scenario.queues, self.ledger)
+        if tree != self._tree:     # the same weights: the same object, so MCH keeps its state
+            self._tree = tree
+        return self._tree
 
     def _round_input(self) -> tuple[dict[str, Job], dict[str, list[Task]]]:
         view = self.matrix.view()

@@ -20,7 +20,8 @@ the tasks are these indexes, at most 50 running at once), `dependency: afterok:p
 `gang: true` (all tasks in one round or none) and `time_limit: 2h` (a task still running
 then ends FAILED). Optional at the
 top: `reserve_after_s`, and `preemption: {after_s, grace_s, min_runtime_s,
-max_per_round}` (the knobs of `tcl-master --preempt-*`, same defaults; whether a run
+max_per_round}`, `usage_half_life: 2h` (past usage decays and orders siblings, as
+`tcl-master --usage-half-life`; default none) and the knobs of `tcl-master --preempt-*`, same defaults; whether a run
 preempts is the command line's choice: `tcl sim --preemption`). Every error names the line and the path, e.g.
 `scenario.yaml:14: jobs[3].resources.cpu: ...`."""
 
@@ -35,6 +36,7 @@ from tcluster.domain.constraints import parse_constraints
 from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.model import DEFAULT_QUEUE
 from tcluster.domain.resources import Resources, resources_from_mapping
+from tcluster.domain.units import parse_duration
 from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_located
 from tcluster.scheduler.reasons import never_fits_reason
@@ -45,7 +47,7 @@ from tcluster.sim.batch import BATCH_KEYS, batch_spec, check_dependencies
 from tcluster.sim.jobs import SimJob
 from tcluster.sim.workload import Workload, parse_workload
 
-_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption")
+_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption", "usage_half_life")
 _PREEMPT_KEYS = ("after_s", "grace_s", "min_runtime_s", "max_per_round")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
 _JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints", "user",
@@ -61,6 +63,7 @@ class Scenario:
     source: str = ""
     workload: Workload | None = None     # generated arrivals (sim/workload.py) instead of `jobs`
     preemption: PreemptionSettings = PreemptionSettings()   # the knobs, used when the run preempts
+    usage_half_life_s: float = 0.0       # decayed usage orders siblings (scheduler/decay.py); 0: off
 
 
 def load_scenario(path: FsPath | str) -> Scenario:
@@ -83,7 +86,20 @@ def parse_scenario(text: str, source: str) -> Scenario:
     jobs = _jobs(doc, queues, nodes) if workload is None or "jobs" in doc.value else ()
     reserve = doc.value.get("reserve_after_s", DEFAULT_RESERVE_AFTER_S)
     return Scenario(nodes, queues, jobs, _number(doc, ("reserve_after_s",), reserve, minimum=0.0), source, workload,
-                    _preemption(doc))
+                    _preemption(doc), _half_life(doc))
+
+
+def _half_life(doc: Located) -> float:
+    value = doc.value.get("usage_half_life")
+    if value is None:
+        return 0.0
+    try:
+        seconds = parse_duration(value, "usage_half_life")
+    except InvalidArgument as error:
+        raise doc.error(("usage_half_life",), str(error).partition(": ")[2] or str(error)) from None
+    if seconds <= 0:
+        raise doc.error(("usage_half_life",), "must be a duration > 0, e.g. 7d or 2h (leave it out: no decay)")
+    return seconds
 
 
 def _preemption(doc: Located) -> PreemptionSettings:
