@@ -14,7 +14,9 @@ from typing import Callable
 
 from tcluster.domain.errors import Unavailable
 from tcluster.master import nodeadmin
-from tcluster.master.core.events import Launch, Place, Tick
+from tcluster.master.core.events import AccrueUsage, Launch, Place, Tick
+from tcluster.master.usagedecay import UsageDecay
+from tcluster.scheduler.queues import QueueTree
 from tcluster.master.core.pinning import pinned_round
 from tcluster.master.ports import Do, MasterPort, Plugins
 from tcluster.master.settings import MasterSettings
@@ -42,6 +44,7 @@ class Rounds:
         self.rng = random.Random(settings.seed)
         self.eligible = EligibleCache()
         self.reservations = Reservations(settings.reserve_after_s, settings.preempt_grace_s + PREEMPT_HOLD_SLACK_S)
+        self.decay = UsageDecay(settings.usage_half_life_s) if settings.usage_half_life_s else None
         self._wake = asyncio.Event()
         # Called after each loop iteration that did not fail (systemd's watchdog: master/app/reload.py).
         self.after_round: Callable[[], None] = lambda: None
@@ -84,6 +87,10 @@ class Rounds:
         step, _ = self._do(Tick())
         if step.tasks:
             self.kick()
+        state, now = self.master.state, self.master.clock()
+        if self.decay is not None and self.decay.due(state.decayed_usage, now):
+            self._do(AccrueUsage(self.decay.accrued(state, self.master.queues, now)))
+            self.kick()    # the order may have changed
 
     def schedule_once(self) -> list[Launch]:
         state = self.master.state
@@ -99,7 +106,7 @@ class Rounds:
         now = self.master.clock()
         windows = nodeadmin.windows(state, now)
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
-                                self.eligible, queues=self.master.queues, reservations=self.reservations,
+                                self.eligible, queues=self._fair_tree(), reservations=self.reservations,
                                 now=self.master.clock(), windows=windows, held=state.user_held.view(),
                                 views=[v for v in state.pending_views() if v.job_id not in pinned])
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements)))[0] if result.placements else None
@@ -108,6 +115,13 @@ class Rounds:
         if self.plugins.observer is not None:
             self.plugins.observer.on_round(time.perf_counter() - started, len(result.placements))
         return [a for a in step.actions if isinstance(a, Launch)] if step else []
+
+    def _fair_tree(self) -> QueueTree:
+        """The tree fairness sees: with --usage-half-life, weights follow decayed usage
+        (master/usagedecay.py); preemption keeps the file's tree."""
+        if self.decay is None:
+            return self.master.queues
+        return self.decay.fair_tree(self.master.queues, self.master.state.decayed_usage)
 
     def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
         """--preemption: after the round's placements (master/features/preempting.py)."""

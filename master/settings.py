@@ -45,6 +45,8 @@ class MasterSettings(BaseModel):
     queues_file: Path | None = None                 # the queue tree (YAML); None: one queue, `default`
     reserve_after_s: float = Field(30.0, ge=0)      # a job's task waits this long: a node is held for it
     placement: str = DEFAULT_PLACEMENT
+    # Decayed usage orders siblings (scheduler/decay.py); 0: off, the instantaneous shares only
+    usage_half_life_s: float = Field(0.0, ge=0)
     # Preemption (README, "Preemption"): off unless asked.
     preemption: bool = False
     preempt_after_s: float = Field(30.0, ge=0)       # a queue below its target this long reclaims

@@ -20,6 +20,7 @@ from tcluster.master.core.usageblock import UsageIndex
 from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.domain.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.domain.resources import Resources
+from tcluster.scheduler.decay import DecayLedger
 from tcluster.scheduler.usershare import HeldIndex, user_of
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.views import JobView
@@ -87,6 +88,7 @@ class MasterState:
         self.live: dict[str, NodeLive] = {n.name: NodeLive(False, started_mono, n.last_seen) for n in self.nodes.values()}
         self.matrix = NodeMatrix()
         self.user_held = HeldIndex()   # per (leaf, user): the room its tasks hold (the user level)
+        self.decayed_usage = DecayLedger()   # --usage-half-life (scheduler/decay.py); loaded by loading.py
         self.by_node: dict[str, set[str]] = {}
         # Nodes an operator touched (cordon, drain, a window): the tick looks at these only.
         self.operated: set[str] = {n.name for n in self.nodes.values() if _operated(n)}
@@ -228,6 +230,8 @@ class MasterState:
             self.deadlines.settle(step.ticked_wall)
         if step.purge_before:
             self.purged_at = step.purge_before + self.timeouts.job_retention_s
+        if step.decayed_usage is not None:
+            self.decayed_usage = step.decayed_usage
         self._evict_finished(step.purge_before)
 
     def _evict_finished(self, purge_before: float) -> None:
