@@ -86,6 +86,7 @@ class MchState:
         self._stale_factor: set[int] = set()
         self._dirty: set[int] = set()
         self._held: dict[int, list[float]] = {}   # user node -> what it holds, shares per kind
+        self._user_heaps: dict[int, list[tuple[float, float, str, float, int, int]]] = {}   # leaf -> its users
 
     def _grow(self) -> None:
         for _ in range(len(self.index) - len(self._sum)):
@@ -327,40 +328,68 @@ class MchState:
             heapq.heapify(self._global)
 
     def _recompute_factors(self, top: int) -> None:
-        parent, weight, children = self.index.parent, self.index.weight, self.index.children
+        parent, weight, children, users = self.index.parent, self.index.weight, self.index.children, self.index.user_of
         stack = [top]
         while stack:
             node = stack.pop()
             above = self._factor[parent[node]] if parent[node] > 0 else 1.0
             self._factor[node] = above * self._mu[node] / weight[node]
-            if self._heaps[node]:
+            if self._heaps[node] or node in self._user_heaps:
                 self._dirty.add(node)
-            stack.extend(children[node])
+            # A user's key is F(leaf) x its own share: the leaf's one global entry carries
+            # F(leaf), so a new F never re-files every user of the leaf.
+            stack.extend(c for c in children[node] if c not in users)
 
-    def _refresh(self, node: int) -> None:
-        """Re-files `node`'s best active job in the global heap."""
+    def _best_job(self, node: int) -> tuple[float, float, str, int, float] | None:
         heap, jobs = self._heaps[node], self._jobs
         while heap:
             best = heap[0]
             job = jobs.get(best[2])
             if job is not None and job.active and job.version == best[3]:
-                break
+                return best
             heapq.heappop(heap)
+        return None
+
+    def _refresh(self, node: int) -> None:
+        """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
+        heap of users, then the leaf's)."""
+        if node in self.index.user_of:
+            self._refresh_user(node)
+            node = self.index.parent[node]
+        best, user = self._best_job(node), self._best_user(node)
         qversion = self._qversion
         version = qversion[node] = qversion[node] + 1
-        if not heap:
+        factor = self._factor[node]
+        candidates = [(share_key(factor * best[4]), best[1], best[2]) if best is not None else None,
+                      (share_key(factor * user[3]), user[1], user[2]) if user is not None else None]
+        chosen = min((c for c in candidates if c is not None), default=None)
+        if chosen is None:
             return
-        if node in self.index.user_of:   # a user: F(leaf) x its dominant share per unit weight
-            held = max(self._held.get(node, self._zero), default=0.0)
-            share = self._factor[self.index.parent[node]] * held / self.index.weight[node]
-        else:
-            share = self._factor[node] * best[4]
-        entry = (share_key(share), best[1], best[2], node, version)
+        entry = (*chosen, node, version)
         glob = self._global
         if glob and glob[0][3] == node and glob[0][4] == version - 1:
             heapq.heapreplace(glob, entry)
         else:
             heapq.heappush(glob, entry)
+
+    def _refresh_user(self, node: int) -> None:
+        """A user's entry in its leaf: its dominant share of all it holds, per unit weight,
+        with its best job's tie."""
+        best = self._best_job(node)
+        version = self._qversion[node] = self._qversion[node] + 1
+        if best is None:
+            return
+        held = max(self._held.get(node, self._zero), default=0.0) / self.index.weight[node]
+        heapq.heappush(self._user_heaps.setdefault(self.index.parent[node], []),
+                       (share_key(held), best[1], best[2], held, node, version))
+
+    def _best_user(self, leaf: int) -> tuple[float, float, str, float, int, int] | None:
+        heap = self._user_heaps.get(leaf)
+        while heap:
+            if heap[0][5] == self._qversion[heap[0][4]]:
+                return heap[0]
+            heapq.heappop(heap)
+        return None
 
     # ---- reading ----
 
