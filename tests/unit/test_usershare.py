@@ -4,6 +4,8 @@ a user nothing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -14,6 +16,7 @@ from tcluster.scheduler.usershare import HeldIndex, held_of
 from tcluster.scheduler.views import JobView
 from tcluster.scheduler.yamlsrc import YamlConfigError
 from tcluster.sim.engine import simulate
+from tcluster.sim.report import user_shares
 from tcluster.sim.scenario import parse_scenario
 
 POLICIES = ["drf", "hdrf", "mch"]
@@ -176,3 +179,21 @@ def test_the_same_split_by_jobs_lets_the_many_jobs_win() -> None:
     """With `share: jobs` (today's order) splitting pays: the property above can fail."""
     (alice, _), (bob, _) = by_user_at(split_scenario("jobs", 2, 40, 40), "mch", 0)
     assert alice >= 7 and bob <= 1
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fair-users.yaml"
+
+
+def share_error(share: str, decay: bool) -> float:
+    text = EXAMPLE.read_text().replace("share: users}", f"share: {share}}}")
+    if decay:
+        text = text.replace("# usage_half_life", "usage_half_life")
+    scenario = parse_scenario(text, "fair-users.yaml")
+    return float(user_shares(simulate(scenario, "mch", "first-fit", until=400))["user_share_error"])
+
+
+def test_the_examples_share_error_with_and_without_the_user_level_and_decay() -> None:
+    """README's comparison (examples/fair-users.yaml): many jobs take everything by jobs;
+    by users the error is alice's head start only, and decay shrinks it."""
+    by_jobs, by_users, decayed = share_error("jobs", False), share_error("users", False), share_error("users", True)
+    assert by_jobs == pytest.approx(0.5) and by_users == pytest.approx(0.125) and decayed < by_users
