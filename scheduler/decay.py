@@ -48,7 +48,7 @@ class DecayLedger:
 
 
 def decay_factor(dt_s: float, half_life_s: float) -> float:
-    return 0.5 ** (max(dt_s, 0.0) / half_life_s)
+    return float(0.5 ** (max(dt_s, 0.0) / half_life_s))
 
 
 def accrue(ledger: DecayLedger, now: float, held: Mapping[str, Resources], capacity: Resources,

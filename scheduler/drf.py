@@ -76,9 +76,9 @@ class _DrfRound:
             else:
                 user = self._users[name]
                 if user.version == version:
-                    job_id = _best(user.heap, state)
-                    if job_id is not None:
-                        return job_id
+                    best = _best(user.heap, state)
+                    if best is not None:
+                        return best
             heapq.heappop(heap)
         return None
 

@@ -27,8 +27,8 @@ MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
   F values and new global entries. That is O(queues below), never O(jobs).
 
 The user level (scheduler/usershare.py): a user's node under a leaf is a queue for the
-demands (eq. 2), but its global key is F(leaf) x its dominant share of all it holds
-there, as `hdrf` compares it; its jobs keep their own order inside it.
+demands (eq. 2), but its key is F(leaf) x its dominant share of all it holds there, as
+`hdrf` compares it; its jobs keep their own order inside it (scheduler/mchusers.py).
 
 The state lives across rounds, and each round syncs it with the new job views. Jobs
 that changed (arrived, left, tasks finished) are the only ones recomputed."""
@@ -43,6 +43,7 @@ from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.mchusers import UserLevel
 from tcluster.scheduler.usershare import Held, held_from_views
 from tcluster.scheduler.views import JobView
 
@@ -66,7 +67,7 @@ class _Job:
         return (share_key(share), self.submitted, job_id, self.version, share)
 
 
-class MchState:
+class MchState(UserLevel):
     """The flattened tree of one queue tree and one cluster capacity, kept current."""
 
     def __init__(self, queues: QueueTree | None, capacity: Resources) -> None:
@@ -106,13 +107,6 @@ class MchState:
         views = list(views)
         self._sync_jobs(views)
         self._sync_held(held_from_views(views) if held is None else held)
-
-    def _sync_held(self, held: Held) -> None:
-        for node, key in self.index.user_of.items():
-            shares = list(self.axes.shape(held[key]).shares) if key in held else list(self._zero)
-            if shares != self._held.get(node):
-                self._held[node] = shares
-                self._dirty.add(node)
 
     def _sync_jobs(self, views: list[JobView]) -> None:
         if not self._jobs:
@@ -340,16 +334,6 @@ class MchState:
             # F(leaf), so a new F never re-files every user of the leaf.
             stack.extend(c for c in children[node] if c not in users)
 
-    def _best_job(self, node: int) -> tuple[float, float, str, int, float] | None:
-        heap, jobs = self._heaps[node], self._jobs
-        while heap:
-            best = heap[0]
-            job = jobs.get(best[2])
-            if job is not None and job.active and job.version == best[3]:
-                return best
-            heapq.heappop(heap)
-        return None
-
     def _refresh(self, node: int) -> None:
         """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
         heap of users, then the leaf's)."""
@@ -371,25 +355,6 @@ class MchState:
             heapq.heapreplace(glob, entry)
         else:
             heapq.heappush(glob, entry)
-
-    def _refresh_user(self, node: int) -> None:
-        """A user's entry in its leaf: its dominant share of all it holds, per unit weight,
-        with its best job's tie."""
-        best = self._best_job(node)
-        version = self._qversion[node] = self._qversion[node] + 1
-        if best is None:
-            return
-        held = max(self._held.get(node, self._zero), default=0.0) / self.index.weight[node]
-        heapq.heappush(self._user_heaps.setdefault(self.index.parent[node], []),
-                       (share_key(held), best[1], best[2], held, node, version))
-
-    def _best_user(self, leaf: int) -> tuple[float, float, str, float, int, int] | None:
-        heap = self._user_heaps.get(leaf)
-        while heap:
-            if heap[0][5] == self._qversion[heap[0][4]]:
-                return heap[0]
-            heapq.heappop(heap)
-        return None
 
     # ---- reading ----
 

@@ -240,7 +240,7 @@ def _share(doc: Located, where: Path, body: dict[Any, Any]) -> str | None:
     if value is not None and value not in SHARE_MODES:
         raise doc.error((*where, "share"), f"{value!r} is not allowed; use users (users first, then their jobs) "
                                            "or jobs (every job a sibling)")
-    return value  # type: ignore[no-any-return]
+    return value
 
 
 def _time_limit(doc: Located, where: Path, body: dict[Any, Any]) -> float | None:

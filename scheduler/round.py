@@ -170,9 +170,9 @@ def schedule_round(
             row = None if request is None else placement.choose(request, view, eligible, rng)
             if row is None:
                 reasons[job_id] = _reason(spec, constraints, nodes, matching, windows)
-                held = book.skipped(job_id, request, eligible, view, now)
-                if held is not None:
-                    reasons[job_id] += f"; node {held.node} is held for it (its tasks waited too long)"
+                kept = book.skipped(job_id, request, eligible, view, now)
+                if kept is not None:
+                    reasons[job_id] += f"; node {kept.node} is held for it (its tasks waited too long)"
                 fairness_round.skip(job_id)
                 continue
             node = view.names[row]
