@@ -344,12 +344,14 @@ class MchState(UserLevel):
         qversion = self._qversion
         version = qversion[node] = qversion[node] + 1
         factor = self._factor[node]
-        candidates = [(share_key(factor * best[4]), best[1], best[2]) if best is not None else None,
-                      (share_key(factor * user[3]), user[1], user[2]) if user is not None else None]
-        chosen = min((c for c in candidates if c is not None), default=None)
-        if chosen is None:
+        if best is not None:
+            entry = (share_key(factor * best[4]), best[1], best[2], node, version)
+            if user is not None:
+                entry = min(entry, (share_key(factor * user[3]), user[1], user[2], node, version))
+        elif user is not None:
+            entry = (share_key(factor * user[3]), user[1], user[2], node, version)
+        else:
             return
-        entry = (*chosen, node, version)
         glob = self._global
         if glob and glob[0][3] == node and glob[0][4] == version - 1:
             heapq.heapreplace(glob, entry)
