@@ -4,11 +4,14 @@ and the simulator's property that with a half-life two users' usage evens out.""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tcluster.daemonkit.configfile import load_args
 from tcluster.domain.resources import Resources
+from tcluster.master.app.main import build_parser, settings_from_args
 from tcluster.scheduler.decay import DecayLedger, accrue, decay_factor, decode, encode, ledger_keys, usage_weights
 from tcluster.scheduler.queues import parse_queue_text
 from tcluster.sim.engine import simulate
@@ -138,3 +141,17 @@ def test_the_light_user_catches_up_only_with_a_half_life() -> None:
     plain, _ = gaps(usage_by_user(5, 60, False, 400))
     ordered, _ = gaps(usage_by_user(5, 60, True, 400))
     assert plain == 400 and ordered <= 0.9 * plain
+
+
+@pytest.mark.parametrize("toml, flags, half_life_s", [
+    ("", [], 0.0),                                          # default: off
+    ('usage_half_life = "7d"\n', [], 7 * 86400.0),
+    ('usage_half_life = "7d"\n', ["--usage-half-life", "2h"], 7200.0),   # the flag wins
+    ('usage_half_life = "off"\n', [], 0.0),
+])
+def test_usage_half_life_from_the_flag_and_the_toml_key(tmp_path: Path, toml: str, flags: list[str],
+                                                        half_life_s: float) -> None:
+    conf = tmp_path / "master.toml"
+    conf.write_text(toml)
+    loaded = load_args(build_parser(), ["--config", str(conf), *flags])
+    assert settings_from_args(loaded.args).usage_half_life_s == half_life_s
