@@ -90,7 +90,7 @@ def node_rows(client: MasterClient, tasks: list[dict[str, Any]]) -> list[dict[st
 def queue_rows(client: MasterClient, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for q in client.list_queues().queues:
-        if not q.path:
+        if not q.path or q.user:     # the root, and users' rows (tcl queues shows those)
             continue
         mine = [t for t in tasks if t["queue"] == q.path or t["queue"].startswith(q.path + ".")]
         out.append({"path": q.path, "depth": q.depth, "guaranteed_share": q.guaranteed_share,

@@ -4,7 +4,11 @@ From two replies the master already gives (the job, the queue rows): the job's p
 reason (placement's word, then what preemption does or cannot do for it: which queue is
 below its share, when a reclaim starts, what blocks it), its queue's standing against
 its guarantee, the queues above theirs (where room would come from), and each task's
-preemptions with the reason its last one gave (who preempted it and why)."""
+preemptions with the reason its last one gave (who preempted it and why), and the level
+of the fairness tree that holds a waiting job back (`held_back_by`): its queue (it holds
+its guaranteed share or more), its user (in a leaf shared by users, the owner holds its
+part of the leaf or more: other users go first), or the job (its own place among its
+owner's jobs, or its fit)."""
 
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ def why_json(job: jobs_pb2.Job, reply: jobs_pb2.ListQueuesResponse) -> JsonDict:
         "queues_above_their_share": over,
         "backfilled": next((t.reason for t in tasks if t.reason.startswith("backfilled:")
                             and task_state_name(t.state) in ("STARTING", "RUNNING")), ""),
+        "held_back_by": held_back_by(job, rows),
         "preempted": [{"task": t.index, "preemptions": t.preemptions, "state": task_state_name(t.state),
                        "reason": t.reason} for t in tasks if t.preemptions],
     }
@@ -63,7 +68,36 @@ def why_text(doc: JsonDict) -> str:
     if over:
         lines.append("queues above their guaranteed share: " + ", ".join(
             f"{q['queue']} ({q['share']:.2f} > {q['guaranteed_share']:.2f})" for q in over))
+    held = doc["held_back_by"]
+    if held is not None:
+        lines.append(f"held back at the {held['level']} level: {held['why']}")
     for task in doc["preempted"]:
         lines.append(f"task {task['task']} was preempted {task['preemptions']} time(s), now {task['state']}: "
                      f"{task['reason']}")
     return "\n".join(lines)
+
+
+def held_back_by(job: jobs_pb2.Job, rows: dict[str, jobs_pb2.Queue]) -> JsonDict | None:
+    """The outermost level at which the waiting job has its share already (None: it does
+    not wait)."""
+    pending = sum(task_state_name(t.state) == "PENDING" for t in job.tasks)
+    if not pending or job_state_name(job.state) not in ("PENDING", "RUNNING"):
+        return None
+    path = job.spec.queue
+    while path:
+        q = rows.get(path)
+        if q is not None and q.dominant_share >= q.guaranteed_share - 1e-9 and q.dominant_share > 0:
+            return {"level": "queue", "queue": path,
+                    "why": f"queue {path} holds {q.dominant_share:.2f}, at or above its guaranteed {q.guaranteed_share:.2f}"}
+        path = path.rpartition(".")[0]
+    user = job.spec.owner or job.spec.user
+    leaf = rows.get(job.spec.queue)
+    users = [q for q in rows.values() if q.user and q.parent == job.spec.queue]
+    mine = next((q for q in users if q.user == user), None)
+    if leaf is not None and mine is not None and len(users) > 1:
+        part = leaf.dominant_share / len(users)
+        if mine.dominant_share >= part - 1e-9:
+            return {"level": "user", "user": user,
+                    "why": f"{user} holds {mine.dominant_share:.2f}, at or above an even part ({part:.2f}) of queue "
+                           f"{job.spec.queue}'s {leaf.dominant_share:.2f} among its {len(users)} users"}
+    return {"level": "job", "why": "its turn among its owner's jobs, or where its tasks fit (see `waits`)"}

@@ -4,6 +4,7 @@ finished, the nodes, the kill intents), with the timeouts its settings give."""
 from __future__ import annotations
 
 from tcluster.domain.errors import NotFound
+from tcluster.scheduler.decay import decode
 from tcluster.master.core.state import MasterState, Timeouts
 from tcluster.master.settings import MasterSettings
 from tcluster.master.store.base import StateStore
@@ -28,6 +29,7 @@ def load_state(store: StateStore, settings: MasterSettings, mono: float) -> Mast
                            finished_tasks=timeouts.resident_finished_tasks)
     tasks = store.load_tasks({j.id for j in jobs})
     state = MasterState(jobs, tasks, store.load_nodes(), store.load_kills(), timeouts, mono)
+    state.decayed_usage = decode(store.load_decayed_usage())
     for parent in sorted(set(state.dependents) - set(state.jobs)):   # waited on, ended, not resident
         stored = store.load_job(parent)
         if stored is not None:

@@ -19,6 +19,8 @@ from tcluster.domain.resources import Resources
 from tcluster.scheduler.queues import QueueTree, default_tree, load_queue_file
 from tcluster.views.queuerow import QueueRow
 from tcluster.scheduler.queuestats import JobUsage, queue_rows
+from tcluster.scheduler.decay import DecayLedger
+from tcluster.scheduler.usershare import user_of
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,8 @@ def job_usage(jobs: dict[str, Job], counts: Mapping[str, Mapping[TaskState, int]
         job_counts = counts.get(job_id, {})
         running = job_counts.get(TaskState.STARTING, 0) + job_counts.get(TaskState.RUNNING, 0)
         pending = 0 if job.cancelled else job_counts.get(TaskState.PENDING, 0)
-        usage.append(JobUsage(job.spec.queue, job.spec.resources, running, pending))
+        usage.append(JobUsage(job.spec.queue, job.spec.resources, running, pending,
+                              user_of(job.spec.owner, job.spec.user)))
     return usage
 
 
@@ -75,8 +78,8 @@ def dominant_share(job: Job, tasks: list[Task], capacity: Resources) -> float:
 
 
 def rows(tree: QueueTree, jobs: dict[str, Job], counts: Mapping[str, Mapping[TaskState, int]],
-         capacity: Resources) -> list[QueueRow]:
-    return queue_rows(tree, job_usage(jobs, counts), capacity)
+         capacity: Resources, ledger: DecayLedger | None = None) -> list[QueueRow]:
+    return queue_rows(tree, job_usage(jobs, counts), capacity, ledger)
 
 
 def with_queue_time_limit(spec: JobSpec, queue_max_s: float) -> JobSpec:

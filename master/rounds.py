@@ -16,7 +16,9 @@ import numpy as np
 
 from tcluster.domain.errors import Unavailable
 from tcluster.master import nodeadmin
-from tcluster.master.core.events import Launch, Place, Tick
+from tcluster.master.core.events import AccrueUsage, Launch, Place, Tick
+from tcluster.master.usagedecay import UsageDecay
+from tcluster.scheduler.queues import QueueTree
 from tcluster.master.core.pinning import pinned_round
 from tcluster.master.features.quotas_live import running_holdings
 from tcluster.master.ports import Do, MasterPort, Plugins
@@ -47,6 +49,7 @@ class Rounds:
         self.rng = random.Random(settings.seed)
         self.eligible = EligibleCache()
         self.reservations = Reservations(settings.reserve_after_s, settings.preempt_grace_s + PREEMPT_HOLD_SLACK_S)
+        self.decay = UsageDecay(settings.usage_half_life_s) if settings.usage_half_life_s else None
         self._wake = asyncio.Event()
         # Called after each loop iteration that did not fail (systemd's watchdog: master/app/reload.py).
         self.after_round: Callable[[], None] = lambda: None
@@ -89,6 +92,10 @@ class Rounds:
         step, _ = self._do(Tick())
         if step.tasks:
             self.kick()
+        state, now = self.master.state, self.master.clock()
+        if self.decay is not None and self.decay.due(state.decayed_usage, now):
+            self._do(AccrueUsage(self.decay.accrued(state, self.master.queues, now)))
+            self.kick()    # the order may have changed
 
     def schedule_once(self) -> list[Launch]:
         state = self.master.state
@@ -104,10 +111,11 @@ class Rounds:
         now = self.master.clock()
         windows = nodeadmin.windows(state, now)
         result = schedule_round(state.jobs, pending, state.matrix, self.fairness, self.placement, self.rng,
-                                self.eligible, queues=self.master.queues, reservations=self.reservations,
-                                now=self.master.clock(), windows=windows,
+                                self.eligible, queues=self._fair_tree(), reservations=self.reservations,
+                                now=self.master.clock(), windows=windows, held=state.user_held.view(),
                                 views=[v for v in state.pending_views() if v.job_id not in pinned],
                                 holdings=running_holdings(state) if has_caps(self.master.queues) else (),
+                                caps_tree=self.master.queues,
                                 running_ends=self._running_ends(now) if self.settings.backfill else None)
         notes = tuple((job, backfilled_note(holder)) for job, holder in sorted(result.backfilled.items()))
         step = self._do(Place(tuple((t.id, node) for t, node in result.placements), notes))[0] \
@@ -129,6 +137,13 @@ class Rounds:
                 if job is not None and vector is not None:
                     ends.setdefault(node, []).append((latest_end(task.started_at or None, time_limit_of(job.spec), now), vector))
         return ends
+
+    def _fair_tree(self) -> QueueTree:
+        """The tree fairness sees: with --usage-half-life, weights follow decayed usage
+        (master/usagedecay.py); preemption keeps the file's tree."""
+        if self.decay is None:
+            return self.master.queues
+        return self.decay.fair_tree(self.master.queues, self.master.state.decayed_usage)
 
     def _preempt(self, reasons: dict[str, str], windows: Windows | None = None) -> dict[str, str]:
         """--preemption: after the round's placements (master/features/preempting.py)."""

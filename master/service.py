@@ -342,7 +342,8 @@ class MasterService:
 
     def list_queues(self, caller: Caller = ANONYMOUS) -> list[QueueRow]:
         self.gate.check(caller, ReadCluster("queues"))
-        return rows(self.queues, self.state.jobs, self.state.counts, self.state.matrix.total_capacity())
+        ledger = self.state.decayed_usage if self.settings.usage_half_life_s else None
+        return rows(self.queues, self.state.jobs, self.state.counts, self.state.matrix.total_capacity(), ledger)
 
     def total_capacity(self) -> object:
         return self.state.matrix.total_capacity()

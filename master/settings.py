@@ -46,6 +46,8 @@ class MasterSettings(BaseModel):
     reserve_after_s: float = Field(30.0, ge=0)      # a job's task waits this long: a node is held for it
     backfill: bool = True                           # a job ending before a reservation's estimate may use its room
     placement: str = DEFAULT_PLACEMENT
+    # Decayed usage orders siblings (scheduler/decay.py); 0: off, the instantaneous shares only
+    usage_half_life_s: float = Field(0.0, ge=0)
     # Preemption (README, "Preemption"): off unless asked.
     preemption: bool = False
     preempt_after_s: float = Field(30.0, ge=0)       # a queue below its target this long reclaims

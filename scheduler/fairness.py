@@ -22,6 +22,7 @@ from tcluster.scheduler.drf import DrfPolicy
 from tcluster.scheduler.hdrf import HdrfPolicy
 from tcluster.scheduler.mch import MchPolicy
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.usershare import Held
 from tcluster.scheduler.views import JobView
 
 DEFAULT_FAIRNESS = "mch"
@@ -46,9 +47,10 @@ class FairnessPolicy(Protocol):
     name: str
 
     def start_round(self, jobs: Sequence[JobView], capacity: Resources,
-                    queues: QueueTree | None = None) -> FairnessRound:
+                    queues: QueueTree | None = None, held: Held | None = None) -> FairnessRound:
         """`capacity` is the total of READY nodes; `queues` the tree jobs hang off
-        (None: every job in one flat queue)."""
+        (None: every job in one flat queue); `held`: what each (leaf, user) holds over all
+        its jobs (scheduler/usershare.py; None: what `jobs` hold)."""
 
 
 class _FifoRound:
@@ -83,7 +85,7 @@ class FifoPolicy:
     name = "fifo"
 
     def start_round(self, jobs: Sequence[JobView], capacity: Resources,
-                    queues: QueueTree | None = None) -> FairnessRound:
+                    queues: QueueTree | None = None, held: Held | None = None) -> FairnessRound:
         return _FifoRound(jobs)
 
 

@@ -3,7 +3,10 @@
 Index 0 is the root; every node's index is larger than its parent's, so walking the
 indices downwards visits children before parents. A job whose queue is not in the tree
 (the file was reloaded without it, or the master restarted with another file) is not
-dropped: it gets a queue of its own right under the root, weight 1."""
+dropped: it gets a queue of its own right under the root, weight 1.
+
+A leaf that shares by users (`share: users`, scheduler/usershare.py) gets one child per
+user, weight 1, made when a job of that user first shows up: `user_of[node]` names it."""
 
 from __future__ import annotations
 
@@ -13,6 +16,8 @@ from tcluster.scheduler.queues import QueueTree, default_tree
 class QueueIndex:
     def __init__(self, tree: QueueTree | None) -> None:
         tree = tree or default_tree()
+        self.tree = tree
+        self.user_of: dict[int, tuple[str, str]] = {}   # a user node -> (leaf path, user)
         self.paths: list[str] = []
         self.parent: list[int] = []
         self.weight: list[float] = []
@@ -43,6 +48,19 @@ class QueueIndex:
         path = path or "?"
         index = self._by_path.get(path)
         return self._add(path, 0, 1.0) if index is None else index
+
+    def locate_job(self, queue: str, user: str) -> int:
+        """The node a job of `user` in queue `queue` hangs off: the user's node under a
+        leaf that shares by users, else the queue's own node."""
+        leaf = self.locate(queue)
+        if not user or not self.tree.shares_users(queue):
+            return leaf
+        path = f"{self.paths[leaf]}/{user}"    # no queue name holds a "/"
+        index = self._by_path.get(path)
+        if index is None:
+            index = self._add(path, leaf, self.tree.user_weight(queue, user))
+            self.user_of[index] = (queue, user)
+        return index
 
     def ancestors(self, index: int) -> list[int]:
         """From `index` up to, not including, the root."""

@@ -12,16 +12,20 @@ normalized demands, weighted. Rescaling is what keeps dove-tailing jobs (one ask
 <1 CPU, 0 GB>, its sibling <0 CPU, 1 GB>) from making their parent look richer than it
 is, and ignoring blocked children is what lets the others go on when a resource
 saturates. A job is blocked once it has no pending task, or the loop found it fits
-nowhere (skip), or no node has room for it any more (limit)."""
+nowhere (skip), or no node has room for it any more (limit).
+
+The user level (scheduler/usershare.py): a user's node under a leaf competes with its
+dominant share of all its tasks hold there, not its best job's rescaled share."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key, tie_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.usershare import Held, held_from_views
 from tcluster.scheduler.views import JobView
 
 # (weighted share rounded for comparing, tie, job id, the exact weighted share). The
@@ -30,10 +34,12 @@ Candidate = tuple[float, tuple[float, str], str, float]
 
 
 class _Leaf:
-    __slots__ = ("weight", "mu", "normalized", "running", "pending", "tie", "active")
+    __slots__ = ("weight", "mu", "normalized", "shares", "node", "running", "pending", "tie", "active")
 
-    def __init__(self, job: JobView, axes: Axes) -> None:
+    def __init__(self, job: JobView, axes: Axes, node: int) -> None:
         shape = axes.shape(job.demand)
+        self.node = node
+        self.shares = shape.shares
         self.weight = job.weight
         self.mu = shape.mu
         self.normalized = shape.normalized
@@ -44,16 +50,18 @@ class _Leaf:
 
 
 class _HdrfRound:
-    def __init__(self, jobs: Sequence[JobView], capacity: Resources, queues: QueueTree | None) -> None:
+    def __init__(self, jobs: Sequence[JobView], capacity: Resources, queues: QueueTree | None,
+                 held: Held | None = None) -> None:
         axes = Axes.of(capacity)
         self._kinds = len(axes.kinds)
         self._index = QueueIndex(queues)
         live = [j for j in jobs if j.pending > 0]
-        located = [(self._index.locate(j.queue), j) for j in live]
+        located = [(self._index.locate_job(j.queue, j.user), j) for j in live]
         self._jobs_at: list[list[tuple[str, _Leaf]]] = [[] for _ in range(len(self._index))]
         self._leaves: dict[str, _Leaf] = {}
+        self._user_held = user_shares(self._index.user_of, held_from_views(jobs) if held is None else held, axes)
         for node, job in located:
-            leaf = _Leaf(job, axes)
+            leaf = _Leaf(job, axes, node)
             self._leaves[job.job_id] = leaf
             self._jobs_at[node].append((job.job_id, leaf))
         self._saturation = SaturationIndex(live)
@@ -79,6 +87,11 @@ class _HdrfRound:
                 best_of[node] = best
                 continue
             mu = max(total, default=0.0)
+            if node in index.user_of:   # a user: its dominant share of all it holds, per unit weight
+                held = max(self._user_held[node], default=0.0) / index.weight[node]
+                best_of[node] = (share_key(held), best[1], best[2], held)
+                normalized[node] = [x / mu for x in total] if mu > 0 else total
+                continue
             # The rescaled share of this queue, m x mu, seen by its parent per unit weight.
             share = best[3] * mu / index.weight[node]
             best_of[node] = (share_key(share), best[1], best[2], share)
@@ -90,6 +103,10 @@ class _HdrfRound:
         leaf.running += 1
         leaf.pending -= 1
         leaf.active = leaf.active and leaf.pending > 0
+        held = self._user_held.get(leaf.node)
+        if held is not None:
+            for i, x in enumerate(leaf.shares):
+                held[i] += x
 
     def skip(self, job_id: str) -> None:
         if job_id in self._leaves:
@@ -98,6 +115,11 @@ class _HdrfRound:
     def limit(self, largest_free: Resources) -> None:
         for job_id in self._saturation.limit(largest_free):
             self.skip(job_id)
+
+
+def user_shares(users: Mapping[int, tuple[str, str]], held: Held, axes: Axes) -> dict[int, list[float]]:
+    """Per user node: what its tasks hold in its leaf, as shares of each kind."""
+    return {node: list(axes.shape(held.get(key, Resources())).shares) for node, key in users.items()}
 
 
 def _better(best: Candidate | None, candidate: Candidate) -> Candidate:
@@ -113,5 +135,5 @@ class HdrfPolicy:
     name = "hdrf"
 
     def start_round(self, jobs: Sequence[JobView], capacity: Resources,
-                    queues: QueueTree | None = None) -> _HdrfRound:
-        return _HdrfRound(jobs, capacity, queues)
+                    queues: QueueTree | None = None, held: Held | None = None) -> _HdrfRound:
+        return _HdrfRound(jobs, capacity, queues, held)

@@ -26,6 +26,10 @@ MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
   recomputed, O(depth x kinds). If one of their mu changes, the queues under it get new
   F values and new global entries. That is O(queues below), never O(jobs).
 
+The user level (scheduler/usershare.py): a user's node under a leaf is a queue for the
+demands (eq. 2), but its key is F(leaf) x its dominant share of all it holds there, as
+`hdrf` compares it; its jobs keep their own order inside it (scheduler/mchusers.py).
+
 The state lives across rounds, and each round syncs it with the new job views. Jobs
 that changed (arrived, left, tasks finished) are the only ones recomputed."""
 
@@ -39,6 +43,8 @@ from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.mchusers import UserLevel
+from tcluster.scheduler.usershare import Held, held_from_views
 from tcluster.scheduler.views import JobView
 
 
@@ -61,7 +67,7 @@ class _Job:
         return (share_key(share), self.submitted, job_id, self.version, share)
 
 
-class MchState:
+class MchState(UserLevel):
     """The flattened tree of one queue tree and one cluster capacity, kept current."""
 
     def __init__(self, queues: QueueTree | None, capacity: Resources) -> None:
@@ -80,6 +86,8 @@ class MchState:
         self._jobs: dict[str, _Job] = {}
         self._stale_factor: set[int] = set()
         self._dirty: set[int] = set()
+        self._held: dict[int, list[float]] = {}   # user node -> what it holds, shares per kind
+        self._user_heaps: dict[int, list[tuple[float, float, str, float, int, int]]] = {}   # leaf -> its users
 
     def _grow(self) -> None:
         for _ in range(len(self.index) - len(self._sum)):
@@ -93,10 +101,16 @@ class MchState:
 
     # ---- jobs come, go and change ----
 
-    def sync(self, views: Iterable[JobView]) -> None:
-        """Brings the state to `views` (jobs with pending tasks), touching only changes."""
+    def sync(self, views: Iterable[JobView], held: Held | None = None) -> None:
+        """Brings the state to `views` (jobs with pending tasks) and what users hold,
+        touching only changes."""
+        views = list(views)
+        self._sync_jobs(views)
+        self._sync_held(held_from_views(views) if held is None else held)
+
+    def _sync_jobs(self, views: list[JobView]) -> None:
         if not self._jobs:
-            self._load(list(views))
+            self._load(views)
             return
         seen = set()
         for view in views:
@@ -113,7 +127,7 @@ class MchState:
     def _load(self, views: list[JobView]) -> None:
         """The first flattening in one pass, O(q): children before parents (eq. 2), then
         the factors from the root down, then one heapify per heap."""
-        nodes = [self.index.locate(v.queue) for v in views]
+        nodes = [self.index.locate_job(v.queue, v.user) for v in views]
         self._grow()
         for view, node in zip(views, nodes):
             job = self._jobs[view.job_id] = _Job(view, node, self.axes)
@@ -140,7 +154,7 @@ class MchState:
                 self._dirty.add(node)
 
     def add(self, view: JobView) -> None:
-        node = self.index.locate(view.queue)
+        node = self.index.locate_job(view.queue, view.user)
         self._grow()
         job = self._jobs[view.job_id] = _Job(view, node, self.axes)
         if job.pending > 0:
@@ -274,6 +288,9 @@ class MchState:
         job = self._jobs[job_id]
         job.running += 1
         job.pending -= 1
+        held = self._held.get(job.node)
+        if held is not None:   # its user holds more: the user's key changes
+            self._held[job.node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
         if job.pending <= 0:
             self._deactivate(job)
             return
@@ -305,30 +322,36 @@ class MchState:
             heapq.heapify(self._global)
 
     def _recompute_factors(self, top: int) -> None:
-        parent, weight, children = self.index.parent, self.index.weight, self.index.children
+        parent, weight, children, users = self.index.parent, self.index.weight, self.index.children, self.index.user_of
         stack = [top]
         while stack:
             node = stack.pop()
             above = self._factor[parent[node]] if parent[node] > 0 else 1.0
             self._factor[node] = above * self._mu[node] / weight[node]
-            if self._heaps[node]:
+            if self._heaps[node] or node in self._user_heaps:
                 self._dirty.add(node)
-            stack.extend(children[node])
+            # A user's key is F(leaf) x its own share: the leaf's one global entry carries
+            # F(leaf), so a new F never re-files every user of the leaf.
+            stack.extend(c for c in children[node] if c not in users)
 
     def _refresh(self, node: int) -> None:
-        """Re-files `node`'s best active job in the global heap."""
-        heap, jobs = self._heaps[node], self._jobs
-        while heap:
-            best = heap[0]
-            job = jobs.get(best[2])
-            if job is not None and job.active and job.version == best[3]:
-                break
-            heapq.heappop(heap)
+        """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
+        heap of users, then the leaf's)."""
+        if node in self.index.user_of:
+            self._refresh_user(node)
+            node = self.index.parent[node]
+        best, user = self._best_job(node), self._best_user(node)
         qversion = self._qversion
         version = qversion[node] = qversion[node] + 1
-        if not heap:
+        factor = self._factor[node]
+        if best is not None:
+            entry = (share_key(factor * best[4]), best[1], best[2], node, version)
+            if user is not None:
+                entry = min(entry, (share_key(factor * user[3]), user[1], user[2], node, version))
+        elif user is not None:
+            entry = (share_key(factor * user[3]), user[1], user[2], node, version)
+        else:
             return
-        entry = (share_key(self._factor[node] * best[4]), best[1], best[2], node, version)
         glob = self._global
         if glob and glob[0][3] == node and glob[0][4] == version - 1:
             heapq.heapreplace(glob, entry)
@@ -358,7 +381,7 @@ def _below_any(node: int, nodes: set[int], parent: list[int]) -> bool:
 
 
 def _identity(view: JobView) -> tuple[object, ...]:
-    return (view.demand, view.weight, view.queue, view.submitted_at)
+    return (view.demand, view.weight, view.queue, view.submitted_at, view.user)
 
 
 class _MchRound:
@@ -391,9 +414,9 @@ class MchPolicy:
         self._capacity: Resources | None = None
 
     def start_round(self, jobs: Sequence[JobView], capacity: Resources,
-                    queues: QueueTree | None = None) -> _MchRound:
+                    queues: QueueTree | None = None, held: Held | None = None) -> _MchRound:
         if self._state is None or queues is not self._queues or capacity != self._capacity:
             self._state = MchState(queues, capacity)
             self._queues, self._capacity = queues, capacity
-        self._state.sync(jobs)
+        self._state.sync(jobs, held)
         return _MchRound(self._state, jobs)

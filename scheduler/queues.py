@@ -15,6 +15,8 @@ command only to its owner and admins (default: its parent's; at the top, false: 
 `preemptable: false` protects the queue's tasks (and its subtree's) from preemption
 (default: its parent's; at the top, true). `max_time_limit: 2h` caps a job's --time-limit
 there and is the limit of a job that gives none (default: its parent's; at the top, none).
+`share: users` (default: its parent's; at the top, users) shares a leaf between its users
+first, then each user's jobs; `share: jobs` makes every job a sibling (scheduler/usershare.py).
 A queue may instead name its parent (`prod: {parent: ads}` at the top level), which is
 how a cycle or an unknown parent can be written, and both are refused. A leaf is named
 by its path (`ads.prod`). Without a file there is one leaf, `default`. The quota keys
@@ -38,8 +40,9 @@ from tcluster.scheduler.yamlsrc import YamlConfigError, Located, Path, load_loca
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
 _QUEUE_KEYS: tuple[str, ...] = ("weight", "queues", "parent", "max_job_weight", "hide_command", "preemptable",
-                               "max_time_limit")
+                               "max_time_limit", "share")
 _QUEUE_KEYS += QUOTA_KEYS    # max, borrow_limit, lend_limit, max_*_per_user: scheduler/quotas.py
+SHARE_MODES = ("users", "jobs")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class QueueNode:
     preemptable: bool | None = None    # False: its tasks are never preempted; None: as the parent
     max_time_limit_s: float | None = None   # a job's --time-limit at most (and its default); None: as the parent
     caps: QueueCaps = QueueCaps()           # quotas for its subtree (scheduler/quotas.py)
+    share: str | None = None           # "users" | "jobs": who shares a leaf first; None: as the parent
 
     @property
     def leaf(self) -> bool:
@@ -64,6 +68,16 @@ class QueueNode:
 class QueueTree:
     root: QueueNode
     source: str = ""
+    # ("leaf/user", weight): a user's weight in its leaf (default 1); only decayed usage
+    # sets them, on the copy the fairness round sees (scheduler/decay.py)
+    user_weights: tuple[tuple[str, float], ...] = ()
+
+    @cached_property
+    def _user_weight(self) -> dict[str, float]:
+        return dict(self.user_weights)
+
+    def user_weight(self, leaf: str, user: str) -> float:
+        return self._user_weight.get(f"{leaf}/{user}", 1.0) if self.user_weights else 1.0
 
     @cached_property
     def _by_path(self) -> dict[str, QueueNode]:
@@ -142,6 +156,18 @@ class QueueTree:
             path = self._parent[path]
         return 0.0
 
+    def shares_users(self, path: str) -> bool:
+        """The nearest `share` on the way up from `path`; users if none is (a queue not in
+        the tree, left over from an older file, shares by users too)."""
+        while path in self._by_path:
+            share = self._by_path[path].share
+            if share is not None:
+                return share == "users"
+            if not path:
+                break
+            path = self._parent[path]
+        return True
+
     def check_leaf(self, path: str, field: str = "queue") -> None:
         if self.is_leaf(path):
             return
@@ -211,7 +237,16 @@ def _queue(doc: Located, where: Path, name: str, path: str) -> tuple[QueueNode, 
         raise doc.error((*where, "parent"), "`parent` is a queue path, allowed on top-level queues only")
     children = _children(doc, (*where, "queues"), body, path)
     return QueueNode(name, path, weight, children, doc.line(where), max_job_weight, hide_command,
-                     preemptable, _time_limit(doc, where, body), parse_caps(doc, where, body)), parent
+                     preemptable, _time_limit(doc, where, body), caps=parse_caps(doc, where, body),
+                     share=_share(doc, where, body)), parent
+
+
+def _share(doc: Located, where: Path, body: dict[Any, Any]) -> str | None:
+    value = body.get("share")
+    if value is not None and value not in SHARE_MODES:
+        raise doc.error((*where, "share"), f"{value!r} is not allowed; use users (users first, then their jobs) "
+                                           "or jobs (every job a sibling)")
+    return value
 
 
 def _time_limit(doc: Located, where: Path, body: dict[Any, Any]) -> float | None:

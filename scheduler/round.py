@@ -17,7 +17,7 @@ from tcluster.domain.ceilings import asks_of, short_of
 from tcluster.domain.constraints import Constraint, parse_constraints
 from tcluster.domain.model import Job, JobSpec, Task, TaskState, node_requirements, task_id
 from tcluster.scheduler.capbook import CapBook, Holding, has_caps, make_capbook
-from tcluster.scheduler.backfill import Hold, RunningEnds, backfilled_note, decide, delay_note, estimates
+from tcluster.scheduler.backfill import Hold, RunningEnds, decide, delay_note, estimates
 from tcluster.scheduler.fairness import FairnessPolicy
 from tcluster.scheduler.gangs import gang_rows, place_gang
 from tcluster.scheduler.matching import EligibleCache, ceiling_mask
@@ -27,6 +27,7 @@ from tcluster.scheduler.queues import QueueTree
 from tcluster.scheduler.quotas import job_user
 from tcluster.scheduler.reservations import LargestFree, Reservations
 from tcluster.scheduler.reasons import WAITING_FOR_NEXT_ROUND, unplaceable_reason
+from tcluster.scheduler.usershare import Held, held_of, user_of
 from tcluster.scheduler.views import JobView
 from tcluster.scheduler.windows import Windows, time_limit_of
 
@@ -52,7 +53,7 @@ def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobVie
             pending = min(pending, max(job.throttle - running, 0))
         if pending and not job.cancelled and not job.held:
             views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources, pending, running,
-                                 job.spec.weight))
+                                 job.spec.weight, user_of(job.spec.owner, job.spec.user)))
     return views
 
 
@@ -105,22 +106,26 @@ def schedule_round(
     fairness: FairnessPolicy, placement: PlacementPolicy, rng: random.Random,
     eligible_cache: EligibleCache | None = None, queues: QueueTree | None = None,
     reservations: Reservations | None = None, now: float = 0.0, views: list[JobView] | None = None,
-    windows: Windows | None = None, holdings: Iterable[Holding] | None = None,
-    running_ends: RunningEnds | None = None,
+    windows: Windows | None = None, held: Held | None = None,
+    holdings: Iterable[Holding] | None = None, running_ends: RunningEnds | None = None,
+    caps_tree: QueueTree | None = None,
 ) -> RoundResult:
     """`queues` is the fairness tree; `reservations` (kept by the caller across rounds)
     holds nodes for jobs whose next task has waited long enough; `now` dates the waits.
     `views` (pending and running counts per waiting job) saves a scan when the caller
-    keeps counts, as the master does. `windows`: nodes' maintenance windows ahead
-    (scheduler/windows.py); a job starts nowhere it could still run when one opens.
-    `holdings`: what runs, per leaf queue and user, for the queues' quotas
-    (scheduler/capbook.py); None: only the running tasks in `tasks` count.
-
-    `running_ends`: the latest ends of the tasks on the held nodes, for backfill
-    (scheduler/backfill.py); None: backfill off, held room takes no other job."""
+    keeps counts, as the master does. `held`: what each (leaf, user) holds over all its
+    jobs (None: counted from `tasks`, which then must hold every job's). `windows`: nodes'
+    maintenance windows ahead (scheduler/windows.py); a job starts nowhere it could still
+    run when one opens. `holdings`: what runs, per leaf queue and user, for the queues'
+    quotas (scheduler/capbook.py); None: only the running tasks in `tasks` count.
+    `caps_tree`: the tree whose quotas hold (the file's, when `queues` carries weights
+    that decayed usage moved; default `queues`). `running_ends`: the latest ends of the
+    tasks on the held nodes, for backfill (scheduler/backfill.py); None: backfill off,
+    held room takes no other job."""
     views = job_views(jobs, tasks) if views is None else views
-    caps = None if not has_caps(queues) else \
-        make_capbook(queues, _holdings(jobs, tasks) if holdings is None else holdings, nodes.total_capacity())
+    caps_tree = queues if caps_tree is None else caps_tree
+    caps = None if not has_caps(caps_tree) else \
+        make_capbook(caps_tree, _holdings(jobs, tasks) if holdings is None else holdings, nodes.total_capacity())
     view = nodes.view()
     if not view.schedulable.any():
         return RoundResult([], {v.job_id: "no nodes are ready" for v in views}, reservations)
@@ -138,7 +143,10 @@ def schedule_round(
             continue                   # a gang holds all it needs, when it is tried (gangs.py); a capped job nothing
         book.hold(late, view.request_vector(spec.resources),
                   eligible_rows(spec, parse_constraints(node_requirements(spec)), nodes, cache, windows), view, now)
-    fairness_round = fairness.start_round(views, nodes.total_capacity(), queues)
+    if held is None:
+        held = held_of((jobs[j].spec.queue, user_of(jobs[j].spec.owner, jobs[j].spec.user), jobs[j].spec.resources,
+                        sum(1 for t in ts if t.state.holds_resources)) for j, ts in tasks.items())
+    fairness_round = fairness.start_round(views, nodes.total_capacity(), queues, held)
     pending_of = {v.job_id: (v.pending, v.running) for v in views}
     holds = _holds(jobs, pending_of, book, view, running_ends, now) if running_ends is not None else {}
     backfilled: dict[str, str] = {}
@@ -201,9 +209,9 @@ def schedule_round(
                 reasons[job_id] = _reason(spec, constraints, nodes, matching, windows)
                 if wider is not None and wider.delays:
                     reasons[job_id] += f"; {wider.delays}"
-                held = book.skipped(job_id, request, eligible, view, now)
-                if held is not None:
-                    reasons[job_id] += f"; node {held.node} is held for it (its tasks waited too long)"
+                kept = book.skipped(job_id, request, eligible, view, now)
+                if kept is not None:
+                    reasons[job_id] += f"; node {kept.node} is held for it (its tasks waited too long)"
                 fairness_round.skip(job_id)
                 continue
             node = view.names[row]

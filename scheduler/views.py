@@ -16,6 +16,7 @@ class JobView:
     pending: int                # tasks waiting to be placed
     running: int = 0            # tasks holding resources
     weight: float = 1.0
+    user: str = ""              # its owner: a leaf with `share: users` shares by user first
 
     @property
     def allocated(self) -> Resources:

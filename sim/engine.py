@@ -31,6 +31,9 @@ from tcluster.scheduler.capbook import Holding, has_caps
 from tcluster.scheduler.quotas import job_user
 from tcluster.scheduler.backfill import RunningEnds, latest_end
 from tcluster.scheduler.round import schedule_round
+from tcluster.scheduler.decay import DecayLedger, accrue, ledger_keys, usage_weights
+from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.usershare import held_of
 from tcluster.domain.model import Job, JobSpec, Task, TaskState
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairness import make_fairness
@@ -107,6 +110,9 @@ class Simulator:
             self.counters.update(tasks_failed=0, jobs_cancelled=0)
         self.dependencies = Dependencies(scenario.jobs, self.tracks, self.counters)
         self.timeline: list[tuple[float, tuple[float, ...]]] = []
+        self.ledger = DecayLedger()            # decayed usage, with scenario.usage_half_life_s
+        self._tree = scenario.queues
+        self._held_keys: dict[str, Resources] = {}
         self._mu = {j.name: j.resources.dominant_share(self.capacity) for j in scenario.jobs}
 
     def _plan_lotes(self, options: LotesOptions, seed: int) -> dict:
@@ -177,7 +183,7 @@ class Simulator:
         job_spec = JobSpec(("sim",), spec.resources, name=name, queue=spec.queue, tasks=spec.tasks,
                            constraints=spec.constraints, weight=spec.weight, time_limit_s=b.time_limit_s,
                            array=b.array, dependency=b.dependency, keep_unmet=b.keep_unmet, gang=b.gang,
-                           owner=spec.user)
+                           owner=spec.user, user=spec.user)
         job = Job(name, job_spec, submitted_at=now, unplaced=b.indexes, throttle=b.throttle)
         waiting = deque() if b.array else deque(range(spec.tasks))   # an array's wait as ranges
         self.tracks[name] = track = JobTrack(spec, job, waiting, unplaced=b.indexes)
@@ -240,9 +246,11 @@ class Simulator:
         if not jobs:
             return
         self.counters["rounds"] += 1
+        held = held_of((t.spec.queue, t.spec.user, t.spec.resources, len(t.running)) for t in self.tracks.values())
         result = schedule_round(jobs, tasks, self.matrix, self.fairness, self.placement, self.rng, self.cache,
-                                queues=self.scenario.queues, reservations=self.book, now=now,
+                                queues=self._fair_tree(now), reservations=self.book, now=now, held=held,
                                 holdings=self.holdings() if has_caps(self.scenario.queues) else (),
+                                caps_tree=self.scenario.queues,
                                 running_ends=self._running_ends(now) if self.scenario.backfill else None)
         self.book = result.holds or self.book
         for job_id, holder in result.backfilled.items():
@@ -257,6 +265,22 @@ class Simulator:
             track.held_since = now if track.held_since is None else track.held_since
         for task, node in result.placements:
             self._start(self.tracks[task.job_id], task.index, node, now)
+        if self.scenario.usage_half_life_s:   # held from now until the next round: what it accrues
+            self._held_keys = ledger_keys(self.scenario.queues, held_of(
+                (t.spec.queue, t.spec.user or f"#{t.spec.name}", t.spec.resources, len(t.running))
+                for t in self.tracks.values()))
+
+    def _fair_tree(self, now: float) -> QueueTree:
+        """The tree the fairness round sees: with a half-life, its weights follow past usage
+        (scheduler/decay.py), accrued from what was held since the last round."""
+        half_life = self.scenario.usage_half_life_s
+        if not half_life:
+            return self.scenario.queues
+        self.ledger = accrue(self.ledger, now, self._held_keys, self.capacity, half_life)
+        tree = usage_weights(self.scenario.queues, self.ledger)
+        if tree != self._tree:     # the same weights: the same object, so MCH keeps its state
+            self._tree = tree
+        return self._tree
 
     def holdings(self) -> list[Holding]:
         """What runs, per job, for the queues' quotas (a victim in its grace still holds)."""

@@ -44,7 +44,8 @@ class SimJob:
     weight: float = 1.0
     constraints: tuple[str, ...] = ()
     batch: BatchSpec = BatchSpec()   # array, dependency, gang, time limit (none by default)
-    user: str = ""                   # who submits it: per-user quotas (the JobSpec's owner)
+    user: str = ""                   # who submits it: the JobSpec's owner, for per-user quotas and
+                                     # a leaf that shares by users ("": anonymous to quotas, itself to sharing)
 
 
 @dataclass

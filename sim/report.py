@@ -91,7 +91,27 @@ def metrics(run: SimRun, scenario: Scenario, fairness: str, placement: str) -> J
         "first_saturated": first,
         "queues": [{"path": r.path, "guaranteed_share": r.guaranteed_share, "dominant_share": r.dominant_share}
                    for r in queue_rows(scenario.queues, usage, run.capacity) if r.path],
+        **user_shares(run),
     }
+
+
+def user_shares(run: SimRun) -> Json:
+    """Jobs with a `user:`: each user's usage over the run (dominant-share-seconds: a task's
+    dominant share times the seconds it ran) and part of the users' total; the error is the
+    largest distance of a part from an even split (0: the users' integrated shares are equal)."""
+    used: dict[str, float] = {}
+    for track in run.tracks:
+        if not track.spec.user:
+            continue
+        mu = track.spec.resources.dominant_share(run.capacity)
+        seconds = sum(min(r.end if r.end is not None else run.end, run.end) - r.start for r in track.runs)
+        used[track.spec.user] = used.get(track.spec.user, 0.0) + mu * seconds
+    total = sum(used.values())
+    if not used or total <= 0:
+        return {}
+    parts = {user: value / total for user, value in sorted(used.items())}
+    return {"users": {user: {"usage_s": used[user], "part": parts[user]} for user in parts},
+            "user_share_error": max(abs(part - 1 / len(parts)) for part in parts.values())}
 
 
 def write_timeline(run: SimRun, scenario: Scenario, path: Path | str) -> None:

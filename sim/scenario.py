@@ -12,7 +12,8 @@ A scenario may give a `workload:` (arrival processes over job classes, see
 sim/workload.py) instead of, or beside, `jobs`.
 
 `duration` is seconds per task, or null to run until the end. Optional per job:
-`weight` (default 1) and `constraints` (as `tcl submit --constraint`). Batch work
+`weight` (default 1), `constraints` (as `tcl submit --constraint`) and `user` (whom it
+counts for in a leaf that shares by users; without one a job is a user of its own). Batch work
 (sim/batch.py), each as the master takes it: `array: 0-999%50` (instead of `tasks`:
 the tasks are these indexes, at most 50 running at once), `dependency: afterok:prep`
 (Slurm's form naming scenario jobs, `?` for or; a cycle is refused), `keep_unmet: true`,
@@ -20,8 +21,9 @@ the tasks are these indexes, at most 50 running at once), `dependency: afterok:p
 then ends FAILED). Optional at the
 top: `reserve_after_s`, `backfill` (true, the default, as `tcl-master --backfill`: a
 job whose time limit ends before a reservation's estimate may start on its room; false
-as `--no-backfill`), and `preemption: {after_s, grace_s, min_runtime_s,
-max_per_round}` (the knobs of `tcl-master --preempt-*`, same defaults; whether a run
+as `--no-backfill`), `usage_half_life: 2h` (past usage decays and orders siblings, as
+`tcl-master --usage-half-life`; default none), and `preemption: {after_s, grace_s,
+min_runtime_s, max_per_round}` (the knobs of `tcl-master --preempt-*`, same defaults; whether a run
 preempts is the command line's choice: `tcl sim --preemption`). Every error names the line and the path, e.g.
 `scenario.yaml:14: jobs[3].resources.cpu: ...`."""
 
@@ -36,6 +38,7 @@ from tcluster.domain.constraints import parse_constraints
 from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.model import DEFAULT_QUEUE
 from tcluster.domain.resources import Resources, resources_from_mapping
+from tcluster.domain.units import parse_duration
 from tcluster.scheduler.preemption import PreemptionSettings
 from tcluster.scheduler.queues import QueueTree, default_tree, queues_from_located
 from tcluster.scheduler.reasons import never_fits_reason
@@ -46,11 +49,12 @@ from tcluster.sim.batch import BATCH_KEYS, batch_spec, check_dependencies
 from tcluster.sim.jobs import SimJob
 from tcluster.sim.workload import Workload, parse_workload
 
-_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption", "backfill")
+_TOP_KEYS = ("nodes", "queues", "jobs", "reserve_after_s", "workload", "preemption", "backfill",
+             "usage_half_life")
 _PREEMPT_KEYS = ("after_s", "grace_s", "min_runtime_s", "max_per_round")
 _NODE_KEYS = ("name", "capacity", "labels", "count", "name_prefix")
-_JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints",
-             *BATCH_KEYS, "user")
+_JOB_KEYS = ("name", "queue", "submit", "tasks", "resources", "duration", "weight", "constraints", "user",
+             *BATCH_KEYS)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ class Scenario:
     workload: Workload | None = None     # generated arrivals (sim/workload.py) instead of `jobs`
     preemption: PreemptionSettings = PreemptionSettings()   # the knobs, used when the run preempts
     backfill: bool = True                # short jobs may start on a reservation's room (scheduler/backfill.py)
+    usage_half_life_s: float = 0.0       # decayed usage orders siblings (scheduler/decay.py); 0: off
 
 
 def load_scenario(path: FsPath | str) -> Scenario:
@@ -88,7 +93,20 @@ def parse_scenario(text: str, source: str) -> Scenario:
     if not isinstance(backfill, bool):
         raise doc.error(("backfill",), f"{backfill!r} must be true or false")
     return Scenario(nodes, queues, jobs, _number(doc, ("reserve_after_s",), reserve, minimum=0.0), source, workload,
-                    _preemption(doc), backfill)
+                    _preemption(doc), backfill=backfill, usage_half_life_s=_half_life(doc))
+
+
+def _half_life(doc: Located) -> float:
+    value = doc.value.get("usage_half_life")
+    if value is None:
+        return 0.0
+    try:
+        seconds = parse_duration(value, "usage_half_life")
+    except InvalidArgument as error:
+        raise doc.error(("usage_half_life",), str(error).partition(": ")[2] or str(error)) from None
+    if seconds <= 0:
+        raise doc.error(("usage_half_life",), "must be a duration > 0, e.g. 7d or 2h (leave it out: no decay)")
+    return seconds
 
 
 def _preemption(doc: Located) -> PreemptionSettings:
@@ -220,14 +238,14 @@ def _job(doc: Located, path: Path, body: dict[str, Any], queues: QueueTree, node
         name, queue, _number(doc, (*path, "submit"), body.get("submit", 0), minimum=0.0), tasks, resources,
         None if duration is None else _number(doc, (*path, "duration"), duration, minimum=0.0, strict=True),
         _number(doc, (*path, "weight"), body.get("weight", 1), minimum=0.0, strict=True),
-        _constraints(doc, (*path, "constraints"), body.get("constraints")), batch, _user(doc, (*path, "user"), body),
+        _constraints(doc, (*path, "constraints"), body.get("constraints")), batch, _user(doc, path, body),
     )
 
 
 def _user(doc: Located, path: Path, body: dict[str, Any]) -> str:
     user = body.get("user", "")
-    if not isinstance(user, str) or len(user) > 63:
-        raise doc.error(path, f"{user!r} must be a user name (a string of at most 63 characters)")
+    if not isinstance(user, str) or (user and not user.isprintable()) or len(user) > 64:
+        raise doc.error((*path, "user"), f"{user!r} must be a user name (1-64 printable characters)")
     return user
 
 

@@ -18,6 +18,7 @@ from tcluster.daemonkit.configfile import ConfigError, Loaded, add_config_flag, 
 from tcluster.daemonkit.runner import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.domain.errors import InvalidArgument, TclusterError
+from tcluster.domain.units import parse_duration
 from tcluster.master.queues import load_tree
 from tcluster.master.app.reload import MasterReloader
 from tcluster.master.app.server import RunningMaster, start_master
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a job whose --time-limit ends before a held node's earliest start estimate may start "
                         "there (the default; README, \"Backfill\")")
     p.add_argument("--no-backfill", action="store_true", help="held nodes take no other job")
+    p.add_argument("--usage-half-life", type=_half_life, default=0.0, metavar="DURATION",
+                   help="past usage of queues and users decays with this half-life (e.g. 7d) and orders "
+                        "siblings, so that their shares even out over time (default: off)")
     p.add_argument("--preemption", action="store_true",
                    help="stop tasks of queues above their share to restore queues below theirs (README, "
                         "\"Preemption\"; default off)")
@@ -136,6 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _half_life(text: str) -> float:
+    """--usage-half-life: a duration (90, 30s, 2h, 7d, 1-00:00:00); 0 or off: no decay."""
+    if text.strip().lower() in ("off", "none", "0"):
+        return 0.0
+    try:
+        return parse_duration(text, "usage_half_life")
+    except InvalidArgument as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def build_admin_parser() -> argparse.ArgumentParser:
     """The offline subcommands; `tcl-master [flags]` without one serves."""
     from tcluster.master.identity.admin import add_admin_commands   # only when asked: the daemon starts without it
@@ -166,6 +180,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         job_retention_s=args.job_retention_s,
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
         backfill=not getattr(args, "no_backfill", False),
+        usage_half_life_s=getattr(args, "usage_half_life", 0.0),
         preemption=getattr(args, "preemption", False), preempt_after_s=getattr(args, "preempt_after_s", 30.0),
         preempt_grace_s=getattr(args, "preempt_grace_s", 30.0),
         preempt_min_runtime_s=getattr(args, "preempt_min_runtime_s", 60.0),

@@ -17,6 +17,7 @@ from tcluster.domain.arrays import IndexSet
 from tcluster.domain.model import Job, JobSpec, JobState, Node, Task
 from tcluster.domain.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
+from tcluster.scheduler.decay import DecayLedger
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,15 @@ class Tick:
     """Timeouts: silent nodes, lost tasks, launches that never started, old jobs."""
 
 
-Event = (Submit | SubmitPinned | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | Preempt | CancelTasks | UpdateJob
+@dataclass(frozen=True)
+class AccrueUsage:
+    """--usage-half-life: the decayed usage as of now (scheduler/decay.py), made durable so
+    that a restart or a new leader orders siblings as this master did."""
+    ledger: DecayLedger
+
+
+Event = (Submit | SubmitPinned | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | AccrueUsage | Preempt
+         | CancelTasks | UpdateJob
          | NodeEvent)
 
 
@@ -241,6 +250,7 @@ class Step:
     purge_before: float = 0.0      # forget every job that finished before this (unix seconds)
     ticked: float | None = None    # a Tick's monotonic time: apply files away the launches it found overdue
     ticked_wall: float | None = None   # ... and its wall time: the time limits it acted on
+    decayed_usage: DecayLedger | None = None   # AccrueUsage: the ledger now (one record)
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
     usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there
@@ -251,11 +261,11 @@ class Step:
     @property
     def durable(self) -> bool:
         return bool(self.jobs or self.tasks or self.nodes or self.kills_put or self.kills_del or self.jobs_del
-                    or self.purge_before)
+                    or self.purge_before or self.decayed_usage is not None)
 
 
 __all__ = [
-    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "Cancel", "CancelTasks", "UpdateJob", "Cordon",
+    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "AccrueUsage", "Cancel", "CancelTasks", "UpdateJob", "Cordon",
     "Disconnect", "Drain", "Event", "Kill", "Maintain", "NodeEvent", "Uncordon",
     "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "SubmitPinned", "Tick",
     "Welcome",

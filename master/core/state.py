@@ -20,6 +20,8 @@ from tcluster.master.core.usageblock import UsageIndex
 from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.domain.model import Job, JobState, Node, NodeState, Task, TaskState
 from tcluster.domain.resources import Resources
+from tcluster.scheduler.decay import DecayLedger
+from tcluster.scheduler.usershare import HeldIndex, user_of
 from tcluster.scheduler.nodestate import NodeMatrix
 from tcluster.scheduler.views import JobView
 
@@ -85,6 +87,8 @@ class MasterState:
         self.nodes: dict[str, Node] = {n.name: replace(n, state=NodeState.DOWN) for n in nodes}
         self.live: dict[str, NodeLive] = {n.name: NodeLive(False, started_mono, n.last_seen) for n in self.nodes.values()}
         self.matrix = NodeMatrix()
+        self.user_held = HeldIndex()   # per (leaf, user): the room its tasks hold (the user level)
+        self.decayed_usage = DecayLedger()   # --usage-half-life (scheduler/decay.py); loaded by loading.py
         self.by_node: dict[str, set[str]] = {}
         # Nodes an operator touched (cordon, drain, a window): the tick looks at these only.
         self.operated: set[str] = {n.name for n in self.nodes.values() if _operated(n)}
@@ -187,7 +191,7 @@ class MasterState:
                 pending = min(pending, max(job.throttle - running, 0))
             if pending:
                 views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources,
-                                     pending, running, job.spec.weight))
+                                     pending, running, job.spec.weight, user_of(job.spec.owner, job.spec.user)))
         return views
 
     def _has_pending(self, job_id: str) -> bool:
@@ -226,6 +230,8 @@ class MasterState:
             self.deadlines.settle(step.ticked_wall)
         if step.purge_before:
             self.purged_at = step.purge_before + self.timeouts.job_retention_s
+        if step.decayed_usage is not None:
+            self.decayed_usage = step.decayed_usage
         self._evict_finished(step.purge_before)
 
     def _evict_finished(self, purge_before: float) -> None:
@@ -374,12 +380,16 @@ class MasterState:
 
     def _hold(self, task: Task) -> None:
         if task.state.holds_resources and task.node:
-            self.matrix.allocate(task.node, self.jobs[task.job_id].spec.resources)
+            spec = self.jobs[task.job_id].spec
+            self.matrix.allocate(task.node, spec.resources)
+            self.user_held.add(spec.queue, user_of(spec.owner, spec.user), spec.resources)
             self.by_node.setdefault(task.node, set()).add(task.id)
 
     def _release(self, task: Task) -> None:
         if task.state.holds_resources and task.node:
-            self.matrix.release(task.node, self.jobs[task.job_id].spec.resources)
+            spec = self.jobs[task.job_id].spec
+            self.matrix.release(task.node, spec.resources)
+            self.user_held.remove(spec.queue, user_of(spec.owner, spec.user), spec.resources)
             self.by_node.get(task.node, set()).discard(task.id)
 
 

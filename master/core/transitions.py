@@ -25,6 +25,7 @@ from tcluster.master.core.stopping import (
     GANG_TIMEOUT_S, cancel_job, ended, gang_member_ended, grace, requeued_end, restart_gang, want_killed,
 )
 from tcluster.master.core.events import (
+    AccrueUsage,
     Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Cordon, Disconnect, Drain, Event, Kill, KillIntent,
     KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, SubmitPinned, Tick, Uncordon, UpdateJob, Welcome,
 )
@@ -362,10 +363,14 @@ def _forget_old_jobs(d: Draft) -> None:
         d.step.purge_before = d.now.wall - t.job_retention_s
 
 
+def _accrue_usage(d: Draft, ev: AccrueUsage) -> None:
+    d.step.decayed_usage = ev.ledger
+
+
 # Each handler takes the event of its key's type (a mapping no generic type states).
 _HANDLERS: dict[type[Event], Callable[[Draft, Any], None]] = {
     Submit: _submit, SubmitPinned: _submit_pinned, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: left,
-    Reports: _reports, Beat: beat, Tick: _tick, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
+    Reports: _reports, Beat: beat, Tick: _tick, AccrueUsage: _accrue_usage, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
     Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
 }
 

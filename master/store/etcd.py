@@ -32,6 +32,7 @@ from tcluster.master.store.etcdbridge import EtcdBridge
 from tcluster.etcd.kv import EtcdKV, EtcdRefused, EtcdUnavailable, delete, delete_prefix, put
 from tcluster.etcd.mirror import Mirror
 from tcluster.master.store.etcdplan import (
+    DECAYED_USAGE_KEY,
     ETCD_MAX_REQUEST_BYTES, Txn, Write, chunks, oversized, plan_txns, step_writes, touches,
 )
 from tcluster.master.store.etcdrecords import read_node, read_task
@@ -236,6 +237,9 @@ class EtcdStore:
 
     def load_nodes(self) -> list[Node]:
         return [read_node(key.rpartition("/")[2], raw) for key, raw in self.mirror.items("state/nodes")]
+
+    def load_decayed_usage(self) -> bytes | None:
+        return self.mirror.get(DECAYED_USAGE_KEY)
 
     def load_kills(self) -> list[KillIntent]:
         out = []

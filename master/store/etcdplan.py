@@ -14,8 +14,10 @@ from typing import Iterable, Iterator
 
 from tcluster.wire.codec import spec_to_json
 from tcluster.master.core.events import Step
+from tcluster.scheduler.decay import encode
 from tcluster.master.store.etcdrecords import job_record, kill_record, node_record, task_key, task_record
 
+DECAYED_USAGE_KEY = "state/usage/decayed"   # --usage-half-life: one record (scheduler/decay.py)
 Write = tuple[str, bytes | None]      # (relative key, value; None deletes)
 # etcd's default --max-request-bytes (1.5 MiB). The master never sends one write larger than
 # this less WRITE_MARGIN (the key, the leader compare, the protobuf framing): etcd would
@@ -37,6 +39,8 @@ def step_writes(step: Step, new_jobs: set[str], purge: Iterable[str]) -> list[Wr
     out += [(f"state/nodes/{n.name}", node_record(n)) for n in step.nodes.values()]
     out += [(f"state/kills/{task}/{attempt}", None) for task, attempt in sorted(step.kills_del)]
     out += [(f"state/kills/{k.task_id}/{k.attempt}", kill_record(k)) for k in step.kills_put.values()]
+    if step.decayed_usage is not None:
+        out.append((DECAYED_USAGE_KEY, encode(step.decayed_usage)))
     return out
 
 

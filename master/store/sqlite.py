@@ -26,6 +26,7 @@ from tcluster.domain.model import Job, JobState, Node, NodeState, Task, TaskStat
 from tcluster.domain.nodeorders import ops_from_json, ops_to_json
 from tcluster.domain.resources import Resources
 from tcluster.master.store.sqlrows import FRESH_RUN, coalesce, fresh_runs, insert_rows, usage_text
+from tcluster.scheduler.decay import encode
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 6
@@ -210,6 +211,8 @@ class Store:
             (k.task_id, k.attempt, k.node, k.reason, int(k.mode), k.by_job) for k in step.kills_put.values()])
         db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
         db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])
+        if step.decayed_usage is not None:
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('decayed_usage', ?)", (encode(step.decayed_usage).decode(),))
         if step.purge_before:
             old = "SELECT id FROM jobs WHERE finished_at > 0 AND finished_at < ?"
             db.execute(f"DELETE FROM tasks WHERE job_id IN ({old})", (step.purge_before,))
@@ -311,6 +314,10 @@ class Store:
         return [Node(name=r[0], capacity=resources_from_dict(json.loads(r[1])),
                      reserved=resources_from_dict(json.loads(r[2])), labels=tuple(sorted(json.loads(r[3]).items())),
                      state=NodeState(r[4]), last_seen=r[5], runtime=r[6], ops=ops_from_json(r[7])) for r in rows]
+
+    def load_decayed_usage(self) -> bytes | None:
+        row = self._reads().execute("SELECT value FROM meta WHERE key='decayed_usage'").fetchone()
+        return row[0].encode() if row else None
 
     def load_kills(self) -> list[KillIntent]:
         rows = self._reads().execute("SELECT task_id, attempt, node, reason, retry, by_job FROM kills").fetchall()

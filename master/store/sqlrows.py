@@ -98,6 +98,8 @@ def coalesce(steps: list[tuple[Step, list[str]]]) -> list[tuple[Step, set[str]]]
         merged.jobs.update(step.jobs)
         merged.tasks.update(step.tasks)
         merged.nodes.update(step.nodes)
+        if step.decayed_usage is not None:     # one record: the last ledger wins
+            merged.decayed_usage = step.decayed_usage
         kills.update(dict.fromkeys(sorted(step.kills_del)))
         kills.update(step.kills_put)
         new.update(new_jobs)

@@ -115,7 +115,8 @@ class MasterCollector(Collector):
                                   value=counters.drain_requeues if counters is not None else 0)
 
     def _queues(self) -> Iterator[Metric]:
-        rows = [r for r in self.service.list_queues() if r.path]
+        every = [r for r in self.service.list_queues() if r.path]
+        rows = [r for r in every if not r.user]     # a user's row is not a queue
         specs = [("guaranteed_share", "share guaranteed when every queue is busy", lambda r: r.guaranteed_share),
                  ("dominant_share", "dominant share of READY capacity held now", lambda r: r.dominant_share),
                  ("running_tasks", "tasks running", lambda r: r.running_tasks),
@@ -125,6 +126,12 @@ class MasterCollector(Collector):
             for row in rows:
                 family.add_metric([row.path, str(row.leaf).lower()], get(row))
             yield family
+        decayed = GaugeMetricFamily("tcluster_queue_decayed_usage", "decayed dominant usage in share-seconds "
+                                    "(--usage-half-life; 0 without), of each queue and each user in its leaf",
+                                    labels=["queue", "user"])
+        for row in every:
+            decayed.add_metric([row.parent if row.user else row.path, row.user], row.decayed_usage_s)
+        yield decayed
 
     def _scheduler(self, state: Any) -> Iterator[Metric]:
         stats = self.recorder.scheduler

@@ -126,7 +126,8 @@ class Dashboard:
                 now = time.monotonic()
                 if now - last_sample >= SAMPLE_S:
                     last_sample = now
-                    self.recorder.sample_cluster(time.time(), self.service.state, self.service.list_queues())
+                    self.recorder.sample_cluster(time.time(), self.service.state,
+                                                 [q for q in self.service.list_queues() if not q.user])
                 await self._flush_part(tick % parts, parts)
             except asyncio.CancelledError:
                 raise

@@ -25,3 +25,5 @@ class QueueRow:
     running_jobs: int
     pending_jobs: int
     in_tree: bool = True
+    user: str = ""                # a user's row under its leaf (share: users): path is "leaf/user"
+    decayed_usage_s: float = 0.0  # decayed dominant share-seconds (--usage-half-life); 0 without

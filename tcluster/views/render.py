@@ -136,6 +136,7 @@ def queue_json(q: QueueRow) -> JsonDict:
         "dominant_share": float(q.dominant_share), "allocated": resources_json(q.allocated),
         "running_tasks": q.running_tasks, "pending_tasks": q.pending_tasks,
         "running_jobs": q.running_jobs, "pending_jobs": q.pending_jobs,
+        "user": q.user, "decayed_usage_s": float(q.decayed_usage_s),
     }
 
 

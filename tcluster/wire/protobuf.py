@@ -168,6 +168,7 @@ def queue_to_pb(row: QueueRow) -> jobs_pb2.Queue:
         guaranteed_share=row.guaranteed_share, dominant_share=row.dominant_share,
         allocated=resources_to_pb(row.allocated), running_tasks=row.running_tasks,
         pending_tasks=row.pending_tasks, running_jobs=row.running_jobs, pending_jobs=row.pending_jobs,
+        user=row.user, decayed_usage_s=row.decayed_usage_s,
     )
 
 
@@ -177,4 +178,5 @@ def queue_from_pb(msg: jobs_pb2.Queue) -> QueueRow:
         guaranteed_share=msg.guaranteed_share, dominant_share=msg.dominant_share,
         allocated=resources_from_pb(msg.allocated), running_tasks=msg.running_tasks,
         pending_tasks=msg.pending_tasks, running_jobs=msg.running_jobs, pending_jobs=msg.pending_jobs,
+        user=msg.user, decayed_usage_s=msg.decayed_usage_s,
     )

@@ -75,7 +75,9 @@ def test_queues_show_guarantees_shares_and_counts(tmp_path: Path) -> None:
         reply = await h.cluster.ListQueues(jobs_pb2.ListQueuesRequest())
         assert reply.fairness == "mch" and reply.source.endswith("queues.yaml")
         rows = {q.path: q for q in reply.queues}
-        assert [q.path for q in reply.queues] == ["", "ads", "ads.prod", "ads.test", "dev"]
+        # ads.prod shares by users (the default): its one user (no tokens: anonymous) has a row
+        assert [q.path for q in reply.queues] == ["", "ads", "ads.prod", "ads.prod/anonymous", "ads.test", "dev"]
+        assert rows["ads.prod/anonymous"].user == "anonymous" and rows["ads.prod/anonymous"].running_tasks == 4
         assert rows["ads.prod"].guaranteed_share == pytest.approx(0.5)
         assert rows["ads"].dominant_share == pytest.approx(1.0) and rows["ads"].running_tasks == 4
         assert rows["ads.prod"].pending_tasks == 6 and rows["dev"].running_tasks == 0

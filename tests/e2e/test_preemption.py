@@ -41,7 +41,7 @@ class Cluster(OneNodeCluster):
 
     def shares(self) -> dict[str, float]:
         reply = tcl_json(self.address, "queues")
-        return {q["path"]: round(q["dominant_share"], 3) for q in reply["queues"]}   # type: ignore[index]
+        return {q["path"]: round(q["dominant_share"], 3) for q in reply["queues"] if not q["user"]}   # type: ignore[index]
 
 
 def running(job: dict) -> int:

@@ -154,7 +154,7 @@ async function overview() {
 
 function queueTable(queues) {
   return `<table><tr><th>queue</th><th>weight</th><th>guaranteed</th><th>share</th><th></th><th>running</th><th>pending</th></tr>` +
-    queues.map(q => `<tr><td>${"&nbsp;&nbsp;".repeat(q.depth - 1)}${esc(q.name || q.path)}</td><td>${q.weight}</td>
+    queues.map(q => `<tr><td>${"&nbsp;&nbsp;".repeat(q.depth - 1)}${esc(q.user ? "@" + q.user : (q.name || q.path))}</td><td>${q.weight}</td>
       <td>${pct(q.guaranteed_share)}</td><td>${pct(q.dominant_share)}</td>
       <td><div class="bar"><span class="share" style="width:${100 * Math.min(1, q.dominant_share)}%"></span>
       <span class="guar" style="width:${100 * q.guaranteed_share}%"></span></div></td>

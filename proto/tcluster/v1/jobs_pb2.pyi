@@ -417,7 +417,7 @@ class ListQueuesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Queue(_message.Message):
-    __slots__ = ("path", "name", "parent", "depth", "leaf", "weight", "guaranteed_share", "dominant_share", "allocated", "running_tasks", "pending_tasks", "running_jobs", "pending_jobs")
+    __slots__ = ("path", "name", "parent", "depth", "leaf", "weight", "guaranteed_share", "dominant_share", "allocated", "running_tasks", "pending_tasks", "running_jobs", "pending_jobs", "user", "decayed_usage_s")
     PATH_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARENT_FIELD_NUMBER: _ClassVar[int]
@@ -431,6 +431,8 @@ class Queue(_message.Message):
     PENDING_TASKS_FIELD_NUMBER: _ClassVar[int]
     RUNNING_JOBS_FIELD_NUMBER: _ClassVar[int]
     PENDING_JOBS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    DECAYED_USAGE_S_FIELD_NUMBER: _ClassVar[int]
     path: str
     name: str
     parent: str
@@ -444,7 +446,9 @@ class Queue(_message.Message):
     pending_tasks: int
     running_jobs: int
     pending_jobs: int
-    def __init__(self, path: _Optional[str] = ..., name: _Optional[str] = ..., parent: _Optional[str] = ..., depth: _Optional[int] = ..., leaf: _Optional[bool] = ..., weight: _Optional[float] = ..., guaranteed_share: _Optional[float] = ..., dominant_share: _Optional[float] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., running_tasks: _Optional[int] = ..., pending_tasks: _Optional[int] = ..., running_jobs: _Optional[int] = ..., pending_jobs: _Optional[int] = ...) -> None: ...
+    user: str
+    decayed_usage_s: float
+    def __init__(self, path: _Optional[str] = ..., name: _Optional[str] = ..., parent: _Optional[str] = ..., depth: _Optional[int] = ..., leaf: _Optional[bool] = ..., weight: _Optional[float] = ..., guaranteed_share: _Optional[float] = ..., dominant_share: _Optional[float] = ..., allocated: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., running_tasks: _Optional[int] = ..., pending_tasks: _Optional[int] = ..., running_jobs: _Optional[int] = ..., pending_jobs: _Optional[int] = ..., user: _Optional[str] = ..., decayed_usage_s: _Optional[float] = ...) -> None: ...
 
 class ListQueuesResponse(_message.Message):
     __slots__ = ("queues", "fairness", "source", "capacity")
