@@ -241,7 +241,7 @@ def test_tcl_why_says_a_job_was_backfilled() -> None:
     from tcluster.cli.why import why_text
     doc = {"job": "s1", "state": "RUNNING", "queue": "default", "running_tasks": 1, "pending_tasks": 0,
            "pending_reason": "", "queue_share": None, "queues_above_their_share": [], "preempted": [],
-           "backfilled": "backfilled: ends before job g1 needs the node"}
+           "backfilled": "backfilled: ends before job g1 needs the node", "held_back_by": None}
     assert "started: backfilled: ends before job g1 needs the node" in why_text(doc)
     assert "started:" not in why_text({**doc, "backfilled": ""})
 

@@ -125,7 +125,11 @@ def test_the_held_index_counts_tasks_and_forgets_a_user_at_zero() -> None:
         {("lab", "alice"): task.times(2)}
 
 
+# reserve_after_s: out of reach. A reservation is per job (a job whose next task waited 30 s
+# holds a node), so many one-task jobs and one job hold at different moments; Hypothesis
+# found a run where a split job's hold left a core idle at t=30. Here only fairness differs.
 SPLIT_SCENARIO = """
+reserve_after_s: 1000000
 nodes: [{{count: {nodes}, name_prefix: n, capacity: {{cpu: 4, memory: 16Gi}}}}]
 queues: {{lab: {{share: {share}}}}}
 jobs:
