@@ -98,6 +98,7 @@ def coalesce(steps: list[tuple[Step, list[str]]]) -> list[tuple[Step, set[str]]]
         merged.jobs.update(step.jobs)
         merged.tasks.update(step.tasks)
         merged.nodes.update(step.nodes)
+        merged.ledger.extend(step.ledger)
         kills.update(dict.fromkeys(sorted(step.kills_del)))
         kills.update(step.kills_put)
         new.update(new_jobs)
