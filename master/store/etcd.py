@@ -56,6 +56,10 @@ class JobKey:
 
 
 class EtcdStore:
+    # The local ledger file (master/usage/ledgerdb.LedgerFile), set by the usage ledger
+    # (master/ledger.py): the detail rows of the ends etcd committed go there.
+    ledger: Any = None
+
     def __init__(self, kv: EtcdKV, mirror: Mirror, leadership: Leadership, max_txn_ops: int = 128,
                  max_txn_bytes: int = 1_000_000, bridge: EtcdBridge | None = None,
                  max_request_bytes: int = ETCD_MAX_REQUEST_BYTES) -> None:
@@ -66,9 +70,6 @@ class EtcdStore:
         self.max_txn_ops, self.max_txn_bytes = max_txn_ops, max_txn_bytes
         self.max_request_bytes = max_request_bytes
         self._index: dict[str, JobKey] = {}
-        # The local ledger file (master/usage/ledgerdb.LedgerFile), set by assemble: the detail
-        # rows of the ends etcd committed go there (master/store/etcdledger.py).
-        self.ledger: Any = None
         self._owners: dict[str, tuple[str, str]] = {}     # job -> (queue, owner), from its spec
         for key, raw in mirror.items("state/specs"):
             self._on_spec(key, raw, 0)
@@ -104,7 +105,7 @@ class EtcdStore:
         is refused before anything is sent."""
         plans: list[list[Write]] = []
         outcomes: list[Outcome] = [None] * len(steps)
-        rollups = RollupWrites(self.mirror.get)
+        rollups = RollupWrites(lambda key: self.mirror.get(key))    # read only for steps that end attempts
         for n, (step, new_jobs) in enumerate(steps):
             purge = self._purgeable(step.purge_before) if step.durable and step.purge_before else []
             plans.append(step_writes(step, set(new_jobs), purge) + rollups.of(step.ledger) if step.durable else [])
