@@ -59,7 +59,7 @@ def history(args: argparse.Namespace, client: MasterClient) -> int:
     elif args.output == "csv":
         _csv(list(HISTORY_COLUMNS), [[r[c] if r[c] is not None else "" for c in HISTORY_COLUMNS] for r in records])
     else:
-        rows = [[r["task"], str(r["attempt"]), r["user"], r["queue"], r["node"], r["state"],
+        rows: list[list[str]] = [[r["task"], str(r["attempt"]), r["user"], r["queue"], r["node"], r["state"],
                  "" if r["exit"] is None else str(r["exit"]), r["start"] or "", r["end"] or "",
                  format_duration(r["elapsed"]), f"{r['cpu_seconds']:.1f}", format_bytes(r["memory_peak"]),
                  f"{r['gpu_seconds']:.0f}", r["reason"][:40]] for r in records]

@@ -134,7 +134,7 @@ class LedgerFile:
         return [report_line(key, totals[key]) for key in sorted(totals)]
 
     def _add_hours(self, totals: dict[str, Totals], column: str, first: int, last: int, user: str) -> None:
-        where, args = "hour >= ? AND hour < ?", [first, last]
+        where, args = "hour >= ? AND hour < ?", list[object]([first, last])
         if user:
             where, args = where + " AND user = ?", args + [user]
         for key, cpu, gpu, wall, attempts, failures, jobs in self._db.execute(
@@ -146,7 +146,7 @@ class LedgerFile:
         for since, until in spans:
             if until <= since:
                 continue
-            where, args = "ended_at >= ? AND ended_at < ?", [since, until]
+            where, args = "ended_at >= ? AND ended_at < ?", list[object]([since, until])
             if user:
                 where, args = "user = ? AND " + where, [user, *args]
             for key, cpu, gpu, wall, attempts, failures, jobs in self._db.execute(
@@ -158,7 +158,7 @@ class LedgerFile:
     def history(self, since: float, until: float, user: str = "", states: Iterable[str] = (),
                 limit: int = 1000) -> list[LedgerRow]:
         """The attempts that ended in [since, until), newest first."""
-        where, args = ["ended_at >= ?", "ended_at < ?"], [since, until]
+        where, args = ["ended_at >= ?", "ended_at < ?"], list[object]([since, until])
         if user:
             where.append("user = ?")
             args.append(user)

@@ -4,12 +4,15 @@ sum the attempts' usage as the agents reported it, and say the same after a mast
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 import time
 import uuid
 from pathlib import Path
 from typing import Iterator
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from tcluster.agent.runtime.base import RawUsage
 from tcluster.v1 import jobs_pb2
@@ -117,3 +120,55 @@ def test_etcd_a_new_leader_reports_the_hours_from_etcd_without_the_old_detail(tm
             assert [(line.attempts, line.jobs) for line in reply.lines] == [(1, 1)]
             assert reply.lines[0].cpu_hours == pytest.approx(0.1)
     run(scenario, tmp_path)
+
+
+def test_the_dashboard_usage_page_shows_the_report_by_queue_and_user(tmp_path: Path, store: str) -> None:
+    """/api/v1/usage/report answers what Report answers; the Usage page (#/usage) shows its
+    lines in headless Chromium where one is installed."""
+    if store != "sqlite":
+        pytest.skip("the page reads the same service on both stores")
+
+    async def scenario(h: Harness) -> None:
+        await h.start_master(http="127.0.0.1:0")
+        agent = await h.add_agent("n1")
+        job = await h.submit(["sleep", "99"])
+        await wait_until(lambda: _started(agent, 1))
+        agent.runtime.set_usage(agent.runtime.started[0].key, RawUsage(at=time.time(), cpu_ns=720 * 10**9))
+        await _sampled(h, job.id)
+        agent.runtime.finish(agent.runtime.started[0].key, 0)
+        await h.wait_job(job.id, _done)
+        await wait_until(lambda: _report_with(h, {job.id}))
+        client = TestClient(TestServer(h.master.dashboard.app()))   # type: ignore[union-attr]
+        await client.start_server()
+        try:
+            reply = await client.get("/api/v1/usage/report", params={"by": "queue"})
+            body = await reply.json()
+            assert reply.status == 200 and [(x["queue"], x["attempts"]) for x in body["lines"]] == [("default", 1)]
+            assert body["lines"][0]["cpu_hours"] == pytest.approx(0.2)
+            assert (await client.get("/api/v1/usage/report", params={"by": "node"})).status == 400
+        finally:
+            await client.close()
+        if shutil.which("chromium") and shutil.which("chromedriver"):
+            port = h.master.dashboard.port     # type: ignore[union-attr]
+            cells = await asyncio.to_thread(_page_cells, f"http://127.0.0.1:{port}/#/usage")
+            assert cells["queue"] == [["default", "0.20", "0.00", "1", "1", "0", cells["queue"][0][-1]]]
+            assert [row[1:5] for row in cells["user"]] == [["0.20", "0.00", "1", "1"]]
+    run(scenario, tmp_path)
+
+
+def _page_cells(url: str) -> dict[str, list[list[str]]]:
+    from testkit.browser import browser
+    driver = browser()
+    try:
+        driver.get(url)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            found = driver.execute_script(
+                "const out = {}; for (const t of document.querySelectorAll('table.usage')) out[t.dataset.by] = "
+                "[...t.querySelectorAll('tr[data-key]')].map(r => [...r.cells].map(c => c.textContent)); return out;")
+            if found and found.get("queue"):
+                return found          # type: ignore[no-any-return]
+            time.sleep(0.3)
+        raise AssertionError("the usage page showed no lines: " + driver.page_source[:2000])
+    finally:
+        driver.quit()
