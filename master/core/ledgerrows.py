@@ -16,9 +16,9 @@ from tcluster.domain.model import Job, Task, TaskState
 from tcluster.domain.resources import GPU
 from tcluster.domain.taskusage import TaskUsage
 
-# How an attempt ended, told by the transition that saw its end (state, exit code): the
-# task's own row may no longer say (a retried task is PENDING again, its exit code cleared).
-AttemptEnd = tuple[str, "int | None"]
+# How an attempt ended, told by the transition that saw its end (state, exit code, when):
+# the task's own row may no longer say (a retried task is PENDING again, its exit code cleared).
+AttemptEnd = tuple[str, "int | None", float]
 
 
 def attempt_rows(changes: Mapping[str, tuple[Task | None, Task]], jobs: Mapping[str, Job],
@@ -48,9 +48,9 @@ def _row(before: Task, after: Task, job: Job, end: AttemptEnd | None, sample: Ta
     usage = after.usage
     if sample is not None and sample.cpu_seconds > usage.cpu_seconds:
         usage = sample
-    ended_at = after.finished_at if after.state.terminal and after.finished_at else now
+    state, exit_code, at = end if end is not None else (after.state.value, after.exit_code, now)
+    ended_at = after.finished_at if after.state.terminal and after.finished_at else at
     started_at = before.started_at or ended_at
-    state, exit_code = end if end is not None else (after.state.value, after.exit_code)
     if after.state is TaskState.PENDING and after.preemptions > before.preemptions:
         state = "PREEMPTED"
     elif after.state is TaskState.PENDING and after.failures == before.failures:

@@ -247,7 +247,7 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
                       gpus=report.gpus))
         return
     final = task if report.usage is None else replace(task, usage=report.usage)
-    d.attempt_ends[task.id] = (report.state.value, report.exit_code)
+    d.attempt_ends[task.id] = (report.state.value, report.exit_code, report.at or d.now.wall)
     if intent is not None and intent.mode is KillMode.TIMELIMIT and report.state is not TaskState.SUCCEEDED:
         d.put(replace(final, state=TaskState.FAILED, reason=TIME_LIMIT, exit_code=report.exit_code,
                       signal=report.signal, finished_at=report.at or d.now.wall))
@@ -302,7 +302,7 @@ def _tick(d: Draft, ev: Tick) -> None:
 
 def _lose(d: Draft, task: Task, reason: str) -> None:
     intent = d.intent(task.id, task.attempt)
-    d.attempt_ends[task.id] = (TaskState.LOST.value, None)
+    d.attempt_ends[task.id] = (TaskState.LOST.value, None, d.now.wall)
     if intent is not None and requeued_end(d, task, intent, d.now.wall):
         pass
     elif intent is not None and not intent.retry:

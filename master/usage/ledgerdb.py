@@ -37,6 +37,7 @@ _COLUMNS = ("job_id, idx, attempt, user, queue, node, state, reason, exit_code, 
 _ADD_HOUR = ("INSERT INTO ledger_hours VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (hour, user, queue) DO UPDATE SET "
              "cpu_s=cpu_s+excluded.cpu_s, gpu_s=gpu_s+excluded.gpu_s, wall_s=wall_s+excluded.wall_s, "
              "attempts=attempts+excluded.attempts, failures=failures+excluded.failures, jobs=jobs+excluded.jobs")
+_INSERT = f"INSERT OR IGNORE INTO ledger ({_COLUMNS}) VALUES ({','.join('?' * 16)})"
 BY_COLUMN = {"user": "user", "queue": "queue", "job": "job_id"}
 
 
@@ -63,15 +64,29 @@ def _hour_values(r: Rollup) -> tuple[object, ...]:
 def write_rows(db: sqlite3.Connection, rows: list[LedgerRow], hours: bool = True) -> list[LedgerRow]:
     """Inside the caller's transaction: the rows not yet kept (by task and attempt), and
     their sums added to the hours (unless `hours` is False: etcd's sums are copied instead).
-    Returns the rows that were new."""
-    new = []
-    for row in rows:
-        if db.execute(f"INSERT OR IGNORE INTO ledger ({_COLUMNS}) VALUES ({','.join('?' * 16)})",
-                      _values(row)).rowcount:
-            new.append(row)
+    Returns the rows that were new: a repeat of a kept row changes nothing."""
+    kept = _kept(db, rows)
+    new: dict[tuple[str, int, int], LedgerRow] = {}
+    for r in rows:
+        key = (r.job_id, r.index, r.attempt)
+        if key not in kept:
+            new.setdefault(key, r)
+    db.executemany(_INSERT, [_values(r) for r in new.values()])
     if hours and new:
-        db.executemany(_ADD_HOUR, [_hour_values(r) for r in roll_up(new).values()])
-    return new
+        db.executemany(_ADD_HOUR, [_hour_values(r) for r in roll_up(new.values()).values()])
+    return list(new.values())
+
+
+def _kept(db: sqlite3.Connection, rows: list[LedgerRow]) -> set[tuple[str, int, int]]:
+    """Which of the rows' keys the table holds: one query per 300 keys."""
+    found: set[tuple[str, int, int]] = set()
+    for at in range(0, len(rows), 300):
+        part = rows[at:at + 300]
+        marks = ",".join(["(?,?,?)"] * len(part))
+        args = [v for r in part for v in (r.job_id, r.index, r.attempt)]
+        found.update(db.execute(f"SELECT job_id, idx, attempt FROM ledger WHERE (job_id, idx, attempt) IN "
+                                f"(VALUES {marks})", args).fetchall())
+    return found
 
 
 def prune(db: sqlite3.Connection, before: float) -> int:

@@ -223,3 +223,47 @@ def test_roll_ups_over_a_random_day_add_up() -> None:
     rows = [row(job=str(n), ended=NOW + rnd.uniform(0, 86400), cpu=rnd.uniform(0, 100)) for n in range(500)]
     assert sum(r.cpu_seconds for r in roll_up(rows).values()) == pytest.approx(sum(r.cpu_seconds for r in rows))
     assert replace(rows[0], job_end=False).job_end is False
+
+
+# ---- who sees what (master/ledger.py) ----
+
+def _ledger(tmp_path):  # type: ignore[no-untyped-def]
+    from tcluster.master.ledger import UsageLedger
+    ledger = UsageLedger(tmp_path / "l.db", retention_s=3 * HOUR_S, clock=lambda: NOW + HOUR_S)
+    with ledger.file._db:
+        ledger.file._db.execute("BEGIN")
+        write_rows(ledger.file._db, [row(job="a", user="alice", cpu=3600.0), row(job="b", user="bob", cpu=7200.0),
+                                     row(job="old", user="bob", ended=NOW - 10 * HOUR_S)])
+    return ledger
+
+
+def test_a_user_sees_their_own_rows_and_an_admin_everyones(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+    from tcluster.domain.errors import PermissionDenied
+    from tcluster.security.authz import Caller
+    ledger = _ledger(tmp_path)
+    alice, admin = Caller("alice", False, ""), Caller("root", True, "")
+    mine = asyncio.run(ledger.report(alice, NOW - 2 * HOUR_S, 0, "user"))
+    assert mine.own_only and [(x.key, x.cpu_hours) for x in mine.lines] == [("alice", 1.0)]
+    every = asyncio.run(ledger.report(admin, NOW - 2 * HOUR_S, 0, "user"))
+    assert not every.own_only and [x.key for x in every.lines] == ["alice", "bob"]
+    assert [r.job_id for r in asyncio.run(ledger.history(alice, "", 0, 0, [], 0))] == ["a"]
+    with pytest.raises(PermissionDenied, match="alice may not read the usage of bob"):
+        asyncio.run(ledger.history(alice, "bob", 0, 0, [], 0))
+    assert {r.job_id for r in asyncio.run(ledger.history(admin, "bob", 0, 0, [], 0))} == {"b", "old"}
+    with pytest.raises(InvalidArgument, match="by"):
+        asyncio.run(ledger.report(admin, 0, 0, "node"))
+    with pytest.raises(InvalidArgument, match="state"):
+        asyncio.run(ledger.history(admin, "", 0, 0, ["DONE"], 0))
+    with pytest.raises(InvalidArgument, match="until"):
+        asyncio.run(ledger.report(admin, NOW + 5 * HOUR_S, NOW, "user"))
+    ledger.close()
+
+
+def test_retention_follows_the_clock(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+    from tcluster.security.authz import Caller
+    ledger = _ledger(tmp_path)
+    assert asyncio.run(ledger.prune()) == 1          # ended 11 h before the clock; 3 h are kept
+    assert {r.job_id for r in asyncio.run(ledger.history(Caller("root", True, ""), "", 0, 0, [], 0))} == {"a", "b"}
+    ledger.close()
