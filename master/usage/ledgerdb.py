@@ -16,7 +16,9 @@ import threading
 from pathlib import Path
 from typing import Iterable
 
-from tcluster.domain.ledger import HOUR_S, LedgerRow, ReportLine, Rollup, Totals, hour_of, report_line, roll_up
+from tcluster.domain.ledger import (
+    DAY_S, HOUR_S, LedgerRow, ReportLine, Rollup, Totals, day_of, report_line, roll_up, split_period,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ledger (
@@ -31,10 +33,18 @@ CREATE TABLE IF NOT EXISTS ledger_hours (
     hour INTEGER NOT NULL, user TEXT NOT NULL, queue TEXT NOT NULL, cpu_s REAL NOT NULL, gpu_s REAL NOT NULL,
     wall_s REAL NOT NULL, attempts INTEGER NOT NULL, failures INTEGER NOT NULL, jobs INTEGER NOT NULL,
     PRIMARY KEY (hour, user, queue));
+CREATE TABLE IF NOT EXISTS ledger_days (
+    hour INTEGER NOT NULL, user TEXT NOT NULL, queue TEXT NOT NULL, cpu_s REAL NOT NULL, gpu_s REAL NOT NULL,
+    wall_s REAL NOT NULL, attempts INTEGER NOT NULL, failures INTEGER NOT NULL, jobs INTEGER NOT NULL,
+    PRIMARY KEY (hour, user, queue));
 """
+# The sums, coarsest first: a report reads whole UTC days from ledger_days, whole hours from
+# ledger_hours and the rest (at most an hour at each end) from the rows. `hour` is a
+# bucket's start in both.
+TIERS = ((DAY_S, "ledger_days"), (HOUR_S, "ledger_hours"))
 _COLUMNS = ("job_id, idx, attempt, user, queue, node, state, reason, exit_code, started_at, ended_at, cpu_s, "
             "mem_peak, gpu_s, cpu_req, job_end")
-_ADD_HOUR = ("INSERT INTO ledger_hours VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (hour, user, queue) DO UPDATE SET "
+_ADD = ("INSERT INTO {} VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (hour, user, queue) DO UPDATE SET "
              "cpu_s=cpu_s+excluded.cpu_s, gpu_s=gpu_s+excluded.gpu_s, wall_s=wall_s+excluded.wall_s, "
              "attempts=attempts+excluded.attempts, failures=failures+excluded.failures, jobs=jobs+excluded.jobs")
 _INSERT = f"INSERT OR IGNORE INTO ledger ({_COLUMNS}) VALUES ({','.join('?' * 16)})"
@@ -73,7 +83,8 @@ def write_rows(db: sqlite3.Connection, rows: list[LedgerRow], hours: bool = True
             new.setdefault(key, r)
     db.executemany(_INSERT, [_values(r) for r in new.values()])
     if hours and new:
-        db.executemany(_ADD_HOUR, [_hour_values(r) for r in roll_up(new.values()).values()])
+        for unit, table in TIERS:
+            db.executemany(_ADD.format(table), [_hour_values(r) for r in roll_up(new.values(), unit).values()])
     return list(new.values())
 
 
@@ -92,8 +103,19 @@ def _kept(db: sqlite3.Connection, rows: list[LedgerRow]) -> set[tuple[str, int, 
 def prune(db: sqlite3.Connection, before: float) -> int:
     """Forgets the rows that ended before `before`, and the hours wholly before it."""
     gone = db.execute("DELETE FROM ledger WHERE ended_at < ?", (before,)).rowcount
-    db.execute("DELETE FROM ledger_hours WHERE hour + ? <= ?", (HOUR_S, before))
+    for unit, table in TIERS:
+        db.execute(f"DELETE FROM {table} WHERE hour + ? <= ?", (unit, before))
     return int(gone)
+
+
+def _set_hours(db: sqlite3.Connection, hours: list[Rollup]) -> None:
+    """etcd's sums of these hours replace the file's, and their days are summed again."""
+    db.executemany("INSERT OR REPLACE INTO ledger_hours VALUES (?,?,?,?,?,?,?,?,?)", [_hour_values(r) for r in hours])
+    days = sorted({(day_of(r.hour), r.user, r.queue) for r in hours})
+    db.executemany("INSERT OR REPLACE INTO ledger_days SELECT ?, user, queue, SUM(cpu_s), SUM(gpu_s), SUM(wall_s), "
+                   "SUM(attempts), SUM(failures), SUM(jobs) FROM ledger_hours WHERE hour >= ? AND hour < ? "
+                   "AND user = ? AND queue = ? GROUP BY user, queue",
+                   [(day, day, day + DAY_S, user, queue) for day, user, queue in days])
 
 
 class LedgerFile:
@@ -117,8 +139,7 @@ class LedgerFile:
         with self._lock, self._db:
             self._db.execute("BEGIN")
             write_rows(self._db, rows, hours=False)
-            self._db.executemany("INSERT OR REPLACE INTO ledger_hours VALUES (?,?,?,?,?,?,?,?,?)",
-                                 [_hour_values(r) for r in hours])
+            _set_hours(self._db, list(hours))
 
     def set_hours(self, hours: Iterable[Rollup]) -> None:
         """A new leader: etcd's sums replace this file's (the hours it missed as a standby)."""
@@ -136,25 +157,26 @@ class LedgerFile:
 
     def report(self, since: float, until: float, by: str, user: str = "") -> list[ReportLine]:
         """Sums per `by` (user, queue, job) of the attempts that ended in [since, until); only
-        `user`'s when given. Whole hours come from the sums (not for `job`), the rest from rows."""
+        `user`'s when given. Whole days and hours come from the sums (not for `job`), the rest
+        from the rows."""
         column = BY_COLUMN[by]
         totals: dict[str, Totals] = {}
-        first, last = hour_of(since) + (HOUR_S if since % HOUR_S else 0), hour_of(until)
+        served, rest = split_period(since, until) if by != "job" else ([[] for _ in TIERS], [(since, until)])
         with self._lock:
-            if by != "job" and first < last:
-                self._add_hours(totals, column, first, last, user)
-                self._add_rows(totals, column, [(since, float(first)), (float(last), until)], user)
-            else:
-                self._add_rows(totals, column, [(since, until)], user)
+            for (_, table), spans in zip(TIERS, served):
+                for first, last in spans:
+                    self._add_sums(totals, table, column, first, last, user)
+            self._add_rows(totals, column, rest, user)
         return [report_line(key, totals[key]) for key in sorted(totals)]
 
-    def _add_hours(self, totals: dict[str, Totals], column: str, first: int, last: int, user: str) -> None:
+    def _add_sums(self, totals: dict[str, Totals], table: str, column: str, first: float, last: float,
+                  user: str) -> None:
         where, args = "hour >= ? AND hour < ?", list[object]([first, last])
         if user:
             where, args = where + " AND user = ?", args + [user]
         for key, cpu, gpu, wall, attempts, failures, jobs in self._db.execute(
                 f"SELECT {column}, SUM(cpu_s), SUM(gpu_s), SUM(wall_s), SUM(attempts), SUM(failures), SUM(jobs) "
-                f"FROM ledger_hours WHERE {where} GROUP BY {column}", args):
+                f"FROM {table} WHERE {where} GROUP BY {column}", args):
             _add(totals, key, cpu, gpu, wall, attempts, failures, jobs)
 
     def _add_rows(self, totals: dict[str, Totals], column: str, spans: list[tuple[float, float]], user: str) -> None:

@@ -15,6 +15,7 @@ from typing import Iterable
 from tcluster.domain.bounds import MAX_NAME_BYTES
 
 HOUR_S = 3600
+DAY_S = 86400                          # days are UTC days: a report's whole days read their sums
 LEDGER_REASON_BYTES = 160              # a row keeps the start of its reason, never more
 # Numbers: 6 integers (index, attempt, exit code, memory peak, state code, job end) and 5
 # reals (start, end, CPU-s, GPU-s, cores asked), 8 bytes each; strings: job id, user, queue, node
@@ -76,6 +77,10 @@ def hour_of(at: float) -> int:
     return int(at // HOUR_S) * HOUR_S
 
 
+def day_of(at: float) -> int:
+    return int(at // DAY_S) * DAY_S
+
+
 @dataclass
 class Totals:
     """What a report line sums: `jobs` counts the jobs that ended (rows marked job_end),
@@ -106,7 +111,8 @@ class Totals:
 
 @dataclass(frozen=True)
 class Rollup:
-    """One hour of one user in one queue: the sums of the rows that ended in it."""
+    """One hour (or day: `hour` is then the day's start) of one user in one queue: the sums
+    of the rows that ended in it."""
     hour: int
     user: str
     queue: str
@@ -132,12 +138,12 @@ class Rollup:
                       self.attempts - other.attempts, self.failures - other.failures, self.jobs - other.jobs)
 
 
-def roll_up(rows: Iterable[LedgerRow]) -> dict[tuple[int, str, str], Rollup]:
-    """The rows' hourly sums per user x queue (the hour a row's attempt ended in)."""
+def roll_up(rows: Iterable[LedgerRow], unit: int = HOUR_S) -> dict[tuple[int, str, str], Rollup]:
+    """The rows' sums per unit (hour, day) x user x queue (the unit a row's attempt ended in)."""
     sums: dict[tuple[int, str, str], Rollup] = {}
     for row in rows:
-        one = Rollup(row.hour, row.user, row.queue, row.cpu_seconds, row.gpu_seconds, row.wall_seconds, 1,
-                     int(row.failed), int(row.job_end))
+        one = Rollup(int(row.ended_at // unit) * unit, row.user, row.queue, row.cpu_seconds, row.gpu_seconds,
+                     row.wall_seconds, 1, int(row.failed), int(row.job_end))
         sums[one.key] = sums[one.key].plus(one) if one.key in sums else one
     return sums
 
@@ -168,8 +174,31 @@ def report_line(key: str, totals: Totals) -> ReportLine:
 
 
 def whole_hours(since: float, until: float) -> tuple[int, int]:
-    """[first, last) whole hours inside [since, until): roll-ups serve them, detail rows the
-    edges (first > last: none)."""
+    """[first, last) whole hours inside [since, until) (first >= last: none)."""
     first = hour_of(since) + (HOUR_S if since % HOUR_S else 0)
     last = hour_of(until)
     return first, max(first, last)
+
+
+Span = tuple[float, float]
+
+
+def split_period(since: float, until: float, units: tuple[int, ...] = (DAY_S, HOUR_S)) -> tuple[list[list[Span]], list[Span]]:
+    """[since, until) cut into whole units, coarsest first, and what is left: for each unit
+    the spans that unit's sums serve, and the spans the detail rows serve (at most an hour
+    at each end). The pieces cover the period exactly once."""
+    rest: list[Span] = [(since, until)] if until > since else []
+    served: list[list[Span]] = []
+    for unit in units:
+        whole: list[Span] = []
+        left: list[Span] = []
+        for a, b in rest:
+            first, last = -(-a // unit) * unit, (b // unit) * unit
+            if first < last:
+                whole.append((first, last))
+                left += [(x, y) for x, y in ((a, first), (last, b)) if y > x]
+            else:
+                left.append((a, b))
+        served.append(whole)
+        rest = left
+    return served, rest
