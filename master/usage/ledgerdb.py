@@ -100,11 +100,16 @@ def _kept(db: sqlite3.Connection, rows: list[LedgerRow]) -> set[tuple[str, int, 
     return found
 
 
-def prune(db: sqlite3.Connection, before: float) -> int:
-    """Forgets the rows that ended before `before`, and the hours wholly before it."""
-    gone = db.execute("DELETE FROM ledger WHERE ended_at < ?", (before,)).rowcount
+PRUNE_BATCH = 2000      # rows per transaction: the state database's writer waits at most that long
+
+
+def prune(db: sqlite3.Connection, before: float, batch: int = PRUNE_BATCH) -> int:
+    """Forgets up to `batch` rows that ended before `before`, and the sums wholly before it."""
+    gone = db.execute("DELETE FROM ledger WHERE rowid IN (SELECT rowid FROM ledger WHERE ended_at < ? LIMIT ?)",
+                      (before, batch)).rowcount
     for unit, table in TIERS:
-        db.execute(f"DELETE FROM {table} WHERE hour + ? <= ?", (unit, before))
+        db.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE hour + ? <= ? LIMIT ?)",
+                   (unit, before, batch))
     return int(gone)
 
 
@@ -125,7 +130,7 @@ class LedgerFile:
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
@@ -146,9 +151,18 @@ class LedgerFile:
         self.record([], hours)
 
     def prune(self, before: float) -> int:
-        with self._lock, self._db:
-            self._db.execute("BEGIN")
-            return prune(self._db, before)
+        """In short transactions (with SQLite the state database's committer shares the file's
+        write lock), the lock let go between them (reports go on meanwhile)."""
+        total = 0
+        while True:
+            with self._lock, self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                gone = prune(self._db, before)
+                left = self._db.execute("SELECT 1 FROM ledger_hours WHERE hour + ? <= ? LIMIT 1",
+                                        (HOUR_S, before)).fetchone()
+            total += gone
+            if gone < PRUNE_BATCH and left is None:
+                return total
 
     def hours(self) -> list[Rollup]:
         with self._lock:

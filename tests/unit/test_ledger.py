@@ -295,3 +295,13 @@ def test_hours_copied_from_etcd_make_their_days_again(tmp_path) -> None:  # type
     assert (line.cpu_hours, line.attempts, line.failures, line.jobs) == (4.0, 4, 1, 2)
     [line] = ledger.report(day - DAY_S, day + 2 * DAY_S, "user")
     assert line.cpu_hours == 4.0
+
+
+def test_retention_prunes_in_short_transactions_until_nothing_old_is_left(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tcluster.master.usage import ledgerdb
+    ledger = LedgerFile(tmp_path / "l.db")
+    with ledger._db:
+        ledger._db.execute("BEGIN")
+        write_rows(ledger._db, [row(job=f"j{n}", ended=NOW - 100 * HOUR_S + n * 10) for n in range(5000)])
+    assert ledger.prune(NOW) == 5000 > ledgerdb.PRUNE_BATCH
+    assert ledger.hours() == [] and ledger.history(0, NOW + 1) == []
