@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tcluster.domain.errors import InvalidArgument, PermissionDenied
-from tcluster.domain.ledger import REPORT_KEYS, LedgerRow, ReportLine
+from tcluster.domain.ledger import REPORT_KEYS, LedgerRow, ReportLine, Rollup
 from tcluster.domain.when import check_period
 from tcluster.master.usage.ledgerdb import LedgerFile
 from tcluster.security.authz import Caller
@@ -45,12 +45,20 @@ class UsageLedger:
         self.clock = clock
         self.store = store              # EtcdStore: its hourly sums (None with SQLite)
         self._pruner: asyncio.Task[None] | None = None
+        self._etcd_hours: list[Rollup] = []
         if store is not None and hasattr(store, "ledger_hours"):
             store.ledger = self.file
-            self.file.set_hours(store.ledger_hours())      # the hours other masters led
+            self._etcd_hours = store.ledger_hours()        # the hours other masters led: copied by start()
 
     def start(self) -> None:
-        self._pruner = asyncio.get_running_loop().create_task(self._prune_loop(), name="ledger-retention")
+        """Copies etcd's hourly sums into the file off the loop, then prunes now and hourly;
+        without a running loop (a test's service) the copy is made at once."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.file.set_hours(self._etcd_hours)
+            return
+        self._pruner = loop.create_task(self._prune_loop(), name="ledger-retention")
 
     def close(self) -> None:
         if self._pruner is not None:
@@ -65,6 +73,9 @@ class UsageLedger:
         return gone
 
     async def _prune_loop(self) -> None:
+        hours, self._etcd_hours = self._etcd_hours, []
+        if hours:
+            await asyncio.to_thread(self.file.set_hours, hours)
         while True:
             try:
                 gone = await self.prune()

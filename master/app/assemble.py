@@ -57,10 +57,7 @@ def open_ledger(settings: MasterSettings, store: StateStore, clock: Callable[[],
     except Exception as error:    # noqa: BLE001 - a read-only disk: everything else still works
         log.error("usage ledger unavailable: %s", error)
         return None
-    try:
-        ledger.start()
-    except RuntimeError:          # no running loop (a test's service): no retention timer
-        pass
+    ledger.start()
     return ledger
 
 

@@ -114,8 +114,13 @@ def prune(db: sqlite3.Connection, before: float, batch: int = PRUNE_BATCH) -> in
 
 
 def _set_hours(db: sqlite3.Connection, hours: list[Rollup]) -> None:
-    """etcd's sums of these hours replace the file's, and their days are summed again."""
-    db.executemany("INSERT OR REPLACE INTO ledger_hours VALUES (?,?,?,?,?,?,?,?,?)", [_hour_values(r) for r in hours])
+    """etcd's sums of these hours replace the file's, unless the file's count more attempts
+    (etcd's sums only grow: an older copy arriving late never undoes a newer one), and their
+    days are summed again."""
+    db.executemany("INSERT INTO ledger_hours VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (hour, user, queue) DO UPDATE SET "
+                   "cpu_s=excluded.cpu_s, gpu_s=excluded.gpu_s, wall_s=excluded.wall_s, attempts=excluded.attempts, "
+                   "failures=excluded.failures, jobs=excluded.jobs WHERE excluded.attempts >= ledger_hours.attempts",
+                   [_hour_values(r) for r in hours])
     days = sorted({(day_of(r.hour), r.user, r.queue) for r in hours})
     db.executemany("INSERT OR REPLACE INTO ledger_days SELECT ?, user, queue, SUM(cpu_s), SUM(gpu_s), SUM(wall_s), "
                    "SUM(attempts), SUM(failures), SUM(jobs) FROM ledger_hours WHERE hour >= ? AND hour < ? "

@@ -291,6 +291,7 @@ def test_hours_copied_from_etcd_make_their_days_again(tmp_path) -> None:  # type
     ledger.set_hours([Rollup(day + 5 * HOUR_S, "u", "q", 3600.0, 0.0, 10.0, 2, 1, 1),
                       Rollup(day + 9 * HOUR_S, "u", "q", 7200.0, 0.0, 10.0, 1, 0, 1)])
     ledger.set_hours([Rollup(day + 9 * HOUR_S, "u", "q", 10800.0, 0.0, 10.0, 2, 0, 1)])    # a later total
+    ledger.set_hours([Rollup(day + 9 * HOUR_S, "u", "q", 7200.0, 0.0, 10.0, 1, 0, 1)])     # an older copy, late
     [line] = ledger.report(day, day + DAY_S, "queue")
     assert (line.cpu_hours, line.attempts, line.failures, line.jobs) == (4.0, 4, 1, 2)
     [line] = ledger.report(day - DAY_S, day + 2 * DAY_S, "user")
