@@ -306,3 +306,19 @@ def test_retention_prunes_in_short_transactions_until_nothing_old_is_left(tmp_pa
         write_rows(ledger._db, [row(job=f"j{n}", ended=NOW - 100 * HOUR_S + n * 10) for n in range(5000)])
     assert ledger.prune(NOW) == 5000 > ledgerdb.PRUNE_BATCH
     assert ledger.hours() == [] and ledger.history(0, NOW + 1) == []
+
+
+# ---- etcd's hourly sums (master/store/etcdledger.py) ----
+
+def test_etcd_roll_up_keys_add_each_steps_rows_to_what_etcd_holds() -> None:
+    from tcluster.master.store.etcdledger import RollupWrites, decode, encode, expired, rollup_key
+    hour = int(NOW // HOUR_S) * HOUR_S
+    held = {rollup_key(hour, "a/b@c", "ads.prod"): encode(Rollup(hour, "a/b@c", "ads.prod", 100.0, 0.0, 5.0, 1, 0, 1))}
+    writes = RollupWrites(held.get)
+    first = writes.of([row(user="a/b@c", queue="ads.prod", cpu=10.0, ended=hour + 5)])
+    second = writes.of([row(job="k", user="a/b@c", queue="ads.prod", cpu=1.0, ended=hour + 9, state="FAILED")])
+    [(key, raw)] = second
+    assert key == first[0][0] and decode(key, raw) == Rollup(hour, "a/b@c", "ads.prod", 111.0, 0.0, 205.0, 3, 1, 3)
+    tables = [f"ledger/hours/{hour - 7200}", f"ledger/hours/{hour}"]
+    items = {tables[0]: [(f"{tables[0]}/x@y", b"")], tables[1]: [(key, raw)]}
+    assert expired(tables, items.__getitem__, hour) == [f"{tables[0]}/x@y"]
