@@ -43,7 +43,7 @@ def report(args: argparse.Namespace, client: MasterClient) -> int:
     else:
         print(f"usage from {timestamp(reply.since)} to {timestamp(reply.until)}"
               + (" (your own)" if reply.own_only else ""))
-        rows = [[r[args.by], f"{r['cpu_hours']:.2f}", f"{r['gpu_hours']:.2f}", str(r["jobs"]), str(r["attempts"]),
+        rows: list[list[str]] = [[str(r[args.by]), f"{r['cpu_hours']:.2f}", f"{r['gpu_hours']:.2f}", str(r["jobs"]), str(r["attempts"]),
                  str(r["failures"]), f"{r['wall_hours']:.2f}"] for r in records]
         print(format_table([args.by.upper(), "CPU-H", "GPU-H", "JOBS", "ATTEMPTS", "FAILURES", "WALL-H"], rows))
     return EXIT_OK

@@ -108,8 +108,8 @@ def prune(db: sqlite3.Connection, before: float, batch: int = PRUNE_BATCH) -> in
     gone = db.execute("DELETE FROM ledger WHERE rowid IN (SELECT rowid FROM ledger WHERE ended_at < ? LIMIT ?)",
                       (before, batch)).rowcount
     for unit, table in TIERS:
-        db.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE hour + ? <= ? LIMIT ?)",
-                   (unit, before, batch))
+        db.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM {table} WHERE hour <= ? LIMIT ?)",
+                   (before - unit, batch))      # `hour <= x`, not `hour + unit <= before`: the index serves it
     return int(gone)
 
 
@@ -163,8 +163,8 @@ class LedgerFile:
             with self._lock, self._db:
                 self._db.execute("BEGIN IMMEDIATE")
                 gone = prune(self._db, before)
-                left = self._db.execute("SELECT 1 FROM ledger_hours WHERE hour + ? <= ? LIMIT 1",
-                                        (HOUR_S, before)).fetchone()
+                left = self._db.execute("SELECT 1 FROM ledger_hours WHERE hour <= ? LIMIT 1",
+                                        (before - HOUR_S,)).fetchone()
             total += gone
             if gone < PRUNE_BATCH and left is None:
                 return total
