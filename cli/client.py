@@ -277,6 +277,12 @@ class MasterClient:
             yield first
             yield from stream
 
+    def report(self, request: jobs_pb2.ReportRequest) -> jobs_pb2.ReportResponse:
+        return self._call(lambda c: c.jobs.Report(request, timeout=self.timeout, metadata=self._metadata))
+
+    def history(self, request: jobs_pb2.HistoryRequest) -> jobs_pb2.HistoryResponse:
+        return self._call(lambda c: c.jobs.History(request, timeout=self.timeout, metadata=self._metadata))
+
     def whoami(self) -> jobs_pb2.WhoAmIResponse:
         return self._call(lambda c: c.cluster.WhoAmI(jobs_pb2.WhoAmIRequest(), timeout=self.timeout,
                                                      metadata=self._metadata))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 from tcluster.cli.credentials import MASTER_ENV, default_master
 from tcluster.cli.doctorparser import add_doctor
 from tcluster.cli.fedparser import FEDERATION_COMMANDS, ONLY_FEDERATED, add_federation, add_federation_option
+from tcluster.cli.ledgerparser import add_ledger_commands
 from tcluster.cli.nodeparser import add_node
 from tcluster.cli.options import (
     DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
@@ -52,6 +53,7 @@ MASTER_COMMANDS = {
     "logs": "tcluster.cli.commands:logs", "nodes": "tcluster.cli.commands:nodes",
     "queues": "tcluster.cli.queuetree:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
     "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update", "node": "tcluster.cli.nodecmd:node",
+    "report": "tcluster.cli.ledger:report", "history": "tcluster.cli.ledger:history",
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
@@ -59,7 +61,8 @@ LOCAL_COMMANDS = {
 }
 
 
-def add_global_options(parser: argparse.ArgumentParser, with_defaults: bool) -> None:
+def add_global_options(parser: argparse.ArgumentParser, with_defaults: bool,
+                       formats: tuple[str, ...] = OUTPUT_FORMATS) -> None:
     """--master and -o on the top parser and again on every subcommand.
 
     Subcommands use SUPPRESS so that an option given after the subcommand overrides the
@@ -80,7 +83,9 @@ def add_global_options(parser: argparse.ArgumentParser, with_defaults: bool) -> 
         help=f"with several masters, wait this long for one to lead (default: ${WAIT_LEADER_ENV}, else "
              f"{DEFAULT_WAIT_LEADER_S:g})",
     )
-    parser.add_argument("-o", "--output", choices=OUTPUT_FORMATS, default=output_default, help="table (default) or json")
+    parser.add_argument("-o", "--output", choices=formats, default=output_default,
+                        help="table (default) or json" if formats == OUTPUT_FORMATS else
+                        f"{', '.join(formats[:-1])} or {formats[-1]} (default table)")
     add_federation_option(parser, with_defaults)
 
 
@@ -336,6 +341,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_node(sub, common)
     add_doctor(sub, common)
     add_federation(sub, common)
+    add_ledger_commands(sub, lambda p, formats: add_global_options(p, False, formats))
     return parser
 
 

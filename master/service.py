@@ -31,6 +31,7 @@ from tcluster.master.ports import Plugins, Preemption
 from tcluster.master.agentside import Agents
 from tcluster.master.rounds import Rounds
 from tcluster.master.queues import dominant_share, load_tree, reload_tree, rows, with_queue_time_limit
+from tcluster.master.ledger import UsageLedger
 from tcluster.master.settings import MasterSettings
 from tcluster.master.loading import load_state, not_found
 from tcluster.master.store.base import StateStore
@@ -76,6 +77,7 @@ class MasterService:
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))
         self.node_counters = nodeadmin.NodeOpsCounters()
+        self.ledger: UsageLedger | None = None       # the usage ledger's reads (master/ledger.py), by assemble
 
     # ---- the one way to change state ----
 

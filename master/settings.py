@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
+from tcluster.domain.ledger import DEFAULT_LEDGER_RETENTION_S
 from tcluster.etcd.url import StoreUrl, check_prefix, parse_store_url
 from tcluster.security.authz import STATUS_VISIBILITIES
 from tcluster.scheduler.fairness import DEFAULT_FAIRNESS, FAIRNESS_POLICIES
@@ -61,6 +62,8 @@ class MasterSettings(BaseModel):
     lost_timeout_s: float = Field(30.0, ge=0)        # DOWN this much longer: its tasks LOST
     start_timeout_s: float = Field(120.0, gt=0)      # STARTING this long without RUNNING: given up
     job_retention_s: float = Field(7 * 86400.0, gt=0)  # finished jobs are forgotten after this
+    # --ledger-retention (TOML ledger_retention): each finished attempt's usage row is kept this long
+    ledger_retention_s: float = Field(DEFAULT_LEDGER_RETENTION_S, gt=0)
     resident_finished_jobs: int = Field(1000, ge=0)  # finished jobs kept in memory; older ones read from disk
     schedule_interval_s: float = Field(1.0, gt=0)    # rounds also run on every change
     kill_grace_s: float = Field(10.0, ge=0)

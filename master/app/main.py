@@ -18,6 +18,7 @@ from tcluster.daemonkit.configfile import ConfigError, Loaded, add_config_flag, 
 from tcluster.daemonkit.runner import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.domain.errors import InvalidArgument, TclusterError
+from tcluster.domain.ledger import DEFAULT_LEDGER_RETENTION_S
 from tcluster.domain.units import parse_duration
 from tcluster.master.queues import load_tree
 from tcluster.master.app.reload import MasterReloader
@@ -118,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default %(default)s)")
     p.add_argument("--job-retention-s", type=float, default=7 * 86400.0,
                    help="finished jobs are kept this long, then forgotten (default 7 days)")
+    p.add_argument("--ledger-retention", type=duration_arg, default=DEFAULT_LEDGER_RETENTION_S, metavar="DURATION",
+                   help="each finished attempt's usage (tcl report, tcl history) is kept this long, e.g. 400d, "
+                        "90d, 12h (default 400d)")
     p.add_argument("--http", metavar="ADDR",
                    help="dashboard, JSON API and /metrics (default 127.0.0.1:7080; port 0 when --listen has "
                         "port 0; `off` for none)")
@@ -170,6 +174,17 @@ def http_address(args: argparse.Namespace) -> str:
     return "127.0.0.1:0" if args.listen.endswith(":0") else "127.0.0.1:7080"
 
 
+def duration_arg(text: str) -> float:
+    """A flag's duration (400d, 12h, 90m, seconds), as argparse and the TOML file take it."""
+    try:
+        seconds = parse_duration(text, "--ledger-retention")
+    except InvalidArgument as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("--ledger-retention: must be more than 0 (e.g. 400d)")
+    return seconds
+
+
 def settings_from_args(args: argparse.Namespace) -> MasterSettings:
     return MasterSettings(
         listen=args.listen, data_dir=args.data_dir, fairness=args.fairness, placement=args.placement,
@@ -178,6 +193,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         lost_timeout_s=args.lost_timeout_s, start_timeout_s=args.start_timeout_s,
         report_budget_per_s=getattr(args, "report_budget_per_s", DEFAULT_REPORT_BUDGET_PER_S),
         job_retention_s=args.job_retention_s,
+        ledger_retention_s=getattr(args, "ledger_retention", DEFAULT_LEDGER_RETENTION_S),
         queues_file=args.queues, reserve_after_s=args.reserve_after_s,
         backfill=not getattr(args, "no_backfill", False),
         usage_half_life_s=getattr(args, "usage_half_life", 0.0),

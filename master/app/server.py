@@ -110,6 +110,8 @@ class RunningMaster:
             await asyncio.sleep(0.01)
         if self.store is not None:
             self.store.close()
+        if self.service is not None and self.service.ledger is not None:
+            self.service.ledger.close()
         if self.election is not None:
             await self.election.close(resign)
         if self.service is not None and self.service.gate.users is not None:

@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Callable
 
 from tcluster.master.core.events import KillIntent, NodeLive, Now, Step
+from tcluster.master.core.ledgerrows import AttemptEnd, attempt_rows
 from tcluster.master.core.state import MasterState, derive_job, virtual_counts
 from tcluster.domain.model import Job, JobState, Task, TaskState
 
@@ -20,6 +21,7 @@ class Draft:
         self._before: dict[str, Task | None] = {}
         # Called with each job that ended in this step (batch.resolve_dependents), set by handle().
         self.on_job_end: Callable[[Draft, str], None] | None = None
+        self.attempt_ends: dict[str, AttemptEnd] = {}     # how an attempt ended, as its end said
 
     def task(self, task_id: str) -> Task | None:
         return self.step.tasks.get(task_id) or self.state.task(task_id)
@@ -64,7 +66,20 @@ class Draft:
             for job_id in ended:
                 if self.on_job_end is not None:
                     self.on_job_end(self, job_id)
+        self._ledger(handled)
         return self.step
+
+    def _ledger(self, ended_jobs: set[str]) -> None:
+        """The rows of the attempts that ended in this step (written with it)."""
+        changes = {tid: (self._before.get(tid), t) for tid, t in self.step.tasks.items()
+                   if (b := self._before.get(tid)) is not None and b.state.holds_resources}
+        if not changes:
+            return
+        jobs = {t.job_id: self.job(t.job_id) for _, t in changes.values()}
+        # a heartbeat's sample only for ends that carried no usage (a lost node): building one costs
+        samples = {tid: u for tid, (b, t) in changes.items()
+                   if b is not None and t.usage is b.usage and (u := self.state.usage.get(tid)) is not None}
+        self.step.ledger = attempt_rows(changes, jobs, self.attempt_ends, ended_jobs, samples, self.now.wall)
 
     def _derive(self) -> list[str]:
         """Re-derives every changed job; returns those terminal now that were not before."""

@@ -14,6 +14,7 @@ from tcluster.master.core.actions import (
 from tcluster.domain.launch import Launch
 from tcluster.domain.reports import TaskReport
 from tcluster.domain.arrays import IndexSet
+from tcluster.domain.ledger import LedgerRow
 from tcluster.domain.model import Job, JobSpec, JobState, Node, Task
 from tcluster.domain.resources import Resources
 from tcluster.master.core.usageblock import UsageBlock
@@ -251,6 +252,7 @@ class Step:
     ticked: float | None = None    # a Tick's monotonic time: apply files away the launches it found overdue
     ticked_wall: float | None = None   # ... and its wall time: the time limits it acted on
     decayed_usage: DecayLedger | None = None   # AccrueUsage: the ledger now (one record)
+    ledger: list[LedgerRow] = field(default_factory=list)   # the attempts that ended (master/core/ledgerrows.py)
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
     usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there
@@ -261,7 +263,7 @@ class Step:
     @property
     def durable(self) -> bool:
         return bool(self.jobs or self.tasks or self.nodes or self.kills_put or self.kills_del or self.jobs_del
-                    or self.purge_before or self.decayed_usage is not None)
+                    or self.purge_before or self.decayed_usage is not None or self.ledger)
 
 
 __all__ = [

@@ -246,10 +246,13 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
     if report.state is TaskState.RUNNING:
         keep = task.failures or task.preemptions or task.reason.startswith(BACKFILLED)   # for `tcl why`
         reason = task.reason if keep else ""
-        d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=task.started_at or report.at,
+        # A later attempt's start is its own (the ledger's wall time, its time limit, preemption's minimum runtime).
+        started = (report.at or d.now.wall) if task.attempt > 1 else (task.started_at or report.at)
+        d.put(replace(task, state=TaskState.RUNNING, reason=reason, started_at=started,
                       gpus=report.gpus))
         return
     final = task if report.usage is None else replace(task, usage=report.usage)
+    d.attempt_ends[task.id] = (report.state.value, report.exit_code, report.at or d.now.wall)
     if intent is not None and intent.mode is KillMode.TIMELIMIT and report.state is not TaskState.SUCCEEDED:
         d.put(replace(final, state=TaskState.FAILED, reason=TIME_LIMIT, exit_code=report.exit_code,
                       signal=report.signal, finished_at=report.at or d.now.wall))
@@ -304,6 +307,7 @@ def _tick(d: Draft, ev: Tick) -> None:
 
 def _lose(d: Draft, task: Task, reason: str) -> None:
     intent = d.intent(task.id, task.attempt)
+    d.attempt_ends[task.id] = (TaskState.LOST.value, None, d.now.wall)
     if intent is not None and requeued_end(d, task, intent, d.now.wall):
         pass
     elif intent is not None and not intent.retry:

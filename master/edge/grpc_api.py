@@ -15,6 +15,7 @@ from tcluster.domain.errors import (
     Unauthenticated, Unavailable,
 )
 from tcluster.master.core.actions import Heartbeat, LogPiece, Registration, ReportBatch
+from tcluster.master.edge import ledger_api
 from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pbs
 from tcluster.master.identity.gate import bearer_token
 from tcluster.master.identity.joining import NodeGuard
@@ -118,6 +119,22 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             await abort_with(context, error)
             raise AssertionError("unreachable")
         return jobs_pb2.ListJobsResponse(jobs=[self._job(p, caller) for p in pairs], next_page_token=next_token, total=total)
+
+    async def Report(self, request: jobs_pb2.ReportRequest,
+                     context: grpc.aio.ServicerContext) -> jobs_pb2.ReportResponse:
+        try:
+            return await ledger_api.report(self.service, caller_of(self.service, context, "Report"), request)
+        except TclusterError as error:
+            await abort_with(context, error)
+            raise AssertionError("unreachable")
+
+    async def History(self, request: jobs_pb2.HistoryRequest,
+                      context: grpc.aio.ServicerContext) -> jobs_pb2.HistoryResponse:
+        try:
+            return await ledger_api.history(self.service, caller_of(self.service, context, "History"), request)
+        except TclusterError as error:
+            await abort_with(context, error)
+            raise AssertionError("unreachable")
 
     async def Cancel(self, request: jobs_pb2.CancelJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from tcluster.wire.codec import spec_from_json, with_job_extra
 from tcluster.domain.errors import Unavailable
@@ -35,7 +35,9 @@ from tcluster.master.store.etcdplan import (
     DECAYED_USAGE_KEY,
     ETCD_MAX_REQUEST_BYTES, Txn, Write, chunks, oversized, plan_txns, step_writes, touches,
 )
+from tcluster.master.store.etcdledger import HOURS, RollupWrites, decode, expired, held
 from tcluster.master.store.etcdrecords import read_node, read_task
+from tcluster.domain.ledger import Rollup
 from tcluster.master.store.leadership import Leadership, NotLeader
 from tcluster.master.store.sqlite import StoreError
 from tcluster.domain.model import Job, JobState, Node, Task
@@ -55,6 +57,10 @@ class JobKey:
 
 
 class EtcdStore:
+    # The local ledger file (master/usage/ledgerdb.LedgerFile), set by the usage ledger
+    # (master/ledger.py): the detail rows of the ends etcd committed go there.
+    ledger: Any = None
+
     def __init__(self, kv: EtcdKV, mirror: Mirror, leadership: Leadership, max_txn_ops: int = 128,
                  max_txn_bytes: int = 1_000_000, bridge: EtcdBridge | None = None,
                  max_request_bytes: int = ETCD_MAX_REQUEST_BYTES) -> None:
@@ -100,15 +106,42 @@ class EtcdStore:
         is refused before anything is sent."""
         plans: list[list[Write]] = []
         outcomes: list[Outcome] = [None] * len(steps)
+        rollups = RollupWrites(lambda key: self.mirror.get(key))    # read only for steps that end attempts
         for n, (step, new_jobs) in enumerate(steps):
             purge = self._purgeable(step.purge_before) if step.durable and step.purge_before else []
-            plans.append(step_writes(step, set(new_jobs), purge) if step.durable else [])
+            plans.append(step_writes(step, set(new_jobs), purge) + rollups.of(step.ledger) if step.durable else [])
             too_big = oversized(plans[n], self.max_request_bytes)
             if too_big is not None:
                 outcomes[n] = StoreRefused(f"{too_big[0].split('/')[1]} record of {too_big[1]:,} bytes; etcd takes "
                                            f"at most {self.max_request_bytes:,} per request: nothing was written")
         await self._write_steps([n for n, plan in enumerate(plans) if plan and outcomes[n] is None], plans, outcomes)
+        self._record_ledger(steps, plans, outcomes)
         return outcomes
+
+    def _record_ledger(self, steps: list[tuple[Step, list[str]]], plans: list[list[Write]],
+                       outcomes: list[Outcome]) -> None:
+        """The detail of the ends etcd now holds, to the local file, with etcd's sums of their
+        hours. A crash before this loses detail rows only: the sums are in etcd."""
+        done = [n for n, (step, _) in enumerate(steps) if step.ledger and outcomes[n] is None]
+        if self.ledger is None or not done:
+            return
+        keys = {key for n in done for key, _ in plans[n] if key.startswith(HOURS + "/")}
+        hours = [decode(key, raw) for key in sorted(keys) if (raw := self.mirror.get(key)) is not None]
+        try:
+            self.ledger.record([row for n in done for row in steps[n][0].ledger], hours)
+        except Exception as error:   # noqa: BLE001 - the local detail is a convenience; etcd has the sums
+            log.error("usage ledger detail not written locally (%s); etcd's hourly sums have it", error)
+
+    def ledger_hours(self) -> list[Rollup]:
+        """Every hourly sum etcd holds (a new leader copies them to its file)."""
+        return held(self.mirror.tables(HOURS), self.mirror.items)
+
+    async def forget_ledger_hours(self, before: float) -> int:
+        """Deletes the hourly sums past the retention (the leader, now and then)."""
+        keys = expired(self.mirror.tables(HOURS), self.mirror.items, before)
+        for chunk in self._chunks([(key, None) for key in keys]):
+            await self._write(chunk)
+        return len(keys)
 
     async def _write_steps(self, order: list[int], plans: list[list[Write]], outcomes: list[Outcome]) -> None:
         """Writes the steps in order; a transaction etcd refuses is retried step by step,

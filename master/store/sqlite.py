@@ -27,6 +27,7 @@ from tcluster.domain.nodeorders import ops_from_json, ops_to_json
 from tcluster.domain.resources import Resources
 from tcluster.master.store.sqlrows import FRESH_RUN, coalesce, fresh_runs, insert_rows, usage_text
 from tcluster.scheduler.decay import encode
+from tcluster.master.usage import ledgerdb
 
 log = logging.getLogger(__name__)
 SCHEMA_VERSION = 6
@@ -133,6 +134,7 @@ class Store:
             self._db.execute("BEGIN")
             for statement in filter(str.strip, _SCHEMA.split(";")):
                 self._db.execute(statement)
+            ledgerdb.ensure_schema(self._db)     # the usage ledger: new tables, no migration
             for step in range(version, SCHEMA_VERSION):
                 for table, column, declaration in _MIGRATIONS[step]:
                     have = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
@@ -209,6 +211,8 @@ class Store:
         db.executemany("DELETE FROM kills WHERE task_id=? AND attempt=?", sorted(step.kills_del))
         insert_rows(db, "INSERT OR REPLACE INTO kills", "(?,?,?,?,?,?)", [
             (k.task_id, k.attempt, k.node, k.reason, int(k.mode), k.by_job) for k in step.kills_put.values()])
+        if step.ledger:     # with the ends above: kept exactly once (README, "Usage ledger")
+            ledgerdb.write_rows(db, step.ledger)
         db.executemany("DELETE FROM tasks WHERE job_id=?", [(j,) for j in sorted(step.jobs_del)])
         db.executemany("DELETE FROM jobs WHERE id=?", [(j,) for j in sorted(step.jobs_del)])
         if step.decayed_usage is not None:

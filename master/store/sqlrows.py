@@ -100,6 +100,7 @@ def coalesce(steps: list[tuple[Step, list[str]]]) -> list[tuple[Step, set[str]]]
         merged.nodes.update(step.nodes)
         if step.decayed_usage is not None:     # one record: the last ledger wins
             merged.decayed_usage = step.decayed_usage
+        merged.ledger.extend(step.ledger)
         kills.update(dict.fromkeys(sorted(step.kills_del)))
         kills.update(step.kills_put)
         new.update(new_jobs)

@@ -19,7 +19,7 @@ from tcluster.domain.nodeorders import shown_state
 from tcluster.views.formats import timestamp
 from tcluster.views.render import queues_json, job_json, node_json, resources_json, task_json, usage_json
 from tcluster.domain.errors import (
-    InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError, Unauthenticated,
+    InvalidArgument, NotFound, PermissionDenied, ResourceExhausted, TclusterError, Unauthenticated, Unavailable,
 )
 from tcluster.master.usage.history import TASK, Series, TaskRecord
 from tcluster.domain.model import Job, JobState, Task, TaskState
@@ -99,6 +99,7 @@ class Api:
             web.get("/api/v1/queues", self.queues),
             web.get("/api/v1/queues/usage", self.queue_usage),
             web.get("/api/v1/cluster/usage", self.cluster_usage),
+            web.get("/api/v1/usage/report", self.usage_report),
         ]
 
     def _own_only(self, request: web.Request) -> bool:
@@ -285,6 +286,23 @@ class Api:
         self.dashboard.drain()
         since, until = time_range(request)
         return _json({"since": since, "until": until, "series": self.dashboard.recorder.cluster.read(since, until)})
+
+
+    async def usage_report(self, request: web.Request) -> web.Response:
+        """The usage ledger's sums over [since, until) by user, queue or job (`tcl report -o json`'s
+        lines); a user's own rows, an admin's all (master/ledger.py)."""
+        ledger = getattr(self.service, "ledger", None)
+        if ledger is None:
+            raise Unavailable("the usage ledger cannot be read on this master (see its log)")
+        now = time.time()
+        until = number(request.query, "until", now, TIMES)
+        since = number(request.query, "since", until - 30 * 86400, TIMES)
+        by = request.query.get("by", "user")
+        report = await ledger.report(request[CALLER], since, until, by)
+        return _json({"since": report.since, "until": report.until, "by": report.by, "own_only": report.own_only,
+                      "lines": [{by: line.key, "cpu_hours": line.cpu_hours, "gpu_hours": line.gpu_hours,
+                                 "jobs": line.jobs, "attempts": line.attempts, "failures": line.failures,
+                                 "wall_hours": line.wall_hours} for line in report.lines]})
 
 
 def _job_state(text: str) -> JobState:

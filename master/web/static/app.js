@@ -339,10 +339,36 @@ function logs(id, index) {
   start();
 }
 
+// ---- usage: the ledger's sums by queue and by user over a chosen period (README "Usage ledger") ----
+
+const dayInput = s => new Date(s * 1000 - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 10);
+
+async function usage() {
+  const f = page.period || (page.period = { since: dayInput(Date.now() / 1000 - 30 * 86400), until: "" });
+  const secs = d => d ? new Date(d + "T00:00").getTime() / 1000 : "";
+  const until = f.until ? secs(f.until) + 86400 : Date.now() / 1000;    // the until day is included
+  const [byQueue, byUser] = await Promise.all(["queue", "user"].map(by => api("usage/report", { since: secs(f.since), until, by })));
+  if (page.key !== "usage") {
+    setMain("usage", `<h1>Usage</h1><div class="filters">from <input id="u-since" type="date" value="${esc(f.since)}">
+      to <input id="u-until" type="date" value="${esc(f.until)}"> <span class="muted">(empty: now)</span></div>
+      <p class="muted" id="u-note"></p><h2>By queue</h2><div id="u-queue"></div><h2>By user</h2><div id="u-user"></div>`);
+    page.period = f;
+    ["since", "until"].forEach(k => document.getElementById("u-" + k).addEventListener("change", e => { f[k] = e.target.value; refresh(); }));
+  }
+  document.getElementById("u-note").textContent = `attempts that ended from ${when(byQueue.since * 1000)} to ${when(byQueue.until * 1000)}`
+    + (byQueue.own_only ? " (your own usage)" : "");
+  for (const [id, r] of [["u-queue", byQueue], ["u-user", byUser]]) {
+    document.getElementById(id).innerHTML = `<table class="usage" data-by="${r.by}"><tr><th>${r.by}</th><th>CPU-hours</th><th>GPU-hours</th>
+      <th>jobs</th><th>attempts</th><th>failures</th><th>wall-hours</th></tr>` + r.lines.map(l => `<tr data-key="${esc(l[r.by])}">
+      <td>${esc(l[r.by])}</td><td>${l.cpu_hours.toFixed(2)}</td><td>${l.gpu_hours.toFixed(2)}</td><td>${l.jobs}</td>
+      <td>${l.attempts}</td><td>${l.failures}</td><td>${l.wall_hours.toFixed(2)}</td></tr>`).join("") + "</table>";
+  }
+}
+
 // ---- routing and the 2 s refresh ----
 
 function setMain(key, html) {
-  if (page.key !== key) { page.stop?.(); page = { key, filters: page.filters, task: undefined }; main.innerHTML = "";
+  if (page.key !== key) { page.stop?.(); page = { key, filters: page.filters, period: page.period, task: undefined }; main.innerHTML = "";
     Object.keys(charts).forEach(k => { charts[k].destroy(); delete charts[k]; }); }
   // Keep chart containers (and their canvases) across refreshes; replace the rest.
   const kept = [...main.querySelectorAll(".charts")].map(c => [c.id, c]);
@@ -359,6 +385,7 @@ function route() {
   if (parts[0] === "jobs" && parts[1] && parts[2] === "logs") return () => logs(parts[1], parts[3] || "0");
   if (parts[0] === "jobs" && parts[1]) return () => job(parts[1]);
   if (parts[0] === "jobs") return jobs;
+  if (parts[0] === "usage") return usage;
   return overview;
 }
 

@@ -479,3 +479,101 @@ class WhoAmIResponse(_message.Message):
     queues: _containers.RepeatedScalarFieldContainer[str]
     secure: bool
     def __init__(self, name: _Optional[str] = ..., admin: _Optional[bool] = ..., unix_user: _Optional[str] = ..., queues: _Optional[_Iterable[str]] = ..., secure: _Optional[bool] = ...) -> None: ...
+
+class ReportRequest(_message.Message):
+    __slots__ = ("since", "until", "by")
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    since: float
+    until: float
+    by: str
+    def __init__(self, since: _Optional[float] = ..., until: _Optional[float] = ..., by: _Optional[str] = ...) -> None: ...
+
+class ReportLine(_message.Message):
+    __slots__ = ("key", "cpu_hours", "gpu_hours", "jobs", "attempts", "failures", "wall_hours")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    CPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    GPU_HOURS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    WALL_HOURS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    cpu_hours: float
+    gpu_hours: float
+    jobs: int
+    attempts: int
+    failures: int
+    wall_hours: float
+    def __init__(self, key: _Optional[str] = ..., cpu_hours: _Optional[float] = ..., gpu_hours: _Optional[float] = ..., jobs: _Optional[int] = ..., attempts: _Optional[int] = ..., failures: _Optional[int] = ..., wall_hours: _Optional[float] = ...) -> None: ...
+
+class ReportResponse(_message.Message):
+    __slots__ = ("lines", "since", "until", "by", "own_only")
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    OWN_ONLY_FIELD_NUMBER: _ClassVar[int]
+    lines: _containers.RepeatedCompositeFieldContainer[ReportLine]
+    since: float
+    until: float
+    by: str
+    own_only: bool
+    def __init__(self, lines: _Optional[_Iterable[_Union[ReportLine, _Mapping]]] = ..., since: _Optional[float] = ..., until: _Optional[float] = ..., by: _Optional[str] = ..., own_only: _Optional[bool] = ...) -> None: ...
+
+class HistoryRequest(_message.Message):
+    __slots__ = ("user", "since", "until", "states", "limit")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    STATES_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    since: float
+    until: float
+    states: _containers.RepeatedScalarFieldContainer[str]
+    limit: int
+    def __init__(self, user: _Optional[str] = ..., since: _Optional[float] = ..., until: _Optional[float] = ..., states: _Optional[_Iterable[str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class LedgerRow(_message.Message):
+    __slots__ = ("job_id", "index", "attempt", "user", "queue", "node", "state", "reason", "exit_code", "has_exit_code", "started_at", "ended_at", "cpu_seconds", "memory_peak_bytes", "gpu_seconds", "cpu_request")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    HAS_EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PEAK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    CPU_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    index: int
+    attempt: int
+    user: str
+    queue: str
+    node: str
+    state: str
+    reason: str
+    exit_code: int
+    has_exit_code: bool
+    started_at: float
+    ended_at: float
+    cpu_seconds: float
+    memory_peak_bytes: int
+    gpu_seconds: float
+    cpu_request: float
+    def __init__(self, job_id: _Optional[str] = ..., index: _Optional[int] = ..., attempt: _Optional[int] = ..., user: _Optional[str] = ..., queue: _Optional[str] = ..., node: _Optional[str] = ..., state: _Optional[str] = ..., reason: _Optional[str] = ..., exit_code: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., started_at: _Optional[float] = ..., ended_at: _Optional[float] = ..., cpu_seconds: _Optional[float] = ..., memory_peak_bytes: _Optional[int] = ..., gpu_seconds: _Optional[float] = ..., cpu_request: _Optional[float] = ...) -> None: ...
+
+class HistoryResponse(_message.Message):
+    __slots__ = ("rows",)
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[LedgerRow]
+    def __init__(self, rows: _Optional[_Iterable[_Union[LedgerRow, _Mapping]]] = ...) -> None: ...

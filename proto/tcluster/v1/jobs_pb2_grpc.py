@@ -65,6 +65,16 @@ class JobServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.LogsRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.LogChunk.FromString,
                 _registered_method=True)
+        self.Report = channel.unary_unary(
+                '/tcluster.v1.JobService/Report',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.ReportRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.ReportResponse.FromString,
+                _registered_method=True)
+        self.History = channel.unary_unary(
+                '/tcluster.v1.JobService/History',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.HistoryRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.HistoryResponse.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -109,6 +119,20 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Report(self, request, context):
+        """The usage ledger (README "Usage ledger"): sums over a period (`tcl report`) and
+        finished attempts (`tcl history`). A user reads their own rows, an admin all.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def History(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +165,16 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.Logs,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.LogsRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.LogChunk.SerializeToString,
+            ),
+            'Report': grpc.unary_unary_rpc_method_handler(
+                    servicer.Report,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ReportRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.ReportResponse.SerializeToString,
+            ),
+            'History': grpc.unary_unary_rpc_method_handler(
+                    servicer.History,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.HistoryRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.HistoryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -306,6 +340,60 @@ class JobService:
             '/tcluster.v1.JobService/Logs',
             tcluster_dot_v1_dot_jobs__pb2.LogsRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.LogChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Report(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.JobService/Report',
+            tcluster_dot_v1_dot_jobs__pb2.ReportRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.ReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def History(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.JobService/History',
+            tcluster_dot_v1_dot_jobs__pb2.HistoryRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.HistoryResponse.FromString,
             options,
             channel_credentials,
             insecure,
