@@ -18,10 +18,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.quick import parse_args  # noqa: E402
 from tcluster.scheduler.queues import QueueNode, QueueTree  # noqa: E402
 from tcluster.scheduler.quotas import QueueCaps  # noqa: E402
 from tcluster.sim.engine import SimRun, simulate  # noqa: E402
 from tcluster.sim.scenario import Scenario, parse_scenario  # noqa: E402
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "quotas-departments.yaml"
 
 
 def without_quotas(scenario: Scenario) -> Scenario:
@@ -55,10 +59,10 @@ def rows(run: SimRun, until: float) -> tuple[dict[str, tuple[float, float, float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario")
+    parser.add_argument("scenario", nargs="?", default=str(EXAMPLE))
     parser.add_argument("--until", type=float, default=10800)
     parser.add_argument("--fairness", default="mch")
-    args = parser.parse_args()
+    args = parse_args(parser, {"until": 600.0})
     scenario = parse_scenario(Path(args.scenario).read_text(), args.scenario)
     print(f"{args.scenario}  until={args.until:g}s  fairness={args.fairness}  placement=anbf\n")
     print(f"{'SYSTEM':<10} {'QUEUE':<10} {'WAIT P50':>9} {'WAIT P99':>9} {'PEAK CPU':>9} {'STARTS':>7}")

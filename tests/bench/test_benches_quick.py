@@ -90,6 +90,7 @@ BENCHES = [
     Bench("fed_lm_place", r"^Place / Submit, p50: [\d.]+x$"),
     Bench("gm_place", r"^one slow LM +[\d.]+ +[\d.]+ +[\d.]+x$"),
     Bench("heartbeat_path", r"^ +total +[\d.]+ +-> [\d,]+ heartbeats/s per core"),
+    Bench("quotas_sim", r"^quotas +utilization [\d.]+  tasks done \d+$"),
     Bench("ledger_report", r"^tcl report --by user over [\d,]+ rows, end to end: [\d.]+ s", marks=DAEMONS),
     Bench("megha", r"^\| K7c heartbeat 30 s, \d+ workers \| \d+/\d+ \|"),
     Bench("packing", r"^ +lotes +[\d.]+ +[\d.]+%"),
