@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
+
+from tcluster.domain.errors import Unavailable
 
 from tcluster.domain.ledger import (
     DAY_S, HOUR_S, LedgerRow, ReportLine, Rollup, Totals, day_of, report_line, roll_up, split_period,
@@ -135,18 +138,33 @@ class LedgerFile:
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
         self._lock = threading.Lock()
+        self._closed = False
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         with self._lock:
             ensure_schema(self._db)
 
+    @contextmanager
+    def _open(self) -> Iterator[sqlite3.Connection]:
+        """The connection, one thread at a time, never after close(): sqlite3 used on a
+        connection another thread is closing crashed the process (a prune in its worker
+        thread while the master stopped)."""
+        with self._lock:
+            if self._closed:
+                raise Unavailable("the usage ledger is closed: the master is stopping")
+            yield self._db
+
     def close(self) -> None:
-        self._db.close()
+        """Waits for the statement in flight (a report, a prune's batch), then closes."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
 
     def record(self, rows: list[LedgerRow], hours: Iterable[Rollup]) -> None:
         """etcd: the detail rows of ends etcd committed, and etcd's new sums of their hours."""
-        with self._lock, self._db:
+        with self._open(), self._db:
             self._db.execute("BEGIN")
             write_rows(self._db, rows, hours=False)
             _set_hours(self._db, list(hours))
@@ -160,17 +178,20 @@ class LedgerFile:
         write lock), the lock let go between them (reports go on meanwhile)."""
         total = 0
         while True:
-            with self._lock, self._db:
-                self._db.execute("BEGIN IMMEDIATE")
-                gone = prune(self._db, before)
-                left = self._db.execute("SELECT 1 FROM ledger_hours WHERE hour <= ? LIMIT 1",
-                                        (before - HOUR_S,)).fetchone()
+            try:
+                with self._open(), self._db:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    gone = prune(self._db, before)
+                    left = self._db.execute("SELECT 1 FROM ledger_hours WHERE hour <= ? LIMIT 1",
+                                            (before - HOUR_S,)).fetchone()
+            except Unavailable:    # closed meanwhile (stopping): the rest waits for the next start
+                return total
             total += gone
             if gone < PRUNE_BATCH and left is None:
                 return total
 
     def hours(self) -> list[Rollup]:
-        with self._lock:
+        with self._open():
             rows = self._db.execute("SELECT * FROM ledger_hours").fetchall()
         return [Rollup(*r) for r in rows]
 
@@ -181,7 +202,7 @@ class LedgerFile:
         column = BY_COLUMN[by]
         totals: dict[str, Totals] = {}
         served, rest = split_period(since, until) if by != "job" else ([[] for _ in TIERS], [(since, until)])
-        with self._lock:
+        with self._open():
             for (_, table), spans in zip(TIERS, served):
                 for first, last in spans:
                     self._add_sums(totals, table, column, first, last, user)
@@ -222,7 +243,7 @@ class LedgerFile:
         if chosen:
             where.append(f"state IN ({','.join('?' * len(chosen))})")
             args += chosen
-        with self._lock:
+        with self._open():
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM ledger WHERE {' AND '.join(where)} "
                                     "ORDER BY ended_at DESC, job_id, idx LIMIT ?", [*args, limit]).fetchall()
         return [row_of(r) for r in rows]

@@ -322,3 +322,22 @@ def test_etcd_roll_up_keys_add_each_steps_rows_to_what_etcd_holds() -> None:
     tables = [f"ledger/hours/{hour - 7200}", f"ledger/hours/{hour}"]
     items = {tables[0]: [(f"{tables[0]}/x@y", b"")], tables[1]: [(key, raw)]}
     assert expired(tables, items.__getitem__, hour) == [f"{tables[0]}/x@y"]
+
+
+def test_a_closed_ledger_file_refuses_use_and_a_prune_racing_close_ends_cleanly(tmp_path: Path) -> None:
+    """close() waits for the statement in flight and later use is refused (Unavailable), not
+    run on a closed connection: a prune in its worker thread while the master stopped
+    crashed the whole process (Fatal Python error: Segmentation fault, make test at 519aa79)."""
+    import threading
+    from tcluster.domain.errors import Unavailable
+    from tcluster.master.usage.ledgerdb import LedgerFile
+    ledger = LedgerFile(tmp_path / "ledger.db")
+    pruned: list[int] = []
+    racer = threading.Thread(target=lambda: pruned.extend(ledger.prune(1e12) for _ in range(200)))
+    racer.start()
+    ledger.close()
+    racer.join(timeout=60)
+    assert not racer.is_alive() and all(n == 0 for n in pruned)
+    with pytest.raises(Unavailable, match="closed"):
+        ledger.report(0.0, 1e12, "user")
+    ledger.close()          # twice: nothing
