@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 PRUNE_EVERY_S = 3600.0
 HISTORY_LIMIT = 1000
 HISTORY_MAX = 100_000
+# A report's lines at most: `--by job` over months can name millions of jobs, a reply past
+# the message bound and the master's memory; users and queues are far fewer.
+REPORT_MAX_LINES = 100_000
 STATES = ("SUCCEEDED", "FAILED", "KILLED", "LOST", "PREEMPTED", "REQUEUED")
 
 
@@ -92,6 +95,9 @@ class UsageLedger:
         check_period(since, until)
         own = "" if caller.admin else caller.name
         lines = await asyncio.to_thread(self.file.report, since, until, by, own)
+        if len(lines) > REPORT_MAX_LINES:
+            raise InvalidArgument("since", f"the period holds {len(lines)} {by}s, more than a report shows "
+                                           f"({REPORT_MAX_LINES}): give a shorter --since/--until, or --by user|queue")
         return Report(lines, since, until, by, bool(own))
 
     async def history(self, caller: Caller, user: str, since: float, until: float, states: list[str],

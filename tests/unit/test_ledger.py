@@ -341,3 +341,16 @@ def test_a_closed_ledger_file_refuses_use_and_a_prune_racing_close_ends_cleanly(
     with pytest.raises(Unavailable, match="closed"):
         ledger.report(0.0, 1e12, "user")
     ledger.close()          # twice: nothing
+
+
+def test_a_report_with_more_lines_than_a_reply_holds_is_refused_naming_the_way_out(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+    import tcluster.master.ledger as service_ledger
+    from tcluster.security.authz import Caller
+    ledger = _ledger(tmp_path)
+    admin = Caller("root", True, "")
+    monkeypatch.setattr(service_ledger, "REPORT_MAX_LINES", 2)
+    assert len(asyncio.run(ledger.report(admin, NOW - 2 * HOUR_S, 0, "job")).lines) == 2
+    with pytest.raises(InvalidArgument, match=r"holds 3 jobs, more than a report shows \(2\).*--by user\|queue"):
+        asyncio.run(ledger.report(admin, NOW - 20 * HOUR_S, 0, "job"))
+    ledger.close()
