@@ -25,10 +25,11 @@ from tcluster.security.authz import Caller
 log = logging.getLogger(__name__)
 PRUNE_EVERY_S = 3600.0
 HISTORY_LIMIT = 1000
-HISTORY_MAX = 100_000
-# A report's lines at most: `--by job` over months can name millions of jobs, a reply past
-# the message bound and the master's memory; users and queues are far fewer.
-REPORT_MAX_LINES = 100_000
+# Replies stay within the message bound (4 MiB, wire/channels.py) at the largest row and
+# line: a history row is at most LEDGER_ROW_BYTES (1,260), a report line a name (253) and six
+# numbers. `--by job` over months could name millions of jobs; users and queues are fewer.
+HISTORY_MAX = 3_000
+REPORT_MAX_LINES = 10_000
 STATES = ("SUCCEEDED", "FAILED", "KILLED", "LOST", "PREEMPTED", "REQUEUED")
 
 
