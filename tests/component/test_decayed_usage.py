@@ -4,15 +4,11 @@ AccrueUsage record in the store)."""
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
-from typing import Iterator
 
-import pytest
 
-from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401  (the fixture)
 from tcluster.v1 import jobs_pb2
-from tests.component.harness import STORE, Harness, run, wait_until
+from tests.component.harness import Harness, run, wait_until
 
 GiB = 2**30
 QUEUES = "queues:\n  lab: {weight: 1}\n  idle: {weight: 1}\n"
@@ -22,17 +18,6 @@ async def usage(h: Harness) -> dict[str, float]:
     reply = await h.cluster.ListQueues(jobs_pb2.ListQueuesRequest())
     return {q.path: q.decayed_usage_s for q in reply.queues if q.path}
 
-
-@pytest.fixture(params=["sqlite", "etcd"])
-def store(request: pytest.FixtureRequest) -> Iterator[str]:
-    """SQLite in the data dir, or a fresh prefix in a real etcd (as test_master_agents.py)."""
-    if request.param == "etcd":
-        member: SingleEtcd = request.getfixturevalue("single_etcd")
-        STORE.update(url=member.url, prefix=f"/t-{uuid.uuid4().hex[:10]}")
-    try:
-        yield request.param
-    finally:
-        STORE.update(url="", prefix="/tcluster")
 
 
 def test_decayed_usage_accrues_and_survives_a_restart(tmp_path: Path, store: str) -> None:

@@ -7,28 +7,17 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
-import uuid
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from tcluster.agent.runtime.base import RawUsage
 from tcluster.v1 import jobs_pb2
-from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401  (the fixture)
-from tests.component.harness import STORE, Harness, run, wait_until
+from tests.component.harness import Harness, run, wait_until
 
 
-@pytest.fixture(autouse=True, params=["sqlite", "etcd"])
-def store(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "etcd":
-        member: SingleEtcd = request.getfixturevalue("single_etcd")
-        STORE.update(url=member.url, prefix=f"/t-{uuid.uuid4().hex[:10]}")
-    try:
-        yield request.param
-    finally:
-        STORE.update(url="", prefix="/tcluster")
+pytestmark = pytest.mark.usefixtures("store")   # every test on both stores (conftest.py)
 
 
 def _done(job: jobs_pb2.Job) -> bool:
@@ -94,12 +83,11 @@ async def _sampled(h: Harness, job_id: str) -> None:
     await wait_until(check)
 
 
+@pytest.mark.parametrize("store", ["etcd"], indirect=True)
 def test_etcd_a_new_leader_reports_the_hours_from_etcd_without_the_old_detail(tmp_path: Path, store: str) -> None:
     """A master that never saw the ends (another data dir: a failover) and a master whose
     local write of the detail failed after etcd committed (a crash in between) both report
     the whole hours right from etcd's sums."""
-    if store != "etcd":
-        pytest.skip("the etcd store's roll-ups")
 
     async def scenario(h: Harness) -> None:
         await h.start_master()
@@ -122,11 +110,10 @@ def test_etcd_a_new_leader_reports_the_hours_from_etcd_without_the_old_detail(tm
     run(scenario, tmp_path)
 
 
+@pytest.mark.parametrize("store", ["sqlite"], indirect=True)   # the page reads the same service on both
 def test_the_dashboard_usage_page_shows_the_report_by_queue_and_user(tmp_path: Path, store: str) -> None:
     """/api/v1/usage/report answers what Report answers; the Usage page (#/usage) shows its
     lines in headless Chromium where one is installed."""
-    if store != "sqlite":
-        pytest.skip("the page reads the same service on both stores")
 
     async def scenario(h: Harness) -> None:
         await h.start_master(http="127.0.0.1:0")

@@ -4,31 +4,18 @@ runs on both stores, SQLite and a real etcd (so the two stay equivalent)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
 
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, common_pb2, jobs_pb2
-from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401  (the fixture)
-from tests.component.harness import STORE, Harness, run, wait_until
+from tests.component.harness import Harness, run, wait_until
 
 GiB = 2**30
 
 
-@pytest.fixture(autouse=True, params=["sqlite", "etcd"])
-def store(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The master's store for this scenario: SQLite in its data dir, or a fresh prefix
-    in a real etcd."""
-    if request.param == "etcd":
-        member: SingleEtcd = request.getfixturevalue("single_etcd")
-        STORE.update(url=member.url, prefix=f"/t-{uuid.uuid4().hex[:10]}")
-    try:
-        yield request.param
-    finally:
-        STORE.update(url="", prefix="/tcluster")
+pytestmark = pytest.mark.usefixtures("store")   # every test on both stores (conftest.py)
 
 
 def _done(job: jobs_pb2.Job) -> bool:
