@@ -345,7 +345,10 @@ class MasterService:
     def list_queues(self, caller: Caller = ANONYMOUS) -> list[QueueRow]:
         self.gate.check(caller, ReadCluster("queues"))
         ledger = self.state.decayed_usage if self.settings.usage_half_life_s else None
-        return rows(self.queues, self.state.jobs, self.state.counts, self.state.matrix.total_capacity(), ledger)
+        listed = rows(self.queues, self.state.jobs, self.state.counts, self.state.matrix.total_capacity(), ledger)
+        if sees_only_own(caller, self.gate.policy):   # a user's row names them, their share and usage
+            listed = [r for r in listed if not r.user or r.user == caller.name]
+        return listed
 
     def total_capacity(self) -> object:
         return self.state.matrix.total_capacity()

@@ -122,8 +122,8 @@ class Api:
         doc["task_states"] = {s.value: counts.get(s, 0) for s in TaskState if counts.get(s, 0)}
         return doc
 
-    def queues_doc(self) -> dict[str, Any]:
-        return queues_json(self.service.list_queues(), self.service.rounds.fairness.name, self.service.queues.source,
+    def queues_doc(self, caller: Caller) -> dict[str, Any]:
+        return queues_json(self.service.list_queues(caller), self.service.rounds.fairness.name, self.service.queues.source,
                            self.service.total_capacity())
 
     # ---- handlers ----
@@ -147,7 +147,7 @@ class Api:
             "tasks": {"running": int(last.get("running_tasks") or 0), "pending": int(last.get("pending_tasks") or 0)},
             "nodes": nodes, "jobs": jobs,
             "oom_kills": sum(self.dashboard.recorder.oom_kills.values()),
-            "queues": self.queues_doc()["queues"], "gpus": self._gpus_now(),
+            "queues": self.queues_doc(request[CALLER])["queues"], "gpus": self._gpus_now(),
         })
 
     def _gpus_now(self) -> dict[str, Any] | None:
@@ -262,7 +262,7 @@ class Api:
                       "series": series.read(since, until) if series else None, "tasks": tasks})
 
     async def queues(self, request: web.Request) -> web.Response:
-        return _json(self.queues_doc())
+        return _json(self.queues_doc(request[CALLER]))
 
     async def queue_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()

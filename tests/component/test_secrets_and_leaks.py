@@ -120,6 +120,11 @@ def test_visibility_own_hides_which_jobs_exist(tmp_path: Path) -> None:
             assert any(task.startswith(a.id) for n in nodes.nodes for task in n.tasks) is sees, who
             status, docs = await http_json(base, "/api/v1/nodes", t[who])
             assert status == 200 and any(task.startswith(a.id) for d in docs for task in d["tasks"]) is sees, who
+        for who, sees in (("bob", False), ("alice", True), ("admin", True)):   # a user's row under the leaf
+            listed = await h.cluster.ListQueues(jobs_pb2.ListQueuesRequest(), metadata=auth(t[who]))
+            assert ("alice" in {q.user for q in listed.queues}) is sees, who
+            status, doc = await http_json(base, "/api/v1/queues", t[who])
+            assert status == 200 and ("alice" in {q.get("user") for q in doc["queues"]}) is sees, who
         shown = await tcl(h, t["bob"], "nodes")                  # the review's `tcl nodes`, as bob
         assert [d["tasks"] for d in shown] == [[]]
         assert (await h.jobs.Get(jobs_pb2.GetJobRequest(id=a.id), metadata=auth(t["alice"]))).id == a.id
