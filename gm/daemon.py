@@ -267,7 +267,7 @@ class GMDaemon:
         if delta.preempted:
             self._preempted(delta.task_id, msg.reason)
             return
-        self.store.ended(delta.task_id, _ENDED.get(msg.state, "SUCCEEDED"), msg.exit_code, msg.reason)
+        self.store.ended(delta.task_id, _ENDED.get(msg.state, "SUCCEEDED"), msg.exit_code, msg.reason, msg.job_id)
 
     def _of_current_run(self, lm: int, msg: federation_pb2.FedTaskEnded) -> bool:
         rows = self.store.tasks("task_id=?", (msg.task_id,))

@@ -92,10 +92,14 @@ class GMStore:
                         (attempt, lm, node, request, task_id))
 
     def placed(self, task_id: str, lm: int, node: int, lm_job: str) -> bool:
-        """False when the task has ended already (its end came before this answer): kept."""
-        return self.db.execute("UPDATE tasks SET state='RUNNING', lm=?, node=?, lm_job=?, request=NULL "
-                               "WHERE task_id=? AND state NOT IN ('SUCCEEDED','FAILED','CANCELLED','LOST')",
-                               (lm, node, lm_job, task_id)).rowcount > 0
+        """False when the task has ended already (its end came before this answer): the end
+        is kept, and the LM job it ran as is filled in when the end did not carry it."""
+        if self.db.execute("UPDATE tasks SET state='RUNNING', lm=?, node=?, lm_job=?, request=NULL "
+                           "WHERE task_id=? AND state NOT IN ('SUCCEEDED','FAILED','CANCELLED','LOST')",
+                           (lm, node, lm_job, task_id)).rowcount > 0:
+            return True
+        self.db.execute("UPDATE tasks SET lm_job=? WHERE task_id=? AND lm_job=''", (lm_job, task_id))
+        return False
 
     def back_to_pending(self, task_id: str, attempt: int) -> None:
         self.db.execute("UPDATE tasks SET state='PENDING', attempt=?, request=NULL WHERE task_id=?",
@@ -106,9 +110,12 @@ class GMStore:
         self.db.execute("UPDATE tasks SET state='PENDING', attempt=?, request=NULL, reason=?, "
                         "preemptions=preemptions+1 WHERE task_id=?", (attempt, reason[:1024], task_id))
 
-    def ended(self, task_id: str, state: str, exit_code: int, reason: str) -> None:
-        self.db.execute("UPDATE tasks SET state=?, exit_code=?, reason=?, request=NULL WHERE task_id=?",
-                        (state, exit_code, reason[:1024], task_id))
+    def ended(self, task_id: str, state: str, exit_code: int, reason: str, lm_job: str = "") -> None:
+        """lm_job: the LM job the end names; it fills the row's when the end came before the
+        Place answer that would have named it (a job shows each task's LM job)."""
+        self.db.execute("UPDATE tasks SET state=?, exit_code=?, reason=?, request=NULL, "
+                        "lm_job=CASE WHEN lm_job='' THEN ? ELSE lm_job END WHERE task_id=?",
+                        (state, exit_code, reason[:1024], lm_job, task_id))
 
     def tasks(self, where: str = "1", args: tuple = ()) -> list[TaskRow]:
         rows = self.db.execute(

@@ -114,3 +114,29 @@ def test_the_toml_keys_are_the_flags(tmp_path: Path) -> None:
     conf.write_text('lms = "lm0=h:1"\npreemption = true\n[shares]\na = 0.4\nb = 0.6\n')
     s = parse(["--config", str(conf)])
     assert s.preemption and s.queue_shares() == {"a": 0.4, "b": 0.6}
+
+
+def _placing(tmp_path: Path) -> tuple[GMDaemon, str]:
+    d = GMDaemon(settings_from({**BASE, "state_dir": str(tmp_path)}))
+    d._store = GMStore(str(tmp_path))
+    spec = jobs_pb2.JobSpec(queue="a", tasks=1, command=["true"], resources=common_pb2.Resources(cpu=1, memory=2**28))
+    d.store.add_job(0, "a", "j", spec.SerializeToString(), 1, "")
+    task_id = d.store.tasks()[0].task_id
+    d.store.placing(task_id, 0, 0, 0, b"req")
+    return d, task_id
+
+
+@pytest.mark.parametrize("end_names_job", [True, False])
+def test_an_end_heard_before_the_place_answer_keeps_the_lm_job(tmp_path: Path, end_names_job: bool) -> None:
+    """The task ran and ended before its Place answer came (CI at 23a6bcf: a SUCCEEDED task
+    showed no LM job): the end is kept and the job it ran as is shown, from the end or from
+    the answer that comes after it."""
+    d, task_id = _placing(tmp_path)
+    end = fpb.FedTaskEnded(lm=0, task_id=task_id, job_id="J7" if end_names_job else "",
+                           state=common_pb2.TASK_SUCCEEDED)
+    d._ended(0, end)
+    assert d.store.placed(task_id, 0, 1, "J7") is False            # the late answer: not running again
+    row = d.store.tasks()[0]
+    assert (row.state, row.lm_job, row.exit_code) == ("SUCCEEDED", "J7", 0)
+    assert d.store.placed(task_id, 0, 1, "J8") is False and d.store.tasks()[0].lm_job == "J7"
+    d.store.close()
