@@ -22,6 +22,7 @@ class QueueIndex:
         self.parent: list[int] = []
         self.weight: list[float] = []
         self.children: list[list[int]] = []
+        self.subqueues: list[list[int]] = []             # children that are queues, not users
         self._by_path: dict[str, int] = {}
         stack: list[tuple[int, object]] = [(-1, tree.root)]
         while stack:
@@ -32,14 +33,17 @@ class QueueIndex:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def _add(self, path: str, parent: int, weight: float) -> int:
+    def _add(self, path: str, parent: int, weight: float, user: bool = False) -> int:
         index = len(self.paths)
         self.paths.append(path)
         self.parent.append(parent)
         self.weight.append(weight)
         self.children.append([])
+        self.subqueues.append([])
         if parent >= 0:
             self.children[parent].append(index)
+            if not user:
+                self.subqueues[parent].append(index)
         self._by_path[path] = index
         return index
 
@@ -58,7 +62,7 @@ class QueueIndex:
         path = f"{self.paths[leaf]}/{user}"    # no queue name holds a "/"
         index = self._by_path.get(path)
         if index is None:
-            index = self._add(path, leaf, self.tree.user_weight(queue, user))
+            index = self._add(path, leaf, self.tree.user_weight(queue, user), user=True)
             self.user_of[index] = (queue, user)
         return index
 

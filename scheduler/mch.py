@@ -322,7 +322,7 @@ class MchState(UserLevel):
             heapq.heapify(self._global)
 
     def _recompute_factors(self, top: int) -> None:
-        parent, weight, children, users = self.index.parent, self.index.weight, self.index.children, self.index.user_of
+        parent, weight, subqueues = self.index.parent, self.index.weight, self.index.subqueues
         stack = [top]
         while stack:
             node = stack.pop()
@@ -332,7 +332,7 @@ class MchState(UserLevel):
                 self._dirty.add(node)
             # A user's key is F(leaf) x its own share: the leaf's one global entry carries
             # F(leaf), so a new F never re-files every user of the leaf.
-            stack.extend(c for c in children[node] if c not in users)
+            stack.extend(subqueues[node])
 
     def _refresh(self, node: int) -> None:
         """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
