@@ -162,6 +162,30 @@ def test_a_failed_first_job_cancels_the_whole_chain_naming_each_predecessor() ->
     assert w.state.jobs[C].reason == f"cancelled: dependency can no longer be met: afterok:{B} (CANCELLED)"
 
 
+def test_cancelling_the_head_of_a_chain_derives_each_job_a_bounded_number_of_times(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36 #4: every pass of the cascade re-derived every job the step had changed, so
+    a chain of N cost O(N^2) on the loop (600 jobs: 6-20 s, the watchdog restarted the
+    master and the cancel was lost). Now each job is derived when it changes: O(N)."""
+    import tcluster.master.core.draft as draft
+    calls = [0]
+    real = draft.derive_job
+
+    def counted(*args: object) -> object:
+        calls[0] += 1
+        return real(*args)  # type: ignore[arg-type]
+
+    w = world()
+    ids = [f"{i:08x}" for i in range(200)]
+    w.do(Submit(ids[0], spec()))
+    for before, after in zip(ids, ids[1:]):
+        w.do(Submit(after, spec(dependency=f"afterok:{before}")))
+    monkeypatch.setattr(draft, "derive_job", counted)
+    w.do(Cancel(ids[0]))
+    assert all(w.state.jobs[j].state is JobState.CANCELLED for j in ids)
+    assert calls[0] <= 3 * len(ids), calls[0]                 # was 20,300 (N^2 / 2)
+
+
 def test_or_lists_and_keeping_an_unmet_dependency() -> None:
     w = world()
     w.do(Submit(A, spec()))
