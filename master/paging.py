@@ -25,6 +25,11 @@ def _token(key: tuple[float, str]) -> str:
     return f"{key[0]!r}/{key[1]}"
 
 
+def token_after(job: Job) -> str:
+    """The token of the page that starts after `job` (a page cut short by bytes)."""
+    return _token((job.submitted_at, job.id))
+
+
 def _parse_token(token: str) -> tuple[float, str]:
     when, sep, job_id = token.partition("/")
     try:

@@ -22,6 +22,7 @@ from tcluster.master.identity.joining import NodeGuard
 from tcluster.master.links import AgentLink
 from tcluster.master.identity.peer import peer_cert
 from tcluster.master.nodeadmin import NodeRequest
+from tcluster.master.paging import token_after
 from tcluster.master.service import MasterService
 from tcluster.master.usagewatch import checked_watch_s
 from tcluster.domain.model import Job, Task
@@ -34,6 +35,8 @@ from tcluster.wire.protobuf import (
 
 log = logging.getLogger(__name__)
 REGISTER_TIMEOUT_S = 30.0
+# A List reply's bytes, well under the 4 MiB message bound (the header and total aside).
+LIST_BYTE_BUDGET = 3 * 2**20
 # The master's wall clock, sent as initial metadata on ListNodes and Join (calls a node may
 # make before it has a user's token): `tcl doctor` measures a node's clock skew with it.
 MASTER_TIME_KEY = "tcl-master-time"
@@ -118,7 +121,23 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         except TclusterError as error:
             await abort_with(context, error)
             raise AssertionError("unreachable")
-        return jobs_pb2.ListJobsResponse(jobs=[self._job(p, caller) for p in pairs], next_page_token=next_token, total=total)
+        return self._list_reply(pairs, next_token, total, caller)
+
+    def _list_reply(self, pairs: list[tuple[Job, list[Task]]], next_token: str, total: int,
+                    caller: Caller) -> jobs_pb2.ListJobsResponse:
+        """A page cut short where its bytes would pass LIST_BYTE_BUDGET (issue 36 #6: twelve
+        10,000-task jobs made a 4.65 MB reply that failed `tcl jobs` for everybody); the next
+        page starts after its last job. One job is always sent, however big."""
+        reply, size = jobs_pb2.ListJobsResponse(total=total), 0
+        for n, (job, tasks) in enumerate(pairs):
+            message = self._job((job, tasks), caller)
+            size += message.ByteSize() + 8            # the field's tag and length
+            if n and size > LIST_BYTE_BUDGET:
+                reply.next_page_token = token_after(pairs[n - 1][0])
+                return reply
+            reply.jobs.append(message)
+        reply.next_page_token = next_token
+        return reply
 
     async def Report(self, request: jobs_pb2.ReportRequest,
                      context: grpc.aio.ServicerContext) -> jobs_pb2.ReportResponse:
