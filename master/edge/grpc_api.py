@@ -130,7 +130,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         page starts after its last job. One job is always sent, however big."""
         reply, size = jobs_pb2.ListJobsResponse(total=total), 0
         for n, (job, tasks) in enumerate(pairs):
-            message = self._job((job, tasks), caller)
+            message = self._listed(job, tasks, caller)
             size += message.ByteSize() + 8            # the field's tag and length
             if n and size > LIST_BYTE_BUDGET:
                 reply.next_page_token = token_after(pairs[n - 1][0])
@@ -138,6 +138,17 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             reply.jobs.append(message)
         reply.next_page_token = next_token
         return reply
+
+    def _listed(self, job: Job, tasks: list[Task], caller: Caller) -> jobs_pb2.Job:
+        """One job of a List; one that cannot be encoded (a value out of its field's range,
+        written by an older version) is shown by id and why, never failing the List of
+        everybody's jobs (issue 36 #3)."""
+        try:
+            return self._job((job, tasks), caller)
+        except (ValueError, TypeError, OverflowError) as error:
+            log.error("job %s cannot be encoded for List: %s", job.id, error)
+            return jobs_pb2.Job(id=job.id, submitted_at=job.submitted_at,
+                                reason=f"this job cannot be shown: {str(error)[:200]}")
 
     async def Report(self, request: jobs_pb2.ReportRequest,
                      context: grpc.aio.ServicerContext) -> jobs_pb2.ReportResponse:

@@ -36,3 +36,27 @@ def test_a_page_past_the_byte_budget_is_cut_and_the_tokens_list_each_job_once(
         reply = await h.jobs.List(jobs_pb2.ListJobsRequest(limit=4))
         assert [j.id for j in reply.jobs] == [ids[-1]] and reply.next_page_token   # still one, and a way on
     run(scenario, tmp_path)
+
+
+def test_a_job_that_cannot_be_encoded_does_not_fail_the_list(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36 #3: one job whose value overflowed its field (a throttle over 2^31-1) made
+    every `tcl jobs` fail with UNKNOWN ValueError, for every user, across restarts."""
+    real = grpc_api.job_to_pb
+    broken: set[str] = set()
+
+    def encode(job: object, *args: object, **kwargs: object) -> jobs_pb2.Job:
+        if getattr(job, "id", "") in broken:
+            raise ValueError("Value out of range: 4294967296")
+        return real(job, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(grpc_api, "job_to_pb", encode)
+
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        ids = [(await h.submit(["true"])).id for _ in range(3)]
+        broken.add(ids[1])
+        reply = await h.jobs.List(jobs_pb2.ListJobsRequest())
+        assert [j.id for j in reply.jobs] == ids[::-1]
+        assert reply.jobs[1].reason.startswith("this job cannot be shown: Value out of range")
+        assert reply.jobs[0].spec.command == ["true"]
+    run(scenario, tmp_path)
