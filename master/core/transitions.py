@@ -16,7 +16,7 @@ import logging
 from dataclasses import replace
 from typing import Any, Callable
 
-from tcluster.domain.arrays import IndexSet, parse_array
+from tcluster.domain.arrays import MAX_INDEX_RUNS, IndexSet, parse_array
 from tcluster.domain.errors import FailedPrecondition, InvalidArgument, NotFound
 from tcluster.domain.lifecycle import can_transition
 from tcluster.master.core.batch import materialize, new_job, resolve_dependents, update_job
@@ -115,7 +115,9 @@ def _cancel_tasks(d: Draft, ev: CancelTasks) -> None:
         return _cancel(d, Cancel(job.id))      # every index named: the job is cancelled, as by `tcl cancel JOB`
     gone = job.unplaced.intersection(ev.indexes)      # arithmetic on runs: `--tasks 0-99999999` is cheap
     if gone:
-        d.step.jobs[job.id] = replace(job, unplaced=job.unplaced.without(gone), skipped=job.skipped.union(gone))
+        unplaced, skipped = job.unplaced.without(gone), job.skipped.union(gone)
+        _check_fragments(job.id, unplaced, skipped)
+        d.step.jobs[job.id] = replace(job, unplaced=unplaced, skipped=skipped)
     for stored in d.state.tasks[job.id]:
         task = d.task(stored.id) or stored
         if task.index not in ev.indexes:
@@ -125,6 +127,16 @@ def _cancel_tasks(d: Draft, ev: CancelTasks) -> None:
                           finished_at=d.now.wall))
         elif task.state.holds_resources and d.intent(task.id, task.attempt) is None:
             want_killed(d, task, "cancelled (tcl cancel --tasks)")
+
+
+def _check_fragments(job_id: str, *sets: IndexSet) -> None:
+    """Issue 36 #5: each `--tasks A-B:STEP` cut an array's runs further, without bound
+    (~2.4 MB of state a cancel, stalls of seconds, then replies over the message bound);
+    a cancel that would leave more runs than MAX_INDEX_RUNS is refused before any write."""
+    runs = max(len(s.runs) for s in sets)
+    if runs > MAX_INDEX_RUNS:
+        raise InvalidArgument("tasks", f"would split job {job_id}'s indexes into {runs:,} ranges; at most "
+                                       f"{MAX_INDEX_RUNS:,} are kept: cancel fewer, wider ranges, or the whole job")
 
 
 def _update(d: Draft, ev: UpdateJob) -> None:

@@ -23,7 +23,9 @@ MAX_STEPPED_CANCEL = 100_000          # indexes a `--tasks` spec may name in ste
 _MAX_RESIDUE_RUNS = 64                # a sparser cut leaves k-1 residue runs up to this k
 _RUN = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
 Run = tuple[int, int, int]            # first, last (inclusive, on the step), step
-
+# The most runs an array's unplaced or skipped indexes are kept in: its text stays under
+# ~120 KB each, so a job's record and its replies stay bounded whatever cancels cut it.
+MAX_INDEX_RUNS = 4096
 
 @dataclass(frozen=True)
 class IndexSet:

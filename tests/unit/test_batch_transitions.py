@@ -91,6 +91,23 @@ def test_cancelling_every_index_of_a_hundred_million_costs_the_runs() -> None:
     assert job.cancelled and job.state is JobState.CANCELLED        # every index named: the job is cancelled
 
 
+def test_cancels_that_would_fragment_an_array_past_the_bound_are_refused_unwritten() -> None:
+    """Issue 36 #5: `--tasks A-B:STEP` cancels cut an array's runs without bound (the review:
+    +2.4 MB of state a cancel, then replies over 4 MiB). Past MAX_INDEX_RUNS one is refused,
+    naming the field, and changes nothing."""
+    from tcluster.domain.arrays import MAX_INDEX_RUNS
+    w = world()
+    w.do(Submit(A, spec(array="0-99999999")))
+    w.do(CancelTasks(A, parse_index_set("0-99999:3")))                 # a few stepped runs: kept
+    w.do(CancelTasks(A, parse_index_set("200000-209900:100")))         # 100 runs: kept
+    assert 100 < len(w.state.jobs[A].unplaced.runs) <= MAX_INDEX_RUNS
+    before = (w.state.jobs[A].unplaced, w.state.jobs[A].skipped)
+    with pytest.raises(InvalidArgument) as refused:                  # 100,000 runs (the review's ~2.4 MB)
+        w.do(CancelTasks(A, parse_index_set("1000000-10999900:100")))
+    assert refused.value.field == "tasks" and "into 100,1" in str(refused.value) and "at most 4,096" in str(refused.value)
+    assert (w.state.jobs[A].unplaced, w.state.jobs[A].skipped) == before and not w.state.jobs[A].cancelled
+
+
 def test_naming_only_some_indexes_leaves_the_job_running() -> None:
     w = world()
     w.do(Submit(A, spec(array="0-9")))
