@@ -14,7 +14,7 @@ from typing import AsyncIterator, Callable
 
 from tcluster.domain.arrays import parse_index_set
 from tcluster.domain.dependency import parse_dependency
-from tcluster.domain.errors import FailedPrecondition, NotFound, Unavailable
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from tcluster.domain.gpuusage import GpuBoard
 from tcluster.master.features.quotas_live import check_pending_cap
 from tcluster.master.identity.gate import Gate
@@ -136,7 +136,7 @@ class MasterService:
         job_id = secrets.token_hex(4)
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
-        _, durable = self._do(Submit(job_id, spec, self._known_states(spec)))
+        _, durable = self._do(Submit(job_id, spec, self._known_states(spec, caller)))
         if self.plugins.lotes is not None:
             self.plugins.lotes.submitted(spec)
         self.kick()
@@ -237,14 +237,21 @@ class MasterService:
                                               page_token, owner)
         return [self.get(job_id) for job_id in ids], next_token, total
 
-    def _known_states(self, spec: JobSpec) -> tuple[tuple[str, JobState], ...]:
-        """How the jobs a dependency names ended, for those no longer in memory (on disk)."""
+    def _known_states(self, spec: JobSpec, caller: Caller) -> tuple[tuple[str, JobState], ...]:
+        """How the jobs a dependency names ended, for those no longer in memory (their
+        record only, never their task rows, on the loop). Under --status-visibility own a
+        job of another user is "not found", as it is to Get: a dependency must not tell
+        whether it exists or how it ended."""
         if not spec.dependency:
             return ()
-        known = []
+        known, own = [], sees_only_own(caller, self.gate.policy)
         for job_id in parse_dependency(spec.dependency).jobs:
-            if job_id not in self.state.jobs and (stored := self.store.load_job(job_id)) is not None:
-                known.append((job_id, stored[0].state))
+            job = self.state.jobs.get(job_id)
+            if job is None and (job := self.store.load_job_record(job_id)) is not None:
+                known.append((job_id, job.state))
+            if job is not None and own and job.spec.owner != caller.name:
+                raise InvalidArgument("dependency", f"job {job_id[:64]!r} not found (a job may wait only on jobs "
+                                                    "submitted before it: there can be no cycle)")
         return tuple(known)
 
     async def cancel(self, job_id: str, caller: Caller = ANONYMOUS, tasks: str = "") -> tuple[Job, list[Task]]:

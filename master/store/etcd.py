@@ -259,6 +259,9 @@ class EtcdStore:
         job = self._job(job_id)
         return (job, self.load_tasks({job_id})) if job is not None else None
 
+    def load_job_record(self, job_id: str) -> Job | None:
+        return self._job(job_id)
+
     def job_keys(self, states: list[str], queue: str, before: tuple[float, str] | None,
                  limit: int, owner: str = "") -> tuple[list[tuple[float, str]], int]:
         wanted = set(states)

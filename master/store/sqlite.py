@@ -291,6 +291,10 @@ class Store:
         rows = db.execute(f"SELECT {self._TASK_COLUMNS} FROM tasks WHERE job_id=? ORDER BY idx", (job_id,)).fetchall()
         return _job(row), [_task(r) for r in rows]
 
+    def load_job_record(self, job_id: str) -> Job | None:
+        row = self._reads().execute(f"SELECT {self._JOB_COLUMNS} FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return _job(row) if row is not None else None
+
     def job_keys(self, states: list[str], queue: str, before: tuple[float, str] | None,
                  limit: int, owner: str = "") -> tuple[list[tuple[float, str]], int]:
         """(submitted_at, id) newest first, strictly before `before`; and how many match in all."""

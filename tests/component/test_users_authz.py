@@ -172,6 +172,15 @@ def test_status_visibility_own(tmp_path: Path) -> None:
         assert (code, why) == (grpc.StatusCode.NOT_FOUND, f"job {a.id!r} not found")   # as for no such job
         assert len((await h.jobs.List(jobs_pb2.ListJobsRequest(), metadata=auth(bob))).jobs) == 0
         assert len((await h.jobs.List(jobs_pb2.ListJobsRequest(), metadata=auth(alice))).jobs) == 1
+        # A dependency must not tell bob whether alice's job exists (issue 36 #7): as for none.
+        waits, none = spec("default"), spec("default")
+        waits.dependency, none.dependency = f"afterok:{a.id}", "afterok:ffff0000"
+        told = await code_of(h.jobs.Submit(jobs_pb2.SubmitRequest(spec=waits), metadata=auth(bob)))
+        unknown = await code_of(h.jobs.Submit(jobs_pb2.SubmitRequest(spec=none), metadata=auth(bob)))
+        assert told[0] == unknown[0] == grpc.StatusCode.INVALID_ARGUMENT
+        assert told[1] == unknown[1].replace("ffff0000", a.id) and "not found" in told[1]
+        mine = await h.jobs.Submit(jobs_pb2.SubmitRequest(spec=waits), metadata=auth(alice))    # her own: fine
+        assert mine.spec.dependency == f"afterok:{a.id}"
     run(scenario, tmp_path)
 
 
