@@ -1,22 +1,25 @@
 #!/bin/sh
 # install.sh: install tcluster on a node, join it to the cluster and start its agent.
 #
-#   sh install.sh [PACKAGE.deb] --master HOST:PORT --token TOKEN [--node NAME] [--skip-preflight]
+#   sh install.sh [PACKAGE.deb] --master HOST:PORT --token-file FILE|- [--node NAME] [--skip-preflight]
 #
-# PACKAGE.deb: the package to install (`make deb` builds it); without one, the newest
-# tcluster_*.deb beside this script or in the current directory, else the tcluster package
-# already installed (this script is also /opt/tcluster/install.sh). Nothing is downloaded.
-# --master/--token (or $TCL_MASTER/$TCL_JOIN_TOKEN): the master's client address and a token from
-# `tcl-master join-token create`; the join is skipped on a node that already joined.
+# PACKAGE.deb: the package to install (`make deb` builds it), named explicitly; without one,
+# the tcluster package already installed (this script is also /opt/tcluster/install.sh).
+# Nothing is downloaded, and no .deb is picked up from any directory by name.
+# --master (or $TCL_MASTER): the master's client address; --token-file (- reads stdin; or
+# $TCL_JOIN_TOKEN): a token from `tcl-master join-token create`, handed to the join on stdin,
+# never on a command line (--token TOKEN still works, visible in ps); the join is skipped
+# on a node that already joined.
 # Then the preflight (`tcl doctor`: cgroups, kernel features, the task supervisor, the
 # master's ports and clock) must pass, and the tcl-agent unit is enabled and started.
 # Every failure stops the script with the reason, on stderr, and a non-zero exit.
 set -eu
 
-STATE_DIR=/var/lib/tcluster/agent
+STATE_DIR=${TCL_INSTALL_STATE_DIR:-/var/lib/tcluster/agent}   # overridden by tests only
 CONFIG=/etc/tcluster/agent.toml
 MASTER=${TCL_MASTER:-}
 TOKEN=${TCL_JOIN_TOKEN:-}
+TOKEN_FILE=
 NODE=
 PACKAGE=
 PREFLIGHT=yes
@@ -25,7 +28,7 @@ say() { echo "install.sh: $*" >&2; }
 die() { echo "install.sh: error: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -33,6 +36,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --master) [ $# -ge 2 ] || die "--master needs HOST:PORT"; MASTER=$2; shift 2 ;;
         --token) [ $# -ge 2 ] || die "--token needs a token"; TOKEN=$2; shift 2 ;;
+        --token-file) [ $# -ge 2 ] || die "--token-file needs a file (or - for stdin)"; TOKEN_FILE=$2; shift 2 ;;
         --node) [ $# -ge 2 ] || die "--node needs a name"; NODE=$2; shift 2 ;;
         --skip-preflight) PREFLIGHT=no; shift ;;
         -h|--help) usage 0 ;;
@@ -44,23 +48,18 @@ done
 [ "$(id -u)" = 0 ] || die "run as root (it installs a package and a systemd unit)"
 command -v dpkg >/dev/null || die "dpkg not found: this script installs the Debian package"
 
-find_package() {
-    here=$(cd "$(dirname "$0")" && pwd)
-    for dir in "$here" "$(pwd)"; do
-        found=$(ls -t "$dir"/tcluster_*.deb 2>/dev/null | head -n 1 || true)
-        if [ -n "$found" ]; then echo "$found"; return; fi
-    done
-}
-
 install_package() {
-    [ -n "$PACKAGE" ] || PACKAGE=$(find_package)
     if [ -z "$PACKAGE" ]; then
         dpkg-query -W -f='${Status}' tcluster 2>/dev/null | grep -q "install ok installed" || \
-            die "no package given, none (tcluster_*.deb) beside this script or here, and tcluster is not installed"
+            die "no package given and tcluster is not installed: sh install.sh ./tcluster_VERSION_all.deb ..."
         say "using the installed tcluster $(dpkg-query -W -f='${Version}' tcluster)"
         return
     fi
     [ -f "$PACKAGE" ] || die "$PACKAGE: no such file"
+    case "$PACKAGE" in
+        *.deb) ;;
+        *) die "$PACKAGE: not a .deb (give the package file that make deb built)" ;;
+    esac
     say "installing $PACKAGE"
     # --force-confold: an upgrade keeps the operator's /etc/tcluster files without asking.
     DEBIAN_FRONTEND=noninteractive dpkg --force-confold -i "$PACKAGE" || \
@@ -73,10 +72,19 @@ join_cluster() {
         return
     fi
     [ -n "$MASTER" ] || die "--master HOST:PORT is needed to join (or \$TCL_MASTER)"
-    [ -n "$TOKEN" ] || die "--token is needed to join: on the master, tcl-master join-token create (or \$TCL_JOIN_TOKEN)"
-    set -- --master "$MASTER" --token "$TOKEN" --state-dir "$STATE_DIR"
+    if [ -n "$TOKEN_FILE" ] && [ "$TOKEN_FILE" != - ]; then
+        [ -r "$TOKEN_FILE" ] || die "--token-file $TOKEN_FILE: cannot read it"
+        TOKEN=$(head -c 4096 "$TOKEN_FILE")
+    elif [ "$TOKEN_FILE" = - ]; then
+        TOKEN=$(head -c 4096)
+    fi
+    [ -n "$TOKEN" ] || die "a join token is needed: --token-file FILE (or - for stdin); on the master: \
+tcl-master join-token create (or \$TCL_JOIN_TOKEN)"
+    set -- --master "$MASTER" --token-file - --state-dir "$STATE_DIR"
     [ -z "$NODE" ] || set -- "$@" --node "$NODE"
-    tcl-agent join "$@" || die "the join failed (the reason is above); a token is single-use and expires"
+    # printf is a shell builtin: the token reaches the join on stdin, in no process's argv.
+    printf '%s\n' "$TOKEN" | tcl-agent join "$@" || \
+        die "the join failed (the reason is above); a token is single-use and expires"
 }
 
 preflight() {

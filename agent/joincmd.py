@@ -1,9 +1,13 @@
-"""`tcl-agent join --master HOST:PORT[,HOST:PORT...] --token TOKEN [--node NAME] [--state-dir D]`."""
+"""`tcl-agent join --master HOST:PORT[,HOST:PORT...] --token-file FILE|- [--node NAME] [--state-dir D]`.
+
+The token is a secret: read from a file, stdin (`-`) or $TCL_JOIN_TOKEN, so that it is not
+on a command line every local user can read in /proc; `--token TOKEN` still works."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import sys
 from pathlib import Path
@@ -21,18 +25,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", required=True, metavar="HOST:PORT[,...]",
                    help="the master's client address; for HA masters, every one, comma-separated (each is "
                         "tried; all are kept for later starts)")
-    p.add_argument("--token", required=True, help="from `tcl-master join-token create` (single use)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--token-file", metavar="FILE|-",
+                       help="a file holding the token from `tcl-master join-token create` (single use); - reads "
+                            "stdin. Without it: $TCL_JOIN_TOKEN")
+    which.add_argument("--token", help="the token itself (visible to every local user in ps: prefer --token-file)")
     p.add_argument("--node", default=None, help="this node's name (default: hostname)")
     p.add_argument("--state-dir", type=Path, default=Path("/var/lib/tcluster/agent"),
                    help="where the identity is kept, as for tcl-agent (default %(default)s)")
     return p
 
 
+MAX_TOKEN_BYTES = 4096
+
+
+def read_token(args: argparse.Namespace) -> str:
+    """The token from --token, --token-file (- is stdin) or $TCL_JOIN_TOKEN, stripped."""
+    if args.token is not None:
+        return str(args.token).strip()
+    if args.token_file is None:
+        return os.environ.get("TCL_JOIN_TOKEN", "").strip()
+    try:
+        if args.token_file == "-":
+            text = sys.stdin.read(MAX_TOKEN_BYTES + 1)
+        else:
+            with open(args.token_file, encoding="utf-8") as f:
+                text = f.read(MAX_TOKEN_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as error:
+        raise InvalidArgument("--token-file", f"cannot read {args.token_file}: {error}") from None
+    if len(text) > MAX_TOKEN_BYTES:
+        raise InvalidArgument("--token-file", f"{args.token_file} holds more than {MAX_TOKEN_BYTES} bytes: not a token")
+    return text.strip()
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     node = args.node or socket.gethostname()
     try:
-        outcome = asyncio.run(join(args.master, args.token, node, args.state_dir))
+        token = read_token(args)
+        if not token:
+            raise InvalidArgument("--token-file", "no join token: give --token-file FILE (or - for stdin), or set "
+                                                  "$TCL_JOIN_TOKEN; on the master: tcl-master join-token create")
+        outcome = asyncio.run(join(args.master, token, node, args.state_dir))
     except InvalidArgument as error:
         print(f"tcl-agent join: {error}", file=sys.stderr)
         return 2

@@ -26,8 +26,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None
 WAIT_S = 60.0
 
 
-def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=60)
+def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=60, input=stdin)
 
 
 def _until(check, what: str, timeout_s: float = WAIT_S):  # type: ignore[no-untyped-def]
@@ -72,9 +72,9 @@ def test_init_join_three_agents_run_a_job_and_revoke_one(tmp_path: Path) -> None
         address = f"127.0.0.1:{port}"
         tokens = [json.loads(_run("tcl-master", "join-token", "create", "--data-dir", str(data), "-o", "json",
                                   "--labels", f"slot=s{i}").stdout)["token"] for i in range(3)]
-        for node, token in zip(nodes, tokens):
-            joined = _run("tcl-agent", "join", "--master", address, "--token", token, "--node", node,
-                          "--state-dir", str(tmp_path / node))
+        for node, token in zip(nodes, tokens):   # the token on stdin: in no argv (install.sh's way)
+            joined = _run("tcl-agent", "join", "--master", address, "--token-file", "-", "--node", node,
+                          "--state-dir", str(tmp_path / node), stdin=token + "\n")
             assert joined.returncode == 0, joined.stderr
             assert f"127.0.0.1:{agent_port} with mutual TLS" in joined.stdout
         reused = _run("tcl-agent", "join", "--master", address, "--token", tokens[0], "--node", "late",

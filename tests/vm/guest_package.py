@@ -2,7 +2,7 @@
 for tests/vm/test_package.py: the Debian package built on the host, as an operator would use it.
 
 1. `dpkg -i` the first package; `tcl-master init`, the master unit, a join token.
-2. /opt/tcluster/install.sh (no package: the installed one) joins the node with --token,
+2. /opt/tcluster/install.sh (no package: the installed one) joins the node with --token-file,
    runs `tcl doctor` and starts the agent unit; a job's task runs.
 3. install.sh with a rebuilt package of a higher version while the task runs: postinst
    restarts the daemons; the agent runs the new version, the task survives and succeeds,
@@ -86,7 +86,10 @@ def first_install(first: Path) -> dict[str, Any]:
     # The operator's edits: capacity, and the test-only hang trigger.
     agent_toml = ETC / "agent.toml"
     agent_toml.write_text(agent_toml.read_text() + f'\ncpus = 2\nmemory = "1Gi"\ntest_hang_file = "{HANG}"\n')
-    install = sh("sh", "/opt/tcluster/install.sh", "--master", "127.0.0.1:7070", "--token", token.stdout.strip(),
+    token_file = Path("/run/tcl-join-token")          # the token in a file only the operator reads, never in argv
+    token_file.touch(mode=0o600)
+    token_file.write_text(token.stdout.strip() + "\n")
+    install = sh("sh", "/opt/tcluster/install.sh", "--master", "127.0.0.1:7070", "--token-file", str(token_file),
                  "--node", NODE, timeout=300, log="install-sh.log")
     out["install_sh_rc"] = install.returncode
     out["doctor_failed"] = [line for line in install.stdout.splitlines() if line.startswith("FAIL")]
