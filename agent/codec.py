@@ -27,9 +27,9 @@ def event_to_pb(seq: int, r: TaskReport) -> agent_pb2.TaskEvent:
 def register_to_pb(node: str, capacity: Resources, reserved: Resources, labels: dict[str, str], runtime: str,
                    running: list[Launch], pending: list[tuple[int, TaskReport]],
                    version: str = "", ceilings: Ceilings = Ceilings(), features: tuple[str, ...] = AGENT_FEATURES,
-                   usage_interval_s: float = 0.0) -> agent_pb2.AgentMessage:
+                   usage_interval_s: float = 0.0, sent_at: float = 0.0) -> agent_pb2.AgentMessage:
     return agent_pb2.AgentMessage(register=agent_pb2.Register(
-        node=node, capacity=resources_to_pb(capacity), reserved=resources_to_pb(reserved), labels=labels,
+        sent_at=sent_at, node=node, capacity=resources_to_pb(capacity), reserved=resources_to_pb(reserved), labels=labels,
         features=features, usage_interval_s=usage_interval_s,
         runtime=runtime, agent_version=version, pids_max=ceilings.pids_max, log_max_bytes=ceilings.log_max_bytes,
         running=[

@@ -193,7 +193,7 @@ class Agent:
             register = codec.register_to_pb(
                 self.settings.node, self.tasks.capacity, self.tasks.reserved, self.node_labels(),
                 self.runtime.name, self.tasks.running(), pending, __version__, self.tasks.ceilings,
-                usage_interval_s=self.settings.usage_interval_s)
+                usage_interval_s=self.settings.usage_interval_s, sent_at=time.time())
             # Before the await: reports added meanwhile (or beyond the cap) go as events.
             self.outbox.mark_sent(pending[-1][0] if pending else 0)
             await call.write(register)

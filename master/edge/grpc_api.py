@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 from typing import AsyncIterator
 
 import grpc
@@ -16,6 +17,7 @@ from tcluster.domain.errors import (
 )
 from tcluster.master.core.actions import Heartbeat, LogPiece, Registration, ReportBatch
 from tcluster.master.edge import ledger_api
+from tcluster.master.edge.agent_clock import AgentClock
 from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pbs
 from tcluster.master.identity.gate import bearer_token
 from tcluster.master.identity.joining import NodeGuard
@@ -256,9 +258,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def __init__(self, service: MasterService, guard: NodeGuard | None = None) -> None:
         self.service = service
         self.guard = guard
+        self.clocks: dict[AgentLink, AgentClock] = {}     # each stream's agent clock (agent_clock.py)
 
     async def Connect(self, request_iterator: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AsyncIterator[agent_pb2.MasterMessage]:
-        link = await self._register(request_iterator, context)
+        clock = AgentClock()
+        link = await self._register(request_iterator, context, clock)
+        self.clocks[link] = clock
         reader = asyncio.create_task(self._read(request_iterator, link))
         try:
             while (message := await link.next_outbound()) is not None:
@@ -268,15 +273,20 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 await context.abort(grpc.StatusCode.PERMISSION_DENIED, f"node {link.node}'s certificate was revoked")
         finally:
             reader.cancel()
+            self.clocks.pop(link, None)
             self.service.agents.detach(link)
             if self.guard is not None:
                 self.guard.forget(link)
 
-    async def _register(self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext) -> AgentLink:
+    async def _register(self, requests: AsyncIterator[agent_pb2.AgentMessage], context: grpc.aio.ServicerContext,
+                        clock: AgentClock) -> AgentLink:
         try:
-            first = inbound_from_pb(await wait_for(requests.__anext__(), REGISTER_TIMEOUT_S))
+            message = await wait_for(requests.__anext__(), REGISTER_TIMEOUT_S)
+            first = inbound_from_pb(message)
             if not isinstance(first, Registration):
                 raise InvalidArgument("register", "the first message on a stream must be Register")
+            clock.heard(message.register.sent_at, time.time())
+            first = replace(first, reports=clock.to_master(first.reports))
             if self.guard is None:
                 return self.service.agents.attach(first)
             admitted, serial = self.guard.admit(peer_cert(context), first)
@@ -306,9 +316,14 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         except ValueError as error:  # malformed: drop this message, keep the stream
             log.warning("dropping malformed message from %s: %s", link.node, error)
             return
+        clock = self.clocks.get(link)
         if isinstance(inbound, Heartbeat):
+            if clock is not None:
+                clock.heard(message.heartbeat.sent_at, time.time())
             self.service.agents.on_heartbeat(link, inbound)
         elif isinstance(inbound, ReportBatch):
+            if clock is not None:
+                inbound = replace(inbound, reports=clock.to_master(inbound.reports))
             self.service.agents.on_reports(link, inbound)
         elif isinstance(inbound, LogPiece):
             self.service.agents.on_log_piece(link, inbound)

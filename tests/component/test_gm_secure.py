@@ -80,7 +80,10 @@ def test_a_gm_certificate_of_the_cluster_places_a_task_that_runs(tmp_path: Path)
                 job = await stub.Get(fpb.FedGetRequest(id=job_id), timeout=10)
                 return [t.state for t in job.tasks] == ["RUNNING"]
             await wait_until(running)
-            assert len(h.agents["n1"].runtime.running_keys()) == 1      # it runs on the LM's node
+
+            async def launched() -> bool:      # the GM's RUNNING is the LM's answer; the launch follows it
+                return len(h.agents["n1"].runtime.running_keys()) == 1      # it runs on the LM's node
+            await wait_until(launched)
             await stub.Cancel(fpb.FedCancelRequest(id=job_id), timeout=10)   # through the LM's JobService, mTLS
 
             async def cancelled() -> bool:

@@ -21,7 +21,7 @@ class AgentMessage(_message.Message):
     def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., events: _Optional[_Union[TaskEvents, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("node", "capacity", "reserved", "labels", "runtime", "agent_version", "running", "pending_events", "pids_max", "log_max_bytes", "features", "usage_interval_s")
+    __slots__ = ("node", "capacity", "reserved", "labels", "runtime", "agent_version", "running", "pending_events", "pids_max", "log_max_bytes", "features", "usage_interval_s", "sent_at")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,7 @@ class Register(_message.Message):
     LOG_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     FEATURES_FIELD_NUMBER: _ClassVar[int]
     USAGE_INTERVAL_S_FIELD_NUMBER: _ClassVar[int]
+    SENT_AT_FIELD_NUMBER: _ClassVar[int]
     node: str
     capacity: _common_pb2.Resources
     reserved: _common_pb2.Resources
@@ -53,7 +54,8 @@ class Register(_message.Message):
     log_max_bytes: int
     features: _containers.RepeatedScalarFieldContainer[str]
     usage_interval_s: float
-    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[str] = ..., agent_version: _Optional[str] = ..., running: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ..., pending_events: _Optional[_Iterable[_Union[TaskEvent, _Mapping]]] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., usage_interval_s: _Optional[float] = ...) -> None: ...
+    sent_at: float
+    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., reserved: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., labels: _Optional[_Mapping[str, str]] = ..., runtime: _Optional[str] = ..., agent_version: _Optional[str] = ..., running: _Optional[_Iterable[_Union[RunningTask, _Mapping]]] = ..., pending_events: _Optional[_Iterable[_Union[TaskEvent, _Mapping]]] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., features: _Optional[_Iterable[str]] = ..., usage_interval_s: _Optional[float] = ..., sent_at: _Optional[float] = ...) -> None: ...
 
 class RunningTask(_message.Message):
     __slots__ = ("task_id", "attempt", "resources")
