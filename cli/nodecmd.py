@@ -1,4 +1,4 @@
-"""`tcl node cordon|uncordon|drain|maint NODE…` and `tcl node drain --monitor`.
+"""`tcl node cordon|uncordon|drain|maint|forget NODE…` and `tcl node drain --monitor`.
 
 The monitor answers kubectl#172 ("drains that hang silently"): it polls the master's node
 list and prints each task the drain still waits for and why, each task that leaves, the

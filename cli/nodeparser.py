@@ -54,7 +54,10 @@ def add_node(sub: Any, common: argparse.ArgumentParser) -> None:
         "            stopped (SIGTERM, the preemption grace, SIGKILL) and requeued elsewhere,\n"
         "            without using a retry\n"
         "  maint     a maintenance window: nothing starts there that could still run when it\n"
-        "            opens (a job without a time limit: nothing until it is over)",
+        "            opens (a job without a time limit: nothing until it is over)\n"
+        "  forget    an unreachable node's machine is dead: what ran there is lost now, and a\n"
+        "            stop it never confirmed is taken as done (a job without --retries waits\n"
+        "            for that: its copy might still run)",
         epilog="examples:\n  tcl node drain n1 n2 --deadline 1h --reason 'kernel 6.8' --monitor\n"
         "  tcl node maint n3 --start 2026-11-27T02:00 --duration 2h --reason 'UPS swap'\n"
         "  tcl node uncordon n1 n2",
@@ -65,7 +68,8 @@ def add_node(sub: Any, common: argparse.ArgumentParser) -> None:
     ops = p.add_subparsers(dest="node_op", metavar="OP", required=True)
     for name, text in (("cordon", "no new tasks on these nodes"), ("uncordon", "back to READY"),
                        ("drain", "cordon, let tasks end, requeue the rest at the deadline"),
-                       ("maint", "schedule a maintenance window")):
+                       ("maint", "schedule a maintenance window"),
+                       ("forget", "declare unreachable nodes dead: their tasks are lost now")):
         op = ops.add_parser(name, parents=[common], help=text, description=text)
         op.add_argument("nodes", nargs="+", metavar="NODE")
         op.add_argument("--reason", default="", help="why (shown in `tcl nodes`, with who and when)")

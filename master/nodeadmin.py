@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tcluster.domain.errors import InvalidArgument
-from tcluster.master.core.events import Cordon, Drain, KillMode, Maintain, NodeEvent, Step, Uncordon
+from tcluster.master.core.events import Cordon, Drain, Forget, KillMode, Maintain, NodeEvent, Step, Uncordon
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.state import MasterState
 from tcluster.domain.model import NodeState, Task, TaskState
 from tcluster.domain.nodeorders import DRAIN_REASON_PREFIX
 from tcluster.scheduler.windows import Windows, windows_of
 
-OPS = ("cordon", "uncordon", "drain", "maint")
+OPS = ("cordon", "uncordon", "drain", "maint", "forget")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ def event_of(request: NodeRequest, by: str) -> NodeEvent:
         "uncordon": lambda: Uncordon(request.nodes, by, request.reason),
         "drain": lambda: Drain(request.nodes, by, request.reason, request.deadline_s),
         "maint": lambda: Maintain(request.nodes, by, request.start, request.duration_s, request.reason),
+        "forget": lambda: Forget(request.nodes, by, request.reason),
     }
     if request.op not in make:
         raise InvalidArgument("op", f"{request.op[:32]!r} is not one of: {', '.join(OPS)}")

@@ -139,7 +139,16 @@ class Maintain:
     reason: str = ""
 
 
-NodeEvent = Cordon | Uncordon | Drain | Maintain
+@dataclass(frozen=True)
+class Forget:
+    """An admin's word that these unreachable nodes' machines are dead (`tcl node forget`):
+    what ran there ended, so a stop the node never confirmed is taken as done now."""
+    nodes: tuple[str, ...]
+    by: str
+    reason: str = ""
+
+
+NodeEvent = Cordon | Uncordon | Drain | Maintain | Forget
 
 
 @dataclass(frozen=True)
@@ -268,7 +277,7 @@ class Step:
 
 __all__ = [
     "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "AccrueUsage", "Cancel", "CancelTasks", "UpdateJob", "Cordon",
-    "Disconnect", "Drain", "Event", "Kill", "Maintain", "NodeEvent", "Uncordon",
+    "Disconnect", "Drain", "Event", "Forget", "Kill", "Maintain", "NodeEvent", "Uncordon",
     "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "SubmitPinned", "Tick",
     "Welcome",
 ]

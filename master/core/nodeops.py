@@ -24,7 +24,7 @@ def node_of(d: Draft, name: str) -> Node | None:
     return d.step.nodes.get(name) or d.state.nodes.get(name)
 
 
-def _named(d: Draft, names: tuple[str, ...]) -> list[Node]:
+def named(d: Draft, names: tuple[str, ...]) -> list[Node]:
     """Every named node, or the whole event is refused: an operator's `tcl node drain a b`
     either takes effect on both or on neither."""
     if not names:
@@ -55,7 +55,7 @@ def blocking(d: Draft, name: str) -> list[Task]:
 
 
 def cordon(d: Draft, ev: Cordon) -> None:
-    for node in _named(d, ev.nodes):
+    for node in named(d, ev.nodes):
         # Already CORDONED: the first cordon's who and when stand. DRAINING or DRAINED take
         # no new tasks either, and a cordon must not cancel a drain.
         if node.ops.state in (NodeState.READY, NodeState.MAINT):
@@ -66,7 +66,7 @@ def cordon(d: Draft, ev: Cordon) -> None:
 def uncordon(d: Draft, ev: Uncordon) -> None:
     """READY again: a cordon lifted, a drain cancelled (what it already stopped stays
     requeued), the maintenance window dropped. Who did it is kept."""
-    for node in _named(d, ev.nodes):
+    for node in named(d, ev.nodes):
         if node.ops.state is not NodeState.READY or node.ops.has_window:
             _set(d, node, replace(READY_OPS, by=ev.by, at=d.now.wall, reason=ev.reason))
 
@@ -75,7 +75,7 @@ def drain(d: Draft, ev: Drain) -> None:
     if not 0 <= ev.deadline_s < float("inf"):
         raise InvalidArgument("deadline", f"{ev.deadline_s!r} must be seconds >= 0 (0: no deadline)")
     deadline = d.now.wall + ev.deadline_s if ev.deadline_s > 0 else 0.0
-    for node in _named(d, ev.nodes):
+    for node in named(d, ev.nodes):
         ops = node.ops
         if ops.state is NodeState.DRAINED:
             continue                    # nothing left to wait for
@@ -94,7 +94,7 @@ def maintain(d: Draft, ev: Maintain) -> None:
     end = ev.start + ev.duration_s
     if end <= d.now.wall:
         raise InvalidArgument("start", "the window is already over; give a start in the future (or now)")
-    for node in _named(d, ev.nodes):
+    for node in named(d, ev.nodes):
         ops = replace(node.ops, maint_start=ev.start, maint_end=end, maint_by=ev.by, maint_reason=ev.reason)
         _set(d, node, _window(ops, d.now.wall))
 
@@ -148,4 +148,4 @@ def _window(ops: NodeOps, now: float) -> NodeOps:
     return ops
 
 
-__all__ = ["blocking", "cordon", "deadline_reason", "drain", "maintain", "node_of", "tick", "uncordon"]
+__all__ = ["blocking", "cordon", "deadline_reason", "drain", "maintain", "named", "node_of", "tick", "uncordon"]

@@ -69,6 +69,22 @@ def preempted(d: Draft, task: Task, intent: KillIntent, at: float) -> None:
             restart_gang(d, job, f"gang member {task.index} was preempted", task.id)
 
 
+def end_attempt(d: Draft, task: Task, state: TaskState, reason: str, exit_code: int | None, signal: int,
+                 at: float) -> None:
+    """An attempt ended: the task ends too, unless the job asked for retries of failures."""
+    if gang_member_ended(d, task, state, reason, at):
+        return
+    job = d.job(task.job_id)
+    failed = state in (TaskState.FAILED, TaskState.LOST)
+    failures = task.failures + failed
+    if failed and not job.cancelled and task.failures < job.spec.retries:
+        d.put(replace(task, state=TaskState.PENDING, node="", failures=failures, exit_code=None, signal=0,
+                      reason=f"attempt {task.attempt} {state.value}: {reason}; retry {failures} of {job.spec.retries}"))
+        return
+    d.put(replace(task, state=state, reason=reason, exit_code=exit_code, signal=signal, finished_at=at or d.now.wall,
+                  failures=failures))
+
+
 # ---- gangs: all members run together, or none does ----
 
 GANG_TIMEOUT_S = 300.0      # --gang-timeout-s's default

@@ -22,14 +22,15 @@ from tcluster.domain.lifecycle import can_transition
 from tcluster.master.core.batch import materialize, new_job, resolve_dependents, update_job
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.stopping import (
-    GANG_TIMEOUT_S, cancel_job, ended, gang_member_ended, grace, requeued_end, restart_gang, want_killed,
+    GANG_TIMEOUT_S, cancel_job, end_attempt, ended, grace, requeued_end, restart_gang, want_killed,
 )
 from tcluster.master.core.events import (
     AccrueUsage,
     Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Cordon, Disconnect, Drain, Event, Kill, KillIntent,
-    KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, SubmitPinned, Tick, Uncordon, UpdateJob, Welcome,
+    Forget, KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, SubmitPinned, Tick, Uncordon, UpdateJob, Welcome,
 )
 from tcluster.master.core import nodeops
+from tcluster.master.core.unreachable import forget, lose
 from tcluster.domain.reports import TaskReport
 from tcluster.wire.features import report_silence_limit
 from tcluster.master.core.liveness import beat, left, usage_interval_of
@@ -208,7 +209,7 @@ def _reconcile_missing(d: Draft, node: str, running: set[tuple[str, int]]) -> No
             # The launch never reached the agent (e.g. the master died right after placing).
             d.put(replace(current, state=TaskState.PENDING, node="", reason=f"requeued: node {node} never got it"))
         else:
-            _end_attempt(d, current, TaskState.LOST, f"node {node} no longer runs it", None, 0, d.now.wall)
+            end_attempt(d, current, TaskState.LOST, f"node {node} no longer runs it", None, 0, d.now.wall)
     for (task_id, attempt), _ in d.state.kills_on(node):   # this node's, not every intent
         if (task_id, attempt) not in running:
             d.drop_intent(task_id, attempt)
@@ -272,25 +273,9 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
     if intent is not None and report.state is not TaskState.SUCCEEDED and requeued_end(d, final, intent, report.at):
         return   # however it ended after SIGTERM: it was stopped to run again (preempted, its gang restarts)
     if intent is not None and intent.retry and report.state is TaskState.KILLED:
-        _end_attempt(d, final, TaskState.LOST, intent.reason, report.exit_code, report.signal, report.at)
+        end_attempt(d, final, TaskState.LOST, intent.reason, report.exit_code, report.signal, report.at)
         return
-    _end_attempt(d, final, report.state, report.reason, report.exit_code, report.signal, report.at)
-
-
-def _end_attempt(d: Draft, task: Task, state: TaskState, reason: str, exit_code: int | None, signal: int,
-                 at: float) -> None:
-    """An attempt ended: the task ends too, unless the job asked for retries of failures."""
-    if gang_member_ended(d, task, state, reason, at):
-        return
-    job = d.job(task.job_id)
-    failed = state in (TaskState.FAILED, TaskState.LOST)
-    failures = task.failures + failed
-    if failed and not job.cancelled and task.failures < job.spec.retries:
-        d.put(replace(task, state=TaskState.PENDING, node="", failures=failures, exit_code=None, signal=0,
-                      reason=f"attempt {task.attempt} {state.value}: {reason}; retry {failures} of {job.spec.retries}"))
-        return
-    d.put(replace(task, state=state, reason=reason, exit_code=exit_code, signal=signal, finished_at=at or d.now.wall,
-                  failures=failures))
+    end_attempt(d, final, report.state, report.reason, report.exit_code, report.signal, report.at)
 
 
 # ---- timeouts ----
@@ -309,25 +294,12 @@ def _tick(d: Draft, ev: Tick) -> None:
             left(d, AgentLeft(name))
         elif not live.connected and silent > t.node_timeout_s + t.lost_timeout_s:
             for task in d.state.tasks_on(name):
-                _lose(d, task, f"node {name} unreachable for {silent:.0f}s")
+                lose(d, task, f"node {name} unreachable for {silent:.0f}s")
     _start_deadlines(d)
     _time_limits(d)
     _gang_timeouts(d)
     nodeops.tick(d)
     _forget_old_jobs(d)
-
-
-def _lose(d: Draft, task: Task, reason: str) -> None:
-    intent = d.intent(task.id, task.attempt)
-    d.attempt_ends[task.id] = (TaskState.LOST.value, None, d.now.wall)
-    if intent is not None and requeued_end(d, task, intent, d.now.wall):
-        pass
-    elif intent is not None and not intent.retry:
-        d.put(ended(task, TaskState.KILLED, f"{intent.reason}; {reason}", d.now.wall))
-    else:
-        _end_attempt(d, task, TaskState.LOST, reason, None, 0, d.now.wall)
-    # Should the node come back with this attempt, its registration kills it as unwanted.
-    d.drop_intent(task.id, task.attempt)
 
 
 def _start_deadlines(d: Draft) -> None:
@@ -388,6 +360,7 @@ _HANDLERS: dict[type[Event], Callable[[Draft, Any], None]] = {
     Submit: _submit, SubmitPinned: _submit_pinned, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: left,
     Reports: _reports, Beat: beat, Tick: _tick, AccrueUsage: _accrue_usage, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
     Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
+    Forget: forget,
 }
 
 __all__ = ["Draft", "handle"]

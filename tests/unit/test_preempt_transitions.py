@@ -11,7 +11,9 @@ from dataclasses import replace
 import pytest
 
 from tcluster.master.core.actions import TaskReport
-from tcluster.master.core.events import AgentLeft, Kill, KillMode, Launch, Place, Preempt, Reports, Submit, Tick
+from tcluster.domain.errors import FailedPrecondition
+from tcluster.master.core.events import AgentLeft, Forget, Kill, KillMode, Launch, Place, Preempt, Reports, Submit, Tick
+from tcluster.master.core.unreachable import unconfirmed_reason
 from tcluster.master.core.state import Timeouts
 from tcluster.domain.model import JobState, TaskState
 from tests.unit.test_master_transitions import J, T, World, ended, running_world, spec
@@ -66,14 +68,42 @@ def test_on_preempt_cancel_cancels_the_job() -> None:
     assert w.job().cancelled and w.job().state is JobState.CANCELLED
 
 
-def test_a_node_lost_mid_preemption_requeues_once() -> None:
-    w = preempted_world()
+def test_a_node_lost_mid_preemption_requeues_once_a_job_with_retries() -> None:
+    """The cut-off agent fences a job with retries before the lost timeout: requeued."""
+    w = preempted_world(retries=1)
     w.do(AgentLeft("n1"), at=1.0)
     w.do(Tick(), at=100.0)                      # past node + lost timeouts
     assert (w.task().state, w.task().preemptions, w.task().failures) == (TaskState.PENDING, 1, 0)
     assert w.state.kills == {}
     late = w.do(Reports("n1", (ended(TaskState.KILLED, code=None),), 2))   # a late word from the old attempt
     assert late.tasks == {} and w.task().preemptions == 1
+
+
+def test_a_node_lost_mid_preemption_keeps_a_job_without_retries_until_the_stop_is_confirmed() -> None:
+    """Issue 36 #1: no agent fences a job without retries, so its copy may still run on the
+    silent node; it is not requeued (two copies ran in the review) until the node says it
+    ended, or an admin declares the machine dead."""
+    w = preempted_world(retries=0)
+    w.do(AgentLeft("n1"), at=1.0)
+    for at in (100.0, 200.0):                   # past node + lost timeouts, and again: once
+        step = w.do(Tick(), at=at)
+    task = w.task()
+    assert (task.state, task.node, task.preemptions) == (TaskState.RUNNING, "n1", 0)
+    assert task.reason == f"{WHY}; {unconfirmed_reason('n1')}" and step.tasks == {}
+    assert (T, 1) in w.state.kills                # sent again when n1's stream is back
+    w.do(Forget(("n1",), "admin", "burnt"), at=201.0)
+    task = w.task()
+    assert (task.state, task.node, task.preemptions, task.failures) == (TaskState.PENDING, "", 1, 0)
+    assert w.state.kills == {}
+
+
+def test_forget_refuses_a_connected_node_and_ends_plain_tasks_lost() -> None:
+    w = running_world(0)
+    with pytest.raises(FailedPrecondition, match="'n1' is connected"):
+        w.do(Forget(("n1",), "admin"))
+    w.do(AgentLeft("n1"), at=1.0)
+    w.do(Forget(("n1",), "admin", "burnt"), at=2.0)
+    assert (w.task().state, w.task().reason) == (TaskState.LOST, "node n1 declared dead by admin (burnt)")
 
 
 def test_re_registration_resends_the_kill_with_its_grace_and_missing_means_preempted() -> None:
