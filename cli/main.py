@@ -349,6 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else argv
         args = build_parser(argv).parse_args(argv)
+        args.dashdash = "--" in argv     # `tcl submit run.sh` is a script, `tcl submit -- run.sh` a command
     except SystemExit as exc:  # argparse already printed usage or help
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     return run(args)
