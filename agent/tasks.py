@@ -137,8 +137,9 @@ class TaskManager:
             cpu_limit=spec.cpu_limit, swap_bytes=spec.swap, namespaces=self.settings.namespaces,
             log_max_bytes=log_max, image=spec.image,
             network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
+            **self._devices(gpus),
             stdout_file=outputs.stdout_file, stderr_file=outputs.stderr_file, output_append=outputs.append,
-            script=outputs.script, **self._devices(gpus),
+            script=outputs.script,
         )
 
     def _env(self, env: tuple[tuple[str, str], ...], gpus: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
