@@ -140,3 +140,15 @@ def test_a_script_runs_by_its_interpreter(first: str, argv: tuple[str, ...]) -> 
 def test_a_relative_interpreter_is_refused() -> None:
     with pytest.raises(InvalidArgument, match="absolute interpreter"):
         interpreter("#!bash\n")
+
+
+def test_tcl_status_names_the_script_and_the_output_files() -> None:
+    from tcluster.cli.tables import output_lines
+    from tcluster.v1 import jobs_pb2
+    spec = jobs_pb2.JobSpec(script="#!/bin/bash\n#TCL --cpu 1\necho\n", stdout_file="out-%j.txt", open_mode="append")
+    assert output_lines(spec) == [("Script", "3 lines, run by /bin/bash (-o json shows it)"),
+                                  ("Stdout", "out-%j.txt (append)"), ("Stderr", "with stdout")]
+    hidden = jobs_pb2.JobSpec(script="<redacted>", stderr_file="err.txt")
+    assert output_lines(hidden) == [("Script", "(only its owner and admins see it)"),
+                                    ("Stdout", "the agent's log (tcl logs)"), ("Stderr", "err.txt")]
+    assert output_lines(jobs_pb2.JobSpec()) == []
