@@ -108,6 +108,11 @@ def _split(text: str, line: int) -> list[str]:
 
 
 def _tcl_words(words: list[str], line: int) -> list[str]:
+    for word in words:
+        flag = word.partition("=")[0]
+        if flag in ("-o", "--output", "-e", "--error"):
+            raise InvalidArgument(f"line {line}", f"{flag} in a #TCL line: write --stdout-file/--stderr-file (in "
+                                                  "tcl, -o is the output format), or #SBATCH -o/-e")
     if "--" in words or any(not w.startswith("-") for w in words[:1]):
         raise InvalidArgument(f"line {line}", "a #TCL line holds `tcl submit` flags (e.g. #TCL --cpu 2 --mem 4G); "
                                               "the command is the script itself")

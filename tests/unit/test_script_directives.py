@@ -68,6 +68,8 @@ def test_directives_stop_at_the_first_command_as_sbatch_s_do() -> None:
     ("#SBATCH -J 'unclosed", ["cannot split"]),
     ("#TCL -- python3 x.py", ["a #TCL line holds"]),
     ("#TCL python3", ["a #TCL line holds"]),
+    ("#TCL --cpu 1 -o out.txt", ["-o in a #TCL line", "--stdout-file"]),
+    ("#TCL --error=e.txt", ["--error in a #TCL line"]),
 ])
 def test_refused_directives_name_the_flag_and_the_line(line: str, parts: list[str]) -> None:
     with pytest.raises(InvalidArgument) as caught:
@@ -152,3 +154,14 @@ def test_tcl_status_names_the_script_and_the_output_files() -> None:
     assert output_lines(hidden) == [("Script", "(only its owner and admins see it)"),
                                     ("Stdout", "the agent's log (tcl logs)"), ("Stderr", "err.txt")]
     assert output_lines(jobs_pb2.JobSpec()) == []
+
+
+def test_a_federated_submit_refuses_a_script(tmp_path: Path) -> None:
+    from tcluster.cli.federation import federated_spec
+    path = tmp_path / "run.sh"
+    path.write_text("#!/bin/sh\n#TCL --cpu 1\necho\n")
+    argv = ["submit", str(path)]
+    args = build_parser(argv).parse_args(argv)
+    args.dashdash = False
+    with pytest.raises(InvalidArgument, match="not a job script"):
+        federated_spec(args)
