@@ -109,3 +109,12 @@ def test_an_agent_restart_while_a_task_writes_neither_loses_nor_repeats_output(c
     expected = [line for i in range(1, 41) for line in (f"out {i}", f"err {i}")]
     assert log.read_text().splitlines() == expected
     assert tcl_json(cluster.address, "status", job_id)["tasks"][0]["attempt"] == 1   # type: ignore[index]
+
+
+def test_a_retry_appends_to_the_file_its_first_attempt_wrote(cluster: OneNodeCluster, workdir: Path) -> None:
+    job_id = tcl(cluster.address, "submit", "--mem", "16Mi", "--workdir", str(workdir), "--retries", "1",
+                 "--stdout-file", "retry-%j-%t.txt", "--", "sh", "-c",
+                 'echo "attempt $TCL_ATTEMPT"; test "$TCL_ATTEMPT" -ge 2').stdout.strip()
+    job = wait_job(cluster.address, job_id, DONE, timeout_s=90)
+    assert job["state"] == "SUCCEEDED", job
+    assert (workdir / f"retry-{job_id}-0.txt").read_text() == "attempt 1\nattempt 2\n"
