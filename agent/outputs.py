@@ -40,11 +40,12 @@ class TaskOutputs:
     command: tuple[str, ...] = ()
 
 
-def task_outputs(request: Launch, user: str) -> TaskOutputs:
+def task_outputs(request: Launch, user: str, node: str = "") -> TaskOutputs:
     """Expanded patterns, the open mode, and the command (a script runs by its interpreter)."""
     spec = request.spec
     assert spec is not None
-    names = OutputNames(request.job_id, request.index, user_name(user), spec.name or _command_name(spec.command))
+    names = OutputNames(request.job_id, request.index, user_name(user), spec.name or _command_name(spec.command),
+                        node)
     stdout = expand(spec.stdout_file, names) if spec.stdout_file else ""
     # sbatch: without -e, stderr follows stdout into its file.
     stderr = expand(spec.stderr_file, names) if spec.stderr_file else stdout
@@ -79,14 +80,20 @@ def _command_name(command: tuple[str, ...]) -> str:
     return posixpath.basename(command[0]) if command else ""
 
 
-def save_outputs(log_dir: Path, outputs: TaskOutputs, cwd: str, uid: int) -> None:
+def save_outputs(log_dir: Path, outputs: TaskOutputs, cwd: str, uid: int, private_tmp: bool = False) -> None:
     """Where `tcl logs` finds a redirected stream (the absolute path, as the task saw it)
-    and whose file it must be."""
-    paths: dict[str, object] = {
-        name: posixpath.normpath(posixpath.join(cwd, path))
-        for name, path in (("stdout", outputs.stdout_file), ("stderr", outputs.stderr_file)) if path}
+    and whose file it must be. Not a file in the task's private /tmp (`private_tmp`): that
+    is no path on the node's own filesystem, and it goes with the task."""
+    resolved = {name: posixpath.normpath(posixpath.join(cwd, path))
+                for name, path in (("stdout", outputs.stdout_file), ("stderr", outputs.stderr_file)) if path}
+    paths: dict[str, object] = {name: path for name, path in resolved.items()
+                                if not (private_tmp and _under_tmp(path))}
     if paths:
         (log_dir / OUTPUTS_FILE).write_text(json.dumps({**paths, "uid": uid}))
+
+
+def _under_tmp(path: str) -> bool:
+    return path == "/tmp" or path.startswith("/tmp/")
 
 
 def log_source(log_dir: Path, stream: str) -> tuple[Path, int | None]:
@@ -102,12 +109,12 @@ def log_source(log_dir: Path, stream: str) -> tuple[Path, int | None]:
     return Path(redirected), uid if isinstance(uid, int) else -1
 
 
-def prepare_outputs(log_dir: Path, request: Launch, user: str, namespaces: bool) -> TaskOutputs:
+def prepare_outputs(log_dir: Path, request: Launch, user: str, namespaces: bool, node: str = "") -> TaskOutputs:
     """The attempt's outputs, with their paths kept for `tcl logs` (before the task starts)."""
-    outputs = task_outputs(request, user)
+    outputs = task_outputs(request, user, node)
     if outputs.stdout_file or outputs.stderr_file:
         assert request.spec is not None
         ident = resolve_user(user)
         cwd = request.spec.workdir or default_cwd(ident, namespaces)
-        save_outputs(log_dir, outputs, cwd, ident.uid if ident is not None else os.geteuid())
+        save_outputs(log_dir, outputs, cwd, ident.uid if ident is not None else os.geteuid(), namespaces)
     return outputs

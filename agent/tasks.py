@@ -128,7 +128,7 @@ class TaskManager:
         user = task_user(spec.user, self.settings.default_user, self.settings.allow_root, self.settings.denied_uids)
         save_record(log_dir, request, gpus)
         pids_max, log_max = self._limits(request)
-        outputs = prepare_outputs(log_dir, request, user, self.settings.namespaces)
+        outputs = prepare_outputs(log_dir, request, user, self.settings.namespaces, self.settings.node)
         return TaskSpec(
             key=request.key, task_id=request.task_id, attempt=request.attempt, command=outputs.command,
             resources=spec.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),

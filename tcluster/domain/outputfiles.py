@@ -3,7 +3,8 @@
 
 Slurm's letters: %j the job id, %A the array's master job id (an array is one job here: the
 job id), %a the array index, %t the task index (an array task's index is its array index,
-so %a and %t agree), %u the user the task runs as, %x the job's name, %% a percent sign. A
+so %a and %t agree), %u the user the task runs as, %x the job's name, %N the node's name,
+%% a percent sign. A
 number between `%` and the letter zero-pads the value to that width (`%4t` -> 0007)."""
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from dataclasses import dataclass
 from tcluster.domain.bounds import quote
 from tcluster.domain.errors import InvalidArgument
 
-LETTERS = "jtaAux%"
+LETTERS = "jtaAuxN%"
 MAX_PATTERN_BYTES = 4096          # a path
 MAX_PAD = 10                      # %10j at most: a width is for sorting, not for megabytes
 _TOKEN = re.compile(r"%(\d*)(.?)", re.DOTALL)
-ALLOWED = "%j job id, %t task index, %a array index, %A array job id, %u user, %x job name, %% a percent"
+ALLOWED = ("%j job id, %t task index, %a array index, %A array job id, %u user, %x job name, %N node, "
+           "%% a percent")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class OutputNames:
     task_index: int
     user: str
     job_name: str
+    node: str = ""
 
 
 def check_pattern(field: str, pattern: str) -> None:
@@ -55,7 +58,7 @@ def check_pattern(field: str, pattern: str) -> None:
 def expand(pattern: str, names: OutputNames) -> str:
     """The pattern with each letter replaced (the pattern was checked at submit)."""
     values = {"j": names.job_id, "A": names.job_id, "t": str(names.task_index), "a": str(names.task_index),
-              "u": names.user, "x": names.job_name, "%": "%"}
+              "u": names.user, "x": names.job_name, "N": names.node, "%": "%"}
 
     def one(match: re.Match[str]) -> str:
         width, letter = match.groups()

@@ -17,7 +17,7 @@ from tcluster.domain.outputfiles import OutputNames, check_pattern, expand, name
 from tcluster.domain.resources import Resources
 from tcluster.domain.scripts import SCRIPT_PATH
 
-NAMES = OutputNames(job_id="ab12cd34", task_index=7, user="alice", job_name="train")
+NAMES = OutputNames(job_id="ab12cd34", task_index=7, user="alice", job_name="train", node="n1")
 
 
 @pytest.mark.parametrize(("pattern", "expanded"), [
@@ -27,6 +27,7 @@ NAMES = OutputNames(job_id="ab12cd34", task_index=7, user="alice", job_name="tra
     ("/home/%u/logs/%x.%j", "/home/alice/logs/train.ab12cd34"),
     ("100%%-%t", "100%-7"),
     ("%%j", "%j"),                   # an escaped percent is no letter
+    ("%N.%j.out", "n1.ab12cd34.out"),
     ("%4t-%3a", "0007-007"),         # Slurm's zero padding
     ("plain.txt", "plain.txt"),
     ("", ""),
@@ -37,7 +38,7 @@ def test_patterns_expand_as_slurm_s(pattern: str, expanded: str) -> None:
 
 
 @pytest.mark.parametrize(("pattern", "words"), [
-    ("out-%N.txt", ["stdout_file", "%N", "not a pattern letter", "%j job id"]),
+    ("out-%n.txt", ["stdout_file", "%n", "not a pattern letter", "%j job id"]),
     ("out-%s", ["%s", "allowed"]),
     ("out-%", ["lone %", "%%"]),
     ("out-%11j", ["width"]),
@@ -70,7 +71,7 @@ def test_any_text_with_percents_doubled_expands_to_itself(text: str) -> None:
     assert expand(pattern, NAMES) == text
 
 
-@given(st.lists(st.sampled_from(["%j", "%t", "%a", "%A", "%u", "%x", "%%", "-", "x", "/"]), max_size=12))
+@given(st.lists(st.sampled_from(["%j", "%t", "%a", "%A", "%u", "%x", "%N", "%%", "-", "x", "/"]), max_size=12))
 def test_expansion_leaves_no_pattern_letter_behind(parts: list[str]) -> None:
     pattern = "f" + "".join(parts) + ".txt"
     check_pattern("stdout_file", pattern)
@@ -109,6 +110,11 @@ def test_logs_read_the_user_s_file_where_the_task_wrote_one(tmp_path: Path) -> N
     assert json.loads((tmp_path / "outputs.json").read_text())["uid"] == 1000
     assert log_source(tmp_path, "stdout") == (Path("/srv/run/out.txt"), 1000)
     assert log_source(tmp_path, "stderr") == (Path("/srv/e.txt"), 1000)
+    private = tmp_path / "private"
+    private.mkdir()
+    save_outputs(private, TaskOutputs(stdout_file="out.txt", stderr_file="/srv/e.txt"), "/tmp", 1000, True)
+    assert log_source(private, "stdout") == (private / "stdout", None)       # in the task's own /tmp: gone with it
+    assert log_source(private, "stderr") == (Path("/srv/e.txt"), 1000)
     other = tmp_path / "other"
     other.mkdir()
     save_outputs(other, TaskOutputs(), "/srv", 0)           # no redirection: no record, the agent's logs
