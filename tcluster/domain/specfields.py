@@ -169,7 +169,7 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
                 "is used) or cancel the job"),
     _field("stdout_file", Kind.TEXT, file=True, flag="--stdout-file", metavar="PATTERN", stored_when_set=True,
            help="write each task's stdout to this file (sbatch -o), relative to its working directory, as its "
-                "user: %%j job id, %%t task index, %%a array index, %%A array job id, %%u user, %%x job name, "
+                "user: %%j job id, %%t task index, %%a array index, %%A array job id, %%u user, %%x job name, %%N node, "
                 "%%%% a percent (e.g. out-%%j-%%t.txt); stderr goes there too unless --stderr-file"),
     _field("stderr_file", Kind.TEXT, file=True, flag="--stderr-file", metavar="PATTERN", stored_when_set=True,
            help="write each task's stderr to this file (sbatch -e), same patterns"),
