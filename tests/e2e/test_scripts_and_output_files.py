@@ -6,6 +6,7 @@ line. One cluster for all: each check is a job of its own."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -118,3 +119,18 @@ def test_a_retry_appends_to_the_file_its_first_attempt_wrote(cluster: OneNodeClu
     job = wait_job(cluster.address, job_id, DONE, timeout_s=90)
     assert job["state"] == "SUCCEEDED", job
     assert (workdir / f"retry-{job_id}-0.txt").read_text() == "attempt 1\nattempt 2\n"
+
+
+def test_a_script_at_the_size_bound_runs_and_one_past_it_is_refused(cluster: OneNodeCluster, workdir: Path) -> None:
+    from tcluster.domain.scripts import MAX_SCRIPT_BYTES
+    head = "#!/bin/sh\n#TCL --mem 16Mi\necho big\n"
+    filler = "# " + "x" * 98 + "\n"                        # comments after the first command: 100 bytes a line
+    big = head + filler * ((MAX_SCRIPT_BYTES - len(head)) // len(filler))
+    script = workdir / "big.sh"
+    script.write_text(big)
+    job_id = tcl(cluster.address, "submit", "--workdir", str(workdir), "-o", "json", str(script)).stdout
+    job = wait_job(cluster.address, json.loads(job_id)["id"], DONE, timeout_s=90)
+    assert job["state"] == "SUCCEEDED" and len(job["script"]) == len(big) > MAX_SCRIPT_BYTES - 100, job["state"]
+    script.write_text(big + filler)
+    refused = tcl(cluster.address, "submit", str(script), check=False)
+    assert refused.returncode == 2 and "larger than 512 KiB" in refused.stderr
