@@ -113,17 +113,18 @@ async def _drain(handle: object) -> AsyncIterator[bytes]:
 
 def _open(path: Path, owner: int | None = None) -> tuple[object, int]:
     try:
-        handle = open(path, "rb")
+        # A user's file without blocking: a FIFO put in its place must not hang the agent.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | (os.O_NONBLOCK if owner is not None else 0))
     except FileNotFoundError:
         return None, 0
-    st = os.fstat(handle.fileno())
+    st = os.fstat(fd)
     if owner is not None:
         try:
             check_owned(path, st, owner)
         except PermissionError:
-            handle.close()
+            os.close(fd)
             raise
-    return handle, st.st_ino
+    return open(fd, "rb"), st.st_ino
 
 
 def check_owned(path: Path, st: os.stat_result, owner: int) -> None:

@@ -119,3 +119,28 @@ def test_logs_read_the_user_s_file_where_the_task_wrote_one(tmp_path: Path) -> N
     other.mkdir()
     save_outputs(other, TaskOutputs(), "/srv", 0)           # no redirection: no record, the agent's logs
     assert log_source(other, "stdout") == (other / "stdout", None)
+
+
+def test_logs_read_a_user_s_file_only_when_it_is_a_regular_file_of_the_task_s_user(tmp_path: Path) -> None:
+    import asyncio
+    import os
+
+    from tcluster.agent import logfiles
+
+    async def read(path: Path, owner: int | None) -> bytes:
+        return b"".join([chunk async for chunk in logfiles.read(path, 0, 1 << 20, lambda: False, owner)])
+
+    mine = tmp_path / "out.txt"
+    mine.write_bytes(b"hello\n")
+    uid = os.stat(mine).st_uid
+    assert asyncio.run(read(mine, uid)) == b"hello\n"
+    with pytest.raises(PermissionError, match="not owned by the task's user"):
+        asyncio.run(read(mine, uid + 1))                 # e.g. a link swapped in to another user's file
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(PermissionError, match="not a regular file"):
+        asyncio.run(read(tmp_path / "dir", uid))
+    assert asyncio.run(read(tmp_path / "gone.txt", uid)) == b""      # removed by its user: nothing to show
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(PermissionError, match="not a regular file"):     # opened without blocking, then refused
+        asyncio.run(read(fifo, uid))
