@@ -414,7 +414,10 @@ static void exec_task(struct task_fds f, int report) {
  * agent restart can neither lose nor repeat a byte. A file that cannot be opened fails
  * the start, naming it. */
 static void open_user_output(const char *path, int target, int report) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | (S.oappend ? O_APPEND : O_TRUNC), 0644);
+    /* O_NONBLOCK: a FIFO without a reader fails the start at once (ENXIO) instead of
+     * holding it until the agent's start timeout; cleared for the task's writes. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (S.oappend ? O_APPEND : O_TRUNC), 0644);
+    if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) { close(fd); fd = -1; }
     if (fd < 0 || dup2(fd, target) < 0) {
         char step[4400];
         snprintf(step, sizeof step, "cannot open the output file %s (in %s)", path, S.cwd);
