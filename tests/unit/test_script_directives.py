@@ -78,14 +78,27 @@ def test_refused_directives_name_the_flag_and_the_line(line: str, parts: list[st
         assert part in str(caught.value)
 
 
+_value = st.text(st.characters(blacklist_characters="\x00\n\r", blacklist_categories=("Cs", "Zl", "Zp")), min_size=1,
+                 max_size=12).filter(lambda v: v.partition("=")[0] not in ("-o", "-e", "--output", "--error"))
+
+
+@given(st.lists(st.tuples(st.sampled_from(["--cpu", "--mem", "--env", "--name", "--array"]), _value),
+                min_size=1, max_size=4))
+def test_a_tcl_line_gives_back_the_words_it_was_written_from(pairs: list[tuple[str, str]]) -> None:
+    import shlex
+    flags = [word for pair in pairs for word in pair]
+    assert words(f"#!/bin/sh\n#TCL {shlex.join(flags)}\nrun\n") == [(2, tuple(flags))]
+
+
 @given(st.text(alphabet=st.sampled_from("ab #-=\n\t'\"xSBATCHTCL"), max_size=80))
-def test_the_reader_returns_directives_or_refuses_clearly_for_any_text(text: str) -> None:
+def test_the_reader_returns_directives_or_refuses_naming_the_line_for_any_text(text: str) -> None:
     try:
         found = read_directives(text)
     except InvalidArgument as exc:
         assert str(exc).startswith("line ")
         return
-    assert all(d.words and d.line >= 1 for d in found) or all(not d.words for d in found)
+    lines = text.split("\n")
+    assert all(lines[d.line - 1].strip().startswith(("#TCL", "#SBATCH")) for d in found)
 
 
 def submit(tmp_path: Path, script: str, *flags: str, dashdash: bool = False) -> JobSpec:
