@@ -9,6 +9,7 @@ import asyncio
 import logging
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
@@ -46,11 +47,13 @@ def find_dir(root: Path, task_id: str, attempt: int = 0) -> Path | None:
     return max(found, key=lambda p: int(p.name.rpartition(".")[2]), default=None)
 
 
-async def read(path: Path, tail_bytes: int, max_bytes: int, running: Callable[[], bool]) -> AsyncIterator[bytes]:
+async def read(path: Path, tail_bytes: int, max_bytes: int, running: Callable[[], bool],
+               owner: int | None = None) -> AsyncIterator[bytes]:
     """The file's last min(tail_bytes or all, max_bytes) bytes; then, while `running()`,
     whatever is appended (an empty chunk every few seconds keeps the stream alive). A
-    rotation (the file renamed to .1 and started anew) is followed into the new file."""
-    handle, inode = _open(path)
+    rotation (the file renamed to .1 and started anew) is followed into the new file.
+    `owner`: a user's file (agent/outputs.py), read only if it is a regular file of that uid."""
+    handle, inode = _open(path, owner)
     try:
         size = os.fstat(handle.fileno()).st_size if handle else 0
         want = min(size, tail_bytes) if tail_bytes > 0 else size
@@ -63,7 +66,7 @@ async def read(path: Path, tail_bytes: int, max_bytes: int, running: Callable[[]
             await asyncio.sleep(FOLLOW_POLL_S)
             idle += FOLLOW_POLL_S
             sent = False
-            async for chunk in _follow_once(path, handle, inode):
+            async for chunk in _follow_once(path, handle, inode, owner):
                 if isinstance(chunk, tuple):
                     handle, inode = chunk
                     continue
@@ -74,7 +77,7 @@ async def read(path: Path, tail_bytes: int, max_bytes: int, running: Callable[[]
             elif idle >= FOLLOW_KEEPALIVE_S:
                 idle = 0.0
                 yield b""
-        async for chunk in _follow_once(path, handle, inode):   # what it wrote just before it ended
+        async for chunk in _follow_once(path, handle, inode, owner):   # what it wrote just before it ended
             if isinstance(chunk, tuple):
                 handle, inode = chunk
             else:
@@ -84,12 +87,13 @@ async def read(path: Path, tail_bytes: int, max_bytes: int, running: Callable[[]
             handle.close()
 
 
-async def _follow_once(path: Path, handle: object, inode: int) -> AsyncIterator[bytes | tuple[object, int]]:
+async def _follow_once(path: Path, handle: object, inode: int,
+                       owner: int | None = None) -> AsyncIterator[bytes | tuple[object, int]]:
     """New bytes of the current file; after a rotation, the old file's last bytes, then
     the new file's (a (handle, inode) item tells the caller it switched)."""
     async for chunk in _drain(handle):
         yield chunk
-    new, new_inode, moved = _reopen_if_rotated(path, handle, inode)
+    new, new_inode, moved = _reopen_if_rotated(path, handle, inode, owner)
     if moved:
         async for chunk in _drain(handle):     # written just before the rename
             yield chunk
@@ -107,22 +111,41 @@ async def _drain(handle: object) -> AsyncIterator[bytes]:
         yield chunk
 
 
-def _open(path: Path) -> tuple[object, int]:
+def _open(path: Path, owner: int | None = None) -> tuple[object, int]:
     try:
-        handle = open(path, "rb")
+        # A user's file without blocking: a FIFO put in its place must not hang the agent.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | (os.O_NONBLOCK if owner is not None else 0))
     except FileNotFoundError:
         return None, 0
-    return handle, os.fstat(handle.fileno()).st_ino
+    st = os.fstat(fd)
+    if owner is not None:
+        try:
+            check_owned(path, st, owner)
+        except PermissionError:
+            os.close(fd)
+            raise
+    return open(fd, "rb"), st.st_ino
 
 
-def _reopen_if_rotated(path: Path, handle: object, inode: int) -> tuple[object, int, bool]:
+def check_owned(path: Path, st: os.stat_result, owner: int) -> None:
+    """The agent reads a user's output file as root: only a regular file its task's user
+    owns, checked on the open file, so that a link swapped in after the task started never
+    shows `tcl logs` somebody else's file."""
+    if not stat.S_ISREG(st.st_mode):
+        raise PermissionError(f"the output file {path} is not a regular file")
+    if st.st_uid != owner:
+        raise PermissionError(f"the output file {path} is not owned by the task's user (uid {owner}); "
+                              "read it on its node")
+
+
+def _reopen_if_rotated(path: Path, handle: object, inode: int, owner: int | None = None) -> tuple[object, int, bool]:
     try:
         now = os.stat(path).st_ino
     except FileNotFoundError:
         return handle, inode, False
     if now == inode and handle is not None:
         return handle, inode, False
-    new, new_inode = _open(path)
+    new, new_inode = _open(path, owner)
     return new, new_inode, True
 
 

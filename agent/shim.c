@@ -9,7 +9,8 @@
  * keys: argv (repeated), env (repeated K=V), cwd, uid, gid, group (repeated), procs
  * (repeated cgroup.procs path), stdout, stderr, exit (exit record path), ns ("1": own
  * PID, mount, UTS and IPC namespaces), hostname, tmp (directory bound onto /tmp),
- * log_max (bytes per log file; absent or 0: no cap).
+ * log_max (bytes per log file; absent or 0: no cap), ostdout/ostderr (the user's output
+ * files, relative to cwd), oappend ("1": append to them), script (the job script's text).
  *
  * With ns, the shim forks an init (PID 1 of the new PID namespace) that enters the cgroups,
  * makes / private, binds tmp on /tmp, mounts a fresh /proc, sets the hostname and forks
@@ -88,6 +89,8 @@ struct spec {
     gid_t gid;
     unsigned long long log_max;
     char *cwd, *out, *err, *exitp, *hostname, *tmp;
+    char *ostdout, *ostderr, *script;   /* the user's output files, the job script */
+    int oappend;
 };
 
 static struct spec S;
@@ -159,6 +162,10 @@ static int parse_spec(const char *path) {
         else if (!strcmp(key, "hostname")) S.hostname = val;
         else if (!strcmp(key, "tmp")) S.tmp = val;
         else if (!strcmp(key, "log_max")) S.log_max = strtoull(val, NULL, 10);
+        else if (!strcmp(key, "ostdout")) S.ostdout = val;
+        else if (!strcmp(key, "ostderr")) S.ostderr = val;
+        else if (!strcmp(key, "oappend")) S.oappend = !strcmp(val, "1");
+        else if (!strcmp(key, "script")) S.script = val;
         if (bad) { errno = E2BIG; return -1; }
     }
     if (S.argc == 0 || !S.out || !S.err || !S.exitp || !S.cwd) { errno = EINVAL; return -1; }
@@ -364,6 +371,9 @@ static void reset_oom_score(int report) {
     close(fd);
 }
 
+static void open_user_outputs(int report);
+static void hand_script(int report);
+
 static void exec_task(struct task_fds f, int report) {
     setsid();   /* the task leads its own session and process group */
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -383,6 +393,8 @@ static void exec_task(struct task_fds f, int report) {
         snprintf(step, sizeof step, "cannot chdir to %s", S.cwd);
         fail(report, step, errno);
     }
+    open_user_outputs(report);
+    hand_script(report);
     /* exec keeps ignored signals ignored and the mask: start with a shell's defaults */
     for (int sig = 1; sig < NSIG; sig++) signal(sig, SIG_DFL);
     reset_glibc_reserved_signals();
@@ -394,6 +406,55 @@ static void exec_task(struct task_fds f, int report) {
     execvp(S.argv[0], S.argv);
     dprintf(report, "exec failed: %s: '%s'", strerror(errno), S.argv[0]);
     _exit(EXEC_FAILED);
+}
+
+/* As the task's user, in its working directory and mount namespace: the files named by
+ * --stdout-file/--stderr-file replace the agent's logs on fd 1/2 (one file for both when
+ * they name the same path). The task writes to them itself, so nothing is copied and an
+ * agent restart can neither lose nor repeat a byte. A file that cannot be opened fails
+ * the start, naming it. */
+static void open_user_output(const char *path, int target, int report) {
+    /* O_NONBLOCK: a FIFO without a reader fails the start at once (ENXIO) instead of
+     * holding it until the agent's start timeout; cleared for the task's writes. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (S.oappend ? O_APPEND : O_TRUNC), 0644);
+    if (fd >= 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) { close(fd); fd = -1; }
+    if (fd < 0 || dup2(fd, target) < 0) {
+        char step[4400];
+        snprintf(step, sizeof step, "cannot open the output file %s (in %s)", path, S.cwd);
+        fail(report, step, errno);
+    }
+    close(fd);
+}
+
+static void open_user_outputs(int report) {
+    if (S.ostdout) open_user_output(S.ostdout, 1, report);
+    if (S.ostderr && S.ostdout && !strcmp(S.ostderr, S.ostdout)) {
+        if (dup2(1, 2) < 0) fail(report, "cannot redirect stderr", errno);
+    } else if (S.ostderr) {
+        open_user_output(S.ostderr, 2, report);
+    }
+}
+
+/* The job script on SCRIPT_FD (tcluster/domain/scripts.py): an anonymous file the
+ * interpreter opens as /proc/self/fd/63, so the node needs no copy anyone could reach. */
+#define SCRIPT_FD 63
+#ifndef SYS_memfd_create
+#define SYS_memfd_create 319
+#endif
+static void hand_script(int report) {
+    if (!S.script) return;
+    int fd = (int)syscall(SYS_memfd_create, "tcl-script", 0);
+    if (fd < 0) fail(report, "cannot hold the job script", errno);
+    size_t n = strlen(S.script), done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, S.script + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) fail(report, "cannot hold the job script", errno);
+        done += (size_t)w;
+    }
+    if (lseek(fd, 0, SEEK_SET) < 0 || (fd != SCRIPT_FD && dup2(fd, SCRIPT_FD) < 0))
+        fail(report, "cannot hand over the job script", errno);
+    if (fd != SCRIPT_FD) close(fd);
 }
 
 /* PID 1 of the container: reap everything, report the task's status, exit. It keeps the

@@ -18,6 +18,7 @@ from tcluster.agent.gpudetect import GpuInventory, NvmlUsage
 from tcluster.agent.gpus import GPU, visible_env
 from tcluster.agent.launchrecord import load_gpus, load_record, save_record, valid_task_id
 from tcluster.agent.outbox import Outbox
+from tcluster.agent.outputs import log_source, prepare_outputs
 from tcluster.agent.runas import task_user
 from tcluster.agent.runtime.base import LaunchError, RawUsage, Runtime, Started, TaskSpec
 from tcluster.agent.runtime.devices import task_rules
@@ -127,8 +128,9 @@ class TaskManager:
         user = task_user(spec.user, self.settings.default_user, self.settings.allow_root, self.settings.denied_uids)
         save_record(log_dir, request, gpus)
         pids_max, log_max = self._limits(request)
+        outputs = prepare_outputs(log_dir, request, user, self.settings.namespaces, self.settings.node)
         return TaskSpec(
-            key=request.key, task_id=request.task_id, attempt=request.attempt, command=spec.command,
+            key=request.key, task_id=request.task_id, attempt=request.attempt, command=outputs.command,
             resources=spec.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),
             env=self._env((*spec.env, *task_identity_env(request)), gpus), user=user, workdir=spec.workdir,
             pids_max=pids_max,
@@ -136,6 +138,8 @@ class TaskManager:
             log_max_bytes=log_max, image=spec.image,
             network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
             **self._devices(gpus),
+            stdout_file=outputs.stdout_file, stderr_file=outputs.stderr_file, output_append=outputs.append,
+            script=outputs.script,
         )
 
     def _env(self, env: tuple[tuple[str, str], ...], gpus: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
@@ -269,8 +273,8 @@ class TaskManager:
         if log_dir is None:
             raise FileNotFoundError(f"no logs for task {task_id} on this node")
         running = (lambda: log_dir.name in {r.key for r in self.state.live()}) if follow else (lambda: False)
-        async for chunk in logfiles.read(log_dir / ("stderr" if stderr else "stdout"), tail_bytes, max_bytes,
-                                         running):
+        path, owner = log_source(log_dir, "stderr" if stderr else "stdout")
+        async for chunk in logfiles.read(path, tail_bytes, max_bytes, running, owner):
             yield chunk
 
     def sweep_old_logs(self) -> int:

@@ -142,6 +142,10 @@ def unsupported_submit_flags(args: argparse.Namespace) -> list[str]:
 
 def federated_spec(args: argparse.Namespace) -> Any:
     """The JobSpec message of `tcl --federation submit`; InvalidArgument on a usage error."""
+    from tcluster.cli.scriptjob import is_script_submit
+    if is_script_submit(args):
+        raise InvalidArgument(args.command[0], "a federated job runs a command given after --, not a job script; "
+                              "submit the script to a master without --federation")
     given = unsupported_submit_flags(args)
     if given:
         raise InvalidArgument(given[0], "a federated job does not support it (a federated job takes "

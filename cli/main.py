@@ -116,10 +116,13 @@ def add_submit(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
         f"Each task gets --cpu {DEFAULT_CPU} and --mem {DEFAULT_MEMORY} unless the flags, --resources\n"
         "or the job file say otherwise (0 in a file or --resources counts as unset).\n"
         "Flags override the job file; a job file `command:` given as one string runs\n"
-        "through /bin/sh -c, a list runs as is.",
+        "through /bin/sh -c, a list runs as is. Without `--`, a first word that is a file\n"
+        "here is a job script: its #TCL and #SBATCH lines are read as flags (flags given\n"
+        "here win).",
         epilog="examples:\n  tcl submit --cpu 0.5 --mem 256Mi -- python3 train.py\n"
         "  tcl submit --resources 'cpu_num=0.5; memory=0.5GB' --tasks 4 -- ./work.sh\n"
-        "  ID=$(tcl submit -f job.yaml) && tcl status $ID",
+        "  ID=$(tcl submit -f job.yaml) && tcl status $ID\n"
+        "  tcl submit --stdout-file out-%j-%t.txt run.sh   # a script with #TCL/#SBATCH lines",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     if isinstance(p, argparse.ArgumentParser):     # the field table loads only for a submit
@@ -349,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else argv
         args = build_parser(argv).parse_args(argv)
+        args.dashdash = "--" in argv     # `tcl submit run.sh` is a script, `tcl submit -- run.sh` a command
     except SystemExit as exc:  # argparse already printed usage or help
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     return run(args)

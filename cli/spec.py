@@ -11,6 +11,7 @@ from dataclasses import fields, replace
 from typing import Any, Callable, TypeVar
 
 from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
+from tcluster.cli.scriptjob import with_script
 from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY
 from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.model import JobSpec
@@ -29,8 +30,9 @@ SIZE_HINT = (
 def submission_spec(args: argparse.Namespace) -> JobSpec:
     """Raises InvalidArgument naming the flag, file or field that is wrong."""
     try:
+        args = with_script(args)        # `tcl submit run.sh`: its directives under the flags
         job_file = load_job_file(args.file) if args.file else JobFile()
-        spec = merge_spec(args, job_file)
+        spec = replace(merge_spec(args, job_file), script=getattr(args, "script_text", ""))
         check_spec(spec)    # the master's own check, run early for a message before any RPC
         return spec
     except InvalidArgument as exc:

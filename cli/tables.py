@@ -166,6 +166,22 @@ def batch_lines(job: jobs_pb2.Job) -> list[tuple[str, str]]:
         lines.append(("Gang", f"all {spec.tasks} tasks together"))
     if spec.time_limit_s:
         lines.append(("Time limit", format_duration(spec.time_limit_s)))
+    return lines + output_lines(spec)
+
+
+def output_lines(spec: jobs_pb2.JobSpec) -> list[tuple[str, str]]:
+    """A job script and its output files (Slurm's StdOut/StdErr), where the job has them."""
+    lines = []
+    if spec.script:
+        first = spec.script.split("\n", 1)[0]
+        run_by = first[2:].strip() if first.startswith("#!") else "/bin/sh"
+        text = f"{len(spec.script.splitlines())} lines, run by {run_by} (-o json shows it)"
+        hidden = spec.script == "<redacted>"       # tcluster/views/redaction.py REDACTED (not imported: heavy)
+        lines.append(("Script", "(only its owner and admins see it)" if hidden else text))
+    if spec.stdout_file or spec.stderr_file:
+        mode = f" ({spec.open_mode})" if spec.open_mode else ""
+        lines.append(("Stdout", (spec.stdout_file or "the agent's log (tcl logs)") + mode))
+        lines.append(("Stderr", spec.stderr_file or ("with stdout" if spec.stdout_file else EMPTY)))
     return lines
 
 

@@ -52,6 +52,12 @@ class TaskSpec:
     gpus: tuple[int, ...] = ()            # the agent's indices of the GPUs bound to the task
     gpu_paths: tuple[str, ...] = ()       # their device nodes, then the shared control nodes (docker)
     gpu_driver: str = ""                  # "nvidia" when NVML found them: docker device requests
+    # The user's output files (agent/outputs.py), as the task sees them: relative to its
+    # working directory, opened by the shim as its user; "" = the agent's log file.
+    stdout_file: str = ""
+    stderr_file: str = ""
+    output_append: bool = False           # append to them (else truncate)
+    script: str = ""                      # a job script, handed to the task on SCRIPT_FD
 
 
 @dataclass(frozen=True)

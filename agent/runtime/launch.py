@@ -136,12 +136,22 @@ def shim_spec(spec: TaskSpec, ident: Identity | None, files: ShimFiles, cgroup_p
         pairs += [("ns", "1"), ("hostname", spec.task_id[:HOSTNAME_MAX])]
         if files.tmp is not None:
             pairs.append(("tmp", str(files.tmp)))
+    pairs += _output_pairs(spec)
     if spec.log_max_bytes > 0:
         # The shim copies the output through pipes and rotates <file> to <file>.1 at the cap.
         pairs.append(("log_max", str(spec.log_max_bytes)))
     if any("\0" in k or "\0" in v for k, v in pairs):
         raise LaunchError("the command or environment contains a NUL byte")
     return b"".join(k.encode() + b"\0" + v.encode() + b"\0" for k, v in pairs)
+
+
+def _output_pairs(spec: TaskSpec) -> list[tuple[str, str]]:
+    """The user's output files and the script (shim.c opens them as the task's user)."""
+    pairs = [(key, value) for key, value in (("ostdout", spec.stdout_file), ("ostderr", spec.stderr_file),
+                                             ("script", spec.script)) if value]
+    if spec.output_append:
+        pairs.append(("oappend", "1"))
+    return pairs
 
 
 def write_private(path: Path, data: bytes) -> None:

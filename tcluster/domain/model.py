@@ -13,6 +13,8 @@ from tcluster.domain.ceilings import Ceilings
 from tcluster.domain.constraints import parse_constraints
 from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.nodeorders import READY_OPS, NodeOps
+from tcluster.domain.outputfiles import check_pattern
+from tcluster.domain.scripts import check_script
 from tcluster.domain.resources import Resources
 # The model's names, re-exported (`X as X`): importers take the states and usage from here.
 from tcluster.domain.states import JobState as JobState, NodeState as NodeState, TaskState as TaskState
@@ -23,6 +25,7 @@ MAX_ARRAY_TASKS = 10_000_000      # an array's indexes are ranges: its cost grow
 MAX_RETRIES = 100
 NETWORK_MODES = ("", "host", "none", "bridge")
 ON_PREEMPT = ("", "requeue", "cancel")
+OPEN_MODES = ("", "truncate", "append")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _QUEUE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
 _ENV_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -32,7 +35,8 @@ DEFAULT_QUEUE = "default"
 
 def spec_size(spec: JobSpec) -> int:
     """The bytes of a spec's strings (command, names, env, labels, constraints), unencoded."""
-    parts = [*spec.command, spec.name, spec.queue, spec.user, spec.workdir, spec.image, *spec.constraints]
+    parts = [*spec.command, spec.name, spec.queue, spec.user, spec.workdir, spec.image, *spec.constraints,
+             spec.stdout_file, spec.stderr_file, spec.script]
     parts += [k + v for k, v in spec.env] + [k + v for k, v in spec.labels]
     return sum(len(p.encode("utf-8", "surrogatepass")) for p in parts)
 
@@ -93,6 +97,10 @@ class JobSpec:
     # The client's idempotency key: a Submit retried with the same one (same owner) gets the
     # job the first call made instead of a second (tcl sends a fresh one per `tcl submit`).
     request_id: str = ""
+    stdout_file: str = ""                 # sbatch -o: a pattern (tcluster/domain/outputfiles.py)
+    stderr_file: str = ""                 # sbatch -e; "" with stdout_file: stderr goes there too
+    open_mode: str = ""                   # append | truncate; "" = truncate
+    script: str = ""                      # a job script's text (tcluster/domain/scripts.py)
 
     def validate(self) -> None:
         """Raises InvalidArgument naming the first bad field."""
@@ -117,6 +125,7 @@ class JobSpec:
             raise InvalidArgument("workdir", f"{quote(self.workdir)} must be an absolute path")
         self.resources.validate_request("resources")
         parse_constraints(self.constraints)
+        check_outputs(self)
         if not (0.0 < self.weight < float("inf")):
             raise InvalidArgument("weight", f"{self.weight!r} must be a number > 0 (default 1)")
         self._validate_limits()
@@ -153,6 +162,20 @@ class JobSpec:
             raise InvalidArgument("on_preempt", f"{quote(self.on_preempt)} is not one of: requeue, cancel")
         if not (0.0 <= self.net_limit < float("inf")):
             raise InvalidArgument("net_limit", f"{self.net_limit!r} must be bits/s >= 0 (0: the request)")
+
+
+def check_outputs(spec: JobSpec) -> None:
+    """Output file patterns, the open mode and the script (issue 34)."""
+    check_pattern("stdout_file", spec.stdout_file)
+    check_pattern("stderr_file", spec.stderr_file)
+    if spec.open_mode not in OPEN_MODES:
+        raise InvalidArgument("open_mode", f"{quote(spec.open_mode)} is not one of: truncate, append")
+    if spec.script:
+        check_script(spec.script)
+    if spec.image and (spec.script or spec.stdout_file or spec.stderr_file):
+        what = "a job script" if spec.script else "--stdout-file/--stderr-file"
+        raise InvalidArgument("image", f"{what} cannot be used with --image yet; run the command in the image "
+                                       "and redirect its output there")
 
 
 DOCKER_LABEL = "tcluster.io/docker"      # set by agents with a usable docker engine

@@ -167,6 +167,17 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
            stored_when_set=True,
            help="when a task is preempted to restore another queue's share: requeue it (default; no retry "
                 "is used) or cancel the job"),
+    _field("stdout_file", Kind.TEXT, file=True, flag="--stdout-file", metavar="PATTERN", stored_when_set=True,
+           help="write each task's stdout to this file (sbatch -o), relative to its working directory, as its "
+                "user: %%j job id, %%t task index, %%a array index, %%A array job id, %%u user, %%x job name, %%N node, "
+                "%%%% a percent (e.g. out-%%j-%%t.txt); stderr goes there too unless --stderr-file"),
+    _field("stderr_file", Kind.TEXT, file=True, flag="--stderr-file", metavar="PATTERN", stored_when_set=True,
+           help="write each task's stderr to this file (sbatch -e), same patterns"),
+    _field("open_mode", Kind.TEXT, file=True, flag="--open-mode", choices=("truncate", "append"),
+           stored_when_set=True,
+           help="truncate (default: a task's first attempt starts its files anew) or append to them"),
+    # The text of `tcl submit run.sh`: the owner's (scripts carry paths and secrets as --env does).
+    _field("script", Kind.TEXT, stored_when_set=True, shown=Shown.OWNER),
 )
 
 BY_NAME: dict[str, SpecField] = {f.name: f for f in SPEC_FIELDS}

@@ -34,9 +34,13 @@ async def users(h: Harness) -> dict[str, str]:
             "admin": add_user(data_dir, "boss", "nobody", ("*",), admin=True)}
 
 
+SCRIPT = f"#!/bin/sh\nexport TOKEN={SECRET}\nsleep 100\n"      # a job script carries secrets as env does
+
+
 def secret_spec(queue: str) -> jobs_pb2.JobSpec:
     msg = spec(queue)
     msg.env["AWS_SECRET_ACCESS_KEY"] = SECRET
+    msg.script = SCRIPT
     return msg
 
 
@@ -76,6 +80,7 @@ def test_env_values_and_hidden_commands_reach_only_the_owner_and_admins(tmp_path
             token = t[who]
             got = await h.jobs.Get(jobs_pb2.GetJobRequest(id=a.id), metadata=auth(token))
             assert dict(got.spec.env) == {"AWS_SECRET_ACCESS_KEY": env_value}, who
+            assert got.spec.script == (SCRIPT if env_value == SECRET else REDACTED), who
             listed = {j.id: j for j in (await h.jobs.List(jobs_pb2.ListJobsRequest(), metadata=auth(token))).jobs}
             assert dict(listed[a.id].spec.env)["AWS_SECRET_ACCESS_KEY"] == env_value
             assert list(listed[v.id].spec.command) == vault_command
@@ -85,9 +90,11 @@ def test_env_values_and_hidden_commands_reach_only_the_owner_and_admins(tmp_path
             status, doc = await http_json(base, f"/api/v1/jobs/{v.id}", token)
             assert status == 200 and doc["command"] == vault_command
             assert doc["env"] == {"AWS_SECRET_ACCESS_KEY": env_value}
+            assert doc["script"] == (SCRIPT if env_value == SECRET else REDACTED)
         for who, env_value in (("bob", REDACTED), ("alice", SECRET)):       # the review's own commands
             shown = await tcl(h, t[who], "status", a.id)
             assert shown["env"] == {"AWS_SECRET_ACCESS_KEY": env_value} and shown["owner"] == "alice"
+            assert shown["script"] == (SCRIPT if env_value == SECRET else REDACTED)
             listed = {d["id"]: d for d in await tcl(h, t[who], "jobs")}
             assert listed[a.id]["env"] == {"AWS_SECRET_ACCESS_KEY": env_value}
     run(scenario, tmp_path)

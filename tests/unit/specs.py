@@ -53,6 +53,10 @@ SPEC_FIELDS = {
     "gang_restart": st.booleans(),
     "net_limit": _finite,
     "request_id": st.just("") | st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}", fullmatch=True),
+    "stdout_file": st.sampled_from(["", "out-%j-%t.txt", "/home/%u/%x.%4a"]),
+    "stderr_file": st.sampled_from(["", "err-%A_%a.txt", "100%%"]),
+    "open_mode": st.sampled_from(["", "truncate", "append"]),
+    "script": st.just("") | _text.map(lambda body: "#!/bin/sh\n#TCL --cpu 1\n" + body),
 }
 
 job_specs = st.builds(JobSpec, **SPEC_FIELDS)

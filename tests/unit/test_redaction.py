@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tcluster.domain.model import JobSpec
@@ -30,8 +32,8 @@ def test_only_the_owner_and_admins_see_secrets(caller: Caller, owner: str, sees:
 
 @pytest.mark.parametrize("sees, queue_hides, hidden", [
     (True, False, ()), (True, True, ()),
-    (False, False, ("env",)),                     # default: command shown, env hidden
-    (False, True, ("command", "env")),            # a queue with hide_command: true
+    (False, False, ("env", "script")),            # default: command shown, env and a job script hidden
+    (False, True, ("command", "env", "script")),  # a queue with hide_command: true
 ])
 def test_which_fields_are_hidden(sees: bool, queue_hides: bool, hidden: tuple[str, ...]) -> None:
     assert tuple(f.name for f in hidden_fields(sees, queue_hides)) == hidden
@@ -54,6 +56,12 @@ def test_the_json_view_of_a_redacted_job_has_the_same_keys() -> None:
     assert list(plain) == list(redacted)
     assert redacted["env"] == {"AWS_SECRET_ACCESS_KEY": REDACTED, "MODE": REDACTED}
     assert redacted["command"] == list(SPEC.command)
+
+
+def test_a_job_script_is_the_owner_s() -> None:
+    scripted = redact_spec(replace(SPEC, script="#!/bin/sh\nexport TOKEN=s3cret\n"), hidden_fields(False, False))
+    assert scripted.script == REDACTED
+    assert redact_spec(SPEC, hidden_fields(False, False)).script == ""       # none: nothing to hide
 
 
 def test_every_owner_only_field_has_a_kind_that_can_be_redacted() -> None:
