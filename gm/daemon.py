@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
+import math
 import time
 from typing import TYPE_CHECKING
 
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tcluster.gm")
 MIB = 1 << 20
+SPEC_CACHE_JOBS = 1024
 _ENDED = {common_pb2.TASK_SUCCEEDED: "SUCCEEDED", common_pb2.TASK_FAILED: "FAILED",
           common_pb2.TASK_KILLED: "CANCELLED", common_pb2.TASK_LOST: "LOST"}
 # An LM master's one-task job that ended while this GM did not hear it: how its task ended.
@@ -43,7 +46,9 @@ _LM_JOB_END = {jobs_pb2.JOB_SUCCEEDED: "SUCCEEDED", jobs_pb2.JOB_FAILED: "FAILED
 
 
 def task_req(spec: jobs_pb2.JobSpec) -> tuple[int, int]:
-    return (int(round(spec.resources.cpu * 1000)), int(spec.resources.memory // MIB))
+    """(milli-cores, MiB), each rounded up: a task gets at least what it asked (issue 35:
+    memory under 1 MiB became 0, and an LM job with memory 0 runs with no memory limit)."""
+    return (max(math.ceil(spec.resources.cpu * 1000 - 1e-9), 1), max(-(-spec.resources.memory // MIB), 1))
 
 
 class GMDaemon:
@@ -62,7 +67,9 @@ class GMDaemon:
         self.gm = GlobalManager(settings.index, empty, self.n_gms, [], preempter=preempter,
                                 max_in_flight=max(1, len(self.links)))
         self.preempted = 0                   # this GM's tasks stopped by a PreemptAndLaunch
-        self.specs: dict[str, jobs_pb2.JobSpec] = {}       # job id -> its spec (one task's)
+        # job id -> its spec (one task's), the most recently used SPEC_CACHE_JOBS only (issue
+        # 35: kept for the GM's whole life, 94 -> 193 MiB); another is read from the store.
+        self.specs: OrderedDict[str, jobs_pb2.JobSpec] = OrderedDict()
         self.unanswered: list[Unanswered] = []     # sent, no answer came: sent again, same id
         self.checking: set[str] = set()      # running tasks whose end is being looked up at their LM
         self.wake = asyncio.Event()
@@ -159,12 +166,17 @@ class GMDaemon:
     # ---- queues and recovery ----
 
     def spec_of(self, job_id: str) -> jobs_pb2.JobSpec:
-        if job_id not in self.specs:
-            row = self.store.job(job_id)
-            spec = jobs_pb2.JobSpec.FromString(row.spec)
-            spec.tasks, spec.request_id, spec.array = 1, "", ""
-            self.specs[job_id] = spec
-        return self.specs[job_id]
+        spec = self.specs.get(job_id)
+        if spec is not None:
+            self.specs.move_to_end(job_id)
+            return spec
+        row = self.store.job(job_id)
+        spec = jobs_pb2.JobSpec.FromString(row.spec)
+        spec.tasks, spec.request_id, spec.array = 1, "", ""
+        self.specs[job_id] = spec
+        while len(self.specs) > SPEC_CACHE_JOBS:
+            self.specs.popitem(last=False)
+        return spec
 
     def task_spec(self, row: TaskRow) -> TaskRequest:
         spec = self.spec_of(row.job_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import sys
 
 from tcluster.daemonkit.configfile import ConfigError
@@ -19,13 +20,38 @@ from tcluster.gm.tls import TLSError
 from tcluster.daemonkit.sdnotify import Notifier
 
 
-async def _run(daemon: GMDaemon, notifier: Notifier) -> None:
+log = logging.getLogger("tcluster.gm")
+
+
+def on_sighup(daemon: GMDaemon, argv: list[str]) -> str:
+    """SIGHUP (issue 35: tcl-gm died of it, as a process does by default): the flags and
+    config file are read again and checked; none of the GM's settings changes while it
+    runs (its LMs, GMs, queues and state shape its placements), so a change is named as
+    taking effect at the next start; a bad file is reported and the GM goes on as it was."""
+    try:
+        fresh = parse(argv)
+    except ConfigError as error:
+        return f"SIGHUP: the configuration is not valid, nothing changed: {error}"
+    except SystemExit:            # argparse on a flag it cannot take: never the end of a running GM
+        return "SIGHUP: the configuration is not valid (see the message above), nothing changed"
+    old, new = daemon.s.model_dump(), fresh.model_dump()
+    changed = sorted(k for k in new if new[k] != old.get(k))
+    if not changed:
+        return "SIGHUP: configuration read again; nothing changed"
+    return f"SIGHUP: configuration read again; {', '.join(changed)} changed and take effect at the next start"
+
+
+async def _run(daemon: GMDaemon, notifier: Notifier, argv: list[str] | None = None) -> None:
     await daemon.start()
-    logging.getLogger("tcluster.gm").info("tcl-gm %s serving on port %d", daemon.s.name, daemon.port)
+    log.info("tcl-gm %s serving on port %d", daemon.s.name, daemon.port)
     notifier.ready(f"{daemon.s.name} serving on port {daemon.port}")
+    loop = asyncio.get_running_loop()
+    again = sys.argv[1:] if argv is None else argv
+    loop.add_signal_handler(signal.SIGHUP, lambda: log.warning("%s", on_sighup(daemon, again)))
     try:
         await wait_for_stop_signal()
     finally:
+        loop.remove_signal_handler(signal.SIGHUP)
         notifier.stopping()
         await daemon.stop()
 
@@ -48,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     notifier = Notifier.from_env()
     try:
-        asyncio.run(_run(daemon, notifier))
+        asyncio.run(_run(daemon, notifier, argv))
     except Unavailable as e:          # --etcd given and etcd does not answer at start
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 1

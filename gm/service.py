@@ -8,26 +8,38 @@ import time
 
 import grpc
 
-from tcluster.domain.errors import Unavailable
+from tcluster.domain.errors import InvalidArgument, Unavailable
 from tcluster.gm.port import ServicePort
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
+from tcluster.wire.codec import check_spec as check_master_spec
+from tcluster.wire.protobuf import spec_from_pb
 
 _CONSTRAINT = re.compile(r"^[A-Za-z0-9_.\-/]+=[A-Za-z0-9_.\-/:]*$")
 MAX_TASKS = 10_000
+MAX_CONSTRAINTS = 64          # as at the master (README, "Bad input changes nothing")
 
 
 def check_spec(spec: jobs_pb2.JobSpec) -> str | None:
-    """What is wrong with a federated spec, naming the field; None when fine."""
+    """What is wrong with a federated spec, naming the field; None when fine. First the
+    federation's own rules, then the one check every master runs at Submit (the same
+    message an LM would give, issue 35: a spec an LM refuses was accepted here and resent
+    for ever)."""
     if not spec.command:
         return "spec.command: is empty; give the program to run"
     if not 1 <= spec.tasks <= MAX_TASKS:
         return f"spec.tasks: {spec.tasks} is not in 1..{MAX_TASKS}"
     if spec.resources.cpu <= 0 or spec.resources.memory <= 0:
         return "spec.resources: cpu and memory must both be > 0 (a federated task needs a size to place)"
+    if len(spec.constraints) > MAX_CONSTRAINTS:
+        return f"spec.constraints: {len(spec.constraints)} given; at most {MAX_CONSTRAINTS}"
     for c in spec.constraints:
         if not _CONSTRAINT.match(c):
-            return f"spec.constraints: {c!r} is not key=value (the only form a federation places by)"
+            return f"spec.constraints: {c[:40]!r} is not key=value (the only form a federation places by)"
+    try:
+        check_master_spec(spec_from_pb(spec))
+    except (InvalidArgument, ValueError) as error:
+        return f"spec: {error}"
     return None
 
 
@@ -80,10 +92,11 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         stored = jobs_pb2.JobSpec()
         stored.CopyFrom(spec)
         stored.queue = queue
+        repeat = bool(spec.request_id) and self.port.store.job_of_request(spec.request_id) is not None
         job_id = self.port.store.add_job(self.port.s.index, queue, spec.name, stored.SerializeToString(), spec.tasks,
                                       spec.request_id)
-        for row in self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
-            if not self._queued(row.task_id):
+        if not repeat:         # a repeat's tasks were queued by the first: work per Submit is its own job's
+            for row in self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
                 self.port.enqueue(row)
         return self.job_pb(self.port.store.job(job_id))
 
@@ -95,8 +108,6 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                             f"spec.queue: {queue!r} is not a federated queue (known: {', '.join(sorted(qmap))})")
 
-    def _queued(self, task_id: str) -> bool:
-        return any(p.task.task_id == task_id for q in self.port.gm.queues.values() for p in q.items)
 
     def job_pb(self, job: JobRow) -> federation_pb2.FedJob:
         rows = self.port.store.tasks("job_id=?", (job.id,))

@@ -56,7 +56,9 @@ class JobRow:
 
 class GMStore:
     def __init__(self, state_dir: str) -> None:
-        os.makedirs(state_dir, exist_ok=True)
+        # 0700: the jobs it keeps hold their owners' environment (issue 35: it was world-readable).
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+        os.chmod(state_dir, 0o700)
         self.db = sqlite3.connect(os.path.join(state_dir, "gm.sqlite"), isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
@@ -67,6 +69,10 @@ class GMStore:
 
     def close(self) -> None:
         self.db.close()
+
+    def job_of_request(self, request_id: str) -> str | None:
+        row = self.db.execute("SELECT id FROM jobs WHERE request_id=?", (request_id,)).fetchone()
+        return str(row[0]) if row else None
 
     def add_job(self, gm: int, queue: str, name: str, spec: bytes, tasks: int, request_id: str) -> str:
         """Allocate f<gm>-<n> and record the job and its PENDING tasks in one transaction;
