@@ -95,7 +95,7 @@ def materialize(d: Draft, placements: tuple[tuple[str, str], ...]) -> dict[str, 
 
 
 def update_job(d: Draft, ev: UpdateJob) -> None:
-    job = d.state.jobs.get(ev.job_id)
+    job = d.step.jobs.get(ev.job_id) or d.state.jobs.get(ev.job_id)
     if job is None:
         raise NotFound(f"job {ev.job_id[:64]!r} not found")
     if ev.throttle is not None:
