@@ -109,7 +109,8 @@ def wait_for_job(
 
 def jobs(args: argparse.Namespace, client: MasterClient) -> int:
     wanted = [job_state_to_pb(JobState(name)) for name in args.state or ()]
-    listed, total = client.list_jobs(wanted, args.queue or "", args.limit, args.all, getattr(args, "owner", "") or "")
+    owner = getattr(args, "owner", "") or ("" if getattr(args, "all_users", False) else client.whoami().name)
+    listed, total = client.list_jobs(wanted, args.queue or "", args.limit, args.all, owner)
     # Newest first even if the master returned another order.
     listed.sort(key=lambda job: job.submitted_at, reverse=True)
     if args.output == JSON_OUTPUT:
@@ -152,7 +153,7 @@ def logs(args: argparse.Namespace, client: MasterClient) -> int:
     tail = parse_bytes(args.tail, "--tail") if args.tail is not None else 0
     request = jobs_pb2.LogsRequest(
         job_id=args.job_id, task_index=args.task, tail_bytes=tail, follow=args.follow,
-        stream=jobs_pb2.LOG_STDERR if args.stderr else jobs_pb2.LOG_STDOUT,
+        stream=jobs_pb2.LOG_STDERR if args.stderr else jobs_pb2.LOG_STDOUT, attempt=getattr(args, "attempt", 0),
     )
     sink = binary_stdout()
     for chunk in client.logs(request):
