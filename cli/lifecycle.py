@@ -29,7 +29,8 @@ _TERMINAL = frozenset(job_state_to_pb(s) for s in JobState if s.terminal)
 
 
 def _each(args: argparse.Namespace, client: MasterClient, ids: Iterable[str],
-          act: Callable[[str], jobs_pb2.Job], done: Callable[[jobs_pb2.Job], str]) -> int:
+          act: Callable[[str], jobs_pb2.Job], done: Callable[[jobs_pb2.Job], str],
+          line: Callable[[jobs_pb2.Job], str] | None = None) -> int:
     """Runs `act` on every id; prints each job's line (or JSON of all); 1 if any was refused."""
     failed, answered = False, []
     for job_id in ids:
@@ -44,7 +45,7 @@ def _each(args: argparse.Namespace, client: MasterClient, ids: Iterable[str],
         print_json([reply_job_json(job) for job in answered])
     else:
         for job in answered:
-            print(f"{job.id}: {done(job)}")
+            print(line(job) if line is not None else f"{job.id}: {done(job)}")
     return EXIT_FAILURE if failed else EXIT_OK
 
 
@@ -76,6 +77,9 @@ def cancel(args: argparse.Namespace, client: MasterClient) -> int:
     ids = matching_ids(args, client) if filtered else list(args.job_ids)
     if filtered and not ids:
         report("no pending or running job matches")
+    if not filtered and len(ids) == 1:          # one job named: its new state, as before several could be
+        return _each(args, client, ids, lambda j: client.cancel(j, args.tasks or ""), lambda job: "",
+                     line=lambda job: job_state_name(job.state))
     return _each(args, client, ids, lambda j: client.cancel(j, args.tasks or ""),
                  lambda job: job_state_name(job.state))
 
