@@ -21,7 +21,7 @@ from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.events import (
-    Cancel, CancelTasks, Event, Now, Outbound, Preempt, Step, Submit, SubmitPinned, UpdateJob,
+    Cancel, CancelTasks, Event, Now, Outbound, Preempt, Step, Submit, SubmitPinned,
 )
 from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
@@ -264,16 +264,6 @@ class MasterService:
         _, durable = self._do(Preempt(victims))
         self.kick()
         await durable
-
-    async def update(self, job_id: str, caller: Caller = ANONYMOUS, throttle: int | None = None
-                     ) -> tuple[Job, list[Task]]:
-        """What may change while a job runs (its owner or an admin, as for cancel)."""
-        job = self.read(job_id, caller)[0]
-        self.gate.check(caller, CancelJob(job_id, job.spec.owner))
-        _, durable = self._do(UpdateJob(job_id, throttle))
-        self.kick()
-        await durable
-        return self.get(job_id)
 
     async def act(self, job_id: str, caller: Caller, event_of: Callable[[Job], Event]) -> tuple[Job, list[Task]]:
         """A change to one job by its owner or an admin (as for cancel; master/lifecycle.py's
