@@ -109,7 +109,7 @@ def wait_for_job(
 
 def jobs(args: argparse.Namespace, client: MasterClient) -> int:
     wanted = [job_state_to_pb(JobState(name)) for name in args.state or ()]
-    owner = getattr(args, "owner", "") or ("" if getattr(args, "all_users", False) else client.whoami().name)
+    owner = getattr(args, "owner", "") or ("" if getattr(args, "all_users", False) else own_name(client))
     listed, total = client.list_jobs(wanted, args.queue or "", args.limit, args.all, owner)
     # Newest first even if the master returned another order.
     listed.sort(key=lambda job: job.submitted_at, reverse=True)
@@ -120,6 +120,16 @@ def jobs(args: argparse.Namespace, client: MasterClient) -> int:
         if total > len(listed):
             report(f"(the newest {len(listed)} of {total} jobs; --all for every one, --limit N for more)")
     return EXIT_OK
+
+
+def own_name(client: MasterClient) -> str:
+    """Who the master takes the caller to be; "" (everyone's) from a master without WhoAmI."""
+    try:
+        return client.whoami().name
+    except grpc.RpcError as error:
+        if error.code() is not grpc.StatusCode.UNIMPLEMENTED:   # type: ignore[attr-defined]
+            raise
+        return ""
 
 
 def status(args: argparse.Namespace, client: MasterClient) -> int:

@@ -11,8 +11,8 @@ from typing import Callable, Iterable
 import grpc
 
 from tcluster.cli.client import MasterClient, explain_rpc_error, is_unreachable
-from tcluster.cli.commands import JSON_OUTPUT, POLL_INTERVAL_SECONDS, UNREACHABLE_POLLS_TOLERATED, print_json, \
-    reply_job_json, report
+from tcluster.cli.commands import JSON_OUTPUT, POLL_INTERVAL_SECONDS, UNREACHABLE_POLLS_TOLERATED, own_name, \
+    print_json, reply_job_json, report
 from tcluster.cli.lifecycleparser import CANCEL_STATES, EXIT_WAIT_TIMEOUT
 from tcluster.cli.names import job_state_name, shown_job_state
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
@@ -32,12 +32,13 @@ def _each(args: argparse.Namespace, client: MasterClient, ids: Iterable[str],
           act: Callable[[str], jobs_pb2.Job], done: Callable[[jobs_pb2.Job], str],
           line: Callable[[jobs_pb2.Job], str] | None = None) -> int:
     """Runs `act` on every id; prints each job's line (or JSON of all); 1 if any was refused."""
+    ids = list(ids)
     failed, answered = False, []
     for job_id in ids:
         try:
             answered.append(act(job_id))
         except grpc.RpcError as error:
-            if is_unreachable(error):
+            if is_unreachable(error) or len(ids) == 1:    # one job: the error as every command prints it
                 raise
             failed = True
             report(f"{job_id}: {explain_rpc_error(error, client.address)[1]}")
@@ -87,13 +88,13 @@ def cancel(args: argparse.Namespace, client: MasterClient) -> int:
 def matching_ids(args: argparse.Namespace, client: MasterClient) -> list[str]:
     """The pending and running jobs the filters match (your own unless --user), oldest first;
     with IDs too, only those of them."""
-    owner = args.user or client.whoami().name
+    owner = args.user or own_name(client)
     states = [job_state_to_pb(JobState(s)) for s in (args.state or CANCEL_STATES)]
     listed, _ = client.list_jobs(states, args.queue or "", 0, all_jobs=True, owner=owner)
     named = set(args.job_ids)
     return [job.id for job in sorted(listed, key=lambda j: j.submitted_at)
             if (not args.name or job.spec.name == args.name) and (not named or job.id in named)
-            and job.spec.owner == owner]
+            and (not owner or job.spec.owner == owner)]
 
 
 def update(args: argparse.Namespace, client: MasterClient) -> int:
