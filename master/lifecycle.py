@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tcluster.domain.arrays import parse_index_set
+from tcluster.domain.errors import PermissionDenied
 from tcluster.domain.model import Job, JobSpec, Task
 from tcluster.master.core.events import HoldJob, RequeueTasks, UpdateJob
 from tcluster.master.features.quotas_live import check_pending_cap
@@ -33,7 +34,12 @@ class SpecChanges:
 
 
 async def hold(service: MasterService, job_id: str, caller: Caller, held: bool) -> tuple[Job, list[Task]]:
-    return await service.act(job_id, caller, lambda job: HoldJob(job.id, caller.name, held))
+    def event_of(job: Job) -> HoldJob:
+        # As Slurm's: what an admin held, only an admin releases (a user may hold only their own jobs).
+        if not held and job.held_by and job.held_by != caller.name and not caller.admin:
+            raise PermissionDenied(f"job {job.id} was held by {job.held_by}, an admin: only an admin may release it")
+        return HoldJob(job.id, caller.name, held)
+    return await service.act(job_id, caller, event_of)
 
 
 async def requeue(service: MasterService, job_id: str, caller: Caller, tasks: str) -> tuple[Job, list[Task]]:

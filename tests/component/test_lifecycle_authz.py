@@ -1,6 +1,6 @@
 """Who may use the lifecycle verbs, through a live secure master's gRPC API (README, "Hold,
 release, requeue, wait"): the job's owner or an admin may hold, release, requeue and
-update it, another user may not; an update is checked as a submit (a queue that does not
+update it, another user may not, and what an admin held only an admin releases; an update is checked as a submit (a queue that does not
 exist, a weight past the queue's cap are refused naming the field)."""
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ def test_owner_and_admin_may_change_a_job_and_others_may_not(tmp_path: Path) -> 
         assert held.held_by == "alice" and "held by alice" in held.pending_reason
         code, why = await code_of(h.jobs.Release(jobs_pb2.ReleaseJobRequest(id=job.id), metadata=bob))
         assert code is grpc.StatusCode.PERMISSION_DENIED
+        assert (await h.jobs.Release(jobs_pb2.ReleaseJobRequest(id=job.id), metadata=admin)).held_by == ""
+        await h.jobs.Hold(jobs_pb2.HoldJobRequest(id=job.id), metadata=admin)     # an admin's hold
+        code, why = await code_of(h.jobs.Release(jobs_pb2.ReleaseJobRequest(id=job.id), metadata=alice))
+        assert code is grpc.StatusCode.PERMISSION_DENIED and "only an admin may release it" in why
         assert (await h.jobs.Release(jobs_pb2.ReleaseJobRequest(id=job.id), metadata=admin)).held_by == ""
         for change, field in (({"queue": "nope"}, "nope"), ({"weight": 9.0}, "max_job_weight"),
                               ({"queue": "other"}, "other")):      # alice's grants: default only
