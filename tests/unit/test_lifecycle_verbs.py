@@ -187,3 +187,17 @@ def test_update_refusals(setup: str, cpu: float, words: str) -> None:
     with pytest.raises((FailedPrecondition, InvalidArgument), match=words):
         w.do(UpdateJob(A, spec=new))
     assert w.state.jobs[A].spec.resources == Resources(0.5, 2**20)
+
+
+@pytest.mark.parametrize("array, ended, words", [
+    ("", False, "not an array"),
+    ("0-1", True, "already ended"),
+])
+def test_a_throttle_is_refused_on_a_plain_or_ended_job(array: str, ended: bool, words: str) -> None:
+    w = world(1, array=array) if array else world(1)
+    if ended:
+        for i in (0, 1):
+            run(w, i)
+            end(w, i, TaskState.SUCCEEDED)
+    with pytest.raises((FailedPrecondition, InvalidArgument), match=words):
+        w.do(UpdateJob(A, throttle=2))
