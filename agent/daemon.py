@@ -360,7 +360,7 @@ class Agent:
         pauses meanwhile (the generator is not advanced)."""
         try:
             async for chunk in self.tasks.read_log(req.task_id, req.stderr, req.tail_bytes, req.max_bytes,
-                                                   req.follow):
+                                                   req.follow, req.attempt):
                 await credit.take()
                 await self._out.put_log(codec.log_data_to_pb(req.request_id, chunk))
             last = codec.log_data_to_pb(req.request_id, eof=True)

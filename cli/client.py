@@ -266,6 +266,10 @@ class MasterClient:
             request.throttle = throttle
         return self._call(lambda c: c.jobs.Update(request, timeout=self.timeout, metadata=self._metadata))
 
+    def job_verb(self, verb: str, request: object) -> jobs_pb2.Job:
+        """Hold, Release, Requeue or Update (cli/lifecycle.py): one job's change, answered with the job."""
+        return self._call(lambda c: getattr(c.jobs, verb)(request, timeout=self.timeout, metadata=self._metadata))
+
     def logs(self, request: jobs_pb2.LogsRequest) -> Iterator[jobs_pb2.LogChunk]:
         """The leader is found when the stream opens: a standby's refusal comes with the first read."""
         def open_stream(c: _Connection) -> tuple[Iterator[jobs_pb2.LogChunk], jobs_pb2.LogChunk | None]:

@@ -109,7 +109,8 @@ def wait_for_job(
 
 def jobs(args: argparse.Namespace, client: MasterClient) -> int:
     wanted = [job_state_to_pb(JobState(name)) for name in args.state or ()]
-    listed, total = client.list_jobs(wanted, args.queue or "", args.limit, args.all, getattr(args, "owner", "") or "")
+    owner = getattr(args, "owner", "") or ("" if getattr(args, "all_users", False) else own_name(client))
+    listed, total = client.list_jobs(wanted, args.queue or "", args.limit, args.all, owner)
     # Newest first even if the master returned another order.
     listed.sort(key=lambda job: job.submitted_at, reverse=True)
     if args.output == JSON_OUTPUT:
@@ -119,6 +120,16 @@ def jobs(args: argparse.Namespace, client: MasterClient) -> int:
         if total > len(listed):
             report(f"(the newest {len(listed)} of {total} jobs; --all for every one, --limit N for more)")
     return EXIT_OK
+
+
+def own_name(client: MasterClient) -> str:
+    """Who the master takes the caller to be; "" (everyone's) from a master without WhoAmI."""
+    try:
+        return client.whoami().name
+    except grpc.RpcError as error:
+        if error.code() is not grpc.StatusCode.UNIMPLEMENTED:   # type: ignore[attr-defined]
+            raise
+        return ""
 
 
 def status(args: argparse.Namespace, client: MasterClient) -> int:
@@ -152,7 +163,7 @@ def logs(args: argparse.Namespace, client: MasterClient) -> int:
     tail = parse_bytes(args.tail, "--tail") if args.tail is not None else 0
     request = jobs_pb2.LogsRequest(
         job_id=args.job_id, task_index=args.task, tail_bytes=tail, follow=args.follow,
-        stream=jobs_pb2.LOG_STDERR if args.stderr else jobs_pb2.LOG_STDOUT,
+        stream=jobs_pb2.LOG_STDERR if args.stderr else jobs_pb2.LOG_STDOUT, attempt=getattr(args, "attempt", 0),
     )
     sink = binary_stdout()
     for chunk in client.logs(request):

@@ -23,6 +23,7 @@ from tcluster.cli.credentials import MASTER_ENV, default_master
 from tcluster.cli.doctorparser import add_doctor
 from tcluster.cli.fedparser import FEDERATION_COMMANDS, ONLY_FEDERATED, add_federation, add_federation_option
 from tcluster.cli.ledgerparser import add_ledger_commands
+from tcluster.cli.lifecycleparser import LIFECYCLE_COMMANDS, add_cancel, add_lifecycle_commands, add_update
 from tcluster.cli.nodeparser import add_node
 from tcluster.cli.options import (
     DEFAULT_CPU, DEFAULT_MEMORY, DEFAULT_WAIT_LEADER_S, EXIT_FAILURE, EXIT_USAGE, PACK_ORDERS, WAIT_LEADER_ENV,
@@ -49,11 +50,12 @@ DEFAULT_FAIRNESS = "mch"   # `tcl sim --fairness`
 # or with credentials of their own) as handler(args).
 MASTER_COMMANDS = {
     "submit": "tcluster.cli.commands:submit", "jobs": "tcluster.cli.commands:jobs",
-    "status": "tcluster.cli.commands:status", "cancel": "tcluster.cli.commands:cancel",
+    "status": "tcluster.cli.commands:status", "cancel": "tcluster.cli.lifecycle:cancel",
     "logs": "tcluster.cli.commands:logs", "nodes": "tcluster.cli.commands:nodes",
     "queues": "tcluster.cli.queuetree:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
-    "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update", "node": "tcluster.cli.nodecmd:node",
+    "why": "tcluster.cli.why:why", "update": "tcluster.cli.lifecycle:update", "node": "tcluster.cli.nodecmd:node",
     "report": "tcluster.cli.ledger:report", "history": "tcluster.cli.ledger:history",
+    **LIFECYCLE_COMMANDS,
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
@@ -135,6 +137,8 @@ def add_query_commands(sub: _Subcommands, common: argparse.ArgumentParser) -> No
     p.add_argument("--state", action="append", type=str.upper, choices=JOB_STATE_NAMES, help="only jobs in this state (repeatable)")
     p.add_argument("--queue", help="only jobs of this queue")
     p.add_argument("--owner", help="only jobs of this user")
+    p.add_argument("--all-users", action="store_true",
+                   help="every user's jobs that you may see (default: only your own)")
     p.add_argument("--limit", type=non_negative_int, default=0,
                    help="at most N jobs, newest first (default: 100; the master's page size)")
     p.add_argument("-a", "--all", action="store_true", help="every job, not just the newest 100")
@@ -150,15 +154,9 @@ def add_query_commands(sub: _Subcommands, common: argparse.ArgumentParser) -> No
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("job_id", metavar="ID")
 
-    p = sub.add_parser("cancel", parents=[common], help="cancel a job (or some of its tasks); prints its new state")
-    p.add_argument("job_id", metavar="ID")
-    p.add_argument("--tasks", metavar="INDEXES",
-                   help="only these tasks, e.g. 5-9,12 (an array's indexes); running ones are killed")
-
-    p = sub.add_parser("update", parents=[common], help="change a running job: an array's throttle")
-    p.add_argument("job_id", metavar="ID")
-    p.add_argument("--throttle", type=non_negative_int, required=True, metavar="N",
-                   help="at most N of the array's tasks running at once (0: no limit)")
+    add_cancel(sub, common)
+    add_update(sub, common)
+    add_lifecycle_commands(sub, common)
 
     p = sub.add_parser("logs", parents=[common], help="print a task's log (stdout by default)")
     p.add_argument("job_id", metavar="ID")
@@ -166,6 +164,8 @@ def add_query_commands(sub: _Subcommands, common: argparse.ArgumentParser) -> No
     p.add_argument("--stderr", action="store_true", help="the task's stderr instead of its stdout")
     p.add_argument("--tail", metavar="BYTES", help="only the last BYTES (e.g. 4096 or 64Ki)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new output until the task ends")
+    p.add_argument("--attempt", type=non_negative_int, default=0, metavar="N",
+                   help="an earlier attempt's log (a requeued, retried or preempted task; default: the latest)")
 
     sub.add_parser("nodes", parents=[common], help="list nodes with capacity, use and free resources")
 

@@ -16,6 +16,12 @@ def job_state_name(value: int) -> str:
         return "UNSPECIFIED" if value == 0 else f"UNKNOWN({value})"
 
 
+def shown_job_state(job: jobs_pb2.Job) -> str:
+    """The state, with " (held)" while `tcl hold` keeps its pending tasks back."""
+    held = job.held_by and job.state in (jobs_pb2.JOB_PENDING, jobs_pb2.JOB_RUNNING)
+    return job_state_name(job.state) + (" (held)" if held else "")
+
+
 def task_state_name(value: int) -> str:
     try:
         return task_state_from_pb(value).value

@@ -33,7 +33,7 @@ def reply_job_json(msg: jobs_pb2.Job) -> JsonDict:
               state=_known(JobState, job_state_name(msg.state), JobState.PENDING), finished_at=msg.finished_at,
               pending_reason=msg.pending_reason, unplaced=index_set_from_text(msg.unplaced),
               skipped=index_set_from_text(msg.skipped), throttle=msg.throttle, reason=msg.reason,
-              released=msg.released)
+              released=msg.released, held_by=msg.held_by)
     doc = job_json(job, [reply_task_json(msg.id, t) for t in msg.tasks], dominant_share=msg.dominant_share)
     doc.update(state=job_state_name(msg.state), tasks_total=tasks_total(msg))
     return doc

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from typing import Mapping, Sequence
 
-from tcluster.cli.names import job_state_name, task_state_name, tasks_total, used_resources
+from tcluster.cli.names import job_state_name, shown_job_state, task_state_name, tasks_total, used_resources
 from tcluster.views.formats import format_table, signal_name, timestamp
 from tcluster.domain.states import TERMINAL_TASK_STATES, TaskState
 from tcluster.domain.units import format_bytes, format_cpu, format_duration
@@ -52,7 +52,7 @@ def jobs_table(jobs: Sequence[jobs_pb2.Job], now: float) -> str:
     for job in jobs:
         cpu, mem = resource_cells(job.spec.resources)
         rows.append((
-            job.id, job.spec.name or EMPTY, job.spec.queue or EMPTY, job.spec.owner or EMPTY, job_state_name(job.state),
+            job.id, job.spec.name or EMPTY, job.spec.queue or EMPTY, job.spec.owner or EMPTY, shown_job_state(job),
             tasks_cell(job), cpu, mem, age_cell(job.submitted_at, now),
         ))
     return format_table(headers, rows)
@@ -132,7 +132,7 @@ def job_view(job: jobs_pb2.Job, now: float) -> str:
         ("Name", spec.name or EMPTY),
         ("Queue", spec.queue or EMPTY),
         ("Owner", f"{spec.owner or EMPTY} (runs as {spec.user or 'the agent default user'})"),
-        ("State", job_state_name(job.state)),
+        ("State", shown_job_state(job)),
         ("Submitted", when_cell(job.submitted_at, now)),
         ("Finished", when_cell(job.finished_at, now)),
         ("Tasks", f"{tasks_cell(job)} ({counts_text(task_state_counts(job))})"),

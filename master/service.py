@@ -21,7 +21,7 @@ from tcluster.master.identity.gate import Gate
 from tcluster.master.core.actions import FetchLog
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.core.events import (
-    Cancel, CancelTasks, Event, Now, Outbound, Preempt, Step, Submit, SubmitPinned, UpdateJob,
+    Cancel, CancelTasks, Event, Now, Outbound, Preempt, Step, Submit, SubmitPinned,
 )
 from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
@@ -272,18 +272,19 @@ class MasterService:
         self.kick()
         await durable
 
-    async def update(self, job_id: str, caller: Caller = ANONYMOUS, throttle: int | None = None
-                     ) -> tuple[Job, list[Task]]:
-        """What may change while a job runs (its owner or an admin, as for cancel)."""
+    async def act(self, job_id: str, caller: Caller, event_of: Callable[[Job], Event]) -> tuple[Job, list[Task]]:
+        """A change to one job by its owner or an admin (as for cancel; master/lifecycle.py's
+        verbs): the event `event_of` makes of the job, durable before the answer."""
         job = self.read(job_id, caller)[0]
         self.gate.check(caller, CancelJob(job_id, job.spec.owner))
-        _, durable = self._do(UpdateJob(job_id, throttle))
+        _, durable = self._do(event_of(job))
         self.kick()
         await durable
         return self.get(job_id)
 
     async def logs(self, job_id: str, index: int, stderr: bool, tail_bytes: int,
-                   follow: bool = False, caller: Caller = ANONYMOUS) -> AsyncIterator[bytes]:
+                   follow: bool = False, caller: Caller = ANONYMOUS,
+                   attempt: int = 0) -> AsyncIterator[bytes]:
         job, tasks = self.read(job_id, caller)
         self.gate.check(caller, ReadLogs(job_id, job.spec.owner))
         task = next((t for t in tasks if t.index == index), None)   # an array's rows are by array index
@@ -297,8 +298,10 @@ class MasterService:
         link = self.agents.links.get(task.node)
         if link is None:
             raise Unavailable(f"node {task.node} is not connected; its logs stay on that node")
+        if attempt > task.attempt:
+            raise NotFound(f"task {task.id} has no attempt {attempt} (its latest is {task.attempt})")
         fetch = FetchLog(secrets.token_hex(8), task.id, stderr, tail_bytes, self.settings.log_max_bytes, follow,
-                         task.attempt, LOG_WINDOW_CHUNKS)
+                         attempt or task.attempt, LOG_WINDOW_CHUNKS)
         with self.log_streams.hold(caller.name):    # a stalled stream, follow or not, holds its window
             async for data in stream_log(link, fetch):
                 yield data

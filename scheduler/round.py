@@ -51,7 +51,7 @@ def job_views(jobs: dict[str, Job], tasks: dict[str, list[Task]]) -> list[JobVie
         running = sum(1 for t in job_tasks if t.state.holds_resources)
         if job.throttle:
             pending = min(pending, max(job.throttle - running, 0))
-        if pending and not job.cancelled and not job.held:
+        if pending and not job.cancelled and not job.kept_back:
             views.append(JobView(job_id, job.spec.queue, job.submitted_at, job.spec.resources, pending, running,
                                  job.spec.weight, user_of(job.spec.owner, job.spec.user)))
     return views

@@ -198,7 +198,7 @@ def wait_until(check: Callable[[], bool], timeout_s: float, interval_s: float = 
 def cancel_every_job(master: str, timeout_s: float = 60.0) -> None:
     """Cancels what still runs and waits for its tasks to end: an agent leaves its tasks
     running when it stops, so a test cancels them before stopping its agents."""
-    jobs = tcl_json(master, "jobs", "--all")
+    jobs = tcl_json(master, "jobs", "--all", "--all-users")
     listed = jobs if isinstance(jobs, list) else []
     for job in listed:
         if job["state"] in ("PENDING", "RUNNING"):

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from tcluster.domain.arrays import IndexSet, parse_array
 from tcluster.domain.dependency import Outcome, Verdict, evaluate, parse_dependency
-from tcluster.domain.errors import InvalidArgument, NotFound
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument, NotFound
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Submit, UpdateJob
 from tcluster.domain.model import Job, Task, TaskState
@@ -95,10 +95,15 @@ def materialize(d: Draft, placements: tuple[tuple[str, str], ...]) -> dict[str, 
 
 
 def update_job(d: Draft, ev: UpdateJob) -> None:
-    job = d.state.jobs.get(ev.job_id)
+    job = d.step.jobs.get(ev.job_id) or d.state.jobs.get(ev.job_id)
     if job is None:
         raise NotFound(f"job {ev.job_id[:64]!r} not found")
     if ev.throttle is not None:
+        if not job.spec.array:
+            raise InvalidArgument("throttle", f"job {job.id} is not an array: --throttle limits an array's "
+                                              "running tasks")
+        if job.finished_at:
+            raise FailedPrecondition(f"job {job.id} already ended ({job.state.value}): nothing to update")
         if ev.throttle < 0:
             raise InvalidArgument("throttle", f"{ev.throttle} must be >= 0 (0: no limit)")
         d.step.jobs[job.id] = replace(job, throttle=ev.throttle)

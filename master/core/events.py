@@ -56,9 +56,27 @@ class CancelTasks:
 
 @dataclass(frozen=True)
 class UpdateJob:
-    """`tcl update JOB --throttle N`: what may change while a job runs."""
+    """`tcl update JOB --throttle N`: what may change while a job runs; `spec`: a pending
+    job's new spec (cpu, memory, time limit, queue, weight), checked at the edge as a submit's."""
     job_id: str
     throttle: int | None = None
+    spec: JobSpec | None = None
+
+
+@dataclass(frozen=True)
+class HoldJob:
+    """`tcl hold JOB` (by: who holds it) / `tcl release JOB` (hold False): its pending work only."""
+    job_id: str
+    by: str
+    hold: bool = True
+
+
+@dataclass(frozen=True)
+class RequeueTasks:
+    """`tcl requeue JOB [--tasks 5-9]`: running attempts stopped, ended tasks waiting again."""
+    job_id: str
+    indexes: IndexSet | None
+    by: str
 
 
 @dataclass(frozen=True)
@@ -164,7 +182,7 @@ class AccrueUsage:
 
 
 Event = (Submit | SubmitPinned | Cancel | Place | AgentJoined | AgentLeft | Reports | Beat | Tick | AccrueUsage | Preempt
-         | CancelTasks | UpdateJob
+         | CancelTasks | UpdateJob | HoldJob | RequeueTasks
          | NodeEvent)
 
 
@@ -208,6 +226,7 @@ class KillMode(IntEnum):
     REQUEUE = 2     # preempted: the task waits again; no retry is used
     TIMELIMIT = 3   # past its --time-limit: the task ends FAILED (TimeLimit), no retry
     GANG = 4        # its gang restarts: the task waits again with the others, no retry used
+    ASKED = 5       # `tcl requeue`: the task waits again, whatever its end; no retry used
 
 
 def kill_mode(stored: int) -> KillMode:
@@ -262,6 +281,7 @@ class Step:
     ticked_wall: float | None = None   # ... and its wall time: the time limits it acted on
     decayed_usage: DecayLedger | None = None   # AccrueUsage: the ledger now (one record)
     ledger: list[LedgerRow] = field(default_factory=list)   # the attempts that ended (master/core/ledgerrows.py)
+    specs: set[str] = field(default_factory=set)   # jobs whose spec changed (`tcl update`): written again
     # memory only
     live: dict[str, NodeLive] = field(default_factory=dict)
     usage: UsageBlock | None = None   # a beat's samples of tasks that hold resources there
@@ -276,7 +296,7 @@ class Step:
 
 
 __all__ = [
-    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "AccrueUsage", "Cancel", "CancelTasks", "UpdateJob", "Cordon",
+    "AckReports", "Ack", "Action", "AgentJoined", "AgentLeft", "Beat", "AccrueUsage", "Cancel", "CancelTasks", "UpdateJob", "HoldJob", "RequeueTasks", "Cordon",
     "Disconnect", "Drain", "Event", "Forget", "Kill", "Maintain", "NodeEvent", "Uncordon",
     "KillIntent", "KillMode", "kill_mode", "Launch", "NodeLive", "Now", "Place", "Preempt", "Reports", "Step", "Submit", "SubmitPinned", "Tick",
     "Welcome",

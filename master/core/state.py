@@ -135,8 +135,10 @@ class MasterState:
             reason = "waiting to be scheduled"
         if job.held:
             reason = dependency_reason(job.spec.dependency, self.job_state)
+        if job.held_by and not job.finished_at:
+            reason = f"held by {job.held_by} (tcl release {job.id})"
         counts = self.counts.get(job.id)
-        if job.throttle and counts and counts[TaskState.PENDING] and not job.held:
+        if job.throttle and counts and counts[TaskState.PENDING] and not job.kept_back:
             running = counts[TaskState.STARTING] + counts[TaskState.RUNNING]
             if running >= job.throttle:
                 reason = f"array throttle: {running} running, at most {job.throttle} at once (%{job.throttle})"
@@ -196,7 +198,7 @@ class MasterState:
 
     def _has_pending(self, job_id: str) -> bool:
         job = self.jobs[job_id]
-        return not job.cancelled and not job.held and self.counts[job_id][TaskState.PENDING] > 0
+        return not job.cancelled and not job.kept_back and self.counts[job_id][TaskState.PENDING] > 0
 
     # ---- the one way in ----
 
@@ -301,6 +303,8 @@ class MasterState:
         if job.finished_at and (before is None or not before.finished_at):
             heapq.heappush(self.finished, (job.finished_at, job.id))
             self.finished_tasks += len(self.tasks[job.id])
+        elif before is not None and before.finished_at and not job.finished_at:   # `tcl requeue`: running again
+            self.finished_tasks -= len(self.tasks[job.id])
 
     def _apply_task(self, task: Task) -> None:
         tasks = self.tasks[task.job_id]

@@ -41,12 +41,13 @@ def requeued_end(d: Draft, task: Task, intent: KillIntent, at: float) -> bool:
     """An attempt stopped to run again ended (however): True if `intent` was such a stop."""
     if intent.mode is KillMode.REQUEUE:
         preempted(d, task, intent, at)
-    elif intent.mode is KillMode.GANG:
+    elif intent.mode in (KillMode.GANG, KillMode.ASKED):
         job = d.job(task.job_id)
         if job.cancelled or job.finished_at:
             d.put(ended(task, TaskState.KILLED, intent.reason, at or d.now.wall))
         else:
-            d.put(replace(task, state=TaskState.PENDING, node="", exit_code=None, signal=0, reason=intent.reason))
+            why = f"attempt {task.attempt} {intent.reason}" if intent.mode is KillMode.ASKED else intent.reason
+            d.put(replace(task, state=TaskState.PENDING, node="", exit_code=None, signal=0, reason=why))
     else:
         return False
     return True

@@ -27,9 +27,10 @@ from tcluster.master.core.stopping import (
 from tcluster.master.core.events import (
     AccrueUsage,
     Ack, AgentJoined, AgentLeft, Beat, Cancel, CancelTasks, Cordon, Disconnect, Drain, Event, Kill, KillIntent,
-    Forget, KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, Submit, SubmitPinned, Tick, Uncordon, UpdateJob, Welcome,
+    Forget, HoldJob, KillMode, Launch, Maintain, NodeLive, Now, Place, Preempt, Reports, Step, RequeueTasks, Submit, SubmitPinned, Tick,
+    Uncordon, UpdateJob, Welcome,
 )
-from tcluster.master.core import nodeops
+from tcluster.master.core import lifecycle, nodeops
 from tcluster.master.core.unreachable import forget, lose
 from tcluster.domain.reports import TaskReport
 from tcluster.wire.features import report_silence_limit
@@ -141,6 +142,11 @@ def _check_fragments(job_id: str, *sets: IndexSet) -> None:
 
 
 def _update(d: Draft, ev: UpdateJob) -> None:
+    if ev.spec is not None:
+        job = d.state.jobs.get(ev.job_id)
+        if job is None:
+            raise NotFound(f"job {ev.job_id[:64]!r} not found")
+        lifecycle.update_spec(d, job, ev.spec)
     update_job(d, ev)
 
 
@@ -270,7 +276,8 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
         d.put(replace(final, state=TaskState.FAILED, reason=TIME_LIMIT, exit_code=report.exit_code,
                       signal=report.signal, finished_at=report.at or d.now.wall))
         return
-    if intent is not None and report.state is not TaskState.SUCCEEDED and requeued_end(d, final, intent, report.at):
+    asked = intent is not None and intent.mode is KillMode.ASKED   # `tcl requeue`: whatever the end
+    if intent is not None and (asked or report.state is not TaskState.SUCCEEDED) and requeued_end(d, final, intent, report.at):
         return   # however it ended after SIGTERM: it was stopped to run again (preempted, its gang restarts)
     if intent is not None and intent.retry and report.state is TaskState.KILLED:
         end_attempt(d, final, TaskState.LOST, intent.reason, report.exit_code, report.signal, report.at)
@@ -359,6 +366,7 @@ def _accrue_usage(d: Draft, ev: AccrueUsage) -> None:
 _HANDLERS: dict[type[Event], Callable[[Draft, Any], None]] = {
     Submit: _submit, SubmitPinned: _submit_pinned, Cancel: _cancel, Place: _place, AgentJoined: _joined, AgentLeft: left,
     Reports: _reports, Beat: beat, Tick: _tick, AccrueUsage: _accrue_usage, Preempt: _preempt, CancelTasks: _cancel_tasks, UpdateJob: _update,
+    HoldJob: lifecycle.hold, RequeueTasks: lifecycle.requeue,
     Cordon: nodeops.cordon, Uncordon: nodeops.uncordon, Drain: nodeops.drain, Maintain: nodeops.maintain,
     Forget: forget,
 }

@@ -36,13 +36,14 @@ def _gone(d: Draft, task: Task, intent: KillIntent | None, why: str) -> None:
 
 
 def _stop_unconfirmed(d: Draft, task: Task, intent: KillIntent) -> bool:
-    """Issue 36 #1: a stop to run again (a drain's deadline, a preemption, a gang restart)
+    """Issue 36 #1: a stop to run again (a drain's deadline, a preemption, a gang restart,
+    `tcl requeue`)
     sent to a node that went silent. The cut-off agent fences only jobs with retries (they
     may run elsewhere); for a job without, the old copy may still run, so the task is not
     requeued: it waits, holding its place, until the node confirms the end (its stream
     comes back: the stop is sent again) or an admin says the machine is dead (`tcl node
     forget`). True when it waits."""
-    if intent.mode not in (KillMode.REQUEUE, KillMode.GANG) or d.job(task.job_id).spec.retries > 0:
+    if intent.mode not in (KillMode.REQUEUE, KillMode.GANG, KillMode.ASKED) or d.job(task.job_id).spec.retries > 0:
         return False
     waiting = unconfirmed_reason(task.node)
     if not task.reason.endswith(waiting):

@@ -176,7 +176,7 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
         return agent_pb2.MasterMessage(log_request=agent_pb2.LogRequest(
             request_id=message.request_id, task_id=message.task_id, stderr=message.stderr,
             tail_bytes=message.tail_bytes, max_bytes=message.max_bytes, follow=message.follow,
-            window=message.window))
+            window=message.window, attempt=message.attempt))
     if isinstance(message, LogCredit):
         return agent_pb2.MasterMessage(log_credit=agent_pb2.LogCredit(
             request_id=message.request_id, chunks=message.chunks, cancel=message.cancel))

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable
 
 import grpc
 
@@ -16,6 +16,7 @@ from tcluster.domain.errors import (
     Unauthenticated, Unavailable,
 )
 from tcluster.master.core.actions import Heartbeat, LogPiece, Registration, ReportBatch
+from tcluster.master import lifecycle
 from tcluster.master.edge import ledger_api
 from tcluster.master.edge.agent_clock import AgentClock
 from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pbs
@@ -36,6 +37,15 @@ from tcluster.wire.protobuf import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def spec_changes_from_pb(request: jobs_pb2.UpdateJobRequest) -> lifecycle.SpecChanges:
+    def field(name: str) -> object:
+        return getattr(request, name) if request.HasField(name) else None
+    return lifecycle.SpecChanges(field("cpu"), field("memory"), field("time_limit_s"),  # type: ignore[arg-type]
+                                 field("queue"), field("weight"))  # type: ignore[arg-type]
+
+
 REGISTER_TIMEOUT_S = 30.0
 # A List reply's bytes, well under the 4 MiB message bound (the header and total aside).
 LIST_BYTE_BUDGET = 3 * 2**20
@@ -180,7 +190,28 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         try:
             caller = caller_of(self.service, context, "Update")
             throttle = request.throttle if request.HasField("throttle") else None
-            return self._job(await self.service.update(request.id, caller, throttle), caller)
+            return self._job(await lifecycle.update(self.service, request.id, caller, throttle,
+                                                    spec_changes_from_pb(request)), caller)
+        except TclusterError as error:
+            await abort_with(context, error)
+            raise AssertionError("unreachable")
+
+    async def Hold(self, request: jobs_pb2.HoldJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        return await self._verb(context, "Hold", lambda caller: lifecycle.hold(self.service, request.id, caller, True))
+
+    async def Release(self, request: jobs_pb2.ReleaseJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        return await self._verb(context, "Release",
+                                lambda caller: lifecycle.hold(self.service, request.id, caller, False))
+
+    async def Requeue(self, request: jobs_pb2.RequeueJobRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
+        return await self._verb(context, "Requeue",
+                                lambda caller: lifecycle.requeue(self.service, request.id, caller, request.tasks))
+
+    async def _verb(self, context: grpc.aio.ServicerContext, call: str,
+                    act: Callable[[Caller], Awaitable[tuple[Job, list[Task]]]]) -> jobs_pb2.Job:
+        try:
+            caller = caller_of(self.service, context, call)
+            return self._job(await act(caller), caller)
         except TclusterError as error:
             await abort_with(context, error)
             raise AssertionError("unreachable")
@@ -190,7 +221,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         try:
             caller = caller_of(self.service, context, "Logs")
             async for data in self.service.logs(request.job_id, request.task_index, stderr, request.tail_bytes,
-                                                request.follow, caller):
+                                                request.follow, caller, request.attempt):
                 yield jobs_pb2.LogChunk(data=data)
         except TclusterError as error:
             await abort_with(context, error)

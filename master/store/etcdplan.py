@@ -33,7 +33,8 @@ def step_writes(step: Step, new_jobs: set[str], purge: Iterable[str]) -> list[Wr
     out: list[Write] = []
     doomed = sorted(set(step.jobs_del) | set(purge))
     out += [(f"state/jobs/{j}", None) for j in doomed]     # the job goes first: its tasks become orphans
-    out += [(f"state/specs/{j.id}", spec_to_json(j.spec).encode()) for j in step.jobs.values() if j.id in new_jobs]
+    out += [(f"state/specs/{j.id}", spec_to_json(j.spec).encode()) for j in step.jobs.values()
+            if j.id in new_jobs or j.id in step.specs]     # a new job's, or a spec `tcl update` changed
     out += [(task_key(t.job_id, t.index), task_record(t)) for t in step.tasks.values()]
     out += [(f"state/jobs/{j.id}", job_record(j)) for j in step.jobs.values() if j.id not in doomed]
     out += [(f"state/nodes/{n.name}", node_record(n)) for n in step.nodes.values()]

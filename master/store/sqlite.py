@@ -197,6 +197,8 @@ class Store:
         db.executemany("UPDATE jobs SET state=?, finished_at=?, cancelled=?, extra=? WHERE id=?", [
             (j.state.value, j.finished_at, int(j.cancelled), job_extra_to_json(j), j.id)
             for j in step.jobs.values() if j.id not in new_jobs])
+        db.executemany("UPDATE jobs SET spec=? WHERE id=?", [   # `tcl update` of a pending job
+            (spec_to_json(step.jobs[j].spec), j) for j in sorted(step.specs) if j in step.jobs and j not in new_jobs])
         runs, rest = fresh_runs(step.tasks.values(), new_jobs) if new_jobs else ([], step.tasks.values())
         for job_id, first, last in runs:
             db.execute(FRESH_RUN, (first, last, job_id))

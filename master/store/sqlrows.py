@@ -101,6 +101,7 @@ def coalesce(steps: list[tuple[Step, list[str]]]) -> list[tuple[Step, set[str]]]
         if step.decayed_usage is not None:     # one record: the last ledger wins
             merged.decayed_usage = step.decayed_usage
         merged.ledger.extend(step.ledger)
+        merged.specs.update(step.specs)
         kills.update(dict.fromkeys(sorted(step.kills_del)))
         kills.update(step.kills_put)
         new.update(new_jobs)

@@ -251,11 +251,17 @@ class Job:
     throttle: int = 0
     released: bool = False       # its dependency is met (a job without one never waits for it)
     reason: str = ""             # why the master ended it (an unmet dependency, a gang's failure)
+    held_by: str = ""            # `tcl hold`: who holds its pending work back ("" = not held)
 
     @property
     def held(self) -> bool:
         """Waiting for its dependency: not offered to the scheduler."""
         return bool(self.spec.dependency) and not self.released and not self.cancelled
+
+    @property
+    def kept_back(self) -> bool:
+        """Its pending tasks are not offered to the scheduler: a dependency, or `tcl hold`."""
+        return self.held or bool(self.held_by)
 
 
 @dataclass(frozen=True)

@@ -88,7 +88,8 @@ def job_json(job: Job, tasks: list[JsonDict], dominant_share: float = 0.0) -> Js
             doc[entry.json] = spec_value_json(entry, getattr(job.spec, entry.name))
         for key in _JOB_KEYS_AFTER.get(entry.name, ()):
             doc[key] = own[key]
-    doc.update(tasks_total=job.spec.tasks, pending_reason=job.pending_reason, reason=job.reason)
+    doc.update(tasks_total=job.spec.tasks, pending_reason=job.pending_reason, reason=job.reason,
+               held_by=job.held_by)    # `tcl hold`: who holds its pending tasks back; "" = not held
     if job.spec.array:        # an array's indexes without a task yet, and its live throttle
         doc.update(pending_indexes=job.unplaced.text(), skipped_indexes=job.skipped.text(), throttle=job.throttle)
     doc["tasks"] = tasks

@@ -80,6 +80,8 @@ def job_extra_to_json(job: Job) -> str:
         extra["released"] = True
     if job.reason:
         extra["reason"] = job.reason
+    if job.held_by:
+        extra["held_by"] = job.held_by
     return json.dumps(extra, separators=(",", ":")) if extra else ""
 
 
@@ -92,7 +94,8 @@ def with_job_extra(job: Job, text: str | None) -> Job:
     extra = json.loads(text)
     return replace(job, unplaced=index_set_from_text(extra.get("unplaced", "")),
                    skipped=index_set_from_text(extra.get("skipped", "")), throttle=int(extra.get("throttle", 0)),
-                   released=bool(extra.get("released", False)), reason=str(extra.get("reason", "")))
+                   released=bool(extra.get("released", False)), reason=str(extra.get("reason", "")),
+                   held_by=str(extra.get("held_by", "")))
 
 
 def check_spec(spec: JobSpec) -> None:

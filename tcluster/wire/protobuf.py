@@ -100,7 +100,7 @@ def job_to_pb(job: Job, tasks: list[Task], dominant_share: float = 0.0, lotes_cl
         pending_reason=job.pending_reason,
         tasks=[task_to_pb(t, gpu_usage(t) if gpu_usage is not None and t.gpus else ()) for t in tasks],
         dominant_share=dominant_share, unplaced=job.unplaced.text(), skipped=job.skipped.text(),
-        throttle=job.throttle, reason=job.reason, released=job.released,
+        throttle=job.throttle, reason=job.reason, released=job.released, held_by=job.held_by,
     )
     if lotes_class is not None:
         for task in msg.tasks:

@@ -146,7 +146,8 @@ def test_a_job_larger_than_one_transaction_is_written_in_order_and_loads_whole(t
 
 
 def test_arrays_and_dependencies_survive_a_failover(tmp_path: Path, single_etcd: SingleEtcd) -> None:
-    """An array's ranges and throttle, and a job held on another, are state in etcd: the
+    """An array's ranges, throttle and `tcl hold`, a pending job's updated spec, and a job held
+    on another, are state in etcd: the
     master that takes over has them, and resolves the dependency on the predecessor's end."""
     prefix = f"/ha-{uuid.uuid4().hex[:8]}"
 
@@ -164,10 +165,14 @@ def test_arrays_and_dependencies_survive_a_failover(tmp_path: Path, single_etcd:
                 held_spec = spec()
                 held_spec.dependency = f"afterok:{first.id}"
                 held = await stub.Submit(jobs_pb2.SubmitRequest(spec=held_spec), timeout=10)
+                await stub.Hold(jobs_pb2.HoldJobRequest(id=array.id), timeout=10)            # `tcl hold`
+                await stub.Update(jobs_pb2.UpdateJobRequest(id=first.id, cpu=0.25), timeout=10)   # `tcl update`
             await a.stop(grace_s=0, resign=False)
             await asyncio.wait_for(b.leading.wait(), WAIT_S)
             seen = await get(b, array.id)
             assert (seen.unplaced, seen.throttle, seen.spec.tasks, len(seen.tasks)) == ("0-99999", 7, 100000, 0)
+            assert seen.held_by == "anonymous" and "held by anonymous" in seen.pending_reason
+            assert (await get(b, first.id)).spec.resources.cpu == 0.25
             waiting = await get(b, held.id)
             assert "waiting for dependency" in waiting.pending_reason and not waiting.released
             async with grpc.aio.insecure_channel(f"127.0.0.1:{b.port}") as channel:

@@ -95,7 +95,7 @@ def test_env_values_and_hidden_commands_reach_only_the_owner_and_admins(tmp_path
             shown = await tcl(h, t[who], "status", a.id)
             assert shown["env"] == {"AWS_SECRET_ACCESS_KEY": env_value} and shown["owner"] == "alice"
             assert shown["script"] == (SCRIPT if env_value == SECRET else REDACTED)
-            listed = {d["id"]: d for d in await tcl(h, t[who], "jobs")}
+            listed = {d["id"]: d for d in await tcl(h, t[who], "jobs", "--all-users")}
             assert listed[a.id]["env"] == {"AWS_SECRET_ACCESS_KEY": env_value}
     run(scenario, tmp_path)
 

@@ -30,6 +30,7 @@ job = jobs_pb2.Job(id="j1", state=jobs_pb2.JOB_RUNNING, submitted_at=1.0,
                    tasks=[jobs_pb2.Task(index=0, id="j1.0", state=common_pb2.TASK_RUNNING, node="n1")])
 client.MasterClient.get = lambda self, job_id: job
 client.MasterClient.list_jobs = lambda self, *args: ([job], 1)
+client.MasterClient.whoami = lambda self: jobs_pb2.WhoAmIResponse(name="alice")   # `tcl jobs`: your own
 """
 RUN = """
 from tcluster.cli.main import main

@@ -23,7 +23,7 @@ JOB_KEYS = [
     "request_id", "workdir", "labels", "constraints", "weight", "dominant_share", "cpu_limit", "swap", "pids_max",
     "retries", "image", "network", "net_limit", "log_max_bytes", "time_limit_s", "array", "dependency", "keep_unmet", "gang", "gang_timeout_s",
     "gang_restart", "on_preempt", "stdout_file", "stderr_file", "open_mode", "script", "tasks_total",
-    "pending_reason", "reason", "tasks",
+    "pending_reason", "reason", "held_by", "tasks",
 ]
 
 

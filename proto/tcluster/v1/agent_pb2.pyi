@@ -243,7 +243,7 @@ class KillTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., grace_s: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class LogRequest(_message.Message):
-    __slots__ = ("request_id", "task_id", "stderr", "tail_bytes", "max_bytes", "follow", "window")
+    __slots__ = ("request_id", "task_id", "stderr", "tail_bytes", "max_bytes", "follow", "window", "attempt")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
@@ -251,6 +251,7 @@ class LogRequest(_message.Message):
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     task_id: str
     stderr: bool
@@ -258,7 +259,8 @@ class LogRequest(_message.Message):
     max_bytes: int
     follow: bool
     window: int
-    def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., follow: _Optional[bool] = ..., window: _Optional[int] = ...) -> None: ...
+    attempt: int
+    def __init__(self, request_id: _Optional[str] = ..., task_id: _Optional[str] = ..., stderr: _Optional[bool] = ..., tail_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., follow: _Optional[bool] = ..., window: _Optional[int] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class LogCredit(_message.Message):
     __slots__ = ("request_id", "chunks", "cancel")

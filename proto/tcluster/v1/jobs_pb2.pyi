@@ -155,7 +155,7 @@ class Task(_message.Message):
     def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., failures: _Optional[int] = ..., lotes_class: _Optional[int] = ..., preemptions: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ..., gpu_usage: _Optional[_Iterable[_Union[_common_pb2.GpuUsage, _Mapping]]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share", "unplaced", "skipped", "throttle", "reason", "released")
+    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share", "unplaced", "skipped", "throttle", "reason", "released", "held_by")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +169,7 @@ class Job(_message.Message):
     THROTTLE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
+    HELD_BY_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -182,7 +183,8 @@ class Job(_message.Message):
     throttle: int
     reason: str
     released: bool
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., unplaced: _Optional[str] = ..., skipped: _Optional[str] = ..., throttle: _Optional[int] = ..., reason: _Optional[str] = ..., released: _Optional[bool] = ...) -> None: ...
+    held_by: str
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., unplaced: _Optional[str] = ..., skipped: _Optional[str] = ..., throttle: _Optional[int] = ..., reason: _Optional[str] = ..., released: _Optional[bool] = ..., held_by: _Optional[str] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
     __slots__ = ("spec",)
@@ -235,26 +237,58 @@ class CancelJobRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., tasks: _Optional[str] = ...) -> None: ...
 
 class UpdateJobRequest(_message.Message):
-    __slots__ = ("id", "throttle")
+    __slots__ = ("id", "throttle", "cpu", "memory", "time_limit_s", "queue", "weight")
     ID_FIELD_NUMBER: _ClassVar[int]
     THROTTLE_FIELD_NUMBER: _ClassVar[int]
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    TIME_LIMIT_S_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
     id: str
     throttle: int
-    def __init__(self, id: _Optional[str] = ..., throttle: _Optional[int] = ...) -> None: ...
+    cpu: float
+    memory: int
+    time_limit_s: float
+    queue: str
+    weight: float
+    def __init__(self, id: _Optional[str] = ..., throttle: _Optional[int] = ..., cpu: _Optional[float] = ..., memory: _Optional[int] = ..., time_limit_s: _Optional[float] = ..., queue: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
+
+class HoldJobRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ReleaseJobRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class RequeueJobRequest(_message.Message):
+    __slots__ = ("id", "tasks")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    tasks: str
+    def __init__(self, id: _Optional[str] = ..., tasks: _Optional[str] = ...) -> None: ...
 
 class LogsRequest(_message.Message):
-    __slots__ = ("job_id", "task_index", "stream", "tail_bytes", "follow")
+    __slots__ = ("job_id", "task_index", "stream", "tail_bytes", "follow", "attempt")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
     STREAM_FIELD_NUMBER: _ClassVar[int]
     TAIL_BYTES_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     job_id: str
     task_index: int
     stream: LogStream
     tail_bytes: int
     follow: bool
-    def __init__(self, job_id: _Optional[str] = ..., task_index: _Optional[int] = ..., stream: _Optional[_Union[LogStream, str]] = ..., tail_bytes: _Optional[int] = ..., follow: _Optional[bool] = ...) -> None: ...
+    attempt: int
+    def __init__(self, job_id: _Optional[str] = ..., task_index: _Optional[int] = ..., stream: _Optional[_Union[LogStream, str]] = ..., tail_bytes: _Optional[int] = ..., follow: _Optional[bool] = ..., attempt: _Optional[int] = ...) -> None: ...
 
 class LogChunk(_message.Message):
     __slots__ = ("data",)

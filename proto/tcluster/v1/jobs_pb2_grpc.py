@@ -75,6 +75,21 @@ class JobServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.HistoryRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.HistoryResponse.FromString,
                 _registered_method=True)
+        self.Hold = channel.unary_unary(
+                '/tcluster.v1.JobService/Hold',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.HoldJobRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+                _registered_method=True)
+        self.Release = channel.unary_unary(
+                '/tcluster.v1.JobService/Release',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.ReleaseJobRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+                _registered_method=True)
+        self.Requeue = channel.unary_unary(
+                '/tcluster.v1.JobService/Requeue',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.RequeueJobRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -133,6 +148,27 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Hold(self, request, context):
+        """Lifecycle verbs (README "Hold, release, requeue, wait"): the job's owner or an admin.
+        Hold keeps a job's pending tasks from the scheduler (running ones go on); Release gives
+        them back; Requeue sends tasks back to waiting (a running attempt is stopped first).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Release(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Requeue(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -175,6 +211,21 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.History,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.HistoryRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.HistoryResponse.SerializeToString,
+            ),
+            'Hold': grpc.unary_unary_rpc_method_handler(
+                    servicer.Hold,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.HoldJobRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.Job.SerializeToString,
+            ),
+            'Release': grpc.unary_unary_rpc_method_handler(
+                    servicer.Release,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ReleaseJobRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.Job.SerializeToString,
+            ),
+            'Requeue': grpc.unary_unary_rpc_method_handler(
+                    servicer.Requeue,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.RequeueJobRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.Job.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -394,6 +445,87 @@ class JobService:
             '/tcluster.v1.JobService/History',
             tcluster_dot_v1_dot_jobs__pb2.HistoryRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.HistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Hold(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.JobService/Hold',
+            tcluster_dot_v1_dot_jobs__pb2.HoldJobRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Release(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.JobService/Release',
+            tcluster_dot_v1_dot_jobs__pb2.ReleaseJobRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Requeue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.JobService/Requeue',
+            tcluster_dot_v1_dot_jobs__pb2.RequeueJobRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
             options,
             channel_credentials,
             insecure,
