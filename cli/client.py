@@ -6,7 +6,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import grpc
 
@@ -276,6 +276,10 @@ class MasterClient:
         if first is not None:
             yield first
             yield from stream
+
+    def exec_stream(self, requests: Iterator[jobs_pb2.ExecRequest]) -> Any:
+        """The Exec stream (no deadline: an interactive shell lasts as long as its user)."""
+        return self._call(lambda c: c.jobs.Exec(requests, metadata=self._metadata))
 
     def report(self, request: jobs_pb2.ReportRequest) -> jobs_pb2.ReportResponse:
         return self._call(lambda c: c.jobs.Report(request, timeout=self.timeout, metadata=self._metadata))

@@ -54,6 +54,7 @@ MASTER_COMMANDS = {
     "queues": "tcluster.cli.queuetree:queues", "top": "tcluster.cli.top:top", "whoami": "tcluster.cli.login:whoami",
     "why": "tcluster.cli.why:why", "update": "tcluster.cli.commands:update", "node": "tcluster.cli.nodecmd:node",
     "report": "tcluster.cli.ledger:report", "history": "tcluster.cli.ledger:history",
+    "exec": "tcluster.cli.execcmd:exec_cmd", "run": "tcluster.cli.runcmd:run_cmd",
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
@@ -342,6 +343,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_doctor(sub, common)
     add_federation(sub, common)
     add_ledger_commands(sub, lambda p, formats: add_global_options(p, False, formats))
+    from tcluster.cli.execcmd import add_exec_parser
+    from tcluster.cli.runcmd import add_run_parser
+    add_exec_parser(sub, common)
+    add_run_parser(sub, common)
     return parser
 
 
