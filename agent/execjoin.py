@@ -160,9 +160,9 @@ def supervise(child: int, proc_fd: int) -> NoReturn:
             continue
     kill_session(proc_fd, child)          # what the command left running in its session
     if os.WIFSIGNALED(status):
-        signum = os.WTERMSIG(status)
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
+        ended_by = os.WTERMSIG(status)
+        signal.signal(ended_by, signal.SIG_DFL)
+        os.kill(os.getpid(), ended_by)
     os._exit(os.waitstatus_to_exitcode(status) if not os.WIFSIGNALED(status) else 128 + os.WTERMSIG(status))
 
 

@@ -119,7 +119,11 @@ class ExecSession:
         if proc is None or proc.poll() is not None:
             return
         proc.send_signal(signal.SIGTERM)       # the helper kills the command's session
-        asyncio.get_running_loop().call_later(KILL_AFTER_S, lambda: proc.poll() is None and proc.kill())
+
+        def hard_kill() -> None:
+            if proc.poll() is None:
+                proc.kill()
+        asyncio.get_running_loop().call_later(KILL_AFTER_S, hard_kill)
 
     async def run(self) -> None:
         try:

@@ -12,6 +12,9 @@ import pty
 import pwd
 import re
 import select
+import struct
+import termios
+import fcntl
 import signal
 import subprocess
 import time
@@ -214,7 +217,9 @@ def _pty_run(c: Cluster, args: list[str], script: bytes, timeout_s: float = 90) 
                 if not chunk:
                     break
                 out += chunk
-            if not sent and b"$ " in out:           # the remote shell's prompt: type into it
+            if not sent and b"$ " in out:           # the remote shell's prompt: resize, then type into it
+                fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))   # tcl gets SIGWINCH
+                time.sleep(1)
                 os.write(fd, script)
                 sent = True
         done, status = os.waitpid(pid, os.WNOHANG)
@@ -235,12 +240,30 @@ def _pty_run(c: Cluster, args: list[str], script: bytes, timeout_s: float = 90) 
 def test_tcl_run_with_a_tty(cluster: Cluster) -> None:
     code, out = _pty_run(cluster, ["run", "-it", "--queue", "ads.prod", "--cpu", "0.1", "--mem", "64Mi", "--",
                                    "sh", "-i"],
-                         b"tty; echo answer=$((6*7)); id -u; exit 3\n")
+                         b"tty; stty size; echo answer=$((6*7)); id -u; exit 3\n")
     text = out.decode(errors="replace")
     assert code == 3, text
     assert "/dev/pts/" in text and "answer=42" in text and str(cluster.alice_uid) in text, text
+    assert "33 101" in text, text                                     # the window size followed the resize
     job = re.search(r"tcl run: job (\w+) submitted", text).group(1)  # type: ignore[union-attr]
     assert cluster.alice.state(job) == "FAILED"                       # the task ended as the command did
+
+
+def test_tcl_run_without_a_tty_relays_and_ctrl_c_cancels(cluster: Cluster) -> None:
+    done = cluster.alice.tcl("run", "--queue", "ads.prod", "--cpu", "0.1", "--mem", "64Mi", "--",
+                             "sh", "-c", "echo out-$TCL_TASK_INDEX; echo err >&2; exit 4", check=False)
+    assert done.returncode == 4 and done.stdout == "out-0\n", (done.stdout, done.stderr)
+    assert "tcl run: job" in done.stderr and "RUNNING" in done.stderr and "err\n" in done.stderr
+    client = subprocess.Popen([str(BIN / "tcl"), "run", "--queue", "ads.prod", "--cpu", "0.1", "--mem", "64Mi",
+                               "--", "sleep", "1007"], env=cluster.alice.env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _wait("tcl run's command runs", lambda: _node_pids(cluster, "sleep 1007"))
+    client.send_signal(signal.SIGINT)                 # Ctrl-C
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 130, err
+    job = re.search(r"tcl run: job (\w+) submitted", err).group(1)  # type: ignore[union-attr]
+    assert cluster.alice.wait(job, {"CANCELLED"}) == "CANCELLED"
+    _wait("nothing of the cancelled run is left", lambda: not _node_pids(cluster, "sleep 1007"))
 
 
 def rss(pid: int) -> int:
