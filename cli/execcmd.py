@@ -9,11 +9,12 @@ the command's (128+N for signal N); 1 when the master refused or the exec broke 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
-import queue
 import signal
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,24 +23,6 @@ from tcluster.v1 import jobs_pb2
 CHUNK = 64 * 1024
 STDIN_AHEAD = 16                 # stdin messages read ahead of the stream (memory stays bounded)
 EXIT_FAILURE = 1
-
-
-def add_exec_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "exec", parents=[common], help="run a command inside a running task (its container, user and directory)",
-        description="Run CMD inside a running task's container: its cgroup, namespaces, user, working\n"
-        "directory and environment. The job's owner or an admin only. tcl's exit code is CMD's.",
-        epilog="examples:\n  tcl exec 3f2a9c1e -- ps aux\n  tcl exec 3f2a9c1e.4 -it -- bash",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("target", metavar="JOB[.TASK]", help="the job, and its task index (default 0)")
-    add_stdio_flags(p)
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command and its arguments")
-
-
-def add_stdio_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--stdin", action="store_true", help="pass this terminal's stdin to the command")
-    p.add_argument("-t", "--tty", action="store_true",
-                   help="a pseudo-terminal for the command (with -i: an interactive shell; stderr joins stdout)")
 
 
 def parse_target(text: str) -> tuple[str, int]:
@@ -83,18 +66,24 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class Requests:
-    """The stream's requests: the open, then stdin (read by a thread, a few ahead) and resizes."""
+    """The stream's requests: the open, then stdin (read by a thread, a few ahead) and resizes.
+    Each iteration is one attempt of the call (HA: a standby's refusal, then the leader)
+    and starts with the open again; an older attempt's reader stops taking requests."""
 
     def __init__(self, opened: jobs_pb2.ExecOpen) -> None:
-        self._q: queue.Queue[jobs_pb2.ExecRequest | None] = queue.Queue()
-        self._q.put(jobs_pb2.ExecRequest(open=opened))
+        self._open = jobs_pb2.ExecRequest(open=opened)
+        self._items: deque[jobs_pb2.ExecRequest | None] = deque()
+        self._cond = threading.Condition()
+        self._attempt = 0
         self._ahead = threading.Semaphore(STDIN_AHEAD)
 
-    def put(self, request: jobs_pb2.ExecRequest) -> None:
-        self._q.put(request)
+    def put(self, request: jobs_pb2.ExecRequest | None) -> None:
+        with self._cond:
+            self._items.append(request)
+            self._cond.notify_all()
 
     def close(self) -> None:
-        self._q.put(None)
+        self.put(None)
 
     def read_stdin(self, fd: int) -> None:
         def loop() -> None:
@@ -105,13 +94,25 @@ class Requests:
                 except OSError:
                     data = b""
                 if not data:
-                    self._q.put(jobs_pb2.ExecRequest(stdin_eof=True))
+                    self.put(jobs_pb2.ExecRequest(stdin_eof=True))
                     return
-                self._q.put(jobs_pb2.ExecRequest(stdin=data))
+                self.put(jobs_pb2.ExecRequest(stdin=data))
         threading.Thread(target=loop, name="exec-stdin", daemon=True).start()
 
     def __iter__(self) -> Iterator[jobs_pb2.ExecRequest]:
-        while (item := self._q.get()) is not None:
+        with self._cond:
+            self._attempt += 1
+            mine = self._attempt
+            self._cond.notify_all()          # an older attempt's reader wakes and stops
+        yield self._open
+        while True:
+            with self._cond:
+                while mine == self._attempt and not self._items:
+                    self._cond.wait()
+                if mine != self._attempt or self._items[0] is None:
+                    return
+                item = self._items.popleft()
+            assert item is not None
             if item.WhichOneof("kind") == "stdin":
                 self._ahead.release()
             yield item
@@ -165,11 +166,11 @@ def attach(client: Any, job_id: str, index: int, command: list[str], interactive
         requests.read_stdin(sys.stdin.fileno())
     else:
         requests.put(jobs_pb2.ExecRequest(stdin_eof=True))
-    call = client.exec_stream(iter(requests))
+    call, first = client.exec_stream(requests)
     code = EXIT_FAILURE
     try:
         with RawTerminal(requests) if tty else _NoTerminal():
-            for reply in call:
+            for reply in itertools.chain([first] if first is not None else [], call):
                 kind = reply.WhichOneof("kind")
                 if kind == "stdout":
                     _write_all(1, reply.stdout)

@@ -343,8 +343,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_doctor(sub, common)
     add_federation(sub, common)
     add_ledger_commands(sub, lambda p, formats: add_global_options(p, False, formats))
-    from tcluster.cli.execcmd import add_exec_parser
-    from tcluster.cli.runcmd import add_run_parser
+    from tcluster.cli.execparser import add_exec_parser, add_run_parser
     add_exec_parser(sub, common)
     add_run_parser(sub, common)
     return parser

@@ -24,7 +24,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from tcluster.cli.execcmd import EXIT_FAILURE, add_stdio_flags, attach, command_of
+from tcluster.cli.execcmd import EXIT_FAILURE, attach, command_of
 from tcluster.v1 import common_pb2, jobs_pb2
 
 ATTACH_TIMEOUT_S = 120
@@ -42,20 +42,6 @@ RUN_PLACEHOLDER = (
     f'echo "tcl run: the attached command ended without an exit code (its client or node went away)" >&2; '
     f'exit {NO_EXIT_CODE}\n')
 RUN_WRAPPER = f'f={RUN_FILE}; echo $$ > "$f.pid"; "$@"; rc=$?; echo $rc > "$f.rc"; exit $rc'
-
-
-def add_run_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser(
-        "run", parents=[common], help="submit a one-task job and attach to it (like srun --pty)",
-        description="Submit a one-task job running CMD and attach this terminal to it: waits for it to start\n"
-        "(progress on stderr), then relays stdio as `tcl exec` does. Exits with the task's exit code.\n"
-        "Ctrl-C while waiting (or without -t) cancels the job; under -t it goes to the remote terminal.",
-        epilog="examples:\n  tcl run --cpu 2 --mem 4G -it -- bash\n  tcl run -- hostname",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    if isinstance(p, argparse.ArgumentParser):
-        from tcluster.cli.submitflags import add_submit_options
-        add_stdio_flags(p)
-        add_submit_options(p)
 
 
 def run_cmd(args: argparse.Namespace, client: Any) -> int:

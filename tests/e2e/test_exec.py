@@ -284,8 +284,8 @@ def test_a_stalled_exec_client_keeps_the_master_bounded(cluster: Cluster) -> Non
     try:
         with MasterClient(cluster.address) as client:
             opened = jobs_pb2.ExecOpen(job_id=job, command=["sh", "-c", "exec yes 1006-stalled-writer"])
-            call = client.exec_stream(iter([jobs_pb2.ExecRequest(open=opened)]))
-            assert next(call).WhichOneof("kind") in ("started", "stdout")
+            call, first = client.exec_stream([jobs_pb2.ExecRequest(open=opened)])
+            assert first is not None and first.WhichOneof("kind") in ("started", "stdout")
             pid = cluster.master.popen.pid
             before, top = rss(pid), 0
             deadline = time.monotonic() + 15

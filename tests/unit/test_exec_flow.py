@@ -202,3 +202,19 @@ def test_command_and_exit_codes() -> None:
     assert exit_code_of(jobs_pb2.ExecExit(has_exit_code=True, exit_code=7)) == 7
     assert exit_code_of(jobs_pb2.ExecExit(signal=9)) == 137
     assert exit_code_of(jobs_pb2.ExecExit(error="node n1 disconnected")) == 1
+
+
+def test_each_attempt_of_the_stream_opens_again_and_an_older_one_stops_taking() -> None:
+    from tcluster.cli.execcmd import Requests
+    requests = Requests(jobs_pb2.ExecOpen(job_id="j", command=["cat"]))
+    first = iter(requests)
+    assert next(first).WhichOneof("kind") == "open"
+    requests.put(jobs_pb2.ExecRequest(stdin=b"a"))
+    assert next(first).stdin == b"a"
+    second = iter(requests)                       # a standby refused: the call goes to the leader
+    assert next(second).WhichOneof("kind") == "open"
+    requests.put(jobs_pb2.ExecRequest(stdin_eof=True))
+    assert list(first) == []                      # the old attempt takes nothing more
+    assert next(second).stdin_eof
+    requests.close()
+    assert list(second) == []
