@@ -111,8 +111,8 @@ class ExecChannel:
         self._stdin_room = asyncio.Event()
 
     def deliver(self, piece: ExecPiece) -> None:
-        if piece.stdin_credit:
-            self._stdin_left += piece.stdin_credit
+        if piece.stdin_credit:          # never beyond the window, whatever the node says
+            self._stdin_left = min(self.window, self._stdin_left + piece.stdin_credit)
             self._stdin_room.set()
         if not (piece.size or piece.started or piece.exited or piece.error) or self._end is not None:
             return

@@ -50,6 +50,21 @@ def test_stdin_credit_alone_is_not_output() -> None:
     assert channel.held() == 0
 
 
+def test_a_node_cannot_grant_stdin_credit_beyond_the_window() -> None:
+    channel = ExecChannel("e1", window=2)
+    channel.deliver(ExecPiece("e1", stdin_credit=1000))
+
+    async def taken() -> list[bool]:
+        got = [await channel.take_stdin(), await channel.take_stdin()]
+        third = asyncio.ensure_future(channel.take_stdin())
+        await asyncio.sleep(0)
+        got.append(third.done())
+        third.cancel()
+        return got
+
+    assert asyncio.run(taken()) == [True, True, False]
+
+
 class FakeAgentLink:
     """An agent that writes as fast as its credit allows (as agent/execs.py does)."""
 
