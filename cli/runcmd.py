@@ -38,7 +38,8 @@ RUN_PLACEHOLDER = (
     f'echo "tcl run: no client attached within {ATTACH_TIMEOUT_S} s" >&2; exit 125; fi; sleep 0.2; done\n'
     'pid=$(cat "$f.pid")\n'
     'while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done\n'
-    'if [ -s "$f.rc" ]; then exit "$(cat "$f.rc")"; fi\n'
+    'rc=$(cat "$f.rc" 2>/dev/null); rm -f "$f.pid" "$f.rc"\n'
+    'if [ -n "$rc" ]; then exit "$rc"; fi\n'
     f'echo "tcl run: the attached command ended without an exit code (its client or node went away)" >&2; '
     f'exit {NO_EXIT_CODE}\n')
 RUN_WRAPPER = f'f={RUN_FILE}; echo $$ > "$f.pid"; "$@"; rc=$?; echo $rc > "$f.rc"; exit $rc'
