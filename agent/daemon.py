@@ -20,6 +20,7 @@ import grpc
 
 from tcluster import __version__
 from tcluster.agent import codec
+from tcluster.agent.execs import Execs
 from tcluster.agent.fence import LastHeard
 from tcluster.agent.joinstate import load_credentials
 from tcluster.agent.masters import MasterRotation
@@ -31,6 +32,7 @@ from tcluster.agent.settings import AgentSettings
 from tcluster.agent.gpudetect import GpuInventory
 from tcluster.agent.gpus import node_labels as gpu_labels
 from tcluster.agent.tasks import TaskManager, state_dir_path
+from tcluster.agent.taskstate import Phase
 from tcluster.domain.bounds import MAX_EVENTS_PER_MESSAGE
 from tcluster.wire.channels import GRPC_OPTIONS
 from tcluster.wire.features import MAX_WATCH_S
@@ -83,6 +85,7 @@ class Agent:
         self.master = self.rotation.masters[0]     # the address of the current session
         self._out = SendQueue()              # heartbeats and events before log data
         self._log_sends = LogSends()
+        self._execs = Execs(runtime, self._task_running)      # `tcl exec` (agent/execs.py)
         # LoTES (memory only): the bin this node emulates, and each task's class
         self.bin_target: agent_pb2.BinTarget | None = None
         self.classes: dict[str, int] = {}
@@ -204,6 +207,7 @@ class Agent:
                 for helper in helpers:
                     helper.cancel()
                 self._log_sends.cancel_all()      # their master's stream is gone
+                self._execs.cancel_all()
 
     def node_labels(self) -> dict[str, str]:
         """The operator's labels plus what this node can do (placement constraints use them)."""
@@ -238,6 +242,10 @@ class Agent:
             elif kind == "log_credit":
                 credit = message.log_credit
                 self._log_sends.credit(credit.request_id, credit.chunks, credit.cancel)
+            elif kind == "exec_start":
+                self._execs.start(message.exec_start, self._out.put_log, self._out.put_control)
+            elif kind == "exec_feed":
+                self._execs.feed(message.exec_feed)
             elif kind == "usage_watch":       # someone watches this node: fresh samples for a while
                 watch = message.usage_watch
                 self._watched_until = time.monotonic() + min(max(watch.for_s, 0.0), MAX_WATCH_S)
@@ -247,6 +255,10 @@ class Agent:
                 if message.ack.usage_interval_s > 0 and self.usage_interval_s > 0:
                     self.usage_interval_s = message.ack.usage_interval_s     # the cluster's size changed
         raise ConnectionError("master closed the stream")
+
+    def _task_running(self, task_id: str, attempt: int) -> bool:
+        found = self.tasks.state.attempts.get(f"{task_id}.{attempt}")
+        return found is not None and found.phase is Phase.RUNNING and not found.kill_reason
 
     def _launch(self, msg: agent_pb2.LaunchTask) -> None:
         launch = launch_from_pb(msg)

@@ -6,7 +6,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import grpc
 
@@ -280,6 +280,15 @@ class MasterClient:
         if first is not None:
             yield first
             yield from stream
+
+    def exec_stream(self, requests: Iterable[jobs_pb2.ExecRequest]) -> tuple[Any, jobs_pb2.ExecReply | None]:
+        """The Exec stream and its first reply (no deadline: an interactive shell lasts as
+        long as its user). The leader is found with the first reply, as for logs; each
+        attempt iterates `requests` anew."""
+        def open_stream(c: _Connection) -> tuple[Any, jobs_pb2.ExecReply | None]:
+            stream = c.jobs.Exec(iter(requests), metadata=self._metadata)
+            return stream, next(stream, None)
+        return self._call(open_stream)
 
     def report(self, request: jobs_pb2.ReportRequest) -> jobs_pb2.ReportResponse:
         return self._call(lambda c: c.jobs.Report(request, timeout=self.timeout, metadata=self._metadata))

@@ -56,6 +56,7 @@ MASTER_COMMANDS = {
     "why": "tcluster.cli.why:why", "update": "tcluster.cli.lifecycle:update", "node": "tcluster.cli.nodecmd:node",
     "report": "tcluster.cli.ledger:report", "history": "tcluster.cli.ledger:history",
     **LIFECYCLE_COMMANDS,
+    "exec": "tcluster.cli.execcmd:exec_cmd", "run": "tcluster.cli.runcmd:run_cmd",
 }
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
@@ -345,6 +346,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     add_doctor(sub, common)
     add_federation(sub, common)
     add_ledger_commands(sub, lambda p, formats: add_global_options(p, False, formats))
+    from tcluster.cli.execparser import add_exec_parser, add_run_parser
+    add_exec_parser(sub, common)
+    add_run_parser(sub, common)
     return parser
 
 

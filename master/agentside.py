@@ -9,6 +9,7 @@ from typing import Callable, Iterable
 
 from tcluster.wire.features import LAUNCH_BATCH, USAGE_WATCH, batch_by_node
 from tcluster.domain.gpuusage import GpuBoard
+from tcluster.master.core.execio import ExecPiece
 from tcluster.master.core.actions import (
     AckReports, Heartbeat, LaunchBatch, LogPiece, Registration, ReportBatch, WatchUsage,
 )
@@ -126,3 +127,6 @@ class Agents:
 
     def on_log_piece(self, link: AgentLink, piece: LogPiece) -> None:
         link.deliver_log(piece)
+
+    def on_exec_piece(self, link: AgentLink, piece: ExecPiece) -> None:
+        link.deliver_exec(piece)

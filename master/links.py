@@ -12,6 +12,8 @@ import asyncio
 from collections import deque
 
 from tcluster.master.core.actions import LogPiece
+from tcluster.master.core.execio import ExecPiece
+from tcluster.master.execrelay import ExecChannel
 from tcluster.master.core.events import Outbound
 
 _CLOSED = object()
@@ -61,6 +63,7 @@ class AgentLink:
         self.features = features          # what the agent said it understands (tcluster/wire/features.py)
         self._outbox: asyncio.Queue[object] = asyncio.Queue()
         self._log_waiters: dict[str, LogStream] = {}
+        self._execs: dict[str, ExecChannel] = {}
         self.closed = False
 
     def send(self, message: Outbound) -> None:
@@ -77,6 +80,9 @@ class AgentLink:
             self._outbox.put_nowait(_CLOSED)
             for stream in self._log_waiters.values():
                 stream.end(f"node {self.node} disconnected")
+            for channel in self._execs.values():
+                channel.end(f"node {self.node} disconnected (its agent restarted, or the master lost it); "
+                            "the command was killed there")
 
     def open_log(self, request_id: str, window: int) -> LogStream:
         stream = LogStream(request_id, window)
@@ -90,3 +96,16 @@ class AgentLink:
         stream = self._log_waiters.get(piece.request_id)
         if stream is not None:
             stream.deliver(piece)
+
+    def open_exec(self, channel: ExecChannel) -> None:
+        if self.closed:
+            channel.end(f"node {self.node} disconnected")
+        self._execs[channel.exec_id] = channel
+
+    def close_exec(self, exec_id: str) -> None:
+        self._execs.pop(exec_id, None)
+
+    def deliver_exec(self, piece: ExecPiece) -> None:
+        channel = self._execs.get(piece.exec_id)
+        if channel is not None:
+            channel.deliver(piece)

@@ -25,6 +25,7 @@ from tcluster.master.core.events import (
 )
 from tcluster.master.core.pinning import FEDERATION_OWNER, check_user_labels
 from tcluster.master.store.committer import Committer
+from tcluster.master.execrelay import ExecCap
 from tcluster.master.logstream import LOG_WINDOW_CHUNKS, StreamCap, stream_log
 from tcluster.master.paging import page_of_jobs
 from tcluster.master.ports import Plugins, Preemption
@@ -73,6 +74,7 @@ class MasterService:
         self.agents = Agents(settings, self._do, self.kick, acting, lambda: self.clock(), lambda: self.monotonic(),
                              self.plugins)
         self.log_streams = StreamCap(settings.log_streams_per_user)
+        self.execs = ExecCap(settings.execs_per_task, settings.execs_per_user)     # `tcl exec` (master/execs.py)
         self.committer = Committer(store, self.agents.send, self._recover)
         # Who may do what; the server gives it a user directory when the master is secure.
         self.gate = Gate(Policy(settings.status_visibility))

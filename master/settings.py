@@ -69,6 +69,8 @@ class MasterSettings(BaseModel):
     kill_grace_s: float = Field(10.0, ge=0)
     log_max_bytes: int = Field(16 * 2**20, gt=0)
     log_streams_per_user: int = Field(8, ge=1, le=1024)   # open `tcl logs` streams one user may hold
+    execs_per_task: int = Field(4, ge=1, le=256)         # open `tcl exec`s into one task at once
+    execs_per_user: int = Field(8, ge=1, le=1024)        # open `tcl exec`s one user may hold
     seed: int = 0
     # dashboards: HTTP (UI, /api/v1/, /metrics); "" = no HTTP server and no usage history
     http: str = ""

@@ -138,6 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-streams-per-user", type=int, default=8, metavar="N",
                    help="open log streams (`tcl logs`, with or without -f) one user may hold at once; "
                         "more get RESOURCE_EXHAUSTED (default %(default)s)")
+    p.add_argument("--execs-per-task", type=int, default=4, metavar="N",
+                   help="open `tcl exec`s into one task at once (default %(default)s)")
+    p.add_argument("--execs-per-user", type=int, default=8, metavar="N",
+                   help="open `tcl exec`s one user may hold at once (default %(default)s)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR; SIGHUP applies a new one")
     add_config_flag(p, "/etc/tcluster/master.toml")
     p.add_argument("--version", action="version", version=f"tcl-master {__version__}")
@@ -206,6 +210,7 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,
         lotes_drift=args.lotes_drift, status_visibility=args.status_visibility,
         log_streams_per_user=getattr(args, "log_streams_per_user", 8),
+        execs_per_task=getattr(args, "execs_per_task", 4), execs_per_user=getattr(args, "execs_per_user", 8),
         store=getattr(args, "store", ""), store_prefix=getattr(args, "store_prefix", "/tcluster"),
         lease_ttl_s=getattr(args, "lease_ttl_s", 5), advertise=getattr(args, "advertise", ""),
         store_max_txn_ops=getattr(args, "store_max_txn_ops", 128),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from tcluster.master.core.execio import FeedExec, StartExec
 from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Kill, LaunchBatch, LogCredit, Registration, WatchUsage,
 )
@@ -214,7 +215,8 @@ class Disconnect:
 
 
 Action = Launch | Kill | Welcome | Ack | Disconnect
-Outbound = Launch | LaunchBatch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welcome | WatchUsage    # what an agent's link carries out
+Outbound = (Launch | LaunchBatch | Kill | AckReports | FetchLog | LogCredit | BinTarget | Welcome | WatchUsage
+            | StartExec | FeedExec)    # what an agent's link carries out
 
 
 # ---- what a step changes ----

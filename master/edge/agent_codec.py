@@ -12,6 +12,7 @@ from tcluster.master.core.actions import (
     AckReports, BinTarget, FetchLog, Heartbeat, Kill, LaunchBatch, LogCredit, LogPiece, Registration, ReportBatch, WatchUsage,
 )
 from tcluster.wire.features import MAX_FEATURES
+from tcluster.master.core.execio import ExecPiece, FeedExec, StartExec
 from tcluster.master.core.events import Outbound, Welcome
 from tcluster.v1 import agent_pb2, common_pb2
 from tcluster.master.core.usageblock import UsageBlock, figures
@@ -23,7 +24,7 @@ from tcluster.wire.protobuf import (
     gpu_usage_from_pb, launch_to_pb, resources_from_pb, spec_to_pb, task_state_from_pb, usage_from_pb,
 )
 
-Inbound = Registration | Heartbeat | ReportBatch | LogPiece
+Inbound = Registration | Heartbeat | ReportBatch | LogPiece | ExecPiece
 MAX_CLASSES = 256      # LoTES classes in a heartbeat's class mix
 MAX_GPUS_PER_TASK = 64   # GPU indices kept of one report's binding
 # A LaunchTasks message is cut at about this many bytes (a spec may be up to 1 MiB; the
@@ -122,6 +123,11 @@ def inbound_from_pb(msg: agent_pb2.AgentMessage) -> Inbound:
     if kind == "log_data":
         d = msg.log_data
         return LogPiece(d.request_id, d.data, d.eof, d.error)
+    if kind == "exec_data":
+        e = msg.exec_data
+        return ExecPiece(e.exec_id, e.stdout, e.stderr, e.started, e.exited,
+                         e.exit_code if e.has_exit_code else None, e.signal, e.error[:MAX_REASON_BYTES],
+                         max(0, e.stdin_credit))
     raise ValueError(f"agent message without a known kind ({kind!r})")
 
 
@@ -180,6 +186,14 @@ def outbound_to_pb(message: Outbound) -> agent_pb2.MasterMessage:
     if isinstance(message, LogCredit):
         return agent_pb2.MasterMessage(log_credit=agent_pb2.LogCredit(
             request_id=message.request_id, chunks=message.chunks, cancel=message.cancel))
+    if isinstance(message, StartExec):
+        return agent_pb2.MasterMessage(exec_start=agent_pb2.ExecStart(
+            exec_id=message.exec_id, task_id=message.task_id, attempt=message.attempt, command=message.command,
+            tty=message.tty, rows=message.rows, cols=message.cols, window=message.window, term=message.term))
+    if isinstance(message, FeedExec):
+        return agent_pb2.MasterMessage(exec_feed=agent_pb2.ExecFeed(
+            exec_id=message.exec_id, stdin=message.stdin, stdin_eof=message.stdin_eof, rows=message.rows,
+            cols=message.cols, credit=message.credit, cancel=message.cancel))
     if isinstance(message, WatchUsage):
         return agent_pb2.MasterMessage(usage_watch=agent_pb2.UsageWatch(interval_s=message.interval_s,
                                                                         for_s=message.for_s))

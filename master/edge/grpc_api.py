@@ -19,6 +19,8 @@ from tcluster.master.core.actions import Heartbeat, LogPiece, Registration, Repo
 from tcluster.master import lifecycle
 from tcluster.master.edge import ledger_api
 from tcluster.master.edge.agent_clock import AgentClock
+from tcluster.master.core.execio import ExecPiece
+from tcluster.master.edge import exec_api, ledger_api
 from tcluster.master.edge.agent_codec import inbound_from_pb, outbound_to_pbs
 from tcluster.master.identity.gate import bearer_token
 from tcluster.master.identity.joining import NodeGuard
@@ -26,6 +28,7 @@ from tcluster.master.links import AgentLink
 from tcluster.master.identity.peer import peer_cert
 from tcluster.master.nodeadmin import NodeRequest
 from tcluster.master.paging import token_after
+from tcluster.master.execs import exec_in_task
 from tcluster.master.service import MasterService
 from tcluster.master.usagewatch import checked_watch_s
 from tcluster.domain.model import Job, Task
@@ -227,6 +230,21 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             await abort_with(context, error)
 
 
+    async def Exec(self, request_iterator: AsyncIterator[jobs_pb2.ExecRequest],
+                   context: grpc.aio.ServicerContext) -> AsyncIterator[jobs_pb2.ExecReply]:
+        try:
+            caller = caller_of(self.service, context, "Exec")
+            first = await wait_for(request_iterator.__anext__(), REGISTER_TIMEOUT_S)
+            outputs = exec_in_task(self.service, self.service.execs, caller, exec_api.opened_from_pb(first),
+                                   exec_api.inputs_from_pb(request_iterator))
+            async for out in outputs:
+                yield exec_api.output_to_pb(out)
+        except (StopAsyncIteration, asyncio.TimeoutError):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "an Exec stream must open with an ExecOpen")
+        except TclusterError as error:
+            await abort_with(context, error)
+
+
 class ClusterServicer(jobs_pb2_grpc.ClusterServiceServicer):
     def __init__(self, service: MasterService) -> None:
         self.service = service
@@ -358,5 +376,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             self.service.agents.on_reports(link, inbound)
         elif isinstance(inbound, LogPiece):
             self.service.agents.on_log_piece(link, inbound)
+        elif isinstance(inbound, ExecPiece):
+            self.service.agents.on_exec_piece(link, inbound)
         else:
             log.warning("node %s sent Register twice; ignoring", link.node)

@@ -66,6 +66,14 @@ class ReadLogs:
 
 
 @dataclass(frozen=True)
+class ExecInTask:
+    job_id: str
+    task: str                            # the task's id
+    owner: str
+    command: str                         # what runs, for the audit line
+
+
+@dataclass(frozen=True)
 class CancelJob:
     job_id: str
     owner: str
@@ -83,7 +91,7 @@ class OperateNodes:
 
 
 # What a caller may ask for (one rule each in _RULES).
-Operation = Union[SubmitJob, ReadJob, ListJobs, ReadLogs, CancelJob, ReadCluster, OperateNodes]
+Operation = Union[SubmitJob, ReadJob, ListJobs, ReadLogs, CancelJob, ReadCluster, OperateNodes, ExecInTask]
 
 
 @dataclass(frozen=True)
@@ -141,6 +149,10 @@ def _cancel(caller: Caller, a: CancelJob, policy: Policy) -> Decision:
     return _own(caller, a.owner, f"cancel job {a.job_id}")
 
 
+def _exec(caller: Caller, a: ExecInTask, policy: Policy) -> Decision:
+    return _own(caller, a.owner, f"exec into task {a.task} of job {a.job_id}")
+
+
 def _cluster(caller: Caller, a: ReadCluster, policy: Policy) -> Decision:
     return Decision(True, f"every user may read {a.what}")
 
@@ -159,6 +171,7 @@ _RULES: dict[type, Callable[[Caller, object, Policy], Decision]] = {
     CancelJob: _cancel,            # type: ignore[dict-item]
     ReadCluster: _cluster,         # type: ignore[dict-item]
     OperateNodes: _operate,        # type: ignore[dict-item]
+    ExecInTask: _exec,             # type: ignore[dict-item]
 }
 
 

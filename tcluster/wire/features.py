@@ -15,7 +15,8 @@ from dataclasses import dataclass
 LAUNCH_BATCH = "launch-batch"          # takes LaunchTasks (several launches in one message)
 STREAM_LIVENESS = "stream-liveness"    # reports on change, usage at most every usage interval
 USAGE_WATCH = "usage-watch"            # takes UsageWatch: fresh samples while someone watches
-AGENT_FEATURES: tuple[str, ...] = (LAUNCH_BATCH, STREAM_LIVENESS, USAGE_WATCH)
+EXEC = "exec"                          # takes ExecStart/ExecFeed: `tcl exec` into a running task
+AGENT_FEATURES: tuple[str, ...] = (LAUNCH_BATCH, STREAM_LIVENESS, USAGE_WATCH, EXEC)
 MAX_FEATURES = 32
 
 # Cluster-wide reports a second the master budgets for by default: Nomad keeps ~50 heartbeats

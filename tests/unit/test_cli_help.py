@@ -20,7 +20,7 @@ from tcluster.cli.main import main
 
 SNAPSHOTS = Path(__file__).with_name("cli_help")
 COMMANDS = ("", "submit", "jobs", "status", "cancel", "logs", "nodes", "dev", "queues", "sim", "pack", "top",
-            "login", "whoami", "node", "list", "federation", "report", "history")
+            "login", "whoami", "node", "list", "federation", "report", "history", "exec", "run")
 SNAPSHOT_PYTHON = (3, 11)
 # Fixed width, and no environment that argparse would print as a default.
 HELP_ENV = {"COLUMNS": "100", "LINES": "40"}

@@ -9,16 +9,18 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AgentMessage(_message.Message):
-    __slots__ = ("register", "heartbeat", "events", "log_data")
+    __slots__ = ("register", "heartbeat", "events", "log_data", "exec_data")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     LOG_DATA_FIELD_NUMBER: _ClassVar[int]
+    EXEC_DATA_FIELD_NUMBER: _ClassVar[int]
     register: Register
     heartbeat: Heartbeat
     events: TaskEvents
     log_data: LogData
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., events: _Optional[_Union[TaskEvents, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ...) -> None: ...
+    exec_data: ExecData
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., heartbeat: _Optional[_Union[Heartbeat, _Mapping]] = ..., events: _Optional[_Union[TaskEvents, _Mapping]] = ..., log_data: _Optional[_Union[LogData, _Mapping]] = ..., exec_data: _Optional[_Union[ExecData, _Mapping]] = ...) -> None: ...
 
 class Register(_message.Message):
     __slots__ = ("node", "capacity", "reserved", "labels", "runtime", "agent_version", "running", "pending_events", "pids_max", "log_max_bytes", "features", "usage_interval_s", "sent_at")
@@ -135,7 +137,7 @@ class LogData(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., data: _Optional[bytes] = ..., eof: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class MasterMessage(_message.Message):
-    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target", "log_credit", "launches", "usage_watch")
+    __slots__ = ("registered", "launch", "kill", "log_request", "ack", "bin_target", "log_credit", "launches", "usage_watch", "exec_start", "exec_feed")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     KILL_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +147,8 @@ class MasterMessage(_message.Message):
     LOG_CREDIT_FIELD_NUMBER: _ClassVar[int]
     LAUNCHES_FIELD_NUMBER: _ClassVar[int]
     USAGE_WATCH_FIELD_NUMBER: _ClassVar[int]
+    EXEC_START_FIELD_NUMBER: _ClassVar[int]
+    EXEC_FEED_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     launch: LaunchTask
     kill: KillTask
@@ -154,7 +158,9 @@ class MasterMessage(_message.Message):
     log_credit: LogCredit
     launches: LaunchTasks
     usage_watch: UsageWatch
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ..., log_credit: _Optional[_Union[LogCredit, _Mapping]] = ..., launches: _Optional[_Union[LaunchTasks, _Mapping]] = ..., usage_watch: _Optional[_Union[UsageWatch, _Mapping]] = ...) -> None: ...
+    exec_start: ExecStart
+    exec_feed: ExecFeed
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., launch: _Optional[_Union[LaunchTask, _Mapping]] = ..., kill: _Optional[_Union[KillTask, _Mapping]] = ..., log_request: _Optional[_Union[LogRequest, _Mapping]] = ..., ack: _Optional[_Union[Ack, _Mapping]] = ..., bin_target: _Optional[_Union[BinTarget, _Mapping]] = ..., log_credit: _Optional[_Union[LogCredit, _Mapping]] = ..., launches: _Optional[_Union[LaunchTasks, _Mapping]] = ..., usage_watch: _Optional[_Union[UsageWatch, _Mapping]] = ..., exec_start: _Optional[_Union[ExecStart, _Mapping]] = ..., exec_feed: _Optional[_Union[ExecFeed, _Mapping]] = ...) -> None: ...
 
 class UsageWatch(_message.Message):
     __slots__ = ("interval_s", "for_s")
@@ -279,3 +285,67 @@ class Ack(_message.Message):
     seq: int
     usage_interval_s: float
     def __init__(self, seq: _Optional[int] = ..., usage_interval_s: _Optional[float] = ...) -> None: ...
+
+class ExecStart(_message.Message):
+    __slots__ = ("exec_id", "task_id", "attempt", "command", "tty", "rows", "cols", "window", "term")
+    EXEC_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    exec_id: str
+    task_id: str
+    attempt: int
+    command: _containers.RepeatedScalarFieldContainer[str]
+    tty: bool
+    rows: int
+    cols: int
+    window: int
+    term: str
+    def __init__(self, exec_id: _Optional[str] = ..., task_id: _Optional[str] = ..., attempt: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., window: _Optional[int] = ..., term: _Optional[str] = ...) -> None: ...
+
+class ExecFeed(_message.Message):
+    __slots__ = ("exec_id", "stdin", "stdin_eof", "rows", "cols", "credit", "cancel")
+    EXEC_ID_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_EOF_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    CREDIT_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
+    exec_id: str
+    stdin: bytes
+    stdin_eof: bool
+    rows: int
+    cols: int
+    credit: int
+    cancel: bool
+    def __init__(self, exec_id: _Optional[str] = ..., stdin: _Optional[bytes] = ..., stdin_eof: _Optional[bool] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., credit: _Optional[int] = ..., cancel: _Optional[bool] = ...) -> None: ...
+
+class ExecData(_message.Message):
+    __slots__ = ("exec_id", "stdout", "stderr", "started", "exited", "has_exit_code", "exit_code", "signal", "error", "stdin_credit")
+    EXEC_ID_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    EXITED_FIELD_NUMBER: _ClassVar[int]
+    HAS_EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    STDIN_CREDIT_FIELD_NUMBER: _ClassVar[int]
+    exec_id: str
+    stdout: bytes
+    stderr: bytes
+    started: bool
+    exited: bool
+    has_exit_code: bool
+    exit_code: int
+    signal: int
+    error: str
+    stdin_credit: int
+    def __init__(self, exec_id: _Optional[str] = ..., stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., started: _Optional[bool] = ..., exited: _Optional[bool] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., error: _Optional[str] = ..., stdin_credit: _Optional[int] = ...) -> None: ...

@@ -296,6 +296,68 @@ class LogChunk(_message.Message):
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
+class ExecOpen(_message.Message):
+    __slots__ = ("job_id", "task_index", "command", "tty", "rows", "cols", "term")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TTY_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    TERM_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    task_index: int
+    command: _containers.RepeatedScalarFieldContainer[str]
+    tty: bool
+    rows: int
+    cols: int
+    term: str
+    def __init__(self, job_id: _Optional[str] = ..., task_index: _Optional[int] = ..., command: _Optional[_Iterable[str]] = ..., tty: _Optional[bool] = ..., rows: _Optional[int] = ..., cols: _Optional[int] = ..., term: _Optional[str] = ...) -> None: ...
+
+class ExecRequest(_message.Message):
+    __slots__ = ("open", "stdin", "stdin_eof", "resize")
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    STDIN_EOF_FIELD_NUMBER: _ClassVar[int]
+    RESIZE_FIELD_NUMBER: _ClassVar[int]
+    open: ExecOpen
+    stdin: bytes
+    stdin_eof: bool
+    resize: ExecWindowSize
+    def __init__(self, open: _Optional[_Union[ExecOpen, _Mapping]] = ..., stdin: _Optional[bytes] = ..., stdin_eof: _Optional[bool] = ..., resize: _Optional[_Union[ExecWindowSize, _Mapping]] = ...) -> None: ...
+
+class ExecWindowSize(_message.Message):
+    __slots__ = ("rows", "cols")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    rows: int
+    cols: int
+    def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ...) -> None: ...
+
+class ExecReply(_message.Message):
+    __slots__ = ("stdout", "stderr", "exit", "started")
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    EXIT_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    stdout: bytes
+    stderr: bytes
+    exit: ExecExit
+    started: str
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., exit: _Optional[_Union[ExecExit, _Mapping]] = ..., started: _Optional[str] = ...) -> None: ...
+
+class ExecExit(_message.Message):
+    __slots__ = ("has_exit_code", "exit_code", "signal", "error")
+    HAS_EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    has_exit_code: bool
+    exit_code: int
+    signal: int
+    error: str
+    def __init__(self, has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
 class ListNodesRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -90,6 +90,11 @@ class JobServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.RequeueJobRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
                 _registered_method=True)
+        self.Exec = channel.stream_stream(
+                '/tcluster.v1.JobService/Exec',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.ExecRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.ExecReply.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -169,6 +174,15 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Exec(self, request_iterator, context):
+        """`tcl exec` / `tcl run`: a command inside a running task's container, its stdio relayed
+        both ways on this one stream (README "Into a running task"). The first request is an
+        ExecOpen; the owner or an admin only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -226,6 +240,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.Requeue,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.RequeueJobRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.Job.SerializeToString,
+            ),
+            'Exec': grpc.stream_stream_rpc_method_handler(
+                    servicer.Exec,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ExecRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.ExecReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -526,6 +545,33 @@ class JobService:
             '/tcluster.v1.JobService/Requeue',
             tcluster_dot_v1_dot_jobs__pb2.RequeueJobRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.Job.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Exec(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/tcluster.v1.JobService/Exec',
+            tcluster_dot_v1_dot_jobs__pb2.ExecRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.ExecReply.FromString,
             options,
             channel_credentials,
             insecure,
