@@ -15,7 +15,6 @@ while a parser is built (`tcl` starts without running git).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
@@ -29,6 +28,7 @@ GIT_TIMEOUT_S = 5.0         # a hung git (a stale NFS lock) must not hang `--ver
 def git_commit(tree: Path) -> str | None:
     """The commit checked out at `tree` (12 hex, `+dirty` if tracked files differ), or None
     when `tree` is not the top of a git checkout or git is missing."""
+    import subprocess      # here: `tcl` imports this module at every start, and runs git only for --version
     try:
         top = _git(tree, "rev-parse", "--show-toplevel")
         if top is None or Path(top).resolve() != tree.resolve():
@@ -44,6 +44,7 @@ def git_commit(tree: Path) -> str | None:
 
 
 def _git(tree: Path, *args: str) -> str | None:
+    import subprocess
     done = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
     if done.returncode != 0:
         return None
