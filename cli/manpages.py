@@ -25,9 +25,13 @@ SUMMARIES = {
 TAILS: dict[str, list[tuple[str, str]]] = {
     "tcl": [("EXIT STATUS", "0 success; 1 the master refused or failed (or a waited-for job did not succeed); "
                             "2 a usage error (bad flags, sizes, job files)."),
-            ("ENVIRONMENT", "TCL_MASTER: the master(s) to talk to. TCL_WAIT_LEADER_S: how long to wait for an "
-                            "HA leader. TCL_FEDERATION: the global managers of a federation. XDG_CONFIG_HOME: "
-                            "where `tcl login` keeps credentials.json.")],
+            ("ENVIRONMENT", "TCL_MASTER: the master(s) to talk to. TCL_TOKEN and TCL_CA (a PEM file): a user "
+                            "token and the cluster CA, over what `tcl login` stored. TCL_WAIT_LEADER_S: how long "
+                            "to wait for an HA leader. TCL_FEDERATION and TCL_FEDERATION_TLS: the global managers "
+                            "of a federation and their TLS directory. XDG_CONFIG_HOME: where `tcl login` keeps "
+                            "tcluster/credentials.json."),
+            ("NOTES", "Coming from Slurm: /opt/tcluster/docs/from-slurm.md (docs/from-slurm.md in the source) "
+                      "maps sbatch, srun, squeue, scancel, sacct, sreport, scontrol and sinfo to tcl.")],
     "tcl-master": [("FILES", "/etc/tcluster/master.toml (--config), /var/lib/tcluster/master (--data-dir).")],
     "tcl-agent": [("FILES", "/etc/tcluster/agent.toml (--config), /var/lib/tcluster/agent (--state-dir).")],
     "tcl-gm": [("FILES", "--config FILE: a TOML file with the flags' names as keys.")],

@@ -153,6 +153,9 @@ def lay_out(root: Path, wheel: Path, version: str) -> None:
     venv(opt, wheel)
     (opt / "VERSION").write_text(version + "\n")
     shutil.copy2(REPO / "README.md", opt / "README.md")
+    (opt / "docs").mkdir()
+    for page in sorted((REPO / "docs").glob("*.md")):      # the README links them
+        shutil.copy2(page, opt / "docs" / page.name)
     shutil.copy2(REPO / "install.sh", opt / "install.sh")
     (opt / "install.sh").chmod(0o755)
     (opt / "bin").mkdir()
