@@ -32,7 +32,7 @@ AWAITING_MERGE = {
 def test_the_readme_examples_are_found() -> None:
     """A change in how the README is written must not leave this test checking nothing."""
     assert len(EXAMPLES) >= 80
-    assert {inv.program for inv in EXAMPLES} == {"tcl", "tcl-master", "tcl-agent"}
+    assert {inv.program for inv in EXAMPLES} >= {"tcl", "tcl-master", "tcl-agent"}
     assert sum(not inv.synopsis for inv in EXAMPLES) >= 70
 
 
