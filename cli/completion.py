@@ -22,7 +22,7 @@ SHELLS = ("bash", "zsh")
 def bash_script(root: Command) -> str:
     """bash (4+, associative arrays) completion for root's program and every subcommand."""
     fn = "_" + _ident(root.name)
-    tables = {"commands": {}, "options": {}, "valued": {}, "choices": {}}   # type: dict[str, dict[str, str]]
+    tables: dict[str, dict[str, str]] = {"commands": {}, "options": {}, "valued": {}, "choices": {}}
     for cmd in root.walk():
         key = cmd.name          # bash has no empty key: the root's is the program's name
         tables["commands"][key] = " ".join(sub.path[-1] for sub in cmd.subcommands)
