@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/tcluster/v1/*.proto)
 PYTEST_ARGS ?=
 
-.PHONY: dev test proto venv clean deb
+.PHONY: dev test proto venv clean deb man
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ proto: $(VENV)/.installed-test
 ## postinst, the units and /etc/tcluster/{master,agent}.toml as conffiles; install.sh inside.
 deb: $(VENV)/.installed
 	$(BIN)/python packaging/build_deb.py $(if $(VERSION),--version $(VERSION))
+
+## make man: tcl(1), tcl-master(8), tcl-agent(8), tcl-gm(8) generated from the parsers into
+## build/man (man -l build/man/tcl.1); `make deb` installs them, with bash and zsh completion.
+man: $(VENV)/.installed
+	$(BIN)/python -m tcluster.cli.manpages build/man
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

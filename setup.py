@@ -5,11 +5,16 @@ named tcl-shim-<first 16 hex of its sha256> as agent/runtime/shimbin.py names it
 installing the wheel need no compiler (the agent uses the shipped binary when present and
 falls back to compiling on demand). The wheel is then tagged for this platform. Editable
 installs (`pip install -e .`) skip it: a developer's agent compiles into its cache.
-TCL_WHEEL_NO_SHIM=1 builds a wheel without it (a machine without libc6-dev)."""
+TCL_WHEEL_NO_SHIM=1 builds a wheel without it (a machine without libc6-dev).
+
+A build from a git checkout also writes the checkout's commit into tcluster/COMMIT, which
+`--version` prints (tcluster/version.py); a source without .git keeps the COMMIT it carries
+(packaging/build_deb.py stamps its copy), else none is written and --version says "unknown"."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -47,10 +52,25 @@ def compile_static_shim(out_dir: Path) -> Path:
     return out
 
 
+def stamp_commit(package_dir: Path) -> None:
+    """tcluster/COMMIT in the build from this checkout's git, when it is one."""
+    spec = importlib.util.spec_from_file_location("tcl_version", HERE / "tcluster" / "version.py")
+    assert spec is not None and spec.loader is not None
+    version = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(version)
+    commit = version.git_commit(HERE)
+    if commit is not None:
+        package_dir.mkdir(parents=True, exist_ok=True)
+        (package_dir / version.COMMIT_FILE).write_text(commit + "\n")
+
+
 class BuildWithShim(build_py):
     def run(self) -> None:
         super().run()
-        if getattr(self, "editable_mode", False) or os.environ.get("TCL_WHEEL_NO_SHIM"):
+        if getattr(self, "editable_mode", False):
+            return      # the checkout itself is imported: --version asks its git
+        stamp_commit(Path(self.build_lib) / "tcluster")
+        if os.environ.get("TCL_WHEEL_NO_SHIM"):
             return
         compile_static_shim(Path(self.build_lib) / "tcluster" / "agent")
 

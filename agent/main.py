@@ -13,6 +13,7 @@ import psutil
 from pydantic import ValidationError
 
 from tcluster import __version__
+from tcluster.version import add_version_flag
 from tcluster.agent.daemon import Agent
 from tcluster.agent.gpudetect import inventory
 from tcluster.agent.gpus import banner as gpu_banner, parse_selection
@@ -92,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Test only: when this file appears, the heartbeat loop hangs (tests/vm: the watchdog restarts the agent).
     p.add_argument("--test-hang-file", type=Path, default=None, help=argparse.SUPPRESS)
     add_config_flag(p, "/etc/tcluster/agent.toml")
-    p.add_argument("--version", action="version", version=f"tcl-agent {__version__}")
+    add_version_flag(p)
     return p
 
 

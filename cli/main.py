@@ -32,6 +32,7 @@ from tcluster.cli.options import (
 from tcluster.domain.errors import InvalidArgument, Unavailable
 from tcluster.domain.states import JobState
 from tcluster.domain.units import parse_bytes, parse_cpu
+from tcluster.version import add_version_flag
 
 if TYPE_CHECKING:   # names for the annotations only: importing them at run time loads grpc
     import grpc
@@ -61,6 +62,7 @@ MASTER_COMMANDS = {
 LOCAL_COMMANDS = {
     "dev": "tcluster.cli.commands:dev", "sim": "tcluster.cli.sim:run_sim", "pack": "tcluster.cli.pack:run_pack",
     "login": "tcluster.cli.login:login", "doctor": "tcluster.cli.doctor:doctor",
+    "completion": "tcluster.cli.completion:completion",
 }
 
 
@@ -329,6 +331,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     subcommand when None)."""
     parser = argparse.ArgumentParser(prog="tcl", description="tcluster command-line client")
     add_global_options(parser, with_defaults=True)
+    add_version_flag(parser)
     common = argparse.ArgumentParser(add_help=False)
     add_global_options(common, with_defaults=False)
     wanted = None if argv is None else frozenset(argv) & (MASTER_COMMANDS.keys() | LOCAL_COMMANDS.keys()
@@ -349,7 +352,18 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     from tcluster.cli.execparser import add_exec_parser, add_run_parser
     add_exec_parser(sub, common)
     add_run_parser(sub, common)
+    add_completion(sub)
     return parser
+
+
+def add_completion(sub: _Subcommands) -> None:
+    p = sub.add_parser("completion", help="print the shell completion script for bash or zsh",
+                       description="Prints a completion script generated from tcl's parsers: subcommands,\n"
+                       "flags and their choices complete. The package installs both; by hand:\n"
+                       "  tcl completion bash > ~/.local/share/bash-completion/completions/tcl\n"
+                       "  tcl completion zsh > ~/.zfunc/_tcl    (with ~/.zfunc in $fpath)",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

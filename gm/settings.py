@@ -14,6 +14,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tcluster.daemonkit.configfile import ConfigError, load_args
+from tcluster.version import add_version_flag
 
 # Keys whose TOML value may also be a table or an array (`[queue_map]`, `[shares]`), given to
 # the model as it is; as strings they read as the flags do.
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preemption", action="store_true", default=None,
                    help="Alg. 2: under contention, preempt the queue most over its share (default off)")
     p.add_argument("--shares", help="queue shares for --preemption: a=0.5,b=0.5 (default: equal over --queue-map)")
+    add_version_flag(p)
     return p
 
 

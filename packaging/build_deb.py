@@ -18,6 +18,8 @@ Usage: python packaging/build_deb.py [--version 0.1.1] [--revision 1] [--out dis
 from __future__ import annotations
 
 import argparse
+import gzip
+import importlib.util
 import os
 import re
 import shutil
@@ -29,13 +31,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEB = Path(__file__).resolve().parent / "deb"
+VERSION_PY = Path(__file__).resolve().parents[1] / "tcluster" / "version.py"   # stdlib only: loaded by path
 TARGET_PY = os.environ.get("TCL_DEB_PYTHON", "3.11")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_12_x86_64",
              "manylinux2010_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64", "linux_x86_64", "any")
 # What the build venv has that the package must not pin (tests, tools, the project itself).
 NOT_PINNED = {"tcluster", "pip", "setuptools", "wheel"}
 PRUNED_SUFFIXES = {".pyi", ".pxd", ".pyx", ".h", ".hpp"}
-ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.app.main", "tcl-agent": "tcluster.agent.main"}
+ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.app.main", "tcl-agent": "tcluster.agent.main",
+                "tcl-gm": "tcluster.gm.main"}
+# Where Debian's bash-completion and zsh look for a package's completion functions.
+BASH_COMPLETION = Path("usr/share/bash-completion/completions/tcl")
+ZSH_COMPLETION = Path("usr/share/zsh/vendor-completions/_tcl")
 
 
 def run(*args: str, cwd: Path | None = None) -> str:
@@ -64,6 +71,16 @@ def stage_source(dest: Path, version: str) -> None:
     pyproject.write_text(re.sub(r'(?m)^version = ".*"$', f'version = "{version}"', pyproject.read_text(), count=1))
     init = dest / "tcluster" / "__init__.py"
     init.write_text(re.sub(r'(?m)^__version__ = ".*"$', f'__version__ = "{version}"', init.read_text(), count=1))
+    stamp_commit(dest / "tcluster")
+
+
+def stamp_commit(package_dir: Path) -> None:
+    """tcluster/COMMIT: the staged copy has no .git, so the commit is written in for `--version`."""
+    spec = importlib.util.spec_from_file_location("tcl_version", VERSION_PY)
+    assert spec is not None and spec.loader is not None
+    version = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(version)
+    (package_dir / version.COMMIT_FILE).write_text((version.git_commit(REPO) or version.UNKNOWN) + "\n")
 
 
 def build_wheel(source: Path, wheels: Path) -> Path:
@@ -136,6 +153,9 @@ def lay_out(root: Path, wheel: Path, version: str) -> None:
     venv(opt, wheel)
     (opt / "VERSION").write_text(version + "\n")
     shutil.copy2(REPO / "README.md", opt / "README.md")
+    (opt / "docs").mkdir()
+    for page in sorted((REPO / "docs").glob("*.md")):      # the README links them
+        shutil.copy2(page, opt / "docs" / page.name)
     shutil.copy2(REPO / "install.sh", opt / "install.sh")
     (opt / "install.sh").chmod(0o755)
     (opt / "bin").mkdir()
@@ -152,6 +172,22 @@ def lay_out(root: Path, wheel: Path, version: str) -> None:
     etc.mkdir(parents=True)
     for conf in ("agent.toml", "master.toml"):
         shutil.copy2(REPO / "systemd" / conf, etc / conf)
+    docs(root, version.rsplit("-", 1)[0])
+
+
+def docs(root: Path, version: str) -> None:
+    """Man pages (gzipped, as Debian wants them) and bash/zsh completion, generated from the
+    parsers by the build venv's tcluster (the same tree the wheel was built from)."""
+    with tempfile.TemporaryDirectory(prefix="tcl-man-") as pages:
+        run(sys.executable, "-m", "tcluster.cli.manpages", pages, version)
+        for page in sorted(Path(pages).iterdir()):
+            section = root / "usr" / "share" / "man" / f"man{page.suffix[1:]}"
+            section.mkdir(parents=True, exist_ok=True)
+            with gzip.GzipFile(section / f"{page.name}.gz", "wb", compresslevel=9, mtime=0) as out:
+                out.write(page.read_bytes())
+    for shell, path in (("bash", BASH_COMPLETION), ("zsh", ZSH_COMPLETION)):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(run(sys.executable, "-m", "tcluster.cli.completion", shell))
 
 
 def control(root: Path, version: str) -> None:

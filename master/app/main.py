@@ -13,7 +13,7 @@ from typing import Callable
 
 from pydantic import ValidationError
 
-from tcluster import __version__
+from tcluster.version import add_version_flag
 from tcluster.daemonkit.configfile import ConfigError, Loaded, add_config_flag, load_args
 from tcluster.daemonkit.runner import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open `tcl exec`s one user may hold at once (default %(default)s)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR; SIGHUP applies a new one")
     add_config_flag(p, "/etc/tcluster/master.toml")
-    p.add_argument("--version", action="version", version=f"tcl-master {__version__}")
+    add_version_flag(p)
     return p
 
 
