@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tcluster.domain.arrays import IndexSet, parse_array
+from tcluster.domain.arrays import MAX_THROTTLE, IndexSet, parse_array
 from tcluster.domain.dependency import Outcome, Verdict, evaluate, parse_dependency
 from tcluster.domain.errors import FailedPrecondition, InvalidArgument, NotFound
 from tcluster.master.core.draft import Draft
@@ -104,8 +104,9 @@ def update_job(d: Draft, ev: UpdateJob) -> None:
                                               "running tasks")
         if job.finished_at:
             raise FailedPrecondition(f"job {job.id} already ended ({job.state.value}): nothing to update")
-        if ev.throttle < 0:
-            raise InvalidArgument("throttle", f"{ev.throttle} must be >= 0 (0: no limit)")
+        if not 0 <= ev.throttle <= MAX_THROTTLE:
+            # Issue 36 #3: 2^31 was answered INVALID_ARGUMENT yet written, and every List failed after.
+            raise InvalidArgument("throttle", f"{ev.throttle} must be 0 (no limit) to {MAX_THROTTLE:,}")
         d.step.jobs[job.id] = replace(job, throttle=ev.throttle)
 
 

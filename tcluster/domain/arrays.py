@@ -18,6 +18,7 @@ from typing import Iterable, Iterator
 from tcluster.domain.errors import InvalidArgument
 
 MAX_ARRAY_INDEX = 99_999_999          # indexes are 0..this (task ids carry them)
+MAX_THROTTLE = MAX_ARRAY_INDEX + 1    # %N: more could not run at once (and it fits int32)
 MAX_ARRAY_RUNS = 1_000                # runs written in one spec (the text stays small)
 MAX_STEPPED_CANCEL = 100_000          # indexes a `--tasks` spec may name in stepped runs
 _MAX_RESIDUE_RUNS = 64                # a sparser cut leaves k-1 residue runs up to this k
@@ -121,8 +122,9 @@ def parse_array(text: str, field: str = "array") -> tuple[IndexSet, int]:
     body, _, throttle_text = text.strip().partition("%")
     throttle = 0
     if throttle_text:
-        if not throttle_text.isdigit() or int(throttle_text) < 1:
-            raise InvalidArgument(field, f"%{throttle_text[:20]} must be %N with N >= 1 (at most N running at once)")
+        if not throttle_text.isdigit() or len(throttle_text) > 12 or not 1 <= int(throttle_text) <= MAX_THROTTLE:
+            raise InvalidArgument(field, f"%{throttle_text[:20]} must be %N with N in 1..{MAX_THROTTLE:,} (at most N "
+                                         "running at once)")
         throttle = int(throttle_text)
     parts = [p.strip() for p in body.split(",")]
     if not body.strip() or len(parts) > MAX_ARRAY_RUNS:

@@ -25,7 +25,7 @@ def test_slurm_forms(text: str, indexes: list[int], throttle: int) -> None:
 
 
 @pytest.mark.parametrize("text, message", [
-    ("", "comma-separated parts"), ("5-1", "A <= B"), ("a-b", "is not N, A-B"), ("0-9%0", "%N with N >= 1"),
+    ("", "comma-separated parts"), ("5-1", "A <= B"), ("a-b", "is not N, A-B"), ("0-9%0", "%N with N in 1.."),
     ("0-9,5", "must not overlap"), ("0-99999999999", "A <= B <="),
 ])
 def test_bad_forms_name_what_is_wrong(text: str, message: str) -> None:

@@ -309,3 +309,21 @@ def test_many_indexes_of_one_array_leave_its_ranges_in_one_place() -> None:
     assert sorted(step.tasks) == sorted(f"{A}.{i}" for i in taken)
     assert w.state.jobs[A].unplaced.text() == "6,12-27:3,33-96:3" and len(w.state.jobs[A].unplaced) == 29
     assert w.state.counts[A][TaskState.PENDING] == 29 and w.state.counts[A][TaskState.STARTING] == 5
+
+
+@pytest.mark.parametrize("throttle", [2**31, 10**12, -1])
+def test_a_throttle_out_of_range_is_refused_and_not_written(throttle: int) -> None:
+    """Issue 36 #3: `tcl update --throttle 2147483648` was answered INVALID_ARGUMENT but
+    written; from then on every List failed (the int32 field overflowed)."""
+    w = world()
+    w.do(Submit(A, spec(array="0-99%5")))
+    with pytest.raises(InvalidArgument, match="throttle"):
+        w.do(UpdateJob(A, throttle=throttle))
+    assert w.state.jobs[A].throttle == 5
+    with pytest.raises(InvalidArgument, match="N in 1..100,000,000"):
+        parse_array_text("0-9%4294967296")
+
+
+def parse_array_text(text: str) -> None:
+    from tcluster.domain.arrays import parse_array
+    parse_array(text)

@@ -67,7 +67,7 @@ def test_the_bash_script_parses_and_names_every_command(bash_file: Path) -> None
 
 CASES = [   # (line, what bash must offer)
     ("tcl su", ["submit"]),
-    ("tcl node ", ["cordon", "drain", "maint", "uncordon"]),
+    ("tcl node ", ["cordon", "drain", "forget", "maint", "uncordon"]),
     ("tcl submit --netw", ["--network"]),
     ("tcl submit --network ", ["bridge", "host", "none"]),
     ("tcl submit --cpu 2 --network b", ["bridge"]),
@@ -101,7 +101,7 @@ def test_zsh_script_parses_and_completes(tmp_path: Path, tree) -> None:  # type:
     done = subprocess.run(["zsh", "-n", str(functions / "_tcl")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     (tmp_path / "run.sh").write_text("")
-    for line, expected in [("tcl node ", ["cordon", "drain", "maint", "uncordon"]),
+    for line, expected in [("tcl node ", ["cordon", "drain", "forget", "maint", "uncordon"]),
                            ("tcl submit --network ", ["bridge", "host", "none"]),
                            ("tcl node cordon --rea", ["--reason"]), ("tcl completion ", ["bash", "zsh"])]:
         done = subprocess.run(["zsh", str(ZSH_COMPLETE), str(functions), line], capture_output=True, text=True,

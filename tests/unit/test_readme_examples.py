@@ -20,13 +20,7 @@ EXAMPLES = readme_invocations(README)
 # docs/from-slurm.md describes issue 34 whole; these parts come from the other branches of
 # that issue (env, out, life, exec). Once they are merged this list must be emptied: the test
 # fails while an entry is no longer missing, so that the page is checked in full.
-AWAITING_MERGE = {
-    "tcl: no command 'run'", "tcl: no command 'exec'", "tcl: no command 'hold'", "tcl: no command 'release'",
-    "tcl: no command 'requeue'", "tcl: no command 'wait'", "tcl jobs: --all-users", "tcl cancel: --user",
-    "tcl cancel: --state", "tcl cancel: --name", "tcl cancel: --queue", "tcl update: --cpu", "tcl update: --mem",
-    "tcl update: --time-limit", "tcl update: --queue", "tcl update: --weight", "tcl logs: --attempt",
-    "tcl submit: --export", "tcl submit: --stdout-file", "tcl submit: --stderr-file",
-}
+AWAITING_MERGE = {"tcl submit: --export"}
 
 
 def test_the_readme_examples_are_found() -> None:

@@ -203,7 +203,7 @@ R = "resources: {cpu: 1, memory: 1Gi}"
      "s.yaml:3: jobs[0].dependency: a cycle: a -> c -> b -> a"),
     (f"  - {{name: a, {R}, dependency: 'afterok:a'}}\n", "s.yaml:3: jobs[0].dependency: a cycle: a -> a"),
     (f"  - {{name: a, {R}, dependency: 'after:b'}}\n", "s.yaml:3: jobs[0].dependency: 'after:b' is not KIND:JOB"),
-    (f"  - {{name: a, {R}, array: '0-9%0'}}\n", "s.yaml:3: jobs[0].array: %0 must be %N with N >= 1"),
+    (f"  - {{name: a, {R}, array: '0-9%0'}}\n", "s.yaml:3: jobs[0].array: %0 must be %N with N in 1..100,000,000"),
     (f"  - {{name: a, {R}, array: '0-9', tasks: 3}}\n", "s.yaml:3: jobs[0].array: give `array` or `tasks`"),
     (f"  - {{name: a, {R}, array: '0-9', gang: true}}\n", "s.yaml:3: jobs[0].array: an array's tasks cannot be a gang"),
     (f"  - {{name: a, {R}, gang: 'yes'}}\n", "s.yaml:3: jobs[0].gang: 'yes' must be true or false"),
