@@ -12,7 +12,7 @@ import stat
 from pathlib import Path
 
 from .base import LaunchError, TaskSpec
-from .launch import Identity, default_cwd, reachable
+from .launch import DEFAULT_PATH, Identity, default_cwd, reachable
 
 PRIVATE_TMP = ("the task's /tmp is private (its own empty directory), so nothing under the host's /tmp "
                "is visible to it")
@@ -54,18 +54,19 @@ def _why_unreachable(path: str, ident: Identity | None) -> str:
 
 
 def explain_exec_failure(message: str, spec: TaskSpec, cwd: str) -> str:
-    """The shim's `exec failed: No such file or directory: './run.sh'`, with where it looked."""
-    if "No such file or directory" not in message or not spec.command:
+    """The shim's `exec failed: No such file or directory: './run.sh'`, said with where the
+    program was looked for (the working directory, the task's PATH) and why it may be missing."""
+    if not spec.command or not any(e in message for e in ("No such file or directory", "Permission denied")):
         return message
     program = spec.command[0]
     if "/" not in program:
-        where = "in the task's PATH"
-    elif program.startswith("/"):
-        where = "on this node"
-    else:
-        where = f"in the task's working directory {cwd}"
-    hint = PRIVATE_TMP if spec.namespaces and "/" in program else ""
-    found = Path(cwd, program).exists() if "/" in program and not program.startswith("/") else False
-    if found:        # the file is there: its interpreter (#! line) is what is missing
-        return f"{message} (found {program} in {cwd}: the interpreter named on its #! line is missing)"
-    return f"{message}: {program!r} not found {where}" + (f"; {hint}" if hint else "")
+        path = dict(spec.env).get("PATH", DEFAULT_PATH)
+        return f"exec failed: {program!r} not found (or not executable) in the task's PATH {path[:300]}"
+    if "Permission denied" in message:
+        return f"{message} (the task's user must be able to enter its directories and execute it)"
+    seen_here = not (spec.namespaces and _under_tmp(cwd))      # the host path is the task's
+    if not program.startswith("/") and seen_here and Path(cwd, program).exists():
+        return f"exec failed: {program!r} is in {cwd}, but the interpreter named on its #! line is missing"
+    where = "on this node" if program.startswith("/") else f"in the task's working directory {cwd}"
+    hint = f"; {PRIVATE_TMP}" if spec.namespaces else ""
+    return f"exec failed: {program!r} not found {where}{hint}"

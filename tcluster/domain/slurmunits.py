@@ -42,7 +42,11 @@ def parse_memory(text: str | int | float, field: str = "memory") -> int:
             raise InvalidArgument(field, f"{str(text)[:40]!r} must be a size >= 4 MiB ({MEMORY_HINT})")
         size = int(round(number * MIB))
     else:
-        size = parse_bytes(str(text), field)
+        try:
+            size = parse_bytes(str(text), field)
+        except InvalidArgument as exc:     # say what a good one looks like, in these units
+            raise InvalidArgument(field, f"cannot parse {str(text)[:40]!r} as a size ({MEMORY_HINT})") \
+                if "cannot parse" in str(exc) else exc
     shown = str(text).strip()[:40]
     if size == 0:
         raise InvalidArgument(field, f"{shown!r} is no memory at all; for no memory limit write `{UNLIMITED}` "
@@ -71,8 +75,13 @@ def parse_time_limit(text: str | int | float, field: str = "time_limit") -> floa
 
 
 def format_memory(size: int | float) -> str:
-    """As parse_memory reads it back: 4Gi, 512Mi, unlimited."""
-    return format_bytes(size) if size > 0 else UNLIMITED
+    """Exactly, as parse_memory reads it back: 4Gi, 1.5Gi, 1025Mi, unlimited."""
+    if size <= 0:
+        return UNLIMITED
+    for unit, scale in (("Ti", 1024**4), ("Gi", 1024**3), ("Mi", MIB), ("Ki", 1024)):
+        if size >= scale and (size * 10) % scale == 0:
+            return f"{size / scale:.1f}".removesuffix(".0") + unit
+    return format_bytes(size) if size % 1 else f"{int(size)}B"
 
 
 def format_time_limit(seconds: float) -> str:
