@@ -123,6 +123,9 @@ class TaskManager:
         """The task's directory and launch record (before the container exists: see recover())."""
         assert request.spec is not None
         spec = request.spec
+        if spec.resources.memory <= 0 and not self.settings.unlimited_memory:
+            raise LaunchError("this node runs no task without a memory limit (tcl-agent --no-unlimited-memory); "
+                              "submit with --mem SIZE, e.g. --mem 4G")
         log_dir = logfiles.task_dir(self.logs_root, request.key)
         user = task_user(spec.user, self.settings.default_user, self.settings.allow_root, self.settings.denied_uids)
         save_record(log_dir, request, gpus)
