@@ -116,8 +116,11 @@ def add_submit(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
         f"Each task gets --cpu {DEFAULT_CPU} and --mem {DEFAULT_MEMORY} unless the flags, --resources\n"
         "or the job file say otherwise (0 in a file or --resources counts as unset).\n"
         "Flags override the job file; a job file `command:` given as one string runs\n"
-        "through /bin/sh -c, a list runs as is.",
+        "through /bin/sh -c, a list runs as is. Units are Slurm's: --mem 4096 is MiB,\n"
+        "--time-limit 90 minutes. Each task starts in this directory (--workdir to\n"
+        "choose another) with this shell's variables (--export).",
         epilog="examples:\n  tcl submit --cpu 0.5 --mem 256Mi -- python3 train.py\n"
+        "  tcl submit --mem 4096 --time-limit 1:30:00 -- ./run.sh     # 4 GiB, 90 minutes, here\n"
         "  tcl submit --resources 'cpu_num=0.5; memory=0.5GB' --tasks 4 -- ./work.sh\n"
         "  ID=$(tcl submit -f job.yaml) && tcl status $ID",
         formatter_class=argparse.RawDescriptionHelpFormatter,
