@@ -114,7 +114,8 @@ def add_submit(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
         "submit", parents=[common], help="submit a job; prints its id",
         description="Submit a job of N identical tasks. Put `--` before the command.\n"
         f"Each task gets --cpu {DEFAULT_CPU} and --mem {DEFAULT_MEMORY} unless the flags, --resources\n"
-        "or the job file say otherwise (0 in a file or --resources counts as unset).\n"
+        "or the job file say otherwise (0 in a file or --resources counts as unset,\n"
+        "but memory 0 is refused: no limit is `unlimited`).\n"
         "Flags override the job file; a job file `command:` given as one string runs\n"
         "through /bin/sh -c, a list runs as is. Units are Slurm's: --mem 4096 is MiB,\n"
         "--time-limit 90 minutes. Each task starts in this directory (--workdir to\n"

@@ -18,7 +18,7 @@ from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.model import JobSpec
 from tcluster.domain.resources import CPU, GPU, MEMORY, Resources, parse_resource_string
 from tcluster.domain.specfields import SPEC_FIELDS, Kind, SpecField
-from tcluster.domain.slurmunits import MEMORY_HINT, parse_memory, parse_time_limit
+from tcluster.domain.slurmunits import MEMORY_HINT, UNLIMITED_MARK, parse_memory, parse_time_limit
 from tcluster.domain.units import parse_bits, parse_bytes, parse_cpu, parse_duration
 from tcluster.wire.codec import check_spec
 
@@ -124,6 +124,8 @@ def merge_resources(args: argparse.Namespace, from_file: Resources | None) -> Re
         amounts[CPU] = parse_cpu(args.cpu, "--cpu")
     if args.mem is not None:
         amounts[MEMORY] = float(parse_memory(args.mem, "--mem"))
+    if amounts[MEMORY] == UNLIMITED_MARK:      # `memory: unlimited` in the file or --resources
+        amounts[MEMORY] = 0.0
     if getattr(args, "net", None) is not None:
         amounts["net"] = parse_bits(args.net, "--net")
     if getattr(args, "gpus", None) is not None:

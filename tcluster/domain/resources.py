@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from tcluster.domain.errors import InvalidArgument
-from tcluster.domain.slurmunits import parse_memory
+from tcluster.domain.slurmunits import UNLIMITED_MARK, parse_memory
 from tcluster.domain.units import format_bytes, format_cpu, parse_bits, parse_bytes, parse_cpu
 
 CPU = "cpu"
@@ -86,11 +86,12 @@ _ALIASES = {"cpu": CPU, "cpus": CPU, "cpu_num": CPU, "memory": MEMORY, "mem": ME
 
 
 def parse_amount(kind: str, value: str | float, field: str, request: bool = False) -> float:
-    """`request`: a job's request, whose memory reads as `--mem` does (a bare number is MiB)."""
+    """`request`: a job's request, whose memory reads as `--mem` does (a bare number is MiB;
+    `unlimited` is UNLIMITED_MARK until cli/spec.py merges the layers)."""
     if kind == CPU:
         return parse_cpu(value, field)
     if kind == MEMORY:
-        return float(parse_memory(value, field) if request else parse_bytes(value, field))
+        return float((parse_memory(value, field) or UNLIMITED_MARK) if request else parse_bytes(value, field))
     if kind == "net":
         return parse_bits(value, field)
     if isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -22,6 +22,9 @@ from tcluster.domain.units import format_bytes, format_duration, parse_bytes, pa
 MIB = 1024**2
 MIN_MEMORY_BYTES = 4 * MIB
 UNLIMITED = "unlimited"          # no memory limit; 0 bytes on the wire
+# A file's or --resources' `memory: unlimited` until the layers are merged (cli/spec.py),
+# where 0 would read as "not given" and the default would win.
+UNLIMITED_MARK = -1
 MEMORY_HINT = ("a bare number is MiB as in Slurm (4096 = 4 GiB); or 512M, 4G, 1.5Gi (powers of 1024), "
                "500MB, 0.5GB (powers of 1000); `unlimited` for no limit")
 TIME_LIMIT_HINT = ("a bare number is minutes as in Slurm (90 = 1h30m); or Slurm's 45:00, 1:30:00, 2-00, "

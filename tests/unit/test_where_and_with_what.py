@@ -76,6 +76,21 @@ def test_a_bare_time_limit_is_minutes(minutes: int) -> None:
     assert parse_time_limit(str(minutes)) == minutes * 60 == parse_time_limit(f"{minutes}m")
 
 
+@pytest.mark.parametrize(("argv", "memory"), [
+    (["--resources", "cpu=1; memory=unlimited"], 0), (["--resources", "cpu=1"], 512 * MI),
+    (["--resources", "memory=unlimited", "--mem", "2G"], 2 * GI), (["--mem", "unlimited"], 0),
+])
+def test_unlimited_memory_is_kept_from_every_layer(argv: list[str], memory: int) -> None:
+    assert spec_of([*argv, "--", "true"], {}).resources.memory == memory
+
+
+def test_exported_values_are_the_owners_secrets() -> None:
+    from tcluster.views.redaction import REDACTED, hidden_fields, redact_spec
+    spec = spec_of(["--", "true"], {"MYVAR": "secret"})
+    assert dict(redact_spec(spec, hidden_fields(False, False)).env) == {"MYVAR": REDACTED}
+    assert dict(redact_spec(spec, hidden_fields(True, False)).env) == {"MYVAR": "secret"}
+
+
 def test_resources_of_a_job_read_memory_as_mem_does_and_others_as_bytes() -> None:
     assert parse_resource_string("cpu_num=0.5; memory=4096", request=True) == Resources(0.5, 4 * GI)
     assert parse_resource_string("memory=4096").memory == 4096      # node capacity, queue files, tcl sim
