@@ -134,12 +134,11 @@ class TaskManager:
             key=request.key, task_id=request.task_id, attempt=request.attempt, command=spec.command,
             resources=spec.resources, stdout_path=str(log_dir / "stdout"), stderr_path=str(log_dir / "stderr"),
             env=self._env((*spec.env, *task_identity_env(request)), gpus), user=user, workdir=spec.workdir,
-            submit_dir=spec.submit_dir,
             pids_max=pids_max,
             cpu_limit=spec.cpu_limit, swap_bytes=spec.swap, namespaces=self.settings.namespaces,
             log_max_bytes=log_max, image=spec.image,
             network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
-            **self._devices(gpus),
+            **self._devices(gpus), submit_dir=spec.submit_dir,
         )
 
     def _env(self, env: tuple[tuple[str, str], ...], gpus: tuple[int, ...]) -> tuple[tuple[str, str], ...]:

@@ -54,19 +54,19 @@ def _why_unreachable(path: str, ident: Identity | None) -> str:
 
 
 def explain_exec_failure(message: str, spec: TaskSpec, cwd: str) -> str:
-    """The shim's `exec failed: No such file or directory: './run.sh'`, said with where the
+    """The shim's `exec failed: No such file or directory: './run.sh'`, followed by where the
     program was looked for (the working directory, the task's PATH) and why it may be missing."""
     if not spec.command or not any(e in message for e in ("No such file or directory", "Permission denied")):
         return message
     program = spec.command[0]
     if "/" not in program:
         path = dict(spec.env).get("PATH", DEFAULT_PATH)
-        return f"exec failed: {program!r} not found (or not executable) in the task's PATH {path[:300]}"
+        return f"{message} not found (or not executable) in the task's PATH {path[:300]}"
     if "Permission denied" in message:
         return f"{message} (the task's user must be able to enter its directories and execute it)"
     seen_here = not (spec.namespaces and _under_tmp(cwd))      # the host path is the task's
     if not program.startswith("/") and seen_here and Path(cwd, program).exists():
-        return f"exec failed: {program!r} is in {cwd}, but the interpreter named on its #! line is missing"
+        return f"{message} is in {cwd}, but the interpreter named on its #! line is missing"
     where = "on this node" if program.startswith("/") else f"in the task's working directory {cwd}"
     hint = f"; {PRIVATE_TMP}" if spec.namespaces else ""
-    return f"exec failed: {program!r} not found {where}{hint}"
+    return f"{message} not found {where}{hint}"

@@ -122,5 +122,5 @@ def test_a_command_missing_from_the_working_directory_says_where_it_looked(clust
                                                                            project: Path) -> None:
     job_id = submit_from(cluster, project, "--", "./nosuch.sh").stdout.strip()
     reason = wait_job(cluster.address, job_id, DONE)["tasks"][0]["reason"]
-    assert f"'./nosuch.sh' not found in the task's working directory {project}; the task's /tmp is private" \
-        in reason, reason
+    assert f"exec failed: No such file or directory: './nosuch.sh' not found in the task's working directory " \
+        f"{project}; the task's /tmp is private" in reason, reason
