@@ -6,6 +6,7 @@ Through the real binaries on cgroup v1; one cluster for every check."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -76,6 +77,9 @@ def test_a_script_in_the_submit_directory_runs_there_with_slurms_units(cluster: 
     assert job["resources"]["memory"] == 4 * 2**30 and job["time_limit_s"] == 5400
     assert job["submit_dir"] == str(project) and job["env"]["MYVAR"] == "from-shell"
     assert "SSH_AUTH_SOCK" not in job["env"]
+    status = tcl(cluster.address, "status", job_id).stdout
+    assert re.search(rf"^Directory:\s+{re.escape(str(project))}$", status, re.M), status
+    assert re.search(r"^Time limit:\s+1h30m$", status, re.M) and "memory=4Gi per task" in status, status
 
 
 def test_export_none_and_a_list_pass_only_what_they_name(cluster: OneNodeCluster, project: Path) -> None:
