@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--default-user", default="nobody",
                    help="user for tasks that name none (default %(default)s; '' = the agent's own)")
     p.add_argument("--allow-root", action="store_true", help="let tasks run as root (default: refused)")
+    p.add_argument("--no-unlimited-memory", dest="unlimited_memory", action="store_false", default=None,
+                   help="refuse tasks without a memory limit (`tcl submit --mem unlimited`): they fail at start")
     p.add_argument("--deny-uids", metavar="RANGES",
                    help="never run tasks as these uids, whatever the master asks, except the nobody user "
                         "(default 0-999: system users; `none` for no range; root still needs --allow-root)")
@@ -165,7 +167,7 @@ def _runtime_options(args: argparse.Namespace) -> dict[str, object]:
     """The task-isolation flags; absent (e.g. `tcl dev`'s namespace) keeps the defaults."""
     out: dict[str, object] = {}
     for flag, key in (("default_user", "default_user"), ("allow_root", "allow_root"), ("pids_max", "pids_max"),
-                      ("deny_uids", "deny_uids")):
+                      ("deny_uids", "deny_uids"), ("unlimited_memory", "unlimited_memory")):
         if getattr(args, flag, None) is not None:
             out[key] = getattr(args, flag)
     if getattr(args, "no_namespaces", False):

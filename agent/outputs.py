@@ -115,6 +115,6 @@ def prepare_outputs(log_dir: Path, request: Launch, user: str, namespaces: bool,
     if outputs.stdout_file or outputs.stderr_file:
         assert request.spec is not None
         ident = resolve_user(user)
-        cwd = request.spec.workdir or default_cwd(ident, namespaces)
+        cwd = request.spec.workdir or request.spec.submit_dir or default_cwd(ident, namespaces)
         save_outputs(log_dir, outputs, cwd, ident.uid if ident is not None else os.geteuid(), namespaces)
     return outputs

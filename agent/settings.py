@@ -58,6 +58,7 @@ class AgentSettings(BaseModel):
     allow_root: bool = False
     deny_uids: str = "0-999"                    # never run tasks as these (system users), except nobody
     namespaces: bool = True                     # own PID, mount, UTS, IPC namespaces per task
+    unlimited_memory: bool = True               # run tasks without a memory limit (`tcl submit --mem unlimited`)
     reconnect_max_s: float = Field(5.0, gt=0)
     # After `tcl-agent join`: STATE_DIR/pki; the stream then only ever uses mutual TLS.
     tls_dir: Path | None = None

@@ -124,6 +124,9 @@ class TaskManager:
         """The task's directory and launch record (before the container exists: see recover())."""
         assert request.spec is not None
         spec = request.spec
+        if spec.resources.memory <= 0 and not self.settings.unlimited_memory:
+            raise LaunchError("this node runs no task without a memory limit (tcl-agent --no-unlimited-memory); "
+                              "submit with --mem SIZE, e.g. --mem 4G")
         log_dir = logfiles.task_dir(self.logs_root, request.key)
         user = task_user(spec.user, self.settings.default_user, self.settings.allow_root, self.settings.denied_uids)
         save_record(log_dir, request, gpus)
@@ -137,7 +140,7 @@ class TaskManager:
             cpu_limit=spec.cpu_limit, swap_bytes=spec.swap, namespaces=self.settings.namespaces,
             log_max_bytes=log_max, image=spec.image,
             network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
-            **self._devices(gpus),
+            **self._devices(gpus), submit_dir=spec.submit_dir,
             stdout_file=outputs.stdout_file, stderr_file=outputs.stderr_file, output_append=outputs.append,
             script=outputs.script,
         )

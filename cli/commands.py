@@ -56,6 +56,7 @@ def submit(args: argparse.Namespace, client: MasterClient) -> int:
     import uuid
 
     from tcluster.cli.spec import submission_spec
+    from tcluster.cli.submitsummary import summary_line
     from tcluster.wire.protobuf import spec_to_pb
     spec = submission_spec(args)  # usage errors surface here, before any network call
     # One key per command: its own retries (a failover, a lost reply) never make a second job.
@@ -69,6 +70,7 @@ def submit(args: argparse.Namespace, client: MasterClient) -> int:
     wants_json = args.output == JSON_OUTPUT
     if not wants_json:
         print(job.id, flush=True)  # first, so `ID=$(tcl submit --wait ...)` works too
+    report(f"{job.id}: {summary_line(spec)}")     # what was understood (units, directory), on stderr
     if args.wait:
         job = wait_for_job(client, job.id)
     if wants_json:

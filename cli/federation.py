@@ -159,7 +159,8 @@ def federated_spec(args: argparse.Namespace) -> Any:
 
     from tcluster.cli.spec import submission_spec
     from tcluster.wire.protobuf import spec_to_pb
-    spec = submission_spec(args)
+    # No submit directory or exported variables: another cluster shares neither (issue 34).
+    spec = submission_spec(args, environ={}, cwd="")
     return spec_to_pb(replace(spec, request_id=spec.request_id or uuid.uuid4().hex))
 
 

@@ -17,6 +17,7 @@ import yaml
 from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.resources import GPU, Resources, parse_resource_string, resources_from_mapping
 from tcluster.domain.specfields import FILE_KEYS, SPEC_FIELDS, Kind
+from tcluster.domain.slurmunits import parse_time_limit
 from tcluster.domain.units import parse_bits, parse_bytes, parse_duration
 
 # A command given as one string is a shell line; it runs as argv [SHELL, "-c", line].
@@ -154,9 +155,9 @@ def _resources(value: Any, key: str) -> Resources | None:
     if value is None:
         return None
     if isinstance(value, dict):
-        return resources_from_mapping(value, key)
+        return resources_from_mapping(value, key, request=True)
     if isinstance(value, str):
-        return parse_resource_string(value, key)
+        return parse_resource_string(value, key, request=True)
     raise InvalidArgument(
         key, "must be a mapping like {cpu: 0.5, memory: 512Mi} or a string like 'cpu_num=0.5; memory=0.5GB'",
     )
@@ -199,6 +200,7 @@ _READERS: dict[Kind, Callable[[Any, str], Any]] = {
     Kind.SIZE: _optional_size,
     Kind.RATE: _optional_rate,
     Kind.DURATION: lambda value, key: None if value is None else parse_duration(value, key),
+    Kind.TIME_LIMIT: lambda value, key: None if value is None else parse_time_limit(value, key),
     Kind.FLAG: _optional_flag,
     Kind.PAIRS: _string_pairs,
     Kind.LIST: _string_list,

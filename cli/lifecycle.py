@@ -19,7 +19,8 @@ from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
 from tcluster.cli.tables import failure_summary, progress_line
 from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.states import JobState
-from tcluster.domain.units import format_bytes, format_duration, parse_bytes, parse_cpu, parse_duration
+from tcluster.domain.slurmunits import parse_memory, parse_time_limit
+from tcluster.domain.units import format_bytes, format_duration, parse_cpu
 from tcluster.v1 import common_pb2, jobs_pb2
 from tcluster.wire.basics import job_state_to_pb
 
@@ -104,9 +105,9 @@ def update(args: argparse.Namespace, client: MasterClient) -> int:
     if args.cpu is not None:
         request.cpu = parse_cpu(args.cpu, "--cpu")
     if args.mem is not None:
-        request.memory = parse_bytes(args.mem, "--mem")
+        request.memory = parse_memory(args.mem, "--mem")        # Slurm's units, as at submit
     if args.time_limit is not None:
-        request.time_limit_s = parse_duration(args.time_limit, "--time-limit")
+        request.time_limit_s = parse_time_limit(args.time_limit, "--time-limit")
     if args.queue is not None:
         request.queue = args.queue
     if args.weight is not None:

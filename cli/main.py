@@ -119,12 +119,16 @@ def add_submit(sub: _Subcommands, common: argparse.ArgumentParser) -> None:
         "submit", parents=[common], help="submit a job; prints its id",
         description="Submit a job of N identical tasks. Put `--` before the command.\n"
         f"Each task gets --cpu {DEFAULT_CPU} and --mem {DEFAULT_MEMORY} unless the flags, --resources\n"
-        "or the job file say otherwise (0 in a file or --resources counts as unset).\n"
+        "or the job file say otherwise (0 in a file or --resources counts as unset,\n"
+        "but memory 0 is refused: no limit is `unlimited`).\n"
         "Flags override the job file; a job file `command:` given as one string runs\n"
         "through /bin/sh -c, a list runs as is. Without `--`, a first word that is a file\n"
         "here is a job script: its #TCL and #SBATCH lines are read as flags (flags given\n"
-        "here win).",
+        "here win). Units are Slurm's: --mem 4096 is MiB, --time-limit 90 minutes. Each\n"
+        "task starts in this directory (--workdir to choose another) with this shell's\n"
+        "variables (--export).",
         epilog="examples:\n  tcl submit --cpu 0.5 --mem 256Mi -- python3 train.py\n"
+        "  tcl submit --mem 4096 --time-limit 1:30:00 -- ./run.sh     # 4 GiB, 90 minutes, here\n"
         "  tcl submit --resources 'cpu_num=0.5; memory=0.5GB' --tasks 4 -- ./work.sh\n"
         "  ID=$(tcl submit -f job.yaml) && tcl status $ID\n"
         "  tcl submit --stdout-file out-%j-%t.txt run.sh   # a script with #TCL/#SBATCH lines",

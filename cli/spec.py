@@ -7,9 +7,11 @@ per kind: `--resources` overrides the file's kinds, `--cpu`/`--mem` override bot
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import fields, replace
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
+from tcluster.cli.export import exported_env
 from tcluster.cli.jobfile import JobFile, load_job_file, split_assignment
 from tcluster.cli.scriptjob import with_script
 from tcluster.cli.options import DEFAULT_CPU, DEFAULT_MEMORY
@@ -17,26 +19,48 @@ from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.model import JobSpec
 from tcluster.domain.resources import CPU, GPU, MEMORY, Resources, parse_resource_string
 from tcluster.domain.specfields import SPEC_FIELDS, Kind, SpecField
+from tcluster.domain.slurmunits import MEMORY_HINT, UNLIMITED_MARK, parse_memory, parse_time_limit
 from tcluster.domain.units import parse_bits, parse_bytes, parse_cpu, parse_duration
 from tcluster.wire.codec import check_spec
 
 T = TypeVar("T")
-SIZE_HINT = (
-    "; sizes look like 512Mi, 0.5GB or 2G (units: B, K/KB, M/MB, G/GB, T/TB in powers of 1000;"
-    " Ki/KiB, Mi/MiB, Gi/GiB, Ti/TiB in powers of 1024)"
-)
+SIZE_HINT = f"; {MEMORY_HINT}"
 
 
-def submission_spec(args: argparse.Namespace) -> JobSpec:
-    """Raises InvalidArgument naming the flag, file or field that is wrong."""
+def submission_spec(args: argparse.Namespace, environ: Mapping[str, str] | None = None,
+                    cwd: str | None = None) -> JobSpec:
+    """Raises InvalidArgument naming the flag, file or field that is wrong. `environ` and
+    `cwd` are the submitting shell's (default: this process's): --export's variables and
+    the default working directory."""
     try:
         args = with_script(args)        # `tcl submit run.sh`: its directives under the flags
         job_file = load_job_file(args.file) if args.file else JobFile()
         spec = replace(merge_spec(args, job_file), script=getattr(args, "script_text", ""))
+        environ = os.environ if environ is None else environ
+        exported = exported_env(getattr(args, "export", None), environ)
+        spec = replace(spec, env=tuple(sorted({**dict(exported), **dict(spec.env)}.items())),
+                       submit_dir=submit_directory(environ) if cwd is None else cwd)
         check_spec(spec)    # the master's own check, run early for a message before any RPC
         return spec
     except InvalidArgument as exc:
         raise _with_size_hint(exc) from None
+
+
+def submit_directory(environ: Mapping[str, str]) -> str:
+    """The shell's directory as the user sees it: $PWD when it is this very directory (it
+    keeps a symlinked path, such as /home -> /mnt/home, that other nodes share), else the
+    resolved one; "" when it is gone (the task then starts in its private /tmp)."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        return ""
+    pwd = environ.get("PWD", "")
+    try:
+        if pwd.startswith("/") and os.path.samefile(pwd, here):
+            return pwd
+    except OSError:
+        pass
+    return here
 
 
 def merge_spec(args: argparse.Namespace, job_file: JobFile) -> JobSpec:
@@ -83,6 +107,7 @@ def _as_given(value: T, flag: str) -> T:
 # Flags argparse leaves as text (cli/submitflags.py), parsed here so errors name the flag.
 _FLAG_PARSERS: dict[Kind, Callable[[str, str], Any]] = {
     Kind.DURATION: parse_duration,
+    Kind.TIME_LIMIT: parse_time_limit,
     Kind.CORES: parse_cpu,
     Kind.SIZE: parse_bytes,
     Kind.RATE: parse_bits,
@@ -92,15 +117,17 @@ _DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(JobSpec)}
 
 
 def merge_resources(args: argparse.Namespace, from_file: Resources | None) -> Resources:
-    amounts: dict[str, float] = {CPU: parse_cpu(DEFAULT_CPU), MEMORY: float(parse_bytes(DEFAULT_MEMORY))}
-    from_flag = parse_resource_string(args.resources, "--resources") if args.resources else None
+    amounts: dict[str, float] = {CPU: parse_cpu(DEFAULT_CPU), MEMORY: float(parse_memory(DEFAULT_MEMORY))}
+    from_flag = parse_resource_string(args.resources, "--resources", request=True) if args.resources else None
     for layer in (from_file, from_flag):
         if layer is not None:
             amounts.update({kind: amount for kind, amount in layer.as_dict().items() if amount})
     if args.cpu is not None:
         amounts[CPU] = parse_cpu(args.cpu, "--cpu")
     if args.mem is not None:
-        amounts[MEMORY] = float(parse_bytes(args.mem, "--mem"))
+        amounts[MEMORY] = float(parse_memory(args.mem, "--mem"))
+    if amounts[MEMORY] == UNLIMITED_MARK:      # `memory: unlimited` in the file or --resources
+        amounts[MEMORY] = 0.0
     if getattr(args, "net", None) is not None:
         amounts["net"] = parse_bits(args.net, "--net")
     if getattr(args, "gpus", None) is not None:

@@ -13,7 +13,7 @@ from tcluster.domain.specfields import SPEC_FIELDS, Kind, SpecField
 
 # `tcl submit --help` lists its options in the order it always has; an option of a field
 # added since comes after these, with nothing to add here.
-HELP_ORDER = ("--name", "--queue", "--weight", "--tasks", "--cpu", "--mem", "--resources", "--env", "--label", "--user",
+HELP_ORDER = ("--name", "--queue", "--weight", "--tasks", "--cpu", "--mem", "--resources", "--env", "--export", "--label", "--user",
               "--workdir", "--cpu-limit", "--swap", "--pids-max", "--image", "--network", "--net", "--net-limit",
               "--retries", "--log-max", "--constraint", "--file", "--wait", "--request-id")
 
@@ -29,7 +29,8 @@ _REPEATED = (Kind.PAIRS, Kind.LIST)      # each use adds one
 # Options that are no one spec field: (names, argparse options).
 _OWN: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "--cpu": (("--cpu",), {"help": f"cores per task: 0.5, 2 or 500m (default: {DEFAULT_CPU})"}),
-    "--mem": (("--mem",), {"help": f"memory per task: 512Mi, 0.5GB, 2G (default: {DEFAULT_MEMORY})"}),
+    "--mem": (("--mem",), {"help": f"memory per task; a bare number is MiB as in Slurm (4096), or 512M, 4G, 1.5Gi, "
+                                  f"500MB, or unlimited (a node may refuse it) (default: {DEFAULT_MEMORY})"}),
     "--resources": (("--resources",), {
         "metavar": "SPEC", "help": "per task, the paper's form: 'cpu_num=0.5; memory=0.5GB; net=10Mbit'"}),
     "--net": (("--net",), {
@@ -40,6 +41,10 @@ _OWN: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
     "--file": (("-f", "--file"), {
         "metavar": "JOB.yaml",
         "help": "job file: name, queue, tasks, resources, command, env, user, workdir, labels, constraints"}),
+    "--export": (("--export",), {
+        "metavar": "ALL|NONE|VAR[,VAR=value...]",
+        "help": "the submitting shell's variables a task gets, as Slurm's --export: ALL (default: all but a "
+                "deny-list such as TCL_TOKEN, SSH_AUTH_SOCK, DISPLAY, HOME), NONE, or only the ones listed"}),
     "--wait": (("--wait",), {
         "action": "store_true", "help": "wait until the job ends (progress on stderr); exit 0 only if it SUCCEEDED"}),
     # Dependencies by kind, joined into --dependency's form (cli/spec.py).

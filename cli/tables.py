@@ -142,6 +142,9 @@ def job_view(job: jobs_pb2.Job, now: float) -> str:
     ]
     if spec.constraints:
         header.append(("Constraints", "; ".join(spec.constraints)))
+    directory = spec.workdir or ("" if spec.image else spec.submit_dir)     # where each task starts
+    if directory:
+        header.append(("Directory", directory))
     header += batch_lines(job)
     if job.pending_reason:
         header.append(("Pending", job.pending_reason))

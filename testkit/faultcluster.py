@@ -31,7 +31,7 @@ from typing import Callable, TypeVar
 
 import grpc
 
-from testkit.procs import BIN, Proc, leaked_cgroups, node_subtrees, sweep_node
+from testkit.procs import BIN, TCL_CWD, Proc, leaked_cgroups, node_subtrees, sweep_node
 from testkit.etcd_cluster import EtcdStore, free_ports
 from testkit.proxy import TcpProxy
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
@@ -269,7 +269,7 @@ class Cluster:
 
     def tcl(self, *args: str, check: bool = True, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([str(BIN / "tcl"), "--master", self.address, *args], capture_output=True,
-                                text=True, timeout=patient(timeout_s))
+                                text=True, timeout=patient(timeout_s), cwd=TCL_CWD)
         if check and result.returncode != 0:
             raise AssertionError(f"tcl {' '.join(args)[:200]} exited {result.returncode}:\n"
                                  f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}")

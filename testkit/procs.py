@@ -127,9 +127,15 @@ def start_agent(tmp: Path, master: str, node: str, *extra: str, log: str = "") -
     return agent
 
 
-def tcl(master: str, *args: str, check: bool = True, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+# tcl's directory is its jobs' default working directory: "/", which every node and every
+# task user can enter wherever the checkout lives (a test that needs another passes cwd).
+TCL_CWD = "/"
+
+
+def tcl(master: str, *args: str, check: bool = True, timeout_s: float = 60,
+        cwd: str = TCL_CWD) -> subprocess.CompletedProcess[str]:
     result = subprocess.run([str(BIN / "tcl"), "--master", master, *args], capture_output=True, text=True,
-                            timeout=patient(timeout_s))
+                            timeout=patient(timeout_s), cwd=cwd)
     if check and result.returncode != 0:
         raise AssertionError(f"tcl {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
     return result

@@ -37,7 +37,8 @@ class TaskSpec:
     stderr_path: str
     env: tuple[tuple[str, str], ...] = ()
     user: str = ""                        # "" = the agent's own user
-    workdir: str = ""                     # "" = /tmp in its namespace (without: the user's home, else /)
+    workdir: str = ""                     # --workdir; "" = submit_dir
+    submit_dir: str = ""                  # where tcl submit ran; "" = /tmp in its namespace (without: home, else /)
     pids_max: int = DEFAULT_PIDS_MAX
     cpu_limit: float = 0.0                # hard cap in cores; 0 = none
     swap_bytes: int = 0                   # swap allowed beyond memory; 0 = none, -1 = unlimited

@@ -16,9 +16,10 @@ from pathlib import Path
 
 from .base import ExitStatus, LaunchError, RuntimeSetupError, Started, TaskSpec
 from .cgfs import is_safe_name
-from .launch import (Identity, ShimFiles, ShimLaunch, default_cwd, open_live_pidfd, process_start_time,
+from .launch import (Identity, ShimFiles, ShimLaunch, open_live_pidfd, process_start_time,
                      read_exit_record, resolve_user, shim_spec, spawn_shim, write_private)
 from .shimbin import shim_binary
+from .workdir import explain_exec_failure, task_cwd
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +76,11 @@ class ShimRuntime:
             self.setup_shim()
         spec = spec if self._namespaces else _without_namespaces(spec)
         ident = resolve_user(spec.user)       # before any cgroup exists: nothing to undo
+        cwd = task_cwd(spec, ident)
         cdir = self.container_dir(spec.key)
         if (cdir / SPEC_FILE).exists():
             raise LaunchError(f"container {spec.key} already exists ({cdir})")
-        files = self._make_dirs(spec, cdir, ident)
+        files = self._make_dirs(spec, cdir, ident, cwd)
         procs = self._prepare(spec)
         try:
             write_private(files.spec, shim_spec(spec, ident, files, procs))
@@ -88,11 +90,13 @@ class ShimRuntime:
             self._discard(spec.key)
             if isinstance(e, OSError):
                 raise LaunchError(f"cannot start the task supervisor: {e}") from e
+            if isinstance(e, LaunchError) and str(e).startswith("exec failed"):
+                raise LaunchError(explain_exec_failure(str(e), spec, cwd)) from e
             raise
         self._shims[spec.key] = launch.proc
         return self._started(spec.key, launch)
 
-    def _make_dirs(self, spec: TaskSpec, cdir: Path, ident: Identity | None) -> ShimFiles:
+    def _make_dirs(self, spec: TaskSpec, cdir: Path, ident: Identity | None, cwd: str) -> ShimFiles:
         """The container's state directory, 0700: it holds the spec (the task's environment)
         and the exit record. With namespaces also the task's private /tmp, owned by its
         user and 0700 like a home: other tasks' users cannot look in."""
@@ -107,7 +111,6 @@ class ShimRuntime:
                 os.chmod(tmp, 0o700)
         except OSError as e:
             raise LaunchError(f"cannot create the state directory {cdir}: {e.strerror}") from e
-        cwd = spec.workdir or default_cwd(ident, spec.namespaces)
         return ShimFiles(cdir / SPEC_FILE, cdir / EXIT_FILE, cdir / SHIM_LOG, cwd, tmp)
 
     def _started(self, key: str, launch: ShimLaunch) -> Started:

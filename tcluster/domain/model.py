@@ -35,8 +35,8 @@ DEFAULT_QUEUE = "default"
 
 def spec_size(spec: JobSpec) -> int:
     """The bytes of a spec's strings (command, names, env, labels, constraints), unencoded."""
-    parts = [*spec.command, spec.name, spec.queue, spec.user, spec.workdir, spec.image, *spec.constraints,
-             spec.stdout_file, spec.stderr_file, spec.script]
+    parts = [*spec.command, spec.name, spec.queue, spec.user, spec.workdir, spec.submit_dir, spec.image,
+             *spec.constraints, spec.stdout_file, spec.stderr_file, spec.script]
     parts += [k + v for k, v in spec.env] + [k + v for k, v in spec.labels]
     return sum(len(p.encode("utf-8", "surrogatepass")) for p in parts)
 
@@ -49,8 +49,8 @@ def check_spec_bounds(spec: JobSpec) -> None:
     check_count("labels", spec.labels, MAX_LABELS)
     check_count("constraints", spec.constraints, MAX_CONSTRAINTS)
     for field_name, value in (("queue", spec.queue), ("user", spec.user), ("image", spec.image),
-                              ("workdir", spec.workdir)):
-        check_name(field_name, value, 4096 if field_name == "workdir" else MAX_NAME_BYTES)
+                              ("workdir", spec.workdir), ("submit_dir", spec.submit_dir)):
+        check_name(field_name, value, 4096 if field_name in ("workdir", "submit_dir") else MAX_NAME_BYTES)
     for key, value in spec.labels:
         check_name("labels", key)
         check_name(f"labels.{key[:QUOTE_CHARS]}", value)
@@ -101,6 +101,9 @@ class JobSpec:
     stderr_file: str = ""                 # sbatch -e; "" with stdout_file: stderr goes there too
     open_mode: str = ""                   # append | truncate; "" = truncate
     script: str = ""                      # a job script's text (tcluster/domain/scripts.py)
+    # The directory `tcl submit` ran in: where a task starts when no workdir is given (a
+    # node that cannot reach it fails the task naming it). "" = an older client: /tmp.
+    submit_dir: str = ""
 
     def validate(self) -> None:
         """Raises InvalidArgument naming the first bad field."""
@@ -121,8 +124,9 @@ class JobSpec:
         for key, _ in self.env:
             if not _ENV_KEY.match(key):
                 raise InvalidArgument("env", f"variable name {quote(key)} is not allowed; use [A-Za-z_][A-Za-z0-9_]*")
-        if self.workdir and not self.workdir.startswith("/"):
-            raise InvalidArgument("workdir", f"{quote(self.workdir)} must be an absolute path")
+        for name, path in (("workdir", self.workdir), ("submit_dir", self.submit_dir)):
+            if path and not path.startswith("/"):
+                raise InvalidArgument(name, f"{quote(path)} must be an absolute path")
         self.resources.validate_request("resources")
         parse_constraints(self.constraints)
         check_outputs(self)

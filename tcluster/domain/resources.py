@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.slurmunits import UNLIMITED_MARK, parse_memory
 from tcluster.domain.units import format_bytes, format_cpu, parse_bits, parse_bytes, parse_cpu
 
 CPU = "cpu"
@@ -84,11 +85,13 @@ class Resources:
 _ALIASES = {"cpu": CPU, "cpus": CPU, "cpu_num": CPU, "memory": MEMORY, "mem": MEMORY, "gpus": GPU}
 
 
-def parse_amount(kind: str, value: str | float, field: str) -> float:
+def parse_amount(kind: str, value: str | float, field: str, request: bool = False) -> float:
+    """`request`: a job's request, whose memory reads as `--mem` does (a bare number is MiB;
+    `unlimited` is UNLIMITED_MARK until cli/spec.py merges the layers)."""
     if kind == CPU:
         return parse_cpu(value, field)
     if kind == MEMORY:
-        return float(parse_bytes(value, field))
+        return float((parse_memory(value, field) or UNLIMITED_MARK) if request else parse_bytes(value, field))
     if kind == "net":
         return parse_bits(value, field)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -105,18 +108,18 @@ def parse_amount(kind: str, value: str | float, field: str) -> float:
     return number
 
 
-def resources_from_mapping(amounts: Mapping[str, object], field: str = "resources") -> Resources:
+def resources_from_mapping(amounts: Mapping[str, object], field: str = "resources", request: bool = False) -> Resources:
     """{'cpu': '0.5', 'memory': '256Mi', 'net': '10Mbit'} -> Resources."""
     parsed: dict[str, float] = {}
     for raw_kind, value in amounts.items():
         kind = _ALIASES.get(str(raw_kind).strip().lower(), str(raw_kind).strip().lower())
         if not _KIND.match(kind):
             raise InvalidArgument(field, f"resource name {str(raw_kind)[:40]!r} is not allowed; use lowercase letters, digits, _")
-        parsed[kind] = parse_amount(kind, value, f"{field}.{kind}")  # type: ignore[arg-type]
+        parsed[kind] = parse_amount(kind, value, f"{field}.{kind}", request)  # type: ignore[arg-type]
     return Resources.of(parsed)
 
 
-def parse_resource_string(text: str, field: str = "resources") -> Resources:
+def parse_resource_string(text: str, field: str = "resources", request: bool = False) -> Resources:
     """The TCluster paper's form: `cpu_num=0.5; memory=0.5GB` (`,` also separates)."""
     amounts: dict[str, str] = {}
     for item in re.split(r"[;,]", text):
@@ -128,4 +131,4 @@ def parse_resource_string(text: str, field: str = "resources") -> Resources:
         amounts[key.strip()] = value.strip()
     if not amounts:
         raise InvalidArgument(field, "empty resource string (e.g. 'cpu_num=0.5; memory=0.5GB')")
-    return resources_from_mapping(amounts, field)
+    return resources_from_mapping(amounts, field, request)

@@ -31,7 +31,8 @@ class Kind(Enum):
     LIST = "list"            # strings; a flag adds to the file's
     ARGV = "argv"            # the command: a list, or one shell line in a job file
     RESOURCES = "resources"  # per-kind amounts (flags: --cpu, --mem, --resources, --net)
-    DURATION = "duration"    # seconds, written as a duration: 90, 15m, 2h, 1-00:00:00
+    DURATION = "duration"    # seconds, written as a duration: 90 (seconds), 15m, 2h, 1-00:00:00
+    TIME_LIMIT = "time_limit"  # seconds, written as Slurm's time limit: 90 (minutes), 1:30:00, 1h30m
     FLAG = "flag"            # true or false (a flag without a value)
 
     @property
@@ -120,7 +121,9 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
                 "the job the first made instead of a second (default: a fresh one per call, reused by its "
                 "own retries)"),
     _field("workdir", Kind.TEXT, file=True, flag="--workdir", metavar="DIR",
-           help="absolute working directory of each task"),
+           help="absolute working directory of each task (default: the directory tcl submit runs in)"),
+    # Sent by tcl (its current directory), not a flag: --workdir overrides it.
+    _field("submit_dir", Kind.TEXT, stored_when_set=True),
     _field("labels", Kind.PAIRS, file=True, flag="--label", metavar="KEY=VALUE",
            help="free-form job label (repeatable)"),
     _field("constraints", Kind.LIST, file=True, flag="--constraint", metavar="EXPR",
@@ -143,10 +146,11 @@ SPEC_FIELDS: tuple[SpecField, ...] = (
            help="let a task burst up to RATE when the link is idle"),
     _field("log_max_bytes", Kind.SIZE, file="log_max", flag="--log-max", metavar="SIZE",
            help="per log file before it rotates, up to the agent's (default: the agent's, 64Mi)"),
-    _field("time_limit_s", Kind.DURATION, file="time_limit", flag="--time-limit", metavar="DURATION",
+    _field("time_limit_s", Kind.TIME_LIMIT, file="time_limit", flag="--time-limit", metavar="TIME",
            stored_when_set=True,
            help="a task still running this long gets SIGTERM, then SIGKILL, and ends FAILED (TimeLimit): "
-                "90 (seconds), 15m, 2h, 1-00:00:00 (default: none, or the queue's max_time_limit)"),
+                "a bare number is minutes as in Slurm (90), or 45:00, 1:30:00, 2-00:00:00, 90s, 1h30m "
+                "(default: none, or the queue's max_time_limit)"),
     _field("array", Kind.TEXT, file=True, flag="--array", metavar="SPEC", stored_when_set=True,
            help="an array job: task indexes in Slurm's form, 0-999, 1,3,5-7, 0-99:2, and %%N to run at most N "
                 "at once (0-999%%50); each task gets TCL_ARRAY_TASK_ID"),

@@ -11,8 +11,9 @@ from tcluster.domain.errors import InvalidArgument
 
 _BYTE_UNITS: dict[str, int] = {
     "": 1, "b": 1,
-    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2,
-    "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
+    # K/M/G/T alone are Slurm's (powers of 1024, `--mem 4G` is 4 GiB); KB/MB/GB/TB are SI.
+    "k": 1024, "kb": 1000, "m": 1024**2, "mb": 1000**2,
+    "g": 1024**3, "gb": 1000**3, "t": 1024**4, "tb": 1000**4,
     "ki": 1024, "kib": 1024, "mi": 1024**2, "mib": 1024**2,
     "gi": 1024**3, "gib": 1024**3, "ti": 1024**4, "tib": 1024**4,
 }
@@ -45,7 +46,8 @@ def parse_bytes(text: str | int | float, field: str = "memory") -> int:
     number, unit = _split(text, field)
     factor = _BYTE_UNITS.get(unit.lower())
     if factor is None:
-        allowed = "B, K/KB, M/MB, G/GB, T/TB (powers of 1000), Ki/KiB, Mi/MiB, Gi/GiB, Ti/TiB (powers of 1024)"
+        allowed = ("B, K/Ki/KiB, M/Mi/MiB, G/Gi/GiB, T/Ti/TiB (powers of 1024, K/M/G/T as in Slurm), "
+                   "KB, MB, GB, TB (powers of 1000)")
         raise InvalidArgument(field, f"unknown size unit {unit!r} in {text!r}; allowed: {allowed}")
     return int(round(number * factor))
 

@@ -26,7 +26,7 @@ JsonDict = dict[str, Any]
 # always printed (the spec's keys follow the field table's order).
 _JOB_KEYS_AFTER = {"queue": ("state", "submitted_at", "finished_at"), "weight": ("dominant_share",)}
 # Kinds held as doubles in the proto: JSON shows them as floats (2.0, never 2).
-_FLOAT_KINDS = (Kind.WEIGHT, Kind.CORES, Kind.RATE, Kind.DURATION)
+_FLOAT_KINDS = (Kind.WEIGHT, Kind.CORES, Kind.RATE, Kind.DURATION, Kind.TIME_LIMIT)
 
 
 def resources_json(r: Resources) -> JsonDict:

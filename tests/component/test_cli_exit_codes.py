@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 from concurrent import futures
 from typing import Iterator
@@ -13,6 +14,7 @@ import pytest
 
 from tcluster.cli import commands
 from tcluster.cli.main import main
+from tcluster.cli.spec import submit_directory
 from tcluster.v1 import common_pb2, jobs_pb2, jobs_pb2_grpc
 from testkit.procs import closed_port
 
@@ -116,9 +118,12 @@ def tcl(master: str, *argv: str) -> int:
 
 def test_submit_prints_only_the_job_id(fake_master, capsys):
     master, jobs = fake_master
-    assert tcl(master, "submit", "--name", "hello", "--cpu", "0.5", "--mem", "256Mi", "--env", "A=1", "--", "echo", "hi") == 0
+    assert tcl(master, "submit", "--name", "hello", "--cpu", "0.5", "--mem", "256Mi", "--env", "A=1", "--export", "NONE",
+               "--", "echo", "hi") == 0
     captured = capsys.readouterr()
     assert captured.out == "job-1\n"
+    here = submit_directory(os.environ)
+    assert here and f"job-1: 1 task × cpu 0.5, memory 256Mi, in {here}" in captured.err     # what it understood
     spec = jobs.requests[0].spec
     assert (list(spec.command), spec.resources.cpu, spec.resources.memory, dict(spec.env)) == (
         ["echo", "hi"], 0.5, 256 * 1024**2, {"A": "1"})

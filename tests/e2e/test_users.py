@@ -54,7 +54,7 @@ class User:
 
     def tcl(self, *args: str, stdin: str = "", check: bool = True) -> subprocess.CompletedProcess[str]:
         result = subprocess.run([str(BIN / "tcl"), *args], input=stdin, capture_output=True, text=True,
-                                env=self.env, timeout=60)
+                                env=self.env, timeout=60, cwd="/")     # "/": a directory every task user enters
         if check and result.returncode != 0:
             raise AssertionError(f"tcl {' '.join(args)} exited {result.returncode}: {result.stderr}")
         return result
@@ -149,7 +149,10 @@ def _check_flows(alice: User, bob: User, admin: User, node: str, unix: tuple[str
     # a job's env values go to its owner and admins only; others see the keys (the review's #5)
     for person, value in ((bob, "<redacted>"), (alice, "alice-very-secret"), (admin, "alice-very-secret")):
         shown = json.loads(person.tcl("status", a, "-o", "json").stdout)
-        assert shown["env"] == {"AWS_SECRET_ACCESS_KEY": value} and shown["owner"] == "alice"
+        env = shown["env"]
+        assert env["AWS_SECRET_ACCESS_KEY"] == value and shown["owner"] == "alice"
+        # exported from alice's shell (--export ALL, issue 34): as much hers as --env's
+        assert env["PATH"] == (value if value == "<redacted>" else os.environ["PATH"])
     nobody = User(alice.master, Path("/nonexistent-tcl-config"))
     result = nobody.tcl("jobs", "--master", alice.master, check=False)
     assert result.returncode == 1, result.stderr       # no credentials: no TLS, no token

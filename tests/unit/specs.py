@@ -32,6 +32,7 @@ SPEC_FIELDS = {
     "user": _word | st.just(""),
     "owner": _word | st.just(""),
     "workdir": st.just("") | st.from_regex(r"/[a-z]{1,8}", fullmatch=True),
+    "submit_dir": st.just("") | st.from_regex(r"/[a-z]{1,8}(/[a-z .]{1,8})?", fullmatch=True),
     "labels": st.dictionaries(_word, _word, max_size=3).map(lambda d: tuple(sorted(d.items()))),
     "constraints": st.lists(st.sampled_from(["rack=r1", "disk!=hdd", "has gpu", "arch in (x86_64,arm64)"]),
                             max_size=3).map(tuple),

@@ -118,7 +118,7 @@ JOB_FILE = yaml_text("""
 def test_flags_override_the_file(tmp_path, flags, field, value):
     path = tmp_path / "job.yaml"
     path.write_text(JOB_FILE)
-    spec = submission_spec(build_parser().parse_args(["submit", "-f", str(path), *flags]))
+    spec = submission_spec(build_parser().parse_args(["submit", "-f", str(path), *flags]), environ={}, cwd="")
     assert getattr(spec, field) == value
 
 

@@ -20,7 +20,7 @@ def parse(argv: list[str]):
 
 
 def spec_of(argv: list[str]) -> JobSpec:
-    return submission_spec(parse(["submit", *argv]))
+    return submission_spec(parse(["submit", *argv]), environ={}, cwd="")    # nothing of this shell
 
 
 @pytest.mark.parametrize(
@@ -111,7 +111,7 @@ def test_submit_flags_build_the_spec(argv, expected):
         (["--tasks", "0", "--", "x"], ["tasks", "1..10000"]),
         (["--queue", "bad queue", "--", "x"], ["queue"]),
         (["--workdir", "relative", "--", "x"], ["workdir", "absolute"]),
-        (["--cpu", "0", "--mem", "0", "--", "x"], ["resources", "empty"]),
+        (["--cpu", "0", "--mem", "unlimited", "--", "x"], ["resources", "empty"]),
         (["--resources", "gpu=0.5", "--", "x"], ["gpu", "whole number"]),
     ],
 )

@@ -34,8 +34,9 @@ def test_drf_papers_example_through_tcl_sim(capsys: pytest.CaptureFixture[str], 
     assert [(j["name"], j["tasks_running"]) for j in report["jobs"]] == [("a", 3), ("b", 2)]
     assert shares(report) == pytest.approx([2 / 3, 2 / 3])
     node = report["nodes"][0]
-    assert node == {"name": "n1", "capacity": {"cpu": 9.0, "memory": 18 * 10**9},
-                    "free": {"cpu": 0.0, "memory": 4 * 10**9}}
+    # 18G and 4G: powers of 1024, as Slurm's G (the paper's ratios hold either way)
+    assert node == {"name": "n1", "capacity": {"cpu": 9.0, "memory": 18 * 2**30},
+                    "free": {"cpu": 0.0, "memory": 4 * 2**30}}
 
 
 def test_figure4_shares_weights_and_the_departure_of_n12(capsys: pytest.CaptureFixture[str]) -> None:

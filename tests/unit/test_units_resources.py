@@ -11,8 +11,8 @@ from tcluster.domain.units import format_bytes, parse_bits, parse_bytes, parse_c
 
 
 @pytest.mark.parametrize("text,expected", [
-    ("512Mi", 512 * 2**20), ("0.5GB", 500_000_000), ("0.5G", 500_000_000), ("1Gi", 2**30),
-    ("1024", 1024), ("64 MiB", 64 * 2**20), ("2k", 2000), ("1e3", 1000), (4096, 4096), ("0", 0),
+    ("512Mi", 512 * 2**20), ("0.5GB", 500_000_000), ("0.5G", 2**29), ("1Gi", 2**30),
+    ("1024", 1024), ("64 MiB", 64 * 2**20), ("2k", 2048), ("2kB", 2000), ("1e3", 1000), (4096, 4096), ("0", 0),
 ])
 def test_parse_bytes(text: str, expected: int) -> None:
     assert parse_bytes(text) == expected

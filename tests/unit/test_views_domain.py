@@ -20,7 +20,7 @@ from tests.unit.specs import job_specs, usages
 # The key order `-o json` has always printed: scripts may diff it.
 JOB_KEYS = [
     "id", "name", "queue", "state", "submitted_at", "finished_at", "resources", "command", "env", "user", "owner",
-    "request_id", "workdir", "labels", "constraints", "weight", "dominant_share", "cpu_limit", "swap", "pids_max",
+    "request_id", "workdir", "submit_dir", "labels", "constraints", "weight", "dominant_share", "cpu_limit", "swap", "pids_max",
     "retries", "image", "network", "net_limit", "log_max_bytes", "time_limit_s", "array", "dependency", "keep_unmet", "gang", "gang_timeout_s",
     "gang_restart", "on_preempt", "stdout_file", "stderr_file", "open_mode", "script", "tasks_total",
     "pending_reason", "reason", "held_by", "tasks",

@@ -33,7 +33,7 @@ LOG_STDOUT: LogStream
 LOG_STDERR: LogStream
 
 class JobSpec(_message.Message):
-    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "owner", "request_id", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit", "on_preempt", "time_limit_s", "array", "dependency", "keep_unmet", "gang", "gang_timeout_s", "gang_restart", "stdout_file", "stderr_file", "open_mode", "script")
+    __slots__ = ("name", "queue", "tasks", "resources", "command", "env", "user", "workdir", "labels", "constraints", "weight", "retries", "image", "network", "owner", "request_id", "cpu_limit", "swap", "pids_max", "log_max_bytes", "net_limit", "on_preempt", "time_limit_s", "array", "dependency", "keep_unmet", "gang", "gang_timeout_s", "gang_restart", "stdout_file", "stderr_file", "open_mode", "script", "submit_dir")
     class EnvEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,7 @@ class JobSpec(_message.Message):
     STDERR_FILE_FIELD_NUMBER: _ClassVar[int]
     OPEN_MODE_FIELD_NUMBER: _ClassVar[int]
     SCRIPT_FIELD_NUMBER: _ClassVar[int]
+    SUBMIT_DIR_FIELD_NUMBER: _ClassVar[int]
     name: str
     queue: str
     tasks: int
@@ -114,7 +115,8 @@ class JobSpec(_message.Message):
     stderr_file: str
     open_mode: str
     script: str
-    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ..., on_preempt: _Optional[str] = ..., time_limit_s: _Optional[float] = ..., array: _Optional[str] = ..., dependency: _Optional[str] = ..., keep_unmet: _Optional[bool] = ..., gang: _Optional[bool] = ..., gang_timeout_s: _Optional[float] = ..., gang_restart: _Optional[bool] = ..., stdout_file: _Optional[str] = ..., stderr_file: _Optional[str] = ..., open_mode: _Optional[str] = ..., script: _Optional[str] = ...) -> None: ...
+    submit_dir: str
+    def __init__(self, name: _Optional[str] = ..., queue: _Optional[str] = ..., tasks: _Optional[int] = ..., resources: _Optional[_Union[_common_pb2.Resources, _Mapping]] = ..., command: _Optional[_Iterable[str]] = ..., env: _Optional[_Mapping[str, str]] = ..., user: _Optional[str] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., constraints: _Optional[_Iterable[str]] = ..., weight: _Optional[float] = ..., retries: _Optional[int] = ..., image: _Optional[str] = ..., network: _Optional[str] = ..., owner: _Optional[str] = ..., request_id: _Optional[str] = ..., cpu_limit: _Optional[float] = ..., swap: _Optional[int] = ..., pids_max: _Optional[int] = ..., log_max_bytes: _Optional[int] = ..., net_limit: _Optional[float] = ..., on_preempt: _Optional[str] = ..., time_limit_s: _Optional[float] = ..., array: _Optional[str] = ..., dependency: _Optional[str] = ..., keep_unmet: _Optional[bool] = ..., gang: _Optional[bool] = ..., gang_timeout_s: _Optional[float] = ..., gang_restart: _Optional[bool] = ..., stdout_file: _Optional[str] = ..., stderr_file: _Optional[str] = ..., open_mode: _Optional[str] = ..., script: _Optional[str] = ..., submit_dir: _Optional[str] = ...) -> None: ...
 
 class Task(_message.Message):
     __slots__ = ("index", "id", "state", "node", "attempt", "has_exit_code", "exit_code", "signal", "reason", "started_at", "finished_at", "usage", "failures", "lotes_class", "preemptions", "gpus", "gpu_usage")
