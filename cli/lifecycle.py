@@ -20,7 +20,7 @@ from tcluster.cli.tables import failure_summary, progress_line
 from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.states import JobState
 from tcluster.domain.slurmunits import parse_memory, parse_time_limit
-from tcluster.domain.units import format_bytes, format_duration, parse_cpu
+from tcluster.domain.units import format_bytes, format_duration, parse_cpu, parse_duration
 from tcluster.v1 import common_pb2, jobs_pb2
 from tcluster.wire.basics import job_state_to_pb
 

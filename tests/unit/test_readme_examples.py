@@ -20,7 +20,7 @@ EXAMPLES = readme_invocations(README)
 # docs/from-slurm.md describes issue 34 whole; these parts come from the other branches of
 # that issue (env, out, life, exec). Once they are merged this list must be emptied: the test
 # fails while an entry is no longer missing, so that the page is checked in full.
-AWAITING_MERGE = {"tcl submit: --export"}
+AWAITING_MERGE: set[str] = set()
 
 
 def test_the_readme_examples_are_found() -> None:
