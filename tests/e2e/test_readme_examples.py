@@ -15,6 +15,7 @@ parses every one of them with the real parser.
 from __future__ import annotations
 
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -39,6 +40,10 @@ SKIPPED_BLOCKS = {
     r"tcl-agent --master m:7071 --gpus": "GPUs",
     r"--gpus 2 -- python3 train.py": "GPUs, and the queues ml and etl of the GPU section's queue file",
     r"^\s*for i in 1 2 3": "starts three etcd members",
+    r"tcl exec JOB -- ps aux": "a terminal (-it) and a task of the reader's still running: tests/e2e/test_exec.py "
+                               "runs tcl exec and tcl run, -it through a pty, through the binaries",
+    r"tcl hold \$ID; tcl update": "the reader's own jobs ($ID, $A, $B): tests/e2e/test_lifecycle.py runs each verb "
+                                  "through the binaries",
 }
 # Lines not run inside a block that runs (fullmatch on a command's words, `.venv/bin/` dropped);
 # lines without a tcl command (dpkg, systemctl, export TCL_MASTER=...) are not run either.
@@ -114,9 +119,11 @@ def script_of(lines: list[tuple[int, str]]) -> str:
 @pytest.fixture
 def home() -> Iterator[Path]:
     """The project directory: outside /tmp (a task's /tmp is its own, so the host's is not
-    where it could run from), readable by the agent's default user the tasks run as."""
+    where it could run from), the reader's own as their home is: owned by the user the
+    tasks run as (the agent's default, nobody), so that output files can be written there."""
     path = Path(tempfile.mkdtemp(prefix="tcl-readme-", dir="/var/tmp"))
     path.chmod(0o755)
+    os.chown(path, pwd.getpwnam("nobody").pw_uid, pwd.getpwnam("nobody").pw_gid)
     try:
         yield path
     finally:
@@ -129,7 +136,7 @@ def project(home: Path) -> Path:
     for name in STUBS:
         (home / name).write_text("#!/bin/sh\nexit 0\n")
         (home / name).chmod(0o755)
-    for name in ("sweep.py", "train.py"):
+    for name in ("sweep.py", "train.py", "job.py"):
         (home / name).write_text("print('ok')\n")
     job_file = re.search(r"A job file:\n\n```yaml\n(.*?)```", README, re.S)
     assert job_file, "the README's job file example"

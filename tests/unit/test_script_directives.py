@@ -107,7 +107,7 @@ def submit(tmp_path: Path, script: str, *flags: str, dashdash: bool = False) -> 
     argv = ["submit", *flags, *(["--"] if dashdash else []), str(path), "x1"]
     args = build_parser(argv).parse_args(argv)
     args.dashdash = dashdash
-    return submission_spec(args)
+    return submission_spec(args, environ={}, cwd=str(tmp_path))    # --export ALL of an empty shell
 
 
 SCRIPT = "#!/bin/bash\n#TCL --cpu 2 --mem 256Mi --env A=1 --label t=s\n#SBATCH -J fromscript -o o-%j --mem=128\necho\n"
