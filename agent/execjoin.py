@@ -104,10 +104,25 @@ def become(spec: dict[str, Any]) -> NoReturn:
     try:
         os.execvpe(argv[0], argv, env)
     except FileNotFoundError:
-        _fail(f"{argv[0]!r} not found in the task's PATH ({env.get('PATH', '')}) nor its working "
-              f"directory {cwd}", NOT_FOUND)
+        _not_found(argv[0], env, cwd)
+    except PermissionError as e:
+        # execvp reports EACCES when some PATH directory could not be searched (an exported
+        # PATH may name the submitter's own, e.g. /root/.cargo/bin) even if the command is
+        # nowhere: as a shell, that is "not found" (127); a file found but not runnable is 126.
+        if "/" not in argv[0] and not _in_path(argv[0], env.get("PATH", os.defpath)):
+            _not_found(argv[0], env, cwd)
+        _fail(f"cannot run {argv[0]!r}: {e.strerror}")
     except OSError as e:
         _fail(f"cannot run {argv[0]!r}: {e.strerror}")
+
+
+def _in_path(name: str, path: str) -> bool:
+    return any(os.path.isfile(os.path.join(d or ".", name)) for d in path.split(":"))
+
+
+def _not_found(name: str, env: dict[str, str], cwd: str) -> NoReturn:
+    _fail(f"{name!r} not found in the task's PATH ({env.get('PATH', '')[:300]}) nor its working directory {cwd}",
+          NOT_FOUND)
 
 
 def session_members(proc_fd: int, sid: int) -> list[int]:

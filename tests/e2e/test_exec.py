@@ -153,7 +153,7 @@ def test_exec_runs_in_the_task_as_its_user_with_its_exit_code_and_others_are_ref
     assert got.returncode == 7, got.stderr
     mine, init, rest = got.stdout.split("---\n")
     assert mine == init and f"/tcluster/{cluster.node}/{job}.0." in mine     # the task's cgroups, PID 1 its init
-    assert rest.split() == [str(cluster.alice_uid), "/tmp"]                  # its user and working directory
+    assert rest.split() == [str(cluster.alice_uid), "/"]        # its user and working directory (tcl ran in /)
     assert got.stderr == "to-stderr\n"
     echoed = cluster.alice.tcl("exec", "-i", f"{job}.0", "--", "wc", "-c", stdin="x" * 300_000)
     assert echoed.stdout.strip() == "300000"                                 # stdin through the window
