@@ -180,14 +180,22 @@ def status(args: argparse.Namespace, client: GMClient) -> int:
 
 
 def cancel(args: argparse.Namespace, client: GMClient) -> int:
+    """Each federated job named is cancelled whole (the filters of a cluster's `tcl cancel`
+    are not the federation's: refused, naming them)."""
     if args.tasks:
         raise InvalidArgument("--tasks", "a federated job is cancelled whole; drop --tasks")
-    job = client.call("Cancel", fpb.FedCancelRequest(id=args.job_id))
-    if args.output == "json":
-        print_json(job_json(job))
-    else:
-        running = sum(t.state in ("RUNNING", "PLACING") for t in job.tasks)
-        print(job.state + (f" ({running} tasks being cancelled at their LMs)" if running else ""))
+    unused = [flag for flag in ("user", "state", "name", "queue") if getattr(args, flag, None)]
+    if unused or not args.job_ids:
+        raise InvalidArgument(f"--{unused[0]}" if unused else "ID",
+                              "with --federation, name the jobs to cancel by id (filters are a cluster's)")
+    for job_id in args.job_ids:
+        job = client.call("Cancel", fpb.FedCancelRequest(id=job_id))
+        if args.output == "json":
+            print_json(job_json(job))
+        else:
+            running = sum(t.state in ("RUNNING", "PLACING") for t in job.tasks)
+            head = f"{job_id}: " if len(args.job_ids) > 1 else ""
+            print(head + job.state + (f" ({running} tasks being cancelled at their LMs)" if running else ""))
     return EXIT_OK
 
 
