@@ -75,7 +75,8 @@ def first_install(first: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"dpkg_rc": sh("dpkg", "-i", str(first), log="dpkg-install.log").returncode}
     out["version"] = sh("tcl-agent", "--version").stdout.strip()
     out["on_path"] = [Path("/usr/bin", n).exists() for n in ("tcl", "tcl-master", "tcl-agent")]
-    verify = sh("systemd-analyze", "verify", *(f"/lib/systemd/system/{u}" for u in UNITS))
+    # --man=no: the units name their man pages (Documentation=man:...), and the guest has no man.
+    verify = sh("systemd-analyze", "verify", "--man=no", *(f"/lib/systemd/system/{u}" for u in UNITS))
     out["verify"] = (verify.returncode, verify.stderr.strip())
     init = sh("tcl-master", "init", "--data-dir", str(MASTER_DIR), log="master-init.log")
     admin = [line.strip() for line in init.stdout.splitlines() if line.strip().startswith("tcu.")]
@@ -121,7 +122,8 @@ def upgrade_while_a_task_runs(second: Path) -> dict[str, Any]:
     out["logs"] = sh("tcl", "logs", job_id).stdout
     out["agent_cgroup"] = main_cgroup("tcl-agent.service")
     journal = sh("journalctl", "--no-pager", "-u", "tcl-agent").stdout
-    out["new_agent_started"] = f"tcl-agent {out['version'].split()[-1]} {NODE}: runtime" in journal
+    # `--version` is "tcl-agent 0.1.0 (commit abc)"; the start line names the bare version.
+    out["new_agent_started"] = f"tcl-agent {out['version'].split()[1]} {NODE}: runtime" in journal
     return out
 
 
