@@ -32,8 +32,9 @@ cd /mnt/repo && /opt/tcl-venv/bin/python tests/vm/guest_checks.py
 """
 # A cap, not the expected time: on a busy 2-core host software emulation is several times
 # slower, and the guest runs beside the host's tests; the guest's runner unit stops run.sh
-# after 3600 s.
-GUEST_TIMEOUT_S = 3800
+# after 3900 s (at 68d361f its system tests alone took 2364 s of their 2400 s cap, beside a
+# host suite that had grown: now 2700).
+GUEST_TIMEOUT_S = 4100
 # The guest's (and the image build's) niceness beside the host's tests. At 10 it got a tenth
 # of a core while they ran and every Python start in it took a minute (CI, 7b595d7: its
 # system tests passed the 2400 s cap); at 0 it is the CPU hog the host's tests must survive
