@@ -8,7 +8,7 @@ import time
 
 import grpc
 
-from tcluster.domain.errors import InvalidArgument, Unavailable
+from tcluster.domain.errors import TclusterError, Unavailable
 from tcluster.gm.port import ServicePort
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
@@ -38,7 +38,7 @@ def check_spec(spec: jobs_pb2.JobSpec) -> str | None:
             return f"spec.constraints: {c[:40]!r} is not key=value (the only form a federation places by)"
     try:
         check_master_spec(spec_from_pb(spec))
-    except (InvalidArgument, ValueError) as error:
+    except (TclusterError, ValueError) as error:
         return f"spec: {error}"
     return None
 
@@ -92,10 +92,10 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         stored = jobs_pb2.JobSpec()
         stored.CopyFrom(spec)
         stored.queue = queue
-        repeat = bool(spec.request_id) and self.port.store.job_of_request(spec.request_id) is not None
-        job_id = self.port.store.add_job(self.port.s.index, queue, spec.name, stored.SerializeToString(), spec.tasks,
-                                      spec.request_id)
-        if not repeat:         # a repeat's tasks were queued by the first: work per Submit is its own job's
+        job_id = self.port.store.job_of_request(spec.request_id) if spec.request_id else None
+        if job_id is None:     # a repeat's tasks were queued by the first: work per Submit is its own job's
+            job_id = self.port.store.add_job(self.port.s.index, queue, spec.name, stored.SerializeToString(),
+                                             spec.tasks, spec.request_id)
             for row in self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
                 self.port.enqueue(row)
         return self.job_pb(self.port.store.job(job_id))
