@@ -82,6 +82,7 @@ BENCHES = [
     Bench("compare_revisions", r"^ +2 +100( +[\d.]+){3}( +[\d.]+x){3} +yes$", args=("mch",), needs=revision("e307186")),
     Bench("container_overhead", r"^\| memory-bound \(2 x 16 MiB fill\)( \| [\d.]+){3} \|$", needs=cgroups,
           marks=(pytest.mark.system,)),
+    Bench("dependency_chain", r"^ +40 +[\d.]+s +40 +1\.0$"),
     Bench("dashboard", r"^heartbeat handling, the service alone .* -> [\d.]+x on the heartbeat path"),
     Bench("etcd_local", r"^etcd://127\.0\.0\.1:\d+,", needs=etcd, quick=False),
     Bench("failover", r"^submit ack +p50 +[\d.]+ s", needs=etcd, marks=DAEMONS),
