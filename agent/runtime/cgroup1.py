@@ -13,6 +13,7 @@ from typing import Callable
 from .base import LaunchError, RawUsage, RuntimeSetupError, TaskSpec
 from .cgfs import (closable, is_safe_name, kill_all, make_chain, read_pids, read_text,
                    remove_if_empty, rmdir_cgroup, signal_pids, wait_until)
+from .counterfiles import CounterFiles
 from .detect import CgroupMounts
 from .devices import v1_device_limits
 from .limits import v1_limits
@@ -53,6 +54,7 @@ class Cgroup1Runtime(ShimRuntime):
                 del self._roots[optional]
         self._created: list[Path] = []
         self._paths: dict[str, list[tuple[str, str]]] = {}     # per container: files sample() reads
+        self._counters = CounterFiles()                        # ... kept open between samples
 
     def _dirs(self, key: str | None = None) -> dict[str, Path]:
         rel = self._subtree if key is None else f"{self._subtree}/{key}"
@@ -138,7 +140,7 @@ class Cgroup1Runtime(ShimRuntime):
 
     def _destroy(self, key: str) -> None:
         dirs = self._dirs(key)
-        self._paths.pop(key, None)
+        self._forget(key)
         present = [d for d in _unique(dirs) if d.is_dir()]
         if not present:
             return
@@ -157,6 +159,10 @@ class Cgroup1Runtime(ShimRuntime):
     def _oom_kills(self, key: str) -> int:
         return oom_kills_v1(read_text(self._dirs(key)["memory"] / "memory.oom_control") or "")
 
+    def _forget(self, key: str) -> None:
+        self._paths.pop(key, None)
+        self._counters.forget(key)
+
     def _sample_paths(self, key: str) -> list[tuple[str, str]]:
         paths = self._paths.get(key)
         if paths is None:
@@ -169,13 +175,9 @@ class Cgroup1Runtime(ShimRuntime):
     def sample(self, key: str) -> RawUsage | None:
         if not is_safe_name(key):
             return None
-        files: dict[str, str] = {}
-        for name, path in self._sample_paths(key):
-            text = read_text(path)
-            if text is not None:
-                files[name] = text
+        files = self._counters.read(key, self._sample_paths(key))
         if "cpuacct.usage" not in files:
-            self._paths.pop(key, None)
+            self._forget(key)
             return None          # the container no longer exists
         return usage_v1(files, time.time(), os.sysconf("SC_CLK_TCK"))
 
@@ -192,6 +194,7 @@ class Cgroup1Runtime(ShimRuntime):
     def close(self) -> None:
         """Remove the node's groups if empty: tasks left running survive an agent restart
         (they are re-adopted), and other agents may share the parents."""
+        self._counters.close()
         for root in _unique(self._roots):
             created = [p for p in self._created if root in p.parents]
             remove_if_empty(closable(root, self._subtree, root / self._subtree, created))

@@ -17,6 +17,7 @@ from typing import Callable
 from .base import LaunchError, RawUsage, RuntimeSetupError, TaskSpec
 from .cgfs import (closable, is_safe_name, kill_all, make_chain, parse_flat_keyed, read_pids,
                    read_text, remove_if_empty, rmdir_cgroup, signal_pids, wait_until)
+from .counterfiles import CounterFiles
 from .detect import V2_OPTIONAL, V2_REQUIRED, CgroupMounts, parse_controllers
 from . import devbpf
 from .limits import v2_limits
@@ -59,6 +60,7 @@ class Cgroup2Runtime(ShimRuntime):
         self._base = (self._root / self._leaf).parent if self._leaf else self._root
         self._created: list[Path] = []
         self._paths: dict[str, list[tuple[str, str]]] = {}     # per container: files sample() reads
+        self._counters = CounterFiles()                        # ... kept open between samples
         self._controllers: tuple[str, ...] = V2_REQUIRED
 
     def _dir(self, key: str) -> Path:
@@ -169,7 +171,7 @@ class Cgroup2Runtime(ShimRuntime):
             kill_all(group / "cgroup.procs", empty, self._freezer(group), KILL_TIMEOUT_S)
 
     def _destroy(self, key: str) -> None:
-        self._paths.pop(key, None)
+        self._forget(key)
         self._kill_all(key)
         if self._dir(key).is_dir():
             _remove_cgroup(self._dir(key))
@@ -192,15 +194,19 @@ class Cgroup2Runtime(ShimRuntime):
     def _oom_kills(self, key: str) -> int:
         return oom_kills_v2(read_text(self._dir(key) / "memory.events") or "")
 
+    def _forget(self, key: str) -> None:
+        self._paths.pop(key, None)
+        self._counters.forget(key)
+
     def sample(self, key: str) -> RawUsage | None:
         if not is_safe_name(key):
             return None
         paths = self._paths.get(key)
         if paths is None:
             paths = self._paths[key] = [(name, str(self._dir(key) / name)) for name in V2_FILES]
-        files = {name: text for name, path in paths if (text := read_text(path)) is not None}
+        files = self._counters.read(key, paths)
         if "cpu.stat" not in files:
-            self._paths.pop(key, None)
+            self._forget(key)
             return None          # the container no longer exists
         return usage_v2(files, time.time())
 
@@ -214,4 +220,5 @@ class Cgroup2Runtime(ShimRuntime):
 
     def close(self) -> None:
         """Remove the node group if empty, and the parents we may remove if empty."""
+        self._counters.close()
         remove_if_empty(closable(self._root, self._subtree, self._node, self._created))

@@ -121,6 +121,40 @@ def test_busy_loop_shows_cpu_and_memory(runtime: Runtime, tmp_path: Path) -> Non
     assert runtime.sample("busy.0") is None
 
 
+def _fds_into(key: str) -> list[str]:
+    """This process's open files inside the task's groups (the sampler keeps them open)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("/sys/fs/cgroup") and f"/{key}/" in target:
+            out.append(target)
+    return out
+
+
+def test_counter_files_stay_open_between_samples_and_close_with_the_group(runtime: Runtime,
+                                                                        tmp_path: Path) -> None:
+    # Kept open, the files must still read fresh counters, be closed when the group goes
+    # (an open file pins a removed group in the kernel), and a group made again under the
+    # same key must be read anew, not through the old descriptors.
+    loop = "import time\nwhile time.process_time() < 0.6: pass\ntime.sleep(60)"
+    for round_ in range(2):
+        started = runtime.start(task(tmp_path, "fds.0", (PY, "-c", loop), cpu=1.0))
+        first = runtime.sample("fds.0")
+        assert first is not None and _fds_into("fds.0"), "the sampled files are kept open"
+        held = sorted(_fds_into("fds.0"))
+        assert wait_for(lambda: (u := runtime.sample("fds.0")) is not None and u.cpu_ns > first.cpu_ns + 3e8), \
+            f"round {round_}: the counters read through kept files did not move"
+        assert sorted(_fds_into("fds.0")) == held, "no file is opened twice"
+        runtime.remove("fds.0")
+        wait_exit(started)
+        assert _fds_into("fds.0") == [], "the group's files are closed when it is removed"
+        assert runtime.sample("fds.0") is None
+        assert _fds_into("fds.0") == []
+
+
 def test_page_cache_a_task_wrote_is_not_in_its_working_set(runtime: Runtime, tmp_path: Path) -> None:
     # 32 MiB written to its stdout file stay in the page cache, charged to the task's group,
     # on the inactive file list: usage counts them, the working set must not.
