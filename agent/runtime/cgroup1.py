@@ -21,6 +21,7 @@ from .shimbase import ShimRuntime
 from .cgroup_usage import V1_FILES, oom_kills_v1, usage_v1
 from .writer import write_file, write_v1
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 TASK_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "freezer")
 OPTIONAL_CONTROLLERS = ("blkio", "devices")   # I/O weight and bytes; device rules (GPU nodes)
 KILL_TIMEOUT_S = 5.0
@@ -179,7 +180,7 @@ class Cgroup1Runtime(ShimRuntime):
         if "cpuacct.usage" not in files:
             self._forget(key)
             return None          # the container no longer exists
-        return usage_v1(files, time.time(), os.sysconf("SC_CLK_TCK"))
+        return usage_v1(files, time.time(), CLK_TCK, time.monotonic())
 
     def _signal_each(self, key: str, signum: int) -> None:
         signal_pids(read_pids(self._dirs(key)["pids"] / "cgroup.procs"), signum)

@@ -208,7 +208,7 @@ class Cgroup2Runtime(ShimRuntime):
         if "cpu.stat" not in files:
             self._forget(key)
             return None          # the container no longer exists
-        return usage_v2(files, time.time())
+        return usage_v2(files, time.time(), time.monotonic())
 
     def _signal_each(self, key: str, signum: int) -> None:
         signal_pids(read_pids(self._dir(key) / "cgroup.procs"), signum)

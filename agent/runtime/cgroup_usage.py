@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .base import RawUsage
-from .cgfs import parse_flat_keyed
+from .cgfs import flat_values
 
 NS_PER_S = 1_000_000_000
 
@@ -27,17 +27,17 @@ def _int(text: str | None) -> int:
     return int(word) if word.isdigit() else 0     # "max", "" or absent -> 0
 
 
-def _keyed(files: Mapping[str, str], name: str) -> dict[str, int]:
-    return parse_flat_keyed(files.get(name, ""))
+def _keyed(files: Mapping[str, str], name: str, keys: tuple[str, ...]) -> dict[str, int]:
+    return flat_values(files.get(name, ""), keys)
 
 
 def oom_kills_v1(oom_control: str) -> int:
     """The `oom_kill` line of memory.oom_control (kernel >= 4.13; 0 when absent)."""
-    return parse_flat_keyed(oom_control).get("oom_kill", 0)
+    return flat_values(oom_control, ("oom_kill",)).get("oom_kill", 0)
 
 
 def oom_kills_v2(memory_events: str) -> int:
-    return parse_flat_keyed(memory_events).get("oom_kill", 0)
+    return flat_values(memory_events, ("oom_kill",)).get("oom_kill", 0)
 
 
 def io_v2(io_stat: str) -> tuple[int, int]:
@@ -63,16 +63,17 @@ def io_v1(service_bytes: str) -> tuple[int, int]:
     return read, written
 
 
-def usage_v1(files: Mapping[str, str], at: float, clk_tck: int) -> RawUsage:
+def usage_v1(files: Mapping[str, str], at: float, clk_tck: int, mono: float = 0.0) -> RawUsage:
     """cpuacct.stat counts USER_HZ ticks; the total (cpuacct.usage) is already in ns."""
-    ticks = _keyed(files, "cpuacct.stat")
-    mem = _keyed(files, "memory.stat")
-    throttle = _keyed(files, "cpu.stat")
+    ticks = _keyed(files, "cpuacct.stat", ("user", "system"))
+    mem = _keyed(files, "memory.stat", ("rss", "cache", "total_inactive_file", "inactive_file"))
+    throttle = _keyed(files, "cpu.stat", ("throttled_time", "nr_throttled"))
     memory = _int(files.get("memory.usage_in_bytes"))
     memsw = _int(files.get("memory.memsw.usage_in_bytes"))
     read, written = io_v1(files.get("blkio.throttle.io_service_bytes_recursive", ""))
     return RawUsage(
         at=at,
+        mono=mono,
         cpu_ns=_int(files.get("cpuacct.usage")),
         user_ns=ticks.get("user", 0) * NS_PER_S // clk_tck,
         system_ns=ticks.get("system", 0) * NS_PER_S // clk_tck,
@@ -89,19 +90,20 @@ def usage_v1(files: Mapping[str, str], at: float, clk_tck: int) -> RawUsage:
         swap_bytes=max(0, memsw - memory) if memsw else 0,
         io_read_bytes=read,
         io_write_bytes=written,
-        pids_max_hits=_keyed(files, "pids.events").get("max", 0),
+        pids_max_hits=_keyed(files, "pids.events", ("max",)).get("max", 0),
     )
 
 
-def usage_v2(files: Mapping[str, str], at: float) -> RawUsage:
+def usage_v2(files: Mapping[str, str], at: float, mono: float = 0.0) -> RawUsage:
     """cpu.stat is in microseconds. memory.peak exists from kernel 5.19 (for non-root
     groups in some later kernels only); without it this is 0 and the agent keeps the
     highest memory.current it sampled."""
-    cpu = _keyed(files, "cpu.stat")
-    mem = _keyed(files, "memory.stat")
+    cpu = _keyed(files, "cpu.stat", ("usage_usec", "user_usec", "system_usec", "throttled_usec", "nr_throttled"))
+    mem = _keyed(files, "memory.stat", ("anon", "file", "inactive_file"))
     read, written = io_v2(files.get("io.stat", ""))
     return RawUsage(
         at=at,
+        mono=mono,
         cpu_ns=cpu.get("usage_usec", 0) * 1000,
         user_ns=cpu.get("user_usec", 0) * 1000,
         system_ns=cpu.get("system_usec", 0) * 1000,
@@ -117,5 +119,5 @@ def usage_v2(files: Mapping[str, str], at: float) -> RawUsage:
         swap_bytes=_int(files.get("memory.swap.current")),
         io_read_bytes=read,
         io_write_bytes=written,
-        pids_max_hits=_keyed(files, "pids.events").get("max", 0),
+        pids_max_hits=_keyed(files, "pids.events", ("max",)).get("max", 0),
     )
