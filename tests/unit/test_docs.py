@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,11 +105,23 @@ def test_the_docs_name_no_page_outside_the_repository() -> None:
     assert outside == []
 
 
-def test_the_reference_pages_are_up_to_date() -> None:
-    generated = refdocs.generate()
-    on_disk = {path.name: path.read_text() for path in REFERENCE.glob("*.md")}
-    stale = sorted(name for name in generated.keys() | on_disk.keys() if generated.get(name) != on_disk.get(name))
-    assert stale == [], f"docs/reference/{stale} differ from the code: run `make docs`"
+# The CLI page holds argparse's usage lines, laid out differently across Python versions
+# (as the help snapshots of tests/unit/test_cli_help.py): it is Python 3.11's.
+LAYOUT_PYTHON = (3, 11)
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.skipif(
+        name == "cli.md" and sys.version_info[:2] != LAYOUT_PYTHON, reason="docs/reference/cli.md holds Python "
+        "3.11's argparse usage layout"))
+    for name in refdocs.PAGES])
+def test_the_reference_pages_are_up_to_date(name: str) -> None:
+    assert (REFERENCE / name).read_text() == refdocs.PAGES[name](), \
+        f"docs/reference/{name} differs from the code: run `make docs`"
+
+
+def test_the_reference_holds_only_generated_pages() -> None:
+    assert {path.name for path in REFERENCE.glob("*.md")} == set(refdocs.PAGES)
 
 
 def reference_sections(page: str) -> dict[str, str]:
