@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/tcluster/v1/*.proto)
 PYTEST_ARGS ?=
 
-.PHONY: dev test proto venv clean deb man
+.PHONY: dev test proto venv clean deb man docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,12 @@ deb: $(VENV)/.installed
 ## build/man (man -l build/man/tcl.1); `make deb` installs them, with bash and zsh completion.
 man: $(VENV)/.installed
 	$(BIN)/python -m tcluster.cli.manpages build/man
+
+## make docs: docs/reference/{cli,job-file,queue-file,config,metrics}.md generated from the
+## parsers, the field tables, the settings and the metrics (cli/refdocs.py); tests/unit/test_docs.py
+## fails while they are out of date.
+docs: $(VENV)/.installed
+	$(BIN)/python -m tcluster.cli.refdocs docs/reference
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

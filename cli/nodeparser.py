@@ -47,7 +47,7 @@ def add_node(sub: Any, common: argparse.ArgumentParser) -> None:
     """sub: cli/main.py's _Subcommands (the options are built only when `node` runs)."""
     p = sub.add_parser(
         "node", parents=[common], help="cordon, drain or schedule maintenance of nodes (admins)",
-        description="Take nodes out of service and back (README, \"Node operations\"). Admins only.\n"
+        description="Take nodes out of service and back (docs/node-operations.md). Admins only.\n"
         "  cordon    no new tasks start there; running ones go on\n"
         "  uncordon  READY again: lifts a cordon, cancels a drain, drops a maintenance window\n"
         "  drain     cordon, then wait for the tasks to end; at --deadline what still runs is\n"

@@ -1,4 +1,5 @@
-"""The README's shell examples, as the tests read them: every ```sh block, each logical line
+"""The shell examples of the README and of the docs/ pages (`user_pages`; the generated
+docs/reference is checked by tests/unit/test_docs.py instead), as the tests read them: every ```sh block, each logical line
 (backslash continuations joined), and inside it every invocation of tcl, tcl-master,
 tcl-agent or tcl-gm (also `.venv/bin/tcl`, after `VAR=$(`, `|`, `;`, `&&`, `sudo`).
 
@@ -31,6 +32,13 @@ PLACEHOLDER_ID = "0123abcd"
 VARIABLES = {"STORE": "etcd://127.0.0.1:2379", "TCL_MASTER": "127.0.0.1:7070,127.0.0.1:7072"}
 ID_WORDS = {"ID", "JOB"}
 COMMAND_START = re.compile(r"\s*(\S*/)?(tcl|tcl-master|tcl-agent|tcl-gm)\s")
+
+
+def user_pages(repo: Path) -> list[tuple[str, str]]:
+    """(path relative to the repository, text) of README.md and every docs/*.md page, the
+    README first (its first job is the one `tcl logs ID` prints 42 for), then by name."""
+    pages = [repo / "README.md", *sorted((repo / "docs").glob("*.md"))]
+    return [(str(page.relative_to(repo)), page.read_text()) for page in pages]
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="state directory (SQLite, PKI, dashboard history); default %(default)s")
     p.add_argument("--store", default="", metavar="URL",
                    help="where the durable state lives: sqlite:PATH (default: DATA_DIR/master.db, one master) or "
-                        "etcd://HOST:PORT[,HOST:PORT...] (several masters, one leads; see README)")
+                        "etcd://HOST:PORT[,HOST:PORT...] (several masters, one leads; see docs/high-availability.md)")
     p.add_argument("--store-prefix", default="/tcluster", metavar="PREFIX",
                    help="etcd: this cluster's key prefix (several clusters can share one etcd); default %(default)s")
     p.add_argument("--lease-ttl-s", type=int, default=5,
@@ -64,13 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a job whose next task waited this long gets a node held for it (default %(default)s)")
     p.add_argument("--backfill", dest="no_backfill", action="store_false", default=False,
                    help="a job whose --time-limit ends before a held node's earliest start estimate may start "
-                        "there (the default; README, \"Backfill\")")
+                        "there (the default; docs/queues.md, \"Backfill\")")
     p.add_argument("--no-backfill", action="store_true", help="held nodes take no other job")
     p.add_argument("--usage-half-life", type=_half_life, default=0.0, metavar="DURATION",
                    help="past usage of queues and users decays with this half-life (e.g. 7d) and orders "
                         "siblings, so that their shares even out over time (default: off)")
     p.add_argument("--preemption", action="store_true",
-                   help="stop tasks of queues above their share to restore queues below theirs (README, "
+                   help="stop tasks of queues above their share to restore queues below theirs (docs/queues.md, "
                         "\"Preemption\"; default off)")
     p.add_argument("--preempt-after-s", type=float, default=30.0, metavar="S",
                    help="how long a queue stays below its share, with work waiting, before it reclaims "

@@ -1,4 +1,5 @@
-"""The README's examples run as written, against one real master and agent (cgroup v1).
+"""The examples of the README and the docs/ pages run as written, against one real master
+and agent (cgroup v1); the pages are read in testkit.readme_examples.user_pages's order.
 
 Each ```sh block (and each untagged block's command lines) runs as one bash script, in a
 fresh project directory holding what the README presumes the user has: the scripts it names
@@ -26,11 +27,11 @@ from typing import Iterator
 import pytest
 
 from testkit.procs import BIN, OneNodeCluster, cgroup_v1_usable, tcl, wait_job
-from testkit.readme_examples import invocations_in, logical_lines, sh_blocks
+from testkit.readme_examples import invocations_in, logical_lines, sh_blocks, user_pages
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 REPO = Path(__file__).resolve().parents[2]
-README = (REPO / "README.md").read_text()
+PAGES = dict(user_pages(REPO))
 
 # Blocks skipped whole (a line of the block matches): they need what one node here lacks.
 SKIPPED_BLOCKS = {
@@ -50,6 +51,8 @@ SKIPPED_BLOCKS = {
 CANNOT_RUN = {
     r"tcl-master .*": "starts or sets up a master: the cluster here is the test's own",
     r"tcl-agent .*": "starts or joins an agent: the cluster here is the test's own",
+    r"tcl-gm .*": "a federation's global manager and its etcd (docs/federation-*.md): tests/component, "
+                  "tests/ha and tests/system run tcl-gm",
     r"tcl login --master master\.example:7070": "the example's master host",
     r"tcl submit --queue ads\.prod .*": "queue ads.prod is the example's (tcl-master user add ... --queues 'ads.*')",
     r"tcl top( --sort memory)?": "redraws until Ctrl-C (`tcl top -o json` runs)",
@@ -98,16 +101,18 @@ def reason_not_run(text: str) -> str | None:
     return None
 
 
-def runnable_blocks() -> Iterator[tuple[int, list[tuple[int, str]]]]:
-    for start, lines in sh_blocks(README):
-        if any(re.search(pattern, line) for pattern in SKIPPED_BLOCKS for line in lines):
-            continue
-        logical = [(n, text) for n, text in logical_lines(start, lines) if reason_not_run(text) is None]
-        if logical:
-            yield start, logical
+def runnable_blocks() -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """('PAGE:LINE' of the block, its runnable lines as ('PAGE:LINE', text)), page by page."""
+    for page, text in PAGES.items():
+        for start, lines in sh_blocks(text):
+            if any(re.search(pattern, line) for pattern in SKIPPED_BLOCKS for line in lines):
+                continue
+            logical = [(f"{page}:{n}", line) for n, line in logical_lines(start, lines) if reason_not_run(line) is None]
+            if logical:
+                yield f"{page}:{start}", logical
 
 
-def script_of(lines: list[tuple[int, str]]) -> str:
+def script_of(lines: list[tuple[str, str]]) -> str:
     """The block's runnable lines, with ID and JOB standing for the last job submitted."""
     body = ["set -e"]
     for number, text in lines:
@@ -138,8 +143,8 @@ def project(home: Path) -> Path:
         (home / name).chmod(0o755)
     for name in ("sweep.py", "train.py", "job.py"):
         (home / name).write_text("print('ok')\n")
-    job_file = re.search(r"A job file:\n\n```yaml\n(.*?)```", README, re.S)
-    assert job_file, "the README's job file example"
+    job_file = re.search(r"A job file:\n\n```yaml\n(.*?)```", "\n".join(PAGES.values()), re.S)
+    assert job_file, "the docs' job file example (docs/using-tcl.md)"
     (home / "job.yaml").write_text(job_file.group(1))
     (home / "examples").symlink_to(REPO / "examples")
     wrapper = home / ".venv" / "bin" / "tcl"
@@ -171,22 +176,23 @@ def test_the_readme_examples_run_as_written(cluster: OneNodeCluster, home: Path,
             continue
         done = subprocess.run(["bash", "-c", script_of(lines)], cwd=home, env=env, capture_output=True, text=True,
                               timeout=300)
-        assert done.returncode == 0, f"README.md block at line {start}:\n{script_of(lines)}\n{done.stdout}\n{done.stderr}"
+        assert done.returncode == 0, f"the block at {start}:\n{script_of(lines)}\n{done.stdout}\n{done.stderr}"
         ran += len(lines)
         for line in (tmp_path / "submitted").read_text().splitlines():
-            number, job_id = line.split()
-            if any(source(int(number)).startswith(p) for p, states in EXPECTED_STATES.items() if states is None):
+            where, job_id = line.split()
+            if any(source(where).startswith(p) for p, states in EXPECTED_STATES.items() if states is None):
                 tcl(cluster.address, "cancel", job_id, check=False)     # not waited for
-    assert ran >= 15, f"only {ran} README lines ran"
+    assert ran >= 15, f"only {ran} lines of the pages ran"
     check_outcomes(cluster.address, (tmp_path / "submitted").read_text().splitlines())
     if waiting:
-        pytest.skip(f"README blocks at lines {waiting} run files of the submit directory (./prep.sh, "
+        pytest.skip(f"the blocks at {waiting} run files of the submit directory (./prep.sh, "
                     "sweep.py), which is not yet the tasks' default working directory (issue 34, with --export)")
 
 
-def source(number: int) -> str:
-    """The README line `number`, `.venv/bin/` dropped."""
-    return README.split("\n")[number - 1].replace(".venv/bin/tcl", "tcl").strip()
+def source(where: str) -> str:
+    """The line at 'PAGE:LINE', `.venv/bin/` dropped."""
+    page, _, number = where.rpartition(":")
+    return PAGES[page].split("\n")[int(number) - 1].replace(".venv/bin/tcl", "tcl").strip()
 
 
 def needs_the_submit_dir(text: str) -> bool:
@@ -206,10 +212,10 @@ def check_outcomes(master: str, submitted: list[str]) -> None:
     assert wait_job(master, first, TERMINAL)["state"] == "SUCCEEDED"
     assert tcl(master, "logs", first).stdout == "42\n"          # README: `tcl logs ID   # 42`
     for line in submitted:
-        number, job_id = line.split()
-        text = source(int(number))
+        where, job_id = line.split()
+        text = source(where)
         expected = next((states for prefix, states in EXPECTED_STATES.items() if text.startswith(prefix)),
                         {"SUCCEEDED"})
         if expected is not None:
             job = wait_job(master, job_id, expected | TERMINAL, timeout_s=120)
-            assert job["state"] in expected, f"README.md:{number}: {text}\n{job}"
+            assert job["state"] in expected, f"{where}: {text}\n{job}"
