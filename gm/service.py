@@ -205,6 +205,7 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
                                               next_page_token="" if more is None else str(more))
 
     async def Status(self, request: federation_pb2.FedStatusRequest, context: grpc.aio.ServicerContext):
+        await self._identify(context)          # default deny: a secure GM's state is for its users
         d, now = self.port, time.monotonic()
         st = d.gm.stats
         me = federation_pb2.GMInfo(

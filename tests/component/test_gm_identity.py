@@ -46,6 +46,8 @@ SPEC = jobs_pb2.JobSpec(queue="a", tasks=1, command=["sleep"], resources=common_
 async def _gm_checks(stub: federation_pb2_grpc.GlobalManagerServiceStub, alice: Meta, bob: Meta, carol: Meta,
                      admin: Meta) -> str:
     assert await _code(stub.Submit(fpb.FedSubmitRequest(spec=SPEC), timeout=10)) == grpc.StatusCode.UNAUTHENTICATED
+    assert await _code(stub.Status(fpb.FedStatusRequest(), timeout=10)) == grpc.StatusCode.UNAUTHENTICATED
+    assert (await stub.Status(fpb.FedStatusRequest(), timeout=10, metadata=alice)).gm == "gm0"
     bad = (("authorization", "Bearer tcl_not-a-token"),)
     assert await _code(stub.Submit(fpb.FedSubmitRequest(spec=SPEC), timeout=10, metadata=bad)) in (
         grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.INVALID_ARGUMENT)
