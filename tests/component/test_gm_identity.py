@@ -1,7 +1,8 @@
 """One identity from user to task (issue 35), in process: a secure LM and a GM with its
 certificate. Without a token the GM refuses; a user without a grant on the queue is refused;
 another user can neither read, list nor cancel alice's job, an admin can; the LM job runs as
-alice's Unix mapping; a GM certificate alone cannot Place (no user) nor act as another index."""
+alice's Unix mapping; a GM certificate alone cannot Place (no user) nor act as another index;
+owners and tokens survive a GM restart (a task placed after it runs as alice's mapping)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from tests.component.harness import Harness, run, wait_until
 from tests.component.secure import SecureCluster
 from tcluster.gm.daemon import GMDaemon
-from tcluster.gm.settings import settings_from
+from tcluster.gm.settings import GMSettings, settings_from
 from tcluster.master.app.main import main as master_main
 from tcluster.master.identity.accounts import add_user
 from tcluster.security.channel import TLS_OPTIONS
@@ -100,8 +101,9 @@ def test_one_identity_from_the_gm_caller_to_the_lm_task(tmp_path: Path) -> None:
         alice, bob = _as(data, "alice", "nobody", grants), _as(data, "bob", "daemon", grants)
         carol, admin = _as(data, "carol", "", ("b",)), _as(data, "root2", "", ("*",), admin=True)
         port = _free_port()
-        gm = GMDaemon(settings_from(dict(name="gm0", index=0, listen=f"127.0.0.1:{port}", state_dir=str(tmp_path / "gm"),
-                                         lms=f"lm0={c.agent_address}", lm_tls=f"lm0={tls}", queue_map="a=gm0")))
+        settings = settings_from(dict(name="gm0", index=0, listen=f"127.0.0.1:{port}", state_dir=str(tmp_path / "gm"),
+                                      lms=f"lm0={c.agent_address}", lm_tls=f"lm0={tls}", queue_map="a=gm0"))
+        gm = GMDaemon(settings)
         await gm.start()
         try:
             stub = federation_pb2_grpc.GlobalManagerServiceStub(gm.channel(f"127.0.0.1:{port}"))
@@ -117,7 +119,39 @@ def test_one_identity_from_the_gm_caller_to_the_lm_task(tmp_path: Path) -> None:
             await _lm_checks(c, tls)
             mode = stat.S_IMODE((tmp_path / "gm" / "gm.sqlite").stat().st_mode)
             assert mode == 0o600 and stat.S_IMODE((tmp_path / "gm").stat().st_mode) == 0o700
-            await stub.Cancel(fpb.FedCancelRequest(id=job_id), timeout=10, metadata=alice)
+            four = jobs_pb2.JobSpec()
+            four.CopyFrom(SPEC)
+            four.tasks = 4                  # 3 fit beside the first job's task (n1 has 4 cpus), 1 waits
+            second = (await stub.Submit(fpb.FedSubmitRequest(spec=four), timeout=10, metadata=alice)).id
+
+            async def three_run() -> bool:
+                got = await stub.Get(fpb.FedGetRequest(id=second), timeout=10, metadata=alice)
+                return sorted(t.state for t in got.tasks) == ["PENDING", "RUNNING", "RUNNING", "RUNNING"]
+            await wait_until(three_run)
         finally:
             await gm.stop()
+        await _after_a_restart(h, settings, alice, bob, job_id, second)
     run(scenario, tmp_path)
+
+
+async def _after_a_restart(h: Harness, settings: GMSettings, alice: Meta, bob: Meta, first: str, second: str) -> None:
+    """Owners and tokens are durable: a restarted GM still refuses bob, and places alice's
+    waiting task with her token, so it too runs as her mapping."""
+    gm = GMDaemon(settings)
+    await gm.start()
+    try:
+        stub = federation_pb2_grpc.GlobalManagerServiceStub(gm.channel(settings.listen))
+        assert await _code(stub.Get(fpb.FedGetRequest(id=second), timeout=10, metadata=bob)) == \
+            grpc.StatusCode.PERMISSION_DENIED
+        await stub.Cancel(fpb.FedCancelRequest(id=first), timeout=10, metadata=alice)      # room for the 4th
+
+        async def four_run() -> bool:
+            got = await stub.Get(fpb.FedGetRequest(id=second), timeout=10, metadata=alice)
+            return [t.state for t in got.tasks] == ["RUNNING"] * 4
+        await wait_until(four_run, 20)
+        got = await stub.Get(fpb.FedGetRequest(id=second), timeout=10, metadata=alice)
+        assert h.master is not None
+        assert {h.master.service.get(t.job_id)[0].spec.user for t in got.tasks} == {"nobody"}
+        await stub.Cancel(fpb.FedCancelRequest(id=second), timeout=10, metadata=alice)
+    finally:
+        await gm.stop()
