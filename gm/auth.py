@@ -100,7 +100,7 @@ class GMAuth:
                     unreachable += 1
                     continue               # a standby or a dead master: its next master
                 if answer.secure:
-                    return Caller(answer.user, answer.admin, "", tuple(answer.grants))
+                    return Caller(answer.user, answer.admin, answer.unix_user, tuple(answer.grants))
                 break                      # an insecure LM names nobody: ask a secure one
         if unreachable:
             raise AuthError(grpc.StatusCode.UNAVAILABLE, "no LM answered who this token names; retry")

@@ -166,7 +166,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
                 return federation_pb2.GMAuthAnswer(user="anonymous", admin=True, grants=["*"], secure=False)
             caller = self.service.gate.caller(request.token, context.peer(), "GMAuthenticate")
             return federation_pb2.GMAuthAnswer(user=caller.name, admin=caller.admin, grants=list(caller.grants),
-                                               secure=True)
+                                               secure=True, unix_user=caller.unix_user)
         except TclusterError as error:
             await abort_with(context, error)
         raise AssertionError("unreachable")

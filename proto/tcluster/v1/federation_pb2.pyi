@@ -38,16 +38,18 @@ class GMAuthRequest(_message.Message):
     def __init__(self, token: _Optional[str] = ...) -> None: ...
 
 class GMAuthAnswer(_message.Message):
-    __slots__ = ("user", "admin", "grants", "secure")
+    __slots__ = ("user", "admin", "grants", "secure", "unix_user")
     USER_FIELD_NUMBER: _ClassVar[int]
     ADMIN_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     SECURE_FIELD_NUMBER: _ClassVar[int]
+    UNIX_USER_FIELD_NUMBER: _ClassVar[int]
     user: str
     admin: bool
     grants: _containers.RepeatedScalarFieldContainer[str]
     secure: bool
-    def __init__(self, user: _Optional[str] = ..., admin: _Optional[bool] = ..., grants: _Optional[_Iterable[str]] = ..., secure: _Optional[bool] = ...) -> None: ...
+    unix_user: str
+    def __init__(self, user: _Optional[str] = ..., admin: _Optional[bool] = ..., grants: _Optional[_Iterable[str]] = ..., secure: _Optional[bool] = ..., unix_user: _Optional[str] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
     __slots__ = ("gm", "gm_name")
