@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import uuid
@@ -41,6 +42,7 @@ class GMClient:
         self.address = addresses[0]
         self.channels = {a: grpc.secure_channel(a, tls) if tls is not None else grpc.insecure_channel(a)
                          for a in addresses}
+        self.metadata = user_metadata(addresses, tls is not None)
 
     def __enter__(self) -> GMClient:
         return self
@@ -60,7 +62,7 @@ class GMClient:
         for address in MasterTour((self.address, *self.addresses)):
             self.address = address
             try:
-                return getattr(self.stub(address), method)(request, timeout=self.timeout_s)
+                return getattr(self.stub(address), method)(request, timeout=self.timeout_s, metadata=self.metadata)
             except grpc.RpcError as e:
                 if e.code() not in _MOVE_ON:
                     raise
@@ -72,10 +74,27 @@ class GMClient:
         out: list[tuple[str, Any | grpc.RpcError]] = []
         for address in self.addresses:
             try:
-                out.append((address, getattr(self.stub(address), method)(request, timeout=self.timeout_s)))
+                out.append((address, getattr(self.stub(address), method)(request, timeout=self.timeout_s,
+                                                                          metadata=self.metadata)))
             except grpc.RpcError as e:
                 out.append((address, e))
         return out
+
+
+def user_metadata(addresses: tuple[str, ...], tls: bool) -> tuple[tuple[str, str], ...]:
+    """The user's token for a secure GM (issue 35): $TCL_TOKEN, else the one `tcl login`
+    stored for the default master (a token of the LMs' users). Sent only over TLS or to
+    loopback GMs, never in clear text across a network."""
+    from tcluster.cli.credentials import TOKEN_ENV, credentials_for, default_master, host_is_loopback
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        try:
+            token = credentials_for(default_master()).token
+        except (InvalidArgument, OSError, ValueError):
+            token = ""
+    if not token or not (tls or all(host_is_loopback(a) for a in addresses)):
+        return ()
+    return (("authorization", f"Bearer {token}"),)
 
 
 def addresses_of(text: str, command: str) -> tuple[str, ...]:

@@ -9,6 +9,8 @@ import time
 import grpc
 
 from tcluster.domain.errors import TclusterError, Unavailable
+from tcluster.gm.auth import AuthError, GMAuth, Identity, may_submit, may_touch
+from tcluster.gm.owners import Owners
 from tcluster.gm.port import ServicePort
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
@@ -58,6 +60,22 @@ LIST_MAX = 1000        # at most, in one answer: it must stay under gRPC's messa
 class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
     def __init__(self, port: ServicePort) -> None:
         self.port = port
+        self.auth = GMAuth(port)              # issue 35: gm/auth.py
+        self.owners = Owners(port.store.db)
+
+    async def _identify(self, context: grpc.aio.ServicerContext) -> Identity:
+        try:
+            return await self.auth.identify(context)
+        except AuthError as e:
+            await context.abort(e.code, str(e))
+            raise
+
+    async def _check_owner(self, who: Identity, job_id: str, what: str, context: grpc.aio.ServicerContext) -> None:
+        owner = self.owners.owner(job_id)
+        if self.auth.secure and not may_touch(who.caller, owner):
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED,
+                                f"user {who.caller.name} may not {what} federated job {job_id}: it is "
+                                f"{owner or 'nobody'}'s (only its owner and admins may)")
 
     def _peer(self, name: str) -> federation_pb2_grpc.GlobalManagerServiceStub | None:
         addr = self.port.peer_address(name)
@@ -66,6 +84,10 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
     async def Submit(self, request: federation_pb2.FedSubmitRequest, context: grpc.aio.ServicerContext):
         spec = request.spec
         queue = spec.queue or "default"
+        who = await self._identify(context)
+        allowed = may_submit(who.caller, queue, spec.user, spec.weight or 1.0)
+        if self.auth.secure and not allowed.allowed:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, allowed.why)
         try:
             owner = self.port.owner_of(queue)
         except Unavailable as e:
@@ -83,7 +105,8 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
                                     f"queue {queue!r} belongs to GM {owner!r}, which this GM cannot reach or "
                                     "already forwarded it here: check --queue-map and --gms agree on every GM")
             try:
-                return await peer.Submit(federation_pb2.FedSubmitRequest(spec=spec, forwarded=True), timeout=10)
+                return await peer.Submit(federation_pb2.FedSubmitRequest(spec=spec, forwarded=True), timeout=10,
+                                         metadata=_as(who))
             except grpc.aio.AioRpcError as e:
                 await context.abort(e.code(), f"forwarded to GM {owner!r}: {e.details()}")
         error = check_spec(spec)
@@ -93,9 +116,14 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         stored.CopyFrom(spec)
         stored.queue = queue
         job_id = self.port.store.job_of_request(spec.request_id) if spec.request_id else None
+        if job_id is not None and self.auth.secure and self.owners.owner(job_id) != who.caller.name:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"spec.request_id: {spec.request_id!r} "
+                                "was already used by another user's job; use a new request_id")
         if job_id is None:     # a repeat's tasks were queued by the first: work per Submit is its own job's
             job_id = self.port.store.add_job(self.port.s.index, queue, spec.name, stored.SerializeToString(),
                                              spec.tasks, spec.request_id)
+            if self.auth.secure:       # before its tasks are queued: every Place carries the token
+                self.owners.put(job_id, who.caller.name, who.token)
             for row in self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
                 self.port.enqueue(row)
         return self.job_pb(self.port.store.job(job_id))
@@ -113,7 +141,8 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         rows = self.port.store.tasks("job_id=?", (job.id,))
         names = [link.name for link in self.port.links]
         out = federation_pb2.FedJob(id=job.id, queue=job.queue, gm=self.port.s.name, submitted_at=job.submitted_at,
-                                    name=job.name, state=job_state([r.state for r in rows]))
+                                    name=job.name, state=job_state([r.state for r in rows]),
+                                    owner=self.owners.owner(job.id))
         for r in rows:
             link = self.port.links[r.lm] if r.lm is not None and r.lm < len(names) else None
             node = ""
@@ -126,19 +155,23 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         return out
 
     async def Get(self, request: federation_pb2.FedGetRequest, context: grpc.aio.ServicerContext):
+        who = await self._identify(context)
         job = self.port.store.job(request.id)
         if job is not None:
+            await self._check_owner(who, job.id, "read", context)
             return self.job_pb(job)
-        return await self._at_owner("Get", request, context)
+        return await self._at_owner("Get", request, context, who)
 
     async def Cancel(self, request: federation_pb2.FedCancelRequest, context: grpc.aio.ServicerContext):
+        who = await self._identify(context)
         job = self.port.store.job(request.id)
         if job is None:
-            return await self._at_owner("Cancel", request, context)
+            return await self._at_owner("Cancel", request, context, who)
+        await self._check_owner(who, job.id, "cancel", context)
         self.port.canceller.request(job.id)          # persisted, pending tasks ended: before the answer
         return self.job_pb(job)
 
-    async def _at_owner(self, method: str, request, context: grpc.aio.ServicerContext):
+    async def _at_owner(self, method: str, request, context: grpc.aio.ServicerContext, who: Identity):
         """A job id f<gm>-<n> that is not this GM's: asked of GM <gm>."""
         m = re.match(r"^f(\d+)-\d+$", request.id)
         names = self.port.s.gm_names()
@@ -146,12 +179,13 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
             peer = self._peer(names[int(m.group(1))])
             if peer is not None:
                 try:
-                    return await getattr(peer, method)(request, timeout=10)
+                    return await getattr(peer, method)(request, timeout=10, metadata=_as(who))
                 except grpc.aio.AioRpcError as e:
                     await context.abort(e.code(), e.details())
         await context.abort(grpc.StatusCode.NOT_FOUND, f"id: no federated job {request.id!r} (ids look like f0-12)")
 
     async def List(self, request: federation_pb2.FedListRequest, context: grpc.aio.ServicerContext):
+        who = await self._identify(context)
         limit = request.limit or LIST_DEFAULT
         if limit > LIST_MAX:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
@@ -163,11 +197,15 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
                                     f"page_token: {request.page_token!r} is not one this GM gave "
                                     "(pass a previous answer's next_page_token, or none for the newest)")
             before = int(request.page_token)
-        jobs, more = self.port.store.page(request.queue, limit, before)
+        if self.auth.secure and not who.caller.admin:      # a user lists their own jobs
+            jobs, more = self.owners.page(who.caller.name, request.queue, limit, before)
+        else:
+            jobs, more = self.port.store.page(request.queue, limit, before)
         return federation_pb2.FedListResponse(jobs=[self.job_pb(j) for j in jobs],
                                               next_page_token="" if more is None else str(more))
 
     async def Status(self, request: federation_pb2.FedStatusRequest, context: grpc.aio.ServicerContext):
+        await self._identify(context)          # default deny: a secure GM's state is for its users
         d, now = self.port, time.monotonic()
         st = d.gm.stats
         me = federation_pb2.GMInfo(
@@ -189,3 +227,8 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
                 info.free.v.extend([sum(f[0] for f in link.view.free), sum(f[1] for f in link.view.free)])
             out.lms.append(info)
         return out
+
+
+def _as(who: Identity) -> tuple[tuple[str, str], ...]:
+    """The caller's token, for the GM a call is forwarded to (it checks the same rules)."""
+    return (("authorization", f"Bearer {who.token}"),) if who.token else ()

@@ -8,6 +8,7 @@ members). An HA LM (several masters) lists its masters joined by `|`:
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import sys
 from typing import Any, Callable
 
@@ -49,6 +50,7 @@ class GMSettings(BaseModel):
     tls_cert: str = ""                             # this GM's own server certificate ...
     tls_key: str = ""                              # ... and key
     client_ca: str = ""                            # clients (users, other GMs) must show a certificate of this CA
+    insecure: bool = False                         # plaintext --listen on a non-loopback address (issue 35)
     # Membership, queue map and takeover in etcd (gm/fedetcd.py); empty: static --gms/--queue-map.
     etcd: str = ""                                 # HOST:PORT[,HOST:PORT] or etcd://...[?cacert=...]
     etcd_prefix: str = "/tcluster-gm"
@@ -143,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", help="serve GlobalManagerService over TLS with this certificate (PEM)")
     p.add_argument("--tls-key", help="the key of --tls-cert (PEM)")
     p.add_argument("--client-ca", help="require client certificates of this CA (mutual TLS; GMs and users)")
+    p.add_argument("--insecure", action="store_true", default=None,
+                   help="allow a plaintext --listen on a non-loopback address (tokens and jobs in the clear)")
     p.add_argument("--etcd", help="etcd endpoints HOST:PORT[,HOST:PORT] (or etcd://...?cacert=..): membership, "
                                   "queue map and takeover live there (--queue-map only seeds it)")
     p.add_argument("--etcd-prefix", help="key prefix in etcd (default /tcluster-gm)")
@@ -202,10 +206,21 @@ def _check_tls(s: GMSettings, origin: Origin) -> None:
         raise ConfigError("--tls-cert/--tls-key: give both (the server certificate and its key) or neither")
     if s.client_ca and not s.tls_cert:
         raise _error(origin, "client_ca", "needs --tls-cert and --tls-key (mutual TLS is TLS first)")
+    host = s.listen.rpartition(":")[0].strip("[]")
+    if not s.tls_cert and not s.insecure and host not in ("localhost",) and not _loopback(host):
+        raise _error(origin, "listen", f"{s.listen} is not a loopback address and the GM has no --tls-cert: "
+                     "serve TLS (--tls-cert/--tls-key), listen on 127.0.0.1, or say --insecure")
     unknown = sorted(set(s.lm_tls) - {n for n, _ in s.lms})
     if unknown:
         known = ", ".join(n for n, _ in s.lms)
         raise _error(origin, "lm_tls", f"{unknown[0]!r} is not an LM of --lms (known: {known})")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def parse(argv: list[str] | None = None) -> GMSettings:

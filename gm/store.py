@@ -59,7 +59,10 @@ class GMStore:
         # 0700: the jobs it keeps hold their owners' environment (issue 35: it was world-readable).
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
         os.chmod(state_dir, 0o700)
-        self.db = sqlite3.connect(os.path.join(state_dir, "gm.sqlite"), isolation_level=None)
+        path = os.path.join(state_dir, "gm.sqlite")
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))    # SQLite gives -wal and -shm its mode
+        os.chmod(path, 0o600)         # 0600: it holds job env and the owners' tokens (gm/owners.py)
+        self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(_SCHEMA)

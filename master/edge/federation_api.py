@@ -16,6 +16,7 @@ from tcluster.federation.messages import (
     Res, TaskRequest, Why,
 )
 from tcluster.master.edge.grpc_api import abort_with, caller_of
+from tcluster.master.edge.federation_users import admitter, place_caller
 from tcluster.master.features.federation_live import Ended, LiveLM, Update
 from tcluster.master.features.federation_lm import LiveLayout
 from tcluster.master.identity.gmguard import GMGuard
@@ -110,9 +111,9 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
         self.gm_guard = gm_guard     # set on the mutual-TLS port: a GM certificate, not a token
         self.lm: LiveLM | None = None    # set with the service when this master leads (--federation-lm-id)
 
-    def _lm(self, context: grpc.aio.ServicerContext, call: str) -> LiveLM:
+    def _lm(self, context: grpc.aio.ServicerContext, call: str, gm_index: int | None = None) -> LiveLM:
         if self.gm_guard is not None:
-            self.gm_guard.admit(peer_cert(context), call)
+            self.gm_guard.admit(peer_cert(context), call, gm_index)
         elif self.service.gate.secure and not caller_of(self.service, context, call).admin:
             raise PermissionDenied(f"{call}: only a global manager (an admin token) may call the LM service")
         if self.lm is None:
@@ -122,7 +123,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
     async def Subscribe(self, request: federation_pb2.SubscribeRequest,
                         context: grpc.aio.ServicerContext) -> AsyncIterator[federation_pb2.LMUpdate]:
         try:
-            lm = self._lm(context, "Subscribe")
+            lm = self._lm(context, "Subscribe", request.gm)
             sub = lm.subscribe(request.gm, request.gm_name[:64])
         except TclusterError as error:
             await abort_with(context, error)
@@ -130,7 +131,7 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
         try:
             while (update := await lm.next_update(sub)) is not None:
                 if self.gm_guard is not None:    # a GM revoked while subscribed stops getting views
-                    self.gm_guard.admit(peer_cert(context), "Subscribe")
+                    self.gm_guard.admit(peer_cert(context), "Subscribe", request.gm)
                 yield update_pb(update)
         except TclusterError as error:
             await abort_with(context, error)
@@ -142,15 +143,30 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
     async def Place(self, request: federation_pb2.PlaceRequest,
                     context: grpc.aio.ServicerContext) -> federation_pb2.PlaceAnswer:
         try:
-            lm = self._lm(context, "Place")
+            lm = self._lm(context, "Place", request.gm)
             try:
                 spec = spec_from_pb(request.task.spec)
             except ValueError as error:
                 raise InvalidArgument("task.spec", str(error)[:200]) from error
-            answer, job_id = await lm.place(request_from_pb(request), spec)
+            caller = place_caller(self.service, request.user_token, context.peer())
+            answer, job_id = await lm.place(request_from_pb(request), spec, admitter(self.service, caller))
             return answer_pb(answer, job_id)
         except ValueError as error:          # a new request id for a task that already runs here
             await abort_with(context, FailedPrecondition(str(error)))
+        except TclusterError as error:
+            await abort_with(context, error)
+        raise AssertionError("unreachable")
+
+    async def GMAuthenticate(self, request: federation_pb2.GMAuthRequest,
+                             context: grpc.aio.ServicerContext) -> federation_pb2.GMAuthAnswer:
+        """A GM asks who a bearer token names here (its callers' tokens are this LM's users')."""
+        try:
+            self._lm(context, "GMAuthenticate")
+            if not self.service.gate.secure:
+                return federation_pb2.GMAuthAnswer(user="anonymous", admin=True, grants=["*"], secure=False)
+            caller = self.service.gate.caller(request.token, context.peer(), "GMAuthenticate")
+            return federation_pb2.GMAuthAnswer(user=caller.name, admin=caller.admin, grants=list(caller.grants),
+                                               secure=True, unix_user=caller.unix_user)
         except TclusterError as error:
             await abort_with(context, error)
         raise AssertionError("unreachable")

@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Union
+from typing import Callable, Iterator, Union
 
 from tcluster.domain.errors import InvalidArgument, ResourceExhausted, Unavailable
 from tcluster.federation.messages import (
@@ -242,14 +242,18 @@ class LiveLM:
 
     # ---- Place ----
 
-    async def place(self, req: Request, spec: JobSpec) -> tuple[Answer, str]:
-        """The answer and the master's job that runs the task ("" when none)."""
+    async def place(self, req: Request, spec: JobSpec,
+                    admit: Callable[[JobSpec], JobSpec] = lambda spec: spec) -> tuple[Answer, str]:
+        """The answer and the master's job that runs the task ("" when none). `admit` is the
+        submitting user's check, as for a local submit (master/edge/federation_users.py): it
+        sees the spec in the LM queue that will run it, and raises before anything is held."""
         self._check_gm(req.gm)
         if self.master.state is not self._state_seen:
             self.sync()
         first = await self._repeat(req)
         if first is not None:
             return first
+        spec = admit(replace(spec, queue=self._lm_queue(req.task.queue)))
         check = self.fed.check
         if req.request_id in check.answers:      # an earlier answer without a job: not a launch
             return check.answers[req.request_id], ""
@@ -294,11 +298,15 @@ class LiveLM:
         logical = index >= 0 and self.fed.live.layout.owner[index] != req.gm
         return TaskLaunched(req.request_id, req.task.task_id, self.fed.lm, max(index, 0), self.state(), logical), job_id
 
+    def _lm_queue(self, fed_queue: str) -> str:
+        """The LM leaf that runs a federated queue's task: the same name, else default."""
+        queues = self.master.queues
+        return fed_queue if queues.is_leaf(fed_queue) else (
+            "default" if queues.is_leaf("default") else queues.leaves[0])
+
     def _spec(self, req: Request, spec: JobSpec, node: str) -> JobSpec:
         """What runs: the GM's spec as a one-task job of exactly the checked request."""
-        queues = self.master.queues
-        queue = req.task.queue if queues.is_leaf(req.task.queue) else (
-            "default" if queues.is_leaf("default") else queues.leaves[0])
+        queue = self._lm_queue(req.task.queue)
         check_user_labels(spec.labels)
         return replace(spec, tasks=1, array="", gang=False, dependency="", retries=0, on_preempt="cancel",
                        resources=resources_of(req.task.req), queue=queue, request_id=req.request_id,

@@ -10,9 +10,9 @@ import argparse
 import time
 from pathlib import Path
 
-from tcluster.domain.errors import FailedPrecondition
+from tcluster.domain.errors import FailedPrecondition, InvalidArgument
 from tcluster.master.identity.choice import add_store_flags, choice_of, load_chosen_pki, open_chosen
-from tcluster.security.gmcert import check_gm_name, gm_owner, issue_gm_cert
+from tcluster.security.gmcert import GM_INDEX_LABEL, check_gm_name, gm_owner, issue_gm_cert
 from tcluster.security.pki import make_private_dir, serial_of_cert, write_private
 
 
@@ -21,6 +21,8 @@ def add_gm_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                                                                            required=True)
     issue = gm.add_parser("issue", help="write a GM client certificate, its key and the cluster CA to DIR")
     issue.add_argument("name")
+    issue.add_argument("--index", type=int, default=0, metavar="N",
+                       help="the GM's index (tcl-gm --index): the only partition this certificate may act for")
     issue.add_argument("--out", required=True, metavar="DIR", help="directory for ca.pem, cert.pem, key.pem")
     add_store_flags(issue)
     issue.set_defaults(run=cmd_gm_issue)
@@ -32,6 +34,8 @@ def add_gm_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def cmd_gm_issue(args: argparse.Namespace) -> int:
     name = check_gm_name(args.name)
+    if not 0 <= args.index <= 63:
+        raise InvalidArgument("--index", f"{args.index} is not a GM index (0..63, as tcl-gm --index)")
     choice = choice_of(args)
     pki = load_chosen_pki(choice)
     if pki is None:
@@ -43,14 +47,14 @@ def cmd_gm_issue(args: argparse.Namespace) -> int:
     cert_pem, key_pem = issue_gm_cert(pki, name)
     auth = open_chosen(choice)
     try:
-        auth.record_cert(serial_of_cert(cert_pem), gm_owner(name), "", {}, time.time())
+        auth.record_cert(serial_of_cert(cert_pem), gm_owner(name), "", {GM_INDEX_LABEL: str(args.index)}, time.time())
     finally:
         auth.close()
     make_private_dir(out)
     write_private(out / "key.pem", key_pem)
     write_private(out / "cert.pem", cert_pem)
     write_private(out / "ca.pem", pki.ca_pem)
-    print(f"GM {name}: wrote {out}/ca.pem, cert.pem, key.pem (CN gm:{name}, serial {serial_of_cert(cert_pem)})\n"
+    print(f"GM {name}: wrote {out}/ca.pem, cert.pem, key.pem (CN gm:{name}, GM index {args.index}, serial {serial_of_cert(cert_pem)})\n"
           f"on the GM: tcl-gm --lm-tls LMNAME={out} (and dial this master's agent port)")
     return 0
 

@@ -18,6 +18,7 @@ from tcluster.security.pki import (LEAF_VALIDITY, NODE_NAME, MasterPki, as_of, c
                                    leaf_extensions, load_ca, new_key)
 
 GM_CN_PREFIX = "gm:"
+GM_INDEX_LABEL = "gm-index"     # recorded with the certificate: the only GM index it may act as
 
 
 def check_gm_name(name: str, field_name: str = "NAME") -> str:

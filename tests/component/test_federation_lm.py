@@ -293,8 +293,13 @@ def test_on_a_secure_master_only_an_admin_token_may_act_as_a_gm(tmp_path: Path) 
         assert code == grpc.StatusCode.PERMISSION_DENIED and "admin" in details
         stream = lm.Subscribe(fpb.SubscribeRequest(gm=0), metadata=auth(admin))
         lay = await next_update(stream, "layout")
-        answer = await lm.Place(request("a:0", "f0-1.0", 0, lay.epoch, 0), metadata=auth(admin))
+        alone = await code_of(lm.Place(request("a:0", "f0-1.0", 0, lay.epoch, 0), metadata=auth(admin)))
+        assert alone[0] == grpc.StatusCode.PERMISSION_DENIED and "names no user" in alone[1]   # issue 35
+        placed = request("a:0", "f0-1.0", 0, lay.epoch, 0)
+        placed.user_token = alice            # the submitting user's token: the LM runs it as alice's mapping
+        answer = await lm.Place(placed, metadata=auth(admin))
         assert answer.WhichOneof("outcome") == "launched"
+        assert h.master is not None and h.master.service.get(answer.launched.job_id)[0].spec.user == "nobody"
         stream.cancel()
     run(scenario, tmp_path)
 

@@ -23,6 +23,7 @@ from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import settings_from
 from tcluster.gm.tls import TLSError, load_lm_dir
 from tcluster.master.app.main import main as master_main
+from tcluster.master.identity.accounts import add_user
 from tcluster.master.identity.nodeauth import NodeAuth
 from tcluster.security.pki import init_pki
 from tcluster.v1 import common_pb2, federation_pb2 as fpb, federation_pb2_grpc, jobs_pb2
@@ -34,9 +35,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _issue(data_dir: Path, name: str, out: Path) -> Path:
-    assert master_main(["gm", "issue", name, "--out", str(out), "--data-dir", str(data_dir)]) == 0
+def _issue(data_dir: Path, name: str, out: Path, index: int = 0) -> Path:
+    assert master_main(["gm", "issue", name, "--index", str(index), "--out", str(out), "--data-dir", str(data_dir)]) == 0
     return out
+
+
+def _user(data_dir: Path, name: str = "alice") -> tuple[tuple[str, str], ...]:
+    """A user of the LM (queue grants: all), as the metadata a GM client sends."""
+    return (("authorization", f"Bearer {add_user(data_dir, name, '', ('*',), admin=False)}"),)
 
 
 def _revoke(data_dir: Path, name: str) -> None:
@@ -74,20 +80,21 @@ def test_a_gm_certificate_of_the_cluster_places_a_task_that_runs(tmp_path: Path)
             stub = federation_pb2_grpc.GlobalManagerServiceStub(gm.channel(f"127.0.0.1:{port}"))
             spec = jobs_pb2.JobSpec(queue="a", tasks=1, command=["sleep"],
                                     resources=common_pb2.Resources(cpu=1, memory=2**28))
-            job_id = (await stub.Submit(fpb.FedSubmitRequest(spec=spec), timeout=10)).id
+            alice = _user(h.tmp / "master")
+            job_id = (await stub.Submit(fpb.FedSubmitRequest(spec=spec), timeout=10, metadata=alice)).id
 
             async def running() -> bool:
-                job = await stub.Get(fpb.FedGetRequest(id=job_id), timeout=10)
+                job = await stub.Get(fpb.FedGetRequest(id=job_id), timeout=10, metadata=alice)
                 return [t.state for t in job.tasks] == ["RUNNING"]
             await wait_until(running)
 
             async def launched() -> bool:      # the GM's RUNNING is the LM's answer; the launch follows it
                 return len(h.agents["n1"].runtime.running_keys()) == 1      # it runs on the LM's node
             await wait_until(launched)
-            await stub.Cancel(fpb.FedCancelRequest(id=job_id), timeout=10)   # through the LM's JobService, mTLS
+            await stub.Cancel(fpb.FedCancelRequest(id=job_id), timeout=10, metadata=alice)   # through the LM's JobService, mTLS
 
             async def cancelled() -> bool:
-                return (await stub.Get(fpb.FedGetRequest(id=job_id), timeout=10)).state == "CANCELLED"
+                return (await stub.Get(fpb.FedGetRequest(id=job_id), timeout=10, metadata=alice)).state == "CANCELLED"
             await wait_until(cancelled)
 
             async def killed() -> bool:
@@ -200,7 +207,7 @@ def test_gms_serve_mutual_tls_and_forward_to_each_other_over_it(tmp_path: Path) 
         gms_flag = ",".join(f"gm{i}=127.0.0.1:{p}" for i, p in enumerate(ports))
         daemons = []
         for i in range(2):
-            lm_tls = _issue(h.tmp / "master", f"gm{i}", tmp_path / f"gm{i}-lm")
+            lm_tls = _issue(h.tmp / "master", f"gm{i}", tmp_path / f"gm{i}-lm", index=i)
             cert, key = _dual_use_cert(fed.ca_pem, fed.ca_key_pem, f"gm{i}", tmp_path / f"gm{i}-own")
             daemons.append(GMDaemon(settings_from(dict(
                 name=f"gm{i}", index=i, listen=f"127.0.0.1:{ports[i]}", state_dir=str(tmp_path / f"gm{i}"),
@@ -208,6 +215,7 @@ def test_gms_serve_mutual_tls_and_forward_to_each_other_over_it(tmp_path: Path) 
                 tls_cert=str(cert), tls_key=str(key), client_ca=str(tmp_path / "fed-ca.pem")))))
         for d in daemons:
             await d.start()
+        alice = _user(h.tmp / "master")
         try:
             cert, key = (tmp_path / "gm1-own" / "cert.pem").read_bytes(), (tmp_path / "gm1-own" / "key.pem").read_bytes()
             user = grpc.ssl_channel_credentials(fed.ca_pem, key, cert)
@@ -215,17 +223,22 @@ def test_gms_serve_mutual_tls_and_forward_to_each_other_over_it(tmp_path: Path) 
                 stub = federation_pb2_grpc.GlobalManagerServiceStub(ch)
                 spec = jobs_pb2.JobSpec(queue="a", tasks=1, command=["sleep"],
                                         resources=common_pb2.Resources(cpu=1, memory=2**28))
-                got = await stub.Submit(fpb.FedSubmitRequest(spec=spec), timeout=10)   # gm1 forwards to gm0
+                got = await stub.Submit(fpb.FedSubmitRequest(spec=spec), timeout=10, metadata=alice)   # gm1 forwards
                 assert got.gm == "gm0"
 
                 async def running() -> bool:
-                    return [t.state for t in (await stub.Get(fpb.FedGetRequest(id=got.id), timeout=10)).tasks] == ["RUNNING"]
+                    got_now = await stub.Get(fpb.FedGetRequest(id=got.id), timeout=10, metadata=alice)
+                    return [t.state for t in got_now.tasks] == ["RUNNING"]
                 await wait_until(running)
             # the real `tcl --federation ... --federation-tls DIR`: a user's certificate from the same CA
             user_dir = tmp_path / "alice"
             _dual_use_cert(fed.ca_pem, fed.ca_key_pem, "alice", user_dir)
             (user_dir / "ca.pem").write_bytes(fed.ca_pem)
-            shown = await asyncio.to_thread(_tcl, f"127.0.0.1:{ports[1]}", str(user_dir), "status", got.id)
+            os.environ["TCL_TOKEN"] = alice[0][1].removeprefix("Bearer ")   # what `tcl --federation` sends
+            try:
+                shown = await asyncio.to_thread(_tcl, f"127.0.0.1:{ports[1]}", str(user_dir), "status", got.id)
+            finally:
+                del os.environ["TCL_TOKEN"]
             assert shown.returncode == 0 and json.loads(shown.stdout)["gm"] == "gm0", shown
             (user_dir / "key.pem").unlink()        # half a pair: a usage error naming the flag
             half = await asyncio.to_thread(_tcl, f"127.0.0.1:{ports[1]}", str(user_dir), "status", got.id)

@@ -31,6 +31,26 @@ WHY_NOT_IN_PARTITION: InconsistencyWhy
 WHY_VICTIM_GONE: InconsistencyWhy
 WHY_UNKNOWN_NODE: InconsistencyWhy
 
+class GMAuthRequest(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    def __init__(self, token: _Optional[str] = ...) -> None: ...
+
+class GMAuthAnswer(_message.Message):
+    __slots__ = ("user", "admin", "grants", "secure", "unix_user")
+    USER_FIELD_NUMBER: _ClassVar[int]
+    ADMIN_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
+    SECURE_FIELD_NUMBER: _ClassVar[int]
+    UNIX_USER_FIELD_NUMBER: _ClassVar[int]
+    user: str
+    admin: bool
+    grants: _containers.RepeatedScalarFieldContainer[str]
+    secure: bool
+    unix_user: str
+    def __init__(self, user: _Optional[str] = ..., admin: _Optional[bool] = ..., grants: _Optional[_Iterable[str]] = ..., secure: _Optional[bool] = ..., unix_user: _Optional[str] = ...) -> None: ...
+
 class SubscribeRequest(_message.Message):
     __slots__ = ("gm", "gm_name")
     GM_FIELD_NUMBER: _ClassVar[int]
@@ -174,12 +194,13 @@ class FedTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., queue: _Optional[str] = ..., req: _Optional[_Union[Res, _Mapping]] = ..., pc: _Optional[int] = ..., spec: _Optional[_Union[_jobs_pb2.JobSpec, _Mapping]] = ...) -> None: ...
 
 class PlaceRequest(_message.Message):
-    __slots__ = ("request_id", "gm", "epoch", "node", "task", "launch", "repartition", "preempt")
+    __slots__ = ("request_id", "gm", "epoch", "node", "task", "user_token", "launch", "repartition", "preempt")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     GM_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
+    USER_TOKEN_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     REPARTITION_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -188,10 +209,11 @@ class PlaceRequest(_message.Message):
     epoch: int
     node: int
     task: FedTask
+    user_token: str
     launch: LaunchHere
     repartition: RepartitionHere
     preempt: PreemptHere
-    def __init__(self, request_id: _Optional[str] = ..., gm: _Optional[int] = ..., epoch: _Optional[int] = ..., node: _Optional[int] = ..., task: _Optional[_Union[FedTask, _Mapping]] = ..., launch: _Optional[_Union[LaunchHere, _Mapping]] = ..., repartition: _Optional[_Union[RepartitionHere, _Mapping]] = ..., preempt: _Optional[_Union[PreemptHere, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., gm: _Optional[int] = ..., epoch: _Optional[int] = ..., node: _Optional[int] = ..., task: _Optional[_Union[FedTask, _Mapping]] = ..., user_token: _Optional[str] = ..., launch: _Optional[_Union[LaunchHere, _Mapping]] = ..., repartition: _Optional[_Union[RepartitionHere, _Mapping]] = ..., preempt: _Optional[_Union[PreemptHere, _Mapping]] = ...) -> None: ...
 
 class LaunchHere(_message.Message):
     __slots__ = ()
@@ -284,7 +306,7 @@ class FedTaskStatus(_message.Message):
     def __init__(self, index: _Optional[int] = ..., state: _Optional[str] = ..., lm: _Optional[str] = ..., node: _Optional[str] = ..., job_id: _Optional[str] = ..., attempts: _Optional[int] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
 class FedJob(_message.Message):
-    __slots__ = ("id", "queue", "gm", "state", "tasks", "submitted_at", "name")
+    __slots__ = ("id", "queue", "gm", "state", "tasks", "submitted_at", "name", "owner")
     ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     GM_FIELD_NUMBER: _ClassVar[int]
@@ -292,6 +314,7 @@ class FedJob(_message.Message):
     TASKS_FIELD_NUMBER: _ClassVar[int]
     SUBMITTED_AT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
     id: str
     queue: str
     gm: str
@@ -299,7 +322,8 @@ class FedJob(_message.Message):
     tasks: _containers.RepeatedCompositeFieldContainer[FedTaskStatus]
     submitted_at: float
     name: str
-    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., gm: _Optional[str] = ..., state: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[FedTaskStatus, _Mapping]]] = ..., submitted_at: _Optional[float] = ..., name: _Optional[str] = ...) -> None: ...
+    owner: str
+    def __init__(self, id: _Optional[str] = ..., queue: _Optional[str] = ..., gm: _Optional[str] = ..., state: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[FedTaskStatus, _Mapping]]] = ..., submitted_at: _Optional[float] = ..., name: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
 
 class FedGetRequest(_message.Message):
     __slots__ = ("id",)

@@ -55,6 +55,11 @@ class LocalManagerServiceStub:
                 request_serializer=tcluster_dot_v1_dot_federation__pb2.PlaceRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_federation__pb2.PlaceAnswer.FromString,
                 _registered_method=True)
+        self.GMAuthenticate = channel.unary_unary(
+                '/tcluster.v1.LocalManagerService/GMAuthenticate',
+                request_serializer=tcluster_dot_v1_dot_federation__pb2.GMAuthRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_federation__pb2.GMAuthAnswer.FromString,
+                _registered_method=True)
 
 
 class LocalManagerServiceServicer:
@@ -89,6 +94,14 @@ class LocalManagerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GMAuthenticate(self, request, context):
+        """Who a user's bearer token names on this LM (issue 35: the GM authenticates its callers
+        with the LMs' own users). GM certificates only; Unauthenticated for an unknown token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_LocalManagerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -101,6 +114,11 @@ def add_LocalManagerServiceServicer_to_server(servicer, server):
                     servicer.Place,
                     request_deserializer=tcluster_dot_v1_dot_federation__pb2.PlaceRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_federation__pb2.PlaceAnswer.SerializeToString,
+            ),
+            'GMAuthenticate': grpc.unary_unary_rpc_method_handler(
+                    servicer.GMAuthenticate,
+                    request_deserializer=tcluster_dot_v1_dot_federation__pb2.GMAuthRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_federation__pb2.GMAuthAnswer.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -168,6 +186,33 @@ class LocalManagerService:
             '/tcluster.v1.LocalManagerService/Place',
             tcluster_dot_v1_dot_federation__pb2.PlaceRequest.SerializeToString,
             tcluster_dot_v1_dot_federation__pb2.PlaceAnswer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GMAuthenticate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.LocalManagerService/GMAuthenticate',
+            tcluster_dot_v1_dot_federation__pb2.GMAuthRequest.SerializeToString,
+            tcluster_dot_v1_dot_federation__pb2.GMAuthAnswer.FromString,
             options,
             channel_credentials,
             insecure,

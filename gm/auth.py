@@ -1,0 +1,110 @@
+"""Who calls tcl-gm, and what they may do (issue 35: one identity model from user to task).
+
+A GM is secure when it dials any LM with a GM certificate (`--lm-tls`) or an admin token
+(`--token`): its callers then need a bearer token (`authorization: Bearer <token>`, what
+`tcl login` stores) of a user of the LMs. The GM asks its LMs who the token names
+(LocalManagerService.GMAuthenticate, in --lms order, the first that knows it wins) and keeps
+the answer AUTH_CACHE_S seconds, so a removed user is refused within that. It then applies
+the master's rules (tcluster.security.authz): Submit needs a grant on the queue, and only
+admins choose `--user`; Get and Cancel are the owner's or an admin's; List shows a user their
+own jobs. The token goes with every Place of the job's tasks, so each LM applies its own
+run_as, gate and ceilings (master/edge/federation_users.py): a GM certificate alone never
+names a user. An insecure GM (plaintext LMs, dev) treats every caller as an admin, as an
+insecure master does."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Iterable
+
+import grpc
+
+from tcluster.gm.port import ServicePort
+from tcluster.security.authz import ANONYMOUS, Caller, Decision, Policy, SubmitJob, decide
+from tcluster.v1 import federation_pb2, federation_pb2_grpc
+
+AUTH_CACHE_S = 30.0        # a token's user is asked of the LMs again after this long
+AUTH_TIMEOUT_S = 5.0
+NO_TOKEN = "no token: this GM's LMs are secure; log in to an LM with `tcl login` (or set TCL_TOKEN) and send it"
+UNKNOWN = "the token is not known to any LM of this GM (removed, or a user of another cluster?)"
+
+
+class AuthError(Exception):
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Identity:
+    caller: Caller
+    token: str           # "" on an insecure GM
+
+
+def bearer(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
+    for key, value in metadata or ():
+        if key.lower() == "authorization":
+            text = value.decode(errors="replace") if isinstance(value, bytes) else value
+            scheme, _, token = text.strip().partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else ""
+    return ""
+
+
+def may_submit(caller: Caller, queue: str, run_as: str, weight: float) -> Decision:
+    """The master's Submit rule, without the LM queue's weight ceiling (each LM applies it)."""
+    return decide(caller, SubmitJob(queue, run_as, weight, float("inf")), Policy())
+
+
+def may_touch(caller: Caller, owner: str) -> bool:
+    """Get and Cancel: the owner's or an admin's (an insecure GM's jobs have no owner)."""
+    return caller.admin or owner == caller.name
+
+
+class GMAuth:
+    def __init__(self, port: ServicePort) -> None:
+        self.port = port
+        self.secure = bool(port.s.lm_tls or port.s.token)
+        self._cache: dict[str, tuple[float, Caller]] = {}
+
+    async def identify(self, context: grpc.aio.ServicerContext) -> Identity:
+        """The caller; AuthError UNAUTHENTICATED without a token some LM knows."""
+        if not self.secure:
+            return Identity(ANONYMOUS, "")
+        token = bearer(context.invocation_metadata())
+        if not token:
+            raise AuthError(grpc.StatusCode.UNAUTHENTICATED, NO_TOKEN)
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        now = time.monotonic()
+        hit = self._cache.get(digest)
+        if hit is not None and now - hit[0] < AUTH_CACHE_S:
+            return Identity(hit[1], token)
+        caller = await self._ask_lms(token)
+        if len(self._cache) > 10_000:      # bounded: tokens are few; a flood of bad ones is never cached
+            self._cache.clear()
+        self._cache[digest] = (now, caller)
+        return Identity(caller, token)
+
+    async def _ask_lms(self, token: str) -> Caller:
+        unreachable = 0
+        for link in self.port.links:
+            for addr in link.tour():
+                stub = federation_pb2_grpc.LocalManagerServiceStub(self.port.channel(addr))
+                try:
+                    answer = await stub.GMAuthenticate(federation_pb2.GMAuthRequest(token=token),
+                                                       timeout=AUTH_TIMEOUT_S, metadata=self._metadata())
+                except grpc.aio.AioRpcError as e:
+                    if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+                        break              # this LM does not know it: the next LM may
+                    unreachable += 1
+                    continue               # a standby or a dead master: its next master
+                if answer.secure:
+                    return Caller(answer.user, answer.admin, answer.unix_user, tuple(answer.grants))
+                break                      # an insecure LM names nobody: ask a secure one
+        if unreachable:
+            raise AuthError(grpc.StatusCode.UNAVAILABLE, "no LM answered who this token names; retry")
+        raise AuthError(grpc.StatusCode.UNAUTHENTICATED, UNKNOWN)
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        return (("authorization", f"Bearer {self.port.s.token}"),) if self.port.s.token else ()
