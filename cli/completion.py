@@ -155,8 +155,8 @@ def script(shell: str, program: str = "tcl") -> str:
 
 
 def completion(args: argparse.Namespace) -> int:
-    """`tcl completion SHELL`."""
-    sys.stdout.write(script(args.shell))
+    """`tcl completion SHELL [PROGRAM]`."""
+    sys.stdout.write(script(args.shell, getattr(args, "program", "tcl")))
     return 0
 
 
