@@ -23,6 +23,7 @@ from testkit.procs import BIN, Proc, cgroup_v1_usable, sweep_node, start_agent, 
 ROOT_WHY = cgroup_v1_usable()
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(ROOT_WHY is not None, reason=str(ROOT_WHY))]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
+PROBE = 'while read -r k v; do case $k in Uid:|CapEff:) echo "$k $v";; esac; done < /proc/self/status'
 
 
 @dataclass
@@ -30,6 +31,7 @@ class ImageCluster:
     address: str
     node: str
     image: str
+    setuid_image: str         # the image plus a setuid-root busybox (bench/dockerd.py)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +54,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageCluster]:
         master, address = start_master(tmp)
         agent = start_agent(tmp, address, node, "--runtime", "cgroup1", "--cpus", "2", "--memory", "2Gi",
                             "--heartbeat-interval-s", "0.5", "--docker-host", engine.url)
-        yield ImageCluster(address, node, engine.image)
+        yield ImageCluster(address, node, engine.image, engine.import_setuid_image())
     finally:
         if agent is not None:
             agent.stop()
@@ -64,7 +66,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageCluster]:
 
 
 def test_exec_into_an_image_task_is_docker_exec(cluster: ImageCluster) -> None:
-    job = tcl(cluster.address, "submit", "--image", cluster.image, "--user", "nobody", "--workdir", "/srv",
+    job = tcl(cluster.address, "submit", "--image", cluster.setuid_image, "--user", "nobody", "--workdir", "/srv",
               "--cpu", "0.1", "--mem", "64Mi", "--", "sleep", "600").stdout.strip()
     try:
         wait_job(cluster.address, job, {"RUNNING"} | DONE, timeout_s=90)
@@ -81,6 +83,9 @@ def test_exec_into_an_image_task_is_docker_exec(cluster: ImageCluster) -> None:
         echoed = subprocess.run([str(BIN / "tcl"), "--master", cluster.address, "exec", "-i", job, "--", "cat"],
                                 input="x" * 100_000, capture_output=True, text=True, timeout=120)
         assert echoed.returncode == 0 and len(echoed.stdout) == 100_000, echoed.stderr   # stdin relayed
+        # a setuid-root file in the image gives an exec'd command nothing (no_new_privs, as the task)
+        suid = tcl(cluster.address, "exec", job, "--", "/bin/busybox-suid", "ash", "-c", PROBE, check=False)
+        assert suid.stdout.splitlines() == ["Uid: 65534\t65534\t65534\t65534", "CapEff: 0000000000000000"], suid
         missing = tcl(cluster.address, "exec", job, "--", "no-such-command-here", check=False)
         assert missing.returncode == 127 and "not found in the task's PATH" in missing.stderr
     finally:
