@@ -88,7 +88,10 @@ def container_target(info: dict[str, Any], procs: list[str]) -> dict[str, Any]:
     """The helper's spec from a container's inspect record. Pure."""
     config = info.get("Config") or {}
     uid, _, gid = str(config.get("User") or "0:0").partition(":")
-    env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
+    env: dict[str, str] = {}
+    for item in config.get("Env") or []:
+        name, _, value = str(item).partition("=")
+        env[name] = value
     groups = [int(g) for g in (info.get("HostConfig") or {}).get("GroupAdd") or [] if str(g).isdigit()]
     return {"procs": sorted(set(procs)), "groups": groups, "task_pid": int(info["State"]["Pid"]), "ns": True,
             "cwd": config.get("WorkingDir") or "/", "uid": int(uid), "gid": int(gid or uid), "env": env}
