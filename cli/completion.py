@@ -156,7 +156,11 @@ def script(shell: str, program: str = "tcl") -> str:
 
 def completion(args: argparse.Namespace) -> int:
     """`tcl completion SHELL [PROGRAM]`."""
-    sys.stdout.write(script(args.shell, getattr(args, "program", "tcl")))
+    program = getattr(args, "program", "tcl")
+    if program not in PROGRAMS:
+        print(f"error: program: {program!r} is not one of {', '.join(PROGRAMS)}", file=sys.stderr)
+        return 2
+    sys.stdout.write(script(args.shell, program))
     return 0
 
 
