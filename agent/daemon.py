@@ -37,7 +37,7 @@ from tcluster.domain.bounds import MAX_EVENTS_PER_MESSAGE
 from tcluster.wire.channels import GRPC_OPTIONS
 from tcluster.wire.features import MAX_WATCH_S
 from tcluster.daemonkit.leaders import parse_addresses, standby_hint
-from tcluster.domain.model import DOCKER_LABEL, NETNS_LABEL
+from tcluster.domain.model import DOCKER_LABEL, MEMORY_LIMIT_LABEL, NETNS_LABEL
 from tcluster.daemonkit.sdnotify import Notifier
 from tcluster.security.channel import TLS_OPTIONS
 from tcluster.v1 import agent_pb2, agent_pb2_grpc
@@ -216,6 +216,8 @@ class Agent:
             labels[DOCKER_LABEL] = "true"
         if getattr(self.runtime, "nets", None) is not None:
             labels[NETNS_LABEL] = "true"
+        if not self.settings.unlimited_memory:
+            labels[MEMORY_LIMIT_LABEL] = "true"
         return labels
 
     async def _reader(self, call: grpc.aio.StreamStreamCall) -> None:

@@ -28,6 +28,7 @@ import termios
 from typing import Any, NoReturn
 
 PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
 NAMESPACES = ("ipc", "uts", "net", "pid", "mnt")     # mnt last: /proc/<pid> is the host's until then
 SETUP_FAILED = 126      # as a shell says of a command it cannot run
 NOT_FOUND = 127
@@ -94,6 +95,10 @@ def become(spec: dict[str, Any]) -> NoReturn:
         except OSError as e:
             _fail(f"cannot switch to uid {spec['uid']} gid {spec.get('gid')}: {e.strerror}")
     _prctl_deathsig(signal.SIGKILL)       # after setuid, which clears it
+    # As the task's own processes (shim.c; an image's no-new-privileges): a setuid file, e.g.
+    # a setuid-root binary in an image, gives CMD nothing its user lacks.
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        _fail(f"cannot set no_new_privs: {os.strerror(ctypes.get_errno())}")
     cwd = spec.get("cwd") or "/"
     try:
         os.chdir(cwd)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .runtime.dockerspec import cgroup_roots
 from .runtime.shimbase import SPEC_FILE, TASK_PID_FILE, ShimRuntime
 
 
@@ -50,8 +51,11 @@ def exec_target(runtime: object, key: str) -> dict[str, Any]:
     """ExecRefused when the task's container is not one this agent can join."""
     native = getattr(runtime, "native", runtime)
     docker = getattr(runtime, "docker", None)
-    if docker is not None and getattr(runtime, "_owner", {}).get(key) is docker:
-        raise ExecRefused("exec into a task that runs an image (docker) is not supported yet")
+    owner = getattr(runtime, "_owner", {}).get(key)
+    if docker is not None and owner is None:        # adopted after an agent restart
+        owner = docker if key in docker.containers() else native
+    if docker is not None and owner is docker:
+        return docker_target(docker, key)
     if not isinstance(native, ShimRuntime):
         raise ExecRefused(f"the node's runtime ({getattr(runtime, 'name', '?')}) cannot exec into tasks")
     cdir: Path = native.container_dir(key)
@@ -61,3 +65,33 @@ def exec_target(runtime: object, key: str) -> dict[str, Any]:
     except (OSError, ValueError):
         raise ExecRefused(f"task {key} has no running container on this node") from None
     return target_of(pairs, task_pid)
+
+
+def docker_target(docker: Any, key: str) -> dict[str, Any]:
+    """What `docker exec` would give, read from the engine's record of the container: its
+    init's namespaces, its cgroups (under the agent's tree), the user, groups, working
+    directory and environment (the image's merged with the task's) it was created with."""
+    try:
+        info = docker._find(key)
+    except Exception as error:          # the engine's client raises its own kinds
+        raise ExecRefused(f"cannot ask the docker engine about task {key}: {error}") from None
+    state = (info or {}).get("State") or {}
+    if not state.get("Running") or int(state.get("Pid") or 0) <= 0:
+        raise ExecRefused(f"task {key} has no running container on this node")
+    assert info is not None
+    # Every hierarchy the container is in (named and hybrid cgroup2 ones too), as runc puts it.
+    groups = (root / docker.parent / info["Id"] for root in cgroup_roots())
+    return container_target(info, [str(g / "cgroup.procs") for g in groups if (g / "cgroup.procs").exists()])
+
+
+def container_target(info: dict[str, Any], procs: list[str]) -> dict[str, Any]:
+    """The helper's spec from a container's inspect record. Pure."""
+    config = info.get("Config") or {}
+    uid, _, gid = str(config.get("User") or "0:0").partition(":")
+    env: dict[str, str] = {}
+    for item in config.get("Env") or []:
+        name, _, value = str(item).partition("=")
+        env[name] = value
+    groups = [int(g) for g in (info.get("HostConfig") or {}).get("GroupAdd") or [] if str(g).isdigit()]
+    return {"procs": sorted(set(procs)), "groups": groups, "task_pid": int(info["State"]["Pid"]), "ns": True,
+            "cwd": config.get("WorkingDir") or "/", "uid": int(uid), "gid": int(gid or uid), "env": env}

@@ -155,8 +155,12 @@ def script(shell: str, program: str = "tcl") -> str:
 
 
 def completion(args: argparse.Namespace) -> int:
-    """`tcl completion SHELL`."""
-    sys.stdout.write(script(args.shell))
+    """`tcl completion SHELL [PROGRAM]`."""
+    program = getattr(args, "program", "tcl")
+    if program not in PROGRAMS:
+        print(f"error: program: {program!r} is not one of {', '.join(PROGRAMS)}", file=sys.stderr)
+        return 2
+    sys.stdout.write(script(args.shell, program))
     return 0
 
 

@@ -368,6 +368,9 @@ def add_completion(sub: _Subcommands) -> None:
                        "  tcl completion zsh > ~/.zfunc/_tcl    (with ~/.zfunc in $fpath)",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete for")
+    # No argparse choices: the generated script would offer them beside the shells.
+    p.add_argument("program", nargs="?", default="tcl",
+                   help="the program to complete: tcl (default), tcl-master, tcl-agent or tcl-gm")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,6 +42,9 @@ RUN_PLACEHOLDER = (
     'if [ -n "$rc" ]; then exit "$rc"; fi\n'
     f'echo "tcl run: the attached command ended without an exit code (its client or node went away)" >&2; '
     f'exit {NO_EXIT_CODE}\n')
+# The placeholder runs as the job's script, so the job's command stays the user's CMD (what
+# `tcl jobs` and `tcl show` list); the script gets CMD's words as arguments and ignores them.
+RUN_SCRIPT = "#!/bin/sh\n# tcl run: waits for the command tcl run attaches, then exits with its code\n" + RUN_PLACEHOLDER
 RUN_WRAPPER = f'f={RUN_FILE}; echo $$ > "$f.pid"; "$@"; rc=$?; echo $rc > "$f.rc"; exit $rc'
 
 
@@ -52,8 +55,8 @@ def run_cmd(args: argparse.Namespace, client: Any) -> int:
     if not command:
         print("error: command: give the command after --, e.g. tcl run -it -- bash", file=sys.stderr)
         return 2
-    args.command = ["/bin/sh", "-c", RUN_PLACEHOLDER]
-    spec = submission_spec(args)
+    args.command, args.dashdash = command, True       # CMD is no script of ours to read
+    spec = replace(submission_spec(args), script=RUN_SCRIPT)
     if spec.tasks != 1 or spec.array:
         print("error: --tasks/--array: tcl run runs one task (use tcl submit for more)", file=sys.stderr)
         return 2

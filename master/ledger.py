@@ -117,6 +117,16 @@ class UsageLedger:
         return await asyncio.to_thread(self.file.history, since, until, who, [s.upper() for s in states],
                                        limit or HISTORY_LIMIT)
 
+    async def attempt_node(self, job_id: str, index: int, attempt: int) -> str:
+        """The node that ran a task's finished attempt ("" when no row is kept for it): each
+        attempt's logs stay on the node that ran it (`tcl logs --attempt N`)."""
+        def read() -> str:
+            with self.file._open() as db:
+                row = db.execute("SELECT node FROM ledger WHERE job_id = ? AND idx = ? AND attempt = ?",
+                                 (job_id, index, attempt)).fetchone()
+            return str(row[0]) if row else ""
+        return await asyncio.to_thread(read)
+
 
 def ledger_path(data_dir: Path, db_path: Path, etcd: bool) -> Path:
     """With SQLite, the state database itself (the rows are written with the ends); with

@@ -297,11 +297,14 @@ class MasterService:
                            f"{': ' + job.spec.array if job.spec.array else ''})")
         if not task.node:
             raise FailedPrecondition(f"task {task.id} has not started yet ({task.state.value})")
-        link = self.agents.links.get(task.node)
-        if link is None:
-            raise Unavailable(f"node {task.node} is not connected; its logs stay on that node")
         if attempt > task.attempt:
             raise NotFound(f"task {task.id} has no attempt {attempt} (its latest is {task.attempt})")
+        node = task.node        # an earlier attempt's logs are on the node that ran it (the ledger's row)
+        if 0 < attempt < task.attempt and self.ledger is not None:
+            node = await self.ledger.attempt_node(job_id, index, attempt) or node
+        link = self.agents.links.get(node)
+        if link is None:
+            raise Unavailable(f"node {node} is not connected; its logs stay on that node")
         fetch = FetchLog(secrets.token_hex(8), task.id, stderr, tail_bytes, self.settings.log_max_bytes, follow,
                          attempt or task.attempt, LOG_WINDOW_CHUNKS)
         with self.log_streams.hold(caller.name):    # a stalled stream, follow or not, holds its window

@@ -185,9 +185,11 @@ def docs(root: Path, version: str) -> None:
             section.mkdir(parents=True, exist_ok=True)
             with gzip.GzipFile(section / f"{page.name}.gz", "wb", compresslevel=9, mtime=0) as out:
                 out.write(page.read_bytes())
-    for shell, path in (("bash", BASH_COMPLETION), ("zsh", ZSH_COMPLETION)):
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(run(sys.executable, "-m", "tcluster.cli.completion", shell))
+    for program in ENTRY_POINTS:            # tcl and each daemon
+        for shell, path in (("bash", BASH_COMPLETION), ("zsh", ZSH_COMPLETION)):
+            path = path.with_name(path.name.replace("tcl", program))
+            (root / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / path).write_text(run(sys.executable, "-m", "tcluster.cli.completion", shell, program))
 
 
 def control(root: Path, version: str) -> None:

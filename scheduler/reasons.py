@@ -52,7 +52,9 @@ def unplaceable_reason(request: Resources, constraints: tuple[Constraint, ...], 
             return "no node matches all constraints together: " + ", ".join(f"'{c}'" for c in constraints)
     usable = view.schedulable if eligible is None else view.schedulable & eligible
     if not usable.any():
-        return "no ready node matches the constraints" if constraints else "no nodes are ready"
+        if not constraints:
+            return "no nodes are ready"
+        return "no ready node matches the constraints: " + ", ".join(f"'{c}'" for c in constraints)
     reason = _scarcest(request, view.kinds, view.free_by_kind, view.names, usable)
     return f"{reason} (among nodes matching the constraints)" if constraints else reason
 

@@ -30,8 +30,8 @@ from .base import ExitStatus, LaunchError, RawUsage, RuntimeSetupError, Started,
 from .cgfs import is_safe_name, read_pids, read_text, remove_if_empty, rmdir_cgroup, signal_pids
 from .detect import CgroupMounts
 from .dockerlogs import LogCopier
-from .dockerspec import (LABEL, cgroup_roots, container_name, exit_from_state, host_config, identity, labels,
-                         parse_time, ready_fd)
+from .dockerspec import (CONTAINER_SCRIPT_DIR, LABEL, cgroup_roots, container_command, container_name,
+                         exit_from_state, host_config, identity, labels, parse_time, ready_fd, script_archive)
 from .cgroup_usage import V1_FILES, V2_FILES, usage_v1, usage_v2
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class DockerRuntime:
             cfg["group_add"] = groups
         try:
             made = self.api.create_container(
-                spec.image, command=list(spec.command) or None, name=container_name(self.node, spec.key),
+                spec.image, command=container_command(spec.command) or None, name=container_name(self.node, spec.key),
                 user=user, environment=[f"{k}={v}" for k, v in spec.env if k not in SYSTEMD_ONLY_ENV], working_dir=spec.workdir or None,
                 labels=labels(spec, self.node), host_config=self.api.create_host_config(**cfg),
                 stdin_open=False, tty=False)
@@ -148,6 +148,13 @@ class DockerRuntime:
             if e.status_code == 409:
                 raise LaunchError(f"container {spec.key} already exists") from e
             raise
+        if spec.script:
+            gid = int(user.partition(":")[2] or uid)
+            try:
+                self.api.put_archive(made["Id"], CONTAINER_SCRIPT_DIR, script_archive(spec.script, uid, gid))
+            except BaseException:
+                self._discard(made["Id"])
+                raise
         return made["Id"]
 
     def _watch(self, key: str, info: dict[str, Any], spec: TaskSpec | None) -> Started:

@@ -4,16 +4,24 @@ mounted."""
 
 from __future__ import annotations
 
+import io
 import os
+import tarfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from .base import ExitStatus, TaskSpec
 from .launch import resolve_user
+from tcluster.domain.scripts import SCRIPT_PATH
+
 from .limits import CPU_PERIOD_US, UNLIMITED_SWAP, cpu_quota_us, request_cores, v1_blkio_weight, v1_cpu_shares
 
 LABEL = "tcluster"
+# Where a job script lies in an image task's container: copied into the container's own
+# layer before it starts (the native shim hands it on a descriptor, SCRIPT_PATH, which a
+# container's runtime would not pass on). Hidden at the root, where no workdir puts it.
+CONTAINER_SCRIPT_DIR, CONTAINER_SCRIPT_NAME = "/", ".tcl-job-script"
 
 
 def labels(spec: TaskSpec, node: str) -> dict[str, str]:
@@ -130,3 +138,21 @@ def cgroup_roots(mountinfo: str = "/proc/self/mountinfo") -> list[Path]:
         if len(fields) == 2 and fields[1].split()[0] in ("cgroup", "cgroup2"):
             roots.append(Path(fields[0].split()[4]))
     return sorted(set(roots))
+
+
+def container_command(command: tuple[str, ...]) -> list[str]:
+    """The task's argv in the container: a script's descriptor path becomes its copy."""
+    path = CONTAINER_SCRIPT_DIR + CONTAINER_SCRIPT_NAME
+    return [path if word == SCRIPT_PATH else word for word in command]
+
+
+def script_archive(script: str, uid: int, gid: int) -> bytes:
+    """The script as a one-file tar for the engine's put_archive: the task's user owns it,
+    read and run only (it is the task's input, as the native shim's descriptor is)."""
+    data = script.encode()
+    entry = tarfile.TarInfo(CONTAINER_SCRIPT_NAME)
+    entry.size, entry.mode, entry.uid, entry.gid = len(data), 0o500, uid, gid
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.addfile(entry, io.BytesIO(data))
+    return buffer.getvalue()

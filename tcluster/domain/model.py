@@ -176,24 +176,29 @@ def check_outputs(spec: JobSpec) -> None:
         raise InvalidArgument("open_mode", f"{quote(spec.open_mode)} is not one of: truncate, append")
     if spec.script:
         check_script(spec.script)
-    if spec.image and (spec.script or spec.stdout_file or spec.stderr_file):
-        what = "a job script" if spec.script else "--stdout-file/--stderr-file"
-        raise InvalidArgument("image", f"{what} cannot be used with --image yet; run the command in the image "
-                                       "and redirect its output there")
+    if spec.image and (spec.stdout_file or spec.stderr_file):
+        # The container sees none of the node's directories: a file it wrote would go with it.
+        raise InvalidArgument("image", "--stdout-file/--stderr-file cannot be used with --image: an image task "
+                                       "sees only its image's filesystem, where the file would be removed with the "
+                                       "container; read its output with `tcl logs` (it is kept as a native task's)")
 
 
 DOCKER_LABEL = "tcluster.io/docker"      # set by agents with a usable docker engine
 NETNS_LABEL = "tcluster.io/netns"        # set by agents that give tasks their own network
+# set by agents started with --no-unlimited-memory: a job asking `--mem unlimited` is not placed there
+MEMORY_LIMIT_LABEL = "tcluster.io/memory-limit-required"
 
 
 def node_requirements(spec: JobSpec) -> tuple[str, ...]:
     """The job's constraints plus what its features need of a node: an image needs docker,
-    an own network (or bandwidth) needs network namespaces. Shown in pending reasons."""
+    an own network (or bandwidth) needs network namespaces, no memory limit a node that allows it. Shown in pending reasons."""
     implicit = []
     if spec.image:
         implicit.append(f"has {DOCKER_LABEL}")
     if task_network(spec) != "host":
         implicit.append(f"has {NETNS_LABEL}")
+    if spec.resources.memory <= 0:
+        implicit.append(f"!has {MEMORY_LIMIT_LABEL}")
     return tuple(spec.constraints) + tuple(implicit)
 
 

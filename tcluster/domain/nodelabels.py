@@ -3,7 +3,8 @@
 Placement constraints trust node labels, so a node that could claim any label could draw
 jobs (and their specs and environments) meant for other nodes. The rules:
 - keys under `tcluster.io/` are tcluster's: an agent states only the features it detects
-  itself (`tcluster.io/docker`, `tcluster.io/netns`: what its runtime can do); every other
+  itself (`tcluster.io/docker`, `tcluster.io/netns`: what its runtime can do;
+  `tcluster.io/memory-limit-required`: what its operator allows); every other
   `tcluster.io/` key comes only from the operator, pinned in the node's join token;
 - a key the join token pinned always has the token's value, whatever the node says;
 - any other key is the node's own declaration (`tcl-agent --labels`), as is its capacity:
@@ -14,10 +15,10 @@ from __future__ import annotations
 from typing import Mapping
 
 from tcluster.domain.errors import InvalidArgument
-from tcluster.domain.model import DOCKER_LABEL, NETNS_LABEL
+from tcluster.domain.model import DOCKER_LABEL, MEMORY_LIMIT_LABEL, NETNS_LABEL
 
 RESERVED_PREFIX = "tcluster.io/"
-DETECTED = frozenset({DOCKER_LABEL, NETNS_LABEL})   # an agent says these of itself, from what it finds
+DETECTED = frozenset({DOCKER_LABEL, NETNS_LABEL, MEMORY_LIMIT_LABEL})   # an agent says these of itself, from what it finds
 
 
 def check_declared(labels: Mapping[str, str], flag: str = "--labels") -> None:

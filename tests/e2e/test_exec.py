@@ -15,6 +15,7 @@ import select
 import struct
 import termios
 import fcntl
+import json
 import signal
 import subprocess
 import time
@@ -254,6 +255,11 @@ def test_tcl_run_without_a_tty_relays_and_ctrl_c_cancels(cluster: Cluster) -> No
                              "sh", "-c", "echo out-$TCL_TASK_INDEX; echo err >&2; exit 4", check=False)
     assert done.returncode == 4 and done.stdout == "out-0\n", (done.stdout, done.stderr)
     assert "tcl run: job" in done.stderr and "RUNNING" in done.stderr and "err\n" in done.stderr
+    ran = re.search(r"tcl run: job (\w+) submitted", done.stderr).group(1)  # type: ignore[union-attr]
+    shown = json.loads(cluster.alice.tcl("status", ran, "-o", "json").stdout)
+    human = cluster.alice.tcl("status", ran).stdout
+    assert shown["command"] == ["sh", "-c", "echo out-$TCL_TASK_INDEX; echo err >&2; exit 4"], shown
+    assert "echo out-" in human and "i=0" not in human, human          # the user's command, not the placeholder
     client = subprocess.Popen([str(BIN / "tcl"), "run", "--queue", "ads.prod", "--cpu", "0.1", "--mem", "64Mi",
                                "--", "sleep", "1007"], env=cluster.alice.env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -12,7 +12,8 @@ from typing import Iterator
 
 import pytest
 
-from testkit.procs import OneNodeCluster, cgroup_v1_usable, tcl, tcl_json, wait_job, wait_until
+from testkit.procs import (OneNodeCluster, cancel_every_job, cgroup_v1_usable, leaked_cgroups, start_agent, sweep_node,
+                           tcl, tcl_json, wait_job, wait_until)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None, reason=str(cgroup_v1_usable()))]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -108,3 +109,44 @@ def test_cancel_several_ids_and_by_filter(cluster: Cluster) -> None:
     assert cluster.tcl("cancel", "--name", name).splitlines() == [f"{j}: CANCELLED" for j in named]
     for job_id in (a, b, *named):
         wait_until(lambda: all(t["finished_at"] for t in cluster.status(job_id)["tasks"]), 60)
+
+
+def test_logs_of_an_earlier_attempt_come_from_its_node_and_unlimited_memory_avoids_forbidding_nodes(
+        cluster: Cluster) -> None:
+    """A second agent started with --no-unlimited-memory: `tcl logs --attempt 1` reads the node
+    that ran attempt 1 after attempt 2 moved to the other node; a `--mem unlimited` job waits
+    for a node that allows it (its reason names the label) instead of failing at start."""
+    strict = f"e2e-strict-{uuid.uuid4().hex[:6]}"
+    agent = start_agent(cluster.tmp, cluster.address, strict, "--runtime", "cgroup1", "--cpus", "2",
+                        "--memory", "2Gi", "--heartbeat-interval-s", "0.5", "--no-unlimited-memory")
+    try:
+        cluster.tcl("node", "cordon", strict)
+        job = cluster.submit("--cpu", "0.2", "--", "sh", "-c", 'echo "attempt $TCL_ATTEMPT"; exec sleep 600')
+        wait_job(cluster.address, job, {"RUNNING"})
+        assert cluster.status(job)["tasks"][0]["node"] == cluster.node
+        wait_until(lambda: "attempt 1" in cluster.tcl("logs", job), 30)
+        cluster.tcl("node", "uncordon", strict)
+        cluster.tcl("node", "cordon", cluster.node)
+        cluster.tcl("requeue", job)
+        wait_until(lambda: cluster.status(job)["tasks"][0]["attempt"] == 2
+                   and cluster.status(job)["tasks"][0]["state"] == "RUNNING", 90)
+        assert cluster.status(job)["tasks"][0]["node"] == strict
+        wait_until(lambda: "attempt 2" in cluster.tcl("logs", job), 30)
+        assert cluster.tcl("logs", job, "--attempt", "1") == "attempt 1"      # from the first node
+        assert cluster.tcl("logs", job, "--attempt", "2") == "attempt 2"
+        cluster.tcl("cancel", job)
+
+        unlimited = cluster.tcl("submit", "--mem", "unlimited", "--cpu", "0.1", "--", "true")
+        wait_until(lambda: "memory-limit-required" in cluster.status(unlimited).get("pending_reason", ""), 30)
+        assert cluster.status(unlimited)["state"] == "PENDING"
+        why = cluster.tcl("why", unlimited)
+        assert "tcluster.io/memory-limit-required" in why, why
+        cluster.tcl("node", "uncordon", cluster.node)
+        done = wait_job(cluster.address, unlimited, DONE)
+        assert done["state"] == "SUCCEEDED" and done["tasks"][0]["node"] == cluster.node, done
+    finally:
+        tcl(cluster.address, "node", "uncordon", cluster.node, check=False)
+        cancel_every_job(cluster.address)
+        agent.stop()
+        sweep_node(strict, cluster.tmp / strict)
+    assert leaked_cgroups(strict) == []

@@ -115,4 +115,8 @@ def test_the_package_installs_pages_and_completion(tmp_path: Path) -> None:
     assert gzip.decompress((man / "man1" / "tcl.1.gz").read_bytes()).startswith(b'.TH "TCL" "1" "" "tcluster 0.1.0"')
     assert "complete -o bashdefault -o default -F _tcl tcl" in (tmp_path / build.BASH_COMPLETION).read_text()
     assert (tmp_path / build.ZSH_COMPLETION).read_text().startswith("#compdef tcl\n")
+    for daemon in ("tcl-master", "tcl-agent", "tcl-gm"):   # the daemons' flags complete too
+        bash = (tmp_path / build.BASH_COMPLETION).with_name(daemon).read_text()
+        assert f"-F _{daemon.replace('-', '_')} {daemon}" in bash and "--version" in bash, bash[:300]
+        assert (tmp_path / build.ZSH_COMPLETION).with_name(f"_{daemon}").read_text().startswith(f"#compdef {daemon}\n")
     assert build.ENTRY_POINTS["tcl-gm"] == "tcluster.gm.main"
