@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 2
-    setup_logging()
+    setup_logging(settings.log_level, settings.log_format)
     try:
         daemon = GMDaemon(settings)
     except TLSError as e:
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         asyncio.run(_run(daemon, notifier, argv))
     except Unavailable as e:          # --etcd given and etcd does not answer at start
+        print(f"tcl-gm: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:              # a busy --listen port (tcluster/daemonkit/listen.py), a state dir
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 1
     finally:

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from tcluster.version import add_version_flag
 from tcluster.daemonkit.configfile import ConfigError, Loaded, add_config_flag, load_args
+from tcluster.daemonkit.logsetup import add_log_flags
 from tcluster.daemonkit.runner import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.domain.errors import InvalidArgument, TclusterError
@@ -142,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open `tcl exec`s into one task at once (default %(default)s)")
     p.add_argument("--execs-per-user", type=int, default=8, metavar="N",
                    help="open `tcl exec`s one user may hold at once (default %(default)s)")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR; SIGHUP applies a new one")
+    add_log_flags(p)
     add_config_flag(p, "/etc/tcluster/master.toml")
     add_version_flag(p)
     return p
@@ -329,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tcl-master: {error}", file=sys.stderr)
         return 2
     args = loaded.args
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     try:
         settings = settings_from_args(args)
     except ValidationError as error:
