@@ -128,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "port 0; `off` for none)")
     p.add_argument("--no-task-metrics", action="store_true",
                    help="no per-task series on /metrics (for very large clusters)")
+    p.add_argument("--dcgm-gpu-metrics", action="store_true",
+                   help="GPU series also under dcgm-exporter's names (DCGM_FI_DEV_*), for its dashboards; "
+                        "off by default: beside a dcgm-exporter they would count each GPU twice")
     p.add_argument("--history-recent-s", type=float, default=600.0,
                    help="usage history kept at heartbeat resolution (default %(default)s)")
     p.add_argument("--history-long-s", type=float, default=86400.0,
@@ -206,7 +209,8 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         preempt_grace_s=getattr(args, "preempt_grace_s", 30.0),
         preempt_min_runtime_s=getattr(args, "preempt_min_runtime_s", 60.0),
         preempt_max_per_round=getattr(args, "preempt_max_per_round", 10),
-        http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
+        http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics,
+        dcgm_gpu_metrics=getattr(args, "dcgm_gpu_metrics", False), history_recent_s=args.history_recent_s,
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
         lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,
         lotes_drift=args.lotes_drift, status_visibility=args.status_visibility,
