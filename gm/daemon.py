@@ -133,7 +133,8 @@ class GMDaemon:
             return bind_port(self.server.add_insecure_port, self.s.listen, "--listen")
         from tcluster.gm.tls import server_credentials
         creds = server_credentials(self.s.tls_cert, self.s.tls_key, self.s.client_ca)
-        return bind_port(lambda address: self.server.add_secure_port(address, creds), self.s.listen, "--listen")
+        server = self.server
+        return bind_port(lambda address: server.add_secure_port(address, creds), self.s.listen, "--listen")
 
     def channel(self, addr: str) -> grpc.aio.Channel:
         # Keepalive pings (GRPC_OPTIONS): an LM's Subscribe stream carries nothing from the GM,
