@@ -66,6 +66,14 @@ def test_promtool_accepts_the_rules() -> None:
     assert done.returncode == 0 and "SUCCESS: 5 rules found" in done.stdout, done.stdout + done.stderr
 
 
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed (apt-get install prometheus)")
+def test_each_alert_fires_on_its_series_and_not_on_healthy_ones() -> None:
+    """dashboards/prometheus/tcluster-alerts.test.yml: promtool's own rule unit tests."""
+    done = subprocess.run(["promtool", "test", "rules", RULES.with_suffix(".test.yml").name], cwd=RULES.parent,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout + done.stderr
+
+
 def test_every_series_a_rule_or_a_panel_names_is_exported() -> None:
     exported = _exported()
     named = {(where, name) for where, expr in [*_rule_exprs().items(), *(("grafana", e) for e in _panel_exprs())]
