@@ -5,7 +5,6 @@ state dir only its owner reads, and SIGHUP that reports instead of killing the G
 from __future__ import annotations
 
 import logging
-
 import os
 import stat
 from pathlib import Path
