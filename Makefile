@@ -5,27 +5,31 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PROTOS := $(wildcard proto/tcluster/v1/*.proto)
 PYTEST_ARGS ?=
+ARGS ?=
+# -q: pip shows the build backend's output (setuptools' banners) only when the build fails
+PIP    := $(BIN)/pip install -q --disable-pip-version-check
 
 .PHONY: dev test proto venv clean deb man docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(PIP) --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+	$(PIP) -e .
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(PIP) -e '.[test]'
 	touch $@ $(VENV)/.installed
 
 venv: $(VENV)/.installed
 
-## make dev: one master and one local agent in the foreground (Ctrl-C stops both).
+## make dev [ARGS="--listen 127.0.0.1:7171 ..."]: one master and one local agent in the foreground
+## (Ctrl-C stops both); ARGS are `tcl dev`'s flags (tcl dev --help).
 dev: $(VENV)/.installed
 	@$(BIN)/python -m tcluster.agent.shimbuild >/dev/null  # builds the task supervisor once, or says what is missing
-	$(BIN)/tcl dev
+	$(BIN)/tcl dev $(ARGS)
 
 ## make test: the whole suite (unit, component, system, vm, e2e); skips are counted and the
 ## 15 slowest tests are listed, so a test that grows slow is seen the day it does.

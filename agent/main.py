@@ -26,6 +26,7 @@ from tcluster.agent.runtime.base import RuntimeSetupError
 from tcluster.agent.settings import RUNTIMES, AgentSettings
 from tcluster.domain.constraints import parse_labels
 from tcluster.daemonkit.configfile import ConfigError, add_config_flag, load_args
+from tcluster.daemonkit.logsetup import add_log_flags
 from tcluster.daemonkit.runner import explain_argument_error, explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.domain.errors import InvalidArgument
 from tcluster.daemonkit.leaders import join_addresses, parse_addresses
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "without NVML; every one is offered unless --gpus narrows them")
     p.add_argument("--no-namespaces", action="store_true",
                    help="run tasks without their own PID/mount/UTS/IPC namespaces")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR; SIGHUP applies a new one")
+    add_log_flags(p)
     # Test only: when this file appears, the heartbeat loop hangs (tests/vm: the watchdog restarts the agent).
     p.add_argument("--test-hang-file", type=Path, default=None, help=argparse.SUPPRESS)
     add_config_flag(p, "/etc/tcluster/agent.toml")
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         print(f"tcl-agent: {error}", file=sys.stderr)
         return 2
-    setup_logging(loaded.args.log_level)
+    setup_logging(loaded.args.log_level, loaded.args.log_format)
     try:
         settings = settings_from_args(loaded.args)
         agent = build_agent(settings)

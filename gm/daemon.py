@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 import grpc
+from tcluster.daemonkit.listen import bind_port
 
 from tcluster.federation.fairness import FairPreempter
 from tcluster.federation.gm import GlobalManager, Pending
@@ -129,10 +130,11 @@ class GMDaemon:
     def _bind_server(self) -> int:
         assert self.server is not None
         if not self.s.tls_cert:
-            return self.server.add_insecure_port(self.s.listen)
+            return bind_port(self.server.add_insecure_port, self.s.listen, "--listen")
         from tcluster.gm.tls import server_credentials
         creds = server_credentials(self.s.tls_cert, self.s.tls_key, self.s.client_ca)
-        return self.server.add_secure_port(self.s.listen, creds)
+        server = self.server
+        return bind_port(lambda address: server.add_secure_port(address, creds), self.s.listen, "--listen")
 
     def channel(self, addr: str) -> grpc.aio.Channel:
         # Keepalive pings (GRPC_OPTIONS): an LM's Subscribe stream carries nothing from the GM,

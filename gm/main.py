@@ -12,7 +12,7 @@ import signal
 import sys
 
 from tcluster.daemonkit.configfile import ConfigError
-from tcluster.daemonkit.runner import setup_logging, wait_for_stop_signal
+from tcluster.daemonkit.runner import set_log_level, setup_logging, wait_for_stop_signal
 from tcluster.domain.errors import Unavailable
 from tcluster.gm.daemon import GMDaemon
 from tcluster.gm.settings import parse
@@ -34,11 +34,16 @@ def on_sighup(daemon: GMDaemon, argv: list[str]) -> str:
         return f"SIGHUP: the configuration is not valid, nothing changed: {error}"
     except SystemExit:            # argparse on a flag it cannot take: never the end of a running GM
         return "SIGHUP: the configuration is not valid (see the message above), nothing changed"
+    applied = ""
+    if fresh.log_level != daemon.s.log_level:       # the one live setting, as on tcl-master and tcl-agent
+        set_log_level(fresh.log_level)
+        daemon.s = daemon.s.model_copy(update={"log_level": fresh.log_level})
+        applied = f"; log level {fresh.log_level} applied"
     old, new = daemon.s.model_dump(), fresh.model_dump()
     changed = sorted(k for k in new if new[k] != old.get(k))
     if not changed:
-        return "SIGHUP: configuration read again; nothing changed"
-    return f"SIGHUP: configuration read again; {', '.join(changed)} changed and take effect at the next start"
+        return f"SIGHUP: configuration read again{applied or '; nothing changed'}"
+    return f"SIGHUP: configuration read again{applied}; {', '.join(changed)} changed and take effect at the next start"
 
 
 async def _run(daemon: GMDaemon, notifier: Notifier, argv: list[str] | None = None) -> None:
@@ -66,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 2
-    setup_logging()
+    setup_logging(settings.log_level, settings.log_format)
     try:
         daemon = GMDaemon(settings)
     except TLSError as e:
@@ -76,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         asyncio.run(_run(daemon, notifier, argv))
     except Unavailable as e:          # --etcd given and etcd does not answer at start
+        print(f"tcl-gm: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:              # a busy --listen port (tcluster/daemonkit/listen.py), a state dir
         print(f"tcl-gm: {e}", file=sys.stderr)
         return 1
     finally:

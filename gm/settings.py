@@ -15,6 +15,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tcluster.daemonkit.configfile import ConfigError, load_args
+from tcluster.daemonkit.logsetup import add_log_flags
 from tcluster.version import add_version_flag
 
 # Keys whose TOML value may also be a table or an array (`[queue_map]`, `[shares]`), given to
@@ -58,6 +59,8 @@ class GMSettings(BaseModel):
     # Alg. 2: under contention a queue under its share preempts the most over-share queue.
     preemption: bool = False
     shares: dict[str, float] = Field(default_factory=dict)     # queue -> fraction; {} = equal over queue_map
+    log_level: str = "INFO"                        # checked by the flag (tcluster/daemonkit/logsetup.py)
+    log_format: str = "text"
 
     @field_validator("shares")
     @classmethod
@@ -155,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preemption", action="store_true", default=None,
                    help="Alg. 2: under contention, preempt the queue most over its share (default off)")
     p.add_argument("--shares", help="queue shares for --preemption: a=0.5,b=0.5 (default: equal over --queue-map)")
+    add_log_flags(p, level_default=None, format_default=None)
     add_version_flag(p)
     return p
 

@@ -76,6 +76,7 @@ class MasterSettings(BaseModel):
     http: str = ""
     http_optional: bool = False                      # the default address: if taken, run without it
     task_metrics: bool = True                        # per-task series on /metrics
+    dcgm_gpu_metrics: bool = False                   # GPU series under DCGM's names too (opt-in)
     history_recent_s: float = Field(600.0, gt=0)     # at heartbeat resolution
     history_long_s: float = Field(86400.0, gt=0)     # downsampled
     history_long_step_s: float = Field(300.0, gt=0)

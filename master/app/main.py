@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from tcluster.version import add_version_flag
 from tcluster.daemonkit.configfile import ConfigError, Loaded, add_config_flag, load_args
+from tcluster.daemonkit.logsetup import add_log_flags
 from tcluster.daemonkit.runner import explain_settings_error, setup_logging, wait_for_stop_signal
 from tcluster.wire.features import DEFAULT_REPORT_BUDGET_PER_S
 from tcluster.domain.errors import InvalidArgument, TclusterError
@@ -127,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "port 0; `off` for none)")
     p.add_argument("--no-task-metrics", action="store_true",
                    help="no per-task series on /metrics (for very large clusters)")
+    p.add_argument("--dcgm-gpu-metrics", action="store_true",
+                   help="GPU series also under dcgm-exporter's names (DCGM_FI_DEV_*), for its dashboards; "
+                        "off by default: beside a dcgm-exporter they would count each GPU twice")
     p.add_argument("--history-recent-s", type=float, default=600.0,
                    help="usage history kept at heartbeat resolution (default %(default)s)")
     p.add_argument("--history-long-s", type=float, default=86400.0,
@@ -142,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open `tcl exec`s into one task at once (default %(default)s)")
     p.add_argument("--execs-per-user", type=int, default=8, metavar="N",
                    help="open `tcl exec`s one user may hold at once (default %(default)s)")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR; SIGHUP applies a new one")
+    add_log_flags(p)
     add_config_flag(p, "/etc/tcluster/master.toml")
     add_version_flag(p)
     return p
@@ -205,7 +209,8 @@ def settings_from_args(args: argparse.Namespace) -> MasterSettings:
         preempt_grace_s=getattr(args, "preempt_grace_s", 30.0),
         preempt_min_runtime_s=getattr(args, "preempt_min_runtime_s", 60.0),
         preempt_max_per_round=getattr(args, "preempt_max_per_round", 10),
-        http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics, history_recent_s=args.history_recent_s,
+        http=http_address(args), http_optional=args.http is None, task_metrics=not args.no_task_metrics,
+        dcgm_gpu_metrics=getattr(args, "dcgm_gpu_metrics", False), history_recent_s=args.history_recent_s,
         history_long_s=args.history_long_s, history_long_step_s=args.history_long_step_s,
         lotes_classes_file=args.lotes_classes, lotes_k=args.lotes_k, lotes_config_label=args.lotes_config_label,
         lotes_drift=args.lotes_drift, status_visibility=args.status_visibility,
@@ -329,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tcl-master: {error}", file=sys.stderr)
         return 2
     args = loaded.args
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.log_format)
     try:
         settings = settings_from_args(args)
     except ValidationError as error:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import grpc
 
+from tcluster.daemonkit.listen import bind_port
 from tcluster.wire.channels import SERVER_GRPC_OPTIONS
 from tcluster.domain.errors import Unavailable
 from tcluster.master.store.etcdbridge import EtcdBridge
@@ -158,7 +159,7 @@ def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Serv
     if pki is None:
         servicers.append(AgentServicer(None))  # type: ignore[arg-type]
         agent_pb2_grpc.add_AgentServiceServicer_to_server(servicers[-1], server)
-        return server.add_insecure_port(settings.listen), None
+        return bind_port(server.add_insecure_port, settings.listen, "--listen"), None
 
     def add_agent(agent_server: grpc.aio.Server, guard: Any) -> None:
         servicers.append(AgentServicer(None, guard))  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from typing import Callable
 
 import grpc
 
+from tcluster.daemonkit.listen import bind_port
 from tcluster.domain.errors import FailedPrecondition
 from tcluster.master.edge.join_api import JoinServicer
 from tcluster.master.identity.joining import NodeGuard, NodeJoin
@@ -93,9 +94,8 @@ def bind_secure(settings: MasterSettings, pki: MasterPki, client: grpc.aio.Serve
     """Binds the TLS client port on `client` and a new mutual-TLS agent server; adds NodeJoin.
     `auth` is the identity store (master/identity/choice.py:open_auth_store), DATA_DIR/auth.db if
     not given; the returned parts close it when they stop."""
-    port = client.add_secure_port(settings.listen, grpc.ssl_server_credentials([(pki.key_pem, pki.cert_chain_pem)]))
-    if port == 0:
-        raise OSError(f"cannot listen on {settings.listen} (address in use or not local?)")
+    server_creds = grpc.ssl_server_credentials([(pki.key_pem, pki.cert_chain_pem)])
+    port = bind_port(lambda address: client.add_secure_port(address, server_creds), settings.listen, "--listen")
     if auth is None:
         auth = NodeAuth(settings.data_dir)
     guard = NodeGuard(auth)
@@ -104,10 +104,11 @@ def bind_secure(settings: MasterSettings, pki: MasterPki, client: grpc.aio.Serve
     address = agent_address(settings, port)
     mutual = grpc.ssl_server_credentials([(pki.key_pem, pki.cert_chain_pem)], root_certificates=pki.ca_pem,
                                          require_client_auth=True)
-    agent_port = agent_server.add_secure_port(address, mutual)
-    if agent_port == 0:
+    try:
+        agent_port = bind_port(lambda where: agent_server.add_secure_port(where, mutual), address, "--agent-listen")
+    except OSError:
         auth.close()
-        raise OSError(f"cannot listen on {address} for agents (address in use? set --agent-listen)")
+        raise
     addresses = (lambda: agent_addresses(agent_port)) if agent_addresses is not None else (lambda: [])
     join_pb2_grpc.add_NodeJoinServicer_to_server(JoinServicer(NodeJoin(pki, auth, agent_port, addresses)), client)
     return port, SecureParts(agent_server, agent_port, auth, guard)

@@ -28,7 +28,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from tcluster.master.usage.recorder import ROUND_BUCKETS, Recorder
-from tcluster.domain.gpuusage import DCGM_SERIES
+from tcluster.domain.gpuusage import DCGM_SERIES, TASK_GPU_SERIES
+from tcluster.master.usage.opsmetrics import Outcomes, ops_registry
 from tcluster.domain.model import JobState, NodeState
 from tcluster.domain.nodeorders import shown_state
 from tcluster.domain.taskusage import USAGE_FIELDS
@@ -41,8 +42,8 @@ TASK_METRICS: list[tuple[str, str, bool, Callable[[object], float]]] = [
 
 
 class MasterCollector(Collector):
-    def __init__(self, service: Any, recorder: Recorder) -> None:
-        self.service, self.recorder = service, recorder
+    def __init__(self, service: Any, recorder: Recorder, dcgm_gpu_metrics: bool = False) -> None:
+        self.service, self.recorder, self.dcgm_gpu_metrics = service, recorder, dcgm_gpu_metrics
 
     def describe(self) -> list[Metric]:
         return []          # no collect() at registration: the state may not be ready yet
@@ -57,13 +58,20 @@ class MasterCollector(Collector):
         yield from self._gpus()
 
     def _gpus(self) -> Iterator[Metric]:
-        """DCGM's names for the GPUs of running tasks, where agents read NVML (none elsewhere:
-        no series rather than zeros). `Hostname` is the node, as DCGM's exporter labels it."""
+        """The GPUs of running tasks, where agents read NVML (none elsewhere: no series rather
+        than zeros), as tcluster_task_gpu_*. With --dcgm-gpu-metrics also under DCGM's names
+        (`Hostname` the node, as its exporter labels it): off by default, since a site that
+        runs dcgm-exporter too would count each GPU twice under the same names."""
         board = getattr(self.service, "gpus", None)
         samples = board.items() if board is not None else []
         if not samples:
             return
-        for name, text, value in DCGM_SERIES:
+        for name, text, value in TASK_GPU_SERIES:
+            family = GaugeMetricFamily(name, text, labels=["gpu", "node", "job_id", "task"])
+            for node, s in samples:
+                family.add_metric([str(s.index), node, s.task_id.rpartition(".")[0], s.task_id], value(s))
+            yield family
+        for name, text, value in DCGM_SERIES if self.dcgm_gpu_metrics else ():
             family = GaugeMetricFamily(name, text, labels=["gpu", "Hostname", "job_id", "task"])
             for node, s in samples:
                 family.add_metric([str(s.index), node, s.task_id.rpartition(".")[0], s.task_id], value(s))
@@ -246,9 +254,12 @@ class TaskSeriesRenderer:
 class Exposition:
     """The whole /metrics text: the collector's families, then the per-task ones."""
 
-    def __init__(self, service: Any, recorder: Recorder, task_metrics: bool = True) -> None:
+    def __init__(self, service: Any, recorder: Recorder, task_metrics: bool = True,
+                 outcomes: Outcomes | None = None, dcgm_gpu_metrics: bool = False) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(MasterCollector(service, recorder))
+        self.registry.register(MasterCollector(service, recorder, dcgm_gpu_metrics))
+        self.outcomes = Outcomes() if outcomes is None else outcomes
+        self.ops = ops_registry(service, self.outcomes)      # process and build series: fresh each scrape
         self.service, self.recorder = service, recorder
         self.tasks = TaskSeriesRenderer(recorder) if task_metrics else None
         self._made: tuple[int, int] | None = None
@@ -263,4 +274,4 @@ class Exposition:
             if self.tasks is not None:
                 text += self.tasks.render(self.service.state).encode()
             self._made, self._text = made, text
-        return self._text
+        return generate_latest(self.ops) + self._text

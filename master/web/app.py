@@ -18,6 +18,7 @@ from aiohttp import web
 from tcluster.master.usage.history import HistoryConfig, TaskRecord
 from tcluster.master.usage.historydb import HistoryStore
 from tcluster.master.usage.metrics import CONTENT_TYPE, Exposition
+from tcluster.master.usage.opsmetrics import Outcomes
 from tcluster.master.usage.recorder import Recorder
 from tcluster.master.web.api import Api, errors_middleware
 from tcluster.master.usagewatch import DEFAULT_WATCH_S, MAX_SCRAPE_NODES
@@ -42,7 +43,10 @@ class Dashboard:
         self.config = history_config(settings)
         self.recorder = Recorder(self.config)
         self.store = HistoryStore(settings.data_dir / "history.db", self.config)
-        self.exposition = Exposition(service, self.recorder, task_metrics=settings.task_metrics)
+        self.outcomes = Outcomes()
+        self.exposition = Exposition(service, self.recorder, task_metrics=settings.task_metrics,
+                                     outcomes=self.outcomes,
+                                     dcgm_gpu_metrics=getattr(settings, "dcgm_gpu_metrics", False))
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task[None] | None = None
         self._writing: asyncio.Future[bool] | None = None
@@ -79,7 +83,8 @@ class Dashboard:
         add_login(app, getattr(self.service, "gate", None))
         app.add_routes(Api(self.service, self).routes())
         app.add_routes([web.get("/metrics", self.metrics), web.get("/", self.index),
-                        web.get("/favicon.ico", self.no_icon),
+                        web.get("/favicon.ico", self.no_icon), web.get("/healthz", self.healthz),
+                        web.get("/readyz", self.readyz),
                         web.static("/static", STATIC, follow_symlinks=False)])
         return app
 
@@ -88,6 +93,8 @@ class Dashboard:
         self.store.restore(self.recorder, running)
         self.service.plugins.observer = self.recorder           # rounds and GPU samples
         self.service.plugins.listeners.append(self.recorder)    # every applied step
+        self.outcomes.seed(self.service.state)
+        self.service.plugins.listeners.append(self.outcomes)    # job and task ends, for /metrics
         host, _, port = address.rpartition(":")
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
@@ -98,6 +105,7 @@ class Dashboard:
             await self._runner.cleanup()
             self.service.plugins.observer = None
             self.service.plugins.listeners.remove(self.recorder)
+            self.service.plugins.listeners.remove(self.outcomes)
             self.store.close()
             raise
         self.port = self._runner.addresses[0][1]
@@ -157,6 +165,20 @@ class Dashboard:
             self.service.agents.watch_usage(nodes[:MAX_SCRAPE_NODES], DEFAULT_WATCH_S)
         self.drain()
         return web.Response(body=self.exposition.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        """Alive: the master's event loop answered."""
+        return web.Response(text="ok\n")
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        """Ready: this master acts (a standby serves no HTTP at all) and holds its state;
+        503 otherwise. The body says how many nodes are READY and connected, for a person."""
+        state = getattr(self.service, "state", None)
+        if state is None:
+            return web.Response(status=503, text="not ready: no state loaded\n")
+        ready = sum(1 for name, node in state.nodes.items()
+                    if state.connected(name) and node.state.value == "READY")
+        return web.Response(text=f"ok: leading, {ready} of {len(state.nodes)} nodes ready\n")
 
     async def no_icon(self, request: web.Request) -> web.Response:
         return web.Response(status=204)

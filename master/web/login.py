@@ -20,6 +20,7 @@ from tcluster.security.authz import ANONYMOUS, Caller, sees_only_own
 GATE = web.AppKey("gate", Gate)
 SESSIONS = web.AppKey("sessions", Sessions)
 OPEN_PATHS = ("/", "/favicon.ico", "/api/v1/login", "/api/v1/logout", "/api/v1/whoami")
+HEALTH_PATHS = ("/healthz", "/readyz")     # answer without a token; they say nothing about jobs
 MAX_TOKEN_CHARS = 512
 LOG_IN = ("log in: this master's dashboard needs a user token (the login form, or an "
           "`Authorization: Bearer` header); an admin makes one with `tcl-master user add`")
@@ -46,6 +47,8 @@ def authorize(request: web.Request) -> Caller | None:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path in HEALTH_PATHS:      # probes (systemd, a load balancer, kubelet) carry no token
+        return await handler(request)
     caller = authorize(request)
     if caller is not None:
         request[CALLER] = caller

@@ -5,17 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import sys
 from typing import Callable, Sequence
 
 from pydantic import BaseModel, ValidationError
 
+from tcluster.daemonkit import logsetup
 from tcluster.domain.errors import InvalidArgument
 
 
-def setup_logging(level: str = "INFO") -> None:
-    logging.basicConfig(level=level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def setup_logging(level: str = "INFO", log_format: str = "text") -> None:
+    """The daemons' logging (tcluster/daemonkit/logsetup.py: journald priorities, JSON lines)."""
+    logsetup.setup_logging(level, log_format)
 
 
 def explain_settings_error(prog: str, error: ValidationError,
@@ -46,7 +46,7 @@ def changed_settings(old: BaseModel, new: BaseModel) -> list[str]:
 
 
 def set_log_level(level: str) -> None:
-    logging.getLogger().setLevel(level.upper())
+    logging.getLogger().setLevel(logsetup.log_level_arg(level))
 
 
 def one_of(value: str, choices: Sequence[str], what: str = "") -> str:

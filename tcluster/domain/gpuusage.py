@@ -20,6 +20,15 @@ DCGM_SERIES: tuple[tuple[str, str, Any], ...] = (
     ("DCGM_FI_DEV_FB_FREE", "framebuffer memory free (in MiB)",
      lambda s: max(0, s.memory_total_bytes - s.memory_used_bytes) / MIB),
 )
+# The same samples under tcluster's own names, in base units (what /metrics exports by default).
+TASK_GPU_SERIES: tuple[tuple[str, str, Any], ...] = (
+    ("tcluster_task_gpu_utilization_ratio", "GPU utilization (0-1) of the device bound to the task",
+     lambda s: s.util_percent / 100),
+    ("tcluster_task_gpu_memory_used_bytes", "GPU memory used on the device bound to the task",
+     lambda s: s.memory_used_bytes),
+    ("tcluster_task_gpu_memory_free_bytes", "GPU memory free on the device bound to the task",
+     lambda s: max(0, s.memory_total_bytes - s.memory_used_bytes)),
+)
 MAX_PER_HEARTBEAT = 1024
 
 

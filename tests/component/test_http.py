@@ -64,6 +64,10 @@ def test_api_metrics_and_history_of_a_live_master(tmp_path: Path) -> None:
             runtime = h.agents["n1"].runtime
             runtime.finish(keys[0], None, 9)
             await h.wait_job(job.id, lambda j: j.tasks[0].state != 3)
+            await _check_outcomes(client, {"FAILED": 1.0}, {})
+            await h.jobs.Cancel(jobs_pb2.CancelJobRequest(id=job.id))
+            await h.wait_job(job.id, lambda j: j.state == jobs_pb2.JOB_CANCELLED)
+            await _check_outcomes(client, {"FAILED": 1.0, "KILLED": 1.0}, {"CANCELLED": 1.0})
         finally:
             await client.close()
         await _wait_beats(h, 3)     # a flush or two
@@ -77,6 +81,7 @@ def test_api_metrics_and_history_of_a_live_master(tmp_path: Path) -> None:
             assert ended["ooms"] and ended["ooms"][0]["node"] == "n1"
             metrics = await (await client.get("/metrics")).text()
             assert 'tcluster_oom_kills_total{node="n1",queue="default"} 2.0' in metrics   # kept across the restart
+            await _check_outcomes(client, {}, {})       # a new process's counters; the ended job not counted again
         finally:
             await client.close()
     run(scenario, tmp_path)
@@ -142,6 +147,30 @@ async def _check_metrics(client: TestClient, job_id: str) -> None:
     assert [s.value for s in families["tcluster_node_cpu_allocated_cores"].samples] == [1.0]
     assert families["tcluster_scheduler_round_duration_seconds"].type == "histogram"
     assert families["tcluster_queue_guaranteed_share"].samples[0].value == 1.0
+
+
+async def _check_outcomes(client: TestClient, tasks: dict[str, float], jobs: dict[str, float]) -> None:
+    """The operator's series (master/usage/opsmetrics.py): build, leadership, process, outcomes
+    (asked again for a while: a cancelled task ends when its agent says it has stopped)."""
+    for _ in range(100):
+        try:
+            return await _outcomes_once(client, tasks, jobs)
+        except AssertionError:
+            await asyncio.sleep(0.1)
+    await _outcomes_once(client, tasks, jobs)
+
+
+async def _outcomes_once(client: TestClient, tasks: dict[str, float], jobs: dict[str, float]) -> None:
+    families = {f.name: f for f in text_string_to_metric_families(await (await client.get("/metrics")).text())}
+    [info] = families["tcluster_build_info"].samples
+    assert info.value == 1 and info.labels["version"] and info.labels["commit"]
+    assert families["tcluster_master_leader"].samples[0].value == 1
+    assert families["process_cpu_seconds"].samples[0].value > 0          # the master's own process
+    assert families["process_resident_memory_bytes"].samples[0].value > 0
+    for name, want in (("tcluster_tasks_finished", tasks), ("tcluster_jobs_finished", jobs)):
+        got = {s.labels["state"]: s.value for s in families[name].samples if s.name.endswith("_total")}
+        assert {k: v for k, v in got.items() if v} == want, (name, got)
+        assert set(got) >= {"FAILED"}                         # every final state has a series, zeros too
 
 
 async def _check_pages(client: TestClient) -> None:

@@ -212,6 +212,11 @@ def test_the_dashboard_needs_a_login_and_serves_logs_only_to_their_owner(tmp_pat
                     assert reply.status == 401 and "log in" in (await reply.json())["error"]
             async with http.get(f"{base}/") as reply:        # the page itself loads, to show the form
                 assert reply.status == 200
+            for probe, says in (("/healthz", "ok"), ("/readyz", "ok: leading, 1 of 1 nodes ready")):
+                async with http.get(base + probe) as reply:     # probes carry no token (issue 37)
+                    assert reply.status == 200 and (await reply.text()).strip() == says
+                async with http.get(base + probe, headers={"Authorization": "Bearer tcu..forged"}) as reply:
+                    assert reply.status == 200                   # nor is a stray one checked
             async with http.get(url, headers={"Authorization": f"Bearer {bob}"}) as reply:
                 assert reply.status == 403 and "it belongs to alice" in (await reply.json())["error"]
             async with http.get(url, headers={"Authorization": "Bearer tcu..forged"}) as reply:

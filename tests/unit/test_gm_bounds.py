@@ -4,6 +4,7 @@ state dir only its owner reads, and SIGHUP that reports instead of killing the G
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 from pathlib import Path
@@ -75,3 +76,11 @@ def test_sighup_reads_the_configuration_again_and_names_what_waits_for_a_restart
     assert "queue_map changed and take effect at the next start" in on_sighup(
         d, [*argv[:-4], "--queue-map", "a=gm0,b=gm0", *argv[-2:]])
     assert on_sighup(d, [*argv, "--view-max-age-s", "-1"]).startswith("SIGHUP: the configuration is not valid")
+    root = logging.getLogger()
+    level = root.level
+    try:
+        assert on_sighup(d, [*argv, "--log-level", "debug"]) == "SIGHUP: configuration read again; log level DEBUG applied"
+        assert root.level == logging.DEBUG and d.s.log_level == "DEBUG"     # live, as on the master and agent
+        assert on_sighup(d, [*argv, "--log-level", "debug"]) == "SIGHUP: configuration read again; nothing changed"
+    finally:
+        root.setLevel(level)

@@ -104,6 +104,13 @@ def test_samples_reach_the_status_json_and_metrics(dev: Path, tmp_path: Path) ->
     assert "gpu_usage" not in task_json(task)                  # without NVML samples: absent, not zero
 
     families = {f.name: f for f in MasterCollector(SimpleNamespace(gpus=board), None)._gpus()}  # type: ignore[arg-type]
+    assert set(families) == {"tcluster_task_gpu_utilization_ratio", "tcluster_task_gpu_memory_used_bytes",
+                             "tcluster_task_gpu_memory_free_bytes"}        # DCGM's names only when asked
+    own = families["tcluster_task_gpu_utilization_ratio"].samples[0]
+    assert own.value == 0.4 and own.labels == {"gpu": "0", "node": "n1", "job_id": "0123abcd", "task": "0123abcd.0"}
+    assert families["tcluster_task_gpu_memory_used_bytes"].samples[0].value == GIB
+    assert families["tcluster_task_gpu_memory_free_bytes"].samples[0].value == 79 * GIB
+    families = {f.name: f for f in MasterCollector(SimpleNamespace(gpus=board), None, True)._gpus()}  # type: ignore[arg-type]
     util = families["DCGM_FI_DEV_GPU_UTIL"].samples[0]
     assert util.value == 40.0 and util.labels == {"gpu": "0", "Hostname": "n1", "job_id": "0123abcd",
                                                   "task": "0123abcd.0"}
