@@ -42,6 +42,7 @@ def on_sighup(daemon: GMDaemon, argv: list[str]) -> str:
 
 
 async def _run(daemon: GMDaemon, notifier: Notifier, argv: list[str] | None = None) -> None:
+    daemon.placer.after_turn = notifier.watchdog      # WatchdogSec= in systemd/tcl-gm.service
     await daemon.start()
     log.info("tcl-gm %s serving on port %d", daemon.s.name, daemon.port)
     notifier.ready(f"{daemon.s.name} serving on port {daemon.port}")
