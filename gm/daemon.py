@@ -172,7 +172,9 @@ class GMDaemon:
             return spec
         row = self.store.job(job_id)
         spec = jobs_pb2.JobSpec.FromString(row.spec)
-        spec.tasks, spec.request_id, spec.array = 1, "", ""
+        # tasks stays the job's count: the LM runs each task as a one-task job and gives it
+        # the federated job's TCL_TASK_COUNT (tcluster/domain/fedidentity.py).
+        spec.request_id, spec.array = "", ""
         self.specs[job_id] = spec
         while len(self.specs) > SPEC_CACHE_JOBS:
             self.specs.popitem(last=False)

@@ -23,12 +23,13 @@ from tcluster.federation.messages import (
 )
 from tcluster.master.core.events import Step
 from tcluster.master.core.feed import AppliedStep
-from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinned_node
+from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinnable, pinned_node
 from tcluster.master.features.federation_lm import (
     FederationLM, FedRun, LiveLayout, NO_ROOM, Res, epoch_floor, fed_labels, federated_run, res_of, resources_of,
 )
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
+from tcluster.domain.fedidentity import identity_labels
 from tcluster.domain.model import JobSpec, TaskState
 from tcluster.daemonkit.timeouts import wait_for
 
@@ -81,7 +82,8 @@ class LiveLM:
         assert s.federation_lm_id is not None
         self.master = master
         self.interval_s = s.federation_state_interval_s
-        self.fed = FederationLM(s.federation_lm_id, s.lm_name, s.federation_gms, self._room, 0)
+        self.fed = FederationLM(s.federation_lm_id, s.lm_name, s.federation_gms, self._room, 0,
+                                schedulable=lambda node: pinnable(self.master.state, node))
         self.subscriptions: list[Subscription] = []
         self.fed_jobs: dict[str, str] = {}        # federated task id -> the master's job id
         self.placed: OrderedDict[str, str] = OrderedDict()    # request id -> job id, the latest PLACED_MEMORY
@@ -300,9 +302,16 @@ class LiveLM:
         queue = req.task.queue if queues.is_leaf(req.task.queue) else (
             "default" if queues.is_leaf("default") else queues.leaves[0])
         check_user_labels(spec.labels)
+        # The federated task's identity for its environment (tcluster/domain/fedidentity.py):
+        # the GM sends the job's task count in spec.tasks; the attempt is the request id's.
+        identity = identity_labels(req.task.task_id, req.request_id, spec.tasks, self.gm_name(req.gm))
         return replace(spec, tasks=1, array="", gang=False, dependency="", retries=0, on_preempt="cancel",
                        resources=resources_of(req.task.req), queue=queue, request_id=req.request_id,
-                       labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node)))
+                       labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node), *identity))
+
+    def gm_name(self, gm: int) -> str:
+        """The name the GM of this index subscribed with; gm<index> when none is subscribed."""
+        return next((sub.name for sub in reversed(self.subscriptions) if sub.gm == gm and sub.name), f"gm{gm}")
 
     async def _stop_victims(self, req: PreemptAndLaunch, by_job: str,
                             notices: tuple[tuple[int, TaskEnded], ...]) -> None:
