@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Union
 
-from tcluster.domain.errors import InvalidArgument, ResourceExhausted, Unavailable
+from tcluster.domain.errors import InvalidArgument, NotFound, ResourceExhausted, Unavailable
 from tcluster.federation.messages import (
     PREEMPTED_BY, Answer, TaskLaunched, LMState, PreemptAndLaunch, Request, TaskEnded, preempted_reason,
 )
@@ -27,10 +27,11 @@ from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_
 from tcluster.master.features.federation_lm import (
     FederationLM, FedRun, LiveLayout, NO_ROOM, Res, epoch_floor, fed_labels, federated_run, res_of, resources_of,
 )
+from tcluster.master.features.fedrequests import candidate_ids, placed_job
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
 from tcluster.domain.fedidentity import identity_labels
-from tcluster.domain.model import JobSpec, TaskState
+from tcluster.domain.model import Job, JobSpec, TaskState
 from tcluster.daemonkit.timeouts import wait_for
 
 log = logging.getLogger(__name__)
@@ -260,7 +261,7 @@ class LiveLM:
             return answer, ""
         node = self.fed.live.names[req.node]
         try:
-            job_id = await self.master.submit_pinned(self._spec(req, spec, node), node)
+            job_id = await self.master.submit_pinned(self._spec(req, spec, node), node, candidate_ids(req.request_id))
         except BaseException:
             # Not written: nothing was launched; the GM's retry is checked afresh.
             check.answers.pop(req.request_id, None)
@@ -282,7 +283,7 @@ class LiveLM:
         """A request id this master already made a job for: its first answer, once that
         job is durable (a repeat racing the first write waits for it)."""
         job_id = self.master.state.by_request.get((FEDERATION_OWNER, req.request_id)) or \
-            self.placed.get(req.request_id)
+            self.placed.get(req.request_id) or placed_job(req.request_id, FEDERATION_OWNER, self._load_job)
         if job_id is None:
             return None
         if not await self.master.written(job_id):
@@ -295,6 +296,13 @@ class LiveLM:
         index = self.fed.live.index(node)
         logical = index >= 0 and self.fed.live.layout.owner[index] != req.gm
         return TaskLaunched(req.request_id, req.task.task_id, self.fed.lm, max(index, 0), self.state(), logical), job_id
+
+    def _load_job(self, job_id: str) -> Job | None:
+        """A job from memory, else from the store (finished and gone from memory); None: none."""
+        try:
+            return self.master.get(job_id)[0]
+        except NotFound:
+            return None
 
     def _spec(self, req: Request, spec: JobSpec, node: str) -> JobSpec:
         """What runs: the GM's spec as a one-task job of exactly the checked request."""
