@@ -194,6 +194,7 @@ class LocalManager:
             tasks = tuple(TaskOn(r.task.task_id, r.task.queue, r.node, r.task.req)
                           for r in self.running.values()) if self.publish_tasks else ()
             free = tuple(self.room_of(i) for i in range(len(self.free))) if self.room is not None else tuple(self.free)
+            closed = tuple(i for i in range(len(self.free)) if not self.schedulable(i))
             self._state = LMState(self.lm, self.epoch, self.version, free, logical,
-                                  tuple(sorted(self.usage.items())), tasks)
+                                  tuple(sorted(self.usage.items())), tasks, closed)
         return self._state

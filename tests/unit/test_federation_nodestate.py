@@ -121,3 +121,37 @@ def test_a_repartition_onto_an_unschedulable_node_is_refused_even_with_room_in_t
     answer, _ = fed.check.handle(RepartitionAndLaunch("r:x", 1 - owner, fed.live.epoch, owner, n1,
                                                       TaskRequest("f1-1.0", "a", (1, 1))))
     assert isinstance(answer, Inconsistent) and answer.why is Why.INSUFFICIENT
+
+
+def test_the_lm_state_names_closed_nodes_and_the_gm_seeks_no_victims_there() -> None:
+    """A GM's Alg. 2 must not keep asking for a preemption the LM refuses: the LM's state
+    lists the nodes that take no new task, and the GM looks for victims elsewhere."""
+    from tcluster.federation.fairness import FairPreempter
+    from tcluster.federation.gm import GlobalManager, Send
+    from tcluster.federation.lm import LocalManager
+    from tcluster.federation.messages import LMLayout, LMNode
+    layout = LMLayout(0, (LMNode((4, 100), 0), LMNode((4, 100), 0)), (1, 1))      # both GM 1's
+    closed = {0}                                                                  # node 0 draining
+    lm = LocalManager(layout, publish_tasks=True, schedulable=lambda i: i not in closed)
+    for tid, node, cores in (("h1", 0, 4), ("h2", 1, 2), ("h3", 1, 2)):
+        answer, _ = lm.handle(InternalLaunch(f"{tid}:0", 1, 1, node, TaskRequest(tid, "hog", (cores, 1))))
+        assert isinstance(answer, TaskLaunched) or node in closed
+    lm.adopt(TaskRequest("h1", "hog", (4, 1)), 1, 0, logical=False)           # it ran before the drain
+    assert lm.state().closed == (0,)
+    gm = GlobalManager(0, [layout], 2, ["mine"], preempter=FairPreempter({"mine": 0.5, "hog": 0.1}))
+    gm.on_state(lm.state())
+    gm.submit(TaskRequest("x", "mine", (4, 1)))
+    d = gm.decide()
+    # Node 0 needs one victim (h1), node 1 two: node 0 is closed, so node 1's two.
+    assert isinstance(d, Send) and isinstance(d.request, PreemptAndLaunch)
+    assert (d.request.node, sorted(d.request.victims)) == (1, ["h2", "h3"])
+    answer, _ = lm.handle(d.request)
+    assert isinstance(answer, TaskLaunched)
+
+
+def test_closed_nodes_travel_the_wire() -> None:
+    from tcluster.federation.messages import LMState
+    from tcluster.gm.wire import state_from
+    from tcluster.master.edge.federation_api import state_pb
+    state = LMState(0, 3, 9, ((1, 1), (0, 0), (2, 2)), closed=(1,))
+    assert state_from(state_pb(state)).closed == (1,)
