@@ -105,9 +105,9 @@ def metrics_text(snap: GMSnapshot) -> str:
     for metric, kind, what in per_lm:
         lines += [f"# HELP tcl_gm_{metric} {what}", f"# TYPE tcl_gm_{metric} {kind}"]
         for lm in snap.lms:
-            value = _lm_value(lm, metric)
-            if value is not None:
-                lines.append(f'tcl_gm_{metric}{{{gm},lm="{_label(lm.name)}"}} {value}')
+            sample = _lm_value(lm, metric)
+            if sample is not None:
+                lines.append(f'tcl_gm_{metric}{{{gm},lm="{_label(lm.name)}"}} {sample}')
     return "\n".join(lines) + "\n"
 
 
@@ -169,5 +169,5 @@ async def start_http(daemon: Any, listen: str) -> tuple[web.AppRunner, int]:
     await runner.setup()
     site = web.TCPSite(runner, host.strip("[]") or "127.0.0.1", int(port))
     await site.start()
-    bound = site._server.sockets[0].getsockname()[1] if site._server and site._server.sockets else int(port)  # type: ignore[union-attr]
-    return runner, bound
+    bound = runner.addresses[0][1] if runner.addresses else int(port)     # port 0: the one bound
+    return runner, int(bound)
