@@ -31,7 +31,7 @@ TIMEOUT_S = 10.0
 SUBMIT_SUPPORTED = frozenset({"name", "queue", "tasks", "cpu", "mem", "resources", "constraint", "env",
                               "command", "request_id",
                               # issue 35: what each LM applies to a task as it would to its own job's
-                              "time_limit", "export", "stdout_file", "stderr_file"})
+                              "time_limit", "export", "stdout_file", "stderr_file", "retries"})
 _MOVE_ON = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
@@ -153,7 +153,7 @@ def federated_spec(args: argparse.Namespace) -> Any:
     if given:
         raise InvalidArgument(given[0], "a federated job does not support it (a federated job takes "
                               "--name --queue --tasks --cpu --mem --resources --constraint --env --export --time-limit "
-                              "--stdout-file --stderr-file --request-id and the command after --); drop it, or submit to a master without --federation")
+                              "--stdout-file --stderr-file --retries --request-id and the command after --); drop it, or submit to a master without --federation")
     for c in args.constraint or ():
         key, sep, _ = c.partition("=")
         if not sep or not key or key.endswith(("!", "<", ">")):

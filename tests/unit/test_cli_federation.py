@@ -30,7 +30,7 @@ def test_federation_comes_from_the_flag_then_the_environment(monkeypatch) -> Non
 
 @pytest.mark.parametrize("argv, flag", [
     (["--gpus", "1"], "--gpus"), (["--image", "alpine"], "--image"), (["--wait"], "--wait"),
-    (["-f", "job.yaml"], "--file"), (["--user", "bob"], "--user"), (["--retries", "2"], "--retries"),
+    (["-f", "job.yaml"], "--file"), (["--user", "bob"], "--user"), (["--array", "0-3"], "--array"),
 ])
 def test_unsupported_submit_flags_are_usage_errors_naming_the_flag(capsys, argv, flag) -> None:
     code = main(["--federation", "127.0.0.1:1", "submit", *argv, "--", "true"])
