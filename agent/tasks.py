@@ -28,6 +28,7 @@ from tcluster.agent.taskstate import (
     Launched, LaunchFailed, RemoveContainer, Report, Signal, StartContainer, WatchExit,
 )
 from tcluster.agent.rates import to_task_usage
+from tcluster.domain.fedidentity import federated_identity
 from tcluster.domain.ceilings import Ceilings, effective
 from tcluster.domain.gpuusage import GpuSample
 from tcluster.domain.launch import Launch
@@ -309,8 +310,10 @@ def state_dir_path(path: Path) -> Path:
 def task_identity_env(request: Launch) -> tuple[tuple[str, str], ...]:
     """Who the task is (README, "Task environment"): these win over the job's own --env."""
     assert request.spec is not None
-    env = [("TCL_JOB_ID", request.job_id), ("TCL_TASK_INDEX", str(request.index)),
-           ("TCL_TASK_COUNT", str(request.spec.tasks)), ("TCL_ATTEMPT", str(request.attempt))]
+    federated = federated_identity(request.spec.owner, request.spec.labels, request.job_id)
+    env = list(federated) if federated is not None else [
+        ("TCL_JOB_ID", request.job_id), ("TCL_TASK_INDEX", str(request.index)),
+        ("TCL_TASK_COUNT", str(request.spec.tasks)), ("TCL_ATTEMPT", str(request.attempt))]
     if request.spec.array:          # an array task's index is its array index
         env.append(("TCL_ARRAY_TASK_ID", str(request.index)))
     if request.preemptions:

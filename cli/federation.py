@@ -29,7 +29,9 @@ TIMEOUT_S = 10.0
 # The `tcl submit` options a federated job carries (tcl-gm runs each task as a one-task job
 # of an LM master with the job's queue, size, constraints, env and command).
 SUBMIT_SUPPORTED = frozenset({"name", "queue", "tasks", "cpu", "mem", "resources", "constraint", "env",
-                              "command", "request_id"})
+                              "command", "request_id",
+                              # issue 35: what each LM applies to a task as it would to its own job's
+                              "time_limit", "export", "stdout_file", "stderr_file", "retries"})
 _MOVE_ON = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
@@ -168,8 +170,8 @@ def federated_spec(args: argparse.Namespace) -> Any:
     given = unsupported_submit_flags(args)
     if given:
         raise InvalidArgument(given[0], "a federated job does not support it (a federated job takes "
-                              "--name --queue --tasks --cpu --mem --resources --constraint --env --request-id "
-                              "and the command after --); drop it, or submit to a master without --federation")
+                              "--name --queue --tasks --cpu --mem --resources --constraint --env --export --time-limit "
+                              "--stdout-file --stderr-file --retries --request-id and the command after --); drop it, or submit to a master without --federation")
     for c in args.constraint or ():
         key, sep, _ = c.partition("=")
         if not sep or not key or key.endswith(("!", "<", ">")):
@@ -178,8 +180,9 @@ def federated_spec(args: argparse.Namespace) -> Any:
 
     from tcluster.cli.spec import submission_spec
     from tcluster.wire.protobuf import spec_to_pb
-    # No submit directory or exported variables: another cluster shares neither (issue 34).
-    spec = submission_spec(args, environ={}, cwd="")
+    # No submit directory: another cluster does not share it (issue 34); no exported variables
+    # unless --export names them (issue 35), as this shell's environment means nothing there.
+    spec = submission_spec(args, environ=os.environ if args.export else {}, cwd="")
     return spec_to_pb(replace(spec, request_id=spec.request_id or uuid.uuid4().hex))
 
 

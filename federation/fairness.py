@@ -82,8 +82,10 @@ def _victims(gm: GlobalManager, task: TaskRequest, queue: str) -> tuple[int, int
         for t in view.state.tasks if view.state else ():
             if t.queue == queue:
                 by_node.setdefault(t.node, []).append(t)
+        closed = set(view.state.closed) if view.state else set()
         for node, tasks in by_node.items():
-            if not satisfies(view.layout.nodes[node].cmask, task.pc):
+            # A node that takes no new task (the LM says closed) has no victims' room either.
+            if node in closed or not satisfies(view.layout.nodes[node].cmask, task.pc):
                 continue
             room, chosen = view.free[node], []
             for t in reversed(tasks):            # the state lists them oldest first

@@ -11,6 +11,9 @@ The check table, in the order it is applied:
   stale epoch           -> Refused (a GM that missed a failover)
   node not in the partition the request names -> Inconsistent(NOT_IN_PARTITION); for an
                            InternalLaunch the GM's refreshed view then sends it the repartition way
+  node not schedulable  -> Inconsistent(INSUFFICIENT): a live master's node that is not READY,
+                           or is cordoned, draining, drained or in maintenance takes no new
+                           task, not even in the room a preemption's victims would free
   constraints or room insufficient -> Inconsistent(INSUFFICIENT / VICTIM_GONE)
   fits                  -> commit, TaskLaunched
 
@@ -31,6 +34,7 @@ from tcluster.federation.messages import (
 
 Notice = tuple[int, TaskEnded]      # (GM to tell, what happened to its task)
 Room = Callable[[int], Res]         # node index -> free room now (a live master's own state)
+Schedulable = Callable[[int], bool]  # node index -> whether it takes new tasks now
 
 
 @dataclass(frozen=True)
@@ -43,9 +47,10 @@ class Running:
 
 class LocalManager:
     def __init__(self, layout: LMLayout, epoch: int = 1, publish_tasks: bool = False,
-                 remember: int = 4096, room: Room | None = None) -> None:
+                 remember: int = 4096, room: Room | None = None, schedulable: Schedulable | None = None) -> None:
         self.layout = layout
         self.room = room
+        self.schedulable: Schedulable = schedulable or (lambda node: True)
         # The running-task list in every state costs O(tasks) per change: only when GMs
         # run Alg. 2 and must pick victims.
         self.publish_tasks = publish_tasks
@@ -87,7 +92,7 @@ class LocalManager:
     def _launch(self, req: InternalLaunch) -> Answer:
         if self.layout.owner[req.node] != req.gm:
             return self._fail(req, InconsistencyKind.INTERNAL, Why.NOT_IN_PARTITION)
-        if not self._fits(req.task, req.node, self.room_of(req.node)):
+        if not self.schedulable(req.node) or not self._fits(req.task, req.node, self.room_of(req.node)):
             return self._fail(req, InconsistencyKind.INTERNAL, Why.INSUFFICIENT)
         self._commit(req, None)
         return TaskLaunched(req.request_id, req.task.task_id, self.lm, req.node, self.state())
@@ -95,7 +100,7 @@ class LocalManager:
     def _repartition(self, req: RepartitionAndLaunch) -> Answer:
         if req.src == req.gm or self.layout.owner[req.node] != req.src:
             return self._fail(req, InconsistencyKind.EXTERNAL, Why.NOT_IN_PARTITION)
-        if not self._fits(req.task, req.node, self.room_of(req.node)):
+        if not self.schedulable(req.node) or not self._fits(req.task, req.node, self.room_of(req.node)):
             return self._fail(req, InconsistencyKind.EXTERNAL, Why.INSUFFICIENT)
         self._commit(req, LogicalNode(req.node, req.task.req, req.gm, req.task.task_id))
         return TaskLaunched(req.request_id, req.task.task_id, self.lm, req.node, self.state(), logical=True)
@@ -107,6 +112,8 @@ class LocalManager:
         victims = [self.running.get(v) for v in req.victims]
         if not victims or any(v is None or v.node != req.node for v in victims):
             return self._fail(req, kind, Why.VICTIM_GONE), ()
+        if not self.schedulable(req.node):
+            return self._fail(req, kind, Why.INSUFFICIENT), ()     # victims' room is no room there
         room = self.room_of(req.node)
         for v in victims:
             room = add(room, v.task.req)
@@ -187,6 +194,7 @@ class LocalManager:
             tasks = tuple(TaskOn(r.task.task_id, r.task.queue, r.node, r.task.req)
                           for r in self.running.values()) if self.publish_tasks else ()
             free = tuple(self.room_of(i) for i in range(len(self.free))) if self.room is not None else tuple(self.free)
+            closed = tuple(i for i in range(len(self.free)) if not self.schedulable(i))
             self._state = LMState(self.lm, self.epoch, self.version, free, logical,
-                                  tuple(sorted(self.usage.items())), tasks)
+                                  tuple(sorted(self.usage.items())), tasks, closed)
         return self._state

@@ -94,6 +94,7 @@ class LMState:
     logical: tuple[LogicalNode, ...] = ()
     usage: tuple[tuple[str, Res], ...] = ()
     tasks: tuple[TaskOn, ...] = ()   # oldest first; only from an LM that publishes them (Alg. 2)
+    closed: tuple[int, ...] = ()     # node indexes not schedulable now: no victims' room there (issue 35)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from tcluster.federation.messages import PREEMPTED_BY, LMLayout, TaskRequest
 from tcluster.federation.view import LMView
 from tcluster.gm.cancel import Canceller
 from tcluster.gm.links import LMLink
+from tcluster.gm.retries import retried
 from tcluster.gm.placing import Placer
 from tcluster.gm.port import Unanswered
 from tcluster.gm.settings import GMSettings
@@ -174,7 +175,9 @@ class GMDaemon:
             return spec
         row = self.store.job(job_id)
         spec = jobs_pb2.JobSpec.FromString(row.spec)
-        spec.tasks, spec.request_id, spec.array = 1, "", ""
+        # tasks stays the job's count: the LM runs each task as a one-task job and gives it
+        # the federated job's TCL_TASK_COUNT (tcluster/domain/fedidentity.py).
+        spec.request_id, spec.array = "", ""
         self.specs[job_id] = spec
         while len(self.specs) > SPEC_CACHE_JOBS:
             self.specs.popitem(last=False)
@@ -281,7 +284,9 @@ class GMDaemon:
         if delta.preempted:
             self._preempted(delta.task_id, msg.reason)
             return
-        self.store.ended(delta.task_id, _ENDED.get(msg.state, "SUCCEEDED"), msg.exit_code, msg.reason, msg.job_id)
+        state = _ENDED.get(msg.state, "SUCCEEDED")
+        if not retried(self, delta.task_id, state, msg.reason, self.canceller.jobs.__contains__):   # --retries
+            self.store.ended(delta.task_id, state, msg.exit_code, msg.reason, msg.job_id)
 
     def _of_current_run(self, lm: int, msg: federation_pb2.FedTaskEnded) -> bool:
         rows = self.store.tasks("task_id=?", (msg.task_id,))
@@ -337,7 +342,8 @@ class GMDaemon:
                 if end is not None and job.tasks and self.gm.running.pop(task_id, None) is not None:
                     log.info("task %s ended %s while this GM did not hear it (LM %s job %s)", task_id, end,
                              self.links[lm].name, job.id)
-                    self.store.ended(task_id, end, job.tasks[0].exit_code, job.tasks[0].reason)
+                    if not retried(self, task_id, end, job.tasks[0].reason, self.canceller.jobs.__contains__):
+                        self.store.ended(task_id, end, job.tasks[0].exit_code, job.tasks[0].reason)
         finally:
             self.checking.difference_update(task_ids)
 

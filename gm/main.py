@@ -47,17 +47,26 @@ def on_sighup(daemon: GMDaemon, argv: list[str]) -> str:
 
 
 async def _run(daemon: GMDaemon, notifier: Notifier, argv: list[str] | None = None) -> None:
-    await daemon.start()
-    log.info("tcl-gm %s serving on port %d", daemon.s.name, daemon.port)
-    notifier.ready(f"{daemon.s.name} serving on port {daemon.port}")
+    daemon.placer.after_turn = notifier.watchdog      # WatchdogSec= in systemd/tcl-gm.service
     loop = asyncio.get_running_loop()
     again = sys.argv[1:] if argv is None else argv
+    # Before "serving" is logged: a SIGHUP sent as soon as the GM says it serves is a reload.
     loop.add_signal_handler(signal.SIGHUP, lambda: log.warning("%s", on_sighup(daemon, again)))
+    http = None
     try:
+        await daemon.start()
+        if daemon.s.http:
+            from tcluster.gm.web import start_http
+            http, http_port = await start_http(daemon, daemon.s.http)
+            log.info("tcl-gm %s: /metrics and the status page on port %d", daemon.s.name, http_port)
+        log.info("tcl-gm %s serving on port %d", daemon.s.name, daemon.port)
+        notifier.ready(f"{daemon.s.name} serving on port {daemon.port}")
         await wait_for_stop_signal()
     finally:
         loop.remove_signal_handler(signal.SIGHUP)
         notifier.stopping()
+        if http is not None:
+            await http.cleanup()
         await daemon.stop()
 
 

@@ -23,6 +23,7 @@ from tcluster.federation.gm import Pending, Send
 from tcluster.federation.messages import Answer, TaskLaunched, LMState, Refused
 from tcluster.gm.owners import token_of
 from tcluster.gm.port import GMPort, Unanswered
+from tcluster.gm.refusals import PermanentRefusal, permanent
 from tcluster.gm.wire import answer_from, request_pb
 from tcluster.daemonkit.timeouts import wait_for
 from tcluster.v1 import federation_pb2, federation_pb2_grpc
@@ -40,6 +41,10 @@ class Placer:
         self.calls: set[asyncio.Task] = set()       # Place RPCs in flight, and the resend sweep
         self.resending: asyncio.Task | None = None
         self.swept_at = -RESEND_EVERY_S             # monotonic start of the last sweep
+        self.refused = 0                            # tasks FAILED by an LM's permanent refusal
+        # Called after every turn of the placing loop (at least once a second): systemd's
+        # WATCHDOG=1 under the tcl-gm unit, so a loop that stopped turning gets the GM restarted.
+        self.after_turn: Callable[[], None] = lambda: None
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
@@ -58,6 +63,7 @@ class Placer:
     async def run(self) -> None:
         port = self.port
         while True:
+            self.after_turn()
             port.age_views(time.monotonic())
             self._maybe_sweep(time.monotonic())
             decision = port.gm.decide()
@@ -101,6 +107,8 @@ class Placer:
                 self._unanswered(lm, pb, p, queue)
                 return
             self._take(lm, msg, p, queue, late=False)
+        except PermanentRefusal as refusal:
+            self._refused(lm, pb, p, refusal)
         except Exception:         # a bug, not an answer: logged, and the request sent again
             log.exception("Place %s at LM %s", pb.request_id, port.links[lm].name)
             self._unanswered(lm, pb, p, queue)
@@ -118,6 +126,16 @@ class Placer:
             self.port.gm.on_answer(answer, ended)
         if isinstance(answer, Refused):
             self.port.set_usable(lm, False)
+
+    def _refused(self, lm: int, pb: federation_pb2.PlaceRequest, p: Pending, refusal: PermanentRefusal) -> None:
+        """No resend can change the answer: the task ends FAILED with the LM's reason (its
+        slot, when still held, is freed; the LM's next state corrects its view)."""
+        flight = self.port.gm.in_flight.get(lm)
+        if flight is not None and flight[2].request_id == pb.request_id:
+            self.port.gm.forget(lm)
+        self.port.store.ended(p.task.task_id, "FAILED", 0, refusal.reason)
+        self.refused += 1
+        log.warning("task %s: %s", p.task.task_id, refusal.reason)
 
     def _unanswered(self, lm: int, pb: federation_pb2.PlaceRequest, p: Pending, queue: str) -> None:
         """The request leaves the pure GM's slot for the LM (when still there) for the list
@@ -142,6 +160,9 @@ class Placer:
                 return await stub.Place(req, timeout=PLACE_TIMEOUT_S, metadata=self.port.metadata())
             except grpc.aio.AioRpcError as e:
                 log.info("Place %s at %s: %s", req.request_id, addr, e.code().name)
+                refusal = permanent(link.name, e)
+                if refusal is not None:
+                    raise refusal from None
                 link.follow(tour, e)
         return None
 
@@ -184,6 +205,9 @@ class Placer:
                 if msg is not None:
                     self._take(lm, msg, p, queue, late=True)
                     answered.add(pb.request_id)
+            except PermanentRefusal as refusal:
+                self._refused(lm, pb, p, refusal)
+                answered.add(pb.request_id)
             except Exception:      # a bug: logged; the same id is sent again next sweep
                 log.exception("resending %s to LM %s", pb.request_id, self.port.links[lm].name)
         return answered

@@ -14,6 +14,7 @@ from tcluster.gm.owners import Owners
 from tcluster.gm.port import ServicePort
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
+from tcluster.gm.fedspec import unsupported_field
 from tcluster.wire.codec import check_spec as check_master_spec
 from tcluster.wire.protobuf import spec_from_pb
 
@@ -33,6 +34,9 @@ def check_spec(spec: jobs_pb2.JobSpec) -> str | None:
         return f"spec.tasks: {spec.tasks} is not in 1..{MAX_TASKS}"
     if spec.resources.cpu <= 0 or spec.resources.memory <= 0:
         return "spec.resources: cpu and memory must both be > 0 (a federated task needs a size to place)"
+    unsupported = unsupported_field(spec)
+    if unsupported:
+        return unsupported
     if len(spec.constraints) > MAX_CONSTRAINTS:
         return f"spec.constraints: {len(spec.constraints)} given; at most {MAX_CONSTRAINTS}"
     for c in spec.constraints:

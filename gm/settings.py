@@ -12,7 +12,7 @@ import ipaddress
 import sys
 from typing import Any, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from tcluster.daemonkit.configfile import ConfigError, load_args
 from tcluster.daemonkit.logsetup import add_log_flags
@@ -61,6 +61,7 @@ class GMSettings(BaseModel):
     shares: dict[str, float] = Field(default_factory=dict)     # queue -> fraction; {} = equal over queue_map
     log_level: str = "INFO"                        # checked by the flag (tcluster/daemonkit/logsetup.py)
     log_format: str = "text"
+    http: str = ""                                 # /metrics, /api/v1/status and a status page (gm/web.py); "": off
 
     @field_validator("shares")
     @classmethod
@@ -72,9 +73,11 @@ class GMSettings(BaseModel):
             raise ValueError(f"shares add up to {sum(v.values()):g}; at most 1 (fractions of the federation)")
         return v
 
-    @field_validator("listen")
+    @field_validator("listen", "http")
     @classmethod
-    def _listen(cls, v: str) -> str:
+    def _listen(cls, v: str, info: ValidationInfo) -> str:
+        if not v and info.field_name == "http":       # --http off
+            return v
         host, sep, port = v.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"{v!r} is not HOST:PORT")
@@ -159,6 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Alg. 2: under contention, preempt the queue most over its share (default off)")
     p.add_argument("--shares", help="queue shares for --preemption: a=0.5,b=0.5 (default: equal over --queue-map)")
     add_log_flags(p, level_default=None, format_default=None)
+    p.add_argument("--http", metavar="HOST:PORT", help="serve /metrics (Prometheus), /api/v1/status and a status "
+                                                      "page here (default: off)")
     add_version_flag(p)
     return p
 

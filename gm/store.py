@@ -69,6 +69,9 @@ class GMStore:
         if "preemptions" not in {r[1] for r in self.db.execute("PRAGMA table_info(tasks)")}:
             # Added with Alg. 2 (issue 25): a state dir of an earlier GM gains it.
             self.db.execute("ALTER TABLE tasks ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0")
+        if "failures" not in {r[1] for r in self.db.execute("PRAGMA table_info(tasks)")}:
+            # Added with a federated job's --retries (issue 35): the failed runs retried so far.
+            self.db.execute("ALTER TABLE tasks ADD COLUMN failures INTEGER NOT NULL DEFAULT 0")
 
     def close(self) -> None:
         self.db.close()
@@ -125,6 +128,15 @@ class GMStore:
         self.db.execute("UPDATE tasks SET state=?, exit_code=?, reason=?, request=NULL, "
                         "lm_job=CASE WHEN lm_job='' THEN ? ELSE lm_job END WHERE task_id=?",
                         (state, exit_code, reason[:1024], lm_job, task_id))
+
+    def failures(self, task_id: str) -> int:
+        row = self.db.execute("SELECT failures FROM tasks WHERE task_id=?", (task_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def retried(self, task_id: str, attempt: int, reason: str) -> None:
+        """A failed run to be retried (the job's --retries): waiting again, one more failure."""
+        self.db.execute("UPDATE tasks SET state='PENDING', attempt=?, request=NULL, reason=?, lm_job='', "
+                        "failures=failures+1 WHERE task_id=?", (attempt, reason[:1024], task_id))
 
     def tasks(self, where: str = "1", args: tuple = ()) -> list[TaskRow]:
         rows = self.db.execute(

@@ -78,7 +78,8 @@ def state_from(msg: federation_pb2.LMState) -> LMState:
         lm=msg.lm, epoch=msg.epoch, version=msg.version, free=tuple(res(f) for f in msg.free),
         logical=tuple(LogicalNode(n.phys, res(n.cap), n.owner, n.task_id) for n in msg.logical),
         usage=tuple((u.queue, res(u.used)) for u in msg.usage),
-        tasks=tuple(TaskOn(t.task_id, t.queue, t.node, res(t.req)) for t in msg.tasks))
+        tasks=tuple(TaskOn(t.task_id, t.queue, t.node, res(t.req)) for t in msg.tasks),
+        closed=tuple(msg.closed))
 
 
 def ended_from(msg: federation_pb2.FedTaskEnded) -> TaskEnded:

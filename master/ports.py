@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Iterable, Mapping, Protocol
 
 from tcluster.domain.gpuusage import GpuSample
 from tcluster.master.core.events import Action, Event, Outbound, Preempt, Step
@@ -55,7 +55,7 @@ class MasterPort(Protocol):
     async def written(self, job_id: str) -> bool:
         """Whether the job is in the store once every write queued so far is durable."""
 
-    async def submit_pinned(self, spec: JobSpec, node: str) -> str: ...
+    async def submit_pinned(self, spec: JobSpec, node: str, job_ids: Iterable[str] = ()) -> str: ...
 
     async def preempt(self, victims: tuple[tuple[str, int, str, str], ...]) -> None: ...
 

@@ -10,7 +10,7 @@ import logging
 import secrets
 import time
 from dataclasses import replace
-from typing import AsyncIterator, Callable
+from typing import AsyncIterator, Callable, Iterable
 
 from tcluster.domain.arrays import parse_index_set
 from tcluster.domain.dependency import parse_dependency
@@ -145,7 +145,7 @@ class MasterService:
         await durable
         return self.get(job_id)
 
-    async def submit_pinned(self, spec: JobSpec, node: str) -> str:
+    async def submit_pinned(self, spec: JobSpec, node: str, job_ids: Iterable[str] = ()) -> str:
         """A federated task's one-task job on `node` (master/core/pinning.py); its id once
         durable. The spec is the LM's (owner `tcluster:federation`, labels under tcluster.io/), with
         the GM's request id: a repeat, also after a restart, returns the first job."""
@@ -153,7 +153,10 @@ class MasterService:
         check_spec(spec)
         if (spec.owner, spec.request_id) in self.state.by_request:
             return (await self._resubmitted(spec))[0].id
-        job_id = secrets.token_hex(4)
+        # job_ids: the ids to take first, the first free one (a federated Place's, derived from
+        # its request id: master/features/fedrequests.py); then a random one.
+        free = (i for i in job_ids if i not in self.state.jobs and not self.store.job_exists(i))
+        job_id = next(free, None) or secrets.token_hex(4)
         while job_id in self.state.jobs or self.store.job_exists(job_id):
             job_id = secrets.token_hex(4)
         _, durable = self._do(SubmitPinned(job_id, spec, node))

@@ -166,11 +166,11 @@ def lay_out(root: Path, wheel: Path, version: str) -> None:
         (root / "usr" / "bin" / name).symlink_to(f"/opt/tcluster/bin/{name}")
     units = root / "lib" / "systemd" / "system"
     units.mkdir(parents=True)
-    for unit in ("tcl-agent.service", "tcl-master.service"):
+    for unit in ("tcl-agent.service", "tcl-master.service", "tcl-gm.service"):
         shutil.copy2(REPO / "systemd" / unit, units / unit)
     etc = root / "etc" / "tcluster"
     etc.mkdir(parents=True)
-    for conf in ("agent.toml", "master.toml"):
+    for conf in ("agent.toml", "master.toml", "gm.toml"):
         shutil.copy2(REPO / "systemd" / conf, etc / conf)
     docs(root, version.rsplit("-", 1)[0])
 

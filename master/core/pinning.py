@@ -44,6 +44,13 @@ def check_user_labels(labels: Iterable[tuple[str, str]]) -> None:
                                             "tcluster itself (federated tasks); use another key")
 
 
+def pinnable(state: "MasterState", node: str) -> bool:
+    """A pinned task may start on the node: it is known and schedulable (connected, READY,
+    not cordoned, draining, drained or in maintenance). A pinned task bypasses the fairness
+    round, not the operator's node state: it waits until the node is schedulable again."""
+    return node in state.nodes and state.matrix.is_schedulable(node)
+
+
 def pinned_round(state: "MasterState") -> tuple[set[str], list[tuple[str, str]], dict[str, str]]:
     """The waiting pinned jobs (kept out of the fairness round), those of their tasks that
     their node has room for now, and why the others wait. Pure: reads the state."""
@@ -58,11 +65,12 @@ def pinned_round(state: "MasterState") -> tuple[set[str], list[tuple[str, str]],
             continue
         pinned.add(job_id)
         waiting = [t for t in state.tasks[job_id] if t.state is TaskState.PENDING]
-        if node in state.nodes and state.connected(node) and waiting:
+        if pinnable(state, node) and waiting:
             room.setdefault(node, state.free(node))
         if node in room and job.spec.resources.fits_in(room[node]):
             placements.append((waiting[0].id, node))      # a pinned job has one task
             room[node] = room[node] - job.spec.resources
         else:
-            reasons[job_id] = f"federated task pinned to node {node}: waits for room there"
+            why = "room there" if pinnable(state, node) else "it to be schedulable (connected and READY)"
+            reasons[job_id] = f"federated task pinned to node {node}: waits for {why}"
     return pinned, placements, reasons

@@ -32,6 +32,7 @@ from tcluster.master.core.events import (
 )
 from tcluster.master.core import lifecycle, nodeops
 from tcluster.master.core.unreachable import forget, lose
+from tcluster.master.core.pinning import pinnable
 from tcluster.domain.reports import TaskReport
 from tcluster.wire.features import report_silence_limit
 from tcluster.master.core.liveness import beat, left, usage_interval_of
@@ -82,7 +83,7 @@ def _submit_pinned(d: Draft, ev: SubmitPinned) -> None:
     """No fairness round: the GM chose the node and the LM checked the room. A node that
     has no room now (a preemption's victims still stopping) gets the task when it has."""
     _submit(d, Submit(ev.job_id, ev.spec))
-    if d.state.connected(ev.node) and ev.spec.resources.fits_in(d.state.free(ev.node)):
+    if pinnable(d.state, ev.node) and ev.spec.resources.fits_in(d.state.free(ev.node)):
         _place(d, Place(((make_task_id(ev.job_id, 0), ev.node),)))
 
 

@@ -57,7 +57,7 @@ def state_pb(s: LMState) -> federation_pb2.LMState:
                  for n in s.logical],
         usage=[federation_pb2.QueueUsage(queue=q, used=res_pb(r)) for q, r in s.usage],
         tasks=[federation_pb2.TaskOn(task_id=t.task_id, queue=t.queue, node=t.node, req=res_pb(t.req))
-               for t in s.tasks])
+               for t in s.tasks], closed=list(s.closed))
 
 
 def ended_pb(e: Ended) -> federation_pb2.FedTaskEnded:

@@ -17,19 +17,21 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Union
 
-from tcluster.domain.errors import InvalidArgument, ResourceExhausted, Unavailable
+from tcluster.domain.errors import InvalidArgument, NotFound, ResourceExhausted, Unavailable
 from tcluster.federation.messages import (
     PREEMPTED_BY, Answer, TaskLaunched, LMState, PreemptAndLaunch, Request, TaskEnded, preempted_reason,
 )
 from tcluster.master.core.events import Step
 from tcluster.master.core.feed import AppliedStep
-from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinned_node
+from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_labels, label, pinnable, pinned_node
 from tcluster.master.features.federation_lm import (
     FederationLM, FedRun, LiveLayout, NO_ROOM, Res, epoch_floor, fed_labels, federated_run, res_of, resources_of,
 )
+from tcluster.master.features.fedrequests import candidate_ids, placed_job
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
-from tcluster.domain.model import JobSpec, TaskState
+from tcluster.domain.fedidentity import identity_labels
+from tcluster.domain.model import Job, JobSpec, TaskState
 from tcluster.daemonkit.timeouts import wait_for
 
 log = logging.getLogger(__name__)
@@ -81,7 +83,8 @@ class LiveLM:
         assert s.federation_lm_id is not None
         self.master = master
         self.interval_s = s.federation_state_interval_s
-        self.fed = FederationLM(s.federation_lm_id, s.lm_name, s.federation_gms, self._room, 0)
+        self.fed = FederationLM(s.federation_lm_id, s.lm_name, s.federation_gms, self._room, 0,
+                                schedulable=lambda node: pinnable(self.master.state, node))
         self.subscriptions: list[Subscription] = []
         self.fed_jobs: dict[str, str] = {}        # federated task id -> the master's job id
         self.placed: OrderedDict[str, str] = OrderedDict()    # request id -> job id, the latest PLACED_MEMORY
@@ -262,7 +265,7 @@ class LiveLM:
             return answer, ""
         node = self.fed.live.names[req.node]
         try:
-            job_id = await self.master.submit_pinned(self._spec(req, spec, node), node)
+            job_id = await self.master.submit_pinned(self._spec(req, spec, node), node, candidate_ids(req.request_id))
         except BaseException:
             # Not written: nothing was launched; the GM's retry is checked afresh.
             check.answers.pop(req.request_id, None)
@@ -284,7 +287,7 @@ class LiveLM:
         """A request id this master already made a job for: its first answer, once that
         job is durable (a repeat racing the first write waits for it)."""
         job_id = self.master.state.by_request.get((FEDERATION_OWNER, req.request_id)) or \
-            self.placed.get(req.request_id)
+            self.placed.get(req.request_id) or placed_job(req.request_id, FEDERATION_OWNER, self._load_job)
         if job_id is None:
             return None
         if not await self.master.written(job_id):
@@ -304,13 +307,27 @@ class LiveLM:
         return fed_queue if queues.is_leaf(fed_queue) else (
             "default" if queues.is_leaf("default") else queues.leaves[0])
 
+    def _load_job(self, job_id: str) -> Job | None:
+        """A job from memory, else from the store (finished and gone from memory); None: none."""
+        try:
+            return self.master.get(job_id)[0]
+        except NotFound:
+            return None
+
     def _spec(self, req: Request, spec: JobSpec, node: str) -> JobSpec:
         """What runs: the GM's spec as a one-task job of exactly the checked request."""
         queue = self._lm_queue(req.task.queue)
         check_user_labels(spec.labels)
+        # The federated task's identity for its environment (tcluster/domain/fedidentity.py):
+        # the GM sends the job's task count in spec.tasks; the attempt is the request id's.
+        identity = identity_labels(req.task.task_id, req.request_id, spec.tasks, self.gm_name(req.gm))
         return replace(spec, tasks=1, array="", gang=False, dependency="", retries=0, on_preempt="cancel",
                        resources=resources_of(req.task.req), queue=queue, request_id=req.request_id,
-                       labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node)))
+                       labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node), *identity))
+
+    def gm_name(self, gm: int) -> str:
+        """The name the GM of this index subscribed with; gm<index> when none is subscribed."""
+        return next((sub.name for sub in reversed(self.subscriptions) if sub.gm == gm and sub.name), f"gm{gm}")
 
     async def _stop_victims(self, req: PreemptAndLaunch, by_job: str,
                             notices: tuple[tuple[int, TaskEnded], ...]) -> None:

@@ -116,13 +116,16 @@ class FederationLM:
     list the running federated tasks (GMs pick Alg. 2's victims from them): no more work
     than the free room per node that every state carries anyway."""
 
-    def __init__(self, lm: int, name: str, gms: int, room: Callable[[str], Res], epoch: int) -> None:
+    def __init__(self, lm: int, name: str, gms: int, room: Callable[[str], Res], epoch: int,
+                 schedulable: Callable[[str], bool] = lambda node: True) -> None:
         self.lm, self.name, self.gms = lm, name, gms
         self._room = room
+        self._schedulable = schedulable
         # node -> {task id: room} promised to federated tasks not started there yet
         self.waiting: dict[str, dict[str, Res]] = {}
         self.live = build_layout(lm, name, gms, epoch, ())
-        self.check = LocalManager(self.live.layout, epoch, publish_tasks=True, room=self.room_at)
+        self.check = LocalManager(self.live.layout, epoch, publish_tasks=True, room=self.room_at,
+                                  schedulable=self.schedulable_at)
 
     def room_at(self, index: int) -> Res:
         node = self.live.names[index]
@@ -130,6 +133,9 @@ class FederationLM:
         for req in self.waiting.get(node, {}).values():
             room = sub(room, req)
         return tuple(max(0, x) for x in room)
+
+    def schedulable_at(self, index: int) -> bool:
+        return self._schedulable(self.live.names[index])
 
     def set_waiting(self, node: str, task_id: str, req: Res | None) -> None:
         """A federated task waits for its node (req), or no longer does (None)."""
@@ -150,7 +156,8 @@ class FederationLM:
         epoch = max(self.live.epoch + 1, epoch_floor)
         answers = self.check.answers
         self.live = build_layout(self.lm, self.name, self.gms, epoch, nodes.values())
-        self.check = LocalManager(self.live.layout, epoch, publish_tasks=True, room=self.room_at)
+        self.check = LocalManager(self.live.layout, epoch, publish_tasks=True, room=self.room_at,
+                                  schedulable=self.schedulable_at)
         self.check.answers = answers
         self.adopt(runs())
         return True

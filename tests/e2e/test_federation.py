@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -141,17 +142,40 @@ def test_two_queues_run_on_both_clusters_each_task_once(fed: Federation) -> None
         assert len(launches) == 6 and set(launches.values()) == {1}, launches
 
 
+# Each federated task writes who it is into a file of its own (issue 35: task identity).
+IDENTITY = ('echo "$TCL_JOB_ID $TCL_TASK_INDEX $TCL_TASK_COUNT $TCL_ATTEMPT $TCL_LM_JOB_ID $TCL_FEDERATION_GM" '
+            '> "$0/$TCL_TASK_INDEX.$TCL_LM_JOB_ID"; sleep 1')
+
+
 def test_a_gm_killed_mid_burst_places_each_task_once_and_its_job_ends(fed: Federation) -> None:
-    job_id = fed.submit(0, "a", 40, "sleep", "1", cpu=0.1)
-    time.sleep(0.3)
-    assert fed.gms[0] is not None
-    fed.gms[0].stop(signal.SIGKILL)
-    fed.start_gm(0)
-    job = fed.wait_job(job_id, timeout_s=120)
-    launches = fed.launches(job_id)
-    print(f"GM SIGKILL mid-burst: {len(launches)} tasks, {sum(launches.values())} LM jobs, job {job.state}")
-    assert job.state == "SUCCEEDED", collections.Counter(t.state for t in job.tasks)
-    assert len(launches) == 40 and set(launches.values()) == {1}, launches
+    # Outside /tmp (a task's /tmp is its own), writable by the tasks.
+    seen = Path("/var/tmp") / f"tcl-e2e-fed-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    seen.mkdir(mode=0o777)
+    seen.chmod(0o777)
+    try:
+        sweep = fed.submit(0, "a", 16, "sh", "-c", IDENTITY, str(seen), cpu=0.1)
+        job_id = fed.submit(0, "a", 40, "sleep", "1", cpu=0.1)
+        time.sleep(0.3)
+        assert fed.gms[0] is not None
+        fed.gms[0].stop(signal.SIGKILL)
+        fed.start_gm(0)
+        job = fed.wait_job(job_id, timeout_s=120)
+        launches = fed.launches(job_id)
+        print(f"GM SIGKILL mid-burst: {len(launches)} tasks, {sum(launches.values())} LM jobs, job {job.state}")
+        assert job.state == "SUCCEEDED", collections.Counter(t.state for t in job.tasks)
+        assert len(launches) == 40 and set(launches.values()) == {1}, launches
+        swept = fed.wait_job(sweep, timeout_s=120)
+        assert swept.state == "SUCCEEDED", collections.Counter(t.state for t in swept.tasks)
+        lm_jobs = {t.index: t.job_id for t in swept.tasks}
+        files = sorted(f.name for f in seen.iterdir())
+        # Indexes 0-15 exactly once, each from the LM job the GM says ran it.
+        assert files == sorted(f"{i}.{lm_jobs[i]}" for i in range(16)), files
+        for i in range(16):
+            job_seen, index, count, attempt, lm_job, gm = (seen / f"{i}.{lm_jobs[i]}").read_text().split()
+            assert (job_seen, index, count, lm_job, gm) == (sweep, str(i), "16", lm_jobs[i], "gm0")
+            assert attempt.isdigit()
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)
 
 
 def test_an_lm_cut_off_ages_out_and_its_running_task_is_untouched(fed: Federation) -> None:

@@ -30,7 +30,7 @@ def test_federation_comes_from_the_flag_then_the_environment(monkeypatch) -> Non
 
 @pytest.mark.parametrize("argv, flag", [
     (["--gpus", "1"], "--gpus"), (["--image", "alpine"], "--image"), (["--wait"], "--wait"),
-    (["-f", "job.yaml"], "--file"), (["--user", "bob"], "--user"), (["--retries", "2"], "--retries"),
+    (["-f", "job.yaml"], "--file"), (["--user", "bob"], "--user"), (["--array", "0-3"], "--array"),
 ])
 def test_unsupported_submit_flags_are_usage_errors_naming_the_flag(capsys, argv, flag) -> None:
     code = main(["--federation", "127.0.0.1:1", "submit", *argv, "--", "true"])
@@ -158,3 +158,16 @@ def test_list_merges_the_gms_newest_first_pages_through_with_all_and_skips_a_gm_
     out = capsys.readouterr()
     assert [j["id"] for j in json.loads(out.out)] == ["f0-3", "f1-2", "f0-2", "f1-1", "f0-1"]
     assert gms.asked == [("a:1", ""), ("a:1", "2"), ("b:1", ""), ("c:1", "")] and "--all" not in out.err
+
+
+def test_the_batch_flags_that_make_sense_across_clusters_are_taken(monkeypatch) -> None:
+    """Issue 35: each LM applies them to a task as it would to its own job's."""
+    monkeypatch.setenv("SWEEP_SEED", "42")
+    monkeypatch.setenv("SECRET_TOKEN", "x")
+    args = parse(["--federation", "g:1", "submit", "--time-limit", "1:30:00", "--export", "SWEEP_SEED,MODE=fast",
+                  "--stdout-file", "/data/out.%j.%t", "--stderr-file", "/data/err.%j.%t", "--", "true"])
+    assert unsupported_submit_flags(args) == []
+    spec = federated_spec(args)
+    assert spec.time_limit_s == 5400 and spec.stdout_file == "/data/out.%j.%t" and spec.stderr_file == "/data/err.%j.%t"
+    assert dict(spec.env) == {"SWEEP_SEED": "42", "MODE": "fast"}     # only what --export names
+    assert dict(federated_spec(parse(["--federation", "g:1", "submit", "--", "true"])).env) == {}

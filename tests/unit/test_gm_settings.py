@@ -115,7 +115,8 @@ def test_tcl_gm_tells_systemd_it_is_ready_and_stopping(tmp_path) -> None:
     from tcluster.daemonkit.sdnotify import Notifier
 
     class Daemon:                     # what _run touches of a GMDaemon
-        s, port, stopped = SimpleNamespace(name="gm0"), 7080, False
+        s, port, stopped = SimpleNamespace(name="gm0", http=""), 7080, False
+        placer = SimpleNamespace(after_turn=None)     # gets the watchdog ping
 
         async def start(self) -> None:
             pass
@@ -135,5 +136,6 @@ def test_tcl_gm_tells_systemd_it_is_ready_and_stopping(tmp_path) -> None:
         await running
     asyncio.run(run())
     assert sock.recv(4096).decode().split("\n") == ["READY=1", "STATUS=gm0 serving on port 7080"]
+    assert callable(daemon.placer.after_turn)
     assert sock.recv(4096).decode() == "STOPPING=1" and daemon.stopped
     sock.close()

@@ -51,7 +51,7 @@ def unit(name: str) -> configparser.ConfigParser:
     return parser
 
 
-@pytest.mark.parametrize("name", ["tcl-agent.service", "tcl-master.service"])
+@pytest.mark.parametrize("name", ["tcl-agent.service", "tcl-master.service", "tcl-gm.service"])
 def test_units_are_notify_with_a_watchdog_and_read_their_config(name: str) -> None:
     service = unit(name)["Service"]
     assert service["Type"] == "notify" and service["NotifyAccess"] == "main"
@@ -75,7 +75,7 @@ def test_shell_scripts_parse(script: str) -> None:
 
 def test_conffiles_are_the_config_files_the_package_ships() -> None:
     listed = (REPO / "packaging" / "deb" / "conffiles").read_text().split()
-    assert listed == ["/etc/tcluster/agent.toml", "/etc/tcluster/master.toml"]
+    assert listed == ["/etc/tcluster/agent.toml", "/etc/tcluster/master.toml", "/etc/tcluster/gm.toml"]
     for path in listed:
         assert (REPO / "systemd" / Path(path).name).exists()
 
@@ -88,6 +88,42 @@ def test_shipped_config_files_load(tmp_path: Path) -> None:
     master = load_args(master_parser(), ["--config", str(REPO / "systemd" / "master.toml")])
     assert agent.args.state_dir == Path("/var/lib/tcluster/agent")
     assert master.args.data_dir == Path("/var/lib/tcluster/master")
+    from tcluster.gm.settings import parse as gm_settings
+    # lms has no default (the operator names the clusters): given here as TCL_GM_ARGS would.
+    gm = gm_settings(["--config", str(REPO / "systemd" / "gm.toml"), "--lms", "lm0=127.0.0.1:7070"])
+    assert gm.state_dir == "/var/lib/tcluster/gm"
+
+
+def test_the_package_ships_every_unit_and_config_file_and_the_gm_unit_keeps_its_state_private() -> None:
+    build = (REPO / "packaging" / "build_deb.py").read_text()
+    for unit_name in ("tcl-agent.service", "tcl-master.service", "tcl-gm.service"):
+        assert f'"{unit_name}"' in build and (REPO / "systemd" / unit_name).exists()
+    assert '"gm.toml"' in build and "tcl-gm" in build
+    service = unit("tcl-gm.service")["Service"]
+    assert service["StateDirectory"] == "tcluster/gm" and service["StateDirectoryMode"] == "0700"
+    for script in ("postinst", "prerm"):
+        assert "tcl-gm.service" in (REPO / "packaging" / "deb" / script).read_text()
+
+
+def test_the_gm_loop_pings_the_watchdog_each_turn() -> None:
+    import asyncio
+    from types import SimpleNamespace
+    from tcluster.gm.placing import Placer
+    pings: list[int] = []
+    port = SimpleNamespace(age_views=lambda now: None, unanswered=[], wake=asyncio.Event(),
+                           gm=SimpleNamespace(decide=lambda: None))
+    placer = Placer(port, lambda task_id: False)      # type: ignore[arg-type]
+    placer.after_turn = lambda: pings.append(1)
+
+    async def two_turns() -> None:
+        port.wake.set()
+        loop = asyncio.ensure_future(placer.run())
+        while len(pings) < 2:
+            port.wake.set()
+            await asyncio.sleep(0.01)
+        loop.cancel()
+    asyncio.run(asyncio.wait_for(two_turns(), 30))
+    assert len(pings) >= 2
 
 
 def test_build_helpers(tmp_path: Path) -> None:

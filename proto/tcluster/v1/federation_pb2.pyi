@@ -126,7 +126,7 @@ class QueueUsage(_message.Message):
     def __init__(self, queue: _Optional[str] = ..., used: _Optional[_Union[Res, _Mapping]] = ...) -> None: ...
 
 class LMState(_message.Message):
-    __slots__ = ("lm", "epoch", "version", "free", "logical", "usage", "tasks")
+    __slots__ = ("lm", "epoch", "version", "free", "logical", "usage", "tasks", "closed")
     LM_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -134,6 +134,7 @@ class LMState(_message.Message):
     LOGICAL_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
     lm: int
     epoch: int
     version: int
@@ -141,7 +142,8 @@ class LMState(_message.Message):
     logical: _containers.RepeatedCompositeFieldContainer[LogicalNode]
     usage: _containers.RepeatedCompositeFieldContainer[QueueUsage]
     tasks: _containers.RepeatedCompositeFieldContainer[TaskOn]
-    def __init__(self, lm: _Optional[int] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., free: _Optional[_Iterable[_Union[Res, _Mapping]]] = ..., logical: _Optional[_Iterable[_Union[LogicalNode, _Mapping]]] = ..., usage: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskOn, _Mapping]]] = ...) -> None: ...
+    closed: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, lm: _Optional[int] = ..., epoch: _Optional[int] = ..., version: _Optional[int] = ..., free: _Optional[_Iterable[_Union[Res, _Mapping]]] = ..., logical: _Optional[_Iterable[_Union[LogicalNode, _Mapping]]] = ..., usage: _Optional[_Iterable[_Union[QueueUsage, _Mapping]]] = ..., tasks: _Optional[_Iterable[_Union[TaskOn, _Mapping]]] = ..., closed: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class FedTaskEnded(_message.Message):
     __slots__ = ("lm", "epoch", "version", "task_id", "node", "node_free", "preempted", "state", "exit_code", "reason", "job_id")

@@ -1,0 +1,43 @@
+"""Issue 35: who a federated task is. A federated job of N tasks runs as N one-task jobs of
+its LMs (master/features/federation_live.py); without this each task saw its LM job's
+identity (TCL_JOB_ID=<LM job>, TCL_TASK_INDEX=0, TCL_TASK_COUNT=1) and a federated sweep
+could not tell its tasks apart.
+
+The LM writes the federated identity into the LM job's labels, under the reserved
+`tcluster.io/` prefix that a user's Submit may not use (master/core/pinning.py); the agent
+reads it back from the spec it launches and gives the task the federated job's identity,
+plus TCL_LM_JOB_ID (the LM job that runs it) and TCL_FEDERATION_GM (its GM's name)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+FEDERATION_OWNER = "tcluster:federation"        # as master/core/pinning.py: only the LM service makes such jobs
+FED_TASK = "tcluster.io/federation-task"        # <federated job id>.<index>
+FED_TASK_COUNT = "tcluster.io/federation-tasks"  # the federated job's task count
+FED_ATTEMPT = "tcluster.io/federation-attempt"  # the GM's attempt of the task (0 first; a preemption adds one)
+FED_GM_NAME = "tcluster.io/federation-gm-name"  # the GM that placed it
+
+
+def identity_labels(task_id: str, request_id: str, task_count: int, gm_name: str) -> tuple[tuple[str, str], ...]:
+    """The labels besides FED_TASK (the LM sets that one already): the count, the attempt
+    (the GM's request id is <task id>:<attempt>) and the GM's name."""
+    _, sep, attempt = request_id.rpartition(":")
+    attempt = attempt if sep and attempt.isdigit() else "0"
+    return ((FED_ATTEMPT, attempt), (FED_GM_NAME, gm_name), (FED_TASK_COUNT, str(max(1, task_count))))
+
+
+def federated_identity(owner: str, labels: Iterable[tuple[str, str]],
+                       lm_job_id: str) -> tuple[tuple[str, str], ...] | None:
+    """The task's environment identity when its job is a federated task; None otherwise
+    (the agent then gives the job's own). Only a job of the federation's owner: a user's
+    job cannot carry these labels (refused at Submit), and is never read this way."""
+    if owner != FEDERATION_OWNER:
+        return None
+    found = dict(labels)
+    job_id, sep, index = found.get(FED_TASK, "").rpartition(".")
+    if not sep or not job_id or not index.isdigit():
+        return None
+    return (("TCL_JOB_ID", job_id), ("TCL_TASK_INDEX", index),
+            ("TCL_TASK_COUNT", found.get(FED_TASK_COUNT, "1")), ("TCL_ATTEMPT", found.get(FED_ATTEMPT, "0")),
+            ("TCL_LM_JOB_ID", lm_job_id), ("TCL_FEDERATION_GM", found.get(FED_GM_NAME, "")))
