@@ -4,12 +4,15 @@ List page's budget is listed by id with why instead of failing the List."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import grpc
 import pytest
 
 import tcluster.master.edge.grpc_api as grpc_api
+from tcluster.cli.main import main as tcl_main
 from tcluster.master.edge import taskpages
 from tcluster.v1 import common_pb2, jobs_pb2
 from tests.component.harness import Harness, run
@@ -51,4 +54,27 @@ def test_compact_get_paged_rows_and_a_list_that_never_fails(tmp_path: Path, monk
         assert set(shown) == {big, small} and not reply.next_page_token
         assert shown[big].reason.startswith("this job is too big to list (") and f"tcl status {big}" in shown[big].reason
         assert shown[big].state == jobs_pb2.JOB_PENDING and len(shown[small].tasks) == 2
+    run(scenario, tmp_path)
+
+
+def test_tcl_status_shows_ranges_and_all_tasks_on_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(taskpages, "INLINE_TASK_ROWS", 5)
+    monkeypatch.setattr(taskpages, "DEFAULT_TASK_PAGE", 4)          # several pages for --all-tasks
+
+    async def scenario(h: Harness) -> None:
+        await h.start_master()
+        big = (await h.submit(["sleep", "9"], tasks=12)).id
+        capsys.readouterr()
+        assert await asyncio.to_thread(tcl_main, ["--master", h.address, "status", big]) == 0
+        text = capsys.readouterr().out
+        assert "0/12 done (12 PENDING)" in text and "PENDING (12): 0-11" in text and "--all-tasks" in text, text
+        assert await asyncio.to_thread(tcl_main, ["--master", h.address, "status", big, "-o", "json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["tasks_compact"] and doc["task_ranges"] == {"PENDING": {"indexes": "0-11", "count": 12}}
+        assert len(doc["tasks"]) == 5
+        assert await asyncio.to_thread(tcl_main, ["--master", h.address, "status", big, "--all-tasks",
+                                                  "-o", "json"]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert [t["index"] for t in doc["tasks"]] == list(range(12)) and "task_ranges" not in doc
     run(scenario, tmp_path)
