@@ -53,6 +53,9 @@ def spec_changes_from_pb(request: jobs_pb2.UpdateJobRequest) -> lifecycle.SpecCh
 REGISTER_TIMEOUT_S = 30.0
 # A List reply's bytes, well under the 4 MiB message bound (the header and total aside).
 LIST_BYTE_BUDGET = 3 * 2**20
+# One job's message in a List above this (a spec near its bound, ranges that did not
+# compact) is listed by id and why: alone in a page it would still pass the 4 MiB bound.
+LIST_JOB_BYTE_LIMIT = 3 * 2**20
 # The master's wall clock, sent as initial metadata on ListNodes and Join (calls a node may
 # make before it has a user's token): `tcl doctor` measures a node's clock skew with it.
 MASTER_TIME_KEY = "tcl-master-time"
@@ -177,7 +180,7 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
             log.error("job %s cannot be encoded for List: %s", job.id, error)
             return jobs_pb2.Job(id=job.id, submitted_at=job.submitted_at,
                                 reason=f"this job cannot be shown: {str(error)[:200]}")
-        if message.ByteSize() > LIST_BYTE_BUDGET:       # alone over a page's budget: by id and why
+        if message.ByteSize() > LIST_JOB_BYTE_LIMIT:    # would not fit even alone: by id and why
             return jobs_pb2.Job(id=job.id, submitted_at=job.submitted_at, state=message.state,
                                 reason=f"this job is too big to list ({message.ByteSize()} bytes): tcl status {job.id}")
         return message

@@ -47,8 +47,8 @@ def test_compact_get_paged_rows_and_a_list_that_never_fails(tmp_path: Path, monk
             await h.jobs.GetJobTasks(jobs_pb2.JobTasksPageRequest(id="nosuchjob"))
         assert missing.value.code() is grpc.StatusCode.NOT_FOUND
 
-        # A job alone over a page's budget: by id and why; the List itself answers.
-        monkeypatch.setattr(grpc_api, "LIST_BYTE_BUDGET", job.ByteSize() - 1)
+        # A job too big for a reply even alone: by id and why; the List itself answers.
+        monkeypatch.setattr(grpc_api, "LIST_JOB_BYTE_LIMIT", job.ByteSize() - 1)
         reply = await h.jobs.List(jobs_pb2.ListJobsRequest())
         shown = {j.id: j for j in reply.jobs}
         assert set(shown) == {big, small} and not reply.next_page_token
