@@ -215,6 +215,11 @@ struct stream {
 static struct stream streams[2];
 static int nstreams, closing, reader_waiting;
 static int room_pipe[2] = {-1, -1};      /* the writer tells a waiting reader there is room */
+/* The container's first process while it is unreaped (0 before and after): its pid and
+ * process group cannot be reused until it is reaped, and `reaping` makes the reap and a
+ * kill exclusive, so a fence never signals a recycled pid (another task's group). */
+static pid_t lease_child;
+static pthread_mutex_t reaping = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 
@@ -533,9 +538,23 @@ static void write_exit(int status, double finished_at, int was_fenced, double si
     if (rename(tmp, S.exitp) == 0) fsync_dir_of(S.exitp);
 }
 
+/* Reaps `pid` once it has ended (blocking, or not with WNOHANG: then 0 if it runs on).
+ * It waits without reaping first, then stops the fence from signalling it, then reaps. */
+static int reap(pid_t pid, int *st, int options) {
+    siginfo_t info;
+    info.si_pid = 0;
+    while (waitid(P_PID, pid, &info, WEXITED | WNOWAIT | options) < 0 && errno == EINTR) {}
+    if (info.si_pid != pid) return 0;
+    pthread_mutex_lock(&reaping);
+    lease_child = 0;
+    pthread_mutex_unlock(&reaping);
+    while (waitpid(pid, st, 0) < 0 && errno == EINTR) {}
+    return 1;
+}
+
 static int wait_for(pid_t pid) {
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    reap(pid, &st, 0);
     return st;
 }
 
@@ -543,7 +562,6 @@ static int wait_for(pid_t pid) {
 
 #define LEASE_POLL_S 0.25
 #define LEASE_SLACK_S 1.0
-static volatile pid_t lease_child;      /* the container's first process, once forked */
 static volatile int fenced;             /* the lease expired and the container was killed */
 static double fenced_silence;
 
@@ -588,8 +606,9 @@ static void kill_container(void) {
         int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd >= 0) { if (write(fd, "1", 1) < 0) { /* no cgroup.kill: the signals below */ } close(fd); }
     }
-    pid_t child = lease_child;
-    if (child > 0) { kill(-child, SIGKILL); kill(child, SIGKILL); }
+    pthread_mutex_lock(&reaping);
+    if (lease_child > 0) { kill(-lease_child, SIGKILL); kill(lease_child, SIGKILL); }
+    pthread_mutex_unlock(&reaping);
 }
 
 static void *watch_lease(void *unused) {
@@ -598,7 +617,10 @@ static void *watch_lease(void *unused) {
     for (;;) {
         nanosleep(&tick, NULL);
         double silence = 0;
-        if (lease_child <= 0 || lease_overdue(&silence) <= 0) continue;
+        pthread_mutex_lock(&reaping);
+        pid_t child = lease_child;
+        pthread_mutex_unlock(&reaping);
+        if (child <= 0 || lease_overdue(&silence) <= 0) continue;
         fenced_silence = silence;
         fenced = 1;
         kill_container();
@@ -658,7 +680,7 @@ static int supervise_logs(pid_t pid, double *ended) {
         for (int i = 0; i < pipes; i++) if (p[i].revents) take_in(of[i], want[i]);
         char drain[64];
         if (p[pipes].revents) while (read(room_pipe[0], drain, sizeof drain) > 0) {}
-        if (!exited && waitpid(pid, &st, WNOHANG) == pid) {
+        if (!exited && reap(pid, &st, WNOHANG)) {
             exited = 1;
             *ended = clock_s(CLOCK_REALTIME);
             deadline = clock_s(CLOCK_MONOTONIC) + DRAIN_AFTER_EXIT_S;
@@ -728,7 +750,9 @@ int main(int argc, char **argv) {
         wait_for(pid);
         return 1;
     }
+    pthread_mutex_lock(&reaping);
     lease_child = pid;
+    pthread_mutex_unlock(&reaping);
     say("started %d %.6f", pid, clock_s(CLOCK_REALTIME));
     int null = open("/dev/null", O_WRONLY);   /* the agent sees EOF; no later EPIPE */
     dup2(null, 1);
