@@ -223,7 +223,7 @@ class Agent:
     async def _reader(self, call: grpc.aio.StreamStreamCall) -> None:
         while (message := await call.read()) is not grpc.aio.EOF:
             self.last_heard = self.last_message = time.monotonic()
-            self.contact.heard()
+            self.contact.heard(self._fence_limit_s() if self.fence_after_s > 0 else 0.0)
             self._fenced = False
             kind = message.WhichOneof("kind")
             if kind == "registered":

@@ -84,7 +84,10 @@ class LastHeard:
     def silence_at_start(self) -> float:
         return silence_at_start(load(self.path), self.boot, boot_now())
 
-    def heard(self) -> None:
+    def heard(self, fence_s: float = 0.0) -> None:
+        """fence_s: the silence after which the agent stops re-runnable tasks (0: no fence).
+        Saved with the reading, it makes the file the lease each task's shim enforces when no
+        agent runs (agent/shim.c): a shim fences at at + fence_s, plus a second of slack."""
         now = boot_now()
         if now - self._saved_at < SAVE_EVERY_S:
             return
@@ -92,7 +95,7 @@ class LastHeard:
         tmp = self.path.with_name(LAST_HEARD_FILE + ".tmp")
         try:
             with open(tmp, "w", opener=private_opener) as out:
-                out.write(json.dumps({"boot_id": self.boot, "at": now}))
+                out.write(json.dumps({"boot_id": self.boot, "at": now, "fence_s": fence_s}))
             tmp.replace(self.path)
         except OSError as error:   # a full disk: the old reading stays, older is safer
             log.warning("cannot record contact with the master in %s: %s", self.path, error)

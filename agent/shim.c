@@ -10,7 +10,19 @@
  * (repeated cgroup.procs path), stdout, stderr, exit (exit record path), ns ("1": own
  * PID, mount, UTS and IPC namespaces), hostname, tmp (directory bound onto /tmp),
  * log_max (bytes per log file; absent or 0: no cap), ostdout/ostderr (the user's output
- * files, relative to cwd), oappend ("1": append to them), script (the job script's text).
+ * files, relative to cwd), oappend ("1": append to them), script (the job script's text),
+ * lease (the agent's last_heard.json: the fence lease, below).
+ *
+ * The fence without an agent: with `lease`, a thread rereads that file every LEASE_POLL_S.
+ * The agent rewrites it (at most once a second) while it hears the master, with the kernel's
+ * boot id, its CLOCK_BOOTTIME reading and "fence_s", the silence after which it stops tasks
+ * the master may start elsewhere. Once CLOCK_BOOTTIME passes at + fence_s + LEASE_SLACK_S
+ * the shim kills the container (cgroup.kill, the task's process group, the init) itself and
+ * records "fenced" in the exit record: a dead or crash-looping agent's re-runnable task is
+ * gone before the master's LOST (fence_s falls half a lost timeout before it). The slack lets
+ * a live agent fence first (its kill carries the master-facing reason); a restarted agent
+ * that hears the master again renews the file, so a restart within the fence keeps the task.
+ * No file, another boot, or fence_s 0: nothing to enforce.
  *
  * With ns, the shim forks an init (PID 1 of the new PID namespace) that enters the cgroups,
  * makes / private, binds tmp on /tmp, mounts a fresh /proc, sets the hostname and forks
@@ -91,6 +103,7 @@ struct spec {
     char *cwd, *out, *err, *exitp, *hostname, *tmp;
     char *ostdout, *ostderr, *script;   /* the user's output files, the job script */
     int oappend;
+    char *lease;                        /* the fence lease file; NULL: never fenced */
 };
 
 static struct spec S;
@@ -166,6 +179,7 @@ static int parse_spec(const char *path) {
         else if (!strcmp(key, "ostderr")) S.ostderr = val;
         else if (!strcmp(key, "oappend")) S.oappend = !strcmp(val, "1");
         else if (!strcmp(key, "script")) S.script = val;
+        else if (!strcmp(key, "lease")) S.lease = val;
         if (bad) { errno = E2BIG; return -1; }
     }
     if (S.argc == 0 || !S.out || !S.err || !S.exitp || !S.cwd) { errno = EINVAL; return -1; }
@@ -201,6 +215,11 @@ struct stream {
 static struct stream streams[2];
 static int nstreams, closing, reader_waiting;
 static int room_pipe[2] = {-1, -1};      /* the writer tells a waiting reader there is room */
+/* The container's first process while it is unreaped (0 before and after): its pid and
+ * process group cannot be reused until it is reaped, and `reaping` makes the reap and a
+ * kill exclusive, so a fence never signals a recycled pid (another task's group). */
+static pid_t lease_child;
+static pthread_mutex_t reaping = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 
@@ -501,14 +520,15 @@ static void fsync_dir_of(const char *path) {
     close(fd);
 }
 
-static void write_exit(int status, double finished_at) {
-    char tmp[4200], body[200];
+static void write_exit(int status, double finished_at, int was_fenced, double silence) {
+    char tmp[4200], body[300], fence[100] = "";
+    if (was_fenced) snprintf(fence, sizeof fence, ", \"fenced\": true, \"silence_s\": %.1f", silence);
     if (WIFSIGNALED(status))
-        snprintf(body, sizeof body, "{\"exit_code\": null, \"signal\": %d, \"finished_at\": %.6f}\n",
-                 WTERMSIG(status), finished_at);
+        snprintf(body, sizeof body, "{\"exit_code\": null, \"signal\": %d, \"finished_at\": %.6f%s}\n",
+                 WTERMSIG(status), finished_at, fence);
     else
-        snprintf(body, sizeof body, "{\"exit_code\": %d, \"signal\": 0, \"finished_at\": %.6f}\n",
-                 WEXITSTATUS(status), finished_at);
+        snprintf(body, sizeof body, "{\"exit_code\": %d, \"signal\": 0, \"finished_at\": %.6f%s}\n",
+                 WEXITSTATUS(status), finished_at, fence);
     snprintf(tmp, sizeof tmp, "%s.tmp", S.exitp);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return;
@@ -518,10 +538,95 @@ static void write_exit(int status, double finished_at) {
     if (rename(tmp, S.exitp) == 0) fsync_dir_of(S.exitp);
 }
 
+/* Reaps `pid` once it has ended (blocking, or not with WNOHANG: then 0 if it runs on).
+ * It waits without reaping first, then stops the fence from signalling it, then reaps. */
+static int reap(pid_t pid, int *st, int options) {
+    siginfo_t info;
+    info.si_pid = 0;
+    while (waitid(P_PID, pid, &info, WEXITED | WNOWAIT | options) < 0 && errno == EINTR) {}
+    if (info.si_pid != pid) return 0;
+    pthread_mutex_lock(&reaping);
+    lease_child = 0;
+    pthread_mutex_unlock(&reaping);
+    while (waitpid(pid, st, 0) < 0 && errno == EINTR) {}
+    return 1;
+}
+
 static int wait_for(pid_t pid) {
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    reap(pid, &st, 0);
     return st;
+}
+
+/* ---- the fence lease (see the top) ------------------------------------------------- */
+
+#define LEASE_POLL_S 0.25
+#define LEASE_SLACK_S 1.0
+static volatile int fenced;             /* the lease expired and the container was killed */
+static double fenced_silence;
+
+/* The number after `"key": ` in a small JSON object, or `fallback`. */
+static double json_number(const char *text, const char *key, double fallback) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *at = strstr(text, pat);
+    if (!at) return fallback;
+    char *end;
+    double v = strtod(at + strlen(pat), &end);
+    return end == at + strlen(pat) ? fallback : v;
+}
+
+/* Seconds past the lease's end (> 0: expired), or <= 0 while it holds or means nothing. */
+static double lease_overdue(double *silence) {
+    size_t len;
+    char *text = read_all(S.lease, &len), *boot_text = read_all("/proc/sys/kernel/random/boot_id", &len);
+    double over = 0;
+    if (text && boot_text) {
+        char boot[64] = "";
+        snprintf(boot, sizeof boot, "%.36s", boot_text);
+        double at = json_number(text, "at", -1), fence_s = json_number(text, "fence_s", 0);
+        double now = clock_s(CLOCK_BOOTTIME);
+        if (fence_s > 0 && at >= 0 && at <= now && boot[0] && strstr(text, boot)) {
+            *silence = now - at;
+            over = *silence - fence_s - LEASE_SLACK_S;
+        }
+    }
+    free(text);
+    free(boot_text);
+    return over;
+}
+
+static void kill_container(void) {
+    for (int i = 0; i < S.nprocs; i++) {    /* cgroup v2: every process of the group at once */
+        char path[4200];
+        snprintf(path, sizeof path, "%s", S.procs[i]);
+        char *slash = strrchr(path, '/');
+        if (!slash) continue;
+        snprintf(slash, sizeof path - (slash - path), "/cgroup.kill");
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) { if (write(fd, "1", 1) < 0) { /* no cgroup.kill: the signals below */ } close(fd); }
+    }
+    pthread_mutex_lock(&reaping);
+    if (lease_child > 0) { kill(-lease_child, SIGKILL); kill(lease_child, SIGKILL); }
+    pthread_mutex_unlock(&reaping);
+}
+
+static void *watch_lease(void *unused) {
+    (void)unused;
+    struct timespec tick = {0, (long)(LEASE_POLL_S * 1e9)};
+    for (;;) {
+        nanosleep(&tick, NULL);
+        double silence = 0;
+        pthread_mutex_lock(&reaping);
+        pid_t child = lease_child;
+        pthread_mutex_unlock(&reaping);
+        if (child <= 0 || lease_overdue(&silence) <= 0) continue;
+        fenced_silence = silence;
+        fenced = 1;
+        kill_container();
+        tick.tv_sec = 1; tick.tv_nsec = 0;     /* again each second: a fork that raced the kill */
+    }
+    return NULL;
 }
 
 /* Fills the poll set with the pipes to read now and how much of each. A stream whose ring
@@ -575,7 +680,7 @@ static int supervise_logs(pid_t pid, double *ended) {
         for (int i = 0; i < pipes; i++) if (p[i].revents) take_in(of[i], want[i]);
         char drain[64];
         if (p[pipes].revents) while (read(room_pipe[0], drain, sizeof drain) > 0) {}
-        if (!exited && waitpid(pid, &st, WNOHANG) == pid) {
+        if (!exited && reap(pid, &st, WNOHANG)) {
             exited = 1;
             *ended = clock_s(CLOCK_REALTIME);
             deadline = clock_s(CLOCK_MONOTONIC) + DRAIN_AFTER_EXIT_S;
@@ -610,6 +715,9 @@ int main(int argc, char **argv) {
     pthread_t writer;
     int e = S.log_max ? pthread_create(&writer, NULL, write_logs, NULL) : 0;
     if (e) { say("error cannot start the log writer: %s", strerror(e)); return 1; }
+    pthread_t lease_watcher;
+    e = S.lease ? pthread_create(&lease_watcher, NULL, watch_lease, NULL) : 0;
+    if (e) { say("error cannot start the fence lease watcher: %s", strerror(e)); return 1; }
     int report[2], status[2];
     if (pipe2(report, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0) { say("error pipe: %s", strerror(errno)); return 1; }
     /* CLONE_NEWPID applies to the children: the init forked next is PID 1 there. */
@@ -642,6 +750,9 @@ int main(int argc, char **argv) {
         wait_for(pid);
         return 1;
     }
+    pthread_mutex_lock(&reaping);
+    lease_child = pid;
+    pthread_mutex_unlock(&reaping);
     say("started %d %.6f", pid, clock_s(CLOCK_REALTIME));
     int null = open("/dev/null", O_WRONLY);   /* the agent sees EOF; no later EPIPE */
     dup2(null, 1);
@@ -653,6 +764,6 @@ int main(int argc, char **argv) {
         if (read(status[0], &task_st, sizeof task_st) == sizeof task_st) st = task_st;
     }
     if (S.log_max) flush_logs(writer);
-    write_exit(st, ended ? ended : clock_s(CLOCK_REALTIME));
+    write_exit(st, ended ? ended : clock_s(CLOCK_REALTIME), fenced, fenced_silence);
     return 0;
 }

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from tcluster.agent import logfiles
+from tcluster.agent.fence import LAST_HEARD_FILE
 from tcluster.agent.gpudetect import GpuInventory, NvmlUsage
 from tcluster.agent.gpus import GPU, visible_env
 from tcluster.agent.launchrecord import load_gpus, load_record, save_record, valid_task_id
@@ -143,8 +144,14 @@ class TaskManager:
             network=task_network(spec), net_rate_bps=spec.resources.get("net"), net_ceil_bps=spec.net_limit,
             **self._devices(gpus), submit_dir=spec.submit_dir,
             stdout_file=outputs.stdout_file, stderr_file=outputs.stderr_file, output_append=outputs.append,
-            script=outputs.script,
+            script=outputs.script, lease_path=self._lease_path(request),
         )
+
+    def _lease_path(self, request: Launch) -> str:
+        """The fence lease for the tasks the agent's cut_off stops (taskstate.py): those the
+        master starts again elsewhere once LOST. The shim enforces it when no agent runs."""
+        assert request.spec is not None
+        return str(self.settings.state_dir / LAST_HEARD_FILE) if request.spec.retries > 0 else ""
 
     def _env(self, env: tuple[tuple[str, str], ...], gpus: tuple[int, ...]) -> tuple[tuple[str, str], ...]:
         """The job's environment with the GPU variables the agent owns set over it."""

@@ -245,6 +245,8 @@ class AgentTasks:
         s = ev.status
         if attempt.kill_reason:
             state, reason = TaskState.KILLED, attempt.kill_reason
+        elif s.fenced:          # the shim's own fence (agent/shim.c): as the agent's cut_off would
+            state, reason = TaskState.KILLED, s.reason
         elif s.exit_code == 0:
             state, reason = TaskState.SUCCEEDED, ""
         else:

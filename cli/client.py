@@ -242,6 +242,18 @@ class MasterClient:
         request = jobs_pb2.GetJobRequest(id=job_id, watch_usage_s=watch_usage_s)
         return self._call(lambda c: c.jobs.Get(request, timeout=self.timeout, metadata=self._metadata))
 
+    def all_tasks(self, job_id: str) -> list[jobs_pb2.Task]:
+        """Every task row of a job, paged through GetJobTasks (a big job's Get shows ranges)."""
+        rows: list[jobs_pb2.Task] = []
+        start = 0
+        while True:
+            request = jobs_pb2.JobTasksPageRequest(id=job_id, start_index=start)
+            page = self._call(lambda c: c.jobs.GetJobTasks(request, timeout=self.timeout, metadata=self._metadata))
+            rows += page.tasks
+            if not page.more:
+                return rows
+            start = page.next_start_index
+
     def list_jobs(self, states: Iterable[int], queue: str, limit: int, all_jobs: bool = False, owner: str = "",
                   watch_usage_s: float = 0.0) -> tuple[list[jobs_pb2.Job], int]:
         """(jobs, how many match in all); with all_jobs, page through every one. watch_usage_s:

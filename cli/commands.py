@@ -136,6 +136,12 @@ def own_name(client: MasterClient) -> str:
 
 def status(args: argparse.Namespace, client: MasterClient) -> int:
     job = client.get(args.job_id)
+    if getattr(args, "all_tasks", False) and job.tasks_compact:     # every row, paged (GetJobTasks)
+        rows = client.all_tasks(args.job_id)
+        del job.tasks[:]
+        job.tasks.extend(rows)
+        job.tasks_compact, job.compact_note = False, ""
+        del job.task_ranges[:]
     if args.output == JSON_OUTPUT:
         print_json(reply_job_json(job))
     else:

@@ -152,6 +152,8 @@ def add_query_commands(sub: _Subcommands, common: argparse.ArgumentParser) -> No
 
     p = sub.add_parser("status", parents=[common], help="a job and its tasks, with usage")
     p.add_argument("job_id", metavar="ID")
+    p.add_argument("--all-tasks", action="store_true",
+                   help="every task row of a big job (else over 1,000 rows: unfinished first, the rest as index ranges)")
 
     p = sub.add_parser(
         "why", parents=[common], help="why a job waits (its queue's share, preemption) and why it was preempted",

@@ -36,6 +36,10 @@ def reply_job_json(msg: jobs_pb2.Job) -> JsonDict:
               released=msg.released, held_by=msg.held_by)
     doc = job_json(job, [reply_task_json(msg.id, t) for t in msg.tasks], dominant_share=msg.dominant_share)
     doc.update(state=job_state_name(msg.state), tasks_total=tasks_total(msg))
+    if msg.tasks_compact:       # only some rows: every row's index by state (master/edge/taskpages.py)
+        doc.update(tasks_compact=True, task_rows=msg.task_rows, compact_note=msg.compact_note,
+                   task_ranges={task_state_name(r.state): {"indexes": r.indexes, "count": r.count}
+                                for r in msg.task_ranges})
     return doc
 
 

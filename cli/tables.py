@@ -32,7 +32,18 @@ def age_cell(moment: float, now: float) -> str:
 
 
 def task_state_counts(job: jobs_pb2.Job) -> Counter[str]:
+    """Of every row: from the ranges' counts when the reply shows only some rows."""
+    if job.tasks_compact:
+        return Counter({task_state_name(r.state): r.count for r in job.task_ranges})
     return Counter(task_state_name(task.state) for task in job.tasks)
+
+
+def compact_lines(job: jobs_pb2.Job) -> str:
+    """A big job's rows as index ranges per state, and the note on what is left out."""
+    if not job.tasks_compact:
+        return ""
+    lines = [f"{task_state_name(r.state)} ({r.count}): {r.indexes or EMPTY}" for r in job.task_ranges]
+    return "\n".join(["", *lines, job.compact_note])
 
 
 def tasks_cell(job: jobs_pb2.Job) -> str:
@@ -152,7 +163,7 @@ def job_view(job: jobs_pb2.Job, now: float) -> str:
         header.append(("Ended", job.reason))
     width = max(len(key) for key, _ in header) + 2
     lines = [f"{key + ':':<{width}}{value}" for key, value in header]
-    return "\n".join(lines) + "\n\n" + tasks_table(job.tasks)
+    return "\n".join(lines) + "\n\n" + tasks_table(job.tasks) + compact_lines(job)
 
 
 def batch_lines(job: jobs_pb2.Job) -> list[tuple[str, str]]:

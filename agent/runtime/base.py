@@ -59,6 +59,9 @@ class TaskSpec:
     stderr_file: str = ""
     output_append: bool = False           # append to them (else truncate)
     script: str = ""                      # a job script, handed to the task on SCRIPT_FD
+    # The agent's fence lease (agent/fence.py): the shim kills the task itself once it runs
+    # out, with or without an agent. "" = never fenced (a job the master does not re-place).
+    lease_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class ExitStatus:
     finished_at: float = 0.0
     oom_killed: bool = False
     reason: str = ""           # e.g. "OOMKilled", "exec failed: No such file or directory"
+    fenced: bool = False       # the shim stopped it: the fence lease ran out (no agent renewed it)
 
 
 @dataclass(frozen=True)

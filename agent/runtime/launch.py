@@ -137,6 +137,8 @@ def shim_spec(spec: TaskSpec, ident: Identity | None, files: ShimFiles, cgroup_p
         if files.tmp is not None:
             pairs.append(("tmp", str(files.tmp)))
     pairs += _output_pairs(spec)
+    if spec.lease_path:
+        pairs.append(("lease", spec.lease_path))
     if spec.log_max_bytes > 0:
         # The shim copies the output through pipes and rotates <file> to <file>.1 at the cap.
         pairs.append(("log_max", str(spec.log_max_bytes)))

@@ -161,11 +161,14 @@ class ShimRuntime:
         code = record.get("exit_code")
         sig = int(record.get("signal") or 0)
         reason = ""
+        if record.get("fenced"):
+            reason = (f"cut off from the master for {float(record.get('silence_s') or 0):.0f}s; the task's "
+                      "supervisor stopped it at the fence (no agent renewed the lease): it may run elsewhere")
         if kills:
             reason = ("OOMKilled" if sig == signal.SIGKILL
                       else f"the OOM killer killed {kills} process(es) of the task")
         return ExitStatus(code if isinstance(code, int) else None, sig,
-                          float(record.get("finished_at") or 0.0), kills > 0, reason)
+                          float(record.get("finished_at") or 0.0), kills > 0, reason, bool(record.get("fenced")))
 
     def signal(self, key: str, signum: int) -> None:
         if not is_safe_name(key):

@@ -9,6 +9,7 @@ from dataclasses import replace
 from tcluster.domain.arrays import MAX_THROTTLE, IndexSet, parse_array
 from tcluster.domain.dependency import Outcome, Verdict, evaluate, parse_dependency
 from tcluster.domain.errors import FailedPrecondition, InvalidArgument, NotFound
+from tcluster.master.core.chains import chain_depth, check_chain_bounds
 from tcluster.master.core.draft import Draft
 from tcluster.master.core.events import Submit, UpdateJob
 from tcluster.domain.model import Job, Task, TaskState
@@ -38,11 +39,22 @@ def _check_dependency(d: Draft, job: Job) -> bool:
     if missing:
         raise InvalidArgument("dependency", f"job {missing[0][:64]!r} not found (a job may wait only on jobs "
                                             "submitted before it: there can be no cycle)")
+    check_chain_bounds(dependency.jobs, lambda j: _chain_depth(d, j), lambda j: len(d.state.dependents.get(j, ())))
     verdict = evaluate(dependency, d.job_state)
     if verdict.outcome is Outcome.UNMET and not job.spec.keep_unmet:
         raise InvalidArgument("dependency", f"can never be met: {verdict.why}; add --keep-on-unmet-dependency "
                                             "to submit it anyway")
     return verdict.outcome is Outcome.MET
+
+
+def _chain_depth(d: Draft, job_id: str) -> int:
+    def held(j: str) -> bool:
+        job = d.step.jobs.get(j) or d.state.jobs.get(j)
+        return job is not None and job.held
+
+    def parents(j: str) -> tuple[str, ...]:
+        return parse_dependency(d.job(j).spec.dependency).jobs
+    return chain_depth(job_id, parents, held, d.state.chain_depths)
 
 
 def resolve_dependents(d: Draft, ended: str) -> None:

@@ -63,6 +63,7 @@ class MasterState:
             jid: Counter(t.state for t in ts) + virtual_counts(self.jobs[jid]) for jid, ts in self.tasks.items()}
         self.dependents: dict[str, set[str]] = {}    # job -> held jobs that wait on its end
         self.ended: dict[str, JobState] = {}         # waited-on jobs no longer in memory: how they ended
+        self.chain_depths: dict[str, int] = {}       # held jobs' chain depths (master/core/chains.py), as computed
         for job in jobs:
             self._index_dependency(job)
         self.deadlines = DeadlineIndex()             # RUNNING tasks with a time limit
@@ -375,6 +376,8 @@ class MasterState:
             if job.held:
                 self.dependents.setdefault(parent, set()).add(job.id)
             else:
+                if self.chain_depths.pop(job.id, None) is not None:
+                    self.chain_depths.clear()    # depths through it are stale: recomputed when asked
                 waiting = self.dependents.get(parent)
                 if waiting is not None:
                     waiting.discard(job.id)

@@ -28,6 +28,7 @@ from tcluster.master.links import AgentLink
 from tcluster.master.identity.peer import peer_cert
 from tcluster.master.nodeadmin import NodeRequest
 from tcluster.master.paging import token_after
+from tcluster.master.edge.taskpages import add_ranges, inline_rows, tasks_page
 from tcluster.master.execs import exec_in_task
 from tcluster.master.service import MasterService
 from tcluster.master.usagewatch import checked_watch_s
@@ -52,6 +53,9 @@ def spec_changes_from_pb(request: jobs_pb2.UpdateJobRequest) -> lifecycle.SpecCh
 REGISTER_TIMEOUT_S = 30.0
 # A List reply's bytes, well under the 4 MiB message bound (the header and total aside).
 LIST_BYTE_BUDGET = 3 * 2**20
+# One job's message in a List above this (a spec near its bound, ranges that did not
+# compact) is listed by id and why: alone in a page it would still pass the 4 MiB bound.
+LIST_JOB_BYTE_LIMIT = 3 * 2**20
 # The master's wall clock, sent as initial metadata on ListNodes and Join (calls a node may
 # make before it has a user's token): `tcl doctor` measures a node's clock skew with it.
 MASTER_TIME_KEY = "tcl-master-time"
@@ -101,9 +105,21 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         lotes = self.service.plugins.lotes
         pair = self.service.shown(pair, caller)
         board = self.service.gpus
-        return job_to_pb(*pair, dominant_share=self.service.dominant_share(*pair),
-                         lotes_class=lotes.klass(pair[0].spec.resources) if lotes is not None else None,
-                         gpu_usage=lambda t: board.of_task(t.node, t.id, t.attempt))
+        msg = job_to_pb(pair[0], inline_rows(pair[1]), dominant_share=self.service.dominant_share(*pair),
+                        lotes_class=lotes.klass(pair[0].spec.resources) if lotes is not None else None,
+                        gpu_usage=lambda t: board.of_task(t.node, t.id, t.attempt))
+        add_ranges(msg, pair[1])        # a job with many rows: ranges, not rows (master/edge/taskpages.py)
+        return msg
+
+    async def GetJobTasks(self, request: jobs_pb2.JobTasksPageRequest,
+                          context: grpc.aio.ServicerContext) -> jobs_pb2.JobTasksPage:
+        try:
+            caller = caller_of(self.service, context, "GetJobTasks")
+            job, tasks = self.service.shown(self.service.read(request.id, caller), caller)
+            return tasks_page(tasks, request.start_index, request.limit)
+        except TclusterError as error:
+            await abort_with(context, error)
+            raise AssertionError("unreachable")
 
     async def Submit(self, request: jobs_pb2.SubmitRequest, context: grpc.aio.ServicerContext) -> jobs_pb2.Job:
         try:
@@ -159,11 +175,15 @@ class JobServicer(jobs_pb2_grpc.JobServiceServicer):
         written by an older version) is shown by id and why, never failing the List of
         everybody's jobs (issue 36 #3)."""
         try:
-            return self._job((job, tasks), caller)
+            message = self._job((job, tasks), caller)
         except (ValueError, TypeError, OverflowError) as error:
             log.error("job %s cannot be encoded for List: %s", job.id, error)
             return jobs_pb2.Job(id=job.id, submitted_at=job.submitted_at,
                                 reason=f"this job cannot be shown: {str(error)[:200]}")
+        if message.ByteSize() > LIST_JOB_BYTE_LIMIT:    # would not fit even alone: by id and why
+            return jobs_pb2.Job(id=job.id, submitted_at=job.submitted_at, state=message.state,
+                                reason=f"this job is too big to list ({message.ByteSize()} bytes): tcl status {job.id}")
+        return message
 
     async def Report(self, request: jobs_pb2.ReportRequest,
                      context: grpc.aio.ServicerContext) -> jobs_pb2.ReportResponse:

@@ -52,6 +52,10 @@ def test_an_agent_restarted_while_cut_off_fences_before_the_master_retries(clust
     proc = a.proc
     assert proc is not None
     out = proc.output()
-    assert "re-adopted" in out and "stopping tasks that may run elsewhere" in out, out[-2000:]
+    # Either the restarted agent re-adopted the task and fenced it, or (a restart slower than
+    # the fence, as on a loaded host) the task's shim had fenced it already (issue 36 #2).
+    readopted = "re-adopted" in out and "stopping tasks that may run elsewhere" in out
+    shim_fenced = "ended while the agent was away" in out     # a `sleep 120` ends no other way here
+    assert readopted or shim_fenced, out[-2000:]
     assert "the fence counts from then" in out, out[-2000:]
     assert (a.state_dir / "last_heard.json").exists()

@@ -157,7 +157,7 @@ class Task(_message.Message):
     def __init__(self, index: _Optional[int] = ..., id: _Optional[str] = ..., state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., node: _Optional[str] = ..., attempt: _Optional[int] = ..., has_exit_code: _Optional[bool] = ..., exit_code: _Optional[int] = ..., signal: _Optional[int] = ..., reason: _Optional[str] = ..., started_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., usage: _Optional[_Union[_common_pb2.TaskUsage, _Mapping]] = ..., failures: _Optional[int] = ..., lotes_class: _Optional[int] = ..., preemptions: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ..., gpu_usage: _Optional[_Iterable[_Union[_common_pb2.GpuUsage, _Mapping]]] = ...) -> None: ...
 
 class Job(_message.Message):
-    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share", "unplaced", "skipped", "throttle", "reason", "released", "held_by")
+    __slots__ = ("id", "spec", "state", "submitted_at", "finished_at", "pending_reason", "tasks", "dominant_share", "unplaced", "skipped", "throttle", "reason", "released", "held_by", "tasks_compact", "task_ranges", "task_rows", "compact_note")
     ID_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +172,10 @@ class Job(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     HELD_BY_FIELD_NUMBER: _ClassVar[int]
+    TASKS_COMPACT_FIELD_NUMBER: _ClassVar[int]
+    TASK_RANGES_FIELD_NUMBER: _ClassVar[int]
+    TASK_ROWS_FIELD_NUMBER: _ClassVar[int]
+    COMPACT_NOTE_FIELD_NUMBER: _ClassVar[int]
     id: str
     spec: JobSpec
     state: JobState
@@ -186,7 +190,43 @@ class Job(_message.Message):
     reason: str
     released: bool
     held_by: str
-    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., unplaced: _Optional[str] = ..., skipped: _Optional[str] = ..., throttle: _Optional[int] = ..., reason: _Optional[str] = ..., released: _Optional[bool] = ..., held_by: _Optional[str] = ...) -> None: ...
+    tasks_compact: bool
+    task_ranges: _containers.RepeatedCompositeFieldContainer[TaskIndexRanges]
+    task_rows: int
+    compact_note: str
+    def __init__(self, id: _Optional[str] = ..., spec: _Optional[_Union[JobSpec, _Mapping]] = ..., state: _Optional[_Union[JobState, str]] = ..., submitted_at: _Optional[float] = ..., finished_at: _Optional[float] = ..., pending_reason: _Optional[str] = ..., tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., dominant_share: _Optional[float] = ..., unplaced: _Optional[str] = ..., skipped: _Optional[str] = ..., throttle: _Optional[int] = ..., reason: _Optional[str] = ..., released: _Optional[bool] = ..., held_by: _Optional[str] = ..., tasks_compact: _Optional[bool] = ..., task_ranges: _Optional[_Iterable[_Union[TaskIndexRanges, _Mapping]]] = ..., task_rows: _Optional[int] = ..., compact_note: _Optional[str] = ...) -> None: ...
+
+class TaskIndexRanges(_message.Message):
+    __slots__ = ("state", "indexes", "count")
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    INDEXES_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    state: _common_pb2.TaskState
+    indexes: str
+    count: int
+    def __init__(self, state: _Optional[_Union[_common_pb2.TaskState, str]] = ..., indexes: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
+
+class JobTasksPageRequest(_message.Message):
+    __slots__ = ("id", "start_index", "limit")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    START_INDEX_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    start_index: int
+    limit: int
+    def __init__(self, id: _Optional[str] = ..., start_index: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class JobTasksPage(_message.Message):
+    __slots__ = ("tasks", "more", "next_start_index", "total")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_START_INDEX_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[Task]
+    more: bool
+    next_start_index: int
+    total: int
+    def __init__(self, tasks: _Optional[_Iterable[_Union[Task, _Mapping]]] = ..., more: _Optional[bool] = ..., next_start_index: _Optional[int] = ..., total: _Optional[int] = ...) -> None: ...
 
 class SubmitRequest(_message.Message):
     __slots__ = ("spec",)

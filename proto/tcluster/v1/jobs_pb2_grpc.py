@@ -95,6 +95,11 @@ class JobServiceStub:
                 request_serializer=tcluster_dot_v1_dot_jobs__pb2.ExecRequest.SerializeToString,
                 response_deserializer=tcluster_dot_v1_dot_jobs__pb2.ExecReply.FromString,
                 _registered_method=True)
+        self.GetJobTasks = channel.unary_unary(
+                '/tcluster.v1.JobService/GetJobTasks',
+                request_serializer=tcluster_dot_v1_dot_jobs__pb2.JobTasksPageRequest.SerializeToString,
+                response_deserializer=tcluster_dot_v1_dot_jobs__pb2.JobTasksPage.FromString,
+                _registered_method=True)
 
 
 class JobServiceServicer:
@@ -183,6 +188,14 @@ class JobServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetJobTasks(self, request, context):
+        """A job's task rows in full, paged by index (and by bytes): Get and List show a job with
+        many rows compactly, as index ranges per state (issue 36; `tcl status --all-tasks`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_JobServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -245,6 +258,11 @@ def add_JobServiceServicer_to_server(servicer, server):
                     servicer.Exec,
                     request_deserializer=tcluster_dot_v1_dot_jobs__pb2.ExecRequest.FromString,
                     response_serializer=tcluster_dot_v1_dot_jobs__pb2.ExecReply.SerializeToString,
+            ),
+            'GetJobTasks': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetJobTasks,
+                    request_deserializer=tcluster_dot_v1_dot_jobs__pb2.JobTasksPageRequest.FromString,
+                    response_serializer=tcluster_dot_v1_dot_jobs__pb2.JobTasksPage.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -572,6 +590,33 @@ class JobService:
             '/tcluster.v1.JobService/Exec',
             tcluster_dot_v1_dot_jobs__pb2.ExecRequest.SerializeToString,
             tcluster_dot_v1_dot_jobs__pb2.ExecReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetJobTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tcluster.v1.JobService/GetJobTasks',
+            tcluster_dot_v1_dot_jobs__pb2.JobTasksPageRequest.SerializeToString,
+            tcluster_dot_v1_dot_jobs__pb2.JobTasksPage.FromString,
             options,
             channel_credentials,
             insecure,
