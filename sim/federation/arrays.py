@@ -35,23 +35,30 @@ def _dtype(layout: LMLayout) -> type:
 
 
 class FreeRows(Sequence[Res]):
-    """Free room per node as rows of an int array, read and written one node at a time
-    as tuples. A state's snapshot is a FreeRows over a copy nobody writes."""
+    """Free room per node as the columns of a (dimensions x nodes) int array, read and
+    written one node at a time as tuples. A state's snapshot is a FreeRows over a copy
+    nobody writes. `writes` counts the writes, so a view knows when its cached fit is stale."""
 
-    def __init__(self, rows: np.ndarray) -> None:
-        self.rows = rows
+    def __init__(self, cols: np.ndarray) -> None:
+        self.cols = cols
+        self.writes = 0
 
     def __len__(self) -> int:
-        return int(self.rows.shape[0])
+        return int(self.cols.shape[1])
 
     def __getitem__(self, i: Any) -> Any:
-        return tuple(int(x) for x in self.rows[i])
+        return tuple(self.cols[:, i].tolist())
 
     def __setitem__(self, i: int, value: Res) -> None:
-        self.rows[i] = value
+        self.cols[:, i] = value
+        self.writes += 1
 
     def __iter__(self) -> Iterator[Res]:
-        return (tuple(row) for row in self.rows.tolist())
+        return (tuple(col) for col in self.cols.T.tolist())
+
+
+def _columns(caps: list[Res], dtype: type) -> np.ndarray:
+    return np.ascontiguousarray(np.array(caps, dtype=dtype).reshape(len(caps), -1).T)
 
 
 class MirroredFree(list):  # type: ignore[type-arg]
@@ -60,11 +67,11 @@ class MirroredFree(list):  # type: ignore[type-arg]
 
     def __init__(self, caps: list[Res], dtype: type) -> None:
         super().__init__(caps)
-        self.rows = np.array(caps, dtype=dtype).reshape(len(caps), -1)
+        self.cols = _columns(caps, dtype)
 
     def __setitem__(self, i: Any, value: Any) -> None:
         super().__setitem__(i, value)
-        self.rows[i] = value
+        self.cols[:, i] = value
 
 
 class ArrayLocalManager(LocalManager):
@@ -77,56 +84,75 @@ class ArrayLocalManager(LocalManager):
 
     def _free_now(self) -> tuple[Res, ...]:
         assert isinstance(self.free, MirroredFree)
-        return FreeRows(self.free.rows.copy())  # type: ignore[return-value]
+        return FreeRows(self.free.cols.copy())  # type: ignore[return-value]
 
 
 class ArrayLMView(LMView):
-    """An LMView over an int array; its answers are LMView's, node for node."""
+    """An LMView over an int array; its answers are LMView's, node for node. A partition
+    lists its nodes in index order, so Alg. 1's first fit in partition order is the
+    lowest LM node index that is in the partition, satisfies the constraints and fits:
+    one mask per (partition, constraints), cached, ANDed with one fit mask per request
+    size, cached until the next write."""
 
     def __init__(self, layout: LMLayout, n_gms: int, n_constraints: int) -> None:
         super().__init__(layout, n_gms, n_constraints)
-        caps = [n.cap for n in layout.nodes]
-        self.rows = np.array(caps, dtype=_dtype(layout)).reshape(len(caps), -1)
-        self.free = FreeRows(self.rows)  # type: ignore[assignment]
-        self.part_rows = [np.array(p.nodes, dtype=np.intp) for p in self.parts]
-        self._cand: dict[tuple[int, int], np.ndarray] = {}
+        self.rows = FreeRows(_columns([n.cap for n in layout.nodes], _dtype(layout)))
+        self.free = self.rows  # type: ignore[assignment]
+        self._cand: dict[tuple[int, int], np.ndarray | None] = {}
+        self._fit: dict[Res, np.ndarray] = {}
+        self._fit_at = -1
 
     def apply(self, state: LMState) -> bool:
         if not self.newer(state.epoch, state.version):
             return False
         stamp = (state.epoch, state.version)
         kept = {n: v for n, v in self.node_news.items() if v > stamp}
-        new = state.free.rows if isinstance(state.free, FreeRows) else np.array(state.free)
+        new = state.free.cols if isinstance(state.free, FreeRows) else _columns(list(state.free), self.rows.cols.dtype)
+        cols = self.rows.cols
         if kept:
             idx = np.fromiter(kept, dtype=np.intp, count=len(kept))
-            held = self.rows[idx]
-            self.rows[:] = new
-            self.rows[idx] = held
+            held = cols[:, idx]
+            cols[:] = new
+            cols[:, idx] = held
         else:
-            self.rows[:] = new
+            cols[:] = new
+        self.rows.writes += 1
         self.node_news = kept
         self.epoch, self.version = stamp
         self.state = state
         return True
 
-    def _candidates(self, owner: int, pc: int) -> np.ndarray:
-        """The partition's nodes satisfying `pc`, as a bool per partition position."""
+    def _candidates(self, owner: int, pc: int) -> np.ndarray | None:
+        """The LM's nodes in `owner`'s partition satisfying `pc`; None when there are none."""
         key = (owner, pc)
-        cand = self._cand.get(key)
-        if cand is None:
-            n = len(self.parts[owner].nodes)
-            bits = self.parts[owner].candidates(pc)
-            raw = np.frombuffer(bits.to_bytes((n + 7) // 8 or 1, "little"), dtype=np.uint8)
-            cand = np.unpackbits(raw, bitorder="little")[:n].astype(bool)
-            self._cand[key] = cand
-        return cand
+        if key not in self._cand:
+            part = self.parts[owner]
+            cand = np.zeros(len(self.layout.nodes), dtype=bool)
+            bits = part.candidates(pc)
+            while bits:
+                low = bits & -bits
+                cand[part.nodes[low.bit_length() - 1]] = True
+                bits ^= low
+            self._cand[key] = cand if cand.any() else None
+        return self._cand[key]
+
+    def _fits(self, req: Res) -> np.ndarray:
+        if self._fit_at != self.rows.writes:
+            self._fit.clear()
+            self._fit_at = self.rows.writes
+        fit = self._fit.get(req)
+        if fit is None:
+            cols = self.rows.cols
+            fit = np.ones(cols.shape[1], dtype=bool)
+            for d in range(min(len(req), cols.shape[0])):     # fits() zips: the shorter one counts
+                fit &= cols[d] >= req[d]
+            self._fit[req] = fit
+        return fit
 
     def match(self, owner: int, req: Res, pc: int) -> int:
         cand = self._candidates(owner, pc)
-        if not cand.any():
+        if cand is None:
             return -1
-        d = min(len(req), self.rows.shape[1])          # fits() zips: the shorter one counts
-        rows = self.rows[self.part_rows[owner], :d]
-        ok = cand & (rows >= np.asarray(req[:d])).all(axis=1)
+        ok = cand & self._fits(req)
         k = int(ok.argmax())
-        return self.parts[owner].nodes[k] if ok[k] else -1
+        return k if ok[k] else -1
