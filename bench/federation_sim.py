@@ -2,8 +2,8 @@
 engine (per-node tuples: every state a tuple of all nodes, every view applied node by node,
 Alg. 1's first fit walked in Python) and the array engine (sim/federation/arrays.py: the
 same GM and LM code over numpy columns). Each engine runs in a child process of its own, so
-that its peak RSS is its own; both run with constant handler times (a measured handler time
-depends on the engine's speed, and would change the simulated run), and the bench checks
+that its peak RSS is its own; both run with constant handler times (measured ones are wall-clock
+figures, different in each run), and the bench checks
 that they give the same placements: the same commit/release ledger and the same start time
 of every task, compared as digests. CPU seconds stand beside wall ones: the machine is shared.
 

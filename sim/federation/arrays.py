@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from tcluster.federation.lm import LocalManager
 from tcluster.federation.messages import LMLayout, LMState, Res
@@ -28,7 +29,7 @@ from tcluster.federation.view import LMView
 _INT32_MAX = 2**31 - 1
 
 
-def _dtype(layout: LMLayout) -> type:
+def _dtype(layout: LMLayout) -> DTypeLike:
     """int32 halves every state's copy; int64 when a capacity would not fit."""
     top = max((max(n.cap, default=0) for n in layout.nodes), default=0)
     return np.int32 if top <= _INT32_MAX else np.int64
@@ -57,7 +58,7 @@ class FreeRows(Sequence[Res]):
         return (tuple(col) for col in self.cols.T.tolist())
 
 
-def _columns(caps: list[Res], dtype: type) -> np.ndarray:
+def _columns(caps: list[Res], dtype: DTypeLike) -> np.ndarray:
     return np.ascontiguousarray(np.array(caps, dtype=dtype).reshape(len(caps), -1).T)
 
 
@@ -65,7 +66,7 @@ class MirroredFree(list):  # type: ignore[type-arg]
     """An LM's own books: the list of tuples its checks read (fast one-node reads), with
     an array mirror that each write updates, so that a state is one array copy."""
 
-    def __init__(self, caps: list[Res], dtype: type) -> None:
+    def __init__(self, caps: list[Res], dtype: DTypeLike) -> None:
         super().__init__(caps)
         self.cols = _columns(caps, dtype)
 
