@@ -2,7 +2,7 @@
 engine it replaces: on the same draw both place every task on the same node at the same
 time (the same ledger, start times and GM counters), with repartition and preemption on or
 off; the array view's first fit is match_task's, also after full states that keep newer
-deltas and after debits."""
+deltas and after debits; the Sparrow baseline's cached eligible workers are the brute-force ones."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import numpy as np
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tcluster.federation.messages import LMLayout, LMNode, LMState, TaskEnded
+from tcluster.federation.messages import LMLayout, LMNode, LMState, TaskEnded, fits, satisfies
 from tcluster.federation.view import LMView, match_task, split
 from tcluster.sim.federation.arrays import ArrayLMView, FreeRows
 from tcluster.sim.federation.sim import FedConfig, FedSimRun, simulate
+from tcluster.sim.federation.sparrow import SparrowConfig, SparrowSim
 from tcluster.sim.federation.workload import WorkloadSpec
 
 
@@ -86,3 +87,15 @@ def test_free_rows_read_and_write_one_node_as_a_tuple() -> None:
     view.debit(1, (3, 50))
     assert view.free[1] == (5, 150) and list(view.free) == [(4, 100), (5, 150)]
     assert view.match(0, (5, 150), 0) == 1 and view.match(0, (6, 1), 0) == -1
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 30))
+def test_sparrows_eligible_workers_are_those_that_satisfy_and_fit_in_index_order(seed: int, n: int) -> None:
+    rng = random.Random(seed)
+    nodes = tuple(LMNode((rng.choice([8, 64]), rng.choice([1024, 16384])), rng.getrandbits(3)) for _ in range(n))
+    sim = SparrowSim(SparrowConfig(), nodes, [])
+    for _ in range(20):
+        pc, req = rng.getrandbits(3), (rng.choice([4, 16, 32]), rng.choice([512, 4096]))
+        want = [i for i, x in enumerate(nodes) if satisfies(x.cmask, pc) and fits(req, x.cap)]
+        assert sim._candidates(pc, req) == want
