@@ -41,6 +41,12 @@ from tcluster.sim.federation.workload import Arrival, WorkloadSpec, cluster_node
 _END, _STATE, _DELTA, _ANSWER, _LM_IN, _LM_DO, _START, _ARRIVE, _WAKE, _BEAT = range(10)
 
 
+# An LM remembers its last answers for a GM's resends; the simulator never resends a request
+# id (a retry is a new attempt), and each answer holds a full state: 4,096 of them per LM held
+# 1.6 GB at 50,000 workers.
+REMEMBER_ANSWERS = 64
+
+
 @dataclass(frozen=True)
 class FedConfig:
     lms: int = 3
@@ -94,7 +100,7 @@ class FederationSim:
         self.cfg = config
         layouts = [split(i, nodes, config.gms) for i, nodes in enumerate(clusters)]
         lm_cls, view = (ArrayLocalManager, ArrayLMView) if config.engine == "array" else (LocalManager, LMView)
-        self.lms = [lm_cls(layout, publish_tasks=config.preemption) for layout in layouts]
+        self.lms = [lm_cls(layout, publish_tasks=config.preemption, remember=REMEMBER_ANSWERS) for layout in layouts]
         owner = {q: g for g in range(config.gms) for q in queues_of(g, config.queues_per_gm)}
         self.queue_gm = owner
         if config.preemption and preempter is None:
