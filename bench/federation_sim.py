@@ -9,7 +9,7 @@ of every task, compared as digests. CPU seconds stand beside wall ones: the mach
 
     python -m bench.federation_sim                      # 1,000 and 2,000 workers, both systems
     python -m bench.federation_sim --workers 10000 --engines array --systems centralized
-    python -m bench.federation_sim --quick              # toy sizes: a smoke run"""
+    python -m bench.federation_sim --quick              # toy sizes, every LM on arrays: a smoke run"""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.quick import parse_args as parse_quick  # noqa: E402
+from tcluster.sim.federation import arrays  # noqa: E402
 from tcluster.sim.federation.compare import draw  # noqa: E402
 from tcluster.sim.federation.sim import FedConfig, FederationSim  # noqa: E402
 from tcluster.sim.federation.workload import Arrival, WorkloadSpec  # noqa: E402
@@ -33,8 +34,9 @@ from tcluster.sim.federation.workload import Arrival, WorkloadSpec  # noqa: E402
 ENGINES = ("object", "array")
 
 
-def one(engine: str, system: str, workers: int, per_worker: int) -> dict[str, object]:
+def one(engine: str, system: str, workers: int, per_worker: int, array_min_nodes: int) -> dict[str, object]:
     """One engine on examples/megha-federation.yaml's draw at `workers`: wall, peak RSS, digest."""
+    arrays.ARRAY_MIN_NODES = array_min_nodes
     spec = WorkloadSpec(tasks=per_worker * workers, load=0.9, mean_duration_s=100.0, constrained=0.5)
     config = FedConfig(lms=10, gms=10, workers=workers, heartbeat_s=10.0, seed=1, engine=engine)
     clusters, arrivals = draw(workers, 10, 10, 1, spec, config.seed)
@@ -52,9 +54,10 @@ def one(engine: str, system: str, workers: int, per_worker: int) -> dict[str, ob
             "digest": digest, "placed": placed, "tasks": len(arrivals)}
 
 
-def child(engine: str, system: str, workers: int, per_worker: int) -> dict[str, object]:
+def child(engine: str, system: str, workers: int, per_worker: int, array_min_nodes: int) -> dict[str, object]:
     out = subprocess.run([sys.executable, "-m", "bench.federation_sim", "--child", engine, "--systems", system,
-                          "--workers", str(workers), "--per-worker", str(per_worker)],
+                          "--workers", str(workers), "--per-worker", str(per_worker),
+                          "--array-min-nodes", str(array_min_nodes)],
                          capture_output=True, text=True, check=True, cwd=ROOT)
     result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
@@ -66,10 +69,12 @@ def main() -> int:
     p.add_argument("--per-worker", type=int, default=10, help="tasks per worker (the example's 10)")
     p.add_argument("--systems", default="megha,centralized", help="megha (10 GMs x 10 LMs), centralized (1x1)")
     p.add_argument("--engines", default="object,array", help="one alone: its figures, no comparison")
+    p.add_argument("--array-min-nodes", type=int, default=arrays.ARRAY_MIN_NODES,
+                   help="LMs this large or larger take arrays in the array engine (sim/federation/arrays.py)")
     p.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
-    a = parse_quick(p, {"workers": "100", "per_worker": 5})
+    a = parse_quick(p, {"workers": "100", "per_worker": 5, "array_min_nodes": 1})
     if a.child:
-        print(json.dumps(one(a.child, a.systems, int(a.workers), a.per_worker)))
+        print(json.dumps(one(a.child, a.systems, int(a.workers), a.per_worker, a.array_min_nodes)))
         return 0
     engines = a.engines.split(",")
     print("| system | workers | tasks | placed | " + " | ".join(f"{e} CPU s | {e} wall s | {e} MB" for e in engines)
@@ -78,7 +83,7 @@ def main() -> int:
     same_all = True
     for system in a.systems.split(","):
         for workers in (int(w) for w in a.workers.split(",")):
-            got = {e: child(e, system, workers, a.per_worker) for e in engines}
+            got = {e: child(e, system, workers, a.per_worker, a.array_min_nodes) for e in engines}
             first = got[engines[0]]
             cells = " | ".join(f"{got[e]['cpu_s']:.2f} | {got[e]['wall_s']:.2f} | {got[e]['rss_mb']:.0f}" for e in engines)
             if len(got) == 2:

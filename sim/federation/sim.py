@@ -33,7 +33,7 @@ from tcluster.federation.gm import GlobalManager, GMStats, NoRoom, Send
 from tcluster.federation.lm import LocalManager, Notice
 from tcluster.federation.messages import Answer, TaskLaunched, LMState, LMNode, Request, Res, TaskRequest
 from tcluster.federation.view import LMView, split
-from tcluster.sim.federation.arrays import ArrayLMView, ArrayLocalManager
+from tcluster.sim.federation.arrays import lm_for, view_for
 from tcluster.sim.clock import EventHeap
 from tcluster.sim.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
 
@@ -99,7 +99,7 @@ class FederationSim:
                  arrivals: list[Arrival], preempter: Preempter | None = None) -> None:
         self.cfg = config
         layouts = [split(i, nodes, config.gms) for i, nodes in enumerate(clusters)]
-        lm_cls, view = (ArrayLocalManager, ArrayLMView) if config.engine == "array" else (LocalManager, LMView)
+        lm_cls, view = (lm_for, view_for) if config.engine == "array" else (LocalManager, LMView)
         self.lms = [lm_cls(layout, publish_tasks=config.preemption, remember=REMEMBER_ANSWERS) for layout in layouts]
         owner = {q: g for g in range(config.gms) for q in queues_of(g, config.queues_per_gm)}
         self.queue_gm = owner

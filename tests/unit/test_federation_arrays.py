@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from unittest.mock import patch
 
 import numpy as np
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tcluster.federation.messages import LMLayout, LMNode, LMState, TaskEnded, fits, satisfies
+from tcluster.federation.lm import LocalManager
 from tcluster.federation.view import LMView, match_task, split
+from tcluster.sim.federation import arrays
 from tcluster.sim.federation.arrays import ArrayLMView, FreeRows
-from tcluster.sim.federation.sim import FedConfig, FedSimRun, simulate
+from tcluster.sim.federation.sim import FedConfig, FederationSim, FedSimRun, simulate
 from tcluster.sim.federation.sparrow import SparrowConfig, SparrowSim
 from tcluster.sim.federation.workload import WorkloadSpec
 
@@ -37,8 +40,22 @@ def test_both_engines_place_the_same_tasks_on_the_same_nodes_at_the_same_times(
                     heartbeat_s=3.0, seed=seed)
     spec = WorkloadSpec(tasks=tasks, load=load, mean_duration_s=5.0, n_constraints=n_constraints)
     old = simulate(replace(cfg, engine="object"), spec)
-    new = simulate(replace(cfg, engine="array"), spec)
+    with patch.object(arrays, "ARRAY_MIN_NODES", 1):       # every LM on arrays, however small
+        new = simulate(replace(cfg, engine="array"), spec)
     assert placements(new) == placements(old)
+
+
+def test_lms_below_the_threshold_keep_the_object_classes_and_larger_ones_take_arrays() -> None:
+    small = [tuple(LMNode((64, 16384), 1) for _ in range(4))]
+    big = [tuple(LMNode((64, 16384), 1) for _ in range(arrays.ARRAY_MIN_NODES))]
+    one = FedConfig(lms=1, gms=2, workers=4)
+    sim = FederationSim(one, small, [])
+    assert type(sim.lms[0]) is LocalManager and type(sim.gms[0].views[0]) is LMView
+    sim = FederationSim(one, big, [])
+    assert type(sim.lms[0]) is arrays.ArrayLocalManager and type(sim.gms[1].views[0]) is ArrayLMView
+    with patch.object(arrays, "ARRAY_MIN_NODES", 1):
+        assert type(FederationSim(one, small, []).lms[0]) is arrays.ArrayLocalManager
+    assert type(FederationSim(replace(one, engine="object"), big, []).lms[0]) is LocalManager
 
 
 def layouts(rng: random.Random, n: int, gms: int) -> LMLayout:
