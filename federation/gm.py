@@ -34,7 +34,7 @@ from tcluster.federation.messages import (
     Answer, Inconsistent, InconsistencyKind, InternalLaunch, TaskLaunched, LMLayout, LMState, PreemptAndLaunch, Refused,
     RepartitionAndLaunch, Request, TaskEnded, TaskRequest,
 )
-from tcluster.federation.view import LMView, constraint_count, match_task
+from tcluster.federation.view import LMView, constraint_count
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,9 @@ class NoRoom:
 
 
 Decision = Union[Send, NoRoom, None]
+# How a GM keeps its view of one LM: (layout, GMs, constraints) -> a view; the simulator's
+# array engine passes an array-backed LMView with the same answers (sim/federation/arrays.py).
+ViewFactory = Callable[[LMLayout, int, int], LMView]
 # Alg. 2's hook: (gm, task) -> a PreemptAndLaunch to send, or None (federation/fairness.py).
 Preempter = Callable[["GlobalManager", TaskRequest, str], Union[Send, None]]
 
@@ -103,10 +106,11 @@ class GMStats:
 
 class GlobalManager:
     def __init__(self, gm: int, layouts: list[LMLayout], n_gms: int, queues: list[str],
-                 repartition: bool = True, preempter: Preempter | None = None, max_in_flight: int = 1) -> None:
+                 repartition: bool = True, preempter: Preempter | None = None, max_in_flight: int = 1,
+                 view: ViewFactory = LMView) -> None:
         self.gm, self.n_gms = gm, n_gms
         n_constraints = constraint_count(layouts)
-        self.views = [LMView(layout, n_gms, n_constraints) for layout in layouts]
+        self.views = [view(layout, n_gms, n_constraints) for layout in layouts]
         self.queues: dict[str, _Queue] = {q: _Queue() for q in queues}
         self.order = list(queues)
         self.repartition, self.preempter = repartition, preempter
@@ -199,7 +203,7 @@ class GlobalManager:
             if lm in busy:
                 continue
             view = self.views[lm]
-            node = match_task(view.parts[self.gm], view.free, p.task.req, p.task.pc)
+            node = view.match(self.gm, p.task.req, p.task.pc)
             if node >= 0:
                 if not probe:
                     self.rr_int = (lm + 1) % n
@@ -216,7 +220,7 @@ class GlobalManager:
             view = self.views[lm]
             for j in range(len(others)):
                 src = others[(j + self.rr_ext) % len(others)]
-                node = match_task(view.parts[src], view.free, p.task.req, p.task.pc)
+                node = view.match(src, p.task.req, p.task.pc)
                 if node >= 0:
                     if not probe:
                         self.rr_ext = (lm + 1) % n

@@ -51,6 +51,7 @@ class LocalManager:
         self.layout = layout
         self.room = room
         self.schedulable: Schedulable = schedulable or (lambda node: True)
+        self._all_open = schedulable is None
         # The running-task list in every state costs O(tasks) per change: only when GMs
         # run Alg. 2 and must pick victims.
         self.publish_tasks = publish_tasks
@@ -65,6 +66,9 @@ class LocalManager:
         self.answers: dict[str, Answer] = {}
         self.remember = remember
         self.usage: dict[str, Res] = {}          # queue -> running request total (for Alg. 2)
+        # The running logical nodes in launch order, kept beside `running` so that a state
+        # costs O(logical nodes), not a walk over every running task per version.
+        self.logical: dict[str, LogicalNode] = {}
         self._state: LMState | None = None
 
     # ---- requests ----
@@ -142,7 +146,7 @@ class LocalManager:
             # A new request id for a task that already runs here would launch it twice.
             raise ValueError(f"task {req.task.task_id} already runs on LM {self.lm}")
         self.free[req.node] = sub(self.free[req.node], req.task.req)
-        self.running[req.task.task_id] = Running(req.task, req.gm, req.node, logical)
+        self._run(Running(req.task, req.gm, req.node, logical))
         q = req.task.queue
         self.usage[q] = add(self.usage[q], req.task.req) if q in self.usage else req.task.req
         self._changed()
@@ -156,11 +160,17 @@ class LocalManager:
 
     def _release(self, run: Running, preempted: bool) -> Notice:
         del self.running[run.task.task_id]
+        self.logical.pop(run.task.task_id, None)
         self.free[run.node] = add(self.free[run.node], run.task.req)
         self.usage[run.task.queue] = sub(self.usage[run.task.queue], run.task.req)
         self._changed()
         return run.gm, TaskEnded(self.lm, self.epoch, self.version, run.task.task_id, run.node,
                                  self.room_of(run.node), preempted)
+
+    def _run(self, run: Running) -> None:
+        self.running[run.task.task_id] = run
+        if run.logical is not None:
+            self.logical[run.task.task_id] = run.logical
 
     def _changed(self) -> None:
         self.version += 1
@@ -171,7 +181,7 @@ class LocalManager:
         master's jobs): recorded as running, unchecked (it already runs)."""
         carved = LogicalNode(node, task.req, gm, task.task_id) if logical else None
         self.free[node] = sub(self.free[node], task.req)
-        self.running[task.task_id] = Running(task, gm, node, carved)
+        self._run(Running(task, gm, node, carved))
         q = task.queue
         self.usage[q] = add(self.usage[q], task.req) if q in self.usage else task.req
         self._changed()
@@ -190,11 +200,17 @@ class LocalManager:
     def state(self) -> LMState:
         """The full state every GM may see: built once per version, shared by all answers."""
         if self._state is None:
-            logical = tuple(r.logical for r in self.running.values() if r.logical is not None)
+            logical = tuple(self.logical.values())
             tasks = tuple(TaskOn(r.task.task_id, r.task.queue, r.node, r.task.req)
                           for r in self.running.values()) if self.publish_tasks else ()
-            free = tuple(self.room_of(i) for i in range(len(self.free))) if self.room is not None else tuple(self.free)
-            closed = tuple(i for i in range(len(self.free)) if not self.schedulable(i))
-            self._state = LMState(self.lm, self.epoch, self.version, free, logical,
+            # Only a live master's LM has closed nodes; the simulator's are all open (no loop per state).
+            closed = () if self._all_open else tuple(i for i in range(len(self.free)) if not self.schedulable(i))
+            self._state = LMState(self.lm, self.epoch, self.version, self._free_now(), logical,
                                   tuple(sorted(self.usage.items())), tasks, closed)
         return self._state
+
+    def _free_now(self) -> tuple[Res, ...]:
+        """Every node's free room for a state (the simulator's array engine snapshots an array)."""
+        if self.room is not None:
+            return tuple(self.room_of(i) for i in range(len(self.free)))
+        return tuple(self.free)

@@ -115,6 +115,10 @@ class LMView:
         self.node_news[delta.node] = stamp
         return True
 
+    def match(self, owner: int, req: Res, pc: int) -> int:
+        """Alg. 1 over GM `owner`'s partition of this LM, on this view's free room."""
+        return match_task(self.parts[owner], self.free, req, pc)
+
     def debit(self, node: int, req: Res) -> None:
         """Taken at send time so that the GM's next decision does not count the same room
         twice; the answer's state replaces it either way."""

@@ -6,8 +6,10 @@ run deterministic (and the unit tests exact); `measure_handlers` instead runs a 
 the scenario's own arrivals through a FederationSim and times the real calls with the
 wall clock: per request sent, the GM's `decide()` plus its `on_answer()`, and the LM's
 `handle()` (check and commit, its state built for the answer). Their medians become the
-handler times of the runs that follow. The figures are this machine's: printed beside the
-results, never hard-coded, and a run with them is only as repeatable as they are."""
+handler times of the runs that follow. It times the object engine (the GM and LM as the
+live daemons run them), whichever engine the runs that follow use. The figures are this
+machine's: printed beside the results, never hard-coded, and a run with them is only as
+repeatable as they are."""
 
 from __future__ import annotations
 
@@ -49,7 +51,9 @@ def measure_handlers(config: FedConfig, clusters: list[tuple[LMNode, ...]], arri
     """Times the real handlers on the first `sample` arrivals of this draw (same nodes,
     same GMs and LMs): the GM's decisions that sent a request, with the answer's handling,
     and every LM check."""
-    sim = FederationSim(config, clusters, arrivals[:sample])
+    # The object engine: the live tcl-gm and LM keep per-node tuples, and these times stand
+    # for theirs (the array engine's copies are the simulator's own speed, not the product's).
+    sim = FederationSim(replace(config, engine="object"), clusters, arrivals[:sample])
     decide: list[float] = []
     answer: list[float] = []
     check: list[float] = []

@@ -32,12 +32,19 @@ from tcluster.federation.fairness import FairPreempter
 from tcluster.federation.gm import GlobalManager, GMStats, NoRoom, Send
 from tcluster.federation.lm import LocalManager, Notice
 from tcluster.federation.messages import Answer, TaskLaunched, LMState, LMNode, Request, Res, TaskRequest
-from tcluster.federation.view import split
+from tcluster.federation.view import LMView, split
+from tcluster.sim.federation.arrays import lm_for, view_for
 from tcluster.sim.clock import EventHeap
 from tcluster.sim.federation.workload import Arrival, WorkloadSpec, cluster_nodes, tasks
 
 # At equal times: ends free room before arrivals and requests look for it.
 _END, _STATE, _DELTA, _ANSWER, _LM_IN, _LM_DO, _START, _ARRIVE, _WAKE, _BEAT = range(10)
+
+
+# An LM remembers its last answers for a GM's resends; the simulator never resends a request
+# id (a retry is a new attempt), and each answer holds a full state: 4,096 of them per LM held
+# 1.6 GB at 50,000 workers.
+REMEMBER_ANSWERS = 64
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,7 @@ class FedConfig:
     repartition: bool = True
     preemption: bool = False           # Alg. 2, with equal shares over all queues
     seed: int = 1
+    engine: str = "array"              # or "object": per-node tuples (bench/federation_sim.py's old side)
 
 
 @dataclass
@@ -91,13 +99,14 @@ class FederationSim:
                  arrivals: list[Arrival], preempter: Preempter | None = None) -> None:
         self.cfg = config
         layouts = [split(i, nodes, config.gms) for i, nodes in enumerate(clusters)]
-        self.lms = [LocalManager(layout, publish_tasks=config.preemption) for layout in layouts]
+        lm_cls, view = (lm_for, view_for) if config.engine == "array" else (LocalManager, LMView)
+        self.lms = [lm_cls(layout, publish_tasks=config.preemption, remember=REMEMBER_ANSWERS) for layout in layouts]
         owner = {q: g for g in range(config.gms) for q in queues_of(g, config.queues_per_gm)}
         self.queue_gm = owner
         if config.preemption and preempter is None:
             preempter = FairPreempter({q: 1.0 / len(owner) for q in owner})
         self.gms = [GlobalManager(g, layouts, config.gms, queues_of(g, config.queues_per_gm),
-                                  config.repartition, preempter) for g in range(config.gms)]
+                                  config.repartition, preempter, view=view) for g in range(config.gms)]
         self.run = FedSimRun(config, {}, [gm.stats for gm in self.gms], clusters)
         self.clock: EventHeap[Any] = EventHeap()
         self.link_free: dict[tuple[str, int, int], float] = {}

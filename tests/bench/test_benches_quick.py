@@ -88,6 +88,7 @@ BENCHES = [
     Bench("failover", r"^submit ack +p50 +[\d.]+ s", needs=etcd, marks=DAEMONS),
     Bench("fairness", r"^ +2 +100 +\d+ +[\d./]+( +[\d.]+){3} +\d+x +[\d.]+x +\d+$"),
     Bench("fair_users", r"^ratio users\+decay / today: [\d.]+ \(target <= 1.5\)$"),
+    Bench("federation_sim", r"^engines agree: yes$"),
     Bench("fed_lm_place", r"^Place / Submit, p50: [\d.]+x$"),
     Bench("gm_place", r"^one slow LM +[\d.]+ +[\d.]+ +[\d.]+x$"),
     Bench("heartbeat_path", r"^ +total +[\d.]+ +-> [\d,]+ heartbeats/s per core"),
