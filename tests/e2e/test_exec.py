@@ -204,6 +204,7 @@ def test_an_agent_or_master_restart_ends_the_exec_with_an_error_and_kills_it(clu
 def _pty_run(c: Cluster, args: list[str], script: bytes, timeout_s: float = 90) -> tuple[int, bytes]:
     pid, fd = pty.fork()
     if pid == 0:                                    # the child: tcl on a terminal
+        os.chdir("/")                               # the task starts where tcl ran: "/" every task user enters
         os.execve(str(BIN / "tcl"), [str(BIN / "tcl"), *args], c.alice.env)
     out, sent = b"", False
     deadline = time.monotonic() + timeout_s
@@ -261,7 +262,7 @@ def test_tcl_run_without_a_tty_relays_and_ctrl_c_cancels(cluster: Cluster) -> No
     assert shown["command"] == ["sh", "-c", "echo out-$TCL_TASK_INDEX; echo err >&2; exit 4"], shown
     assert "echo out-" in human and "i=0" not in human, human          # the user's command, not the placeholder
     client = subprocess.Popen([str(BIN / "tcl"), "run", "--queue", "ads.prod", "--cpu", "0.1", "--mem", "64Mi",
-                               "--", "sleep", "1007"], env=cluster.alice.env, text=True,
+                               "--", "sleep", "1007"], env=cluster.alice.env, text=True, cwd="/",
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait("tcl run's command runs", lambda: _node_pids(cluster, "sleep 1007"))
     client.send_signal(signal.SIGINT)                 # Ctrl-C
