@@ -4,7 +4,9 @@ relay (master/execrelay.py) under the per-task and per-user caps."""
 
 from __future__ import annotations
 
+import asyncio
 import shlex
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,11 +20,19 @@ from tcluster.security.authz import Caller, ExecInTask
 from tcluster.wire.features import EXEC
 
 AUDITED_COMMAND_CHARS = 200
+STARTING_WAIT_S = 30.0           # `tcl submit` then `tcl exec`: a STARTING task is waited for, not refused
+STARTING_POLL_S = 0.2
+
+
+def _find(service: Any, caller: Caller, opened: ExecOpened) -> tuple[Any, Task | None]:
+    job, tasks = service.read(opened.job_id, caller)
+    return job, next((t for t in tasks if t.index == opened.task_index), None)
 
 
 def _task(service: Any, caller: Caller, opened: ExecOpened) -> Task:
-    job, tasks = service.read(opened.job_id, caller)
-    task: Task | None = next((t for t in tasks if t.index == opened.task_index), None)
+    """The task, its owner's (or an admin's) to exec into (checked and audited once);
+    refused unless RUNNING or STARTING."""
+    job, task = _find(service, caller, opened)
     command = shlex.join(opened.command)[:AUDITED_COMMAND_CHARS]
     task_name = task.id if task is not None else f"{opened.job_id}.{opened.task_index}"
     service.gate.check(caller, ExecInTask(job.id, task_name, job.spec.owner, command))
@@ -31,15 +41,29 @@ def _task(service: Any, caller: Caller, opened: ExecOpened) -> Task:
             raise not_running(task_name, TaskState.PENDING.value)
         raise NotFound(f"job {job.id} has no task {opened.task_index} (it has {job.spec.tasks}"
                        f"{': ' + job.spec.array if job.spec.array else ''})")
-    if task.state is not TaskState.RUNNING:
+    if task.state not in (TaskState.RUNNING, TaskState.STARTING):
         raise not_running(task.id, task.state.value)
+    return task
+
+
+async def _running_task(service: Any, caller: Caller, opened: ExecOpened) -> Task:
+    """The task once RUNNING: one still STARTING (its container being made, its image
+    pulled) is waited for up to STARTING_WAIT_S, as a user who just submitted expects."""
+    deadline = time.monotonic() + STARTING_WAIT_S
+    task: Task | None = _task(service, caller, opened)
+    while task is not None and task.state is TaskState.STARTING and time.monotonic() < deadline:
+        await asyncio.sleep(STARTING_POLL_S)
+        task = _find(service, caller, opened)[1]
+    if task is None or task.state is not TaskState.RUNNING:
+        name = task.id if task is not None else f"{opened.job_id}.{opened.task_index}"
+        raise not_running(name, task.state.value if task is not None else TaskState.PENDING.value)
     return task
 
 
 async def exec_in_task(service: Any, cap: ExecCap, caller: Caller, opened: ExecOpened,
                        inputs: AsyncIterator[ExecInput]) -> AsyncIterator[ExecOutput]:
     check_opened(opened)
-    task = _task(service, caller, opened)
+    task = await _running_task(service, caller, opened)
     link = service.agents.links.get(task.node)
     if link is None:
         raise Unavailable(f"node {task.node} is not connected; task {task.id} cannot be reached now")
