@@ -57,6 +57,7 @@ class ExecSession:
         self.proc: subprocess.Popen[bytes] | None = None
         self._in_fd = -1              # the command's stdin (pipe or pty master)
         self._master_fd = -1          # pty master (-it)
+        self.cancelled = False
 
     def spawn(self) -> list[int]:
         """The helper, started; the fds its output comes on."""
@@ -116,7 +117,10 @@ class ExecSession:
 
     def kill(self) -> None:
         proc = self.proc
-        if proc is None or proc.poll() is not None:
+        if proc is None:
+            self.cancelled = True           # before the start: run() starts nothing
+            return
+        if proc.poll() is not None:
             return
         proc.send_signal(signal.SIGTERM)       # the helper kills the command's session
 
@@ -126,6 +130,9 @@ class ExecSession:
         asyncio.get_running_loop().call_later(KILL_AFTER_S, hard_kill)
 
     async def run(self) -> None:
+        if self.cancelled:
+            await self._send(agent_pb2.ExecData(exited=True, error="cancelled before it started"))
+            return
         try:
             outs = self.spawn()
         except OSError as error:
@@ -258,14 +265,20 @@ class Execs:
             return refuse(f"the node runs {MAX_EXECS} execs already, the most it takes at once")
         if not self._running(start.task_id, start.attempt):
             return refuse(f"task {start.task_id} (attempt {start.attempt}) is not running on this node")
-        try:
-            target = exec_target(self.runtime, f"{start.task_id}.{start.attempt}")
-        except ExecRefused as error:
-            return refuse(str(error))
-        session = ExecSession(start, target, put, put_control)
-        task = asyncio.create_task(session.run(), name=f"exec-{start.exec_id[:16]}")
+        session = ExecSession(start, {}, put, put_control)
+        task = asyncio.create_task(self._run(session, refuse), name=f"exec-{start.exec_id[:16]}")
         self._sessions[start.exec_id] = (session, task)
         task.add_done_callback(lambda _: self._sessions.pop(start.exec_id, None))
+
+    async def _run(self, session: ExecSession, refuse: Callable[[str], None]) -> None:
+        """The target is read off the loop: for an image task it is a question to the docker
+        engine, which may hang; heartbeats and other execs go on meanwhile."""
+        key = f"{session.start.task_id}.{session.start.attempt}"
+        try:
+            session.target = await asyncio.to_thread(exec_target, self.runtime, key)
+        except ExecRefused as error:
+            return refuse(str(error))
+        await session.run()
 
     def feed(self, feed: agent_pb2.ExecFeed) -> None:
         entry = self._sessions.get(feed.exec_id)

@@ -84,3 +84,46 @@ def test_a_cancel_kills_the_commands_whole_session(tmp_path: Path) -> None:
         else:
             os.kill(pid, signal.SIGKILL)
             raise AssertionError(f"the background sleep {pid} outlived the cancel")
+
+
+class _HungEngine:
+    """A docker engine whose inspect answers only when released: the agent's loop must not wait on it."""
+    parent = "tcluster/n.docker"
+
+    def __init__(self) -> None:
+        import threading
+        self.release = threading.Event()
+
+    def containers(self) -> list[str]:
+        return ["t.0.1"]
+
+    def _find(self, key: str) -> dict[str, Any]:
+        self.release.wait(5)
+        return {"State": {"Running": False, "Pid": 0}}
+
+
+def test_a_hung_docker_engine_does_not_stall_the_agents_loop() -> None:
+    from tcluster.agent.execs import Execs
+
+    async def scenario() -> tuple[int, list[agent_pb2.AgentMessage]]:
+        engine = _HungEngine()
+        refused: list[agent_pb2.AgentMessage] = []
+
+        async def put(message: agent_pb2.AgentMessage) -> None:
+            refused.append(message)
+
+        execs = Execs(type("Runtime", (), {"docker": engine, "native": object()})(), lambda task, attempt: True)
+        execs.start(agent_pb2.ExecStart(exec_id="e1", task_id="t.0", attempt=1, window=2, command=["true"]),
+                    put, refused.append)
+        assert not refused                        # start() returned without the engine's answer
+        ticks = 0
+        for _ in range(10):                       # the loop runs while the engine is asked
+            await asyncio.sleep(0.01)
+            ticks += 1
+        engine.release.set()
+        await _until(lambda: bool(refused), "the refusal once the engine answers")
+        return ticks, refused
+
+    ticks, refused = asyncio.run(scenario())
+    assert ticks == 10
+    assert refused[0].exec_data.exited and "has no running container" in refused[0].exec_data.error
