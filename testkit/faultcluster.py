@@ -31,10 +31,11 @@ from typing import Callable, TypeVar
 
 import grpc
 
-from testkit.procs import BIN, TCL_CWD, Proc, leaked_cgroups, node_subtrees, sweep_node
+from testkit.procs import BIN, JOB_ENDS, TCL_CWD, Proc, job_reached, leaked_cgroups, node_subtrees, sweep_node
 from testkit.etcd_cluster import EtcdStore, free_ports
 from testkit.proxy import TcpProxy
 from tcluster.v1 import jobs_pb2, jobs_pb2_grpc
+from testkit.inproc import tcl_in_process
 from testkit.patience import patient
 
 T = TypeVar("T")
@@ -268,8 +269,13 @@ class Cluster:
     # ---- the client side ----
 
     def tcl(self, *args: str, check: bool = True, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([str(BIN / "tcl"), "--master", self.address, *args], capture_output=True,
-                                text=True, timeout=patient(timeout_s), cwd=TCL_CWD)
+        """`tcl` in this process (testkit/inproc.py: the subject is the daemons, and a poll
+        costs no Python start); the binary itself against an older revision's daemons."""
+        if COMPAT:
+            result = subprocess.run([str(BIN / "tcl"), "--master", self.address, *args], capture_output=True,
+                                    text=True, timeout=patient(timeout_s), cwd=TCL_CWD)
+        else:
+            result = tcl_in_process(self.address, *args)
         if check and result.returncode != 0:
             raise AssertionError(f"tcl {' '.join(args)[:200]} exited {result.returncode}:\n"
                                  f"{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
@@ -324,6 +330,14 @@ class Cluster:
             job = self.status(job_id)
             return job if job["state"] in states else None
         return wait_for(check, timeout_s, f"job {job_id} in {sorted(states)}", interval_s=0.2)
+
+    def wait_ended(self, job_id: str, timeout_s: float = 60.0) -> dict:
+        """The job ended and each of its tasks too (a cancelled job is CANCELLED at once,
+        its tasks KILLED when their agent confirms)."""
+        def check() -> dict | None:
+            job = self.status(job_id)
+            return job if job_reached(job, JOB_ENDS) else None
+        return wait_for(check, timeout_s, f"job {job_id} and its tasks ended", interval_s=0.2)
 
     def wait_task(self, job_id: str, predicate: Callable[[dict], bool], what: str, timeout_s: float = 60.0) -> dict:
         """Waits until task 0 of the job satisfies `predicate`; returns the job."""

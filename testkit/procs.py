@@ -145,6 +145,32 @@ def tcl_json(master: str, *args: str) -> object:
     return json.loads(tcl(master, *args, "-o", "json").stdout)
 
 
+JOB_ENDS = {"SUCCEEDED", "FAILED", "CANCELLED"}
+TASK_ENDS = {"SUCCEEDED", "FAILED", "KILLED", "LOST"}
+
+
+def job_reached(found: dict, states: set[str]) -> bool:
+    """The job (`tcl status -o json`) in one of `states`; waiting for its end also waits for
+    its tasks' (a cancelled job is CANCELLED at once, its tasks KILLED when their agent
+    confirms)."""
+    if found["state"] not in states:
+        return False
+    return not states <= JOB_ENDS or all(t["state"] in TASK_ENDS for t in found["tasks"])
+
+
+def tcl_quick(master: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """`tcl` run in this process (testkit/inproc.py), for tests whose subject is not the CLI."""
+    from testkit.inproc import tcl_in_process
+    result = tcl_in_process(master, *args)
+    if check and result.returncode != 0:
+        raise AssertionError(f"tcl {' '.join(args)} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def tcl_quick_json(master: str, *args: str) -> object:
+    return json.loads(tcl_quick(master, *args, "-o", "json").stdout)
+
+
 def wait_job(master: str, job_id: str, states: set[str], timeout_s: float = 60.0) -> dict:
     timeout_s = patient(timeout_s)
     deadline = time.monotonic() + timeout_s

@@ -68,7 +68,7 @@ def test_agent_killed_during_a_launch_runs_the_task_once(cluster: Cluster) -> No
         for job_id in job_ids:
             wait_for(lambda: _settled(cluster, a.name, job_id), SETTLE_S, f"{job_id} settled to one attempt")
             cluster.tcl("cancel", job_id, check=False)   # ends a running one; refused if already over
-        jobs = [cluster.wait_job(job_id, {"CANCELLED", "FAILED", "SUCCEEDED"}, timeout_s=SETTLE_S) for job_id in job_ids]
+        jobs = [cluster.wait_ended(job_id, timeout_s=SETTLE_S) for job_id in job_ids]
         wait_for(lambda: not [k for k in task_cgroups(a.name)], SETTLE_S, "every task's cgroup removed")
     finally:
         violations = watch.stop()

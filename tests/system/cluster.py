@@ -1,5 +1,6 @@
 """A real master and agents (the installed binaries) on 127.0.0.1 for the system tests
-that go through `tcl`, on whatever cgroup backend this host offers."""
+that go through `tcl`, on whatever cgroup backend this host offers. `tcl` itself runs in
+the test's process (testkit/inproc.py): the subject here is the agent and its cgroups."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from testkit.procs import Proc, start_agent, start_master, tcl, tcl_json
+from testkit.procs import Proc, job_reached, start_agent, start_master, tcl_quick, tcl_quick_json
 from testkit.cgroups import group_dirs, leftovers
 from testkit.procs import sweep_node
 from testkit.patience import patient
@@ -46,11 +47,11 @@ def cluster(tmp: Path, tag: str, *agent_args: str) -> Iterator[tuple[str, str, l
 
 
 def submit(master: str, *args: str) -> str:
-    return tcl(master, "submit", *args).stdout.strip()
+    return tcl_quick(master, "submit", *args).stdout.strip()
 
 
 def job(master: str, job_id: str) -> dict:
-    found = tcl_json(master, "status", job_id)
+    found = tcl_quick_json(master, "status", job_id)
     assert isinstance(found, dict)
     return found
 
@@ -59,8 +60,8 @@ def wait_state(master: str, job_id: str, states: set[str], timeout_s: float = 12
     deadline = time.monotonic() + patient(timeout_s)
     while True:
         found = job(master, job_id)
-        if found["state"] in states or time.monotonic() > deadline:
-            assert found["state"] in states, f"job {job_id} is {found['state']}, not in {states}: {found}"
+        if job_reached(found, states) or time.monotonic() > deadline:
+            assert job_reached(found, states), f"job {job_id} is {found['state']}, not in {states}: {found}"
             return found
         time.sleep(0.2)
 
@@ -90,4 +91,4 @@ def proc_cpu_seconds(pids: list[int]) -> float:
 
 
 def nodes(master: str) -> list[dict]:
-    return json.loads(tcl(master, "nodes", "-o", "json").stdout)
+    return json.loads(tcl_quick(master, "nodes", "-o", "json").stdout)

@@ -13,7 +13,7 @@ import pytest
 from testkit.cgroups import SKIP_REASON, leftovers
 from tests.system.cluster import cluster, submit, task_key, task_pids, wait_state
 from testkit.patience import patient
-from testkit.procs import gated, start_agent, tcl
+from testkit.procs import gated, start_agent, tcl_quick as tcl
 
 pytestmark = [pytest.mark.system, pytest.mark.guest, pytest.mark.skipif(bool(SKIP_REASON), reason=SKIP_REASON)]
 DONE = {"SUCCEEDED", "FAILED", "CANCELLED"}

@@ -29,7 +29,7 @@ from tcluster.agent.runtime import devbpf
 from tcluster.agent.runtime.devices import task_rules
 from testkit.cgroups import SKIP_REASON, leftovers
 from testkit.patience import patient
-from testkit.procs import Proc, start_agent, start_master, sweep_node, tcl
+from testkit.procs import Proc, start_agent, start_master, sweep_node, tcl_quick as tcl
 from tests.system.cluster import job, node_name, nodes, submit, wait_state
 
 # guest (tests/vm reruns it on cgroup v2, where the devices are confined by a BPF program):

@@ -21,7 +21,7 @@ import grpc
 import pytest
 
 from tcluster.v1 import common_pb2, jobs_pb2, jobs_pb2_grpc
-from testkit.procs import tcl
+from testkit.procs import tcl_quick as tcl
 from testkit.cgroups import MODE, SKIP_REASON, alive, group_dirs, leftovers
 from tests.system.cluster import (cluster, job, nodes, proc_cpu_seconds, submit, task_key, task_pids,
                                   wait_state)
