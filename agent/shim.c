@@ -17,7 +17,8 @@
  * The agent rewrites it (at most once a second) while it hears the master, with the kernel's
  * boot id, its CLOCK_BOOTTIME reading and "fence_s", the silence after which it stops tasks
  * the master may start elsewhere. Once CLOCK_BOOTTIME passes at + fence_s + LEASE_SLACK_S
- * the shim kills the container (cgroup.kill, the task's process group, the init) itself and
+ * the shim kills the container (cgroup.kill, every pid of its cgroup.procs files, the task's
+ * process group, the init) itself and
  * records "fenced" in the exit record: a dead or crash-looping agent's re-runnable task is
  * gone before the master's LOST (fence_s falls half a lost timeout before it). The slack lets
  * a live agent fence first (its kill carries the master-facing reason); a restarted agent
@@ -596,6 +597,22 @@ static double lease_overdue(double *silence) {
     return over;
 }
 
+/* SIGKILL to every process listed in a cgroup.procs file (cgroup v1 has no cgroup.kill): a
+ * task child that called setsid() left the task's process group, never its cgroup. Read and
+ * closed each time: the shim keeps no file of the group open. */
+static void kill_listed(const char *procs) {
+    size_t len;
+    char *text = read_all(procs, &len);
+    if (!text) return;
+    pid_t me = getpid();
+    for (char *p = text, *end; *p; p = end) {
+        long pid = strtol(p, &end, 10);
+        if (end == p) { end = p + 1; continue; }
+        if (pid > 0 && pid != me) kill((pid_t)pid, SIGKILL);
+    }
+    free(text);
+}
+
 static void kill_container(void) {
     for (int i = 0; i < S.nprocs; i++) {    /* cgroup v2: every process of the group at once */
         char path[4200];
@@ -605,6 +622,7 @@ static void kill_container(void) {
         snprintf(slash, sizeof path - (slash - path), "/cgroup.kill");
         int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd >= 0) { if (write(fd, "1", 1) < 0) { /* no cgroup.kill: the signals below */ } close(fd); }
+        kill_listed(S.procs[i]);            /* v1 (and a v2 kernel before 5.14): each process */
     }
     pthread_mutex_lock(&reaping);
     if (lease_child > 0) { kill(-lease_child, SIGKILL); kill(lease_child, SIGKILL); }
