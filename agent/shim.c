@@ -63,6 +63,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -721,7 +722,76 @@ static void flush_logs(pthread_t writer) {
     pthread_timedjoin_np(writer, NULL, &until);
 }
 
+/* ---- watch mode: the fence for a docker task (agent/runtime/dockerfence.py) -----------
+ *
+ *   tcl-shim --watch LEASE PID RECORD LOCK PROCS...
+ *
+ * A docker task has no shim, so without an agent nothing would fence it. The agent starts
+ * this detached watcher beside each docker task of a job with retries. It holds flock(LOCK)
+ * for its life, so a re-adopting agent's second watcher sees one runs and leaves; prints
+ * `watching <pid>` (or `watching already`, `ended`), forks into its own session (it outlives
+ * the agent, as shims do under KillMode=process) and polls the container's init (PID, by
+ * pidfd) and the lease every LEASE_POLL_S. Once the lease is fence_s + LEASE_SLACK_S old it
+ * kills every process listed in the container's cgroup.procs files (and cgroup.kill on v2),
+ * again each second, and records {"fenced": true, "silence_s"} in RECORD for the agent to
+ * report the attempt KILLED. It exits when the init ends or the group is gone; it never joins
+ * the container's cgroup nor keeps a file of it open, so the engine removes it as usual. */
+static void write_fence_record(double silence) {
+    char tmp[4200], body[200];
+    snprintf(body, sizeof body, "{\"fenced\": true, \"silence_s\": %.1f, \"at\": %.6f}\n", silence,
+             clock_s(CLOCK_REALTIME));
+    snprintf(tmp, sizeof tmp, "%s.tmp", S.exitp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    if (write(fd, body, strlen(body)) < 0) { /* rename below still publishes what is there */ }
+    fsync(fd);
+    close(fd);
+    if (rename(tmp, S.exitp) == 0) fsync_dir_of(S.exitp);
+}
+
+static int group_exists(void) {
+    for (int i = 0; i < S.nprocs; i++) if (access(S.procs[i], F_OK) == 0) return 1;
+    return 0;
+}
+
+static void watch_loop(int pidfd) {
+    double silence = 0;
+    int fenced_once = 0, wait_ms = (int)(LEASE_POLL_S * 1000);
+    for (;;) {
+        struct pollfd p = {pidfd, POLLIN, 0};
+        if (poll(&p, 1, wait_ms) > 0 || !group_exists()) return;    /* the container ended */
+        if (lease_overdue(&silence) <= 0) continue;
+        kill_container();
+        if (!fenced_once) write_fence_record(silence);
+        fenced_once = 1;
+        wait_ms = 1000;                     /* again each second: a fork that raced the kill */
+    }
+}
+
+static int watch_container(int argc, char **argv) {
+    if (argc < 7) { say("error usage: tcl-shim --watch LEASE PID RECORD LOCK PROCS..."); return 2; }
+    S.lease = argv[2];
+    S.exitp = argv[4];
+    for (int i = 6; i < argc && S.nprocs < 64; i++) S.procs[S.nprocs++] = argv[i];
+    signal(SIGHUP, SIG_IGN); signal(SIGINT, SIG_IGN); signal(SIGTERM, SIG_IGN); signal(SIGPIPE, SIG_IGN);
+    if (chdir("/") < 0) { /* stay where we are: nothing depends on it */ }
+    int lock = open(argv[5], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock < 0) { say("error cannot open %s: %s", argv[5], strerror(errno)); return 1; }
+    if (flock(lock, LOCK_EX | LOCK_NB) < 0) { say("watching already"); return 0; }
+    int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)atoi(argv[3]), 0);
+    if (pidfd < 0) { say("ended"); return 0; }
+    pid_t child = fork();
+    if (child < 0) { say("error cannot fork: %s", strerror(errno)); return 1; }
+    if (child > 0) { say("watching %d", child); return 0; }     /* the lock stays with the child */
+    setsid();
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) { dup2(null, 0); dup2(null, 1); }
+    watch_loop(pidfd);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "--watch")) return watch_container(argc, argv);
     if (argc != 2) { say("error usage: tcl-shim SPEC"); return 2; }
     if (parse_spec(argv[1]) < 0) { say("error cannot read the task spec %s: %s", argv[1], strerror(errno)); return 1; }
     /* Stray terminal or service-manager signals must not cost the task its exit record. */
