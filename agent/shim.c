@@ -785,7 +785,7 @@ static int watch_container(int argc, char **argv) {
     if (child > 0) { say("watching %d", child); return 0; }     /* the lock stays with the child */
     setsid();
     int null = open("/dev/null", O_RDWR);
-    if (null >= 0) { dup2(null, 0); dup2(null, 1); }
+    if (null >= 0) { dup2(null, 0); dup2(null, 1); dup2(null, 2); }   /* the agent reads to EOF */
     watch_loop(pidfd);
     return 0;
 }
