@@ -17,7 +17,8 @@
  * The agent rewrites it (at most once a second) while it hears the master, with the kernel's
  * boot id, its CLOCK_BOOTTIME reading and "fence_s", the silence after which it stops tasks
  * the master may start elsewhere. Once CLOCK_BOOTTIME passes at + fence_s + LEASE_SLACK_S
- * the shim kills the container (cgroup.kill, the task's process group, the init) itself and
+ * the shim kills the container (cgroup.kill, every pid of its cgroup.procs files, the task's
+ * process group, the init) itself and
  * records "fenced" in the exit record: a dead or crash-looping agent's re-runnable task is
  * gone before the master's LOST (fence_s falls half a lost timeout before it). The slack lets
  * a live agent fence first (its kill carries the master-facing reason); a restarted agent
@@ -62,6 +63,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -596,6 +598,22 @@ static double lease_overdue(double *silence) {
     return over;
 }
 
+/* SIGKILL to every process listed in a cgroup.procs file (cgroup v1 has no cgroup.kill): a
+ * task child that called setsid() left the task's process group, never its cgroup. Read and
+ * closed each time: the shim keeps no file of the group open. */
+static void kill_listed(const char *procs) {
+    size_t len;
+    char *text = read_all(procs, &len);
+    if (!text) return;
+    pid_t me = getpid();
+    for (char *p = text, *end; *p; p = end) {
+        long pid = strtol(p, &end, 10);
+        if (end == p) { end = p + 1; continue; }
+        if (pid > 0 && pid != me) kill((pid_t)pid, SIGKILL);
+    }
+    free(text);
+}
+
 static void kill_container(void) {
     for (int i = 0; i < S.nprocs; i++) {    /* cgroup v2: every process of the group at once */
         char path[4200];
@@ -605,6 +623,7 @@ static void kill_container(void) {
         snprintf(slash, sizeof path - (slash - path), "/cgroup.kill");
         int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd >= 0) { if (write(fd, "1", 1) < 0) { /* no cgroup.kill: the signals below */ } close(fd); }
+        kill_listed(S.procs[i]);            /* v1 (and a v2 kernel before 5.14): each process */
     }
     pthread_mutex_lock(&reaping);
     if (lease_child > 0) { kill(-lease_child, SIGKILL); kill(lease_child, SIGKILL); }
@@ -703,7 +722,76 @@ static void flush_logs(pthread_t writer) {
     pthread_timedjoin_np(writer, NULL, &until);
 }
 
+/* ---- watch mode: the fence for a docker task (agent/runtime/dockerfence.py) -----------
+ *
+ *   tcl-shim --watch LEASE PID RECORD LOCK PROCS...
+ *
+ * A docker task has no shim, so without an agent nothing would fence it. The agent starts
+ * this detached watcher beside each docker task of a job with retries. It holds flock(LOCK)
+ * for its life, so a re-adopting agent's second watcher sees one runs and leaves; prints
+ * `watching <pid>` (or `watching already`, `ended`), forks into its own session (it outlives
+ * the agent, as shims do under KillMode=process) and polls the container's init (PID, by
+ * pidfd) and the lease every LEASE_POLL_S. Once the lease is fence_s + LEASE_SLACK_S old it
+ * kills every process listed in the container's cgroup.procs files (and cgroup.kill on v2),
+ * again each second, and records {"fenced": true, "silence_s"} in RECORD for the agent to
+ * report the attempt KILLED. It exits when the init ends or the group is gone; it never joins
+ * the container's cgroup nor keeps a file of it open, so the engine removes it as usual. */
+static void write_fence_record(double silence) {
+    char tmp[4200], body[200];
+    snprintf(body, sizeof body, "{\"fenced\": true, \"silence_s\": %.1f, \"at\": %.6f}\n", silence,
+             clock_s(CLOCK_REALTIME));
+    snprintf(tmp, sizeof tmp, "%s.tmp", S.exitp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    if (write(fd, body, strlen(body)) < 0) { /* rename below still publishes what is there */ }
+    fsync(fd);
+    close(fd);
+    if (rename(tmp, S.exitp) == 0) fsync_dir_of(S.exitp);
+}
+
+static int group_exists(void) {
+    for (int i = 0; i < S.nprocs; i++) if (access(S.procs[i], F_OK) == 0) return 1;
+    return 0;
+}
+
+static void watch_loop(int pidfd) {
+    double silence = 0;
+    int fenced_once = 0, wait_ms = (int)(LEASE_POLL_S * 1000);
+    for (;;) {
+        struct pollfd p = {pidfd, POLLIN, 0};
+        if (poll(&p, 1, wait_ms) > 0 || !group_exists()) return;    /* the container ended */
+        if (lease_overdue(&silence) <= 0) continue;
+        kill_container();
+        if (!fenced_once) write_fence_record(silence);
+        fenced_once = 1;
+        wait_ms = 1000;                     /* again each second: a fork that raced the kill */
+    }
+}
+
+static int watch_container(int argc, char **argv) {
+    if (argc < 7) { say("error usage: tcl-shim --watch LEASE PID RECORD LOCK PROCS..."); return 2; }
+    S.lease = argv[2];
+    S.exitp = argv[4];
+    for (int i = 6; i < argc && S.nprocs < 64; i++) S.procs[S.nprocs++] = argv[i];
+    signal(SIGHUP, SIG_IGN); signal(SIGINT, SIG_IGN); signal(SIGTERM, SIG_IGN); signal(SIGPIPE, SIG_IGN);
+    if (chdir("/") < 0) { /* stay where we are: nothing depends on it */ }
+    int lock = open(argv[5], O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock < 0) { say("error cannot open %s: %s", argv[5], strerror(errno)); return 1; }
+    if (flock(lock, LOCK_EX | LOCK_NB) < 0) { say("watching already"); return 0; }
+    int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)atoi(argv[3]), 0);
+    if (pidfd < 0) { say("ended"); return 0; }
+    pid_t child = fork();
+    if (child < 0) { say("error cannot fork: %s", strerror(errno)); return 1; }
+    if (child > 0) { say("watching %d", child); return 0; }     /* the lock stays with the child */
+    setsid();
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) { dup2(null, 0); dup2(null, 1); dup2(null, 2); }   /* the agent reads to EOF */
+    watch_loop(pidfd);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "--watch")) return watch_container(argc, argv);
     if (argc != 2) { say("error usage: tcl-shim SPEC"); return 2; }
     if (parse_spec(argv[1]) < 0) { say("error cannot read the task spec %s: %s", argv[1], strerror(errno)); return 1; }
     /* Stray terminal or service-manager signals must not cost the task its exit record. */

@@ -102,6 +102,8 @@ def wait_for_job(
             report(line)
             last_line = line
         if job.state in _TERMINAL_JOB_STATES:
+            if job.state != jobs_pb2.JOB_SUCCEEDED:
+                with_all_rows(client, job)     # the first failed task may be past the rows sent
             why = failure_summary(job)
             if job.state != jobs_pb2.JOB_SUCCEEDED and why:
                 report(f"job {job_id}: {why}")
@@ -134,14 +136,22 @@ def own_name(client: MasterClient) -> str:
         return ""
 
 
-def status(args: argparse.Namespace, client: MasterClient) -> int:
-    job = client.get(args.job_id)
-    if getattr(args, "all_tasks", False) and job.tasks_compact:     # every row, paged (GetJobTasks)
-        rows = client.all_tasks(args.job_id)
+def with_all_rows(client: MasterClient, job: jobs_pb2.Job) -> jobs_pb2.Job:
+    """`job` with every task row, paged through GetJobTasks where Get sent only some (a
+    compact job): what reads rows (an exit code, the first failed task) then sees them all."""
+    if job.tasks_compact:
+        rows = client.all_tasks(job.id)
         del job.tasks[:]
         job.tasks.extend(rows)
         job.tasks_compact, job.compact_note = False, ""
         del job.task_ranges[:]
+    return job
+
+
+def status(args: argparse.Namespace, client: MasterClient) -> int:
+    job = client.get(args.job_id)
+    if getattr(args, "all_tasks", False):
+        with_all_rows(client, job)
     if args.output == JSON_OUTPUT:
         print_json(reply_job_json(job))
     else:

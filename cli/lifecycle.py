@@ -12,7 +12,7 @@ import grpc
 
 from tcluster.cli.client import MasterClient, explain_rpc_error, is_unreachable
 from tcluster.cli.commands import JSON_OUTPUT, POLL_INTERVAL_SECONDS, UNREACHABLE_POLLS_TOLERATED, own_name, \
-    print_json, reply_job_json, report
+    print_json, reply_job_json, report, with_all_rows
 from tcluster.cli.lifecycleparser import CANCEL_STATES, EXIT_WAIT_TIMEOUT
 from tcluster.cli.names import job_state_name, shown_job_state
 from tcluster.cli.options import EXIT_FAILURE, EXIT_OK
@@ -141,7 +141,8 @@ def wait(args: argparse.Namespace, client: MasterClient, clock: Callable[[], flo
                     report(line)
                     lines[job_id] = line
                 if job.state in _TERMINAL:
-                    ended[job_id] = job
+                    # A failed row past the rows a compact job's Get sent still sets the exit code.
+                    ended[job_id] = job if job.state == jobs_pb2.JOB_SUCCEEDED else with_all_rows(client, job)
                     waiting.remove(job_id)
             misses = 0
         except grpc.RpcError as error:      # a master restart or failover: it keeps jobs on disk

@@ -18,6 +18,7 @@ import json
 from tcluster.cli.client import MasterClient
 from tcluster.cli.names import job_state_name, task_state_name
 from tcluster.cli.options import EXIT_OK
+from tcluster.cli.tables import task_state_counts
 from tcluster.views.render import JsonDict
 from tcluster.v1 import jobs_pb2
 
@@ -36,10 +37,11 @@ def why_json(job: jobs_pb2.Job, reply: jobs_pb2.ListQueuesResponse) -> JsonDict:
     over = [{"queue": q.path, "share": round(q.dominant_share, 4), "guaranteed_share": round(q.guaranteed_share, 4)}
             for q in rows.values() if q.leaf and q.path != job.spec.queue and q.dominant_share > q.guaranteed_share + 1e-9]
     tasks = list(job.tasks)
+    counts = task_state_counts(job)     # of every row, also those a compact job's reply leaves out
     return {
         "job": job.id, "state": job_state_name(job.state), "queue": job.spec.queue,
-        "pending_tasks": sum(task_state_name(t.state) == "PENDING" for t in tasks),
-        "running_tasks": sum(task_state_name(t.state) in ("STARTING", "RUNNING") for t in tasks),
+        "pending_tasks": counts["PENDING"],
+        "running_tasks": counts["STARTING"] + counts["RUNNING"],
         "pending_reason": job.pending_reason,
         "queue_share": round(mine.dominant_share, 4) if mine is not None else None,
         "queue_guaranteed_share": round(mine.guaranteed_share, 4) if mine is not None else None,
@@ -80,7 +82,7 @@ def why_text(doc: JsonDict) -> str:
 def held_back_by(job: jobs_pb2.Job, rows: dict[str, jobs_pb2.Queue]) -> JsonDict | None:
     """The outermost level at which the waiting job has its share already (None: it does
     not wait)."""
-    pending = sum(task_state_name(t.state) == "PENDING" for t in job.tasks)
+    pending = task_state_counts(job)["PENDING"]
     if not pending or job_state_name(job.state) not in ("PENDING", "RUNNING"):
         return None
     path = job.spec.queue

@@ -132,7 +132,7 @@ def make_node_runtime(native: Runtime, node: str, state_dir: Path, docker_host: 
         try:
             mounts, controllers = host_mounts()
             mode = mode or choose_mode(mounts, controllers)
-            docker = DockerRuntime(node, mounts, mode, docker_host)
+            docker = DockerRuntime(node, mounts, mode, docker_host, fence_dir=state_dir / "docker-fence")
         except (OSError, RuntimeSetupError) as e:
             log.warning("docker backend off: no cgroup hierarchy to place containers in (%s)", e)
     nets = None

@@ -27,10 +27,11 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from tcluster.daemonkit.sdnotify import SYSTEMD_ONLY_ENV
 
 from .base import ExitStatus, LaunchError, RawUsage, RuntimeSetupError, Started, TaskSpec
+from .dockerfence import fenced, forget, start_watch
 from .cgfs import is_safe_name, read_pids, read_text, remove_if_empty, rmdir_cgroup, signal_pids
 from .detect import CgroupMounts
 from .dockerlogs import LogCopier
-from .dockerspec import (CONTAINER_SCRIPT_DIR, LABEL, cgroup_roots, container_command, container_name,
+from .dockerspec import (CONTAINER_SCRIPT_DIR, LABEL, LEASE_LABEL, cgroup_roots, container_command, container_name,
                          exit_from_state, host_config, identity, labels, parse_time, ready_fd, script_archive)
 from .cgroup_usage import V1_FILES, V2_FILES, usage_v1, usage_v2
 
@@ -63,10 +64,13 @@ def docker_available(host: str = DEFAULT_HOST) -> str | None:
 class DockerRuntime:
     name = "docker"
 
-    def __init__(self, node: str, mounts: CgroupMounts, mode: str, host: str = DEFAULT_HOST) -> None:
+    def __init__(self, node: str, mounts: CgroupMounts, mode: str, host: str = DEFAULT_HOST,
+                 fence_dir: Path | None = None) -> None:
         """`mounts` and `mode` (cgroup1|cgroup2) are the host's, as the native backend found
-        them: the container's cgroup files are read from there."""
+        them: the container's cgroup files are read from there. `fence_dir`: where the fence
+        watchers of containers with a lease keep their state (dockerfence.py); None: none."""
         self.node, self.host, self._mounts, self._mode = node, host, mounts, mode
+        self._fence_dir = fence_dir
         self.parent = f"tcluster/{node}.docker"
         self._client: docker.APIClient | None = None
         self._copiers: dict[str, LogCopier] = {}
@@ -127,7 +131,10 @@ class DockerRuntime:
             raise LaunchError(f"docker engine at {self.host}: {_msg(e)}") from e
         try:
             self.api.start(cid)
-            return self._watch(spec.key, self.api.inspect_container(cid), spec)
+            info = self.api.inspect_container(cid)
+            started = self._watch(spec.key, info, spec)
+            self._fence_without_agent(spec.key, info)
+            return started
         except BaseException as e:
             self._discard(cid)
             if isinstance(e, (DockerException, OSError)):
@@ -202,7 +209,16 @@ class DockerRuntime:
         started = self._watch(key, info, None)
         if not info["State"].get("Running"):
             return None
+        self._fence_without_agent(key, info)     # its watcher may run on: then none is added
         return started
+
+    def _fence_without_agent(self, key: str, info: dict[str, Any]) -> None:
+        """A container with a lease gets its fence watcher (dockerfence.py)."""
+        lease = ((info.get("Config") or {}).get("Labels") or {}).get(LEASE_LABEL, "")
+        pid = int(info["State"].get("Pid") or 0)
+        if lease and self._fence_dir is not None and pid > 0:
+            procs = [d / "cgroup.procs" for d in self._cgroup_dirs(info["Id"]).values()]
+            start_watch(self._fence_dir, key, lease, pid, procs)
 
     def exit_status(self, key: str) -> ExitStatus:
         info = self._find(key)
@@ -220,7 +236,8 @@ class DockerRuntime:
             copier = self._copiers.pop(key, None)
         if copier is not None and not copier.join():
             log.warning("the log copy of %s did not finish", key)
-        return exit_from_state(info["State"])
+        status = exit_from_state(info["State"])
+        return fenced(self._fence_dir, key, status) if self._fence_dir is not None else status
 
     def _cgroup_dirs(self, cid: str) -> dict[str, Path]:
         rel = f"{self.parent}/{cid}"
@@ -285,6 +302,8 @@ class DockerRuntime:
                 except OSError as e:
                     log.warning("cgroup of container %s left behind: %s", key, e)
         self._ids.pop(key, None)
+        if self._fence_dir is not None:
+            forget(self._fence_dir, key)
         if copier is not None:
             copier.join(1.0)
 

@@ -18,6 +18,7 @@ from tcluster.domain.scripts import SCRIPT_PATH
 from .limits import CPU_PERIOD_US, UNLIMITED_SWAP, cpu_quota_us, request_cores, v1_blkio_weight, v1_cpu_shares
 
 LABEL = "tcluster"
+LEASE_LABEL = f"{LABEL}.lease"     # the fence lease its watcher reads (dockerfence.py): found again on adoption
 # Where a job script lies in an image task's container: copied into the container's own
 # layer before it starts (the native shim hands it on a descriptor, SCRIPT_PATH, which a
 # container's runtime would not pass on). Hidden at the root, where no workdir puts it.
@@ -28,7 +29,8 @@ def labels(spec: TaskSpec, node: str) -> dict[str, str]:
     """Who the container is, and where its output goes (read again after a restart)."""
     return {f"{LABEL}.node": node, f"{LABEL}.key": spec.key, f"{LABEL}.task_id": spec.task_id,
             f"{LABEL}.attempt": str(spec.attempt), f"{LABEL}.stdout": spec.stdout_path,
-            f"{LABEL}.stderr": spec.stderr_path, f"{LABEL}.log_max_bytes": str(spec.log_max_bytes)}
+            f"{LABEL}.stderr": spec.stderr_path, f"{LABEL}.log_max_bytes": str(spec.log_max_bytes),
+            **({LEASE_LABEL: spec.lease_path} if spec.lease_path else {})}
 
 
 def container_name(node: str, key: str) -> str:

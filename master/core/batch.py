@@ -4,6 +4,7 @@ their predecessors' ends, and what a submit of either checks. Pure, on a Draft."
 
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import replace
 
 from tcluster.domain.arrays import MAX_THROTTLE, IndexSet, parse_array
@@ -54,7 +55,9 @@ def _chain_depth(d: Draft, job_id: str) -> int:
 
     def parents(j: str) -> tuple[str, ...]:
         return parse_dependency(d.job(j).spec.dependency).jobs
-    return chain_depth(job_id, parents, held, d.state.chain_depths)
+    # Memoized over the state's cache, but new depths go to the step: a submit refused after
+    # this (or whose write fails) is never applied, so it leaves the cache as it was.
+    return chain_depth(job_id, parents, held, ChainMap(d.step.chain_depths, d.state.chain_depths))
 
 
 def resolve_dependents(d: Draft, ended: str) -> None:

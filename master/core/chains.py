@@ -10,7 +10,7 @@ state), so a chain counts only the jobs that still wait. Pure: the state's views
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, MutableMapping
 
 from tcluster.domain.errors import InvalidArgument
 
@@ -19,7 +19,7 @@ MAX_WAITING_ON_ONE_JOB = 1000   # held jobs that wait on a single job's end
 
 
 def chain_depth(job_id: str, parents: Callable[[str], tuple[str, ...]], held: Callable[[str], bool],
-                cache: dict[str, int]) -> int:
+                cache: MutableMapping[str, int]) -> int:
     """The depth of held job `job_id` (0 if not held), memoized in `cache`. Iterative: a
     deep chain never meets Python's recursion limit."""
     if not held(job_id):

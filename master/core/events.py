@@ -290,6 +290,8 @@ class Step:
     free: dict[str, Resources] = field(default_factory=dict)
     actions: list[Action] = field(default_factory=list)
     known_states: dict[str, JobState] = field(default_factory=dict)   # waited-on jobs not in memory
+    # chain depths a submit's check computed: kept (state.chain_depths) only once the step is applied
+    chain_depths: dict[str, int] = field(default_factory=dict)
 
     @property
     def durable(self) -> bool:

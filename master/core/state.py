@@ -204,6 +204,8 @@ class MasterState:
     # ---- the one way in ----
 
     def apply(self, step: Step) -> None:
+        # Before the jobs: a release in this same step still clears what it makes stale.
+        self.chain_depths.update(step.chain_depths)
         for node in step.nodes.values():
             self._apply_node(node)
         for name, live in step.live.items():

@@ -10,7 +10,8 @@ from tcluster.domain.errors import InvalidArgument
 from tcluster.domain.model import TaskState
 from tcluster.master.core import chains
 from tcluster.master.core.chains import MAX_CHAIN_DEPTH, MAX_WAITING_ON_ONE_JOB, chain_depth
-from tcluster.master.core.events import Submit
+from tcluster.master.core.events import Now, Submit
+from tcluster.master.core.transitions import handle
 from tests.unit.test_batch_transitions import end, run, spec, world
 from tests.unit.test_master_transitions import World
 
@@ -69,3 +70,30 @@ def test_depth_is_the_longest_waiting_path_and_needs_no_recursion() -> None:
     assert chain_depth("j5", lambda j: parents[j], lambda j: True, cache) == 6
     assert chain_depth("j5", lambda j: parents[j], lambda j: j != "j5", {}) == 0
     assert chain_depth("j9", lambda j: parents[j], lambda j: j != "j3", {}) == 6    # j3 no longer waits
+
+
+def _held_chain() -> World:
+    """IDS[0] runs; IDS[1] waits on it, IDS[2] on IDS[1]: the cache knows IDS[1]'s depth."""
+    w = world()
+    w.do(Submit(IDS[0], spec()))
+    w.do(Submit(IDS[1], spec(dependency=f"afterok:{IDS[0]}")))
+    w.do(Submit(IDS[2], spec(dependency=f"afterok:{IDS[1]}")))
+    assert w.state.chain_depths == {IDS[1]: 1}
+    return w
+
+
+def test_a_refused_submit_leaves_the_depth_cache_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    w = _held_chain()
+    monkeypatch.setattr(chains, "MAX_WAITING_ON_ONE_JOB", 1)     # refused after the depths were computed
+    with pytest.raises(InvalidArgument, match="at most 1"):
+        w.do(Submit(IDS[3], spec(dependency=f"afterok:{IDS[2]},afterok:{IDS[1]}")))
+    assert w.state.chain_depths == {IDS[1]: 1}                    # was {IDS[1]: 1, IDS[2]: 2}
+
+
+def test_a_submit_whose_write_failed_leaves_the_depth_cache_as_it_was() -> None:
+    w = _held_chain()
+    step = handle(w.state, Submit(IDS[3], spec(dependency=f"afterok:{IDS[2]}")), Now(1000.0, 0.0))
+    assert step.chain_depths == {IDS[2]: 2}
+    assert w.state.chain_depths == {IDS[1]: 1}                    # not applied (the write failed): unchanged
+    w.state.apply(step)                                           # applied (written): kept
+    assert w.state.chain_depths == {IDS[1]: 1, IDS[2]: 2}

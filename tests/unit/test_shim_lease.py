@@ -14,6 +14,7 @@ import pytest
 
 from tcluster.agent.fence import LastHeard, boot_id, boot_now
 from tcluster.agent.runtime.base import ExitStatus, TaskSpec
+from tcluster.agent.runtime.cgfs import wait_until
 from tcluster.agent.runtime.launch import ShimFiles, shim_spec
 from tcluster.agent.taskstate import AgentTasks, Attempt, Exited, Phase, Report
 from tcluster.domain.launch import Launch
@@ -37,6 +38,35 @@ def test_an_expired_lease_kills_the_task_and_is_recorded(tmp_path: Path, namespa
     assert rc == 0 and out.startswith("started"), out
     record = exit_record(tmp_path)
     assert record["fenced"] is True and record["signal"] == 9 and record["silence_s"] >= 30.0, record
+
+
+V1_PIDS = Path("/sys/fs/cgroup/pids")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not (V1_PIDS / "cgroup.procs").exists(),
+                    reason="needs root and a cgroup v1 pids hierarchy")
+def test_without_namespaces_the_fence_kills_a_setsid_child_in_the_tasks_cgroup(tmp_path: Path) -> None:
+    """On v1 without namespaces (no cgroup.kill, no PID namespace) the fence killed only the
+    task's process group: a child that called setsid() ran on. Now every pid of the cgroup."""
+    group = V1_PIDS / f"tcl-test-fence-{os.getpid()}"
+    group.mkdir()
+    lease = tmp_path / "last_heard.json"
+    write_lease(lease, silent_s=0.0, fence_s=1.0)          # runs out ~2 s after the start
+    child = tmp_path / "child.pid"
+    try:
+        script = f"setsid sleep 60 & echo $! > {child}; sleep 60"
+        out, rc = run_shim(write_spec(tmp_path, ["sh", "-c", script], lease=str(lease),
+                                      procs=str(group / "cgroup.procs")))
+        assert rc == 0 and out.startswith("started"), out
+        assert exit_record(tmp_path)["fenced"] is True
+        assert int(child.read_text()) > 0                   # the setsid'ed child had started
+        assert wait_until(lambda: not (group / "cgroup.procs").read_text().strip(), 5.0), \
+            f"left in the task's cgroup: {(group / 'cgroup.procs').read_text().split()}"
+    finally:
+        for pid in (group / "cgroup.procs").read_text().split():
+            os.kill(int(pid), 9)
+        wait_until(lambda: not (group / "cgroup.procs").read_text().strip(), 5.0)
+        group.rmdir()
 
 
 def renew_until(lease: Path, stop: threading.Event) -> None:
