@@ -80,6 +80,7 @@ class LastHeard:
         self.path = state_dir / LAST_HEARD_FILE
         self.boot = boot_id()
         self._saved_at = float("-inf")
+        self._saved_fence_s = 0.0
 
     def silence_at_start(self) -> float:
         return silence_at_start(load(self.path), self.boot, boot_now())
@@ -89,9 +90,11 @@ class LastHeard:
         Saved with the reading, it makes the file the lease each task's shim enforces when no
         agent runs (agent/shim.c): a shim fences at at + fence_s, plus a second of slack."""
         now = boot_now()
-        if now - self._saved_at < SAVE_EVERY_S:
+        # A new limit is saved at once: the first word (registration) comes before the limit
+        # is known, and a quiet agent may hear nothing more for a usage interval.
+        if now - self._saved_at < SAVE_EVERY_S and fence_s == self._saved_fence_s:
             return
-        self._saved_at = now
+        self._saved_at, self._saved_fence_s = now, fence_s
         tmp = self.path.with_name(LAST_HEARD_FILE + ".tmp")
         try:
             with open(tmp, "w", opener=private_opener) as out:

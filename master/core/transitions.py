@@ -283,6 +283,12 @@ def _apply_report(d: Draft, task: Task, report: TaskReport, intent: KillIntent |
     if intent is not None and intent.retry and report.state is TaskState.KILLED:
         end_attempt(d, final, TaskState.LOST, intent.reason, report.exit_code, report.signal, report.at)
         return
+    if intent is None and report.state is TaskState.KILLED:
+        # Killed with no kill asked for: its node fenced it (cut off from the master, or its
+        # shim with no agent), so the master may place it again: a lost attempt, retried
+        # if the job has retries left, as after the master's own LOST.
+        end_attempt(d, final, TaskState.LOST, report.reason, report.exit_code, report.signal, report.at)
+        return
     end_attempt(d, final, report.state, report.reason, report.exit_code, report.signal, report.at)
 
 

@@ -67,3 +67,14 @@ def test_a_failed_write_keeps_the_older_record(tmp_path: Path, monkeypatch: pyte
 def test_the_real_clock_and_boot_id() -> None:
     assert fence.boot_now() > 0
     assert fence.boot_id() != ""            # Linux: /proc/sys/kernel/random/boot_id
+
+
+def test_a_new_fence_limit_is_saved_at_once_not_a_second_later(tmp_path: Path) -> None:
+    """The first word (registration) comes before the limit is known; a quiet agent may hear
+    nothing more for a usage interval, and a lease left at fence_s 0 fences nothing."""
+    heard = LastHeard(tmp_path)
+    heard.heard(0.0)
+    heard.heard(8.0)
+    assert json.loads((tmp_path / fence.LAST_HEARD_FILE).read_text())["fence_s"] == 8.0
+    heard.heard(8.0)                       # the same limit within the second: not rewritten
+    assert json.loads((tmp_path / fence.LAST_HEARD_FILE).read_text())["fence_s"] == 8.0
