@@ -149,7 +149,13 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             except ValueError as error:
                 raise InvalidArgument("task.spec", str(error)[:200]) from error
             caller = place_caller(self.service, request.user_token, context.peer(), request.cert_user)
-            answer, job_id = await lm.place(request_from_pb(request), spec, admitter(self.service, caller))
+            req = request_from_pb(request)
+            lm.counters.in_flight += 1
+            try:
+                answer, job_id = await lm.place(req, spec, admitter(self.service, caller))
+            finally:
+                lm.counters.in_flight -= 1
+            lm.counters.count(req, answer)
             return answer_pb(answer, job_id)
         except ValueError as error:          # a new request id for a task that already runs here
             await abort_with(context, FailedPrecondition(str(error)))
