@@ -6,7 +6,7 @@ task of that job is ever placed again."""
 from __future__ import annotations
 
 import sqlite3
-from typing import MutableMapping
+from typing import Any, MutableMapping
 
 from tcluster.gm.store import TERMINAL
 
@@ -14,7 +14,7 @@ SWEEP_EVERY_S = 2.0       # how often the cached jobs are checked (at most SPEC_
 _UNFINISHED = (f"SELECT 1 FROM tasks WHERE job_id=? AND state NOT IN ({','.join('?' * len(TERMINAL))}) LIMIT 1")
 
 
-def drop_ended(specs: MutableMapping[str, object], db: sqlite3.Connection) -> int:
+def drop_ended(specs: MutableMapping[str, Any], db: sqlite3.Connection) -> int:
     """Drops the specs of jobs with no unfinished task; returns how many. One indexed lookup per
     cached job (tasks_job), each stopping at the job's first unfinished task."""
     ended = [job_id for job_id in specs if db.execute(_UNFINISHED, (job_id, *TERMINAL)).fetchone() is None]

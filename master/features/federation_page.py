@@ -7,13 +7,12 @@ is `#/federation` (master/web/static/app.js)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol, Sequence
 
 from tcluster.federation.messages import (Inconsistent, PreemptAndLaunch, Refused, RepartitionAndLaunch, Request,
                                           TaskLaunched)
-
-if TYPE_CHECKING:
-    from tcluster.master.features.federation_live import LiveLM
+from tcluster.master.features.federation_lm import FederationLM
+from tcluster.master.ports import MasterPort
 
 
 @dataclass
@@ -41,7 +40,27 @@ class PlaceCounters:
             self.refused += 1
 
 
-def federation_doc(lm: LiveLM | None) -> dict[str, Any]:
+class LMView(Protocol):
+    """What the page reads of master/features/federation_live.py's LiveLM (a Protocol: that
+    module imports this one for PlaceCounters)."""
+
+    @property
+    def master(self) -> MasterPort: ...
+    @property
+    def fed(self) -> FederationLM: ...
+    @property
+    def counters(self) -> PlaceCounters: ...
+    @property
+    def interval_s(self) -> float: ...
+    @property
+    def subscriptions(self) -> Sequence[Any]: ...     # Subscription: gm, name, last_full, queue, closed
+    @property
+    def stopping(self) -> Mapping[str, Any]: ...
+    @property
+    def fed_jobs(self) -> Mapping[str, str]: ...
+
+
+def federation_doc(lm: LMView | None) -> dict[str, Any]:
     """The page's JSON: {"federation": false} on a master that is no LM."""
     if lm is None:
         return {"federation": False}
