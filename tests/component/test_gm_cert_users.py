@@ -3,7 +3,7 @@ loopback: a secure LM, a GM with its GM certificate of that LM, serving TLS with
 of a federation CA. alice's certificate (CN user:alice) submits and her task runs as her
 mapping on the LM; bob's certificate can neither read, list nor cancel it; a GM certificate
 (CN gm:NAME) of the same CA cannot submit; a certificate naming no LM user is refused; and the
-owner row survives a GM restart, so a task placed after it still runs as alice's mapping."""
+owner row survives a GM restart: a task left waiting, placed after it, still runs as alice's mapping."""
 
 from __future__ import annotations
 
@@ -127,18 +127,25 @@ def test_a_user_certificate_submits_as_that_user_and_a_gm_certificate_cannot(tmp
         try:
             job_id = await _checks(address, ca)
             await _runs_as_alice(h, address, ca, job_id, 1)
-        finally:
-            await gm.stop()
-        gm = GMDaemon(settings)        # the owner row (a certificate user, no token) is durable
-        await gm.start()
-        try:
             channel, alice = stub_as(ca[0], client_cert(ca, "user:alice"), address)
             four = jobs_pb2.JobSpec()
             four.CopyFrom(SPEC)
-            four.tasks = 2
+            four.tasks = 4                  # 3 fit beside the first job's task (n1 has 4 cpus), 1 waits
             second = (await alice.Submit(fpb.FedSubmitRequest(spec=four), timeout=10)).id
-            await _runs_as_alice(h, address, ca, second, 2)
-            await alice.Cancel(fpb.FedCancelRequest(id=job_id), timeout=10)
+
+            async def three_run() -> bool:
+                got = await alice.Get(fpb.FedGetRequest(id=second), timeout=10)
+                return sorted(t.state for t in got.tasks) == ["PENDING", "RUNNING", "RUNNING", "RUNNING"]
+            await wait_until(three_run)
+            await channel.close()
+        finally:
+            await gm.stop()
+        gm = GMDaemon(settings)        # the owner row (a certificate's user, no token) is durable
+        await gm.start()
+        try:
+            channel, alice = stub_as(ca[0], client_cert(ca, "user:alice"), address)
+            await alice.Cancel(fpb.FedCancelRequest(id=job_id), timeout=10)     # room for the 4th
+            await _runs_as_alice(h, address, ca, second, 4)       # placed after the restart: still alice
             await alice.Cancel(fpb.FedCancelRequest(id=second), timeout=10)
             await channel.close()
         finally:
