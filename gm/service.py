@@ -45,7 +45,9 @@ def check_spec(spec: jobs_pb2.JobSpec) -> str | None:
             return f"spec.constraints: {c[:40]!r} is not key=value (the only form a federation places by)"
     try:
         check_master_spec(spec_from_pb(spec))
-    except (TclusterError, ValueError) as error:
+    except TclusterError as error:
+        return str(error)     # word for word what the LM master says at Submit
+    except ValueError as error:
         return f"spec: {error}"
     return None
 
