@@ -10,7 +10,8 @@ admins choose `--user`; Get and Cancel are the owner's or an admin's; List shows
 own jobs. The token goes with every Place of the job's tasks, so each LM applies its own
 run_as, gate and ceilings (master/edge/federation_users.py): a GM certificate alone never
 names a user. An insecure GM (plaintext LMs, dev) treats every caller as an admin, as an
-insecure master does."""
+insecure master does.
+A client certificate (CN user:NAME, `--client-ca`) names a user as a token does: gm/certusers.py."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Iterable
 
 import grpc
 
+from tcluster.gm.certusers import GM_CERT_NAMES_NOBODY, is_gm_certificate, peer_common_name, user_of_common_name
 from tcluster.gm.port import ServicePort
 from tcluster.security.authz import ANONYMOUS, Caller, Decision, Policy, SubmitJob, decide
 from tcluster.v1 import federation_pb2, federation_pb2_grpc
@@ -40,7 +42,8 @@ class AuthError(Exception):
 @dataclass(frozen=True)
 class Identity:
     caller: Caller
-    token: str           # "" on an insecure GM
+    token: str           # "" on an insecure GM, or for a certificate's user
+    cert_user: str = ""  # the user a client certificate named (CN user:NAME), when no token was sent
 
 
 def bearer(metadata: Iterable[tuple[str, str | bytes]] | None) -> str:
@@ -73,27 +76,35 @@ class GMAuth:
         if not self.secure:
             return Identity(ANONYMOUS, "")
         token = bearer(context.invocation_metadata())
-        if not token:
-            raise AuthError(grpc.StatusCode.UNAUTHENTICATED, NO_TOKEN)
-        digest = hashlib.sha256(token.encode()).hexdigest()
+        if token:
+            return Identity(await self._cached(federation_pb2.GMAuthRequest(token=token)), token)
+        common_name = peer_common_name(context)
+        user = user_of_common_name(common_name)
+        if user is not None:
+            return Identity(await self._cached(federation_pb2.GMAuthRequest(cert_user=user)), "", user)
+        if is_gm_certificate(common_name):
+            raise AuthError(grpc.StatusCode.PERMISSION_DENIED, GM_CERT_NAMES_NOBODY)
+        raise AuthError(grpc.StatusCode.UNAUTHENTICATED, NO_TOKEN)
+
+    async def _cached(self, request: federation_pb2.GMAuthRequest) -> Caller:
+        key = hashlib.sha256(request.SerializeToString(deterministic=True)).hexdigest()
         now = time.monotonic()
-        hit = self._cache.get(digest)
+        hit = self._cache.get(key)
         if hit is not None and now - hit[0] < AUTH_CACHE_S:
-            return Identity(hit[1], token)
-        caller = await self._ask_lms(token)
+            return hit[1]
+        caller = await self._ask_lms(request)
         if len(self._cache) > 10_000:      # bounded: tokens are few; a flood of bad ones is never cached
             self._cache.clear()
-        self._cache[digest] = (now, caller)
-        return Identity(caller, token)
+        self._cache[key] = (now, caller)
+        return caller
 
-    async def _ask_lms(self, token: str) -> Caller:
+    async def _ask_lms(self, request: federation_pb2.GMAuthRequest) -> Caller:
         unreachable = 0
         for link in self.port.links:
             for addr in link.tour():
                 stub = federation_pb2_grpc.LocalManagerServiceStub(self.port.channel(addr))
                 try:
-                    answer = await stub.GMAuthenticate(federation_pb2.GMAuthRequest(token=token),
-                                                       timeout=AUTH_TIMEOUT_S, metadata=self._metadata())
+                    answer = await stub.GMAuthenticate(request, timeout=AUTH_TIMEOUT_S, metadata=self._metadata())
                 except grpc.aio.AioRpcError as e:
                     if e.code() == grpc.StatusCode.UNAUTHENTICATED:
                         break              # this LM does not know it: the next LM may
@@ -104,7 +115,8 @@ class GMAuth:
                 break                      # an insecure LM names nobody: ask a secure one
         if unreachable:
             raise AuthError(grpc.StatusCode.UNAVAILABLE, "no LM answered who this token names; retry")
-        raise AuthError(grpc.StatusCode.UNAUTHENTICATED, UNKNOWN)
+        raise AuthError(grpc.StatusCode.UNAUTHENTICATED, UNKNOWN if request.token else
+                        f"user {request.cert_user!r} of your certificate is not a user of any LM of this GM")
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:
         return (("authorization", f"Bearer {self.port.s.token}"),) if self.port.s.token else ()

@@ -69,8 +69,7 @@ class Canceller:
                 q.items.clear()
                 q.items.extend(kept)
         self.port.gm.stamp += 1         # queues' "tried at this stamp" counts are stale now
-        for r in rows:
-            self.port.store.ended(r.task_id, "CANCELLED", 0, REASON)
+        self.port.store.ended_many([r.task_id for r in rows], "CANCELLED", REASON)    # one commit
 
     async def run(self) -> None:
         while True:

@@ -29,6 +29,7 @@ from tcluster.gm.retries import retried
 from tcluster.gm.placing import Placer
 from tcluster.gm.port import Unanswered
 from tcluster.gm.settings import GMSettings
+from tcluster.gm.speccache import SWEEP_EVERY_S, drop_ended
 from tcluster.gm.store import GMStore, TaskRow
 from tcluster.gm.wire import Layout, Vocabulary, ended_from, layout_from, state_from
 from tcluster.v1 import common_pb2, federation_pb2, federation_pb2_grpc, jobs_pb2, jobs_pb2_grpc
@@ -72,6 +73,7 @@ class GMDaemon:
         # job id -> its spec (one task's), the most recently used SPEC_CACHE_JOBS only (issue
         # 35: kept for the GM's whole life, 94 -> 193 MiB); another is read from the store.
         self.specs: OrderedDict[str, jobs_pb2.JobSpec] = OrderedDict()
+        self.specs_swept_at = 0.0            # and dropped when their job ends: gm/speccache.py
         self.unanswered: list[Unanswered] = []     # sent, no answer came: sent again, same id
         self.checking: set[str] = set()      # running tasks whose end is being looked up at their LM
         self.wake = asyncio.Event()
@@ -359,6 +361,9 @@ class GMDaemon:
         self.wake.set()
 
     def age_views(self, now: float) -> None:
+        if now - self.specs_swept_at >= SWEEP_EVERY_S and self._store is not None:
+            self.specs_swept_at = now
+            drop_ended(self.specs, self._store.db)       # gm/speccache.py
         for lm, link in enumerate(self.links):
             if link.usable and now - link.last_state > self.s.view_max_age_s:
                 log.warning("LM %s: no state for %.0f s: not placing there", link.name, now - link.last_state)

@@ -21,6 +21,7 @@ import grpc
 
 from tcluster.federation.gm import Pending, Send
 from tcluster.federation.messages import Answer, TaskLaunched, LMState, Refused
+from tcluster.gm.certusers import place_identity
 from tcluster.gm.owners import token_of
 from tcluster.gm.port import GMPort, Unanswered
 from tcluster.gm.refusals import PermanentRefusal, permanent
@@ -95,7 +96,7 @@ class Placer:
             return
         layout = port.links[send.lm].layout
         pb = request_pb(request, layout, port.vocab, port.spec_of(p.task.task_id.rpartition(".")[0]))
-        pb.user_token = token_of(port.store.db, p.task.task_id.rpartition(".")[0])   # gm/owners.py
+        pb.user_token, pb.cert_user = place_identity(token_of(port.store.db, p.task.task_id.rpartition(".")[0]))
         port.store.placing(p.task.task_id, p.attempt, send.lm, request.node, pb.SerializeToString())
         self._spawn(self._place(send.lm, pb, p, queue))
 

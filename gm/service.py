@@ -10,6 +10,7 @@ import grpc
 
 from tcluster.domain.errors import TclusterError, Unavailable
 from tcluster.gm.auth import AuthError, GMAuth, Identity, may_submit, may_touch
+from tcluster.gm.certusers import NOT_FORWARDED, owner_secret
 from tcluster.gm.owners import Owners
 from tcluster.gm.port import ServicePort
 from tcluster.gm.store import TERMINAL, JobRow
@@ -44,7 +45,9 @@ def check_spec(spec: jobs_pb2.JobSpec) -> str | None:
             return f"spec.constraints: {c[:40]!r} is not key=value (the only form a federation places by)"
     try:
         check_master_spec(spec_from_pb(spec))
-    except (TclusterError, ValueError) as error:
+    except TclusterError as error:
+        return str(error)     # word for word what the LM master says at Submit
+    except ValueError as error:
         return f"spec: {error}"
     return None
 
@@ -104,6 +107,9 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
                 # with etcd, GMs' views of a takeover or a return differ for a watch round-trip
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"queue {queue!r} is moving to GM {owner!r} "
                                     "(a takeover or a return is in progress); retry")
+            if who.cert_user:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"queue {queue!r} " + NOT_FORWARDED.format(gm=owner))
             if request.forwarded or peer is None:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
                                     f"queue {queue!r} belongs to GM {owner!r}, which this GM cannot reach or "
@@ -127,7 +133,7 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
             job_id = self.port.store.add_job(self.port.s.index, queue, spec.name, stored.SerializeToString(),
                                              spec.tasks, spec.request_id)
             if self.auth.secure:       # before its tasks are queued: every Place carries the token
-                self.owners.put(job_id, who.caller.name, who.token)
+                self.owners.put(job_id, who.caller.name, owner_secret(who.token, who.cert_user))
             for row in self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
                 self.port.enqueue(row)
         return self.job_pb(self.port.store.job(job_id))
@@ -181,6 +187,9 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
         names = self.port.s.gm_names()
         if m and int(m.group(1)) != self.port.s.index and int(m.group(1)) < len(names):
             peer = self._peer(names[int(m.group(1))])
+            if peer is not None and who.cert_user:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                                    f"job {request.id} " + NOT_FORWARDED.format(gm=names[int(m.group(1))]))
             if peer is not None:
                 try:
                     return await getattr(peer, method)(request, timeout=10, metadata=_as(who))

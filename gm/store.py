@@ -122,6 +122,14 @@ class GMStore:
         self.db.execute("UPDATE tasks SET state='PENDING', attempt=?, request=NULL, reason=?, "
                         "preemptions=preemptions+1 WHERE task_id=?", (attempt, reason[:1024], task_id))
 
+    def ended_many(self, task_ids: list[str], state: str, reason: str) -> None:
+        """Many tasks that never ran end at once, in one transaction (one fsync: a cancel of a
+        10,000-task job stalled the GM's loop for 24 s, one commit per task)."""
+        with self.db:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany("UPDATE tasks SET state=?, exit_code=0, reason=?, request=NULL WHERE task_id=?",
+                                [(state, reason[:1024], t) for t in task_ids])
+
     def ended(self, task_id: str, state: str, exit_code: int, reason: str, lm_job: str = "") -> None:
         """lm_job: the LM job the end names; it fills the row's when the end came before the
         Place answer that would have named it (a job shows each task's LM job)."""

@@ -16,7 +16,7 @@ from tcluster.federation.messages import (
     Res, TaskRequest, Why,
 )
 from tcluster.master.edge.grpc_api import abort_with, caller_of
-from tcluster.master.edge.federation_users import admitter, place_caller
+from tcluster.master.edge.federation_users import admitter, place_caller, user_named
 from tcluster.master.features.federation_live import Ended, LiveLM, Update
 from tcluster.master.features.federation_lm import LiveLayout
 from tcluster.master.identity.gmguard import GMGuard
@@ -148,8 +148,14 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
                 spec = spec_from_pb(request.task.spec)
             except ValueError as error:
                 raise InvalidArgument("task.spec", str(error)[:200]) from error
-            caller = place_caller(self.service, request.user_token, context.peer())
-            answer, job_id = await lm.place(request_from_pb(request), spec, admitter(self.service, caller))
+            caller = place_caller(self.service, request.user_token, context.peer(), request.cert_user)
+            req = request_from_pb(request)
+            lm.counters.in_flight += 1
+            try:
+                answer, job_id = await lm.place(req, spec, admitter(self.service, caller))
+            finally:
+                lm.counters.in_flight -= 1
+            lm.counters.count(req, answer)
             return answer_pb(answer, job_id)
         except ValueError as error:          # a new request id for a task that already runs here
             await abort_with(context, FailedPrecondition(str(error)))
@@ -164,7 +170,8 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             self._lm(context, "GMAuthenticate")
             if not self.service.gate.secure:
                 return federation_pb2.GMAuthAnswer(user="anonymous", admin=True, grants=["*"], secure=False)
-            caller = self.service.gate.caller(request.token, context.peer(), "GMAuthenticate")
+            caller = (user_named(self.service, request.cert_user) if request.cert_user and not request.token
+                      else self.service.gate.caller(request.token, context.peer(), "GMAuthenticate"))
             return federation_pb2.GMAuthAnswer(user=caller.name, admin=caller.admin, grants=list(caller.grants),
                                                secure=True, unix_user=caller.unix_user)
         except TclusterError as error:

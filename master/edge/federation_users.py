@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from tcluster.domain.errors import PermissionDenied
+from tcluster.domain.errors import PermissionDenied, Unauthenticated
 from tcluster.domain.model import JobSpec
 from tcluster.master.queues import with_queue_time_limit
 from tcluster.master.service import MasterService
@@ -20,14 +20,28 @@ NO_USER = ("Place: no user token; a GM certificate alone names no user on a secu
            "(the GM forwards the token its caller authenticated with)")
 
 
-def place_caller(service: MasterService, token: str, peer: str) -> Caller:
+def place_caller(service: MasterService, token: str, peer: str, cert_user: str = "") -> Caller:
     """Who a federated task runs for: the token's user on a secure LM (Unauthenticated for an
-    unknown token); ANONYMOUS, as every caller is, on an insecure one."""
+    unknown token), or the user a client certificate named at the GM (`cert_user`); ANONYMOUS,
+    as every caller is, on an insecure one."""
     if not service.gate.secure:
         return ANONYMOUS
-    if not token:
-        raise PermissionDenied(NO_USER)
-    return service.gate.caller(token, peer, "Place")
+    if token:
+        return service.gate.caller(token, peer, "Place")
+    if cert_user:
+        return user_named(service, cert_user)
+    raise PermissionDenied(NO_USER)
+
+
+def user_named(service: MasterService, name: str) -> Caller:
+    """The LM's user `name`, vouched for by a GM that verified the caller's certificate (CN
+    user:NAME, gm/certusers.py): only a GM reaches this (the LM service admits GM certificates
+    and admin tokens), and only an existing user's mapping and grants apply."""
+    users = service.gate.users
+    found = next((u for u in users.store.list_users() if u.name == name), None) if users is not None else None
+    if found is None:
+        raise Unauthenticated(f"user {name[:40]!r} (named by a client certificate at the GM) is not a user here")
+    return found.caller()
 
 
 def admitter(service: MasterService, caller: Caller) -> Callable[[JobSpec], JobSpec]:

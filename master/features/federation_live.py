@@ -27,6 +27,7 @@ from tcluster.master.core.pinning import FED_TASK, FEDERATION_OWNER, check_user_
 from tcluster.master.features.federation_lm import (
     FederationLM, FedRun, LiveLayout, NO_ROOM, Res, epoch_floor, fed_labels, federated_run, res_of, resources_of,
 )
+from tcluster.master.features.federation_page import PlaceCounters
 from tcluster.master.features.fedrequests import candidate_ids, placed_job
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
@@ -92,6 +93,7 @@ class LiveLM:
         # delta, why). Their GM hears of them once they really ended (on_step).
         self.stopping: dict[str, tuple[int, TaskEnded, str]] = {}
         self._room_cache: dict[str, Res] = {}
+        self.counters = PlaceCounters()           # the dashboard's federation page (federation_page.py)
         self._state_seen: object = master.state
         # A LiveLM is built when this master starts leading: on etcd a new term (epoch_floor).
         takeover = s.lease_ttl_s if s.store_url.kind == "etcd" else None

@@ -100,6 +100,7 @@ class Api:
             web.get("/api/v1/queues/usage", self.queue_usage),
             web.get("/api/v1/cluster/usage", self.cluster_usage),
             web.get("/api/v1/usage/report", self.usage_report),
+            web.get("/api/v1/federation", self.federation),
         ]
 
     def _own_only(self, request: web.Request) -> bool:
@@ -263,6 +264,15 @@ class Api:
 
     async def queues(self, request: web.Request) -> web.Response:
         return _json(self.queues_doc(request[CALLER]))
+
+    async def federation(self, request: web.Request) -> web.Response:
+        """This master as a federation LM (master/features/federation_page.py). The LiveLM is
+        one of the service's step listeners (master/app/assemble.py): found there, so the
+        dashboard needs no second handle on it."""
+        from tcluster.master.features.federation_live import LiveLM
+        from tcluster.master.features.federation_page import federation_doc
+        lm = next((x for x in self.service.plugins.listeners if isinstance(x, LiveLM)), None)
+        return _json(federation_doc(lm))
 
     async def queue_usage(self, request: web.Request) -> web.Response:
         self.dashboard.drain()

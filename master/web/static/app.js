@@ -376,6 +376,33 @@ function setMain(key, html) {
   for (const [id, old] of kept) { const fresh = document.getElementById(id); if (fresh) fresh.replaceWith(old); }
 }
 
+// ---- federation: this master as a Megha LM (GET /api/v1/federation) ----
+
+async function federation() {
+  const f = await api("federation");
+  if (!f.federation) {
+    setMain("federation", `<h1>Federation</h1><p class="muted">This master is not a federation LM
+      (start it with --federation-lm-id N).</p>`);
+    return;
+  }
+  const l = f.lm, p = f.pending, a = f.answers;
+  const gms = f.gms.length ? `<table><tr><th>GM index</th><th>name</th><th>view age</th><th>backlog</th><th>stream</th></tr>${
+    f.gms.map(g => `<tr><td>${g.index}</td><td>${esc(g.name)}</td><td>${g.view_age_s.toFixed(1)} s</td>
+      <td>${g.backlog}</td><td>${g.closed ? "closed (too slow)" : "open"}</td></tr>`).join("")}</table>`
+    : `<p class="muted">No GM is subscribed now.</p>`;
+  setMain("federation", `<h1>Federation</h1>
+    <p>LM ${esc(l.name)} (index ${l.index}) of ${l.gms} GMs, epoch ${l.epoch}, ${l.nodes} nodes;
+      a full state to every GM each ${l.state_interval_s} s</p>
+    <h2>GMs connected</h2>${gms}
+    <h2>Pending</h2><table><tr><th>Places being answered</th><th>tasks waiting for their node</th>
+      <th>victims stopping</th><th>federated tasks running</th></tr>
+      <tr><td>${p.places}</td><td>${p.waiting_for_node}</td><td>${p.victims_stopping}</td><td>${f.running_tasks}</td></tr></table>
+    <h2>Places answered since this master leads</h2><table><tr><th>launches</th><th>repartitions</th>
+      <th>preemptions</th><th>refused (stale epoch)</th><th>inconsistencies</th></tr>
+      <tr><td>${a.launches}</td><td>${a.repartitions}</td><td>${a.preemptions}</td><td>${a.refused}</td>
+      <td>${a.inconsistencies}</td></tr></table>`);
+}
+
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
   document.querySelectorAll("[data-nav]").forEach(a => a.classList.toggle("active", a.dataset.nav === (parts[0] || "overview")));
@@ -386,6 +413,7 @@ function route() {
   if (parts[0] === "jobs" && parts[1]) return () => job(parts[1]);
   if (parts[0] === "jobs") return jobs;
   if (parts[0] === "usage") return usage;
+  if (parts[0] === "federation") return federation;
   return overview;
 }
 

@@ -32,10 +32,12 @@ WHY_VICTIM_GONE: InconsistencyWhy
 WHY_UNKNOWN_NODE: InconsistencyWhy
 
 class GMAuthRequest(_message.Message):
-    __slots__ = ("token",)
+    __slots__ = ("token", "cert_user")
     TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CERT_USER_FIELD_NUMBER: _ClassVar[int]
     token: str
-    def __init__(self, token: _Optional[str] = ...) -> None: ...
+    cert_user: str
+    def __init__(self, token: _Optional[str] = ..., cert_user: _Optional[str] = ...) -> None: ...
 
 class GMAuthAnswer(_message.Message):
     __slots__ = ("user", "admin", "grants", "secure", "unix_user")
@@ -196,13 +198,14 @@ class FedTask(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., queue: _Optional[str] = ..., req: _Optional[_Union[Res, _Mapping]] = ..., pc: _Optional[int] = ..., spec: _Optional[_Union[_jobs_pb2.JobSpec, _Mapping]] = ...) -> None: ...
 
 class PlaceRequest(_message.Message):
-    __slots__ = ("request_id", "gm", "epoch", "node", "task", "user_token", "launch", "repartition", "preempt")
+    __slots__ = ("request_id", "gm", "epoch", "node", "task", "user_token", "cert_user", "launch", "repartition", "preempt")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     GM_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     TASK_FIELD_NUMBER: _ClassVar[int]
     USER_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    CERT_USER_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_FIELD_NUMBER: _ClassVar[int]
     REPARTITION_FIELD_NUMBER: _ClassVar[int]
     PREEMPT_FIELD_NUMBER: _ClassVar[int]
@@ -212,10 +215,11 @@ class PlaceRequest(_message.Message):
     node: int
     task: FedTask
     user_token: str
+    cert_user: str
     launch: LaunchHere
     repartition: RepartitionHere
     preempt: PreemptHere
-    def __init__(self, request_id: _Optional[str] = ..., gm: _Optional[int] = ..., epoch: _Optional[int] = ..., node: _Optional[int] = ..., task: _Optional[_Union[FedTask, _Mapping]] = ..., user_token: _Optional[str] = ..., launch: _Optional[_Union[LaunchHere, _Mapping]] = ..., repartition: _Optional[_Union[RepartitionHere, _Mapping]] = ..., preempt: _Optional[_Union[PreemptHere, _Mapping]] = ...) -> None: ...
+    def __init__(self, request_id: _Optional[str] = ..., gm: _Optional[int] = ..., epoch: _Optional[int] = ..., node: _Optional[int] = ..., task: _Optional[_Union[FedTask, _Mapping]] = ..., user_token: _Optional[str] = ..., cert_user: _Optional[str] = ..., launch: _Optional[_Union[LaunchHere, _Mapping]] = ..., repartition: _Optional[_Union[RepartitionHere, _Mapping]] = ..., preempt: _Optional[_Union[PreemptHere, _Mapping]] = ...) -> None: ...
 
 class LaunchHere(_message.Message):
     __slots__ = ()
