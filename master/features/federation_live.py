@@ -256,6 +256,9 @@ class LiveLM:
         first = await self._repeat(req)
         if first is not None:
             return first
+        # A federated array's task (the GM sets `array`): one task whose index is an array
+        # index; checked and run as a plain one-task job (gm/fedarray.py).
+        array, spec = bool(spec.array), replace(spec, array="")
         spec = admit(replace(spec, queue=self._lm_queue(req.task.queue)))
         check = self.fed.check
         if req.request_id in check.answers:      # an earlier answer without a job: not a launch
@@ -265,7 +268,8 @@ class LiveLM:
             return answer, ""
         node = self.fed.live.names[req.node]
         try:
-            job_id = await self.master.submit_pinned(self._spec(req, spec, node), node, candidate_ids(req.request_id))
+            job_id = await self.master.submit_pinned(self._spec(req, spec, node, array), node,
+                                                     candidate_ids(req.request_id))
         except BaseException:
             # Not written: nothing was launched; the GM's retry is checked afresh.
             check.answers.pop(req.request_id, None)
@@ -314,13 +318,13 @@ class LiveLM:
         except NotFound:
             return None
 
-    def _spec(self, req: Request, spec: JobSpec, node: str) -> JobSpec:
+    def _spec(self, req: Request, spec: JobSpec, node: str, array: bool = False) -> JobSpec:
         """What runs: the GM's spec as a one-task job of exactly the checked request."""
         queue = self._lm_queue(req.task.queue)
         check_user_labels(spec.labels)
         # The federated task's identity for its environment (tcluster/domain/fedidentity.py):
         # the GM sends the job's task count in spec.tasks; the attempt is the request id's.
-        identity = identity_labels(req.task.task_id, req.request_id, spec.tasks, self.gm_name(req.gm))
+        identity = identity_labels(req.task.task_id, req.request_id, spec.tasks, self.gm_name(req.gm), array)
         return replace(spec, tasks=1, array="", gang=False, dependency="", retries=0, on_preempt="cancel",
                        resources=resources_of(req.task.req), queue=queue, request_id=req.request_id,
                        labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node), *identity))
