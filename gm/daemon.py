@@ -202,7 +202,9 @@ class GMDaemon:
     def admit(self, job_id: str, pending: list[TaskRow], active: tuple[str, ...] = ()) -> None:
         """A job's pending tasks into their queue, as many as its array's throttle lets in
         (gm/fedarray.py); `active`: its tasks placing or running already."""
-        for row in self.throttle.admit(job_id, throttle_of(self.spec_of(job_id)), list(active), pending):
+        job = self.store.job(job_id)       # as submitted: spec_of's copy has no throttle left
+        limit = throttle_of(jobs_pb2.JobSpec.FromString(job.spec)) if job is not None else 0
+        for row in self.throttle.admit(job_id, limit, list(active), pending):
             self.enqueue(row)
 
     def _ended_for_good(self, task_id: str) -> None:
