@@ -177,6 +177,8 @@ class GMDaemon:
             self.specs.move_to_end(job_id)
             return spec
         row = self.store.job(job_id)
+        if row is None:
+            raise KeyError(f"federated job {job_id} is not in the GM's store")
         spec = jobs_pb2.JobSpec.FromString(row.spec)
         # tasks stays the job's count: the LM runs each task as a one-task job and gives it
         # the federated job's TCL_TASK_COUNT (tcluster/domain/fedidentity.py).

@@ -130,11 +130,12 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
                                 "was already used by another user's job; use a new request_id")
         if job_id is None:     # a repeat's tasks were queued by the first: work per Submit is its own job's
             # The owner in the job's own transaction: every Place carries its token.
-            owner = (lambda j: self.owners.put(j, who.caller.name, who.token)) if self.auth.secure else None
+            def write_owner(new_job: str) -> None:
+                self.owners.put(new_job, who.caller.name, who.token)
             array = array_indexes(spec, MAX_TASKS) if spec.array else None    # checked above
             tasks = array[0] if isinstance(array, tuple) else spec.tasks        # one task per index
             job_id = self.port.store.add_job(self.port.s.index, queue, spec.name, stored.SerializeToString(),
-                                             tasks, spec.request_id, also=owner)
+                                             tasks, spec.request_id, also=write_owner if self.auth.secure else None)
             self.port.admit(job_id, self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)))
         return self.job_pb(self.port.store.job(job_id))
 
