@@ -14,7 +14,7 @@ import logging
 from collections import OrderedDict
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import grpc
 from tcluster.daemonkit.listen import bind_port
@@ -89,6 +89,7 @@ class GMDaemon:
         self.creds = {**gm_peer_credentials(settings), **lm_credentials(settings.lms, settings.lm_tls)}
         self.membership: EtcdMembership | None = None     # with --etcd
         self.throttle = ArrayThrottle()       # arrays' tasks held back by their %N (gm/fedarray.py)
+        self.forget_tokens: Callable[[], int] = lambda: 0     # the service's token cache, once started
 
     @property
     def store(self) -> GMStore:
@@ -106,7 +107,9 @@ class GMDaemon:
         self.canceller.recover()
         from tcluster.gm.service import GMServicer
         self.server = grpc.aio.server(options=list(SERVER_GRPC_OPTIONS))
-        federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(GMServicer(self), self.server)
+        servicer = GMServicer(self)
+        self.forget_tokens = servicer.auth.forget      # SIGHUP's revocation path (gm/main.py)
+        federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(servicer, self.server)
         self.port = self._bind_server()
         await self.server.start()
         if self.s.etcd:
