@@ -149,7 +149,8 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             except ValueError as error:
                 raise InvalidArgument("task.spec", str(error)[:200]) from error
             caller = place_caller(self.service, request.user_token, context.peer())
-            answer, job_id = await lm.place(request_from_pb(request), spec, admitter(self.service, caller))
+            answer, job_id = await lm.place(request_from_pb(request), spec, admitter(self.service, caller),
+                                            user=caller.name if self.service.gate.secure else "")
             return answer_pb(answer, job_id)
         except ValueError as error:          # a new request id for a task that already runs here
             await abort_with(context, FailedPrecondition(str(error)))

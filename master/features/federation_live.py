@@ -30,7 +30,7 @@ from tcluster.master.features.federation_lm import (
 from tcluster.master.features.fedrequests import candidate_ids, placed_job
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
-from tcluster.domain.fedidentity import identity_labels
+from tcluster.domain.fedidentity import FED_USER, identity_labels
 from tcluster.domain.model import Job, JobSpec, TaskState
 from tcluster.daemonkit.timeouts import wait_for
 
@@ -245,11 +245,12 @@ class LiveLM:
 
     # ---- Place ----
 
-    async def place(self, req: Request, spec: JobSpec,
-                    admit: Callable[[JobSpec], JobSpec] = lambda spec: spec) -> tuple[Answer, str]:
+    async def place(self, req: Request, spec: JobSpec, admit: Callable[[JobSpec], JobSpec] = lambda spec: spec,
+                    user: str = "") -> tuple[Answer, str]:
         """The answer and the master's job that runs the task ("" when none). `admit` is the
         submitting user's check, as for a local submit (master/edge/federation_users.py): it
-        sees the spec in the LM queue that will run it, and raises before anything is held."""
+        sees the spec in the LM queue that will run it, and raises before anything is held.
+        `user`: that user's name on a secure LM (the job reads as theirs: fedidentity.reader_of)."""
         self._check_gm(req.gm)
         if self.master.state is not self._state_seen:
             self.sync()
@@ -268,7 +269,7 @@ class LiveLM:
             return answer, ""
         node = self.fed.live.names[req.node]
         try:
-            job_id = await self.master.submit_pinned(self._spec(req, spec, node, array), node,
+            job_id = await self.master.submit_pinned(self._spec(req, spec, node, array, user), node,
                                                      candidate_ids(req.request_id))
         except BaseException:
             # Not written: nothing was launched; the GM's retry is checked afresh.
@@ -318,13 +319,14 @@ class LiveLM:
         except NotFound:
             return None
 
-    def _spec(self, req: Request, spec: JobSpec, node: str, array: bool = False) -> JobSpec:
+    def _spec(self, req: Request, spec: JobSpec, node: str, array: bool = False, user: str = "") -> JobSpec:
         """What runs: the GM's spec as a one-task job of exactly the checked request."""
         queue = self._lm_queue(req.task.queue)
         check_user_labels(spec.labels)
         # The federated task's identity for its environment (tcluster/domain/fedidentity.py):
         # the GM sends the job's task count in spec.tasks; the attempt is the request id's.
         identity = identity_labels(req.task.task_id, req.request_id, spec.tasks, self.gm_name(req.gm), array)
+        identity += ((FED_USER, user),) if user else ()
         return replace(spec, tasks=1, array="", gang=False, dependency="", retries=0, on_preempt="cancel",
                        resources=resources_of(req.task.req), queue=queue, request_id=req.request_id,
                        labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node), *identity))

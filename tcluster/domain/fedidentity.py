@@ -18,6 +18,16 @@ FED_TASK_COUNT = "tcluster.io/federation-tasks"  # the federated job's task coun
 FED_ATTEMPT = "tcluster.io/federation-attempt"  # the GM's attempt of the task (0 first; a preemption adds one)
 FED_GM_NAME = "tcluster.io/federation-gm-name"  # the GM that placed it
 FED_ARRAY = "tcluster.io/federation-array"      # "1": the federated job is an array (its index is an array index)
+FED_USER = "tcluster.io/federation-user"        # the user the GM authenticated (a secure LM only)
+
+
+def reader_of(owner: str, labels: Iterable[tuple[str, str]]) -> str:
+    """Who reads a job as its owner: a federated task's LM job is the federation's (so no
+    user cancels it behind the GM's back), yet its user sees it through this LM's own `tcl`
+    as their own (`--status-visibility own`, `tcl list --owner`, their env unredacted)."""
+    if owner != FEDERATION_OWNER:
+        return owner
+    return dict(labels).get(FED_USER, "") or owner
 
 
 def identity_labels(task_id: str, request_id: str, task_count: int, gm_name: str,

@@ -59,3 +59,10 @@ def test_only_the_federations_jobs_are_read_this_way() -> None:
     # A federated job without a well-formed task label: the LM job's own identity.
     for bad in ("", "f1-7", "f1-7.x", ".3"):
         assert federated_identity(FEDERATION_OWNER, ((fedidentity.FED_TASK, bad),), "j") is None
+
+
+def test_a_federated_lm_job_reads_as_its_users_and_any_other_job_as_its_owners() -> None:
+    user = ((fedidentity.FED_USER, "alice"),)
+    assert fedidentity.reader_of(FEDERATION_OWNER, user) == "alice"
+    assert fedidentity.reader_of(FEDERATION_OWNER, ()) == FEDERATION_OWNER     # an insecure LM names nobody
+    assert fedidentity.reader_of("bob", user) == "bob"      # a user's job cannot carry the label; never read
