@@ -31,7 +31,8 @@ TIMEOUT_S = 10.0
 SUBMIT_SUPPORTED = frozenset({"name", "queue", "tasks", "cpu", "mem", "resources", "constraint", "env",
                               "command", "request_id",
                               # issue 35: what each LM applies to a task as it would to its own job's
-                              "time_limit", "export", "stdout_file", "stderr_file", "retries"})
+                              "time_limit", "export", "stdout_file", "stderr_file", "retries",
+                              "array"})     # one task per index, at most %N at once (gm/fedarray.py)
 _MOVE_ON = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
@@ -170,7 +171,7 @@ def federated_spec(args: argparse.Namespace) -> Any:
     given = unsupported_submit_flags(args)
     if given:
         raise InvalidArgument(given[0], "a federated job does not support it (a federated job takes "
-                              "--name --queue --tasks --cpu --mem --resources --constraint --env --export --time-limit "
+                              "--name --queue --tasks --array --cpu --mem --resources --constraint --env --export --time-limit "
                               "--stdout-file --stderr-file --retries --request-id and the command after --); drop it, or submit to a master without --federation")
     for c in args.constraint or ():
         key, sep, _ = c.partition("=")

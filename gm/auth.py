@@ -98,6 +98,13 @@ class GMAuth:
         self._cache[key] = (now, caller)
         return caller
 
+    def forget(self) -> int:
+        """Drop every cached answer (SIGHUP, gm/main.py): a user removed or changed at the LMs
+        is asked of them again at the next call, not up to AUTH_CACHE_S later. How many."""
+        dropped = len(self._cache)
+        self._cache.clear()
+        return dropped
+
     async def _ask_lms(self, request: federation_pb2.GMAuthRequest) -> Caller:
         unreachable = 0
         for link in self.port.links:

@@ -14,7 +14,7 @@ import logging
 from collections import OrderedDict
 import math
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import grpc
 from tcluster.daemonkit.listen import bind_port
@@ -24,6 +24,7 @@ from tcluster.federation.gm import GlobalManager, Pending
 from tcluster.federation.messages import PREEMPTED_BY, LMLayout, TaskRequest
 from tcluster.federation.view import LMView
 from tcluster.gm.cancel import Canceller
+from tcluster.gm.fedarray import ArrayThrottle, throttle_of
 from tcluster.gm.links import LMLink
 from tcluster.gm.retries import retried
 from tcluster.gm.placing import Placer
@@ -89,6 +90,8 @@ class GMDaemon:
         # address -> TLS credentials (gm/tls.py): LMs with --lm-tls, other GMs when this one serves TLS
         self.creds = {**gm_peer_credentials(settings), **lm_credentials(settings.lms, settings.lm_tls)}
         self.membership: EtcdMembership | None = None     # with --etcd
+        self.throttle = ArrayThrottle()       # arrays' tasks held back by their %N (gm/fedarray.py)
+        self.forget_tokens: Callable[[], int] = lambda: 0     # the service's token cache, once started
 
     @property
     def store(self) -> GMStore:
@@ -101,11 +104,14 @@ class GMDaemon:
 
     async def start(self) -> None:
         self._store = GMStore(self.s.state_dir)
+        self._store.on_ended = self._ended_for_good
         self._recover()
         self.canceller.recover()
         from tcluster.gm.service import GMServicer
         self.server = grpc.aio.server(options=list(SERVER_GRPC_OPTIONS))
-        federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(GMServicer(self), self.server)
+        servicer = GMServicer(self)
+        self.forget_tokens = servicer.auth.forget      # SIGHUP's revocation path (gm/main.py)
+        federation_pb2_grpc.add_GlobalManagerServiceServicer_to_server(servicer, self.server)
         self.port = self._bind_server()
         await self.server.start()
         if self.s.etcd:
@@ -176,10 +182,16 @@ class GMDaemon:
             self.specs.move_to_end(job_id)
             return spec
         row = self.store.job(job_id)
+        if row is None:
+            raise KeyError(f"federated job {job_id} is not in the GM's store")
         spec = jobs_pb2.JobSpec.FromString(row.spec)
         # tasks stays the job's count: the LM runs each task as a one-task job and gives it
         # the federated job's TCL_TASK_COUNT (tcluster/domain/fedidentity.py).
-        spec.request_id, spec.array = "", ""
+        # An array's task count is its indexes' (gm/fedarray.py); `array` stays set only to tell
+        # the LM that each task's index is an array index (TCL_ARRAY_TASK_ID); it never runs one.
+        if spec.array:
+            spec.tasks, spec.array = row.tasks, "1"
+        spec.request_id = ""
         self.specs[job_id] = spec
         while len(self.specs) > SPEC_CACHE_JOBS:
             self.specs.popitem(last=False)
@@ -194,17 +206,38 @@ class GMDaemon:
         self.gm.queues[row.queue].items.append(Pending(self.task_spec(row), row.attempt))
         self.wake.set()
 
+    def admit(self, job_id: str, pending: list[TaskRow], active: tuple[str, ...] = ()) -> None:
+        """A job's pending tasks into their queue, as many as its array's throttle lets in
+        (gm/fedarray.py); `active`: its tasks placing or running already."""
+        job = self.store.job(job_id)       # as submitted: spec_of's copy has no throttle left
+        limit = throttle_of(jobs_pb2.JobSpec.FromString(job.spec)) if job is not None else 0
+        for row in self.throttle.admit(job_id, limit, list(active), pending):
+            self.enqueue(row)
+
+    def _ended_for_good(self, task_id: str) -> None:
+        """The store's end hook: a throttled array lets its next held task in."""
+        let_in = self.throttle.ended(task_id, lambda t: bool(self.store.tasks("task_id=? AND state='PENDING'", (t,))))
+        if let_in is not None:
+            self.enqueue(self.store.tasks("task_id=?", (let_in,))[0])
+
     def _recover(self) -> None:
-        """Pending tasks back to the GM; an unanswered request is resent unchanged."""
+        """Pending tasks back to the GM (up to each array's throttle); an unanswered request
+        is resent unchanged."""
+        pending: dict[str, list[TaskRow]] = {}
+        active: dict[str, list[str]] = {}
         for row in self.store.tasks("state IN ('PENDING','PLACING','RUNNING')"):
             if row.state == "PENDING" or (row.state == "PLACING" and row.request is None):
-                self.enqueue(row)
-            elif row.state == "PLACING":
+                pending.setdefault(row.job_id, []).append(row)
+                continue
+            active.setdefault(row.job_id, []).append(row.task_id)
+            if row.state == "PLACING":
                 self.gm.add_queue(row.queue)
                 req = federation_pb2.PlaceRequest.FromString(row.request)
                 self.unanswered.append((row.lm, req, Pending(self.task_spec(row), row.attempt), row.queue))
             else:
                 self.gm.running[row.task_id] = (row.lm, row.node, Pending(self.task_spec(row), row.attempt))
+        for job_id, rows in pending.items():
+            self.admit(job_id, sorted(rows, key=lambda r: r.idx), tuple(active.get(job_id, ())))
 
     # ---- LM streams ----
 

@@ -34,11 +34,14 @@ def on_sighup(daemon: GMDaemon, argv: list[str]) -> str:
         return f"SIGHUP: the configuration is not valid, nothing changed: {error}"
     except SystemExit:            # argparse on a flag it cannot take: never the end of a running GM
         return "SIGHUP: the configuration is not valid (see the message above), nothing changed"
-    applied = ""
+    # Issue 35: the revocation path. Tokens are asked of the LMs again, so a user removed there
+    # is refused at once instead of up to 30 s (gm/auth.py's AUTH_CACHE_S) later.
+    dropped = daemon.forget_tokens()
+    applied = f"; {dropped} cached user tokens dropped" if dropped else ""
     if fresh.log_level != daemon.s.log_level:       # the one live setting, as on tcl-master and tcl-agent
         set_log_level(fresh.log_level)
         daemon.s = daemon.s.model_copy(update={"log_level": fresh.log_level})
-        applied = f"; log level {fresh.log_level} applied"
+        applied += f"; log level {fresh.log_level} applied"
     old, new = daemon.s.model_dump(), fresh.model_dump()
     changed = sorted(k for k in new if new[k] != old.get(k))
     if not changed:

@@ -79,6 +79,9 @@ class ServicePort(Protocol):
     def enqueue(self, row: TaskRow) -> None:
         """A pending task of a job this GM serves, into its queue."""
 
+    def admit(self, job_id: str, pending: list[TaskRow], active: tuple[str, ...] = ()) -> None:
+        """A new job's pending tasks into their queue, up to its array's throttle."""
+
     def owner_of(self, queue: str) -> str | None:
         """The GM serving the queue now; None: nobody (NotServing: this GM lost its lease)."""
 

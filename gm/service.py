@@ -15,6 +15,7 @@ from tcluster.gm.owners import Owners
 from tcluster.gm.port import ServicePort
 from tcluster.gm.store import TERMINAL, JobRow
 from tcluster.v1 import federation_pb2, federation_pb2_grpc, jobs_pb2
+from tcluster.gm.fedarray import array_indexes
 from tcluster.gm.fedspec import unsupported_field
 from tcluster.wire.codec import check_spec as check_master_spec
 from tcluster.wire.protobuf import spec_from_pb
@@ -43,6 +44,10 @@ def check_spec(spec: jobs_pb2.JobSpec) -> str | None:
     for c in spec.constraints:
         if not _CONSTRAINT.match(c):
             return f"spec.constraints: {c[:40]!r} is not key=value (the only form a federation places by)"
+    if spec.array:
+        array = array_indexes(spec, MAX_TASKS)
+        if isinstance(array, str):
+            return array
     try:
         check_master_spec(spec_from_pb(spec))
     except TclusterError as error:
@@ -130,12 +135,14 @@ class GMServicer(federation_pb2_grpc.GlobalManagerServiceServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, f"spec.request_id: {spec.request_id!r} "
                                 "was already used by another user's job; use a new request_id")
         if job_id is None:     # a repeat's tasks were queued by the first: work per Submit is its own job's
+            # The owner in the job's own transaction: every Place carries its token.
+            def write_owner(new_job: str) -> None:
+                self.owners.put(new_job, who.caller.name, owner_secret(who.token, who.cert_user))
+            array = array_indexes(spec, MAX_TASKS) if spec.array else None    # checked above
+            tasks = array[0] if isinstance(array, tuple) else spec.tasks        # one task per index
             job_id = self.port.store.add_job(self.port.s.index, queue, spec.name, stored.SerializeToString(),
-                                             spec.tasks, spec.request_id)
-            if self.auth.secure:       # before its tasks are queued: every Place carries the token
-                self.owners.put(job_id, who.caller.name, owner_secret(who.token, who.cert_user))
-            for row in self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)):
-                self.port.enqueue(row)
+                                             tasks, spec.request_id, also=write_owner if self.auth.secure else None)
+            self.port.admit(job_id, self.port.store.tasks("job_id=? AND state='PENDING'", (job_id,)))
         return self.job_pb(self.port.store.job(job_id))
 
     async def _no_owner(self, queue: str, context: grpc.aio.ServicerContext) -> None:

@@ -11,6 +11,12 @@ import os
 import sqlite3
 import time
 from dataclasses import dataclass
+from typing import Callable
+
+# Test hook (issue 35, crash window): a GM process with this set exits at once after writing a
+# job's rows and before writing its owner, inside their one transaction; a restart must then
+# find no job (it never committed), not a job whose Places are refused for want of an owner.
+CRASH_BEFORE_OWNER_ENV = "TCL_GM_TEST_CRASH_BEFORE_OWNER"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -72,6 +78,8 @@ class GMStore:
         if "failures" not in {r[1] for r in self.db.execute("PRAGMA table_info(tasks)")}:
             # Added with a federated job's --retries (issue 35): the failed runs retried so far.
             self.db.execute("ALTER TABLE tasks ADD COLUMN failures INTEGER NOT NULL DEFAULT 0")
+        # Called after each end is written (the daemon lets a throttled array's next task in).
+        self.on_ended: Callable[[str], None] | None = None
 
     def close(self) -> None:
         self.db.close()
@@ -80,9 +88,14 @@ class GMStore:
         row = self.db.execute("SELECT id FROM jobs WHERE request_id=?", (request_id,)).fetchone()
         return str(row[0]) if row else None
 
-    def add_job(self, gm: int, queue: str, name: str, spec: bytes, tasks: int, request_id: str) -> str:
+    def add_job(self, gm: int, queue: str, name: str, spec: bytes, tasks: int | list[int], request_id: str,
+                also: Callable[[str], None] | None = None) -> str:
         """Allocate f<gm>-<n> and record the job and its PENDING tasks in one transaction;
-        a repeated non-empty request id returns the first job instead."""
+        a repeated non-empty request id returns the first job instead. `tasks`: a count
+        (indexes 0..N-1) or an array's indexes. `also(job_id)` writes in the same
+        transaction (the owner record, gm/owners.py: a crash between two commits left a job
+        no LM would run, for want of its owner's token)."""
+        indexes = list(range(tasks)) if isinstance(tasks, int) else tasks
         if request_id:
             row = self.db.execute("SELECT id FROM jobs WHERE request_id=?", (request_id,)).fetchone()
             if row:
@@ -94,9 +107,13 @@ class GMStore:
             self.db.execute("INSERT OR REPLACE INTO meta VALUES ('next_job', ?)", (n + 1,))
             job_id = f"f{gm}-{n}"
             self.db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?)",
-                            (job_id, queue, name, spec, tasks, time.time(), request_id))
+                            (job_id, queue, name, spec, len(indexes), time.time(), request_id))
             self.db.executemany("INSERT INTO tasks (task_id, job_id, idx, queue, state) VALUES (?,?,?,?, 'PENDING')",
-                                [(f"{job_id}.{i}", job_id, i, queue) for i in range(tasks)])
+                                [(f"{job_id}.{i}", job_id, i, queue) for i in indexes])
+            if os.environ.get(CRASH_BEFORE_OWNER_ENV):
+                os._exit(97)
+            if also is not None:
+                also(job_id)
         return job_id
 
     def placing(self, task_id: str, attempt: int, lm: int, node: int, request: bytes) -> None:
@@ -136,6 +153,8 @@ class GMStore:
         self.db.execute("UPDATE tasks SET state=?, exit_code=?, reason=?, request=NULL, "
                         "lm_job=CASE WHEN lm_job='' THEN ? ELSE lm_job END WHERE task_id=?",
                         (state, exit_code, reason[:1024], lm_job, task_id))
+        if self.on_ended is not None:
+            self.on_ended(task_id)
 
     def failures(self, task_id: str) -> int:
         row = self.db.execute("SELECT failures FROM tasks WHERE task_id=?", (task_id,)).fetchone()

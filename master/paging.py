@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from tcluster.domain.errors import InvalidArgument
+from tcluster.domain.fedidentity import reader_of
 from tcluster.domain.model import Job, JobState
 
 DEFAULT_PAGE = 100
@@ -50,7 +51,7 @@ def page_of_jobs(jobs: dict[str, Job], index: JobIndex, states: set[JobState], q
     before = _parse_token(page_token) if page_token else None
     in_memory = {(j.submitted_at, j.id) for j in jobs.values()
                  if (not states or j.state in states) and (not queue or j.spec.queue == queue)
-                 and (not owner or j.spec.owner == owner)}
+                 and (not owner or owner in (j.spec.owner, reader_of(j.spec.owner, j.spec.labels)))}
     stored, total = index.job_keys(sorted(s.value for s in states), queue, before, size + len(jobs), owner)
     keys = {k for k in stored if k[1] not in jobs} | {k for k in in_memory if before is None or k < before}
     ordered = sorted(keys, reverse=True)

@@ -14,6 +14,7 @@ from typing import AsyncIterator, Callable, Iterable
 
 from tcluster.domain.arrays import parse_index_set
 from tcluster.domain.dependency import parse_dependency
+from tcluster.domain.fedidentity import reader_of
 from tcluster.domain.errors import FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from tcluster.domain.gpuusage import GpuBoard
 from tcluster.master.features.quotas_live import check_pending_cap
@@ -213,13 +214,14 @@ class MasterService:
         """A caller who may not read a job (`--status-visibility own`) gets the very answer a
         missing job gets, so that no answer (Get, Cancel, Logs) tells which ids exist. A
         caller who may read it learns nothing new from a PermissionDenied after this."""
-        if not self.gate.decide(caller, ReadJob(job.id, job.spec.owner)).allowed:
+        if not self.gate.decide(caller, ReadJob(job.id, reader_of(job.spec.owner, job.spec.labels))).allowed:
             raise not_found(job.id)
 
     def shown(self, pair: tuple[Job, list[Task]], caller: Caller) -> tuple[Job, list[Task]]:
         """The job as this caller may see it: owner-only values redacted for others."""
         job = pair[0]
-        hidden = hidden_fields(sees_secrets(caller, job.spec.owner), self.queues.hides_command(job.spec.queue))
+        hidden = hidden_fields(sees_secrets(caller, reader_of(job.spec.owner, job.spec.labels)),
+                               self.queues.hides_command(job.spec.queue))
         return redact_job(job, hidden), pair[1]
 
     def get(self, job_id: str) -> tuple[Job, list[Task]]:

@@ -152,7 +152,8 @@ class LocalManagerServicer(federation_pb2_grpc.LocalManagerServiceServicer):
             req = request_from_pb(request)
             lm.counters.in_flight += 1
             try:
-                answer, job_id = await lm.place(req, spec, admitter(self.service, caller))
+                answer, job_id = await lm.place(req, spec, admitter(self.service, caller),
+                                                user=caller.name if self.service.gate.secure else "")
             finally:
                 lm.counters.in_flight -= 1
             lm.counters.count(req, answer)

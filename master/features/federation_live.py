@@ -31,7 +31,7 @@ from tcluster.master.features.federation_page import PlaceCounters
 from tcluster.master.features.fedrequests import candidate_ids, placed_job
 from tcluster.master.ports import MasterPort
 from tcluster.master.settings import MasterSettings
-from tcluster.domain.fedidentity import identity_labels
+from tcluster.domain.fedidentity import FED_USER, identity_labels
 from tcluster.domain.model import Job, JobSpec, TaskState
 from tcluster.daemonkit.timeouts import wait_for
 
@@ -247,17 +247,21 @@ class LiveLM:
 
     # ---- Place ----
 
-    async def place(self, req: Request, spec: JobSpec,
-                    admit: Callable[[JobSpec], JobSpec] = lambda spec: spec) -> tuple[Answer, str]:
+    async def place(self, req: Request, spec: JobSpec, admit: Callable[[JobSpec], JobSpec] = lambda spec: spec,
+                    user: str = "") -> tuple[Answer, str]:
         """The answer and the master's job that runs the task ("" when none). `admit` is the
         submitting user's check, as for a local submit (master/edge/federation_users.py): it
-        sees the spec in the LM queue that will run it, and raises before anything is held."""
+        sees the spec in the LM queue that will run it, and raises before anything is held.
+        `user`: that user's name on a secure LM (the job reads as theirs: fedidentity.reader_of)."""
         self._check_gm(req.gm)
         if self.master.state is not self._state_seen:
             self.sync()
         first = await self._repeat(req)
         if first is not None:
             return first
+        # A federated array's task (the GM sets `array`): one task whose index is an array
+        # index; checked and run as a plain one-task job (gm/fedarray.py).
+        array, spec = bool(spec.array), replace(spec, array="")
         spec = admit(replace(spec, queue=self._lm_queue(req.task.queue)))
         check = self.fed.check
         if req.request_id in check.answers:      # an earlier answer without a job: not a launch
@@ -267,7 +271,8 @@ class LiveLM:
             return answer, ""
         node = self.fed.live.names[req.node]
         try:
-            job_id = await self.master.submit_pinned(self._spec(req, spec, node), node, candidate_ids(req.request_id))
+            job_id = await self.master.submit_pinned(self._spec(req, spec, node, array, user), node,
+                                                     candidate_ids(req.request_id))
         except BaseException:
             # Not written: nothing was launched; the GM's retry is checked afresh.
             check.answers.pop(req.request_id, None)
@@ -316,13 +321,14 @@ class LiveLM:
         except NotFound:
             return None
 
-    def _spec(self, req: Request, spec: JobSpec, node: str) -> JobSpec:
+    def _spec(self, req: Request, spec: JobSpec, node: str, array: bool = False, user: str = "") -> JobSpec:
         """What runs: the GM's spec as a one-task job of exactly the checked request."""
         queue = self._lm_queue(req.task.queue)
         check_user_labels(spec.labels)
         # The federated task's identity for its environment (tcluster/domain/fedidentity.py):
         # the GM sends the job's task count in spec.tasks; the attempt is the request id's.
-        identity = identity_labels(req.task.task_id, req.request_id, spec.tasks, self.gm_name(req.gm))
+        identity = identity_labels(req.task.task_id, req.request_id, spec.tasks, self.gm_name(req.gm), array)
+        identity += ((FED_USER, user),) if user else ()
         return replace(spec, tasks=1, array="", gang=False, dependency="", retries=0, on_preempt="cancel",
                        resources=resources_of(req.task.req), queue=queue, request_id=req.request_id,
                        labels=(*spec.labels, *fed_labels(req.gm, req.task.task_id, req.task.queue, node), *identity))

@@ -91,7 +91,8 @@ async def _lm_checks(c: SecureCluster, tls: Path) -> None:
 
 def test_one_identity_from_the_gm_caller_to_the_lm_task(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
-        c = await SecureCluster.start(h, federation_lm_id=0, federation_gms=1, federation_state_interval_s=0.3)
+        c = await SecureCluster.start(h, federation_lm_id=0, federation_gms=1, federation_state_interval_s=0.3,
+                                      status_visibility="own")
         await c.join("n1")
         await c.start_agent("n1")
         data = h.tmp / "master"
@@ -116,6 +117,7 @@ def test_one_identity_from_the_gm_caller_to_the_lm_task(tmp_path: Path) -> None:
             lm_job = (await stub.Get(fpb.FedGetRequest(id=job_id), timeout=10, metadata=alice)).tasks[0].job_id
             assert h.master is not None
             assert h.master.service.get(lm_job)[0].spec.user == "nobody"     # run_as on the LM
+            _seen_at_the_lm_as_alices(h, lm_job)
             await _lm_checks(c, tls)
             mode = stat.S_IMODE((tmp_path / "gm" / "gm.sqlite").stat().st_mode)
             assert mode == 0o600 and stat.S_IMODE((tmp_path / "gm").stat().st_mode) == 0o700
@@ -132,6 +134,22 @@ def test_one_identity_from_the_gm_caller_to_the_lm_task(tmp_path: Path) -> None:
             await gm.stop()
         await _after_a_restart(h, settings, alice, bob, job_id, second)
     run(scenario, tmp_path)
+
+
+def _seen_at_the_lm_as_alices(h: Harness, lm_job: str) -> None:
+    """Through the LM's own API (`tcl status`, `tcl list` there) under --status-visibility own:
+    alice reads and lists the LM job that runs her task, with her env; bob does not see it."""
+    from tcluster.domain.errors import NotFound
+    from tcluster.security.authz import Caller
+    assert h.master is not None
+    service = h.master.service
+    alice, bob = Caller("alice", False, "nobody", ("a",)), Caller("bob", False, "daemon", ("a",))
+    assert service.read(lm_job, alice)[0].id == lm_job
+    with pytest.raises(NotFound):
+        service.read(lm_job, bob)
+    listed = [job.id for job, _ in service.list_jobs(set(), "", 0, caller=alice)[0]]
+    assert lm_job in listed
+    assert lm_job not in [job.id for job, _ in service.list_jobs(set(), "", 0, caller=bob)[0]]
 
 
 async def _after_a_restart(h: Harness, settings: GMSettings, alice: Meta, bob: Meta, first: str, second: str) -> None:

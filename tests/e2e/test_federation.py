@@ -129,17 +129,59 @@ def fed(tmp_path: Path) -> Iterator[Federation]:
         f.close()
 
 
+# A federated array's task: when it ran (start, end) and who it is (issue 35, --array %N).
+ARRAY_TASK = ('echo "$(date +%s.%N) $TCL_JOB_ID $TCL_TASK_INDEX $TCL_ARRAY_TASK_ID $TCL_TASK_COUNT" '
+              '> "$0/$TCL_TASK_INDEX.start"; sleep 1; date +%s.%N > "$0/$TCL_TASK_INDEX.end"')
+
+
+def _task_dir() -> Path:
+    """Outside /tmp (a task's /tmp is its own), writable by the tasks."""
+    seen = Path("/var/tmp") / f"tcl-e2e-fed-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    seen.mkdir(mode=0o777)
+    seen.chmod(0o777)
+    return seen
+
+
 def test_two_queues_run_on_both_clusters_each_task_once(fed: Federation) -> None:
-    a = fed.submit(0, "a", 6, "sh", "-c", "exit 0")
-    b = fed.submit(0, "b", 6, "sh", "-c", "exit 0")          # gm1's queue: forwarded
-    assert b.startswith("f1-"), b
-    for job_id, gm in ((a, "gm0"), (b, "gm1")):
-        job = fed.wait_job(job_id)
-        assert (job.state, job.gm) == ("SUCCEEDED", gm), job
-        assert {t.lm for t in job.tasks} == {"lm0", "lm1"}, job       # both clusters
-        assert all(t.exit_code == 0 and t.job_id for t in job.tasks)
-        launches = fed.launches(job_id)
-        assert len(launches) == 6 and set(launches.values()) == {1}, launches
+    seen = _task_dir()
+    try:
+        a = fed.submit(0, "a", 6, "sh", "-c", "exit 0")
+        b = fed.submit(0, "b", 6, "sh", "-c", "exit 0")          # gm1's queue: forwarded
+        assert b.startswith("f1-"), b
+        # An array of 8 with %2 through `tcl --federation submit` (issue 35).
+        array = tcl(fed, "submit", "--queue", "a", "--array", "0-7%2", "--cpu", "0.1", "--mem", "32Mi",
+                    "--", "sh", "-c", ARRAY_TASK, str(seen))
+        assert array.returncode == 0, array.stderr
+        too_wide = tcl(fed, "submit", "--queue", "a", "--array", "0-7%9", "--cpu", "0.1", "--mem", "32Mi",
+                       "--", "true")
+        assert too_wide.returncode != 0 and "spec.array: %9 is more than the array's 8" in too_wide.stderr, \
+            too_wide.stderr
+        for job_id, gm in ((a, "gm0"), (b, "gm1")):
+            job = fed.wait_job(job_id)
+            assert (job.state, job.gm) == ("SUCCEEDED", gm), job
+            assert {t.lm for t in job.tasks} == {"lm0", "lm1"}, job       # both clusters
+            assert all(t.exit_code == 0 and t.job_id for t in job.tasks)
+            launches = fed.launches(job_id)
+            assert len(launches) == 6 and set(launches.values()) == {1}, launches
+        _check_throttled_array(fed, array.stdout.strip(), seen)
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)
+
+
+def _check_throttled_array(fed: Federation, job_id: str, seen: Path) -> None:
+    """Each index 0-7 ran once, saw its index and the federated job, and at no moment did
+    more than 2 run (each task's own start and end times, one clock)."""
+    job = fed.wait_job(job_id, timeout_s=120)
+    assert job.state == "SUCCEEDED" and sorted(t.index for t in job.tasks) == list(range(8)), job
+    assert set(fed.launches(job_id).values()) == {1} and len(fed.launches(job_id)) == 8
+    runs = []
+    for i in range(8):
+        start, job_seen, index, array_index, count = (seen / f"{i}.start").read_text().split()
+        assert (job_seen, index, array_index, count) == (job_id, str(i), str(i), "8")
+        runs.append((float(start), float((seen / f"{i}.end").read_text())))
+    most = max(sum(s <= t < e for s, e in runs) for t, _ in runs)
+    print(f"federated array 0-7%2: at most {most} tasks ran at once")
+    assert most <= 2, sorted(runs)
 
 
 # Each federated task writes who it is into a file of its own (issue 35: task identity).
@@ -148,10 +190,7 @@ IDENTITY = ('echo "$TCL_JOB_ID $TCL_TASK_INDEX $TCL_TASK_COUNT $TCL_ATTEMPT $TCL
 
 
 def test_a_gm_killed_mid_burst_places_each_task_once_and_its_job_ends(fed: Federation) -> None:
-    # Outside /tmp (a task's /tmp is its own), writable by the tasks.
-    seen = Path("/var/tmp") / f"tcl-e2e-fed-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    seen.mkdir(mode=0o777)
-    seen.chmod(0o777)
+    seen = _task_dir()
     try:
         sweep = fed.submit(0, "a", 16, "sh", "-c", IDENTITY, str(seen), cpu=0.1)
         job_id = fed.submit(0, "a", 40, "sleep", "1", cpu=0.1)

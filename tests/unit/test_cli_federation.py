@@ -30,7 +30,7 @@ def test_federation_comes_from_the_flag_then_the_environment(monkeypatch) -> Non
 
 @pytest.mark.parametrize("argv, flag", [
     (["--gpus", "1"], "--gpus"), (["--image", "alpine"], "--image"), (["--wait"], "--wait"),
-    (["-f", "job.yaml"], "--file"), (["--user", "bob"], "--user"), (["--array", "0-3"], "--array"),
+    (["-f", "job.yaml"], "--file"), (["--user", "bob"], "--user"), (["--dependency", "afterok:1"], "--dependency"),
 ])
 def test_unsupported_submit_flags_are_usage_errors_naming_the_flag(capsys, argv, flag) -> None:
     code = main(["--federation", "127.0.0.1:1", "submit", *argv, "--", "true"])
@@ -58,6 +58,12 @@ def test_the_supported_flags_build_the_spec() -> None:
     assert list(spec.constraints) == ["disk=ssd"] and dict(spec.env) == {"K": "V"} and spec.request_id
     with pytest.raises(InvalidArgument, match="--constraint"):
         federated_spec(parse(["submit", "--constraint", "disk!=hdd", "--", "true"]))
+
+
+def test_an_array_with_a_throttle_goes_to_the_gm_as_given() -> None:
+    args = parse(["--federation", "g:1", "submit", "--array", "0-15%4", "--", "true"])
+    assert unsupported_submit_flags(args) == []
+    assert federated_spec(args).array == "0-15%4"
 
 
 def fed_job() -> fpb.FedJob:

@@ -33,6 +33,16 @@ def test_a_federated_task_sees_the_federated_job_its_index_count_attempt_lm_job_
                    "TCL_LM_JOB_ID": "abcd0123", "TCL_FEDERATION_GM": "gm-east"}
 
 
+def test_a_federated_arrays_task_also_sees_its_array_index_as_a_local_arrays_does() -> None:
+    labels = (*fed_labels(1, "f0-3.40", "a", "n1"), *identity_labels("f0-3.40", "f0-3.40:0", 8, "gm0", array=True))
+    env = dict(task_identity_env(Launch("abcd0123.0", 0, "abcd0123", 0,
+                                        replace(SPEC, owner=FEDERATION_OWNER, labels=labels))))
+    assert (env["TCL_TASK_INDEX"], env["TCL_ARRAY_TASK_ID"], env["TCL_TASK_COUNT"]) == ("40", "40", "8")
+    plain = dict(task_identity_env(Launch("abcd0123.0", 0, "abcd0123", 0, lm_job_spec("f0-3.40", "f0-3.40:0", 8,
+                                                                                        "gm0"))))
+    assert "TCL_ARRAY_TASK_ID" not in plain
+
+
 def test_a_job_ids_dots_stay_in_the_job_id_and_a_bad_attempt_is_zero() -> None:
     labels = identity_labels("f0-a.b.4", "no-attempt", 0, "gm0")
     assert dict(labels)[fedidentity.FED_ATTEMPT] == "0" and dict(labels)[fedidentity.FED_TASK_COUNT] == "1"
@@ -49,3 +59,10 @@ def test_only_the_federations_jobs_are_read_this_way() -> None:
     # A federated job without a well-formed task label: the LM job's own identity.
     for bad in ("", "f1-7", "f1-7.x", ".3"):
         assert federated_identity(FEDERATION_OWNER, ((fedidentity.FED_TASK, bad),), "j") is None
+
+
+def test_a_federated_lm_job_reads_as_its_users_and_any_other_job_as_its_owners() -> None:
+    user = ((fedidentity.FED_USER, "alice"),)
+    assert fedidentity.reader_of(FEDERATION_OWNER, user) == "alice"
+    assert fedidentity.reader_of(FEDERATION_OWNER, ()) == FEDERATION_OWNER     # an insecure LM names nobody
+    assert fedidentity.reader_of("bob", user) == "bob"      # a user's job cannot carry the label; never read

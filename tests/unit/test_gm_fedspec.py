@@ -14,7 +14,7 @@ def spec(**kw: object) -> jobs_pb2.JobSpec:
     return jobs_pb2.JobSpec(**{**base, **kw})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("field, value", [("array", "0-3%2"), ("dependency", "afterok:f0-1"), ("gang", True)])
+@pytest.mark.parametrize("field, value", [("dependency", "afterok:f0-1"), ("gang", True)])
 def test_fields_a_federated_job_cannot_carry_are_refused_naming_them(field: str, value: object) -> None:
     error = check_spec(spec(**{field: value}))
     assert error is not None and error.startswith(f"spec.{field}: a federated job does not support it"), error
@@ -22,3 +22,4 @@ def test_fields_a_federated_job_cannot_carry_are_refused_naming_them(field: str,
 
 def test_what_a_federated_job_carries_passes() -> None:
     assert check_spec(spec(retries=2, time_limit_s=60, stdout_file="/data/out.%j")) is None
+    assert check_spec(spec(tasks=1, array="0-3%2")) is None         # gm/fedarray.py
