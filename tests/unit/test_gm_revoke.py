@@ -11,6 +11,7 @@ from tcluster.gm.auth import GMAuth
 from tcluster.gm.main import on_sighup
 from tcluster.gm.settings import parse
 from tcluster.security.authz import Caller
+from tcluster.v1 import federation_pb2
 
 
 class _Context:
@@ -22,8 +23,8 @@ def test_a_cached_token_is_asked_again_after_forget() -> None:
     auth = GMAuth(SimpleNamespace(s=SimpleNamespace(lm_tls="", token="gm-token"), links=[]))  # type: ignore[arg-type]
     asked: list[str] = []
 
-    async def ask(token: str) -> Caller:
-        asked.append(token)
+    async def ask(request: federation_pb2.GMAuthRequest) -> Caller:
+        asked.append(request.token)
         return Caller("alice", False, "alice", ("a",))
     auth._ask_lms = ask  # type: ignore[method-assign]
 
