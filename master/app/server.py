@@ -11,19 +11,14 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import grpc
 
 from tcluster.daemonkit.listen import bind_port
 from tcluster.wire.channels import SERVER_GRPC_OPTIONS
 from tcluster.domain.errors import Unavailable
-from tcluster.master.store.etcdbridge import EtcdBridge
-from tcluster.etcd.kv import EtcdKV
-from tcluster.etcd.mirror import Mirror
 from tcluster.master.identity.records import AuthStore
-from tcluster.master.identity.etcdpki import pki_in_mirror
-from tcluster.master.store.etcd import EtcdStore
 from tcluster.master.identity.choice import open_auth_store
 from tcluster.master.edge.grpc_api import AgentServicer, ClusterServicer, JobServicer
 from tcluster.master.store.leadership import LeaderInfo, Leadership
@@ -36,12 +31,17 @@ from tcluster.master.store.standby import LeaderSlot, StandbyInterceptor
 from tcluster.master.store.base import StateStore
 from tcluster.master.store.sqlite import Store
 from tcluster.master.identity.users import UserDirectory
-from tcluster.master.web.app import Dashboard
 from tcluster.security.pki import MasterPki, load_master_pki
 from tcluster.master.edge.federation_api import LocalManagerServicer
 from tcluster.master.edge.gm_jobs_api import GMJobServicer
 from tcluster.master.identity.gmguard import GMGuard
 from tcluster.v1 import agent_pb2_grpc, federation_pb2_grpc, jobs_pb2_grpc
+
+if TYPE_CHECKING:     # imported where used: a master on SQLite, or without --http, starts without them
+    from tcluster.etcd.kv import EtcdKV
+    from tcluster.etcd.mirror import Mirror
+    from tcluster.master.store.etcdbridge import EtcdBridge
+    from tcluster.master.web.app import Dashboard
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,7 @@ class RunningMaster:
 async def _start_dashboard(service: MasterService, settings: MasterSettings) -> Dashboard | None:
     if not settings.http:
         return None
+    from tcluster.master.web.app import Dashboard
     dashboard = Dashboard(service, settings)
     try:
         await dashboard.start(settings.http)
@@ -263,6 +264,9 @@ async def _open_copy(settings: MasterSettings,
     cached by an earlier start (master/identity/pkicache.py) lets the ports open at once and the
     copy loads later (checked against etcd before campaigning: _check_pki); a start without
     a cached PKI (a first one, or an insecure cluster's) waits for etcd instead of exiting."""
+    from tcluster.etcd.kv import EtcdKV
+    from tcluster.etcd.mirror import Mirror
+    from tcluster.master.identity.etcdpki import pki_in_mirror
     url = settings.store_url
     kv = EtcdKV(list(url.endpoints), tls=url.tls)
     mirror = Mirror(kv, settings.store_prefix)
@@ -288,6 +292,7 @@ async def _open_copy(settings: MasterSettings,
 def _check_pki(master: RunningMaster, mirror: Mirror) -> str | None:
     """Why this master must not lead (None: it may): the PKI in etcd, now loaded, is not
     the one its ports were bound with. etcd's is cached for the restart that follows."""
+    from tcluster.master.identity.etcdpki import pki_in_mirror
     settings = master.settings
     try:
         held = pki_in_mirror(mirror, settings.store_prefix)
@@ -313,6 +318,7 @@ async def _load_copy(mirror: Mirror, leadership: Leadership) -> None:
 def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: Callable[[str], None]) -> Election:
     """Answers as a standby at once; joins the election, campaigns and leads in the background."""
     settings = master.settings
+    from tcluster.master.store.etcdbridge import EtcdBridge
     me = advertised(settings, master.port, master.agent_port, _http_port_guess(settings))
     bridge = EtcdBridge(list(settings.store_url.endpoints), tls=settings.store_url.tls)
     leadership = Leadership(kv, mirror, me, settings.lease_ttl_s, on_lost, bridge=bridge)
@@ -331,6 +337,7 @@ def _join_election(master: RunningMaster, kv: EtcdKV, mirror: Mirror, on_lost: C
         await _reach_store(leadership)
         try:
             await leadership.campaign()
+            from tcluster.master.store.etcd import EtcdStore
             await master.lead(EtcdStore(kv, mirror, leadership, settings.store_max_txn_ops, bridge=bridge),
                               acting=leadership.leading)
         except Exception as error:    # holding the key without acting would stall the cluster

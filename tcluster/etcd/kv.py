@@ -113,19 +113,6 @@ class TxnResult:
     ranges: list[list[KeyValue]]     # the range responses, in order
 
 
-def parse_endpoints(text: str) -> list[str]:
-    """'h:p,h:p' -> ['h:p', 'h:p']; ValueError naming a bad one."""
-    out = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        host, sep, port = item.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"{item!r} is not HOST:PORT")
-        out.append(item)
-    if not out:
-        raise ValueError("no etcd endpoint given")
-    return out
-
-
 class EtcdKV:
     def __init__(self, endpoints: list[str], timeout_s: float = 2.0, tls: EtcdTLS | None = None) -> None:
         self.endpoints = endpoints

@@ -9,8 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tcluster.etcd.kv import parse_endpoints
 from tcluster.etcd.tls import EtcdTLS, parse_tls_query
+
+
+def parse_endpoints(text: str) -> list[str]:
+    """'h:p,h:p' -> ['h:p', 'h:p']; ValueError naming a bad one."""
+    out = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r} is not HOST:PORT")
+        out.append(item)
+    if not out:
+        raise ValueError("no etcd endpoint given")
+    return out
 
 
 @dataclass(frozen=True)
