@@ -86,6 +86,7 @@ class MchState(UserLevel):
         self._jobs: dict[str, _Job] = {}
         self._stale_factor: set[int] = set()
         self._dirty: set[int] = set()
+        self._risen: set[int] = set()       # queues whose global entry is below its exact key (F rose)
         self._held: dict[int, list[float]] = {}   # user node -> what it holds, shares per kind
         self._user_heaps: dict[int, list[tuple[float, float, str, float, int, int]]] = {}   # leaf -> its users
 
@@ -276,11 +277,15 @@ class MchState(UserLevel):
     def pick(self) -> str | None:
         if self._stale_factor or self._dirty:
             self._flush()
-        heap, qversion = self._global, self._qversion
+        heap, qversion, risen = self._global, self._qversion, self._risen
         while heap:
             entry = heap[0]
-            if entry[4] == qversion[entry[3]]:
-                return entry[2]
+            node = entry[3]
+            if entry[4] == qversion[node]:
+                if not risen or node not in risen:
+                    return entry[2]
+                self._refresh(node)   # its F rose since it was filed: file the exact key, look again
+                continue
             heapq.heappop(heap)
         return None
 
@@ -288,23 +293,25 @@ class MchState(UserLevel):
         job = self._jobs[job_id]
         job.running += 1
         job.pending -= 1
-        held = self._held.get(job.node)
+        node = job.node
+        held = self._held.get(node)
         if held is not None:   # its user holds more: the user's key changes
-            self._held[job.node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
+            self._held[node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
         if job.pending <= 0:
             self._deactivate(job)
             return
-        job.version += 1
-        entry = job.entry(job_id)
-        heap = self._heaps[job.node]
+        version = job.version = job.version + 1
+        share = job.running * job.mu / job.weight
+        entry = (round(share, 12), job.submitted, job_id, version, share)   # job.entry, inlined: the hot path
+        heap = self._heaps[node]
         if heap and heap[0][2] == job_id:
             heapq.heapreplace(heap, entry)
         else:
             heapq.heappush(heap, entry)
         if self._stale_factor or self._dirty:
-            self._dirty.add(job.node)
+            self._dirty.add(node)
         else:
-            self._refresh(job.node)   # the common case: one queue's best job changed
+            self._refresh(node)   # the common case: one queue's best job changed
 
     def _flush(self) -> None:
         stale, parent = self._stale_factor, self.index.parent
@@ -322,34 +329,59 @@ class MchState(UserLevel):
             heapq.heapify(self._global)
 
     def _recompute_factors(self, top: int) -> None:
+        """New F for `top` and every queue below. A queue whose F fell is re-filed now: its
+        key falls, so it may come first. One whose F rose keeps its entry, a lower bound of
+        its exact key (a larger F never gives a smaller rounded product), and is re-filed
+        only if that entry reaches the top of the global heap (pick): F changes several
+        times between most queues' turns, and only the last one costs a re-filing."""
         parent, weight, subqueues = self.index.parent, self.index.weight, self.index.subqueues
+        factor, mus, heaps, users = self._factor, self._mu, self._heaps, self._user_heaps
+        dirty, risen = self._dirty, self._risen
         stack = [top]
         while stack:
             node = stack.pop()
-            above = self._factor[parent[node]] if parent[node] > 0 else 1.0
-            self._factor[node] = above * self._mu[node] / weight[node]
-            if self._heaps[node] or node in self._user_heaps:
-                self._dirty.add(node)
+            up = parent[node]
+            new = (factor[up] if up > 0 else 1.0) * mus[node] / weight[node]
+            old = factor[node]
+            if new != old:
+                factor[node] = new
+                if heaps[node] or node in users:
+                    if new < old:
+                        dirty.add(node)
+                    else:
+                        risen.add(node)
             # A user's key is F(leaf) x its own share: the leaf's one global entry carries
             # F(leaf), so a new F never re-files every user of the leaf.
             stack.extend(subqueues[node])
 
     def _refresh(self, node: int) -> None:
         """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
-        heap of users, then the leaf's)."""
+        heap of users, then the leaf's). Called about twice a decision: kept to plain code."""
         if node in self.index.user_of:
             self._refresh_user(node)
             node = self.index.parent[node]
-        best, user = self._best_job(node), self._best_user(node)
+        risen = self._risen
+        if risen:
+            risen.discard(node)
+        heap, jobs = self._heaps[node], self._jobs
+        best = None
+        while heap:   # _best_job, inlined
+            top = heap[0]
+            job = jobs.get(top[2])
+            if job is not None and job.active and job.version == top[3]:
+                best = top
+                break
+            heapq.heappop(heap)
+        user = self._best_user(node) if node in self._user_heaps else None
         qversion = self._qversion
         version = qversion[node] = qversion[node] + 1
         factor = self._factor[node]
         if best is not None:
-            entry = (share_key(factor * best[4]), best[1], best[2], node, version)
+            entry = (round(factor * best[4], 12), best[1], best[2], node, version)   # share_key, inlined
             if user is not None:
-                entry = min(entry, (share_key(factor * user[3]), user[1], user[2], node, version))
+                entry = min(entry, (round(factor * user[3], 12), user[1], user[2], node, version))
         elif user is not None:
-            entry = (share_key(factor * user[3]), user[1], user[2], node, version)
+            entry = (round(factor * user[3], 12), user[1], user[2], node, version)
         else:
             return
         glob = self._global
