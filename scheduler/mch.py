@@ -82,6 +82,7 @@ class MchState(UserLevel):
         self._heaps: list[list[tuple[float, float, str, int, float]]] = []
         self._qversion: list[int] = []
         self._grow()
+        self._below = [_subtree(self.index.subqueues, node) for node in range(len(self.index))]
         self._global: list[tuple[float, float, str, int, int]] = []
         self._jobs: dict[str, _Job] = {}
         self._stale_factor: set[int] = set()
@@ -334,12 +335,15 @@ class MchState(UserLevel):
         its exact key (a larger F never gives a smaller rounded product), and is re-filed
         only if that entry reaches the top of the global heap (pick): F changes several
         times between most queues' turns, and only the last one costs a re-filing."""
-        parent, weight, subqueues = self.index.parent, self.index.weight, self.index.subqueues
+        parent, weight, below = self.index.parent, self.index.weight, self._below
         factor, mus, heaps, users = self._factor, self._mu, self._heaps, self._user_heaps
         dirty, risen = self._dirty, self._risen
-        stack = [top]
-        while stack:
-            node = stack.pop()
+        if top in self.index.user_of:   # a user's F is only read by weights(): no entry keyed by it
+            factor[top] = factor[parent[top]] * mus[top] / weight[top]
+            return
+        # Preorder: a queue's parent has its new F first. A user's key is F(leaf) x its own
+        # share: the leaf's one global entry carries F(leaf), so users are not walked.
+        for node in below[top] if top < len(below) else (top,):
             up = parent[node]
             new = (factor[up] if up > 0 else 1.0) * mus[node] / weight[node]
             old = factor[node]
@@ -350,9 +354,6 @@ class MchState(UserLevel):
                         dirty.add(node)
                     else:
                         risen.add(node)
-            # A user's key is F(leaf) x its own share: the leaf's one global entry carries
-            # F(leaf), so a new F never re-files every user of the leaf.
-            stack.extend(subqueues[node])
 
     def _refresh(self, node: int) -> None:
         """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
@@ -401,6 +402,16 @@ class MchState(UserLevel):
 
     def root_demand(self) -> list[float]:
         return list(self._sum[0])
+
+
+def _subtree(subqueues: list[list[int]], top: int) -> tuple[int, ...]:
+    """`top` and every queue below it, parents before children (users left out)."""
+    order, stack = [], [top]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(reversed(subqueues[node]))
+    return tuple(order)
 
 
 def _below_any(node: int, nodes: set[int], parent: list[int]) -> bool:
