@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import heapq
 from operator import add
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
@@ -195,7 +195,11 @@ class MchState(UserLevel):
     def _deactivate(self, job: _Job) -> None:
         job.active = False
         job.version += 1       # its heap entry is dropped when it surfaces
-        self._propagate(job.node, [-job.weight * x for x in job.normalized], -1)
+        weight, normalized = job.weight, job.normalized
+        if len(normalized) == 2:   # as _propagate, without the list
+            self._propagate_pair(job.node, -weight * normalized[0], -weight * normalized[1], -1)
+        else:
+            self._propagate_any(job.node, [-weight * x for x in normalized], -1)
         self._dirty.add(job.node)
 
     def _propagate(self, node: int, delta: list[float], count_delta: int) -> None:
@@ -431,15 +435,10 @@ class _MchRound:
     def __init__(self, state: MchState, jobs: Sequence[JobView]) -> None:
         self._state = state
         self._saturation = SaturationIndex([j for j in jobs if j.pending > 0])
-
-    def next_job(self) -> str | None:
-        return self._state.pick()
-
-    def placed(self, job_id: str) -> None:
-        self._state.placed(job_id)
-
-    def skip(self, job_id: str) -> None:
-        self._state.block(job_id)
+        # The state's own methods, bound: one call a decision less (same calls, same picks).
+        self.next_job: Callable[[], str | None] = state.pick
+        self.placed: Callable[[str], None] = state.placed
+        self.skip: Callable[[str], None] = state.block
 
     def limit(self, largest_free: Resources) -> None:
         for job_id in self._saturation.limit(largest_free):
