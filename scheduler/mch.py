@@ -246,7 +246,7 @@ class MchState(UserLevel):
         half of what MCH adds to a DRF decision."""
         parent, weight = self.index.parent, self.index.weight
         sums, counts, mus, norms = self._sum, self._count, self._mu, self._norm
-        while True:
+        while count_delta:   # the queues whose own count of active children changes
             was_active = counts[node] > 0
             counts[node] += count_delta
             active = counts[node] > 0
@@ -274,6 +274,44 @@ class MchState(UserLevel):
             d0, d1 = w * (n0 - o0), w * (n1 - o1)
             count_delta = 0 if active == was_active else (1 if active else -1)
             if count_delta == 0 and not (d0 or d1):
+                return
+            node = parent[node]
+        self._propagate_moves(node, d0, d1)
+
+    def _propagate_moves(self, node: int, d0: float, d1: float) -> None:
+        """The rest of the path, where every queue stays active (a child that stays active
+        keeps its parent active; one that stays idle adds no delta): only sums move. The
+        same operations as _propagate_pair, in place, with no counting."""
+        parent, weight = self.index.parent, self.index.weight
+        sums, mus, norms, stale = self._sum, self._mu, self._norm, self._stale_factor
+        while True:
+            total = sums[node]
+            t0 = total[0] + d0
+            t1 = total[1] + d1
+            total[0] = t0
+            total[1] = t1
+            if node == 0:
+                return
+            mu = t1 if t1 > t0 else t0
+            if 0.0 > mu:
+                mu = 0.0
+            if mu != mus[node]:
+                mus[node] = mu
+                stale.add(node)
+            norm = norms[node]
+            o0 = norm[0]
+            o1 = norm[1]
+            if mu > 0:
+                n0 = t0 / mu
+                n1 = t1 / mu
+            else:
+                n0 = n1 = 0.0
+            norm[0] = n0
+            norm[1] = n1
+            w = weight[node]
+            d0 = w * (n0 - o0)
+            d1 = w * (n1 - o1)
+            if not (d0 or d1):
                 return
             node = parent[node]
 
