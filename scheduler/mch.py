@@ -73,6 +73,7 @@ class MchState(UserLevel):
     def __init__(self, queues: QueueTree | None, capacity: Resources) -> None:
         self.axes = Axes.of(capacity)
         self.index = QueueIndex(queues)
+        self._user_of = self.index.user_of   # the index's own dict: users it makes later show in it
         self._zero = [0.0] * len(self.axes.kinds)
         self._sum: list[list[float]] = []
         self._count: list[int] = []         # active children (jobs and queues)
@@ -353,8 +354,20 @@ class MchState(UserLevel):
             heapq.heappush(heap, entry)
         if self._stale_factor or self._dirty:
             self._dirty.add(node)
-        else:
-            self._refresh(node)   # the common case: one queue's best job changed
+        elif heap[0][2] != job_id or node in self._user_of or node in self._user_heaps:
+            self._refresh(node)   # one queue's best job changed
+        else:   # the most common case: still its queue's best, no users: _refresh, inlined
+            risen = self._risen
+            if risen:
+                risen.discard(node)
+            qversion = self._qversion
+            version = qversion[node] = qversion[node] + 1
+            entry = (round(self._factor[node] * share, 12), job.submitted, job_id, node, version)
+            glob = self._global
+            if glob and glob[0][3] == node and glob[0][4] == version - 1:
+                heapq.heapreplace(glob, entry)
+            else:
+                heapq.heappush(glob, entry)
 
     def _flush(self) -> None:
         stale, parent = self._stale_factor, self.index.parent
