@@ -23,8 +23,12 @@ MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
 * Heap: each queue keeps a heap of its jobs, keyed by running x mu / w. A global heap
   holds each queue's best job, keyed by F times that. A pick is O(log p). When a job
   arrives, leaves, is blocked or runs out of tasks, only its queues up the path are
-  recomputed, O(depth x kinds). If one of their mu changes, the queues under it get new
-  F values and new global entries. That is O(queues below), never O(jobs).
+  recomputed, O(depth x kinds) (scheduler/mchpropagate.py). If one of their mu changes,
+  the queues under it get new F values (one walk of a precomputed preorder). A queue
+  whose F fell is re-filed at once; one whose F rose keeps its entry, now a lower bound of
+  its key, and is re-filed only if it reaches the top: most queues see several new F
+  between their turns and pay for the last one only. Picks are those of the eager
+  re-filing, bit for bit (tests/unit/test_mch_equivalence.py).
 
 The user level (scheduler/usershare.py): a user's node under a leaf is a queue for the
 demands (eq. 2), but its key is F(leaf) x its dominant share of all it holds there, as
@@ -36,13 +40,13 @@ that changed (arrived, left, tasks finished) are the only ones recomputed."""
 from __future__ import annotations
 
 import heapq
-from operator import add
 from typing import Callable, Iterable, Sequence
 
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.mchpropagate import Propagation
 from tcluster.scheduler.mchusers import UserLevel
 from tcluster.scheduler.usershare import Held, held_from_views
 from tcluster.scheduler.views import JobView
@@ -67,7 +71,7 @@ class _Job:
         return (share_key(share), self.submitted, job_id, self.version, share)
 
 
-class MchState(UserLevel):
+class MchState(UserLevel, Propagation):
     """The flattened tree of one queue tree and one cluster capacity, kept current."""
 
     def __init__(self, queues: QueueTree | None, capacity: Resources) -> None:
@@ -202,119 +206,6 @@ class MchState(UserLevel):
         else:
             self._propagate_any(job.node, [-weight * x for x in normalized], -1)
         self._dirty.add(job.node)
-
-    def _propagate(self, node: int, delta: list[float], count_delta: int) -> None:
-        """Adds `delta` to the demand of `node` and carries the change of its normalized
-        demand up the path, stopping as soon as nothing changes (eq. 2, incrementally).
-        The hot path of every arrival, departure and block: kept to plain loops."""
-        if len(delta) == 2:   # cpu and memory: most clusters, unrolled
-            self._propagate_pair(node, delta[0], delta[1], count_delta)
-        else:
-            self._propagate_any(node, delta, count_delta)
-
-    def _propagate_any(self, node: int, delta: list[float], count_delta: int) -> None:
-        parent, weight = self.index.parent, self.index.weight
-        sums, counts, mus, norms, zero = self._sum, self._count, self._mu, self._norm, self._zero
-        while True:
-            was_active = counts[node] > 0
-            counts[node] += count_delta
-            active = counts[node] > 0
-            # An idle queue restarts from exact zeros, so rounding never piles up.
-            total = list(map(add, sums[node], delta)) if active else list(zero)
-            sums[node] = total
-            if node == 0:
-                return
-            mu = max(max(total), 0.0)
-            if mu != mus[node]:
-                mus[node] = mu
-                self._stale_factor.add(node)
-            old = norms[node]
-            if mu > 0:
-                norm = [x / mu for x in total]   # as the fresh flattening divides
-            else:
-                norm = list(zero)
-            norms[node] = norm
-            w = weight[node]
-            delta = [w * (a - b) for a, b in zip(norm, old)]
-            count_delta = 0 if active == was_active else (1 if active else -1)
-            if count_delta == 0 and not any(delta):
-                return
-            node = parent[node]
-
-    def _propagate_pair(self, node: int, d0: float, d1: float, count_delta: int) -> None:
-        """_propagate for two kinds, the same float operations in the same order without
-        building lists per level: a deactivation walks the whole path, so this is about
-        half of what MCH adds to a DRF decision."""
-        parent, weight = self.index.parent, self.index.weight
-        sums, counts, mus, norms = self._sum, self._count, self._mu, self._norm
-        while count_delta:   # the queues whose own count of active children changes
-            was_active = counts[node] > 0
-            counts[node] += count_delta
-            active = counts[node] > 0
-            if active:
-                total = sums[node]
-                t0, t1 = total[0] + d0, total[1] + d1
-            else:
-                t0 = t1 = 0.0
-            sums[node] = [t0, t1]
-            if node == 0:
-                return
-            mu = t1 if t1 > t0 else t0   # max(max(total), 0.0), as the builtins pick
-            if 0.0 > mu:
-                mu = 0.0
-            if mu != mus[node]:
-                mus[node] = mu
-                self._stale_factor.add(node)
-            o0, o1 = norms[node]
-            if mu > 0:
-                n0, n1 = t0 / mu, t1 / mu
-            else:
-                n0 = n1 = 0.0
-            norms[node] = [n0, n1]
-            w = weight[node]
-            d0, d1 = w * (n0 - o0), w * (n1 - o1)
-            count_delta = 0 if active == was_active else (1 if active else -1)
-            if count_delta == 0 and not (d0 or d1):
-                return
-            node = parent[node]
-        self._propagate_moves(node, d0, d1)
-
-    def _propagate_moves(self, node: int, d0: float, d1: float) -> None:
-        """The rest of the path, where every queue stays active (a child that stays active
-        keeps its parent active; one that stays idle adds no delta): only sums move. The
-        same operations as _propagate_pair, in place, with no counting."""
-        parent, weight = self.index.parent, self.index.weight
-        sums, mus, norms, stale = self._sum, self._mu, self._norm, self._stale_factor
-        while True:
-            total = sums[node]
-            t0 = total[0] + d0
-            t1 = total[1] + d1
-            total[0] = t0
-            total[1] = t1
-            if node == 0:
-                return
-            mu = t1 if t1 > t0 else t0
-            if 0.0 > mu:
-                mu = 0.0
-            if mu != mus[node]:
-                mus[node] = mu
-                stale.add(node)
-            norm = norms[node]
-            o0 = norm[0]
-            o1 = norm[1]
-            if mu > 0:
-                n0 = t0 / mu
-                n1 = t1 / mu
-            else:
-                n0 = n1 = 0.0
-            norm[0] = n0
-            norm[1] = n1
-            w = weight[node]
-            d0 = w * (n0 - o0)
-            d1 = w * (n1 - o1)
-            if not (d0 or d1):
-                return
-            node = parent[node]
 
     # ---- picking ----
 
