@@ -87,7 +87,7 @@ class MchState(UserLevel, Propagation):
         self._heaps: list[list[tuple[float, float, str, int, float]]] = []
         self._qversion: list[int] = []
         self._grow()
-        self._below = [_subtree(self.index.subqueues, node) for node in range(len(self.index))]
+        self._below = [_subtree(self.index, node) for node in range(len(self.index))]
         self._global: list[tuple[float, float, str, int, int]] = []
         self._jobs: dict[str, _Job] = {}
         self._stale_factor: set[int] = set()
@@ -245,7 +245,8 @@ class MchState(UserLevel, Propagation):
             heapq.heappush(heap, entry)
         if self._stale_factor or self._dirty:
             self._dirty.add(node)
-        elif heap[0][2] != job_id or node in self._user_of or node in self._user_heaps:
+        elif heap[0] is not entry or node in self._user_of or node in self._user_heaps:   # (an old entry of
+            # the same job, stale, may sit on top: only the one just filed is known valid)
             self._refresh(node)   # one queue's best job changed
         else:   # the most common case: still its queue's best, no users: _refresh, inlined
             risen = self._risen
@@ -289,9 +290,8 @@ class MchState(UserLevel, Propagation):
             return
         # Preorder: a queue's parent has its new F first. A user's key is F(leaf) x its own
         # share: the leaf's one global entry carries F(leaf), so users are not walked.
-        for node in below[top] if top < len(below) else (top,):
-            up = parent[node]
-            new = (factor[up] if up > 0 else 1.0) * mus[node] / weight[node]
+        for node, up, w in below[top] if top < len(below) else ((top, parent[top], weight[top]),):
+            new = factor[up] * mus[node] / w   # the root's F is 1.0: 1.0 x mu is mu, bit for bit
             old = factor[node]
             if new != old:
                 factor[node] = new
@@ -350,13 +350,14 @@ class MchState(UserLevel, Propagation):
         return list(self._sum[0])
 
 
-def _subtree(subqueues: list[list[int]], top: int) -> tuple[int, ...]:
-    """`top` and every queue below it, parents before children (users left out)."""
+def _subtree(index: QueueIndex, top: int) -> tuple[tuple[int, int, float], ...]:
+    """(queue, its parent, its weight) for `top` and every queue below it, parents before
+    children (users left out): what a new F walks."""
     order, stack = [], [top]
     while stack:
         node = stack.pop()
-        order.append(node)
-        stack.extend(reversed(subqueues[node]))
+        order.append((node, index.parent[node], index.weight[node]))
+        stack.extend(reversed(index.subqueues[node]))
     return tuple(order)
 
 
