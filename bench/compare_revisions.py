@@ -75,7 +75,7 @@ def compare_mch(args: argparse.Namespace) -> int:
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'levels':>6} {'jobs':>6} {'drf us':>7} {'mch then':>9} {'mch now':>8} {'then/drf':>9} {'now/drf':>8} "
           f"{'speedup':>8}  same picks")
-    capacity, same = pool(), True
+    capacity, same, worst, slowest = pool(), True, (0.0, ""), (float("inf"), "")
     for levels in (int(x) for x in args.levels.split(",")):
         tree = binary_tree(levels)
         for count in (int(x) for x in args.job_counts.split(",")):
@@ -90,8 +90,14 @@ def compare_mch(args: argparse.Namespace) -> int:
             d, t, n = best["drf"][0], best["then"][0], best["now"][0]
             equal = best["then"][1] == best["now"][1]
             same &= equal
+            worst = max(worst, (n / d, f"{levels} levels/{count} jobs"))
+            slowest = min(slowest, (1 / n, f"{levels} levels/{count} jobs"))
             print(f"{levels:>6} {count:>6} {d * 1e6:>7.2f} {t * 1e6:>9.2f} {n * 1e6:>8.2f} {t / d:>8.2f}x "
                   f"{n / d:>7.2f}x {t / n:>7.2f}x  {'yes' if equal else 'NO'}", flush=True)
+    met = worst[0] <= 2.0 and slowest[0] >= 100_000
+    print(f"goal (issue 38): mch now within 2x of drf in every cell and >= 100,000 decisions/s (at the sizes run): "
+          f"{'met' if met else 'NOT met'} (worst now/drf {worst[0]:.2f}x at {worst[1]}; "
+          f"slowest {slowest[0]:,.0f} decisions/s at {slowest[1]})")
     return 0 if same else 1
 
 
