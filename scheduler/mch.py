@@ -245,21 +245,26 @@ class MchState(UserLevel, Propagation):
             heapq.heappush(heap, entry)
         if self._stale_factor or self._dirty:
             self._dirty.add(node)
-        elif heap[0] is not entry or node in self._user_of or node in self._user_heaps:   # (an old entry of
-            # the same job, stale, may sit on top: only the one just filed is known valid)
-            self._refresh(node)   # one queue's best job changed
-        else:   # the most common case: still its queue's best, no users: _refresh, inlined
+        elif node in self._user_of or node in self._user_heaps:
+            self._refresh(node)
+        else:   # the most common case, a queue without users: _refresh, inlined
+            best = heap[0]   # the entry just filed, or another job's, valid unless it is stale
+            if best is not entry:
+                other = self._jobs.get(best[2])
+                if other is None or not other.active or other.version != best[3]:
+                    self._refresh(node)   # stale entries on top: _refresh drops them
+                    return
             risen = self._risen
             if risen:
                 risen.discard(node)
             qversion = self._qversion
             version = qversion[node] = qversion[node] + 1
-            entry = (round(self._factor[node] * share, 12), job.submitted, job_id, node, version)
+            filed = (round(self._factor[node] * best[4], 12), best[1], best[2], node, version)
             glob = self._global
             if glob and glob[0][3] == node and glob[0][4] == version - 1:
-                heapq.heapreplace(glob, entry)
+                heapq.heapreplace(glob, filed)
             else:
-                heapq.heappush(glob, entry)
+                heapq.heappush(glob, filed)
 
     def _flush(self) -> None:
         stale, parent = self._stale_factor, self.index.parent
