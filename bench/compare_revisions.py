@@ -4,6 +4,7 @@ same inputs, and the decisions are compared.
 
   mch    per-decision time of `mch` then and now, and flat `drf`, on bench/fairness.py's
          workloads (binary trees of 2-5 levels, 100-10,000 trace-shaped jobs)
+         (--opcodes: bytecode instructions per decision instead, the same on any load)
   round  one scheduling round placing --tasks tasks of --jobs jobs on --nodes nodes
          (the burst of bench/cluster_scale.py), scheduler/round.py then and now
 
@@ -69,13 +70,41 @@ def decide(policy, jobs, capacity, tree, most: int = 20000) -> tuple[float, list
     return spent / max(1, len(picks)), picks
 
 
+def opcodes(policy, jobs, capacity, tree, most: int) -> tuple[float, list[str]]:  # type: ignore[no-untyped-def]
+    """Bytecode instructions run per decision in the policies' own code (scheduler/ and the
+    old module), not in this harness: a count, so the same on a quiet or a loaded host."""
+    count = [0]
+
+    def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "opcode":
+            count[0] += 1
+        return local
+
+    def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+        name = frame.f_code.co_filename
+        if "/scheduler/" in name or name.endswith("mch_then.py"):
+            frame.f_trace_opcodes = True
+            return local
+        return None
+
+    rnd = policy.start_round(jobs, capacity, tree)
+    sys.settrace(tracer)
+    try:
+        _, picks = timed_round(rnd, jobs, capacity, most)
+    finally:
+        sys.settrace(None)
+    return count[0] / max(1, len(picks)), picks
+
+
 def compare_mch(args: argparse.Namespace) -> int:
     old = load_old(args.rev, "scheduler/mch.py", "mch_then")
+    if args.opcodes:
+        return compare_mch_opcodes(args, old)
     print(f"mch at {args.rev} vs now, per decision; fastest of {args.repeat} interleaved runs; "
           f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'levels':>6} {'jobs':>6} {'drf us':>7} {'mch then':>9} {'mch now':>8} {'then/drf':>9} {'now/drf':>8} "
           f"{'speedup':>8}  same picks")
-    capacity, same = pool(), True
+    capacity, same, worst, slowest = pool(), True, (0.0, ""), (float("inf"), "")
     for levels in (int(x) for x in args.levels.split(",")):
         tree = binary_tree(levels)
         for count in (int(x) for x in args.job_counts.split(",")):
@@ -90,8 +119,32 @@ def compare_mch(args: argparse.Namespace) -> int:
             d, t, n = best["drf"][0], best["then"][0], best["now"][0]
             equal = best["then"][1] == best["now"][1]
             same &= equal
+            worst = max(worst, (n / d, f"{levels} levels/{count} jobs"))
+            slowest = min(slowest, (1 / n, f"{levels} levels/{count} jobs"))
             print(f"{levels:>6} {count:>6} {d * 1e6:>7.2f} {t * 1e6:>9.2f} {n * 1e6:>8.2f} {t / d:>8.2f}x "
                   f"{n / d:>7.2f}x {t / n:>7.2f}x  {'yes' if equal else 'NO'}", flush=True)
+    met = worst[0] <= 2.0 and slowest[0] >= 100_000
+    print(f"goal (issue 38): mch now within 2x of drf in every cell and >= 100,000 decisions/s (at the sizes run): "
+          f"{'met' if met else 'NOT met'} (worst now/drf {worst[0]:.2f}x at {worst[1]}; "
+          f"slowest {slowest[0]:,.0f} decisions/s at {slowest[1]})")
+    return 0 if same else 1
+
+
+def compare_mch_opcodes(args: argparse.Namespace, old: ModuleType) -> int:
+    print(f"mch at {args.rev} vs now: bytecode instructions per decision in the policies' code "
+          f"(deterministic; at most {args.decisions} decisions)")
+    print(f"{'levels':>6} {'jobs':>6} {'drf':>6} {'mch then':>9} {'mch now':>8} {'then/drf':>9} {'now/drf':>8}  same picks")
+    capacity, same = pool(), True
+    for levels in (int(x) for x in args.levels.split(",")):
+        tree = binary_tree(levels)
+        for count in (int(x) for x in args.job_counts.split(",")):
+            jobs = google_jobs(count, tree.leaves, random.Random(1))
+            d, _ = opcodes(make_fairness("drf"), jobs, capacity, tree, args.decisions)
+            t, p_then = opcodes(old.MchPolicy(), jobs, capacity, tree, args.decisions)
+            n, p_now = opcodes(make_fairness("mch"), jobs, capacity, tree, args.decisions)
+            same &= p_then == p_now
+            print(f"{levels:>6} {count:>6} {d:>6.0f} {t:>9.0f} {n:>8.0f} {t / d:>8.2f}x {n / d:>7.2f}x  "
+                  f"{'yes' if p_then == p_now else 'NO'}", flush=True)
     return 0 if same else 1
 
 
@@ -137,6 +190,8 @@ def main() -> int:
     parser.add_argument("--levels", default="2,3,4,5", help="mch: queue tree levels")
     parser.add_argument("--job-counts", default="100,1000,10000", help="mch: jobs in the tree")
     parser.add_argument("--decisions", type=int, default=20000, help="mch: at most, per run")
+    parser.add_argument("--opcodes", action="store_true",
+                        help="mch: count bytecode instructions per decision instead of timing (load-independent)")
     args = parse_quick(parser, {"repeat": 1, "nodes": 100, "jobs": 5, "tasks": 500, "levels": "2",
                                         "job_counts": "100", "decisions": 500})
     return compare_mch(args) if args.what == "mch" else compare_round(args)

@@ -23,8 +23,12 @@ MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
 * Heap: each queue keeps a heap of its jobs, keyed by running x mu / w. A global heap
   holds each queue's best job, keyed by F times that. A pick is O(log p). When a job
   arrives, leaves, is blocked or runs out of tasks, only its queues up the path are
-  recomputed, O(depth x kinds). If one of their mu changes, the queues under it get new
-  F values and new global entries. That is O(queues below), never O(jobs).
+  recomputed, O(depth x kinds) (scheduler/mchpropagate.py). If one of their mu changes,
+  the queues under it get new F values (one walk of a precomputed preorder). A queue
+  whose F fell is re-filed at once; one whose F rose keeps its entry, now a lower bound of
+  its key, and is re-filed only if it reaches the top: most queues see several new F
+  between their turns and pay for the last one only. Picks are those of the eager
+  re-filing, bit for bit (tests/unit/test_mch_equivalence.py).
 
 The user level (scheduler/usershare.py): a user's node under a leaf is a queue for the
 demands (eq. 2), but its key is F(leaf) x its dominant share of all it holds there, as
@@ -36,13 +40,13 @@ that changed (arrived, left, tasks finished) are the only ones recomputed."""
 from __future__ import annotations
 
 import heapq
-from operator import add
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.mchpropagate import Propagation
 from tcluster.scheduler.mchusers import UserLevel
 from tcluster.scheduler.usershare import Held, held_from_views
 from tcluster.scheduler.views import JobView
@@ -67,12 +71,13 @@ class _Job:
         return (share_key(share), self.submitted, job_id, self.version, share)
 
 
-class MchState(UserLevel):
+class MchState(UserLevel, Propagation):
     """The flattened tree of one queue tree and one cluster capacity, kept current."""
 
     def __init__(self, queues: QueueTree | None, capacity: Resources) -> None:
         self.axes = Axes.of(capacity)
         self.index = QueueIndex(queues)
+        self._user_of = self.index.user_of   # the index's own dict: users it makes later show in it
         self._zero = [0.0] * len(self.axes.kinds)
         self._sum: list[list[float]] = []
         self._count: list[int] = []         # active children (jobs and queues)
@@ -82,10 +87,12 @@ class MchState(UserLevel):
         self._heaps: list[list[tuple[float, float, str, int, float]]] = []
         self._qversion: list[int] = []
         self._grow()
+        self._below = [_subtree(self.index, node) for node in range(len(self.index))]
         self._global: list[tuple[float, float, str, int, int]] = []
         self._jobs: dict[str, _Job] = {}
         self._stale_factor: set[int] = set()
         self._dirty: set[int] = set()
+        self._risen: set[int] = set()       # queues whose global entry is below its exact key (F rose)
         self._held: dict[int, list[float]] = {}   # user node -> what it holds, shares per kind
         self._user_heaps: dict[int, list[tuple[float, float, str, float, int, int]]] = {}   # leaf -> its users
 
@@ -193,94 +200,27 @@ class MchState(UserLevel):
     def _deactivate(self, job: _Job) -> None:
         job.active = False
         job.version += 1       # its heap entry is dropped when it surfaces
-        self._propagate(job.node, [-job.weight * x for x in job.normalized], -1)
-        self._dirty.add(job.node)
-
-    def _propagate(self, node: int, delta: list[float], count_delta: int) -> None:
-        """Adds `delta` to the demand of `node` and carries the change of its normalized
-        demand up the path, stopping as soon as nothing changes (eq. 2, incrementally).
-        The hot path of every arrival, departure and block: kept to plain loops."""
-        if len(delta) == 2:   # cpu and memory: most clusters, unrolled
-            self._propagate_pair(node, delta[0], delta[1], count_delta)
+        weight, normalized = job.weight, job.normalized
+        if len(normalized) == 2:   # as _propagate, without the list
+            self._propagate_pair(job.node, -weight * normalized[0], -weight * normalized[1], -1)
         else:
-            self._propagate_any(node, delta, count_delta)
-
-    def _propagate_any(self, node: int, delta: list[float], count_delta: int) -> None:
-        parent, weight = self.index.parent, self.index.weight
-        sums, counts, mus, norms, zero = self._sum, self._count, self._mu, self._norm, self._zero
-        while True:
-            was_active = counts[node] > 0
-            counts[node] += count_delta
-            active = counts[node] > 0
-            # An idle queue restarts from exact zeros, so rounding never piles up.
-            total = list(map(add, sums[node], delta)) if active else list(zero)
-            sums[node] = total
-            if node == 0:
-                return
-            mu = max(max(total), 0.0)
-            if mu != mus[node]:
-                mus[node] = mu
-                self._stale_factor.add(node)
-            old = norms[node]
-            if mu > 0:
-                norm = [x / mu for x in total]   # as the fresh flattening divides
-            else:
-                norm = list(zero)
-            norms[node] = norm
-            w = weight[node]
-            delta = [w * (a - b) for a, b in zip(norm, old)]
-            count_delta = 0 if active == was_active else (1 if active else -1)
-            if count_delta == 0 and not any(delta):
-                return
-            node = parent[node]
-
-    def _propagate_pair(self, node: int, d0: float, d1: float, count_delta: int) -> None:
-        """_propagate for two kinds, the same float operations in the same order without
-        building lists per level: a deactivation walks the whole path, so this is about
-        half of what MCH adds to a DRF decision."""
-        parent, weight = self.index.parent, self.index.weight
-        sums, counts, mus, norms = self._sum, self._count, self._mu, self._norm
-        while True:
-            was_active = counts[node] > 0
-            counts[node] += count_delta
-            active = counts[node] > 0
-            if active:
-                total = sums[node]
-                t0, t1 = total[0] + d0, total[1] + d1
-            else:
-                t0 = t1 = 0.0
-            sums[node] = [t0, t1]
-            if node == 0:
-                return
-            mu = t1 if t1 > t0 else t0   # max(max(total), 0.0), as the builtins pick
-            if 0.0 > mu:
-                mu = 0.0
-            if mu != mus[node]:
-                mus[node] = mu
-                self._stale_factor.add(node)
-            o0, o1 = norms[node]
-            if mu > 0:
-                n0, n1 = t0 / mu, t1 / mu
-            else:
-                n0 = n1 = 0.0
-            norms[node] = [n0, n1]
-            w = weight[node]
-            d0, d1 = w * (n0 - o0), w * (n1 - o1)
-            count_delta = 0 if active == was_active else (1 if active else -1)
-            if count_delta == 0 and not (d0 or d1):
-                return
-            node = parent[node]
+            self._propagate_any(job.node, [-weight * x for x in normalized], -1)
+        self._dirty.add(job.node)
 
     # ---- picking ----
 
     def pick(self) -> str | None:
         if self._stale_factor or self._dirty:
             self._flush()
-        heap, qversion = self._global, self._qversion
+        heap, qversion, risen = self._global, self._qversion, self._risen
         while heap:
             entry = heap[0]
-            if entry[4] == qversion[entry[3]]:
-                return entry[2]
+            node = entry[3]
+            if entry[4] == qversion[node]:
+                if not risen or node not in risen:
+                    return entry[2]
+                self._refresh(node)   # its F rose since it was filed: file the exact key, look again
+                continue
             heapq.heappop(heap)
         return None
 
@@ -288,23 +228,43 @@ class MchState(UserLevel):
         job = self._jobs[job_id]
         job.running += 1
         job.pending -= 1
-        held = self._held.get(job.node)
+        node = job.node
+        held = self._held.get(node)
         if held is not None:   # its user holds more: the user's key changes
-            self._held[job.node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
+            self._held[node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
         if job.pending <= 0:
             self._deactivate(job)
             return
-        job.version += 1
-        entry = job.entry(job_id)
-        heap = self._heaps[job.node]
+        version = job.version = job.version + 1
+        share = job.running * job.mu / job.weight
+        entry = (round(share, 12), job.submitted, job_id, version, share)   # job.entry, inlined: the hot path
+        heap = self._heaps[node]
         if heap and heap[0][2] == job_id:
             heapq.heapreplace(heap, entry)
         else:
             heapq.heappush(heap, entry)
         if self._stale_factor or self._dirty:
-            self._dirty.add(job.node)
-        else:
-            self._refresh(job.node)   # the common case: one queue's best job changed
+            self._dirty.add(node)
+        elif node in self._user_of or node in self._user_heaps:
+            self._refresh(node)
+        else:   # the most common case, a queue without users: _refresh, inlined
+            best = heap[0]   # the entry just filed, or another job's, valid unless it is stale
+            if best is not entry:
+                other = self._jobs.get(best[2])
+                if other is None or not other.active or other.version != best[3]:
+                    self._refresh(node)   # stale entries on top: _refresh drops them
+                    return
+            risen = self._risen
+            if risen:
+                risen.discard(node)
+            qversion = self._qversion
+            version = qversion[node] = qversion[node] + 1
+            filed = (round(self._factor[node] * best[4], 12), best[1], best[2], node, version)
+            glob = self._global
+            if glob and glob[0][3] == node and glob[0][4] == version - 1:
+                heapq.heapreplace(glob, filed)
+            else:
+                heapq.heappush(glob, filed)
 
     def _flush(self) -> None:
         stale, parent = self._stale_factor, self.index.parent
@@ -322,34 +282,58 @@ class MchState(UserLevel):
             heapq.heapify(self._global)
 
     def _recompute_factors(self, top: int) -> None:
-        parent, weight, subqueues = self.index.parent, self.index.weight, self.index.subqueues
-        stack = [top]
-        while stack:
-            node = stack.pop()
-            above = self._factor[parent[node]] if parent[node] > 0 else 1.0
-            self._factor[node] = above * self._mu[node] / weight[node]
-            if self._heaps[node] or node in self._user_heaps:
-                self._dirty.add(node)
-            # A user's key is F(leaf) x its own share: the leaf's one global entry carries
-            # F(leaf), so a new F never re-files every user of the leaf.
-            stack.extend(subqueues[node])
+        """New F for `top` and every queue below. A queue whose F fell is re-filed now: its
+        key falls, so it may come first. One whose F rose keeps its entry, a lower bound of
+        its exact key (a larger F never gives a smaller rounded product), and is re-filed
+        only if that entry reaches the top of the global heap (pick): F changes several
+        times between most queues' turns, and only the last one costs a re-filing."""
+        parent, weight, below = self.index.parent, self.index.weight, self._below
+        factor, mus, heaps, users = self._factor, self._mu, self._heaps, self._user_heaps
+        dirty, risen = self._dirty, self._risen
+        if top in self.index.user_of:   # a user's F is only read by weights(): no entry keyed by it
+            factor[top] = factor[parent[top]] * mus[top] / weight[top]
+            return
+        # Preorder: a queue's parent has its new F first. A user's key is F(leaf) x its own
+        # share: the leaf's one global entry carries F(leaf), so users are not walked.
+        for node, up, w in below[top] if top < len(below) else ((top, parent[top], weight[top]),):
+            new = factor[up] * mus[node] / w   # the root's F is 1.0: 1.0 x mu is mu, bit for bit
+            old = factor[node]
+            if new != old:
+                factor[node] = new
+                if heaps[node] or node in users:
+                    if new < old:
+                        dirty.add(node)
+                    else:
+                        risen.add(node)
 
     def _refresh(self, node: int) -> None:
         """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
-        heap of users, then the leaf's)."""
+        heap of users, then the leaf's). Called about twice a decision: kept to plain code."""
         if node in self.index.user_of:
             self._refresh_user(node)
             node = self.index.parent[node]
-        best, user = self._best_job(node), self._best_user(node)
+        risen = self._risen
+        if risen:
+            risen.discard(node)
+        heap, jobs = self._heaps[node], self._jobs
+        best = None
+        while heap:   # _best_job, inlined
+            top = heap[0]
+            job = jobs.get(top[2])
+            if job is not None and job.active and job.version == top[3]:
+                best = top
+                break
+            heapq.heappop(heap)
+        user = self._best_user(node) if node in self._user_heaps else None
         qversion = self._qversion
         version = qversion[node] = qversion[node] + 1
         factor = self._factor[node]
         if best is not None:
-            entry = (share_key(factor * best[4]), best[1], best[2], node, version)
+            entry = (round(factor * best[4], 12), best[1], best[2], node, version)   # share_key, inlined
             if user is not None:
-                entry = min(entry, (share_key(factor * user[3]), user[1], user[2], node, version))
+                entry = min(entry, (round(factor * user[3], 12), user[1], user[2], node, version))
         elif user is not None:
-            entry = (share_key(factor * user[3]), user[1], user[2], node, version)
+            entry = (round(factor * user[3], 12), user[1], user[2], node, version)
         else:
             return
         glob = self._global
@@ -371,6 +355,17 @@ class MchState(UserLevel):
         return list(self._sum[0])
 
 
+def _subtree(index: QueueIndex, top: int) -> tuple[tuple[int, int, float], ...]:
+    """(queue, its parent, its weight) for `top` and every queue below it, parents before
+    children (users left out): what a new F walks."""
+    order, stack = [], [top]
+    while stack:
+        node = stack.pop()
+        order.append((node, index.parent[node], index.weight[node]))
+        stack.extend(reversed(index.subqueues[node]))
+    return tuple(order)
+
+
 def _below_any(node: int, nodes: set[int], parent: list[int]) -> bool:
     node = parent[node]
     while node > 0:
@@ -388,15 +383,10 @@ class _MchRound:
     def __init__(self, state: MchState, jobs: Sequence[JobView]) -> None:
         self._state = state
         self._saturation = SaturationIndex([j for j in jobs if j.pending > 0])
-
-    def next_job(self) -> str | None:
-        return self._state.pick()
-
-    def placed(self, job_id: str) -> None:
-        self._state.placed(job_id)
-
-    def skip(self, job_id: str) -> None:
-        self._state.block(job_id)
+        # The state's own methods, bound: one call a decision less (same calls, same picks).
+        self.next_job: Callable[[], str | None] = state.pick
+        self.placed: Callable[[str], None] = state.placed
+        self.skip: Callable[[str], None] = state.block
 
     def limit(self, largest_free: Resources) -> None:
         for job_id in self._saturation.limit(largest_free):

@@ -1,0 +1,73 @@
+"""The incremental MCH state picks exactly as the reference (the O(queues below) state of
+649a338, tests/unit/mch_reference.py), decision by decision, on random trees, demands,
+users, weights, placements, blocks, departures and returns."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as st
+
+from tcluster.domain.resources import Resources
+from tcluster.scheduler.mch import MchState
+from tcluster.scheduler.queues import QueueNode, QueueTree
+from tcluster.scheduler.views import JobView
+from tests.unit.mch_reference import MchState as ReferenceState
+
+
+@st.composite
+def trees(draw: st.DrawFn, path: str = "", depth: int = 4) -> QueueNode:
+    children = []
+    if depth > 0:
+        for i in range(draw(st.integers(1 if not path else 0, 3))):
+            children.append(draw(trees(f"{path}.q{i}" if path else f"q{i}", depth - 1)))
+    weight = draw(st.sampled_from([0.5, 1.0, 1.0, 2.0, 3.0, 0.3]))
+    share = draw(st.sampled_from([None, "jobs", "users"])) if not children else None
+    return QueueNode(path.rpartition(".")[2], path, weight, tuple(children), share=share)
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[QueueTree, list[JobView], Resources]:
+    tree = QueueTree(draw(trees()))
+    views = []
+    for i in range(draw(st.integers(1, 14))):
+        cpu, mem = draw(st.sampled_from([0, 1, 2, 3, 7])), draw(st.sampled_from([0, 1, 2, 5, 11]))
+        demand = Resources(cpu, mem) if cpu or mem else Resources(0, 1)   # partial types allowed
+        views.append(JobView(f"j{i}", draw(st.sampled_from(tree.leaves + ("gone",))), float(draw(st.integers(0, 3))),
+                             demand, draw(st.integers(1, 30)), draw(st.integers(0, 3)),
+                             draw(st.sampled_from([0.5, 1.0, 2.0])), draw(st.sampled_from(["", "u1", "u2"]))))
+    return tree, views, Resources(draw(st.integers(4, 80)), draw(st.integers(4, 80)))
+
+
+def _drive(state: MchState | ReferenceState, views: list[JobView], ops: list[tuple[int, int]]) -> list[str | None]:
+    seen: list[str | None] = []
+    state.sync(views)
+    for index, op in ops:   # picks with placements, blocks, departures, returns, re-syncs
+        job_id = f"j{index}"
+        if op == 0 and index < len(views):
+            state.remove(job_id)
+            state.add(views[index])
+        elif op == 1:
+            state.block(job_id)
+        elif op == 2:
+            state.sync(views[index % 3:])
+        elif (job := state.pick()) is not None:
+            state.placed(job)
+        seen.append(state.pick())
+    return seen
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases(), st.lists(st.tuples(st.integers(0, 15), st.integers(0, 12)), max_size=80))
+def test_mch_picks_exactly_as_the_reference(case, ops) -> None:  # type: ignore[no-untyped-def]
+    tree, views, capacity = case
+    fast, reference = MchState(tree, capacity), ReferenceState(tree, capacity)
+    assert _drive(fast, views, ops) == _drive(reference, views, ops)
+    assert fast.weights() == reference.weights()
+
+
+def test_a_job_that_left_and_came_back_is_not_taken_for_its_old_heap_entry() -> None:
+    """Its old entry (same id, same version number, stale) may sit on top of its queue's
+    heap after a placement: found by the property above, kept as a plain case."""
+    tree = QueueTree(QueueNode("", "", 0.5, (QueueNode("q0", "q0", 0.5, ()),)))
+    views = [JobView(f"j{i}", "q0", 0.0, Resources(0, 1), 2 if i == 0 else 1, 0, 0.5) for i in range(4)]
+    fast, reference = MchState(tree, Resources(4, 4)), ReferenceState(tree, Resources(4, 4))
+    assert _drive(fast, views, [(0, 0), (0, 3)]) == _drive(reference, views, [(0, 0), (0, 3)]) == ["j0", "j1"]
