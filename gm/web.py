@@ -74,14 +74,14 @@ def _label(value: str) -> str:
 def metrics_text(snap: GMSnapshot) -> str:
     gm = f'gm="{_label(snap.name)}"'
     lines = [
-        "# HELP tcl_gm_info This GM: its name and index.", "# TYPE tcl_gm_info gauge",
-        f'tcl_gm_info{{{gm},index="{snap.index}"}} 1',
-        "# HELP tcl_gm_federation_gms GMs of the federation.", "# TYPE tcl_gm_federation_gms gauge",
-        f"tcl_gm_federation_gms{{{gm}}} {snap.gms}",
-        "# HELP tcl_gm_pending_tasks Tasks waiting at this GM (unanswered Places included).",
-        "# TYPE tcl_gm_pending_tasks gauge", f"tcl_gm_pending_tasks{{{gm}}} {snap.pending}",
-        "# HELP tcl_gm_unanswered_places Places sent with no answer yet (sent again with the same id).",
-        "# TYPE tcl_gm_unanswered_places gauge", f"tcl_gm_unanswered_places{{{gm}}} {snap.unanswered}",
+        "# HELP tcluster_gm_info This GM: its name and index.", "# TYPE tcluster_gm_info gauge",
+        f'tcluster_gm_info{{{gm},index="{snap.index}"}} 1',
+        "# HELP tcluster_gm_federation_gms GMs of the federation.", "# TYPE tcluster_gm_federation_gms gauge",
+        f"tcluster_gm_federation_gms{{{gm}}} {snap.gms}",
+        "# HELP tcluster_gm_pending_tasks Tasks waiting at this GM (unanswered Places included).",
+        "# TYPE tcluster_gm_pending_tasks gauge", f"tcluster_gm_pending_tasks{{{gm}}} {snap.pending}",
+        "# HELP tcluster_gm_unanswered_places Places sent with no answer yet (sent again with the same id).",
+        "# TYPE tcluster_gm_unanswered_places gauge", f"tcluster_gm_unanswered_places{{{gm}}} {snap.unanswered}",
     ]
     for name, value, what in (
             ("launches", snap.launches, "Tasks launched at an LM."),
@@ -89,12 +89,12 @@ def metrics_text(snap: GMSnapshot) -> str:
             ("preemptions", snap.preemptions, "Tasks of other queues stopped for this GM's (Alg. 2)."),
             ("stale_epochs", snap.stale_epochs, "Places refused for an old LM epoch."),
             ("lm_refusals", snap.lm_refusals, "Tasks FAILED by an LM refusal no resend can fix.")):
-        lines += [f"# HELP tcl_gm_{name}_total {what}", f"# TYPE tcl_gm_{name}_total counter",
-                  f"tcl_gm_{name}_total{{{gm}}} {value}"]
-    lines += ["# HELP tcl_gm_inconsistencies_total Places an LM found inconsistent with its state.",
-              "# TYPE tcl_gm_inconsistencies_total counter",
-              f'tcl_gm_inconsistencies_total{{{gm},kind="internal"}} {snap.internal_inconsistencies}',
-              f'tcl_gm_inconsistencies_total{{{gm},kind="external"}} {snap.external_inconsistencies}']
+        lines += [f"# HELP tcluster_gm_{name}_total {what}", f"# TYPE tcluster_gm_{name}_total counter",
+                  f"tcluster_gm_{name}_total{{{gm}}} {value}"]
+    lines += ["# HELP tcluster_gm_inconsistencies_total Places an LM found inconsistent with its state.",
+              "# TYPE tcluster_gm_inconsistencies_total counter",
+              f'tcluster_gm_inconsistencies_total{{{gm},kind="internal"}} {snap.internal_inconsistencies}',
+              f'tcluster_gm_inconsistencies_total{{{gm},kind="external"}} {snap.external_inconsistencies}']
     per_lm: list[tuple[str, str, str]] = [
         ("lm_connected", "gauge", "1 while the LM's Subscribe stream is up."),
         ("lm_usable", "gauge", "1 while this GM places on the LM (a fresh view)."),
@@ -103,11 +103,11 @@ def metrics_text(snap: GMSnapshot) -> str:
         ("lm_free_millicores", "gauge", "Free CPU in the LM's view."),
         ("lm_free_memory_mib", "gauge", "Free memory in the LM's view.")]
     for metric, kind, what in per_lm:
-        lines += [f"# HELP tcl_gm_{metric} {what}", f"# TYPE tcl_gm_{metric} {kind}"]
+        lines += [f"# HELP tcluster_gm_{metric} {what}", f"# TYPE tcluster_gm_{metric} {kind}"]
         for lm in snap.lms:
             sample = _lm_value(lm, metric)
             if sample is not None:
-                lines.append(f'tcl_gm_{metric}{{{gm},lm="{_label(lm.name)}"}} {sample}')
+                lines.append(f'tcluster_gm_{metric}{{{gm},lm="{_label(lm.name)}"}} {sample}')
     return "\n".join(lines) + "\n"
 
 

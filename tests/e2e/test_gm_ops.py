@@ -54,9 +54,9 @@ def test_the_gm_notifies_systemd_pings_the_watchdog_and_serves_metrics_and_a_sta
         with urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=10) as r:
             assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
             text = r.read().decode()
-        assert 'tcl_gm_info{gm="gm0",index="0"} 1' in text
-        assert 'tcl_gm_lm_connected{gm="gm0",lm="west"} 0' in text          # its LM does not answer
-        assert 'tcl_gm_pending_tasks{gm="gm0"} 0' in text and "tcl_gm_launches_total" in text
+        assert 'tcluster_gm_info{gm="gm0",index="0"} 1' in text
+        assert 'tcluster_gm_lm_connected{gm="gm0",lm="west"} 0' in text          # its LM does not answer
+        assert 'tcluster_gm_pending_tasks{gm="gm0"} 0' in text and "tcluster_gm_launches_total" in text
         with urllib.request.urlopen(f"http://127.0.0.1:{http}/api/v1/status", timeout=10) as r:
             status = json.loads(r.read())
         assert (status["name"], status["queues"], [lm["name"] for lm in status["lms"]]) == ("gm0", ["a"], ["west"])

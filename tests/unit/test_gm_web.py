@@ -14,7 +14,7 @@ from tcluster.gm.links import LMLink
 from tcluster.gm.settings import GMSettings, parse
 from tcluster.gm.web import metrics_text, snapshot, status_page
 
-SAMPLE = re.compile(r'^tcl_gm_[a-z_]+\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\} -?[0-9.]+$')
+SAMPLE = re.compile(r'^tcluster_gm_[a-z_]+\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\} -?[0-9.]+$')
 
 
 def daemon() -> SimpleNamespace:
@@ -34,16 +34,16 @@ def test_metrics_carry_gms_lms_view_ages_pending_launches_and_inconsistencies() 
     text = metrics_text(snapshot(daemon(), now=100.0))
     samples = [line for line in text.splitlines() if not line.startswith("#")]
     assert all(SAMPLE.match(line) for line in samples), [line for line in samples if not SAMPLE.match(line)]
-    for line in ('tcl_gm_federation_gms{gm="gm0"} 2', 'tcl_gm_pending_tasks{gm="gm0"} 8',
-                 'tcl_gm_unanswered_places{gm="gm0"} 2', 'tcl_gm_launches_total{gm="gm0"} 40',
-                 'tcl_gm_inconsistencies_total{gm="gm0",kind="internal"} 5',
-                 'tcl_gm_inconsistencies_total{gm="gm0",kind="external"} 1',
-                 'tcl_gm_stale_epochs_total{gm="gm0"} 4', 'tcl_gm_lm_refusals_total{gm="gm0"} 9',
-                 'tcl_gm_lm_view_age_seconds{gm="gm0",lm="west"} 5.0', 'tcl_gm_lm_connected{gm="gm0",lm="east"} 0',
-                 'tcl_gm_lm_free_millicores{gm="gm0",lm="west"} 2000', 'tcl_gm_lm_epoch{gm="gm0",lm="west"} 7'):
+    for line in ('tcluster_gm_federation_gms{gm="gm0"} 2', 'tcluster_gm_pending_tasks{gm="gm0"} 8',
+                 'tcluster_gm_unanswered_places{gm="gm0"} 2', 'tcluster_gm_launches_total{gm="gm0"} 40',
+                 'tcluster_gm_inconsistencies_total{gm="gm0",kind="internal"} 5',
+                 'tcluster_gm_inconsistencies_total{gm="gm0",kind="external"} 1',
+                 'tcluster_gm_stale_epochs_total{gm="gm0"} 4', 'tcluster_gm_lm_refusals_total{gm="gm0"} 9',
+                 'tcluster_gm_lm_view_age_seconds{gm="gm0",lm="west"} 5.0', 'tcluster_gm_lm_connected{gm="gm0",lm="east"} 0',
+                 'tcluster_gm_lm_free_millicores{gm="gm0",lm="west"} 2000', 'tcluster_gm_lm_epoch{gm="gm0",lm="west"} 7'):
         assert line in samples, line
     # An LM with no state yet has no age (not a made-up 0 or -1).
-    assert not any(s.startswith('tcl_gm_lm_view_age_seconds{gm="gm0",lm="east"}') for s in samples)
+    assert not any(s.startswith('tcluster_gm_lm_view_age_seconds{gm="gm0",lm="east"}') for s in samples)
     # Every metric has its HELP and TYPE.
     names = {line.split("{")[0] for line in samples}
     assert all(f"# TYPE {n} " in text and f"# HELP {n} " in text for n in names)
