@@ -150,11 +150,14 @@ TASK_ENDS = {"SUCCEEDED", "FAILED", "KILLED", "LOST"}
 
 
 def job_reached(found: dict, states: set[str]) -> bool:
-    """The job (`tcl status -o json`) in one of `states`; waiting for its end also waits for
+    """The job (`tcl status -o json`) in one of `states`. Waiting for its end also waits for
     its tasks' (a cancelled job is CANCELLED at once, its tasks KILLED when their agent
-    confirms)."""
+    confirms); a RUNNING job is one with no task still STARTING (a job is RUNNING from its
+    first placement, while the agent still makes the task's cgroups)."""
     if found["state"] not in states:
         return False
+    if found["state"] == "RUNNING":
+        return all(t["state"] != "STARTING" for t in found["tasks"])
     return not states <= JOB_ENDS or all(t["state"] in TASK_ENDS for t in found["tasks"])
 
 
