@@ -53,7 +53,7 @@ async def _running_task(service: Any, caller: Caller, opened: ExecOpened) -> Tas
     task: Task | None = _task(service, caller, opened)
     while task is not None and task.state is TaskState.STARTING and time.monotonic() < deadline:
         await asyncio.sleep(STARTING_POLL_S)
-        task = _find(service, caller, opened)[1]
+        task = service.state.task(task.id)      # the one row: not the whole job per poll
     if task is None or task.state is not TaskState.RUNNING:
         name = task.id if task is not None else f"{opened.job_id}.{opened.task_index}"
         raise not_running(name, task.state.value if task is not None else TaskState.PENDING.value)

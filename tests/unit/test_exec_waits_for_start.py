@@ -25,11 +25,17 @@ class FakeService:
 
     def __post_init__(self) -> None:
         self.gate = SimpleNamespace(check=lambda caller, action: self.checks.append(action))
+        self.state = SimpleNamespace(task=lambda task_id: self._next(task_id.rpartition(".")[0]))
+        self.reads = 0
+
+    def _next(self, job_id: str) -> Task:
+        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        return replace(Task(job_id, 0), state=state, node="n1")
 
     def read(self, job_id: str, caller: Any) -> tuple[Any, list[Task]]:
-        state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+        self.reads += 1
         job = SimpleNamespace(id=job_id, unplaced=(), spec=SimpleNamespace(owner="alice", tasks=1, array=""))
-        return job, [replace(Task(job_id, 0), state=state, node="n1")]
+        return job, [self._next(job_id)]
 
 
 def _running(service: FakeService) -> Task:
@@ -44,7 +50,7 @@ def quick(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_starting_task_is_waited_for_and_the_exec_is_audited_once() -> None:
     service = FakeService([TaskState.STARTING] * 5 + [TaskState.RUNNING])
     assert _running(service).state is TaskState.RUNNING
-    assert len(service.checks) == 1
+    assert len(service.checks) == 1 and service.reads == 1     # the job read once, then its one task
 
 
 @pytest.mark.parametrize("ends", [TaskState.FAILED, TaskState.KILLED])
