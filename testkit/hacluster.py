@@ -86,7 +86,7 @@ class HACluster(Cluster):
         assert self.etcd is not None
         return [str(BIN / "tcl-master"), "--listen", m.address, "--data-dir", str(m.data_dir),
                 *self.etcd.master_args(), "--lease-ttl-s", str(self.lease_ttl_s), "--advertise", m.address,
-                "--http", "127.0.0.1:0",
+                "--http", "off",   # no HA test reads a dashboard (see testkit.procs.DASHBOARD_OFF)
                 "--node-timeout-s", str(self.node_timeout_s), "--lost-timeout-s", str(self.lost_timeout_s),
                 "--start-timeout-s", str(self.start_timeout_s),
                 "--heartbeat-interval-s", str(self.heartbeat_interval_s), *self.master_extra]

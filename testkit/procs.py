@@ -33,8 +33,24 @@ def cgroup_v1_usable() -> str | None:
     return None
 
 
+# A serving `tcl-master` that a test starts gets `--http off` unless the test names its own
+# `--http`: starting the dashboard (importing aiohttp, which reads the system's CA bundle twice
+# at import) is about half of a master's start, and most tests never read it. The tests of the
+# dashboard, metrics and the README's default flow pass `--http` and get it.
+DASHBOARD_OFF = ("--http", "off")
+
+
+def without_unasked_dashboard(args: list[str]) -> list[str]:
+    """args, with DASHBOARD_OFF added for a serving tcl-master (its first argument a flag, not
+    a subcommand such as `init`) whose args name no --http (nor a --config, which may)."""
+    serving = Path(args[0]).name == "tcl-master" and (len(args) == 1 or args[1].startswith("-"))
+    named = any(a in ("--http", "--config") or a.startswith(("--http=", "--config=")) for a in args)
+    return [*args, *DASHBOARD_OFF] if serving and not named else args
+
+
 class Proc:
     def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        args = without_unasked_dashboard(args)
         self.log = log
         self.handle = open(log, "wb")
         self.popen = subprocess.Popen(args, stdout=self.handle, stderr=subprocess.STDOUT,
@@ -175,10 +191,13 @@ def tcl_quick_json(master: str, *args: str) -> object:
 
 
 def wait_job(master: str, job_id: str, states: set[str], timeout_s: float = 60.0) -> dict:
+    """The job once in one of `states`. Polled with `tcl` in this process: a waiting loop is
+    not the CLI under test, and a binary's start per poll (a third of a core-second) would
+    load the daemons under test far more than they load themselves."""
     timeout_s = patient(timeout_s)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        job = tcl_json(master, "status", job_id)
+        job = tcl_quick_json(master, "status", job_id)
         assert isinstance(job, dict)
         if job["state"] in states:
             return job
@@ -238,8 +257,8 @@ def cancel_every_job(master: str, timeout_s: float = 60.0) -> None:
     for job in listed:
         if job["state"] in ("PENDING", "RUNNING"):
             tcl(master, "cancel", job["id"], check=False)
-    for job in listed:    # CANCELLED at once; its tasks end after their grace
-        wait_until(lambda: all(t["finished_at"] for t in tcl_json(master, "status", job["id"])["tasks"]),  # type: ignore[index]
+    for job in listed:    # CANCELLED at once; its tasks end after their grace (polled in-process)
+        wait_until(lambda: all(t["finished_at"] for t in tcl_quick_json(master, "status", job["id"])["tasks"]),  # type: ignore[index]
                    timeout_s)
 
 

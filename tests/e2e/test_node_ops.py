@@ -35,7 +35,7 @@ class Cluster:
         self.tmp = tmp
         tag = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.n1, self.n2 = f"e2e-ops1-{tag}", f"e2e-ops2-{tag}"
-        self.flags = [*FLAGS, "--data-dir", str(tmp / "master")]
+        self.flags = [*FLAGS, "--data-dir", str(tmp / "master"), "--http", "127.0.0.1:0"]
         self.master = self._master("127.0.0.1:0", "master.log")
         self.address = "127.0.0.1:" + self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
         self.http = self.master.wait_for_output(r"dashboard on (http://127\.0\.0\.1:\d+)/").group(1)
@@ -139,8 +139,12 @@ def test_a_drain_spares_what_ends_before_its_deadline_and_requeues_the_rest(clus
     assert f"{cluster.n1}: DRAINED" in monitor.stdout
     done = wait_job(cluster.address, short, {"SUCCEEDED"})["tasks"][0]
     assert (done["node"], done["preemptions"], done["attempt"]) == (cluster.n1, 0, 1), "untouched"
-    second = wait_until(lambda: (t := tcl_json(cluster.address, "status", long)["tasks"][0])["attempt"] == 2 and t, 10)
-    assert f"attempt 1 drained: node {cluster.n1} (kernel) reached its deadline; requeued" in second["reason"]
+    wait_until(lambda: tcl_json(cluster.address, "status", long)["tasks"][0]["attempt"] == 2, 10)
+    # Attempt 1's end as the usage ledger keeps it: the task's own reason shows the requeue only
+    # until attempt 2 starts on n2, a window a loaded host's poll can miss.
+    ended = wait_until(lambda: [r for r in tcl_json(cluster.address, "history")
+                                if (r["job_id"], r["attempt"]) == (long, 1)], 10)
+    assert f"attempt 1 drained: node {cluster.n1} (kernel) reached its deadline; requeued" in ended[0]["reason"]
     moved = wait_job(cluster.address, long, {"SUCCEEDED"}, timeout_s=30)["tasks"][0]
     assert (moved["node"], moved["failures"], moved["preemptions"], moved["attempt"]) == (cluster.n2, 0, 1, 2)
     assert cluster.node(cluster.n1)["state"] == "DRAINED"
@@ -177,7 +181,11 @@ def test_a_master_restart_mid_drain_keeps_the_drain_and_its_deadline(cluster: Cl
     deadline = cluster.node(cluster.n1)["ops"]["drain_deadline"]
     cluster.restart_master()
     after = cluster.node(cluster.n1)["ops"]         # DOWN until its agent is back, and still draining
-    assert (after["state"], after["drain_deadline"]) == ("DRAINING", deadline)
+    read_at = time.time()
+    # A loaded host's restart can outlast the 5 s: the drain then ended (DRAINED) at the deadline
+    # it kept. A drain the restart lost would read READY, or another deadline.
+    drained_late = after["state"] == "DRAINED" and read_at - asked >= 5
+    assert (after["state"], after["drain_deadline"]) == ("DRAINED" if drained_late else "DRAINING", deadline)
     moved = wait_job(cluster.address, long, {"SUCCEEDED"}, timeout_s=30)["tasks"][0]
     assert (moved["node"], moved["failures"], moved["preemptions"]) == (cluster.n2, 0, 1)
     assert time.time() - asked >= 5, "the deadline held across the restart"

@@ -30,7 +30,7 @@ class Cluster(OneNodeCluster):
 
     def __init__(self, tmp: Path, queues: str = QUEUES, grace_s: float = GRACE_S) -> None:
         (tmp / "q.yaml").write_text(queues)
-        flags = [*FLAGS, "--queues", str(tmp / "q.yaml")]
+        flags = [*FLAGS, "--queues", str(tmp / "q.yaml"), "--http", "127.0.0.1:0"]
         flags[flags.index("--preempt-grace-s") + 1] = str(grace_s)
         super().__init__(tmp, "pre", flags, "--cpus", "2", "--memory", "2Gi")
         self.http = self.master.wait_for_output(r"dashboard on (http://127\.0\.0\.1:\d+)/").group(1)

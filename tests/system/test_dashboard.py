@@ -56,7 +56,7 @@ class Live:
     def __init__(self, tmp: Path) -> None:
         self.tmp, self.node = tmp, node_name("dash")
         self.master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(tmp / "master"),
-                            "--heartbeat-interval-s", "0.5"], tmp / "master.log")
+                            "--heartbeat-interval-s", "0.5", "--http", "127.0.0.1:0"], tmp / "master.log")
         self.address = "127.0.0.1:" + self.master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
         self.http = self.master.wait_for_output(r"dashboard on (http://127\.0\.0\.1:\d+)/").group(1)
         self.agent = Proc([str(BIN / "tcl-agent"), "--master", self.address, "--node", self.node, "--runtime",
@@ -272,7 +272,8 @@ def test_a_secure_masters_dashboard_asks_for_a_token_and_logs_in(tmp_path: Path)
     init = subprocess.run([str(BIN / "tcl-master"), "init", "--data-dir", str(data)], capture_output=True,
                           text=True, timeout=60, check=True)
     token = re.search(r"(tcu\.\S+)", init.stdout + init.stderr).group(1)  # type: ignore[union-attr]
-    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(data)], tmp_path / "master.log")
+    master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(data), "--http", "127.0.0.1:0"],
+                  tmp_path / "master.log")
     driver = None
     try:
         address = "127.0.0.1:" + master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+)").group(1)
