@@ -24,15 +24,11 @@ STARTING_WAIT_S = 30.0           # `tcl submit` then `tcl exec`: a STARTING task
 STARTING_POLL_S = 0.2
 
 
-def _find(service: Any, caller: Caller, opened: ExecOpened) -> tuple[Any, Task | None]:
-    job, tasks = service.read(opened.job_id, caller)
-    return job, next((t for t in tasks if t.index == opened.task_index), None)
-
-
 def _task(service: Any, caller: Caller, opened: ExecOpened) -> Task:
     """The task, its owner's (or an admin's) to exec into (checked and audited once);
     refused unless RUNNING or STARTING."""
-    job, task = _find(service, caller, opened)
+    job, tasks = service.read(opened.job_id, caller)
+    task = next((t for t in tasks if t.index == opened.task_index), None)
     command = shlex.join(opened.command)[:AUDITED_COMMAND_CHARS]
     task_name = task.id if task is not None else f"{opened.job_id}.{opened.task_index}"
     service.gate.check(caller, ExecInTask(job.id, task_name, job.spec.owner, command))
@@ -46,32 +42,34 @@ def _task(service: Any, caller: Caller, opened: ExecOpened) -> Task:
     return task
 
 
-async def _running_task(service: Any, caller: Caller, opened: ExecOpened) -> Task:
+async def _running(service: Any, found: Task) -> Task:
     """The task once RUNNING: one still STARTING (its container being made, its image
     pulled) is waited for up to STARTING_WAIT_S, as a user who just submitted expects."""
     deadline = time.monotonic() + STARTING_WAIT_S
-    task: Task | None = _task(service, caller, opened)
+    task: Task | None = found
     while task is not None and task.state is TaskState.STARTING and time.monotonic() < deadline:
         await asyncio.sleep(STARTING_POLL_S)
-        task = service.state.task(task.id)      # the one row: not the whole job per poll
+        task = service.state.task(found.id)     # the one row: not the whole job per poll
     if task is None or task.state is not TaskState.RUNNING:
-        name = task.id if task is not None else f"{opened.job_id}.{opened.task_index}"
-        raise not_running(name, task.state.value if task is not None else TaskState.PENDING.value)
+        raise not_running(found.id, task.state.value if task is not None else TaskState.PENDING.value)
     return task
 
 
 async def exec_in_task(service: Any, cap: ExecCap, caller: Caller, opened: ExecOpened,
                        inputs: AsyncIterator[ExecInput]) -> AsyncIterator[ExecOutput]:
     check_opened(opened)
-    task = await _running_task(service, caller, opened)
-    link = service.agents.links.get(task.node)
-    if link is None:
-        raise Unavailable(f"node {task.node} is not connected; task {task.id} cannot be reached now")
-    if EXEC not in link.features:
-        raise FailedPrecondition(f"the agent on node {task.node} does not take execs (an older tcl-agent); "
-                                 "upgrade it")
-    start = StartExec(new_exec_id(), task.id, task.attempt, opened.command, opened.tty, opened.rows, opened.cols,
-                      EXEC_WINDOW, opened.term)
-    with cap.hold(caller.name, task.id):
+    found = _task(service, caller, opened)
+    # Held from here: a wait for a STARTING task counts against --execs-per-user and
+    # --execs-per-task as an open exec does, so one user cannot stack up waits.
+    with cap.hold(caller.name, found.id):
+        task = await _running(service, found)
+        link = service.agents.links.get(task.node)
+        if link is None:
+            raise Unavailable(f"node {task.node} is not connected; task {task.id} cannot be reached now")
+        if EXEC not in link.features:
+            raise FailedPrecondition(f"the agent on node {task.node} does not take execs (an older tcl-agent); "
+                                     "upgrade it")
+        start = StartExec(new_exec_id(), task.id, task.attempt, opened.command, opened.tty, opened.rows,
+                          opened.cols, EXEC_WINDOW, opened.term)
         async for out in relay(link, cap, start, inputs):
             yield out

@@ -14,7 +14,8 @@ import pytest
 from tcluster.domain.errors import FailedPrecondition
 from tcluster.domain.model import Task, TaskState
 from tcluster.master import execs
-from tcluster.master.execrelay import ExecOpened
+from tcluster.domain.errors import ResourceExhausted
+from tcluster.master.execrelay import ExecCap, ExecOpened
 
 
 @dataclass
@@ -39,7 +40,12 @@ class FakeService:
 
 
 def _running(service: FakeService) -> Task:
-    return asyncio.run(execs._running_task(service, SimpleNamespace(name="alice"), ExecOpened("j1", 0, ("true",))))
+    async def found_then_running() -> Task:
+        return await execs._running(service, execs._task(service, SimpleNamespace(name="alice"), OPENED))
+    return asyncio.run(found_then_running())
+
+
+OPENED = ExecOpened("j1", 0, ("true",))
 
 
 @pytest.fixture(autouse=True)
@@ -71,3 +77,33 @@ def test_an_ended_task_is_refused_at_once(state: TaskState) -> None:
     with pytest.raises(FailedPrecondition, match=f"is {state.value}"):
         _running(service)
     assert len(service.checks) == 1
+
+
+def test_a_wait_for_a_starting_task_counts_against_the_exec_caps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--execs-per-user holds from the check on: a user cannot stack up waits for STARTING
+    tasks beyond the execs they may have open."""
+    monkeypatch.setattr(execs, "STARTING_WAIT_S", 5.0)
+    cap = ExecCap(per_task=4, per_user=1)
+    alice = SimpleNamespace(name="alice")
+
+    async def second_while_first_waits() -> BaseException | None:
+        async def no_input():  # type: ignore[no-untyped-def]
+            return
+            yield
+        async def first() -> None:
+            async for _ in execs.exec_in_task(FakeService([TaskState.STARTING]), cap, alice, OPENED, no_input()):
+                pass
+        waiting = asyncio.ensure_future(first())
+        await asyncio.sleep(0.05)                    # the first waits for its task to start
+        second: BaseException | None = None
+        try:
+            async for _ in execs.exec_in_task(FakeService([TaskState.STARTING]), cap, alice, OPENED, no_input()):
+                pass
+        except ResourceExhausted as e:
+            second = e
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        return second
+    refused = asyncio.run(second_while_first_waits())
+    assert refused is not None and "--execs-per-user" in str(refused)
+    assert cap._users == {} and cap._tasks == {}     # the cancelled wait let go of its hold
