@@ -38,7 +38,7 @@ def user_named(service: MasterService, name: str) -> Caller:
     user:NAME, gm/certusers.py): only a GM reaches this (the LM service admits GM certificates
     and admin tokens), and only an existing user's mapping and grants apply."""
     users = service.gate.users
-    found = next((u for u in users.store.list_users() if u.name == name), None) if users is not None else None
+    found = users.store.user_named(name) if users is not None else None
     if found is None:
         raise Unauthenticated(f"user {name[:40]!r} (named by a client certificate at the GM) is not a user here")
     return found.caller()

@@ -195,6 +195,10 @@ class EtcdAuthStore:
     def list_users(self) -> list[User]:
         return [_user(value)[1] for _, value in self._items("auth/users")]
 
+    def user_named(self, name: str) -> User | None:
+        value = self._get(f"auth/users/{name}") if "/" not in name else None
+        return _user(value)[1] if value is not None else None
+
     def remove_user(self, name: str) -> bool:
         key = f"auth/users/{name}"
 

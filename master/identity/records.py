@@ -64,6 +64,8 @@ class AuthStore(Protocol):
     def add_user(self, user: User, token_digest: str) -> None:
         """InvalidArgument('name') if the name exists."""
     def list_users(self) -> list[User]: ...
+    def user_named(self, name: str) -> User | None:
+        """One user by name: one row or key, not the list."""
     def remove_user(self, name: str) -> bool: ...
     def user_by_digest(self, digest: str) -> User | None:
         """The user whose token hashes to `digest`, compared in constant time with each."""

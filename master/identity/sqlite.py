@@ -92,6 +92,10 @@ class SqliteAuthStore:
         rows = self.db.execute(f"SELECT {_USER_COLUMNS} FROM users ORDER BY name").fetchall()
         return [_user(r) for r in rows]
 
+    def user_named(self, name: str) -> User | None:
+        row = self.db.execute(f"SELECT {_USER_COLUMNS} FROM users WHERE name=?", (name,)).fetchone()
+        return _user(row) if row is not None else None
+
     def remove_user(self, name: str) -> bool:
         return self.db.execute("DELETE FROM users WHERE name=?", (name,)).rowcount > 0
 

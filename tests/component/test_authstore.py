@@ -61,6 +61,9 @@ def test_users_add_list_resolve_and_a_removed_user_is_refused(opener: Opener) ->
     bob = create_user(other, "bob", "bob", (), True, "")           # another process adds one: seen at once
     assert directory.resolve(bob).admin
     assert [u.name for u in store.list_users()] == ["alice", "bob"]
+    found = store.user_named("alice")                               # one row or key: the GM's cert users
+    assert found is not None and (found.name, found.grants, found.admin) == ("alice", ("ads.*",), False)
+    assert store.user_named("carol") is None and store.user_named("a/../bob") is None
     with pytest.raises(InvalidArgument, match="user bob exists"):
         create_user(store, "bob", "bob", (), False, "")
     assert other.remove_user("alice") and not other.remove_user("alice")
