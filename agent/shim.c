@@ -522,15 +522,10 @@ static void fsync_dir_of(const char *path) {
     close(fd);
 }
 
-static void write_exit(int status, double finished_at, int was_fenced, double silence) {
-    char tmp[4200], body[300], fence[100] = "";
-    if (was_fenced) snprintf(fence, sizeof fence, ", \"fenced\": true, \"silence_s\": %.1f", silence);
-    if (WIFSIGNALED(status))
-        snprintf(body, sizeof body, "{\"exit_code\": null, \"signal\": %d, \"finished_at\": %.6f%s}\n",
-                 WTERMSIG(status), finished_at, fence);
-    else
-        snprintf(body, sizeof body, "{\"exit_code\": %d, \"signal\": 0, \"finished_at\": %.6f%s}\n",
-                 WEXITSTATUS(status), finished_at, fence);
+/* Publishes `body` as the exit file, whole or not at all: written beside it, synced, renamed
+ * over it, and the rename synced (the agent, or a restarted one, reads it after a crash). */
+static void publish_exit_file(const char *body) {
+    char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", S.exitp);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return;
@@ -538,6 +533,18 @@ static void write_exit(int status, double finished_at, int was_fenced, double si
     fsync(fd);
     close(fd);
     if (rename(tmp, S.exitp) == 0) fsync_dir_of(S.exitp);
+}
+
+static void write_exit(int status, double finished_at, int was_fenced, double silence) {
+    char body[300], fence[100] = "";
+    if (was_fenced) snprintf(fence, sizeof fence, ", \"fenced\": true, \"silence_s\": %.1f", silence);
+    if (WIFSIGNALED(status))
+        snprintf(body, sizeof body, "{\"exit_code\": null, \"signal\": %d, \"finished_at\": %.6f%s}\n",
+                 WTERMSIG(status), finished_at, fence);
+    else
+        snprintf(body, sizeof body, "{\"exit_code\": %d, \"signal\": 0, \"finished_at\": %.6f%s}\n",
+                 WEXITSTATUS(status), finished_at, fence);
+    publish_exit_file(body);
 }
 
 /* Reaps `pid` once it has ended (blocking, or not with WNOHANG: then 0 if it runs on).
@@ -737,16 +744,10 @@ static void flush_logs(pthread_t writer) {
  * report the attempt KILLED. It exits when the init ends or the group is gone; it never joins
  * the container's cgroup nor keeps a file of it open, so the engine removes it as usual. */
 static void write_fence_record(double silence) {
-    char tmp[4200], body[200];
+    char body[200];
     snprintf(body, sizeof body, "{\"fenced\": true, \"silence_s\": %.1f, \"at\": %.6f}\n", silence,
              clock_s(CLOCK_REALTIME));
-    snprintf(tmp, sizeof tmp, "%s.tmp", S.exitp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) return;
-    if (write(fd, body, strlen(body)) < 0) { /* rename below still publishes what is there */ }
-    fsync(fd);
-    close(fd);
-    if (rename(tmp, S.exitp) == 0) fsync_dir_of(S.exitp);
+    publish_exit_file(body);
 }
 
 static int group_exists(void) {
