@@ -42,6 +42,7 @@ class Dockerd:
         self.root = root
         self.sock = root / "docker.sock"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.setuid_image: str | None = None
 
     def __enter__(self) -> Dockerd:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -99,9 +100,10 @@ class Dockerd:
 
     def import_setuid_image(self) -> str:
         """A second image with a setuid-root busybox (see _import_busybox); its name."""
-        name = f"{self.image}-suid"
-        self._import_busybox(name, setuid=True)
-        return name
+        if self.setuid_image is None:        # once per engine: tests of one session share it
+            self._import_busybox(f"{self.image}-suid", setuid=True)
+            self.setuid_image = f"{self.image}-suid"
+        return self.setuid_image
 
     def docker(self, *args: str) -> str:
         done = subprocess.run(["docker", "-H", self.url, *args], capture_output=True, text=True)

@@ -10,6 +10,7 @@ from typing import Iterator
 import pytest
 from hypothesis import settings
 
+from testkit.docker_engine import docker_engine  # noqa: F401  (one private dockerd for the session)
 from testkit.etcd_cluster import etcd, etcd_session  # noqa: F401  (session etcd cluster, a prefix per test)
 from testkit.procs import gate_dir, sweep_nodes_of_this_run
 

@@ -7,9 +7,7 @@ module; skipped with the reason where dockerd cannot start."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.dockerd import Dockerd, docker_missing
+from bench.dockerd import Dockerd
 from testkit.procs import BIN, Proc, cgroup_v1_usable, sweep_node, start_agent, start_master, tcl, wait_job
 
 ROOT_WHY = cgroup_v1_usable()
@@ -35,17 +33,8 @@ class ImageCluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageCluster]:
-    why = docker_missing(cli=False)
-    if why:
-        pytest.skip(why)
-    root = Path(tempfile.mkdtemp(prefix="tcl-e2e-dkx-"))
-    engine = Dockerd(root / "d")
-    try:
-        engine.__enter__()
-    except RuntimeError as e:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"cannot start dockerd: {e}")
+def cluster(tmp_path_factory: pytest.TempPathFactory, docker_engine: Dockerd) -> Iterator[ImageCluster]:
+    engine = docker_engine              # the session's private dockerd (testkit/docker_engine.py)
     tmp = tmp_path_factory.mktemp("image-exec")
     node = f"e2e-dkx-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     master: Proc | None = None
@@ -61,8 +50,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ImageCluster]:
         if master is not None:
             master.stop()
         sweep_node(node, tmp / node)
-        engine.__exit__(None, None, None)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_exec_into_an_image_task_is_docker_exec(cluster: ImageCluster) -> None:

@@ -28,7 +28,7 @@ from typing import Iterator
 
 import pytest
 
-from bench.dockerd import Dockerd, docker_missing
+from bench.dockerd import Dockerd
 from tcluster.agent.runtime.netns import node_namespaces
 from tcluster.agent.runtime.netplan import bridge_name
 from tcluster.agent.runtime.tasknet import TaskNetworks
@@ -73,28 +73,10 @@ def _remove_empty_groups(paths: list[str]) -> list[str]:
 
 
 @pytest.fixture
-def engine() -> Iterator[Dockerd]:
-    why = docker_missing(cli=False)
-    if why:
-        print(f"\n[e2e] image job skipped: {why}")
-        pytest.skip(why)
-    root = Path(tempfile.mkdtemp(prefix="tcl-e2e-dk-"))
-    engine = Dockerd(root / "d")
-    try:
-        engine.__enter__()          # stops what it started if it cannot come up
-    except RuntimeError as e:
-        shutil.rmtree(root, ignore_errors=True)
-        print(f"\n[e2e] image job skipped: cannot start dockerd: {e}")
-        pytest.skip(f"cannot start dockerd: {e}")
-    except BaseException:           # e.g. the image import failed: stop the engine, then fail
-        engine.__exit__(None, None, None)
-        shutil.rmtree(root, ignore_errors=True)
-        raise
-    try:
-        yield engine
-    finally:
-        engine.__exit__(None, None, None)
-        shutil.rmtree(root, ignore_errors=True)
+def engine(docker_engine: Dockerd) -> Dockerd:
+    """The session's private dockerd (testkit/docker_engine.py; skipped with the reason where
+    none can start)."""
+    return docker_engine
 
 
 def test_an_image_job_waits_for_a_docker_node_then_runs_there(engine: Dockerd, tmp_path: Path) -> None:

@@ -9,16 +9,14 @@ dockerd cannot start."""
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.dockerd import Dockerd, docker_missing
+from bench.dockerd import Dockerd
 from testkit.faultcluster import Cluster, skip_reason, wait_for
 
 pytestmark = pytest.mark.system
@@ -27,23 +25,13 @@ LOST_TIMEOUT_S = 12.0      # fence = 2 + 12/2 = 8 s (the watcher: <= 9.25 s); LO
 FENCE_S = NODE_TIMEOUT_S + LOST_TIMEOUT_S / 2
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Dockerd]:
-    why = skip_reason() or docker_missing(cli=False)
+@pytest.fixture
+def engine(docker_engine: Dockerd) -> Dockerd:
+    """The session's private dockerd (testkit/docker_engine.py)."""
+    why = skip_reason()
     if why:
         pytest.skip(why)
-    root = Path(tempfile.mkdtemp(prefix="tcl-fault-dkf-"))
-    dockerd = Dockerd(root / "d")
-    try:
-        dockerd.__enter__()
-    except RuntimeError as e:
-        shutil.rmtree(root, ignore_errors=True)
-        pytest.skip(f"cannot start dockerd: {e}")
-    try:
-        yield dockerd
-    finally:
-        dockerd.__exit__(None, None, None)
-        shutil.rmtree(root, ignore_errors=True)
+    return docker_engine
 
 
 @pytest.fixture
