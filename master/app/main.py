@@ -234,6 +234,9 @@ def _announce(master: RunningMaster) -> None:
               f"store {settings.store_url}", file=sys.stderr, flush=True)
     else:
         print(f"tcl-master listening on {host}:{master.port}; store {settings.store_url}", file=sys.stderr, flush=True)
+    if master.standby_http is not None:
+        print(f"tcl-master standby: /healthz, /readyz and /metrics on http://{settings.http.rpartition(':')[0]}:"
+              f"{master.standby_http.port}/ until it leads", file=sys.stderr, flush=True)
 
 
 # Set only across the re-execution after a lost lease, by a master that found no PKI in

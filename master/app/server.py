@@ -42,6 +42,7 @@ if TYPE_CHECKING:     # imported where used: a master on SQLite, or without --ht
     from tcluster.etcd.mirror import Mirror
     from tcluster.master.store.etcdbridge import EtcdBridge
     from tcluster.master.web.app import Dashboard
+    from tcluster.master.web.standby import StandbyHttp
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class RunningMaster:
     service: MasterService | None = None       # None while a standby
     loop_task: asyncio.Task[None] | None = None
     dashboard: Dashboard | None = None
+    standby_http: StandbyHttp | None = None   # --http while a standby (etcd): health and metrics only
     secure_parts: SecureParts | None = None   # TLS and the agent port (DATA_DIR/pki exists)
     bound_pki: MasterPki | None = None        # what the ports were bound with (checked before leading)
     pki_checked: bool = False                 # bound_pki was found to be etcd's (_check_pki)
@@ -80,7 +82,9 @@ class RunningMaster:
 
     @property
     def http_port(self) -> int:
-        return self.dashboard.port if self.dashboard is not None else 0
+        if self.dashboard is not None:
+            return self.dashboard.port
+        return self.standby_http.port if self.standby_http is not None else 0
 
     @property
     def secure(self) -> bool:
@@ -104,6 +108,8 @@ class RunningMaster:
             await self.secure_parts.stop(grace_s)
         if self.dashboard is not None:
             await self.dashboard.stop()
+        if self.standby_http is not None:
+            await self.standby_http.stop()
         # The committer's thread may be writing: the store closes only once it is idle.
         for _ in range(500):
             if self.service is None or self.service.committer.idle:
@@ -131,18 +137,23 @@ class RunningMaster:
             if isinstance(servicer, LocalManagerServicer):
                 servicer.lm = assembled.federation
         self.store, self.service = store, service
-        self.dashboard = await _start_dashboard(service, settings)
+        address = settings.http
+        if self.standby_http is not None:      # the dashboard takes its address (and port) over
+            address = f"{settings.http.rpartition(':')[0]}:{self.standby_http.port}"
+            await self.standby_http.stop()
+            self.standby_http = None
+        self.dashboard = await _start_dashboard(service, settings, address)
         self.loop_task = asyncio.create_task(service.rounds.run(), name="master-loop")
         self.leading.set()
 
 
-async def _start_dashboard(service: MasterService, settings: MasterSettings) -> Dashboard | None:
+async def _start_dashboard(service: MasterService, settings: MasterSettings, address: str) -> Dashboard | None:
     if not settings.http:
         return None
     from tcluster.master.web.app import Dashboard
     dashboard = Dashboard(service, settings)
     try:
-        await dashboard.start(settings.http)
+        await dashboard.start(address)
     except OSError as error:
         if not settings.http_optional:
             raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
@@ -151,6 +162,24 @@ async def _start_dashboard(service: MasterService, settings: MasterSettings) -> 
                     error.strerror or error)
         return None
     return dashboard
+
+
+async def _start_standby_http(settings: MasterSettings) -> StandbyHttp | None:
+    """A standby's health and metrics on --http, until it leads; a taken address is as for
+    the dashboard (an error when --http was asked for, else a warning)."""
+    if not settings.http:
+        return None
+    from tcluster.master.web.standby import StandbyHttp
+    standby = StandbyHttp()
+    try:
+        await standby.start(settings.http)
+    except OSError as error:
+        if not settings.http_optional:
+            raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
+        log.warning("no standby health endpoint: cannot serve HTTP on %s (%s)", settings.http,
+                    error.strerror or error)
+        return None
+    return standby
 
 
 def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server, servicers: list[Any],
@@ -212,6 +241,7 @@ async def start_master(settings: MasterSettings, on_lost: Callable[[str], None] 
         if copy is None:
             await master.lead(Store(settings.db_path))
         else:
+            master.standby_http = await _start_standby_http(settings)
             master.election = _join_election(master, *copy, on_lost or (lambda reason: None))
     except BaseException:
         await master.stop(0)

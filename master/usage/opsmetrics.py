@@ -65,8 +65,8 @@ class OpsCollector(Collector):
                                  labels=["version", "commit", "python"])
         info.add_metric([__version__, self.commit, platform.python_version()], 1)
         yield info
-        # The HTTP server runs on the acting master only (a standby serves none): a scrape that
-        # answers is the leader's, and sum() over the masters' targets counts the leaders.
+        # A standby serves 0 here (master/web/standby.py) until it leads: sum() over the
+        # masters' targets counts the leaders.
         yield GaugeMetricFamily("tcluster_master_leader", "1 while this master is the acting one",
                                 value=float(getattr(self.service, "state", None) is not None))
         yield self._counted("tcluster_jobs_finished", "jobs that ended, by final state (since this master led)",

@@ -171,7 +171,7 @@ class Dashboard:
         return web.Response(text="ok\n")
 
     async def readyz(self, request: web.Request) -> web.Response:
-        """Ready: this master acts (a standby serves no HTTP at all) and holds its state;
+        """Ready: this master acts (a standby's /readyz is 503: master/web/standby.py) and holds its state;
         503 otherwise. The body says how many nodes are READY and connected, for a person."""
         state = getattr(self.service, "state", None)
         if state is None:
