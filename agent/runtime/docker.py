@@ -27,7 +27,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 from tcluster.daemonkit.sdnotify import SYSTEMD_ONLY_ENV
 
 from .base import ExitStatus, LaunchError, RawUsage, RuntimeSetupError, Started, TaskSpec
-from .dockerfence import fenced, forget, start_watch
+from .dockerfence import fenced, forget, prune, start_watch
 from .cgfs import is_safe_name, read_pids, read_text, remove_if_empty, rmdir_cgroup, signal_pids
 from .detect import CgroupMounts
 from .dockerlogs import LogCopier
@@ -84,6 +84,14 @@ class DockerRuntime:
         if why is not None:
             raise RuntimeSetupError(f"docker backend unavailable: {why}")
         self._client = docker.APIClient(base_url=self.host, timeout=ENGINE_TIMEOUT_S)
+        if self._fence_dir is not None:
+            try:
+                forgotten = prune(self._fence_dir, set(self.containers()))
+            except (DockerException, OSError) as e:     # the engine's listing: next start tries again
+                log.warning("fence files not pruned: %s", _msg(e))
+            else:
+                if forgotten:
+                    log.info("forgot the fence files of %d container(s) no longer in the engine", len(forgotten))
 
     @property
     def api(self) -> docker.APIClient:

@@ -8,7 +8,8 @@ back. It outlives the agent (as shims do: the unit's KillMode=process), holds a 
 re-adopting agent never starts a second one, and exits when the container ends.
 
 Per container key, in the agent's state dir (fence_dir): <key>.lock (the watcher's flock)
-and <key>.fenced (the record); both go with the container (forget)."""
+and <key>.fenced (the record); both go with the container (forget), or at the next start if
+the container went while the agent was down (prune)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,16 @@ def fenced(fence_dir: Path, key: str, status: ExitStatus) -> ExitStatus:
 def forget(fence_dir: Path, key: str) -> None:
     for path in (record_path(fence_dir, key), fence_dir / f"{key}.lock"):
         path.unlink(missing_ok=True)
+
+
+def prune(fence_dir: Path, containers: set[str]) -> list[str]:
+    """Forgets the keys with files here but no container in the engine (removed while the
+    agent was down: no remove() of the agent forgot them, and a gone container's exit is
+    "gone" whatever its record says). Returns the keys forgotten."""
+    if not fence_dir.is_dir():
+        return []
+    keys = {p.name.rsplit(".", 1)[0] for p in fence_dir.iterdir() if p.suffix in (".lock", ".fenced")}
+    gone = sorted(keys - containers)
+    for key in gone:
+        forget(fence_dir, key)
+    return gone

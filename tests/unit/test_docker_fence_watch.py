@@ -82,3 +82,16 @@ def test_an_init_already_gone_gets_no_watcher(tmp_path: Path) -> None:
     done = subprocess.Popen(["true"])
     done.wait()
     assert start_watch(tmp_path / "fence", "j.0.1", str(tmp_path / "lease"), done.pid, [tmp_path / "cgroup.procs"]) == "ended"
+
+
+def test_prune_forgets_only_the_files_of_containers_gone_from_the_engine(tmp_path: Path) -> None:
+    """A container removed while the agent was down had no remove() to forget its files: the
+    next start forgets those of every key the engine no longer lists, and only those."""
+    from tcluster.agent.runtime.dockerfence import prune
+    for key in ("j1.0.1", "j2.0.1", "j3.0.1"):
+        record_path(tmp_path, key).write_text('{"fenced": true}')
+        (tmp_path / f"{key}.lock").write_text("")
+    (tmp_path / "notes.txt").write_text("not ours")
+    assert prune(tmp_path, {"j2.0.1", "j9.0.1"}) == ["j1.0.1", "j3.0.1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j2.0.1.fenced", "j2.0.1.lock", "notes.txt"]
+    assert prune(tmp_path / "absent", set()) == []
