@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tcluster.master.store.sqlrows import insert_rows
 from tcluster.master.usage.history import (
     CLUSTER, GPU, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord, settle,
 )
@@ -51,6 +52,20 @@ def _task_info(rec: TaskRecord) -> str:
     return json.dumps({"job_id": rec.job_id, "node": rec.node, "queue": rec.queue, "attempt": rec.attempt,
                        "prev": rec.prev, "oom_seen": rec.oom_seen, "ooms": rec.ooms, "peak": rec.peak,
                        "ended": rec.ended})
+
+
+_PRUNE_ROWS = 64     # (key, tier, last) triples per statement: under 999 parameters
+
+
+def _prune(db: sqlite3.Connection, prune: list[tuple[str, int, int]]) -> None:
+    """Drops each (key, tier)'s chunks that end at or before its `last`: 64 series to a
+    statement (the same rows as one DELETE each)."""
+    for at in range(0, len(prune), _PRUNE_ROWS):
+        part = prune[at:at + _PRUNE_ROWS]
+        values = ",".join(["(?,?,?)"] * len(part))
+        db.execute(f"WITH p(k, t, l) AS (VALUES {values}) DELETE FROM chunks WHERE rowid IN "
+                   "(SELECT c.rowid FROM p JOIN chunks c ON c.key = p.k AND c.tier = p.t AND c.last <= p.l)",
+                   [v for row in part for v in row])
 
 
 class HistoryStore:
@@ -156,9 +171,11 @@ class HistoryStore:
         try:
             with db:
                 db.execute("BEGIN")
-                db.executemany("INSERT OR REPLACE INTO chunks VALUES (?,?,?,?,?)", batch.chunks)
-                db.executemany("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?", batch.prune)
-                db.executemany("INSERT OR REPLACE INTO tasks VALUES (?,?,?)", batch.tasks)
+                # Many rows to a statement: each statement step lets go of the GIL and takes it
+                # back, waiting up to 5 ms on a busy loop (master/store/sqlrows.py, the convoy).
+                insert_rows(db, "INSERT OR REPLACE INTO chunks", "(?,?,?,?,?)", batch.chunks)
+                _prune(db, batch.prune)
+                insert_rows(db, "INSERT OR REPLACE INTO tasks", "(?,?,?)", batch.tasks)
                 db.executemany("INSERT OR REPLACE INTO oom_kills VALUES (?,?,?)", batch.counters)
                 for job_id in batch.forgotten:
                     for kind in ("task", "gpu"):

@@ -194,3 +194,26 @@ def test_a_flush_in_parts_writes_each_changed_series_once_per_period(tmp_path: P
     assert not any(r.series.dirty for r in rec.tasks.values()) and not rec.cluster.dirty
     assert store.collect(rec, 0, parts).chunks == []      # nothing changed since
     store.close()
+
+
+def test_the_batched_prune_drops_the_same_chunks_as_one_delete_each(tmp_path: Path) -> None:
+    """_prune (64 series to a statement) against the plain DELETE per (key, tier, last)."""
+    import random
+    import sqlite3
+    from tcluster.master.usage.historydb import _SCHEMA, _prune
+    rng = random.Random(38)
+    rows = [(f"task:j.{k}", tier, first, first + 9, b"x") for k in range(150) for tier in (0, 1)
+            for first in range(0, 100, 10)]
+    prune = [(f"task:j.{k}", tier, rng.randrange(-5, 110)) for k in range(0, 150, 2) for tier in (0, 1)]
+    kept = []
+    for how in ("one by one", "batched"):
+        db = sqlite3.connect(tmp_path / f"{how}.db")
+        db.executescript(_SCHEMA)
+        db.executemany("INSERT INTO chunks VALUES (?,?,?,?,?)", rows)
+        if how == "batched":
+            _prune(db, prune)
+        else:
+            db.executemany("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?", prune)
+        kept.append(sorted(db.execute("SELECT key, tier, first FROM chunks").fetchall()))
+        db.close()
+    assert kept[0] == kept[1] and len(kept[0]) < len(rows)
