@@ -5,6 +5,8 @@ thread, with a Python thread busy meanwhile as the event loop is in a burst (--b
 idle loop). Prints wall and CPU per phase; compare revisions with bench/at_revision.py:
 
     .venv/bin/python bench/at_revision.py --rev main -- bench/store_commit.py --jobs 20
+    .venv/bin/python bench/store_commit.py --jobs 300 --tasks 10 --per-report 10 --batch 2 --switch-ms 1
+                                        # churn-sized commits: ms a commit beside the busy loop
 """
 
 from __future__ import annotations
@@ -69,12 +71,16 @@ def main() -> None:
     p.add_argument("--per-report", type=int, default=50)
     p.add_argument("--batch", type=int, default=60, help="steps per group commit")
     p.add_argument("--busy", type=int, default=1, help="busy Python threads beside the writer")
+    p.add_argument("--switch-ms", type=float, default=0.0,
+                   help="sys.setswitchinterval in ms (0: Python's 5 ms; tcl-master sets its own, master/app/main.py)")
     a = parse_quick(p, {"jobs": 2, "tasks": 100, "per_report": 10, "batch": 10})
+    if a.switch_ms > 0:
+        sys.setswitchinterval(a.switch_ms / 1000)
     stop = threading.Event()
     for _ in range(a.busy):
         threading.Thread(target=busy, args=(stop,), daemon=True).start()
     print(f"store_commit: {a.jobs} jobs x {a.tasks} tasks, reports of {a.per_report}, {a.batch} steps a commit, "
-          f"{a.busy} busy thread(s)")
+          f"{a.busy} busy thread(s), switch interval {sys.getswitchinterval() * 1000:g} ms")
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(Path(tmp) / "master.db")
         total = 0.0
@@ -83,7 +89,7 @@ def main() -> None:
             total += wall
             rows = sum(len(s.tasks) for s, _ in steps)
             print(f"  {name:<8} {rows:>7,} task rows {commits:>4} commits  wall {wall:6.2f} s  writer CPU {cpu:5.2f} s"
-                  f"  {rows / wall:>9,.0f} rows/s")
+                  f"  {rows / wall:>9,.0f} rows/s  {1000 * wall / commits:7.1f} ms a commit")
         print(f"  all phases: wall {total:.2f} s")
         store.close()
     stop.set()

@@ -324,6 +324,9 @@ def _restart_as_standby(reason: str) -> None:
     os.execv(sys.executable, [sys.executable, "-m", "tcluster.master.app.main", *sys.argv[1:]])
 
 
+SWITCH_INTERVAL_S = 0.001
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and not argv[0].startswith("-"):   # a subcommand (the daemon's own arguments are all flags)
@@ -354,6 +357,11 @@ def main(argv: list[str] | None = None) -> int:
         except InvalidArgument as error:
             print(f"tcl-master: --lotes-classes: {error}", file=sys.stderr)
             return 2
+    # The group commit's thread (and the history writer's) gives the GIL up around each SQLite
+    # call and waits for it back until the busy loop's switch interval ends: 1 ms instead of
+    # Python's 5 ms halves a small commit's wall time beside a busy loop (bench/store_commit.py
+    # --switch-ms, issue 38), and every reply and launch waits for its commit.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         lost = asyncio.run(_serve(settings, os.environ.pop(HANDOFF_ENV, "") == "1", (parser, loaded)))
     except (OSError, TclusterError) as error:

@@ -7,7 +7,8 @@ import json
 
 from tcluster.wire.codec import job_extra_to_json, resources_from_dict, resources_to_dict, usage_from_json, usage_to_json
 from tcluster.master.core.events import KillIntent
-from tcluster.domain.model import Job, Node, NodeState, Task, TaskState, TaskUsage
+from tcluster.domain.model import Job, Node, NodeState, Task, TaskState
+from tcluster.domain.taskusage import NO_USAGE
 from tcluster.domain.nodeorders import READY_OPS, ops_from_json, ops_to_json
 
 
@@ -25,7 +26,7 @@ def job_record(job: Job) -> bytes:
 
 
 def task_record(t: Task) -> bytes:
-    usage = "" if t.usage == TaskUsage() else usage_to_json(t.usage)
+    usage = "" if t.usage is NO_USAGE or t.usage == NO_USAGE else usage_to_json(t.usage)
     return _dumps([t.state.value, t.node, t.attempt, t.exit_code, t.signal, t.reason, t.started_at, t.finished_at,
                    usage, t.failures, t.preemptions, list(t.gpus)])
 
@@ -43,7 +44,7 @@ def read_task(job_id: str, index: int, raw: bytes) -> Task:
     r = json.loads(raw)
     return Task(job_id=job_id, index=index, state=TaskState(r[0]), node=r[1], attempt=r[2], exit_code=r[3],
                 signal=r[4], reason=r[5], started_at=r[6], finished_at=r[7],
-                usage=usage_from_json(r[8]) if r[8] else TaskUsage(), failures=r[9],
+                usage=usage_from_json(r[8]) if r[8] else NO_USAGE, failures=r[9],
                 preemptions=r[10] if len(r) > 10 else 0,
                 gpus=tuple(int(i) for i in r[11]) if len(r) > 11 else ())
 

@@ -22,7 +22,8 @@ from tcluster.wire.codec import (
 )
 from tcluster.domain.errors import Unavailable
 from tcluster.master.core.events import KillIntent, Step, kill_mode
-from tcluster.domain.model import Job, JobState, Node, NodeState, Task, TaskState, TaskUsage, gpus_from_text, gpus_to_text
+from tcluster.domain.model import Job, JobState, Node, NodeState, Task, TaskState, gpus_from_text, gpus_to_text
+from tcluster.domain.taskusage import NO_USAGE
 from tcluster.domain.nodeorders import ops_from_json, ops_to_json
 from tcluster.domain.resources import Resources
 from tcluster.master.store.sqlrows import FRESH_RUN, coalesce, fresh_runs, insert_rows, usage_text
@@ -91,7 +92,7 @@ def _job(r: tuple) -> Job:  # type: ignore[type-arg]
 def _task(r: tuple) -> Task:  # type: ignore[type-arg]
     return Task(job_id=r[0], index=r[1], state=TaskState(r[2]), node=r[3], attempt=r[4], exit_code=r[5],
                 signal=r[6], reason=r[7], started_at=r[8], finished_at=r[9],
-                usage=usage_from_json(r[10]) if r[10] else TaskUsage(), failures=r[11], preemptions=r[12],
+                usage=usage_from_json(r[10]) if r[10] else NO_USAGE, failures=r[11], preemptions=r[12],
                 gpus=gpus_from_text(r[13]))
 
 

@@ -19,6 +19,7 @@ from tcluster.domain.resources import Resources
 # The model's names, re-exported (`X as X`): importers take the states and usage from here.
 from tcluster.domain.states import JobState as JobState, NodeState as NodeState, TaskState as TaskState
 from tcluster.domain.taskusage import TaskUsage as TaskUsage
+from tcluster.domain.taskusage import NO_USAGE
 
 MAX_TASKS_PER_JOB = 10_000
 MAX_ARRAY_TASKS = 10_000_000      # an array's indexes are ranges: its cost grows with what runs
@@ -221,7 +222,7 @@ class Task:
     reason: str = ""
     started_at: float = 0.0
     finished_at: float = 0.0
-    usage: TaskUsage = field(default_factory=TaskUsage)
+    usage: TaskUsage = NO_USAGE    # frozen: one shared instance (a TaskUsage() per task cost more than the task)
     failures: int = 0          # attempts that ended FAILED or LOST (retries count these)
     preemptions: int = 0       # attempts stopped to restore another queue's share (no retry used)
     gpus: tuple[int, ...] = ()  # the node's GPU indices bound to the attempt, as its agent reported them

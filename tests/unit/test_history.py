@@ -173,3 +173,47 @@ def test_an_agent_of_the_previous_version_sends_no_rates_and_the_master_derives_
     assert not old[0].rates_derived
     data = _recorded([[s] for s in old])
     assert data["io_read"][-1] == 4096 and data["io_write"][-1] == 1024 and data["cpu_throttled"][-1] == 0.5
+
+
+def test_a_flush_in_parts_writes_each_changed_series_once_per_period(tmp_path: Path) -> None:
+    """collect(part, parts) picks a series by its (cached) part before reading its dirty
+    flag: over `parts` ticks every changed series is written exactly once, and one not yet
+    picked stays dirty for its own tick."""
+    config = HistoryConfig(step_s=1.0)
+    state, rec = _state(), Recorder(config)
+    store = HistoryStore(tmp_path / "history.db", config)
+    _beat(rec, state, 100.0, {"j1.0": _usage(100.0, 1, 2**20, 0), "j1.1": _usage(100.0, 1, 2**20, 0)})
+    rec.drain(state)
+    rec.sample_cluster(100.0, state, [])
+    parts, written = 7, []
+    for part in range(parts):
+        batch = store.collect(rec, part, parts)
+        written += [key for key, tier, *_ in batch.chunks if tier == 0]
+        store.finish(rec, batch, store.write(batch))
+    assert sorted(written) == ["cluster", "node:n1", "task:j1.0", "task:j1.1"]
+    assert not any(r.series.dirty for r in rec.tasks.values()) and not rec.cluster.dirty
+    assert store.collect(rec, 0, parts).chunks == []      # nothing changed since
+    store.close()
+
+
+def test_the_batched_prune_drops_the_same_chunks_as_one_delete_each(tmp_path: Path) -> None:
+    """_prune (64 series to a statement) against the plain DELETE per (key, tier, last)."""
+    import random
+    import sqlite3
+    from tcluster.master.usage.historydb import _SCHEMA, _prune
+    rng = random.Random(38)
+    rows = [(f"task:j.{k}", tier, first, first + 9, b"x") for k in range(150) for tier in (0, 1)
+            for first in range(0, 100, 10)]
+    prune = [(f"task:j.{k}", tier, rng.randrange(-5, 110)) for k in range(0, 150, 2) for tier in (0, 1)]
+    kept = []
+    for how in ("one by one", "batched"):
+        db = sqlite3.connect(tmp_path / f"{how}.db")
+        db.executescript(_SCHEMA)
+        db.executemany("INSERT INTO chunks VALUES (?,?,?,?,?)", rows)
+        if how == "batched":
+            _prune(db, prune)
+        else:
+            db.executemany("DELETE FROM chunks WHERE key=? AND tier=? AND last <= ?", prune)
+        kept.append(sorted(db.execute("SELECT key, tier, first FROM chunks").fetchall()))
+        db.close()
+    assert kept[0] == kept[1] and len(kept[0]) < len(rows)

@@ -12,6 +12,7 @@ from tcluster.master.store.sqlite import SCHEMA_VERSION, Store, StoreError
 from tcluster.master.store.sqlrows import fresh_runs, insert_rows as _insert_rows
 from tcluster.domain.model import Job, JobSpec, JobState, Node, NodeState, Task, TaskState, TaskUsage
 from tcluster.domain.resources import Resources
+from tcluster.domain.taskusage import NO_USAGE
 from tests.unit.specs import job_specs
 
 
@@ -38,6 +39,8 @@ def test_round_trip_survives_reopen(tmp_path: Path) -> None:
     again = Store(db)
     assert again.load_jobs()[0].spec == spec and again.load_jobs()[0].cancelled
     assert again.load_tasks() == [Task("abc", 0), task]
+    # no usage: the one shared NO_USAGE, in memory and back from disk (usage_text's `is` shortcut)
+    assert Task("abc", 0).usage is NO_USAGE and again.load_tasks()[0].usage is NO_USAGE
     assert again.load_nodes() == [node]
     assert sorted(again.load_kills(), key=lambda k: k.task_id) == [preempt, kill]
     again.apply(Step(kills_del={("abc.1", 2), ("abc.0", 1)}, jobs_del={"abc"}))
