@@ -119,6 +119,23 @@ def install_for_target(wheel: Path, site: Path) -> None:
     for stray in site.glob("*.dist-info/direct_url.json"):    # names the build machine's temporary wheel path
         stray.unlink()
     prune(site)
+    tidy(site)
+
+
+def tidy(site: Path) -> None:
+    """As dh_strip and dh_fixperms would: the dependencies' shared objects stripped of their
+    symbols (scipy's ~12 MB less) and, like every other file of theirs, not executable
+    (nothing in site-packages is run directly; bin/ is gone). Ours keep their modes (the
+    task supervisor, stripped too, must stay executable)."""
+    ours = site / "tcluster"
+    objects = [p for p in site.rglob("*.so*") if p.is_file() and not p.is_symlink() and ours not in p.parents]
+    objects += sorted(ours.rglob("tcl-shim-*"))          # static, and stays executable
+    strip = shutil.which("strip")
+    for start in range(0, len(objects) if strip else 0, 200):
+        run(str(strip), "--strip-unneeded", *map(str, objects[start:start + 200]))
+    for path in site.rglob("*"):
+        if path.is_file() and not path.is_symlink() and ours not in path.parents:
+            path.chmod(0o644)
 
 
 def prune(site: Path) -> None:
