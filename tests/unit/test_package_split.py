@@ -191,3 +191,23 @@ def test_maintainer_scripts_use_the_debhelper_helpers(script: str) -> None:
     if shutil.which("shellcheck"):
         done = subprocess.run(["shellcheck", "-s", "sh", str(DEB / script)], capture_output=True, text=True)
         assert done.returncode == 0, done.stdout
+
+
+def test_tcl_sim_without_numpy_says_which_package_to_install() -> None:
+    """On a node with tcluster only, `tcl sim` names the package instead of a traceback."""
+    from tcluster.cli.main import MASTER_PACKAGE_LIBRARIES
+    assert set(MASTER_PACKAGE_LIBRARIES) == set(IMPORT_NAMES.values())
+    probe = """
+import sys
+class NoNumpy:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "scipy"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoNumpy())
+from tcluster.cli.main import main
+sys.exit(main(["sim", sys.argv[1]]))
+"""
+    done = subprocess.run([sys.executable, "-c", probe, str(REPO / "examples" / "backfill-gangs.yaml")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "tcl sim needs numpy" in done.stderr and "tcluster-master" in done.stderr, done.stderr
