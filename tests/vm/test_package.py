@@ -126,8 +126,8 @@ def test_the_node_package_has_no_master_library_and_the_master_package_the_rest(
         assert path in master, path
     version = _field(packages["tcluster"], "Version")
     assert f"tcluster (= {version})" in _field(packages["tcluster-master"], "Depends")
-    # Sizes (KiB), measured at 0.1.0: tcluster 17 MB (51 MB of files, grpc and cryptography
-    # 29 of them), tcluster-master 44 MB; the single package was 67 MB (210 MB of files).
+    # Sizes (KiB), measured at 0.1.0: tcluster 17.6 MB (47 MiB of files, grpc and cryptography
+    # 28 of them), tcluster-master 44.3 MB (130 MiB); the single package was 67 MB (202 MiB).
     node_kib, master_kib = (sum(sizes.values()) // 1024 for sizes in (node, master))
     assert node_kib < 60_000 and int(_field(packages["tcluster"], "Installed-Size")) < 75_000, node_kib
     assert packages["tcluster"].stat().st_size < 22_000_000, packages["tcluster"].stat().st_size
