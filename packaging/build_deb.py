@@ -123,16 +123,15 @@ def install_for_target(wheel: Path, site: Path) -> None:
 
 
 def tidy(site: Path) -> None:
-    """As dh_strip and dh_fixperms would: the dependencies' shared objects stripped of their
-    symbols (scipy's ~12 MB less) and, like every other file of theirs, not executable
-    (nothing in site-packages is run directly; bin/ is gone). Ours keep their modes (the
-    task supervisor, stripped too, must stay executable)."""
+    """As dh_fixperms would: the dependencies' files not executable (nothing in site-packages
+    is run directly; bin/ is gone); ours keep their modes (the task supervisor must stay
+    executable), and the supervisor, a static binary of ours, is stripped. The wheels' shared
+    objects are not: auditwheel's patchelf edits do not survive `strip` (numpy's bundled
+    OpenBLAS failed to load: "ELF load command address/offset not page-aligned", tests/vm)."""
     ours = site / "tcluster"
-    objects = [p for p in site.rglob("*.so*") if p.is_file() and not p.is_symlink() and ours not in p.parents]
-    objects += sorted(ours.rglob("tcl-shim-*"))          # static, and stays executable
     strip = shutil.which("strip")
-    for start in range(0, len(objects) if strip else 0, 200):
-        run(str(strip), "--strip-unneeded", *map(str, objects[start:start + 200]))
+    for shim in sorted(ours.rglob("tcl-shim-*")) if strip else []:
+        run(str(strip), "--strip-unneeded", str(shim))
     for path in site.rglob("*"):
         if path.is_file() and not path.is_symlink() and ours not in path.parents:
             path.chmod(0o644)
