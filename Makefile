@@ -41,10 +41,17 @@ proto: $(VENV)/.installed-test
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto \
 		--grpc_python_out=proto $(PROTOS)
 
-## make deb [VERSION=0.1.1]: dist/tcluster_<version>-1_amd64.deb (packaging/build_deb.py): wheels
-## for the target's python3 (3.11) with the task supervisor compiled in, a venv built by
-## postinst, the units and /etc/tcluster/{master,agent}.toml as conffiles; install.sh inside.
-deb: $(VENV)/.installed
+## make deb [VERSION=0.1.1]: dist/tcluster_<version>-1_amd64.deb (tcl, tcl-agent) and
+## dist/tcluster-master_<version>-1_amd64.deb (tcl-master, tcl-gm, numpy, scipy), from
+## packaging/build_deb.py: one venv under /opt/tcluster unpacked from wheels for the target's
+## python3 (3.11), the task supervisor compiled in, hardened units, /etc/tcluster/*.toml as
+## conffiles; install.sh inside. The builder needs setuptools >= 68 and wheel in the venv
+## (a venv's bundled setuptools has no bdist_wheel): installed here, after `make dev` too.
+$(VENV)/.installed-deb: $(VENV)/.installed
+	$(PIP) 'setuptools>=68' wheel
+	touch $@
+
+deb: $(VENV)/.installed-deb
 	$(BIN)/python packaging/build_deb.py $(if $(VERSION),--version $(VERSION))
 
 ## make man: tcl(1), tcl-master(8), tcl-agent(8), tcl-gm(8) generated from the parsers into

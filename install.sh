@@ -1,10 +1,11 @@
 #!/bin/sh
 # install.sh: install tcluster on a node, join it to the cluster and start its agent.
 #
-#   sh install.sh [PACKAGE.deb] --master HOST:PORT --token-file FILE|- [--node NAME] [--skip-preflight]
+#   sh install.sh [PACKAGE.deb ...] --master HOST:PORT --token-file FILE|- [--node NAME] [--skip-preflight]
 #
-# PACKAGE.deb: the package to install (`make deb` builds it), named explicitly; without one,
-# the tcluster package already installed (this script is also /opt/tcluster/install.sh).
+# PACKAGE.deb: the packages to install (`make deb` builds them: tcluster, and tcluster-master
+# where a master runs; give both there, so that they upgrade together), named explicitly;
+# without one, the tcluster package already installed (this script is also /opt/tcluster/install.sh).
 # Nothing is downloaded, and no .deb is picked up from any directory by name.
 # --master (or $TCL_MASTER): the master's client address; --token-file (- reads stdin; or
 # $TCL_JOIN_TOKEN): a token from `tcl-master join-token create`, handed to the join on stdin,
@@ -28,7 +29,7 @@ say() { echo "install.sh: $*" >&2; }
 die() { echo "install.sh: error: $*" >&2; exit 1; }
 
 usage() {
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-0}"
 }
 
@@ -41,7 +42,8 @@ while [ $# -gt 0 ]; do
         --skip-preflight) PREFLIGHT=no; shift ;;
         -h|--help) usage 0 ;;
         -*) say "unknown option $1"; usage 2 ;;
-        *) [ -z "$PACKAGE" ] || die "one package at a time (got $PACKAGE and $1)"; PACKAGE=$1; shift ;;
+        *) case "$1" in *" "*) die "$1: a package path with a space is not supported" ;; esac
+           PACKAGE="${PACKAGE:+$PACKAGE }$1"; shift ;;
     esac
 done
 
@@ -55,14 +57,18 @@ install_package() {
         say "using the installed tcluster $(dpkg-query -W -f='${Version}' tcluster)"
         return
     fi
-    [ -f "$PACKAGE" ] || die "$PACKAGE: no such file"
-    case "$PACKAGE" in
-        *.deb) ;;
-        *) die "$PACKAGE: not a .deb (give the package file that make deb built)" ;;
-    esac
+    for deb in $PACKAGE; do
+        [ -f "$deb" ] || die "$deb: no such file"
+        case "$deb" in
+            *.deb) ;;
+            *) die "$deb: not a .deb (give the package file that make deb built)" ;;
+        esac
+    done
     say "installing $PACKAGE"
     # --force-confold: an upgrade keeps the operator's /etc/tcluster files without asking.
-    DEBIAN_FRONTEND=noninteractive dpkg --force-confold -i "$PACKAGE" || \
+    # One dpkg run: tcluster-master depends on tcluster of its own version.
+    # shellcheck disable=SC2086  # the paths, split on the spaces put between them above
+    DEBIAN_FRONTEND=noninteractive dpkg --force-confold -i $PACKAGE || \
         die "dpkg -i $PACKAGE failed (missing python3 3.11? see the messages above)"
 }
 

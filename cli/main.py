@@ -375,6 +375,10 @@ def add_completion(sub: _Subcommands) -> None:
                    help="the program to complete: tcl (default), tcl-master, tcl-agent or tcl-gm")
 
 
+# What the tcluster-master Debian package adds to the venv (packaging/build_deb.py MASTER_ONLY).
+MASTER_PACKAGE_LIBRARIES = ("numpy", "scipy", "aiohttp", "prometheus_client", "orjson", "aetcd")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else argv
@@ -409,6 +413,13 @@ def run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         silence_stdout()
         return EXIT_BROKEN_PIPE
+    except ModuleNotFoundError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in MASTER_PACKAGE_LIBRARIES:
+            raise
+        # A node with the tcluster package only: tcl sim, tcl pack and tcl dev need numpy and scipy.
+        print(f"error: tcl {args.command_name} needs {exc.name.split('.')[0]}, which this install lacks: "
+              "install the tcluster-master package (or pip install tcluster)", file=sys.stderr)
+        return EXIT_FAILURE
     except Exception as exc:
         if not is_rpc_error(exc):
             raise

@@ -1,19 +1,29 @@
-"""`make deb`: build dist/tcluster_<version>_amd64.deb with dpkg-deb from a clean copy of
-the working tree.
+"""`make deb`: build two packages with dpkg-deb from a clean copy of the working tree:
 
-The package carries a venv for the target's own interpreter, never the build machine's:
+- dist/tcluster_<version>_amd64.deb: `tcl` and `tcl-agent` (what every node needs),
+- dist/tcluster-master_<version>_amd64.deb: `tcl-master` and `tcl-gm`, their units and
+  config files, and the libraries only they import (numpy, scipy for LoTES; aiohttp,
+  prometheus_client, orjson for the dashboard and /metrics; aetcd for --store etcd).
+  Depends on tcluster of the same version; creates the `tcluster` system user its daemons
+  run as.
+
+Both fill one venv for the target's own interpreter, never the build machine's:
 /opt/tcluster/venv/bin/python links to /usr/bin/python<TARGET_PY> (Depends: python3.11 on
 Debian 12), and its site-packages holds tcluster and every dependency unpacked from wheels
 chosen for that Python and platform (`pip install --target --python-version --platform`,
 as tests/vm/images.py does for the guest), whatever interpreter runs this script. So
 nothing is fetched or built at install time and dpkg owns every file (remove and purge
-leave nothing behind); postinst (packaging/deb/postinst) only compiles the bytecode with
-the target's python. Versions are pinned to the build venv's where it has them (the
-versions the tests ran with) and listed in /opt/tcluster/requirements.txt. The tcluster
-wheel has the task supervisor compiled in statically (setup.py).
+leave nothing behind); the split is by distribution (each wheel's RECORD): a file belongs
+to tcluster-master when its distribution is needed only by MASTER_ONLY. postinst only
+compiles the bytecode with the target's python. Versions are pinned to the build venv's
+where it has them (the versions the tests ran with) and listed in
+/opt/tcluster/requirements{,-master}.txt. The tcluster wheel has the task supervisor
+compiled in statically (setup.py). /opt is a deliberate choice (a self-contained venv, as
+dh-virtualenv makes): lintian's dir-or-file-in-opt tag is overridden, with this reason.
 
 Usage: python packaging/build_deb.py [--version 0.1.1] [--revision 1] [--out dist]
-(`make deb VERSION=0.1.1`); the version defaults to pyproject.toml's."""
+(`make deb VERSION=0.1.1`); the version defaults to pyproject.toml's. Prints both paths,
+tcluster's first."""
 
 from __future__ import annotations
 
@@ -38,6 +48,12 @@ PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x8
 # What the build venv has that the package must not pin (tests, tools, the project itself).
 NOT_PINNED = {"tcluster", "pip", "setuptools", "wheel"}
 PRUNED_SUFFIXES = {".pyi", ".pxd", ".pyx", ".h", ".hpp"}
+# The packages, tcluster's first (it holds what is not tcluster-master's).
+PACKAGES = ("tcluster", "tcluster-master")
+MASTER_PROGRAMS = ("tcl-master", "tcl-gm")
+# Distributions only the master and the GM import (tests/unit/test_packaging.py checks that
+# the agent and tcl import none of them): they and what only they need go to tcluster-master.
+MASTER_ONLY = {"numpy", "scipy", "aiohttp", "prometheus-client", "orjson", "aetcd"}
 ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.app.main", "tcl-agent": "tcluster.agent.main",
                 "tcl-gm": "tcluster.gm.main"}
 # Where Debian's bash-completion and zsh look for a package's completion functions.
@@ -103,6 +119,22 @@ def install_for_target(wheel: Path, site: Path) -> None:
     for stray in site.glob("*.dist-info/direct_url.json"):    # names the build machine's temporary wheel path
         stray.unlink()
     prune(site)
+    tidy(site)
+
+
+def tidy(site: Path) -> None:
+    """As dh_fixperms would: the dependencies' files not executable (nothing in site-packages
+    is run directly; bin/ is gone); ours keep their modes (the task supervisor must stay
+    executable), and the supervisor, a static binary of ours, is stripped. The wheels' shared
+    objects are not: auditwheel's patchelf edits do not survive `strip` (numpy's bundled
+    OpenBLAS failed to load: "ELF load command address/offset not page-aligned", tests/vm)."""
+    ours = site / "tcluster"
+    strip = shutil.which("strip")
+    for shim in sorted(ours.rglob("tcl-shim-*")) if strip else []:
+        run(str(strip), "--strip-unneeded", str(shim))
+    for path in site.rglob("*"):
+        if path.is_file() and not path.is_symlink() and ours not in path.parents:
+            path.chmod(0o644)
 
 
 def prune(site: Path) -> None:
@@ -136,8 +168,8 @@ def wrapper(module: str) -> str:
     return f"#!/opt/tcluster/venv/bin/python\nimport sys\nfrom {module} import main\nsys.exit(main())\n"
 
 
-def venv(opt: Path, wheel: Path) -> None:
-    """A venv as `python3 -m venv --without-pip` would make it on the target."""
+def venv(opt: Path, wheel: Path) -> Path:
+    """A venv as `python3 -m venv --without-pip` would make it on the target; returns its site-packages."""
     root = opt / "venv"
     (root / "bin").mkdir(parents=True)
     (root / "pyvenv.cfg").write_text(f"home = /usr/bin\ninclude-system-site-packages = false\nversion = {TARGET_PY}\n")
@@ -145,17 +177,19 @@ def venv(opt: Path, wheel: Path) -> None:
         (root / "bin" / name).symlink_to(f"/usr/bin/python{TARGET_PY}")
     site = root / "lib" / f"python{TARGET_PY}" / "site-packages"
     install_for_target(wheel, site)
-    (opt / "requirements.txt").write_text(requirements(site))
+    return site
 
 
 def lay_out(root: Path, wheel: Path, version: str) -> None:
+    """Everything both packages install, in one tree; split() then moves tcluster-master's part out."""
     opt = root / "opt" / "tcluster"
     venv(opt, wheel)
     (opt / "VERSION").write_text(version + "\n")
     shutil.copy2(REPO / "README.md", opt / "README.md")
-    (opt / "docs").mkdir()
-    for page in sorted((REPO / "docs").glob("*.md")):      # the README links them
-        shutil.copy2(page, opt / "docs" / page.name)
+    for page in sorted((REPO / "docs").rglob("*.md")):      # the README and the man pages link them
+        target = opt / "docs" / page.relative_to(REPO / "docs")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(page, target)
     shutil.copy2(REPO / "install.sh", opt / "install.sh")
     (opt / "install.sh").chmod(0o755)
     (opt / "bin").mkdir()
@@ -172,7 +206,91 @@ def lay_out(root: Path, wheel: Path, version: str) -> None:
     etc.mkdir(parents=True)
     for conf in ("agent.toml", "master.toml", "gm.toml"):
         shutil.copy2(REPO / "systemd" / conf, etc / conf)
+    sysusers = root / "usr" / "lib" / "sysusers.d"
+    sysusers.mkdir(parents=True)
+    shutil.copy2(DEB / "tcluster-master.sysusers", sysusers / "tcluster-master.conf")
+    share = root / "usr" / "share" / "tcluster"
+    shutil.copytree(REPO / "dashboards", share / "dashboards")   # Grafana dashboard, Prometheus alert rules
     docs(root, version.rsplit("-", 1)[0])
+    for package in PACKAGES:
+        debian_docs(root, package, version)
+
+
+def debian_docs(root: Path, package: str, version: str) -> None:
+    """/usr/share/doc/<package>/: the DEP-5 copyright and the Debian changelog (gzipped)."""
+    doc = root / "usr" / "share" / "doc" / package
+    doc.mkdir(parents=True)
+    shutil.copy2(DEB / "copyright", doc / "copyright")
+    entry = ((DEB / "changelog.in").read_text().replace("@PACKAGE@", package).replace("@VERSION@", version)
+             .replace("@DATE@", "Sun, 29 Nov 2026 00:00:00 +0000"))
+    with gzip.GzipFile(doc / "changelog.Debian.gz", "wb", compresslevel=9, mtime=0) as out:
+        out.write(entry.encode())
+
+
+def distributions(site: Path) -> dict[str, tuple[set[str], set[Path]]]:
+    """Each installed distribution (normalised name): what it requires (names, markers and
+    extras left out: over-including only moves a library into tcluster) and the files its
+    RECORD lists, relative to site."""
+    found: dict[str, tuple[set[str], set[Path]]] = {}
+    for info in site.glob("*.dist-info"):
+        metadata = (info / "METADATA").read_text(errors="replace")
+        name = normalise(re.search(r"(?m)^Name: *(\S+)", metadata).group(1))  # type: ignore[union-attr]
+        needs = {normalise(re.split(r"[\s;<>=!~\[(]", line.split(":", 1)[1].strip())[0])
+                 for line in metadata.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line}
+        files = {Path(row.split(",", 1)[0]) for row in (info / "RECORD").read_text().splitlines() if row}
+        listed = {f.relative_to(site) for f in info.rglob("*") if f.is_file()}   # RECORD itself, INSTALLER ...
+        found[name] = (needs, {f for f in files if ".." not in f.parts} | listed)
+    return found
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def master_only_files(site: Path) -> set[Path]:
+    """The files (relative to site) of the distributions only tcl-master and tcl-gm need:
+    MASTER_ONLY and what they require that nothing else tcluster requires does."""
+    dists = distributions(site)
+    roots = dists["tcluster"][0]
+
+    def closure(start: set[str]) -> set[str]:
+        seen: set[str] = set()
+        todo = [n for n in start if n in dists]
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo += [n for n in dists[name][0] if n in dists]
+        return seen
+    master = closure(MASTER_ONLY) - closure(roots - MASTER_ONLY)
+    return {f for name in master for f in dists[name][1]}
+
+
+def is_master_path(rel: Path) -> bool:
+    """Outside the venv: tcl-master's and tcl-gm's programs, units, config, man pages and
+    completion, the sysusers file and the dashboards."""
+    text = str(rel)
+    return (any(program in rel.name for program in MASTER_PROGRAMS) or rel.name in ("master.toml", "gm.toml")
+            or text.startswith(("usr/lib/sysusers.d/", "usr/share/tcluster/", "usr/share/doc/tcluster-master/")))
+
+
+def split(root: Path, master_root: Path) -> None:
+    """Move tcluster-master's files from root into master_root, at the same paths."""
+    site = next((root / "opt" / "tcluster" / "venv" / "lib").glob("python*/site-packages"))
+    moved = {site.relative_to(root) / f for f in master_only_files(site)}
+    moved |= {p.relative_to(root) for p in root.rglob("*")
+              if (p.is_file() or p.is_symlink()) and is_master_path(p.relative_to(root)) and "venv" not in p.parts}
+    for rel in sorted(moved):
+        source = root / rel
+        if source.is_file() or source.is_symlink():
+            (master_root / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(source, master_root / rel)
+    for directory in sorted((d for d in root.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+        if not any(directory.iterdir()) and directory.relative_to(root).parts[:1] != ("DEBIAN",):
+            directory.rmdir()          # emptied by the move: the package that has files there owns it
+    master_site = master_root / site.relative_to(root)
+    (master_root / "opt" / "tcluster" / "requirements-master.txt").write_text(requirements(master_site))
+    (root / "opt" / "tcluster" / "requirements.txt").write_text(requirements(site))
 
 
 def docs(root: Path, version: str) -> None:
@@ -192,18 +310,32 @@ def docs(root: Path, version: str) -> None:
             (root / path).write_text(run(sys.executable, "-m", "tcluster.cli.completion", shell, program))
 
 
-def control(root: Path, version: str) -> None:
-    size_kb = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink()) // 1024
-    # Installed: the files plus the bytecode postinst writes (about a third more).
-    text = (DEB / "control.in").read_text().replace("@VERSION@", version).replace("@PY@", TARGET_PY) \
-        .replace("@SIZE_KB@", str(size_kb * 4 // 3))
+def installed_kb(root: Path, package: str) -> int:
+    """The files plus the bytecode postinst writes: about a third more for tcluster (all of it
+    compiled), a tenth for tcluster-master (numpy and scipy only in the modules the master imports)."""
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    return size * (4 if package == "tcluster" else 11) // (3 if package == "tcluster" else 10) // 1024
+
+
+def control(root: Path, package: str, version: str) -> None:
+    """DEBIAN/: control (from <package>.control.in), conffiles, the maintainer scripts, and
+    the lintian override for the /opt choice."""
     meta = root / "DEBIAN"
     meta.mkdir()
+    text = ((DEB / f"{package}.control.in").read_text().replace("@VERSION@", version).replace("@PY@", TARGET_PY)
+            .replace("@SIZE_KB@", str(installed_kb(root, package))))
     (meta / "control").write_text(text)
-    shutil.copy2(DEB / "conffiles", meta / "conffiles")
+    conffiles = sorted("/" + str(p.relative_to(root)) for p in (root / "etc").rglob("*") if p.is_file())
+    (meta / "conffiles").write_text("".join(f"{c}\n" for c in conffiles))
+    site = next((root / "opt" / "tcluster" / "venv" / "lib").glob("python*/site-packages"))
+    tops = " ".join(sorted({p.name for p in site.iterdir() if p.is_dir()})) if package != "tcluster" else ""
     for script in ("postinst", "prerm", "postrm"):
-        shutil.copy2(DEB / script, meta / script)
+        (meta / script).write_text((DEB / f"{package}.{script}").read_text().replace("@SITE_DIRS@", tops)
+                                   .replace("@PY@", TARGET_PY))
         (meta / script).chmod(0o755)
+    overrides = root / "usr" / "share" / "lintian" / "overrides"
+    overrides.mkdir(parents=True)
+    (overrides / package).write_text((DEB / "lintian-overrides").read_text().replace("@PACKAGE@", package))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,18 +346,22 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     version = args.version or project_version()
     deb_version = f"{version}-{args.revision}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    built = []
     with tempfile.TemporaryDirectory(prefix="tcl-deb-") as tmp_name:
         tmp = Path(tmp_name)
         stage_source(tmp / "src", version)
         wheel = build_wheel(tmp / "src", tmp / "wheels")
-        root = tmp / "root"
-        lay_out(root, wheel, deb_version)
-        control(root, deb_version)
-        args.out.mkdir(parents=True, exist_ok=True)
-        out = args.out / f"tcluster_{deb_version}_amd64.deb"
-        # gzip: a slow target (tests/vm's emulated guest) unpacks it several times faster than xz.
-        run("dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(root), str(out))
-    print(out)
+        roots = {package: tmp / package for package in PACKAGES}
+        lay_out(roots["tcluster"], wheel, deb_version)
+        split(roots["tcluster"], roots["tcluster-master"])
+        for package, root in roots.items():
+            control(root, package, deb_version)
+            out = args.out / f"{package}_{deb_version}_amd64.deb"
+            # gzip: a slow target (tests/vm's emulated guest) unpacks it several times faster than xz.
+            run("dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(root), str(out))
+            built.append(out)
+    print("\n".join(map(str, built)))
     return 0
 
 

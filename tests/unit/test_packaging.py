@@ -66,18 +66,20 @@ def test_the_agent_unit_lets_tasks_outlive_a_restart() -> None:
     assert (service["KillMode"], service["Delegate"]) == ("process", "yes")
 
 
-@pytest.mark.parametrize("script", ["packaging/deb/postinst", "packaging/deb/prerm", "packaging/deb/postrm",
-                                   "install.sh"])
+@pytest.mark.parametrize("script", ["packaging/deb/tcluster.postinst", "packaging/deb/tcluster.prerm",
+                                    "packaging/deb/tcluster.postrm", "packaging/deb/tcluster-master.postinst",
+                                    "packaging/deb/tcluster-master.prerm", "packaging/deb/tcluster-master.postrm",
+                                    "install.sh"])
 def test_shell_scripts_parse(script: str) -> None:
     done = subprocess.run(["sh", "-n", str(REPO / script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
 
 
-def test_conffiles_are_the_config_files_the_package_ships() -> None:
-    listed = (REPO / "packaging" / "deb" / "conffiles").read_text().split()
-    assert listed == ["/etc/tcluster/agent.toml", "/etc/tcluster/master.toml", "/etc/tcluster/gm.toml"]
-    for path in listed:
-        assert (REPO / "systemd" / Path(path).name).exists()
+def test_conffiles_are_the_config_files_the_packages_ship() -> None:
+    """build_deb lists every file under /etc as a conffile; these are the ones it ships."""
+    build = (REPO / "packaging" / "build_deb.py").read_text()
+    for conf in ("agent.toml", "master.toml", "gm.toml"):
+        assert f'"{conf}"' in build and (REPO / "systemd" / conf).exists()
 
 
 def test_shipped_config_files_load(tmp_path: Path) -> None:
@@ -101,8 +103,8 @@ def test_the_package_ships_every_unit_and_config_file_and_the_gm_unit_keeps_its_
     assert '"gm.toml"' in build and "tcl-gm" in build
     service = unit("tcl-gm.service")["Service"]
     assert service["StateDirectory"] == "tcluster/gm" and service["StateDirectoryMode"] == "0700"
-    for script in ("postinst", "prerm"):
-        assert "tcl-gm.service" in (REPO / "packaging" / "deb" / script).read_text()
+    for script in ("postinst", "prerm", "postrm"):
+        assert "tcl-gm.service" in (REPO / "packaging" / "deb" / f"tcluster-master.{script}").read_text()
 
 
 def test_the_gm_loop_pings_the_watchdog_each_turn() -> None:

@@ -2,7 +2,8 @@
 thread as soon as the session has collected its tests, so it runs beside the host's tests.
 
 While the images are built and the guest boots and runs the system tests, a thread here
-builds the two Debian packages (this version and a higher one, for the upgrade check);
+builds the Debian packages (tcluster and tcluster-master, of this version and a higher one,
+for the upgrade check; the `packages` fixture hands them to the host's checks too);
 the guest waits for them (share/pkg/ready) only when it reaches the package checks
 (guest_package.py), so the package build costs no wall time of its own. Every phase's
 seconds are printed with the results ([vm] lines in the test log)."""
@@ -55,22 +56,23 @@ def project_version() -> str:
         return str(tomllib.load(f)["project"]["version"])
 
 
-def _build_deb(out: Path, version: str) -> Path:
+def _build_deb(out: Path, version: str) -> list[Path]:
+    """Both packages of one version: tcluster's, then tcluster-master's."""
     done = subprocess.run([sys.executable, str(REPO / "packaging" / "build_deb.py"), "--out", str(out),
                            "--version", version], capture_output=True, text=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"building the package {version} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    return [Path(line) for line in done.stdout.strip().splitlines()[-2:]]
 
 
 def build_packages(pkg: Path, version: str, timings: dict[str, float]) -> None:
-    """Both packages into pkg/, then pkg/ready: the names in install order, or the error
+    """Both versions into pkg/, then pkg/ready: the file names in install order, or the error
     (the guest then skips its package checks and the host's tests show why)."""
     started = time.monotonic()
     try:
         first = _build_deb(pkg, version)
         second = _build_deb(pkg, f"{version}.post1")
-        ready: dict[str, Any] = {"first": first.name, "second": second.name}
+        ready: dict[str, Any] = {"first": [p.name for p in first], "second": [p.name for p in second]}
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         ready = {"error": str(e)}
     timings["packages_built"] = round(time.monotonic() - started, 1)
@@ -169,6 +171,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if _background is not None:
         _background.stop()
+
+
+@pytest.fixture(scope="session")
+def packages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The first version's packages by name (tcluster, tcluster-master), as soon as the
+    background build has them (the guest is not waited for); built here when no guest runs."""
+    if _background is not None:
+        ready_file = _background.share / "pkg" / "ready"
+        deadline = time.monotonic() + 2400
+        while not ready_file.exists() and _background.thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(2)
+        ready = json.loads(ready_file.read_text()) if ready_file.exists() else {"error": "the packages were never built"}
+        if "error" in ready:
+            pytest.fail(ready["error"])
+        paths = [_background.share / "pkg" / name for name in ready["first"]]
+    else:
+        paths = _build_deb(tmp_path_factory.mktemp("pkg"), project_version())
+    return {path.name.split("_")[0]: path for path in paths}
 
 
 @pytest.fixture(scope="session")

@@ -87,6 +87,8 @@ def install_units() -> None:
         Path("/opt/tcluster/bin").symlink_to(BIN)
     for unit in UNITS:
         shutil.copy(REPO / "systemd" / unit, Path("/etc/systemd/system") / unit)
+    # The master's unit runs as tcluster, which tcluster-master's postinst creates (and its purge keeps).
+    subprocess.run(["systemd-sysusers", str(REPO / "packaging" / "deb" / "tcluster-master.sysusers")], check=False)
     Path("/etc/tcluster").mkdir(exist_ok=True)
     for conf in ("master.toml", "agent.toml"):     # the units read them (--config), as the package installs them
         shutil.copy(REPO / "systemd" / conf, Path("/etc/tcluster") / conf)

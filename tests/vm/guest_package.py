@@ -1,15 +1,17 @@
 """Runs inside the guest (systemd, cgroup v2, no network), from guest_checks.py (run_all),
 for tests/vm/test_package.py: the Debian package built on the host, as an operator would use it.
 
-1. `dpkg -i` the first package; `tcl-master init`, the master unit, a join token.
+1. `dpkg -i` the first packages (tcluster, tcluster-master); `tcl-master init`, the master
+   unit (as the tcluster user: its systemd-analyze security score is recorded), a join
+   token; tcl-gm with the shipped gm.toml (no LMs: exit 2) ends failed without restarts.
 2. /opt/tcluster/install.sh (no package: the installed one) joins the node with --token-file,
    runs `tcl doctor` and starts the agent unit; a job's task runs.
-3. install.sh with a rebuilt package of a higher version while the task runs: postinst
+3. install.sh with rebuilt packages of a higher version while the task runs: postinst
    restarts the daemons; the agent runs the new version, the task survives and succeeds,
    the operator's edited /etc/tcluster/agent.toml is untouched.
 4. The agent's heartbeat loop is made to hang (the test-only trigger in agent.toml): the
    unit's watchdog kills it and systemd starts it again.
-5. `dpkg -r` keeps config and state; `dpkg -P` removes them.
+5. `dpkg -r` keeps config and state; `dpkg -P` removes them (both packages).
 Writes package-results.json into the share; journals and tool outputs beside it."""
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pwd
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -28,7 +32,7 @@ MASTER_DIR = Path("/var/lib/tcluster/master")
 NODE = "vm3"
 HANG = Path("/run/tcl-hang")      # agent.toml's test_hang_file
 GO = Path("/run/tcl-go")          # the task waits for it (visible in its mount namespace: only /tmp is private)
-UNITS = ("tcl-agent.service", "tcl-master.service")
+UNITS = ("tcl-agent.service", "tcl-master.service", "tcl-gm.service")
 ENV = {**os.environ, "TCL_MASTER": "127.0.0.1:7070", "TCL_CA": str(MASTER_DIR / "pki" / "ca.crt"),
        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
@@ -71,8 +75,8 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def first_install(first: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {"dpkg_rc": sh("dpkg", "-i", str(first), log="dpkg-install.log").returncode}
+def first_install(first: list[Path]) -> dict[str, Any]:
+    out: dict[str, Any] = {"dpkg_rc": sh("dpkg", "-i", *map(str, first), log="dpkg-install.log").returncode}
     out["version"] = sh("tcl-agent", "--version").stdout.strip()
     out["on_path"] = [Path("/usr/bin", n).exists() for n in ("tcl", "tcl-master", "tcl-agent")]
     # --man=no: the units name their man pages (Documentation=man:...), and the guest has no man.
@@ -82,6 +86,7 @@ def first_install(first: Path) -> dict[str, Any]:
     admin = [line.strip() for line in init.stdout.splitlines() if line.strip().startswith("tcu.")]
     ENV["TCL_TOKEN"] = admin[0] if admin else ""
     out["master_start_rc"] = sh("systemctl", "start", "tcl-master.service").returncode   # returns at READY=1
+    out.update(least_privilege())
     token = sh("tcl-master", "join-token", "create", "--data-dir", str(MASTER_DIR))
     out["token_rc"] = token.returncode
     # The operator's edits: capacity, and the test-only hang trigger.
@@ -99,7 +104,28 @@ def first_install(first: Path) -> dict[str, Any]:
     return out
 
 
-def upgrade_while_a_task_runs(second: Path) -> dict[str, Any]:
+def least_privilege() -> dict[str, Any]:
+    """Who the master runs as, who owns the CA key, systemd-analyze's scores, and a config
+    error (tcl-gm with the shipped gm.toml names no LM: exit 2) that must not restart-loop."""
+    pid = prop("tcl-master.service", "MainPID")
+    key = MASTER_DIR / "pki" / "ca.key"
+    out: dict[str, Any] = {
+        "master_user": pwd.getpwuid(os.stat(f"/proc/{pid}").st_uid).pw_name if pid not in ("", "0") else "",
+        "ca_key": f"{pwd.getpwuid(key.stat().st_uid).pw_name} {key.stat().st_mode & 0o777:o}" if key.exists() else ""}
+    scores = {}
+    for unit in ("tcl-master.service", "tcl-gm.service", "tcl-agent.service"):
+        text = sh("systemd-analyze", "security", "--no-pager", unit, log=f"security-{unit}.log").stdout
+        match = re.search(r"Overall exposure level for \S+: (\d+\.\d)", text)
+        scores[unit] = float(match.group(1)) if match else None
+    out["security"] = scores
+    out["gm_start_rc"] = sh("systemctl", "start", "tcl-gm.service").returncode
+    time.sleep(8)          # RestartSec=2: a loop would have restarted it by now
+    out["gm_after_exit_2"] = {name: prop("tcl-gm.service", name) for name in ("ActiveState", "NRestarts", "ExecMainStatus")}
+    sh("systemctl", "reset-failed", "tcl-gm.service")
+    return out
+
+
+def upgrade_while_a_task_runs(second: list[Path]) -> dict[str, Any]:
     # The task prints its own cgroup: under the agent's tree, not the unit's (KillMode=process
     # leaves it running through the agent's restart, which re-adopts it).
     submitted = sh("tcl", "submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c",
@@ -108,7 +134,7 @@ def upgrade_while_a_task_runs(second: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"submitted": submitted.returncode == 0,
                            "running": bool(wait_until(lambda: job(job_id)["state"] == "RUNNING", 120))}
     before = {"agent_pid": prop("tcl-agent.service", "MainPID"), "toml": digest(ETC / "agent.toml")}
-    upgrade = sh("sh", "/opt/tcluster/install.sh", str(second), timeout=600, log="upgrade.log")
+    upgrade = sh("sh", "/opt/tcluster/install.sh", *map(str, second), timeout=600, log="upgrade.log")
     out.update(install_sh_rc=upgrade.returncode, dpkg_version=sh("dpkg-query", "-W", "-f=${Version}", "tcluster").stdout,
                version=sh("tcl-agent", "--version").stdout.strip(), agent_pid_before=before["agent_pid"],
                agent_pid_after=prop("tcl-agent.service", "MainPID"), agent_active=prop("tcl-agent.service", "ActiveState"),
@@ -149,14 +175,14 @@ def watchdog_restart() -> dict[str, Any]:
 def remove_and_purge() -> dict[str, Any]:
     (SHARE / "journal-package.log").write_text(
         sh("journalctl", "--no-pager", "-u", "tcl-agent", "-u", "tcl-master").stdout)
-    removed = sh("dpkg", "-r", "tcluster", log="dpkg-remove.log")
+    removed = sh("dpkg", "-r", "tcluster-master", "tcluster", log="dpkg-remove.log")
     out: dict[str, Any] = {
         "remove_rc": removed.returncode, "opt_left": Path("/opt/tcluster").exists(),
         "bin_left": Path("/usr/bin/tcl").exists(), "units_left": Path("/lib/systemd/system/tcl-agent.service").exists(),
         "agent_running": prop("tcl-agent.service", "ActiveState") == "active",
         "config_kept": (ETC / "agent.toml").exists() and (ETC / "master.toml").exists(),
-        "state_kept": Path("/var/lib/tcluster/agent/joined.json").exists()}
-    purged = sh("dpkg", "-P", "tcluster", log="dpkg-purge.log")
+        "state_kept": Path("/var/lib/tcluster/agent/joined.json").exists() and (MASTER_DIR / "pki").exists()}
+    purged = sh("dpkg", "-P", "tcluster-master", "tcluster", log="dpkg-purge.log")
     out.update(purge_rc=purged.returncode, etc_left=ETC.exists(), state_left=Path("/var/lib/tcluster").exists(),
                dpkg_status=sh("dpkg-query", "-W", "-f=${Status}", "tcluster").stdout.strip())
     groups = Path("/sys/fs/cgroup/tcluster") / NODE
@@ -180,7 +206,7 @@ def run_all(pkg: Path) -> dict[str, Any]:
     (SHARE / "package-results.json").write_text(json.dumps(results, indent=1))
     if "error" in ready:
         return results
-    first, second = pkg / ready["first"], pkg / ready["second"]
+    first, second = [pkg / name for name in ready["first"]], [pkg / name for name in ready["second"]]
     steps = (("install", lambda: first_install(first)), ("upgrade", lambda: upgrade_while_a_task_runs(second)),
              ("watchdog", watchdog_restart), ("remove", remove_and_purge))
     for name, step in steps:

@@ -1,0 +1,216 @@
+"""The two Debian packages (issue 37): `tcluster` (tcl, tcl-agent) carries no library that
+only tcl-master and tcl-gm import, so an agent node gets no numpy or scipy; the split is by
+distribution (packaging/build_deb.py), checked here on a fake site-packages. The units'
+least privilege: the master and the GM as the tcluster user with systemd-analyze's
+exposure <= 3.0 (offline, where systemd-analyze runs), the agent with nothing that would
+break its tasks, and no unit restarting on a config error (exit 2). tests/vm builds the
+real packages, reads their contents and installs them in a systemd guest."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEB = REPO / "packaging" / "deb"
+UNITS = ("tcl-agent.service", "tcl-master.service", "tcl-gm.service")
+# The import names of build_deb.MASTER_ONLY's distributions.
+IMPORT_NAMES = {"numpy": "numpy", "scipy": "scipy", "aiohttp": "aiohttp", "prometheus-client": "prometheus_client",
+                "orjson": "orjson", "aetcd": "aetcd"}
+# tcl dev runs a master and an agent in one process: a tcluster-master command in all but
+# name. shimbuild is a script (`python -m`): it builds the supervisor and exits.
+NOT_IMPORTED = {"tcluster.cli.devmode", "tcluster.agent.shimbuild"}
+
+
+def builder() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("tcl_build_deb_split", REPO / "packaging" / "build_deb.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def unit(name: str) -> dict[str, list[str]]:
+    """[Service] of a unit, each key's values in order (SystemCallFilter= appears twice)."""
+    values: dict[str, list[str]] = {}
+    section = ""
+    for line in (REPO / "systemd" / name).read_text().splitlines():
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "Service" and "=" in line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            values.setdefault(key, []).append(value)
+    return values
+
+
+def test_the_agent_and_tcl_import_no_library_of_the_master_package() -> None:
+    """Every module of tcluster.agent and tcluster.cli, in one fresh interpreter: none of
+    them (tcl dev aside) loads a library the tcluster package does not carry."""
+    assert set(IMPORT_NAMES) == builder().MASTER_ONLY
+    probe = f"""
+import importlib, json, pkgutil, sys
+import tcluster.agent, tcluster.cli
+skip = {sorted(NOT_IMPORTED)!r}
+for package in (tcluster.agent, tcluster.cli):
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if info.name not in skip:
+            importlib.import_module(info.name)
+print(json.dumps(sorted(sys.modules)))
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    modules = set(json.loads(done.stdout.splitlines()[-1]))
+    assert "tcluster.agent.main" in modules and "tcluster.cli.main" in modules    # the probe saw them
+    assert sorted(m for m in modules if m.split(".")[0] in IMPORT_NAMES.values()) == []
+
+
+def fake_site(site: Path) -> None:
+    """tcluster needs numpy, aiohttp and grpcio; aiohttp needs yarl and idna; docker (kept)
+    needs idna too; numpy's files include a .libs directory beside it."""
+    dists = {"tcluster": ["numpy", "aiohttp>=3", "grpcio (>=1.8)", "pytest; extra == 'test'", "docker"],
+             "numpy": [], "aiohttp": ["yarl", "idna>=2"], "yarl": ["idna"], "idna": [], "grpcio": [],
+             "docker": ["idna ; python_version >= '3'"], "pytest": []}
+    for name, needs in dists.items():
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+                                       + "".join(f"Requires-Dist: {n}\n" for n in needs))
+        files = [f"{name}/__init__.py", f"{info.name}/METADATA"] + (["numpy.libs/libopenblas.so"] if name == "numpy" else [])
+        (info / "RECORD").write_text("".join(f"{f},sha256=x,1\n" for f in files))
+        for f in files:
+            (site / f).parent.mkdir(parents=True, exist_ok=True)
+            (site / f).touch()
+
+
+def test_the_split_moves_what_only_the_master_needs(tmp_path: Path) -> None:
+    build = builder()
+    root, master = tmp_path / "tcluster", tmp_path / "tcluster-master"
+    site = root / "opt" / "tcluster" / "venv" / "lib" / "python3.11" / "site-packages"
+    fake_site(site)
+    for rel in ("opt/tcluster/bin/tcl", "opt/tcluster/bin/tcl-master", "opt/tcluster/bin/tcl-gm",
+                "lib/systemd/system/tcl-agent.service", "lib/systemd/system/tcl-master.service",
+                "etc/tcluster/agent.toml", "etc/tcluster/master.toml", "etc/tcluster/gm.toml",
+                "usr/share/man/man8/tcl-master.8.gz", "usr/share/man/man1/tcl.1.gz",
+                "usr/share/bash-completion/completions/tcl-gm", "usr/share/zsh/vendor-completions/_tcl-master",
+                "usr/share/tcluster/dashboards/prometheus/tcluster-alerts.yml", "usr/lib/sysusers.d/tcluster-master.conf",
+                "usr/share/doc/tcluster/copyright", "usr/share/doc/tcluster-master/copyright"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("x")
+    build.split(root, master)
+
+    def files(tree: Path) -> set[str]:
+        return {str(p.relative_to(tree)) for p in tree.rglob("*") if p.is_file()}
+    sp = str(site.relative_to(root))
+    assert {f"{sp}/numpy/__init__.py", f"{sp}/numpy.libs/libopenblas.so", f"{sp}/aiohttp/__init__.py",
+            f"{sp}/yarl/__init__.py", f"{sp}/numpy-1.0.dist-info/RECORD"} <= files(master)
+    kept = files(root)
+    assert {f"{sp}/idna/__init__.py", f"{sp}/grpcio/__init__.py", f"{sp}/docker/__init__.py", f"{sp}/pytest/__init__.py",
+            f"{sp}/tcluster/__init__.py", "opt/tcluster/bin/tcl", "usr/share/man/man1/tcl.1.gz",
+            "lib/systemd/system/tcl-agent.service", "etc/tcluster/agent.toml", "usr/share/doc/tcluster/copyright"} <= kept
+    assert not any(re.search(r"numpy|aiohttp|yarl|tcl-master|tcl-gm|master\.toml|gm\.toml|sysusers|dashboards", f)
+                   for f in kept), sorted(kept)
+    assert not (site / "numpy").exists()         # emptied directories go too: dpkg would list them as tcluster's
+    assert (master / "opt/tcluster/requirements-master.txt").read_text() == "aiohttp==1.0\nnumpy==1.0\nyarl==1.0\n"
+    assert "idna==1.0" in (root / "opt/tcluster/requirements.txt").read_text()
+
+
+def test_control_files_name_their_dependencies_and_the_version() -> None:
+    base = (DEB / "tcluster.control.in").read_text()
+    master = (DEB / "tcluster-master.control.in").read_text()
+    assert re.search(r"(?m)^Package: tcluster$", base) and re.search(r"(?m)^Package: tcluster-master$", master)
+    assert "tcluster (= @VERSION@)" in master       # one venv: the two must be the same build
+    for text in (base, master):
+        assert "@localhost" not in text and re.search(r"(?m)^Maintainer: .+ <[^@\s]+@[^@\s]+\.[a-z]+>$", text)
+        assert re.search(r"(?m)^Installed-Size: @SIZE_KB@$", text)
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_no_unit_restarts_on_a_config_error(name: str) -> None:
+    service = unit(name)
+    assert service["RestartPreventExitStatus"] == ["2"] and service["Restart"] == ["on-failure"]
+
+
+@pytest.mark.parametrize("name", ["tcl-master.service", "tcl-gm.service"])
+def test_the_master_and_gm_run_unprivileged_and_confined(name: str) -> None:
+    service = unit(name)
+    assert service["User"] == ["tcluster"] and service["CapabilityBoundingSet"] == [""]
+    for key, value in (("ProtectSystem", "strict"), ("ProtectHome", "yes"), ("PrivateDevices", "yes"),
+                       ("NoNewPrivileges", "yes"), ("ProtectKernelTunables", "yes"), ("ProtectKernelModules", "yes"),
+                       ("ProtectKernelLogs", "yes"), ("ProtectControlGroups", "yes")):
+        assert service[key] == [value], key
+    assert service["SystemCallFilter"][0] == "@system-service"
+    assert service["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
+    state = service["StateDirectory"][0]
+    assert service["ExecStartPre"] == [f"+/bin/chown -R tcluster:tcluster /var/lib/{state}"]
+    sysusers = (DEB / "tcluster-master.sysusers").read_text()
+    assert re.search(r"(?m)^u tcluster - ", sysusers)
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is not installed")
+@pytest.mark.parametrize("name", ["tcl-master.service", "tcl-gm.service"])
+def test_systemd_analyze_rates_the_master_and_gm_ok(name: str) -> None:
+    done = subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", str(REPO / "systemd" / name)],
+                          capture_output=True, text=True, timeout=60)
+    match = re.search(r"Overall exposure level for \S+: (\d+\.\d)", done.stdout)
+    if match is None and "offline" in done.stderr:
+        pytest.skip(f"this systemd-analyze has no --offline: {done.stderr.strip()[:200]}")
+    assert match, (done.stdout[-2000:], done.stderr[-2000:])
+    assert float(match.group(1)) <= 3.0, done.stdout
+
+
+def test_the_agent_unit_keeps_what_its_tasks_need() -> None:
+    """The agent's tasks inherit its unit's sandbox: no mount namespace (the tasks' /run/netns
+    mounts must outlive an agent restart, which gets a new one), no device allow-list (GPUs),
+    no syscall allow-list, no NoNewPrivileges (setuid programs in tasks)."""
+    service = unit("tcl-agent.service")
+    for key in ("ProtectSystem", "ProtectHome", "PrivateTmp", "PrivateDevices", "PrivateMounts", "ProtectKernelModules",
+                "ProtectKernelLogs", "ProtectKernelTunables", "ProtectControlGroups", "ProtectClock", "ProtectHostname",
+                "ProtectProc", "ReadOnlyPaths", "InaccessiblePaths", "NoNewPrivileges", "DeviceAllow", "User",
+                "RestrictNamespaces", "MemoryDenyWriteExecute"):
+        assert key not in service, key
+    assert all(rule.startswith("~") for rule in service["SystemCallFilter"])
+    assert service["CapabilityBoundingSet"][0].startswith("~") and "CAP_SYS_MODULE" in service["CapabilityBoundingSet"][0]
+    assert service["LockPersonality"] == ["yes"] and service["Delegate"] == ["yes"]
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in DEB.glob("*.p*")))
+def test_maintainer_scripts_use_the_debhelper_helpers(script: str) -> None:
+    text = (DEB / script).read_text()
+    assert subprocess.run(["sh", "-n", str(DEB / script)]).returncode == 0
+    calls = [line.strip() for line in text.splitlines() if re.search(r"\bsystemctl\b", line) and not line.strip().startswith("#")]
+    assert all("systemctl --system daemon-reload" in line for line in calls), calls   # the rest via deb-systemd-*
+    assert "rm -rf /opt" not in text                                                # dpkg removes its own files
+    for line in (line for line in text.splitlines() if "compileall" in line and not line.strip().startswith("#")):
+        # -x matches the whole path: relative paths would let all of scipy through (minutes in tests/vm)
+        assert "-x '/(tests?|scipy|numpy)/' \"$VENV/lib\"" in line, line
+    if shutil.which("shellcheck"):
+        done = subprocess.run(["shellcheck", "-s", "sh", str(DEB / script)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout
+
+
+def test_tcl_sim_without_numpy_says_which_package_to_install() -> None:
+    """On a node with tcluster only, `tcl sim` names the package instead of a traceback."""
+    from tcluster.cli.main import MASTER_PACKAGE_LIBRARIES
+    assert set(MASTER_PACKAGE_LIBRARIES) == set(IMPORT_NAMES.values())
+    probe = """
+import sys
+class NoNumpy:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("numpy", "scipy"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, NoNumpy())
+from tcluster.cli.main import main
+sys.exit(main(["sim", sys.argv[1]]))
+"""
+    done = subprocess.run([sys.executable, "-c", probe, str(REPO / "examples" / "backfill-gangs.yaml")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert "tcl sim needs numpy" in done.stderr and "tcluster-master" in done.stderr, done.stderr
