@@ -67,8 +67,11 @@ def _build_deb(out: Path, version: str) -> list[Path]:
 
 def build_packages(pkg: Path, version: str, timings: dict[str, float]) -> None:
     """Both versions into pkg/, then pkg/ready: the file names in install order, or the error
-    (the guest then skips its package checks and the host's tests show why)."""
+    (the guest then skips its package checks and the host's tests show why); then lintian
+    over the first version (pkg/lintian.json), still beside the guest: its minutes (a perl
+    pass over scipy's files) overlap the guest's run instead of adding to the suite's end."""
     started = time.monotonic()
+    first: list[Path] = []
     try:
         first = _build_deb(pkg, version)
         second = _build_deb(pkg, f"{version}.post1")
@@ -78,6 +81,28 @@ def build_packages(pkg: Path, version: str, timings: dict[str, float]) -> None:
     timings["packages_built"] = round(time.monotonic() - started, 1)
     (pkg / "ready.tmp").write_text(json.dumps(ready))
     os.replace(pkg / "ready.tmp", pkg / "ready")    # atomic: the guest never reads half of it
+    if first:
+        started = time.monotonic()
+        (pkg / "lintian.tmp").write_text(json.dumps(run_lintian(first)))
+        os.replace(pkg / "lintian.tmp", pkg / "lintian.json")
+        timings["lintian"] = round(time.monotonic() - started, 1)
+
+
+LINTIAN_TIMEOUT_S = 1800
+
+
+def run_lintian(debs: list[Path]) -> dict[str, Any]:
+    """lintian's verdict on the packages: its error lines (E:) and the tail of its output, or
+    why it did not run."""
+    if shutil.which("lintian") is None:
+        return {"skip": "lintian is not installed (apt-get install lintian; .ci/run does)"}
+    try:
+        done = subprocess.run(["lintian", "--no-tag-display-limit", *map(str, debs)], capture_output=True,
+                              text=True, timeout=LINTIAN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"errors": [f"lintian ran past {LINTIAN_TIMEOUT_S} s"], "tail": ""}
+    errors = [line for line in done.stdout.splitlines() if line.startswith("E:")]
+    return {"errors": errors[:50], "tail": done.stdout[-4000:] + done.stderr[-1000:]}
 
 
 def _prepare_and_boot(share: Path, qemu: list[subprocess.Popen[bytes]]) -> dict[str, Any]:
@@ -189,6 +214,20 @@ def packages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     else:
         paths = _build_deb(tmp_path_factory.mktemp("pkg"), project_version())
     return {path.name.split("_")[0]: path for path in paths}
+
+
+@pytest.fixture(scope="session")
+def lintian(packages: dict[str, Path]) -> dict[str, Any]:
+    """run_lintian's report on the first version's packages: the background build's (written
+    once lintian is done), or run here when no guest runs."""
+    if _background is not None:
+        report = _background.share / "pkg" / "lintian.json"
+        deadline = time.monotonic() + LINTIAN_TIMEOUT_S + 600
+        while not report.exists() and _background.thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(2)
+        if report.exists():
+            return dict(json.loads(report.read_text()))
+    return run_lintian(list(packages.values()))
 
 
 @pytest.fixture(scope="session")
