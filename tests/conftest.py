@@ -37,6 +37,21 @@ def _own_credentials_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
             os.environ[key] = value
 
 
+@pytest.fixture(autouse=True)
+def _credentials_env_put_back() -> Iterator[None]:
+    """A test that points tcl elsewhere (a user's login) must not leave it so: a popped
+    XDG_CONFIG_HOME once sent the rest of a run to ~/.config, whose stale logins made tcl
+    speak TLS to later plaintext masters that reused their ports. Put back after each test."""
+    saved = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "TCL_TOKEN", "TCL_CA")}
+    yield
+    for key, value in saved.items():
+        if os.environ.get(key) != value:
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _sweep_this_runs_nodes() -> Iterator[None]:
     """Safety net: tasks outlive a stopped agent by design, so a test that fails half-way
