@@ -11,7 +11,7 @@ import logging
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 import grpc
 
@@ -152,34 +152,31 @@ async def _start_dashboard(service: MasterService, settings: MasterSettings, add
         return None
     from tcluster.master.web.app import Dashboard
     dashboard = Dashboard(service, settings)
-    try:
-        await dashboard.start(address)
-    except OSError as error:
-        if not settings.http_optional:
-            raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
-        # --http was not asked for: a second master on one host still starts, without a dashboard
-        log.warning("no dashboard: cannot serve HTTP on %s (%s); use --http ADDR", settings.http,
-                    error.strerror or error)
-        return None
-    return dashboard
+    return dashboard if await _served(dashboard.start(address), settings, "dashboard") else None
 
 
 async def _start_standby_http(settings: MasterSettings) -> StandbyHttp | None:
-    """A standby's health and metrics on --http, until it leads; a taken address is as for
-    the dashboard (an error when --http was asked for, else a warning)."""
+    """A standby's health and metrics on --http, until it leads."""
     if not settings.http:
         return None
     from tcluster.master.web.standby import StandbyHttp
     standby = StandbyHttp()
+    return standby if await _served(standby.start(settings.http), settings, "standby health endpoint") else None
+
+
+async def _served(starting: Awaitable[int], settings: MasterSettings, what: str) -> bool:
+    """Whether the HTTP server came up. A taken address is an error when --http was asked
+    for; otherwise (the default address) a second master on one host still starts, without
+    `what`, and says so."""
     try:
-        await standby.start(settings.http)
+        await starting
     except OSError as error:
         if not settings.http_optional:
             raise OSError(f"cannot serve HTTP on {settings.http}: {error.strerror or error}") from error
-        log.warning("no standby health endpoint: cannot serve HTTP on %s (%s)", settings.http,
+        log.warning("no %s: cannot serve HTTP on %s (%s); use --http ADDR", what, settings.http,
                     error.strerror or error)
-        return None
-    return standby
+        return False
+    return True
 
 
 def _bind(settings: MasterSettings, pki: MasterPki | None, server: grpc.aio.Server, servicers: list[Any],
