@@ -123,18 +123,28 @@ def install_for_target(wheel: Path, site: Path) -> None:
 
 
 def tidy(site: Path) -> None:
-    """As dh_fixperms would: the dependencies' files not executable (nothing in site-packages
-    is run directly; bin/ is gone); ours keep their modes (the task supervisor must stay
-    executable), and the supervisor, a static binary of ours, is stripped. The wheels' shared
-    objects are not: auditwheel's patchelf edits do not survive `strip` (numpy's bundled
-    OpenBLAS failed to load: "ELF load command address/offset not page-aligned", tests/vm)."""
+    """As dh_fixperms and dh_strip would: the dependencies' files not executable (nothing in
+    site-packages is run directly; bin/ is gone); ours keep their modes (the task supervisor
+    must stay executable). Stripped: the supervisor, a static binary of ours, and the wheels'
+    shared objects that auditwheel did not edit (cryptography's and PyYAML's shed 5 MB from
+    every node); the edited ones (an RPATH to their bundled libraries) are not: patchelf's
+    edits do not survive `strip` (numpy's OpenBLAS failed to load: "ELF load command
+    address/offset not page-aligned", tests/vm)."""
     ours = site / "tcluster"
-    strip = shutil.which("strip")
+    strip, readelf = shutil.which("strip"), shutil.which("readelf")
     for shim in sorted(ours.rglob("tcl-shim-*")) if strip else []:
         run(str(strip), "--strip-unneeded", str(shim))
     for path in site.rglob("*"):
         if path.is_file() and not path.is_symlink() and ours not in path.parents:
             path.chmod(0o644)
+            if strip and readelf and ".so" in path.suffixes and not edited_by_auditwheel(readelf, path):
+                run(strip, "--strip-unneeded", str(path))
+
+
+def edited_by_auditwheel(readelf: str, library: Path) -> bool:
+    """auditwheel grafts a wheel's external libraries in with patchelf, and gives each object
+    that loads them an RPATH (or RUNPATH) to find them."""
+    return re.search(r"\((RPATH|RUNPATH)\)", run(readelf, "-d", str(library))) is not None
 
 
 def prune(site: Path) -> None:
@@ -317,11 +327,39 @@ def installed_kb(root: Path, package: str) -> int:
     return size * (4 if package == "tcluster" else 11) // (3 if package == "tcluster" else 10) // 1024
 
 
+# What tcl-master imports of numpy and scipy (LoTES): the only modules of theirs compiled.
+NUMERIC_IMPORTS = "import numpy, scipy.sparse, scipy.optimize"
+NUMERIC_TOPS = ("numpy", "scipy")
+
+
+def numeric_modules(site: Path) -> set[Path]:
+    """The numpy and scipy sources (relative to site) that NUMERIC_IMPORTS loads, found by
+    importing them from `site` with this interpreter; every one of their sources when this
+    is not the target's Python (the target's binary wheels would not load here)."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == TARGET_PY:
+        probe = (f"import sys; sys.path.insert(0, {str(site)!r}); {NUMERIC_IMPORTS}\n"
+                 "for m in list(sys.modules.values()): print(getattr(m, '__file__', None) or '')")
+        loaded = {Path(line) for line in run(sys.executable, "-S", "-c", probe).splitlines() if line.endswith(".py")}
+        return {f.relative_to(site) for f in loaded if f.is_relative_to(site)}
+    return {f.relative_to(site) for top in NUMERIC_TOPS for f in (site / top).rglob("*.py")}
+
+
+def bytecode_list(root: Path, package: str) -> str:
+    """The sources this package's postinst compiles, one absolute path a line: all of its own
+    but tests, and of numpy and scipy only what the master imports (numeric_modules)."""
+    site = next((root / "opt" / "tcluster" / "venv" / "lib").glob("python*/site-packages"))
+    sources = {f.relative_to(site) for f in site.rglob("*.py") if not {"test", "tests"} & set(f.parts)}
+    if any((site / top).is_dir() for top in NUMERIC_TOPS):
+        sources = {f for f in sources if f.parts[0] not in NUMERIC_TOPS} | numeric_modules(site)
+    return "".join(f"/{(site / f).relative_to(root)}\n" for f in sorted(sources))
+
+
 def control(root: Path, package: str, version: str) -> None:
     """DEBIAN/: control (from <package>.control.in), conffiles, the maintainer scripts, and
     the lintian override for the /opt choice."""
     meta = root / "DEBIAN"
     meta.mkdir()
+    (root / "opt" / "tcluster" / f"{package}.pyfiles").write_text(bytecode_list(root, package))
     text = ((DEB / f"{package}.control.in").read_text().replace("@VERSION@", version).replace("@PY@", TARGET_PY)
             .replace("@SIZE_KB@", str(installed_kb(root, package))))
     (meta / "control").write_text(text)
