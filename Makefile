@@ -41,7 +41,7 @@ proto: $(VENV)/.installed-test
 	$(BIN)/python -m grpc_tools.protoc -Iproto --python_out=proto --pyi_out=proto \
 		--grpc_python_out=proto $(PROTOS)
 
-## make deb [VERSION=0.1.1]: dist/tcluster_<version>-1_amd64.deb (tcl, tcl-agent) and
+## make deb [VERSION=0.1.1] [OUT=dist]: dist/tcluster_<version>-1_amd64.deb (tcl, tcl-agent) and
 ## dist/tcluster-master_<version>-1_amd64.deb (tcl-master, tcl-gm, numpy, scipy), from
 ## packaging/build_deb.py: one venv under /opt/tcluster unpacked from wheels for the target's
 ## python3 (3.11), the task supervisor compiled in, hardened units, /etc/tcluster/*.toml as
@@ -52,7 +52,7 @@ $(VENV)/.installed-deb: $(VENV)/.installed
 	touch $@
 
 deb: $(VENV)/.installed-deb
-	$(BIN)/python packaging/build_deb.py $(if $(VERSION),--version $(VERSION))
+	$(BIN)/python packaging/build_deb.py $(if $(VERSION),--version $(VERSION)) $(if $(OUT),--out $(OUT))
 
 ## make man: tcl(1), tcl-master(8), tcl-agent(8), tcl-gm(8) generated from the parsers into
 ## build/man (man -l build/man/tcl.1); `make deb` installs them, with bash and zsh completion.

@@ -56,28 +56,63 @@ def project_version() -> str:
         return str(tomllib.load(f)["project"]["version"])
 
 
-def _build_deb(out: Path, version: str) -> list[Path]:
-    """Both packages of one version: tcluster's, then tcluster-master's."""
-    done = subprocess.run([sys.executable, str(REPO / "packaging" / "build_deb.py"), "--out", str(out),
-                           "--version", version], capture_output=True, text=True, timeout=900)
+def _build_deb(out: Path, version: str, checkout: Path | None = None) -> list[Path]:
+    """Both packages of one version: tcluster's, then tcluster-master's. In `checkout` (see
+    fresh_checkout): by `make deb`, as a user builds them; else by the builder, with this venv."""
+    if checkout is None:
+        command = [sys.executable, str(REPO / "packaging" / "build_deb.py"), "--out", str(out), "--version", version]
+    else:
+        command = ["make", "-C", str(checkout), "--no-print-directory", "deb", f"VERSION={version}", f"OUT={out}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                          env={k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")})
     if done.returncode != 0:
-        raise RuntimeError(f"building the package {version} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+        raise RuntimeError(f"building the package {version} failed ({' '.join(command[:5])}):\n"
+                           f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     return [Path(line) for line in done.stdout.strip().splitlines()[-2:]]
 
 
+def fresh_checkout(dest: Path) -> Path:
+    """A fresh clone of this repository with the uncommitted work put on it (the diff to HEAD
+    and the untracked files git does not ignore: the tree under test, stamped HEAD+dirty as
+    the tree itself would be), and the venv `make dev` makes (`make venv`, its
+    prerequisite): the issue's order, `make deb` after `make dev`, from nothing this session
+    built."""
+    def git(*args: str, cwd: Path = REPO, stdin: bytes | None = None) -> bytes:
+        return subprocess.run(["git", *args], cwd=cwd, input=stdin, capture_output=True, check=True,
+                              timeout=300).stdout
+    git("clone", "-q", str(REPO), str(dest))
+    diff = git("diff", "HEAD", "--binary")
+    if diff:
+        git("apply", "--whitespace=nowarn", "-", cwd=dest, stdin=diff)
+    for name in filter(None, git("ls-files", "-z", "--others", "--exclude-standard").decode().split("\0")):
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, dest / name)
+    made = subprocess.run(["make", "-C", str(dest), "--no-print-directory", "venv"], capture_output=True, text=True,
+                          timeout=900, env={k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")})
+    if made.returncode != 0:
+        raise RuntimeError(f"make venv in a fresh checkout failed:\n{made.stdout[-2000:]}\n{made.stderr[-4000:]}")
+    return dest
+
+
 def build_packages(pkg: Path, version: str, timings: dict[str, float]) -> None:
-    """Both versions into pkg/, then pkg/ready: the file names in install order, or the error
+    """Both versions into pkg/ by `make deb` in a fresh checkout after `make venv` (what
+    `make dev` runs first), then pkg/ready: the file names in install order, or the error
     (the guest then skips its package checks and the host's tests show why); then lintian
     over the first version (pkg/lintian.json), still beside the guest: its minutes (a perl
     pass over scipy's files) overlap the guest's run instead of adding to the suite's end."""
     started = time.monotonic()
     first: list[Path] = []
+    checkout = pkg.parent.with_name(f"{pkg.parent.name}-checkout")    # beside the share, not in it
     try:
-        first = _build_deb(pkg, version)
-        second = _build_deb(pkg, f"{version}.post1")
+        fresh_checkout(checkout)
+        timings["fresh_venv"] = round(time.monotonic() - started, 1)
+        first = _build_deb(pkg, version, checkout)
+        second = _build_deb(pkg, f"{version}.post1", checkout)
         ready: dict[str, Any] = {"first": [p.name for p in first], "second": [p.name for p in second]}
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         ready = {"error": str(e)}
+    finally:
+        shutil.rmtree(checkout, ignore_errors=True)     # its venv: about a gigabyte
     timings["packages_built"] = round(time.monotonic() - started, 1)
     (pkg / "ready.tmp").write_text(json.dumps(ready))
     os.replace(pkg / "ready.tmp", pkg / "ready")    # atomic: the guest never reads half of it
