@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from testkit.procs import Proc, job_reached, start_agent, start_master, tcl_quick, tcl_quick_json
+from testkit.procs import Proc, job_reached, polled_status, start_agent, start_master, tcl_quick, tcl_quick_json
 from testkit.cgroups import group_dirs, leftovers
 from testkit.procs import sweep_node
 from testkit.patience import patient
@@ -59,10 +59,11 @@ def job(master: str, job_id: str) -> dict:
 def wait_state(master: str, job_id: str, states: set[str], timeout_s: float = 120.0) -> dict:
     deadline = time.monotonic() + patient(timeout_s)
     while True:
-        found = job(master, job_id)
-        if job_reached(found, states) or time.monotonic() > deadline:
+        found = polled_status(master, job_id)       # None: one poll answered late; poll on
+        if found is not None and (job_reached(found, states) or time.monotonic() > deadline):
             assert job_reached(found, states), f"job {job_id} is {found['state']}, not in {states}: {found}"
             return found
+        assert found is not None or time.monotonic() <= deadline, f"job {job_id}: the master kept answering late"
         time.sleep(0.2)
 
 
