@@ -58,13 +58,13 @@ def job(master: str, job_id: str) -> dict:
 
 def wait_state(master: str, job_id: str, states: set[str], timeout_s: float = 120.0) -> dict:
     deadline = time.monotonic() + patient(timeout_s)
-    while True:
+    found = None
+    while time.monotonic() <= deadline:
         found = polled_status(master, job_id)       # None: one poll answered late; poll on
-        if found is not None and (job_reached(found, states) or time.monotonic() > deadline):
-            assert job_reached(found, states), f"job {job_id} is {found['state']}, not in {states}: {found}"
+        if found is not None and job_reached(found, states):
             return found
-        assert found is not None or time.monotonic() <= deadline, f"job {job_id}: the master kept answering late"
         time.sleep(0.2)
+    raise AssertionError(f"job {job_id} not in {states} in time (None: the master answered late): {found}")
 
 
 def task_key(found: dict, index: int = 0) -> str:

@@ -56,6 +56,11 @@ def project_version() -> str:
         return str(tomllib.load(f)["project"]["version"])
 
 
+def _outside_this_venv() -> dict[str, str]:
+    """The environment for make in a fresh checkout: its own .venv, not the suite's."""
+    return {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+
+
 def _build_deb(out: Path, version: str, checkout: Path | None = None) -> list[Path]:
     """Both packages of one version: tcluster's, then tcluster-master's. In `checkout` (see
     fresh_checkout): by `make deb`, as a user builds them; else by the builder, with this venv."""
@@ -64,7 +69,7 @@ def _build_deb(out: Path, version: str, checkout: Path | None = None) -> list[Pa
     else:
         command = ["make", "-C", str(checkout), "--no-print-directory", "deb", f"VERSION={version}", f"OUT={out}"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900,
-                          env={k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")})
+                          env=_outside_this_venv())
     if done.returncode != 0:
         raise RuntimeError(f"building the package {version} failed ({' '.join(command[:5])}):\n"
                            f"{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
@@ -88,7 +93,7 @@ def fresh_checkout(dest: Path) -> Path:
         (dest / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, dest / name)
     made = subprocess.run(["make", "-C", str(dest), "--no-print-directory", "venv"], capture_output=True, text=True,
-                          timeout=900, env={k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")})
+                          timeout=900, env=_outside_this_venv())
     if made.returncode != 0:
         raise RuntimeError(f"make venv in a fresh checkout failed:\n{made.stdout[-2000:]}\n{made.stderr[-4000:]}")
     return dest
