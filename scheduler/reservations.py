@@ -55,8 +55,10 @@ class Reservations:
         """Starts the clock of newly pending jobs; forgets jobs with nothing pending and
         nodes that are not schedulable."""
         pending = set(pending_jobs)
-        schedulable = {name for name, ok in zip(view.names, view.schedulable.tolist()) if ok}
         self.waiting_since = {j: self.waiting_since.get(j, now) for j in sorted(pending)}
+        if not self.held:    # the usual round: no pass over every node's name (issue 38's profile)
+            return
+        schedulable = {name for name, ok in zip(view.names, view.schedulable.tolist()) if ok}
         self.held = {n: r for n, r in self.held.items() if n in schedulable and r.job_id in pending
                      and not (r.claimed and now - r.since > self.claim_for_s)}
 

@@ -64,11 +64,13 @@ def refusal(asks: dict[str, int], nodes: Iterable[Ceilings]) -> InvalidArgument 
     """The error for the first limit asked above every node's stated ceiling; None when
     some node allows each ask, when no node is known yet (the job waits), or when any
     node did not state that ceiling (only its own clamp can say)."""
+    asked_above_zero = [(field, flag, asks[field]) for field, flag in LIMITS if asks.get(field, 0) > 0]
+    if not asked_above_zero:    # most jobs: no pass over the nodes at all (one per Submit, issue 38)
+        return None
     known = list(nodes)
-    for field, flag in LIMITS:
-        asked = asks.get(field, 0)
+    for field, flag, asked in asked_above_zero:
         stated = [getattr(c, field) for c in known]
-        if asked <= 0 or not stated or any(s <= 0 for s in stated):
+        if not stated or any(s <= 0 for s in stated):
             continue
         largest = max(stated)
         if asked > largest:
