@@ -14,6 +14,7 @@ from typing import Callable
 from pydantic import ValidationError
 
 from tcluster.version import add_version_flag
+from tcluster.daemonkit import gcpolicy
 from tcluster.daemonkit.configfile import ConfigError, Loaded, add_config_flag, load_args
 from tcluster.daemonkit.logsetup import add_log_flags
 from tcluster.daemonkit.runner import explain_settings_error, setup_logging, wait_for_stop_signal
@@ -269,6 +270,7 @@ async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False,
     notifier.ready(reloader.status())
     announced = asyncio.ensure_future(_announce_leading(master))
     fed = asyncio.ensure_future(reloader.feed())
+    collections = asyncio.ensure_future(gcpolicy.full_collections())
     try:
         await asyncio.wait([stop, asyncio.ensure_future(lost.wait())], return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -276,6 +278,7 @@ async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False,
         stop.cancel()
         announced.cancel()
         fed.cancel()
+        collections.cancel()
         loop.remove_signal_handler(signal.SIGHUP)
         await master.stop(grace_s=0 if why else 1.0, resign=not why)
     if why and master.pki_checked and master.bound_pki is None:
@@ -362,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     # Python's 5 ms halves a small commit's wall time beside a busy loop (bench/store_commit.py
     # --switch-ms, issue 38), and every reply and launch waits for its commit.
     sys.setswitchinterval(SWITCH_INTERVAL_S)
+    gcpolicy.install()      # full collections on a timer: they were the churn's latency tail
     try:
         lost = asyncio.run(_serve(settings, os.environ.pop(HANDOFF_ENV, "") == "1", (parser, loaded)))
     except (OSError, TclusterError) as error:
