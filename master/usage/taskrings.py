@@ -26,6 +26,7 @@ from tcluster.master.usage.ingest import group
 from tcluster.master.usage.history import MEAN, NAN_BF16, TASK, HistoryConfig, Schema, read_tiers, to_bf16, from_bf16
 
 MIN_BLOCK = 16
+CLEAR_RUN = 256     # fresh slots cleared together (TaskRings._clear_fresh)
 
 
 class TierArrays:
@@ -41,8 +42,11 @@ class TierArrays:
 
     def grow(self, capacity: int, block: int) -> None:
         # Bucket-major: a drain writes one bucket of many slots, next to each other in memory
-        # (slot-major, every row written would be on a page of its own).
-        self.blocks.append(np.full((self.size, block, self.width), NAN_BF16, dtype=np.uint16))
+        # (slot-major, every row written would be on a page of its own). Left unwritten here:
+        # TaskRings.take clears a slot's rows when it is first taken. Filling a block of an
+        # eighth of the slots at once (70 MB at 32,000 slots) held the master's loop for
+        # 100-350 ms at 1,000 new tasks/s (issue 38); untouched pages cost nothing until then.
+        self.blocks.append(np.empty((self.size, block, self.width), dtype=np.uint16))
         extra = capacity - len(self.last)
         self.last = np.concatenate([self.last, np.full(extra, -1, dtype=np.int64)])
         self.acc = np.concatenate([self.acc, np.zeros((extra, self.width), dtype=np.float32)])
@@ -74,6 +78,7 @@ class TaskRings:
         self.used = 0
         self.dirty = np.empty(0, dtype=bool)
         self.owners = np.empty(0, dtype=np.int64)   # bumped at each take: a view of a slot given back goes stale
+        self.cleared = np.empty(0, dtype=bool)      # its rings hold NaN rows or data, not unwritten memory
 
     # ---- slots ----
 
@@ -87,10 +92,28 @@ class TaskRings:
                 tier.grow(self.capacity, block)
             self.dirty = np.concatenate([self.dirty, np.zeros(block, dtype=bool)])
             self.owners = np.concatenate([self.owners, np.zeros(block, dtype=np.int64)])
+            self.cleared = np.concatenate([self.cleared, np.zeros(block, dtype=bool)])
         self.used += 1
         slot = self.free.pop()
         self.owners[slot] += 1
+        if not self.cleared[slot]:      # first taken: its rows are still unwritten memory
+            self._clear_fresh(slot)
         return slot
+
+    def _clear_fresh(self, slot: int) -> None:
+        """NaN rows ("no sample") for `slot` and the fresh slots after it in its block, up to
+        CLEAR_RUN: in a bucket-major block they are one contiguous run per bucket, where one
+        slot alone is a strided column (37 us a slot at 1,000 new tasks/s). A new block's
+        slots are taken lowest first, so what is not cleared yet is the block's tail."""
+        block_number, row = self.locate(slot)
+        start = self.starts[block_number]
+        end = min(row + CLEAR_RUN, self.tiers[0].blocks[block_number].shape[1])
+        taken = np.flatnonzero(self.cleared[start + row:start + end])
+        if len(taken):
+            end = row + int(taken[0])
+        for tier in self.tiers:
+            tier.blocks[block_number][:, row:end] = NAN_BF16
+        self.cleared[start + row:start + end] = True
 
     def give_back(self, slot: int) -> None:
         block, row = self.locate(slot)

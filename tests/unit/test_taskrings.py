@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tcluster.master.usage.history import MAX, MEAN, HistoryConfig, Schema, Series
-from tcluster.master.usage.taskrings import MIN_BLOCK, TaskRings
+from tcluster.master.usage.taskrings import MIN_BLOCK, TaskRings, TierArrays
 
 RATE_LEVEL = Schema(("rate", "level"), (MEAN, MAX))
 
@@ -88,6 +88,22 @@ def test_storage_grows_in_blocks_without_moving_what_is_there() -> None:
     assert [rings.series(s).read(0, 100)["rate"] for s in (0, MIN_BLOCK)] == [[0.0], [float(MIN_BLOCK)]]
     with pytest.raises(IndexError):
         rings.ring(0, rings.capacity)
+
+
+def test_a_new_block_is_cleared_a_run_of_slots_at_a_time_as_they_are_first_taken(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    grow = TierArrays.grow
+
+    def grow_with_garbage(self: TierArrays, capacity: int, block: int) -> None:
+        grow(self, capacity, block)
+        self.blocks[-1][:] = 0        # what np.empty may hand back: bfloat16 0.0, not "no sample"
+    monkeypatch.setattr(TierArrays, "grow", grow_with_garbage)
+    rings = _rings()
+    slots = [rings.take() for _ in range(MIN_BLOCK + 1)]      # the last one opens a second block
+    assert len(rings.tiers[0].blocks) == 2 and rings.cleared.all()
+    _add(rings, [(s, 3.0, 2.0, 4.0) for s in (slots[0], slots[-1])])
+    # Buckets 0-2 are in the read's range: unwritten memory would read as samples of 0.0.
+    assert [rings.series(s).read(0, 100)["rate"] for s in (slots[0], slots[-1])] == [[2.0], [2.0]]
 
 
 def test_a_view_of_a_slot_given_back_and_taken_again_changes_nothing() -> None:
