@@ -59,7 +59,7 @@ class Recorder:
     def __init__(self, config: HistoryConfig) -> None:
         self.config = config
         self.tasks: dict[str, TaskRecord] = {}          # running tasks (and ended ones until flushed)
-        self.rings = TaskRings(config)                  # their series, one slot each
+        self.rings = TaskRings(config, prefill=True)    # their series, one slot each
         self.counters = Counters()
         self._by_slot: list[TaskRecord | None] = []
         self._slot_of: dict[str, int] = {}

@@ -23,6 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from tcluster.master.usage.ingest import group
+from tcluster.master.usage.prefill import BlockPrefill
 from tcluster.master.usage.history import MEAN, NAN_BF16, TASK, HistoryConfig, Schema, read_tiers, to_bf16, from_bf16
 
 MIN_BLOCK = 16
@@ -40,13 +41,14 @@ class TierArrays:
         self.count = np.empty(0, dtype=np.int32)          # samples in the open bucket
         self.flushed = np.empty(0, dtype=np.int64)        # buckets up to this one are on disk
 
-    def grow(self, capacity: int, block: int) -> None:
+    def grow(self, capacity: int, block: int, made: np.ndarray | None = None) -> None:
+        """`made`: the block's rows, NaN already (master/usage/prefill.py)."""
         # Bucket-major: a drain writes one bucket of many slots, next to each other in memory
         # (slot-major, every row written would be on a page of its own). Left unwritten here:
         # TaskRings.take clears a slot's rows when it is first taken. Filling a block of an
         # eighth of the slots at once (70 MB at 32,000 slots) held the master's loop for
         # 100-350 ms at 1,000 new tasks/s (issue 38); untouched pages cost nothing until then.
-        self.blocks.append(np.empty((self.size, block, self.width), dtype=np.uint16))
+        self.blocks.append(np.empty((self.size, block, self.width), dtype=np.uint16) if made is None else made)
         extra = capacity - len(self.last)
         self.last = np.concatenate([self.last, np.full(extra, -1, dtype=np.int64)])
         self.acc = np.concatenate([self.acc, np.zeros((extra, self.width), dtype=np.float32)])
@@ -66,7 +68,7 @@ class TierArrays:
 
 
 class TaskRings:
-    def __init__(self, config: HistoryConfig, schema: Schema = TASK) -> None:
+    def __init__(self, config: HistoryConfig, schema: Schema = TASK, prefill: bool = False) -> None:
         self.schema = schema
         (step, size), (long_step, long_size) = config.tiers()
         mean = np.array([agg == MEAN for agg in schema.aggs])
@@ -79,20 +81,26 @@ class TaskRings:
         self.dirty = np.empty(0, dtype=bool)
         self.owners = np.empty(0, dtype=np.int64)   # bumped at each take: a view of a slot given back goes stale
         self.cleared = np.empty(0, dtype=bool)      # its rings hold NaN rows or data, not unwritten memory
+        self._prefill = BlockPrefill() if prefill else None     # the next block, made off the loop
 
     # ---- slots ----
 
     def take(self) -> int:
         if not self.free:
             block = max(MIN_BLOCK, self.capacity // 8)
+            made = self._prefill.take(block, len(self.tiers)) if self._prefill is not None else None
             self.starts.append(self.capacity)
             self.free = list(range(self.capacity + block - 1, self.capacity - 1, -1))
             self.capacity += block
-            for tier in self.tiers:
-                tier.grow(self.capacity, block)
+            ready: list[np.ndarray | None] = list(made) if made is not None else [None] * len(self.tiers)
+            for tier, rows in zip(self.tiers, ready):
+                tier.grow(self.capacity, block, rows)
             self.dirty = np.concatenate([self.dirty, np.zeros(block, dtype=bool)])
             self.owners = np.concatenate([self.owners, np.zeros(block, dtype=np.int64)])
-            self.cleared = np.concatenate([self.cleared, np.zeros(block, dtype=bool)])
+            self.cleared = np.concatenate([self.cleared, np.full(block, made is not None)])
+            if self._prefill is not None:
+                following = max(MIN_BLOCK, self.capacity // 8)
+                self._prefill.prepare(following, [(t.size, following, t.width) for t in self.tiers])
         self.used += 1
         slot = self.free.pop()
         self.owners[slot] += 1

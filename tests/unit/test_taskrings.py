@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tcluster.master.usage.history import MAX, MEAN, HistoryConfig, Schema, Series
+from tcluster.master.usage.history import MAX, MEAN, NAN_BF16, HistoryConfig, Schema, Series
+from tcluster.master.usage.prefill import BlockPrefill
 from tcluster.master.usage.taskrings import MIN_BLOCK, TaskRings, TierArrays
 
 RATE_LEVEL = Schema(("rate", "level"), (MEAN, MAX))
@@ -94,8 +95,8 @@ def test_a_new_block_is_cleared_a_run_of_slots_at_a_time_as_they_are_first_taken
         monkeypatch: pytest.MonkeyPatch) -> None:
     grow = TierArrays.grow
 
-    def grow_with_garbage(self: TierArrays, capacity: int, block: int) -> None:
-        grow(self, capacity, block)
+    def grow_with_garbage(self: TierArrays, capacity: int, block: int, made: np.ndarray | None = None) -> None:
+        grow(self, capacity, block, made)
         self.blocks[-1][:] = 0        # what np.empty may hand back: bfloat16 0.0, not "no sample"
     monkeypatch.setattr(TierArrays, "grow", grow_with_garbage)
     rings = _rings()
@@ -104,6 +105,28 @@ def test_a_new_block_is_cleared_a_run_of_slots_at_a_time_as_they_are_first_taken
     _add(rings, [(s, 3.0, 2.0, 4.0) for s in (slots[0], slots[-1])])
     # Buckets 0-2 are in the read's range: unwritten memory would read as samples of 0.0.
     assert [rings.series(s).read(0, 100)["rate"] for s in (slots[0], slots[-1])] == [[2.0], [2.0]]
+
+
+def test_with_prefill_the_next_block_is_made_off_the_loop_and_taken_whole() -> None:
+    rings = TaskRings(HistoryConfig(step_s=1.0, recent_s=5.0, long_step_s=10.0, long_s=60.0), RATE_LEVEL,
+                      prefill=True)
+    first = [rings.take() for _ in range(MIN_BLOCK)]        # the first block; the next one is being made
+    assert rings._prefill is not None and rings._prefill._done.wait(10)
+    spare = rings._prefill._blocks[0]
+    second = rings.take()
+    assert rings.tiers[0].blocks[1] is spare and rings.cleared.all()
+    assert (rings.tiers[0].blocks[1] == NAN_BF16).all() and (rings.tiers[1].blocks[1] == NAN_BF16).all()
+    _add(rings, [(first[0], 3.0, 1.0, 1.0), (second, 3.0, 2.0, 4.0)])
+    assert [rings.series(s).read(0, 100)["rate"] for s in (first[0], second)] == [[1.0], [2.0]]
+
+
+def test_a_prefilled_block_of_another_size_or_not_ready_is_not_used() -> None:
+    prefill = BlockPrefill()
+    prefill.prepare(16, [(5, 16, 2)])
+    assert prefill._done.wait(10)
+    assert prefill.take(32, 1) is None and prefill.take(16, 1) is None    # the wrong size drops it
+    prefill.prepare(16, [(5, 16, 2)])
+    assert prefill._done.wait(10) and prefill.take(16, 2) is None           # another number of tiers
 
 
 def test_a_view_of_a_slot_given_back_and_taken_again_changes_nothing() -> None:
