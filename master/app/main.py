@@ -270,7 +270,7 @@ async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False,
     notifier.ready(reloader.status())
     announced = asyncio.ensure_future(_announce_leading(master))
     fed = asyncio.ensure_future(reloader.feed())
-    collections = asyncio.ensure_future(gcpolicy.full_collections())
+    full_gc = asyncio.ensure_future(gcpolicy.full_collections())
     try:
         await asyncio.wait([stop, asyncio.ensure_future(lost.wait())], return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -278,7 +278,7 @@ async def _serve(settings: MasterSettings, stepped_down_insecure: bool = False,
         stop.cancel()
         announced.cancel()
         fed.cancel()
-        collections.cancel()
+        full_gc.cancel()
         loop.remove_signal_handler(signal.SIGHUP)
         await master.stop(grace_s=0 if why else 1.0, resign=not why)
     if why and master.pki_checked and master.bound_pki is None:
