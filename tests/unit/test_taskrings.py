@@ -120,7 +120,7 @@ def test_with_prefill_the_next_block_is_made_off_the_loop_and_taken_whole() -> N
     assert [rings.series(s).read(0, 100)["rate"] for s in (first[0], second)] == [[1.0], [2.0]]
 
 
-def test_a_prefilled_block_of_another_size_or_not_ready_is_not_used() -> None:
+def test_a_prefilled_block_of_another_size_or_tier_count_is_dropped() -> None:
     prefill = BlockPrefill()
     prefill.prepare(16, [(5, 16, 2)])
     assert prefill._done.wait(10)
