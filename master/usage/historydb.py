@@ -229,9 +229,11 @@ class HistoryStore:
         if self._db is None:
             return None
         row = self._db.execute("SELECT info FROM tasks WHERE id=?", (task_id,)).fetchone()
-        series, gpu = self.load_series(f"task:{task_id}", TASK), self.load_series(f"gpu:{task_id}", GPU)
-        if row is None or (series is None and gpu is None):
+        if row is None:
             return None
+        # A task killed before its first sample has no chunks, but its record (its OOM event,
+        # its peak) is still what the job page shows.
+        series, gpu = self.load_series(f"task:{task_id}", TASK), self.load_series(f"gpu:{task_id}", GPU)
         info = json.loads(row[0])
         return TaskRecord(info["job_id"], info["node"], info["queue"], info["attempt"],
                           series or Series(TASK, self.config),     # GPU samples before any usage sample

@@ -141,6 +141,26 @@ def test_history_survives_a_restart_and_a_finished_task_is_read_back(tmp_path: P
     store.close()
 
 
+def test_a_task_killed_before_its_first_sample_keeps_its_oom_once_it_is_on_disk(tmp_path: Path) -> None:
+    """A task OOM-killed before any heartbeat carried its usage has an OOM event and no
+    samples: once flushed and out of memory it is still read back, with the event (the job
+    page's OOM marker; CI of 2c548f9 lost it when the record held no chunks)."""
+    config = HistoryConfig(step_s=1.0)
+    state, rec = _state(), Recorder(config)
+    store = HistoryStore(tmp_path / "history.db", config)
+    ended = Task("j1", 0, TaskState.FAILED, node="n1", attempt=1, reason="OOMKilled", finished_at=11.5,
+                 usage=_usage(11.0, 1, GiB, 0, ooms=1))
+    rec.on_step(AppliedStep(object(), Step(tasks={"j1.0": ended}), Now(11.6, 11.6)))
+    rec.drain(state)
+    store.flush(rec)
+    assert "j1.0" not in rec.tasks
+    finished = store.load_task("j1.0")
+    assert finished is not None and finished.ended and finished.ooms == [(11.5, 1, "n1")]
+    assert finished.series.read(0, 1e9)["t"] == []
+    assert store.load_task("j1.9") is None
+    store.close()
+
+
 def test_task_history_fits_the_memory_budget_at_default_retention() -> None:
     series = Series(TASK, HistoryConfig())
     assert sum(t.nbytes() for t in series.tiers) <= 18 * 1024
