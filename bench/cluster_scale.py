@@ -776,39 +776,45 @@ async def run_all(args: argparse.Namespace) -> int:
     pairs = [(f, p) for f in args.fairness.split(",") for p in args.placement.split(",")]
     dashboards = [d.strip() == "on" for d in args.dashboards.split(",")]
     stores = [s.strip() for s in args.store.split(",") if s.strip()]
-    by_pair: dict[str, dict[str, dict[str, float]]] = {}
+    # The report reads the py-spy files: it runs before the temporary directory goes.
     with tempfile.TemporaryDirectory(prefix="tcl-scale-") as tmp_name:
         tmp = Path(args.keep) if args.keep else Path(tmp_name)
         tmp.mkdir(parents=True, exist_ok=True)
-        results: dict[str, dict[str, float]] = {}
-        drivers: dict[str, Driver] = {}
-        if args.only != "history":
-            runs = [(pair, d, store) for pair in pairs for d in dashboards for store in stores]
-            for n, ((fairness, placement), dashboard, store) in enumerate(runs):
-                pair_label = f"{fairness}/{placement}" + ("" if dashboard else " no-history")
-                pair_label += f" #{n + 1}" if len(runs) > len(set(runs)) else ""
-                label = pair_label + (f" {store}" if len(stores) > 1 else "")
-                driver = Driver(args, fairness, placement, tmp, label.replace("/", "-").replace(" ", "-"),
-                                dashboard=dashboard, store=store)
-                results[label] = await guarded(driver)
-                by_pair.setdefault(pair_label, {})[store] = results[label]
-                drivers[label] = driver
-                save(tmp, results)
-                args.profile = args.profile and args.profile_all   # profile the first pair unless --profile-all
-        hist: dict[str, dict[str, float]] = {}
-        if args.history:
-            cache = Path(args.history_cache)
-            t = time.monotonic()
-            db = cached_history(cache, args.history)
-            print(f"history database: {db} ({time.monotonic() - t:.0f}s to make or find)", file=sys.stderr)
-            hargs = argparse.Namespace(**{**vars(args), "agents": args.history_agents, "only_phases": {"history"},
-                                          "profile": args.history_profile})
-            fairness, placement = pairs[0]
-            for name, source in (("fresh", None), (f"{args.history:,} done", db)):
-                driver = Driver(hargs, fairness, placement, tmp, "hist-" + name.split()[0].replace(",", ""), source)
-                hist[name] = await guarded(driver)
-                drivers["history " + name] = driver
-                save(tmp, hist, "history")
+        return await _measure_and_report(args, tmp, pairs, dashboards, stores)
+
+
+async def _measure_and_report(args: argparse.Namespace, tmp: Path, pairs: list[tuple[str, str]],
+                              dashboards: list[bool], stores: list[str]) -> int:
+    by_pair: dict[str, dict[str, dict[str, float]]] = {}
+    results: dict[str, dict[str, float]] = {}
+    drivers: dict[str, Driver] = {}
+    if args.only != "history":
+        runs = [(pair, d, store) for pair in pairs for d in dashboards for store in stores]
+        for n, ((fairness, placement), dashboard, store) in enumerate(runs):
+            pair_label = f"{fairness}/{placement}" + ("" if dashboard else " no-history")
+            pair_label += f" #{n + 1}" if len(runs) > len(set(runs)) else ""
+            label = pair_label + (f" {store}" if len(stores) > 1 else "")
+            driver = Driver(args, fairness, placement, tmp, label.replace("/", "-").replace(" ", "-"),
+                            dashboard=dashboard, store=store)
+            results[label] = await guarded(driver)
+            by_pair.setdefault(pair_label, {})[store] = results[label]
+            drivers[label] = driver
+            save(tmp, results)
+            args.profile = args.profile and args.profile_all   # profile the first pair unless --profile-all
+    hist: dict[str, dict[str, float]] = {}
+    if args.history:
+        cache = Path(args.history_cache)
+        t = time.monotonic()
+        db = cached_history(cache, args.history)
+        print(f"history database: {db} ({time.monotonic() - t:.0f}s to make or find)", file=sys.stderr)
+        hargs = argparse.Namespace(**{**vars(args), "agents": args.history_agents, "only_phases": {"history"},
+                                      "profile": args.history_profile})
+        fairness, placement = pairs[0]
+        for name, source in (("fresh", None), (f"{args.history:,} done", db)):
+            driver = Driver(hargs, fairness, placement, tmp, "hist-" + name.split()[0].replace(",", ""), source)
+            hist[name] = await guarded(driver)
+            drivers["history " + name] = driver
+            save(tmp, hist, "history")
     shown_agents = args.history_agents if args.only == "history" else args.agents
     print(f"\ncluster_scale: {shown_agents:,} agents in {args.processes} processes ({args.streams_per_channel} "
           f"streams per channel), heartbeat {args.heartbeat_s}s, {args.tasks_per_agent} tasks/agent, "
