@@ -9,7 +9,10 @@ its functions wrapped to time them (two perf_counter calls each):
   wall time (for etcd also its transactions and their operations);
 - the event loop's lateness (a 50 ms ticker: the longest stall, stalls over 1 s), and
   etcd's lease keepalives (round trip): a leader whose loop stalls past its lease
-  deadline steps down (docs/ha.md).
+  deadline steps down (docs/ha.md);
+- the dashboard's steps on the loop (`dash.drain`, `dash.sample`, `dash.collect`,
+  `dash.finish`) and CPython's garbage collections by generation (`gc.gen0` .. `gc.gen2`,
+  from gc.callbacks): each a pause of the loop, listed with the state steps.
 
 On a lost leadership the master re-executes itself (`-m tcluster.master.app.main` with its
 own arguments): sys.argv is set to the master's arguments so that it restarts as a plain
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import os
 import signal
@@ -202,6 +206,8 @@ def install() -> None:
 
     etcdkv.EtcdKV.keepalive = keepalive
 
+    _time_dashboard()
+    _time_collections()
     from tcluster.master.app import main as master_main_module
     start_fn = master_main_module.start_master
 
@@ -224,6 +230,52 @@ async def _loop_ticker(period: float = 0.05) -> None:
         row[1] = max(row[1], late)
         row[2] += late > 0.5
         row[3] += late > 1.0
+
+
+def _timed_step(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = perf()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            took = perf() - start
+            row = TIMERS.steps[name]
+            row[0] += 1
+            row[1] += took
+            row[3] = max(row[3], took)
+    return timed
+
+
+def _time_dashboard() -> None:
+    """The dashboard's own work on the loop (issue 38: at 20,000 tasks each step held the
+    loop 60-90 ms, the churn's latency tail)."""
+    from tcluster.master.usage import historydb, recorder
+    for owner, method, name in ((recorder.Recorder, "drain", "dash.drain"),
+                                (recorder.Recorder, "sample_cluster", "dash.sample"),
+                                (historydb.HistoryStore, "collect", "dash.collect"),
+                                (historydb.HistoryStore, "finish", "dash.finish")):
+        if not hasattr(owner, method):
+            raise ProbeTargetMissing(f"probe: {owner.__name__}.{method} is gone (moved?): update testkit/loadgen/probe.py")
+        fn = vars(owner)[method]
+        wrapped = _timed_step(name, fn.__func__ if isinstance(fn, staticmethod) else fn)
+        setattr(owner, method, staticmethod(wrapped) if isinstance(fn, staticmethod) else wrapped)
+
+
+def _time_collections() -> None:
+    """CPython's collections, by generation: each stops every thread that holds the GIL."""
+    started: list[float] = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = perf()
+            return
+        took = perf() - started[0]
+        row = TIMERS.steps[f"gc.gen{info['generation']}"]
+        row[0] += 1
+        row[1] += took
+        row[3] = max(row[3], took)
+
+    gc.callbacks.append(on_gc)
 
 
 def _time_commits(cls: type) -> None:
