@@ -20,6 +20,7 @@ from tcluster.master.core.events import Beat, Preempt
 from tcluster.master.core.feed import AppliedStep
 from tcluster.master.usage.history import CLUSTER, GPU, NODE, QUEUE, HistoryConfig, Series, TaskRecord, settle
 from tcluster.master.usage.ingest import CPU, WS, Counters, extract
+from tcluster.master.usage.liveusage import LiveUsage
 from tcluster.master.usage.taskrings import TaskRings
 from tcluster.master.core.state import MasterState
 from tcluster.master.core.usageblock import UsageBlock
@@ -61,6 +62,7 @@ class Recorder:
         self.tasks: dict[str, TaskRecord] = {}          # running tasks (and ended ones until flushed)
         self.rings = TaskRings(config, prefill=True)    # their series, one slot each
         self.counters = Counters()
+        self.live = LiveUsage()                          # each slot's newest CPU and working set, by queue
         self._by_slot: list[TaskRecord | None] = []
         self._slot_of: dict[str, int] = {}
         self._node_codes: dict[str, int] = {}            # node name -> code, in order of first sight
@@ -122,6 +124,7 @@ class Recorder:
         self._by_slot.extend([None] * (self.rings.capacity - len(self._by_slot)))
         self._by_slot[slot], self._slot_of[task_id] = rec, slot
         rec.slot, rec.series = slot, self.rings.series(slot)
+        self.live.assign(slot, rec.queue)
         if loaded is not None:
             for number, tier in enumerate(loaded.tiers):
                 if tier.last >= 0:
@@ -142,6 +145,7 @@ class Recorder:
         if slot is not None:
             self.rings.give_back(slot)
             self.counters.reset(slot)
+            self.live.stopped(slot)
             self._by_slot[slot] = None
             if slot < len(self._slot_node):
                 self._slot_node[slot] = -1
@@ -213,6 +217,7 @@ class Recorder:
         if not len(slots):
             return
         self._follow_nodes(beats, sizes, slots, known)
+        self.live.sampled(slots, raw[:, CPU], raw[:, WS])
         derived = self.counters.derive(slots, raw, walls)
         self.rings.add(derived.slots, derived.times, derived.rows, derived.first)
         for slot, at, kills in derived.ooms:
@@ -294,6 +299,7 @@ class Recorder:
             self._oom(rec, task.finished_at or wall, new)
         rec.peak = max(rec.peak, task.usage.memory_peak_bytes)
         rec.ended = task.state.terminal
+        self.live.stopped(rec.slot)
         if not rec.ended:              # requeued for a retry: the next attempt has a new cgroup
             rec.attempt = task.attempt + 1
             self.counters.reset(rec.slot)
@@ -311,29 +317,23 @@ class Recorder:
     # ---- cluster and queues: sampled by the dashboard loop ----
 
     def sample_cluster(self, wall: float, state: MasterState, queue_rows: Iterable[object]) -> None:
+        """The cluster's and the queues' rows: capacity and allocation from the state, what
+        runs uses from the slots' newest samples (LiveUsage; drain first)."""
         cap_cpu = cap_mem = alloc_cpu = alloc_mem = 0.0
         for name, node in state.nodes.items():
             if state.connected(name):
                 cap_cpu += node.capacity.cpu
                 cap_mem += node.capacity.memory
         running = pending = 0
-        used: dict[str, tuple[float, float]] = {}
-        for job_id, tasks in state.tasks.items():
-            counts = state.counts.get(job_id)
-            if not counts:
-                continue
+        for job_id, counts in state.counts.items():
             n_run = counts[TaskState.RUNNING] + counts[TaskState.STARTING]
             running += n_run
             pending += counts[TaskState.PENDING]
             if n_run:
-                spec = state.jobs[job_id].spec
-                alloc_cpu += spec.resources.cpu * n_run
-                alloc_mem += spec.resources.memory * n_run
-                job_usage = self._job_usage(state, tasks)
-                parts = spec.queue.split(".")
-                for depth in range(1, len(parts) + 1):     # a queue holds what its children hold
-                    path = ".".join(parts[:depth])
-                    used[path] = _add(used.get(path, (0.0, 0.0)), job_usage)
+                resources = state.jobs[job_id].spec.resources
+                alloc_cpu += resources.cpu * n_run
+                alloc_mem += resources.memory * n_run
+        used = self.live.by_queue()
         cpu_used = sum(c for path, (c, _) in used.items() if "." not in path)
         mem_used = sum(m for path, (_, m) in used.items() if "." not in path)
         self.cluster.add(wall, [cap_cpu, alloc_cpu, cpu_used, cap_mem, alloc_mem, mem_used, running, pending])
@@ -343,18 +343,3 @@ class Recorder:
                 series = self.queues[row.path] = Series(QUEUE, self.config)
             cpu, mem = used.get(row.path, (0.0, 0.0))
             series.add(wall, [row.dominant_share, row.guaranteed_share, cpu, mem, row.running_tasks])
-
-    @staticmethod
-    def _job_usage(state: MasterState, tasks: list[Task]) -> tuple[float, float]:
-        cpu = memory = 0.0
-        figures = state.usage.cpu_and_working_set     # every second: no TaskUsage built
-        for task in tasks:
-            found = figures(task.id)
-            if found is not None:
-                cpu += found[0]
-                memory += found[1]
-        return cpu, memory
-
-
-def _add(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
-    return a[0] + b[0], a[1] + b[1]
