@@ -32,8 +32,8 @@ class LiveUsage:
             self.memory = np.concatenate([self.memory, np.zeros(extra)])
 
     def assign(self, slot: int, queue: str) -> None:
-        """A task's record took `slot`: nothing counts until its first sample."""
-        self.grow(slot + 1)
+        """A task's record took `slot` (grown to the rings' capacity first, a block at a
+        time: not one slot at a time): nothing counts until its first sample."""
         self.queue[slot] = self._codes.setdefault(queue, len(self._codes))
         self.live[slot] = False
 

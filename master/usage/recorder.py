@@ -121,6 +121,7 @@ class Recorder:
         loaded = rec.series
         slot = self.rings.take()
         self.counters.grow(self.rings.capacity)
+        self.live.grow(self.rings.capacity)
         self._by_slot.extend([None] * (self.rings.capacity - len(self._by_slot)))
         self._by_slot[slot], self._slot_of[task_id] = rec, slot
         rec.slot, rec.series = slot, self.rings.series(slot)
