@@ -25,6 +25,8 @@ from tcluster.master.usage.history import (
     CLUSTER, GPU, NODE, QUEUE, TASK, HistoryConfig, Schema, Series, TaskRecord, settle,
 )
 from tcluster.master.usage.recorder import Recorder
+from tcluster.master.usage.ringflush import RingChunks, mark_dirty, mark_flushed, unflushed_chunks
+from tcluster.master.usage.taskrings import TaskRings
 
 log = logging.getLogger(__name__)
 _SCHEMA = """
@@ -46,6 +48,11 @@ class Batch:
     series: list[Series] = field(default_factory=list)
     marks: list[tuple[Any, int]] = field(default_factory=list)
     ended: list[str] = field(default_factory=list)
+    # The task slots written from the shared rings (master/usage/ringflush.py): their marks,
+    # and the slots and owners to mark dirty again if the write fails.
+    ring_chunks: list[RingChunks] = field(default_factory=list)
+    ring_slots: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ring_owners: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _task_info(rec: TaskRecord) -> str:
@@ -137,9 +144,12 @@ class HistoryStore:
                 for tier in one.tiers:
                     tier.stage_open()
         settle()
-        rec.rings.settle([task.slot for _, _, task in chosen if task is not None and task.slot >= 0])
+        ringed = [(key, task) for key, _, task in chosen if task is not None and task.slot >= 0]
+        rec.rings.settle([task.slot for _, task in ringed])
+        self._ring_chunks(batch, rec.rings, ringed)
         for key, series, task in chosen:
-            self._chunks(batch, key, series)
+            if task is None or task.slot < 0:
+                self._chunks(batch, key, series)
             if task is not None and task.gpu is not None:     # a task's GPU series goes with it
                 self._chunks(batch, f"gpu:{key[5:]}", task.gpu)
             if task is not None:
@@ -149,6 +159,21 @@ class HistoryStore:
         batch.counters = [(n, q, k) for (n, q), k in rec.oom_kills.items()]
         batch.forgotten, rec.forgotten = sorted(rec.forgotten), set()
         return batch
+
+    @staticmethod
+    def _ring_chunks(batch: Batch, rings: TaskRings, ringed: list[tuple[str, TaskRecord]]) -> None:
+        """The task series in the shared rings: every slot's chunks at once (ringflush)."""
+        slots = np.fromiter((task.slot for _, task in ringed), dtype=np.int64, count=len(ringed))
+        batch.ring_slots, batch.ring_owners = slots, rings.owners[slots].copy()
+        rings.dirty[slots] = False
+        batch.ring_chunks = unflushed_chunks(rings, slots)
+        for chunk in batch.ring_chunks:
+            size = rings.tiers[chunk.tier].size
+            for i, first, last, rows in zip(chunk.index.tolist(), chunk.first.tolist(), chunk.last.tolist(),
+                                            chunk.rows):
+                key = ringed[i][0]
+                batch.chunks.append((key, chunk.tier, first, last, rows))
+                batch.prune.append((key, chunk.tier, last - size))
 
     @staticmethod
     def _chunks(batch: Batch, key: str, series: Series) -> None:
@@ -192,10 +217,12 @@ class HistoryStore:
         if not ok:
             for series in batch.series:
                 series.dirty = True
+            mark_dirty(rec.rings, batch.ring_slots, batch.ring_owners)
             rec.forgotten.update(batch.forgotten)
             return
         for tier, last in batch.marks:
             tier.flushed = max(tier.flushed, last)
+        mark_flushed(rec.rings, batch.ring_chunks)
         for task_id in batch.ended:       # on disk now; read back on request
             record = rec.tasks.get(task_id)
             if (record is not None and record.ended and not record.series.dirty
@@ -207,7 +234,7 @@ class HistoryStore:
         batch = self.collect(rec)
         ok = self.write(batch)
         self.finish(rec, batch, ok)
-        return len(batch.series) if ok else 0
+        return len(batch.series) + len(batch.ring_slots) if ok else 0
 
     # ---- reading ----
 
