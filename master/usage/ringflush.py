@@ -33,23 +33,29 @@ class RingChunks:
 
 def unflushed_chunks(rings: TaskRings, slots: np.ndarray) -> list[RingChunks]:
     """Per tier, the buckets of `slots` (settled first: their open buckets written) that are
-    not on disk yet, as SlotTier.unflushed(settled=True) gives them one slot at a time."""
+    not on disk yet, as SlotTier.unflushed(settled=True) gives them one slot at a time;
+    in the order of the slots' blocks."""
+    blocks = np.searchsorted(rings.starts, slots, side="right") - 1
+    order = np.argsort(blocks, kind="stable")
     out = []
     for number, tier in enumerate(rings.tiers):
-        last, flushed = tier.last[slots], tier.flushed[slots]
-        index = np.flatnonzero((last >= 0) & (last >= flushed))
-        s, last, flushed = slots[index], last[index], flushed[index]
+        last, flushed = tier.last[slots[order]], tier.flushed[slots[order]]
+        keep = np.flatnonzero((last >= 0) & (last >= flushed))
+        index = order[keep]
+        s, last, flushed = slots[index], last[keep], flushed[keep]
         first = np.maximum(np.maximum(flushed, last - tier.size + 1), 0)
         counts = last - first + 1
-        data = _gather(rings, number, s, first, counts)
+        data = _gather(rings, number, s, blocks[index], first, counts)
         ends = np.cumsum(counts).tolist()
         rows = [data[a:b].tobytes() for a, b in zip([0, *ends[:-1]], ends)]
         out.append(RingChunks(number, index, s, rings.owners[s].copy(), first, last, rows))
     return out
 
 
-def _gather(rings: TaskRings, number: int, slots: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The rows first..first+count-1 of each slot, one slot after another: (sum(counts), width)."""
+def _gather(rings: TaskRings, number: int, slots: np.ndarray, blocks: np.ndarray, first: np.ndarray,
+            counts: np.ndarray) -> np.ndarray:
+    """The rows first..first+count-1 of each slot, one slot after another: (sum(counts),
+    width). The slots come grouped by block, so each block's rows are one run of the output."""
     tier = rings.tiers[number]
     total = int(counts.sum())
     out = np.empty((total, tier.width), dtype=np.uint16)
@@ -59,10 +65,11 @@ def _gather(rings: TaskRings, number: int, slots: np.ndarray, first: np.ndarray,
     offsets = np.arange(total) - np.repeat(ends - counts, counts)
     positions = (np.repeat(first, counts) + offsets) % tier.size
     columns = np.repeat(slots, counts)
-    which = np.searchsorted(rings.starts, columns, side="right") - 1
-    for block in np.unique(which).tolist():
-        mine = which == block
-        out[mine] = tier.blocks[block][positions[mine], columns[mine] - rings.starts[block]]
+    per_block = np.repeat(blocks, counts)
+    cuts = np.flatnonzero(np.diff(per_block)) + 1
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), total]):
+        block = int(per_block[lo])
+        out[lo:hi] = tier.blocks[block][positions[lo:hi], columns[lo:hi] - rings.starts[block]]
     return out
 
 

@@ -186,6 +186,10 @@ class TaskRings:
         once = bool(first.all())
         for tier in self.tiers:
             buckets = np.floor(times / tier.step).astype(np.int64)
+            # A slot's first bucket: nothing before it is worth a flush (a new task's first
+            # flush wrote its whole rings, 888 rows of NaN by default, 16 KB a task).
+            fresh = first & (tier.last[slots] < 0)
+            tier.flushed[slots[fresh]] = buckets[fresh]
             if once and not (buckets < tier.last[slots]).any():
                 self._add_once(tier, slots, buckets, rows)
             else:

@@ -140,7 +140,7 @@ def test_a_view_of_a_slot_given_back_and_taken_again_changes_nothing() -> None:
     old.tiers[0].flushed = 10**6               # a flush of the old task finishing late
     old.dirty = False
     new = rings.series(slot)
-    assert new.tiers[0].flushed == -1 and new.dirty
+    assert new.tiers[0].flushed == 31 and new.dirty            # the new task's first bucket, not the stale mark
 
 
 def test_a_slot_fits_the_memory_budget_at_default_retention() -> None:
@@ -148,3 +148,17 @@ def test_a_slot_fits_the_memory_budget_at_default_retention() -> None:
     for _ in range(100):
         rings.take()
     assert rings.nbytes() / rings.used <= 20 * 1024      # the budget per running task, unused slots counted
+
+
+def test_a_new_tasks_first_flush_starts_at_its_first_bucket_not_its_whole_ring() -> None:
+    rings = TaskRings(HistoryConfig(step_s=1.0))      # default retention: 600 and 288 rows
+    slot = rings.take()
+    _add_task(rings, slot, [1000.0, 1001.0, 1002.0])
+    rings.settle([slot])
+    firsts = [tier.unflushed(settled=True) for tier in rings.series(slot).tiers]
+    assert [(first, len(rows)) for first, rows in firsts] == [(1000, 3), (3, 1)]     # not 600 and 288 rows
+
+
+def _add_task(rings: TaskRings, slot: int, times: list[float]) -> None:
+    width = len(rings.schema.fields)
+    rings.add(np.full(len(times), slot), np.array(times), np.ones((len(times), width), dtype=np.float32))
