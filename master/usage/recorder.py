@@ -205,20 +205,23 @@ class Recorder:
 
     def _ingest_beats(self, state: MasterState, beats: list[BeatRef]) -> None:
         ids: list[str] = []
+        attempts: list[int] = []
         for _, _, block in beats:
             ids.extend(block.ids)
+            attempts.extend(block.attempts)
         slots = np.array(self._slots(state, beats, ids), dtype=np.int64)
         sizes = [len(block) for _, _, block in beats]
         raw = extract([block for _, _, block in beats])
         known = slots >= 0
         self._node_samples(state, beats, sizes, np.where(known, raw[:, CPU], 0.0), np.where(known, raw[:, WS], 0.0))
         walls = np.repeat([wall for wall, _, _ in beats], sizes)
+        tries = np.array(attempts, dtype=np.int64)
         if not known.all():
-            slots, raw, walls = slots[known], raw[known], walls[known]
+            slots, raw, walls, tries = slots[known], raw[known], walls[known], tries[known]
         if not len(slots):
             return
         self._follow_nodes(beats, sizes, slots, known)
-        self.live.sampled(slots, raw[:, CPU], raw[:, WS])
+        self.live.sampled(slots, tries, raw[:, CPU], raw[:, WS])
         derived = self.counters.derive(slots, raw, walls)
         self.rings.add(derived.slots, derived.times, derived.rows, derived.first)
         for slot, at, kills in derived.ooms:
@@ -300,10 +303,11 @@ class Recorder:
             self._oom(rec, task.finished_at or wall, new)
         rec.peak = max(rec.peak, task.usage.memory_peak_bytes)
         rec.ended = task.state.terminal
-        self.live.stopped(rec.slot)
+        self.live.stopped(rec.slot, task.attempt)
         if not rec.ended:              # requeued for a retry: the next attempt has a new cgroup
             rec.attempt = task.attempt + 1
-            self.counters.reset(rec.slot)
+            if not self.live.reported_after(rec.slot, task.attempt):   # its samples came in this drain
+                self.counters.reset(rec.slot)
         rec.series.dirty = True
 
     @staticmethod
