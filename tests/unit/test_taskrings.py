@@ -7,7 +7,8 @@ import pytest
 
 from tcluster.master.usage.history import MAX, MEAN, NAN_BF16, HistoryConfig, Schema, Series
 from tcluster.master.usage.prefill import BlockPrefill
-from tcluster.master.usage.taskrings import MIN_BLOCK, TaskRings, TierArrays
+from tcluster.master.usage.taskrings import MIN_BLOCK, TaskRings
+from tcluster.master.usage.tierarrays import TierArrays
 
 RATE_LEVEL = Schema(("rate", "level"), (MEAN, MAX))
 
