@@ -46,21 +46,24 @@ def unpack(rev: str, into: Path) -> str:
 
 def check_old_package(old: Path, env: dict[str, str]) -> None:
     """The old runs must load the old code, a master started with `-m` included: else
-    "then" and "now" would measure the same tree (as cluster_scale's did before cwd was set)."""
+    "then" and "now" would measure the same tree (as cluster_scale's did until its old side
+    ran with PYTHONSAFEPATH)."""
     probe = ("import importlib\nfor name in ('tcluster.master', 'testkit'):\n    try:\n"
-             "        print(importlib.import_module(name).__file__)\n    except ImportError:\n        pass")
-    found = subprocess.run([sys.executable, "-c", probe], env=env, cwd=old, capture_output=True, text=True,
-                           check=True).stdout.split()
+             "        print(importlib.import_module(name).__file__)\n    except ImportError as e:\n"
+             "        print('missing', name, e)")
+    lines = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    found = [line for line in lines if not line.startswith("missing ")]
+    if not found or not lines[0].endswith(".py"):      # tcluster.master itself must load, from a file
+        raise SystemExit(f"at_revision: the old tree's package does not load: {lines}")
     strays = [f for f in found if not Path(f).resolve().is_relative_to(old.resolve())]
     if strays:
         raise SystemExit(f"at_revision: the old tree's run loads {strays} (not under {old})")
 
 
-def run(label: str, argv: list[str], env: dict[str, str] | None, cwd: Path) -> int:
-    """One run, in its own tree: a bench that starts `python -m testkit...` (cluster_scale's
-    master) finds the package of the working directory first, whatever PYTHONPATH says."""
+def run(label: str, argv: list[str], env: dict[str, str] | None) -> int:
     print(f"=== {label}: {' '.join(argv[1:])}  (load average {os.getloadavg()[0]:.2f})", flush=True)
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=cwd)
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
     print(done.stdout.rstrip(), flush=True)
     if done.returncode:
         print(done.stderr.rstrip(), flush=True)
@@ -78,16 +81,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         old = Path(scratch)
         short = unpack(args.rev, old)
-        env = {**os.environ, "PYTHONPATH": str(old)}
+        # PYTHONSAFEPATH: a bench that starts `python -m testkit...` (cluster_scale's master)
+        # would otherwise find the working directory's package first, whatever PYTHONPATH says.
+        env = {**os.environ, "PYTHONPATH": str(old), "PYTHONSAFEPATH": "1"}
         check_old_package(old, env)
         if args.script_now or not (old / script[0]).exists():   # a bench newer than the revision
             shutil.copy(ROOT / script[0], old / script[0])
             print(f"(today's {script[0]} runs on the old package too)")
         failed = 0
         for _ in range(args.times):
-            failed += run(f"then ({args.rev} = {short})", [sys.executable, str(old / script[0]), *script[1:]], env,
-                          old) != 0
-            failed += run("now (this tree)", [sys.executable, str(ROOT / script[0]), *script[1:]], None, ROOT) != 0
+            failed += run(f"then ({args.rev} = {short})", [sys.executable, str(old / script[0]), *script[1:]], env) != 0
+            failed += run("now (this tree)", [sys.executable, str(ROOT / script[0]), *script[1:]], None) != 0
     return 1 if failed else 0      # every run's output is printed, a failed one's error too
 
 

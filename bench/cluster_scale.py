@@ -785,36 +785,56 @@ async def run_all(args: argparse.Namespace) -> int:
 
 async def _measure_and_report(args: argparse.Namespace, tmp: Path, pairs: list[tuple[str, str]],
                               dashboards: list[bool], stores: list[str]) -> int:
+    drivers: dict[str, Driver] = {}
+    results, by_pair = await _run_pairs(args, tmp, pairs, dashboards, stores, drivers)
+    hist = await _run_history(args, tmp, pairs[0], drivers) if args.history else {}
+    _print_tables(args, results, by_pair, hist, stores, pairs[0])
+    return _print_details(args, drivers, by_pair, stores)
+
+
+async def _run_pairs(args: argparse.Namespace, tmp: Path, pairs: list[tuple[str, str]], dashboards: list[bool],
+                     stores: list[str], drivers: dict[str, Driver]) -> tuple[dict, dict]:
+    """Each policy pair (and dashboard setting, and store) with a fresh master and fleet."""
     by_pair: dict[str, dict[str, dict[str, float]]] = {}
     results: dict[str, dict[str, float]] = {}
-    drivers: dict[str, Driver] = {}
-    if args.only != "history":
-        runs = [(pair, d, store) for pair in pairs for d in dashboards for store in stores]
-        for n, ((fairness, placement), dashboard, store) in enumerate(runs):
-            pair_label = f"{fairness}/{placement}" + ("" if dashboard else " no-history")
-            pair_label += f" #{n + 1}" if len(runs) > len(set(runs)) else ""
-            label = pair_label + (f" {store}" if len(stores) > 1 else "")
-            driver = Driver(args, fairness, placement, tmp, label.replace("/", "-").replace(" ", "-"),
-                            dashboard=dashboard, store=store)
-            results[label] = await guarded(driver)
-            by_pair.setdefault(pair_label, {})[store] = results[label]
-            drivers[label] = driver
-            save(tmp, results)
-            args.profile = args.profile and args.profile_all   # profile the first pair unless --profile-all
+    if args.only == "history":
+        return results, by_pair
+    runs = [(pair, d, store) for pair in pairs for d in dashboards for store in stores]
+    for n, ((fairness, placement), dashboard, store) in enumerate(runs):
+        pair_label = f"{fairness}/{placement}" + ("" if dashboard else " no-history")
+        pair_label += f" #{n + 1}" if len(runs) > len(set(runs)) else ""
+        label = pair_label + (f" {store}" if len(stores) > 1 else "")
+        driver = Driver(args, fairness, placement, tmp, label.replace("/", "-").replace(" ", "-"),
+                        dashboard=dashboard, store=store)
+        results[label] = await guarded(driver)
+        by_pair.setdefault(pair_label, {})[store] = results[label]
+        drivers[label] = driver
+        save(tmp, results)
+        args.profile = args.profile and args.profile_all   # profile the first pair unless --profile-all
+    return results, by_pair
+
+
+async def _run_history(args: argparse.Namespace, tmp: Path, pair: tuple[str, str],
+                       drivers: dict[str, Driver]) -> dict[str, dict[str, float]]:
+    """A fresh master against one whose database holds --history finished tasks."""
     hist: dict[str, dict[str, float]] = {}
-    if args.history:
-        cache = Path(args.history_cache)
-        t = time.monotonic()
-        db = cached_history(cache, args.history)
-        print(f"history database: {db} ({time.monotonic() - t:.0f}s to make or find)", file=sys.stderr)
-        hargs = argparse.Namespace(**{**vars(args), "agents": args.history_agents, "only_phases": {"history"},
-                                      "profile": args.history_profile})
-        fairness, placement = pairs[0]
-        for name, source in (("fresh", None), (f"{args.history:,} done", db)):
-            driver = Driver(hargs, fairness, placement, tmp, "hist-" + name.split()[0].replace(",", ""), source)
-            hist[name] = await guarded(driver)
-            drivers["history " + name] = driver
-            save(tmp, hist, "history")
+    cache = Path(args.history_cache)
+    t = time.monotonic()
+    db = cached_history(cache, args.history)
+    print(f"history database: {db} ({time.monotonic() - t:.0f}s to make or find)", file=sys.stderr)
+    hargs = argparse.Namespace(**{**vars(args), "agents": args.history_agents, "only_phases": {"history"},
+                                  "profile": args.history_profile})
+    fairness, placement = pair
+    for name, source in (("fresh", None), (f"{args.history:,} done", db)):
+        driver = Driver(hargs, fairness, placement, tmp, "hist-" + name.split()[0].replace(",", ""), source)
+        hist[name] = await guarded(driver)
+        drivers["history " + name] = driver
+        save(tmp, hist, "history")
+    return hist
+
+
+def _print_tables(args: argparse.Namespace, results: dict, by_pair: dict, hist: dict, stores: list[str],
+                  pair: tuple[str, str]) -> None:
     shown_agents = args.history_agents if args.only == "history" else args.agents
     print(f"\ncluster_scale: {shown_agents:,} agents in {args.processes} processes ({args.streams_per_channel} "
           f"streams per channel), heartbeat {args.heartbeat_s}s, {args.tasks_per_agent} tasks/agent, "
@@ -823,16 +843,20 @@ async def _measure_and_report(args: argparse.Namespace, tmp: Path, pairs: list[t
     print("Goals are issue 11's, for 10,000 agents; the machine is shared (2 cores), so read ratios across columns.")
     if results:
         print_table("policy pairs (fairness/placement), each with a fresh master and fleet", results)
+    if hist:
+        print_table(f"history: a fresh master vs one with {args.history:,} finished tasks on disk "
+                    f"({args.history_agents:,} agents, {pair[0]}/{pair[1]}); goal: within 1.2x", hist,
+                    goal=False)
+
+
+def _print_details(args: argparse.Namespace, drivers: dict[str, Driver], by_pair: dict, stores: list[str]) -> int:
+    """The stores side by side, each run's steps and profiles; the exit status."""
     verdicts: list[str] = []
     if len(stores) > 1:
         for pair_label, per_store in by_pair.items():
             verdicts += print_store_table(
                 f"stores side by side ({pair_label}; issue 12: etcd = a fresh 3-member etcd cluster on 127.0.0.1; "
                 f"goal: etcd within 2x of SQLite for end-to-end throughput)", per_store)
-    if hist:
-        print_table(f"history: a fresh master vs one with {args.history:,} finished tasks on disk "
-                    f"({args.history_agents:,} agents, {pairs[0][0]}/{pairs[0][1]}); goal: within 1.2x", hist,
-                    goal=False)
     for label, driver in drivers.items():
         for phase, lines in driver.steps.items():
             if lines:

@@ -254,9 +254,9 @@ def _time_dashboard() -> None:
                                 (recorder.Recorder, "sample_cluster", "dash.sample"),
                                 (historydb.HistoryStore, "collect", "dash.collect"),
                                 (historydb.HistoryStore, "finish", "dash.finish")):
-        if not hasattr(owner, method):
+        fn = vars(owner).get(method)      # defined on the class itself: the one its callers find
+        if fn is None:
             raise ProbeTargetMissing(f"probe: {owner.__name__}.{method} is gone (moved?): update testkit/loadgen/probe.py")
-        fn = vars(owner)[method]
         wrapped = _timed_step(name, fn.__func__ if isinstance(fn, staticmethod) else fn)
         setattr(owner, method, staticmethod(wrapped) if isinstance(fn, staticmethod) else wrapped)
 
