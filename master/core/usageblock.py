@@ -76,14 +76,6 @@ class UsageBlock:
         return UsageBlock(tuple(self.ids[i] for i in rows), tuple(self.attempts[i] for i in rows),
                           [self.samples[i] for i in rows], self.raw[rows], self.to_usage, self.unset)
 
-    def cpu_and_working_set(self, row: int) -> tuple[float, float]:
-        """`(u.cpu_rate, u.working_set_bytes)` of the row's TaskUsage u, without building it."""
-        sample = self.samples[row]
-        inactive = sample.memory_inactive_file_bytes
-        if inactive == 0 and self.unset is not None and self.unset(sample):
-            inactive = NOT_SENT
-        return sample.cpu_rate, working_set(sample.memory_bytes, inactive, sample.memory_file_bytes)
-
     @staticmethod
     def of(samples: Mapping[str, tuple[int, TaskUsage]]) -> UsageBlock:
         """From domain values (tests, benches, in-process callers): task id -> (attempt, usage)."""
@@ -135,11 +127,6 @@ class UsageIndex(MutableMapping[str, TaskUsage]):
     def where(self, task_id: str) -> tuple[UsageBlock, int] | None:
         block = self._at.get(task_id)
         return (block, block.row_of(task_id)) if block is not None else None
-
-    def cpu_and_working_set(self, task_id: str) -> tuple[float, float] | None:
-        """What the cluster sample sums, every second, without building a TaskUsage."""
-        block = self._at.get(task_id)
-        return block.cpu_and_working_set(block.row_of(task_id)) if block is not None else None
 
     def __getitem__(self, task_id: str) -> TaskUsage:
         block = self._at[task_id]

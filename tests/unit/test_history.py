@@ -247,9 +247,10 @@ def _per_task_sums(state: MasterState) -> dict[str, tuple[float, float]]:
     used: dict[str, tuple[float, float]] = {}
     for job_id, tasks in state.tasks.items():
         for task in tasks:
-            found = state.usage.cpu_and_working_set(task.id)
-            if found is None:
+            if task.id not in state.usage:
                 continue
+            usage = state.usage[task.id]
+            found = (usage.cpu_rate, usage.working_set_bytes)
             parts = state.jobs[job_id].spec.queue.split(".")
             for depth in range(1, len(parts) + 1):
                 path = ".".join(parts[:depth])

@@ -62,8 +62,6 @@ def test_a_lazy_sample_is_what_usage_from_pb_made_field_for_field(samples: list)
     for row, (task_id, attempt) in enumerate(zip(block.ids, block.attempts)):
         assert attempt == old[task_id][0]
         assert _same(block.usage(row), old[task_id][1])
-        usage = old[task_id][1]
-        assert block.cpu_and_working_set(row) == (usage.cpu_rate, usage.working_set_bytes)
 
 
 @given(st.lists(st.tuples(st.integers(0, 2**31 - 1), USAGES), max_size=8))
