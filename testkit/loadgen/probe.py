@@ -68,6 +68,14 @@ class Timers:
 TIMERS = Timers()
 
 
+def _count_step(name: str, took: float) -> None:
+    """One more `name` in the steps table: count, total and longest (store time apart)."""
+    row = TIMERS.steps[name]
+    row[0] += 1
+    row[1] += took
+    row[3] = max(row[3], took)
+
+
 class ProbeTargetMissing(RuntimeError):
     """What the probe wraps moved: it fails at start, rather than time nothing."""
 
@@ -129,11 +137,7 @@ def install() -> None:
         try:
             return do_fn(self, event)
         finally:
-            took = perf() - start
-            row = TIMERS.steps[name]
-            row[0] += 1
-            row[1] += took
-            row[3] = max(row[3], took)
+            _count_step(name, perf() - start)
 
     service.MasterService._do = _do
 
@@ -156,9 +160,7 @@ def install() -> None:
         try:
             return attach_fn(self, reg)
         finally:
-            row = TIMERS.steps["AgentJoined"]
-            row[0] += 1
-            row[1] += perf() - start
+            _count_step("AgentJoined", perf() - start)
 
     agentside.Agents.attach = attach
 
@@ -238,11 +240,7 @@ def _timed_step(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return fn(*args, **kwargs)
         finally:
-            took = perf() - start
-            row = TIMERS.steps[name]
-            row[0] += 1
-            row[1] += took
-            row[3] = max(row[3], took)
+            _count_step(name, perf() - start)
     return timed
 
 
@@ -269,11 +267,7 @@ def _time_collections() -> None:
         if phase == "start":
             started[0] = perf()
             return
-        took = perf() - started[0]
-        row = TIMERS.steps[f"gc.gen{info['generation']}"]
-        row[0] += 1
-        row[1] += took
-        row[3] = max(row[3], took)
+        _count_step(f"gc.gen{info['generation']}", perf() - started[0])
 
     gc.callbacks.append(on_gc)
 
