@@ -23,10 +23,11 @@ class TierArrays:
     def grow(self, capacity: int, block: int, made: np.ndarray | None = None) -> None:
         """`made`: the block's rows, NaN already (master/usage/prefill.py)."""
         # Bucket-major: a drain writes one bucket of many slots, next to each other in memory
-        # (slot-major, every row written would be on a page of its own). Left unwritten here:
-        # TaskRings.take clears a slot's rows when it is first taken. Filling a block of an
-        # eighth of the slots at once (70 MB at 32,000 slots) held the master's loop for
-        # 100-350 ms at 1,000 new tasks/s (issue 38); untouched pages cost nothing until then.
+        # (slot-major, every row written would be on a page of its own). Unless the prefill
+        # made it, left unwritten here: TaskRings.take clears a slot's rows when it is first
+        # taken. Filling a block of an eighth of the slots at once on the loop (70 MB at
+        # 32,000 slots) held it for 100-350 ms at 1,000 new tasks/s (issue 38); untouched
+        # pages cost nothing until then.
         self.blocks.append(np.empty((self.size, block, self.width), dtype=np.uint16) if made is None else made)
         extra = capacity - len(self.last)
         self.last = np.concatenate([self.last, np.full(extra, -1, dtype=np.int64)])
