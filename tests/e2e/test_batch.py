@@ -161,4 +161,4 @@ def test_a_ten_million_index_array_cancelled_and_overlapping_runs_refused(cluste
     job = wait_job(cluster.address, job_id, DONE, timeout_s=60)
     assert job["state"] == "CANCELLED", job
     assert sorted(t["index"] for t in job["tasks"]) == [0, 1]                # only the two that ran have rows
-    assert all(t["state"] == "KILLED" for t in job["tasks"])
+    assert all(t["state"] == "KILLED" for t in job["tasks"]), [(t["index"], t["state"], t["reason"]) for t in job["tasks"]]
