@@ -52,7 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", type=Path, default=Path("/var/lib/tcluster/agent"),
                    help="logs and task state (default %(default)s)")
     p.add_argument("--runtime", default="auto", choices=RUNTIMES, help="container backend (default %(default)s)")
-    p.add_argument("--cgroup-parent", default=None, help="cgroup subtree for this agent (default tcluster/<node>)")
+    p.add_argument("--cgroup-parent", default=None, help="where task cgroups go: `scope` (a delegated systemd scope, tcl-tasks-<node>.scope; the default "
+                        "when run as a Delegate=yes service on cgroup v2), `delegated` (the agent's own unit; "
+                        "systemd >= 254 with DelegateSubgroup=), or a path under the cgroup root (default "
+                        "otherwise: tcluster/<node>)")
     p.add_argument("--heartbeat-interval-s", type=float, default=1.0)
     p.add_argument("--usage-interval-s", type=float, default=0.0,
                    help="send task usage at most this often (changes still go at once); "

@@ -32,7 +32,7 @@ class AgentSettings(BaseModel):
     state_dir: Path = Path("/var/lib/tcluster/agent")
     runtime: str = "auto"
     allow_process_runtime: bool = False         # only `tcl dev` sets this
-    cgroup_parent: str | None = None            # default tcluster/<node>
+    cgroup_parent: str | None = None            # scope | delegated | a path; None: scope under systemd, else tcluster/<node>
     heartbeat_interval_s: float = Field(1.0, gt=0, le=60)   # until the master says otherwise
     # Usage reports at most this often (a report still goes at once when something changed);
     # 0: the master's choice from the cluster size (Registered.usage_interval_s). Issue 26.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,7 +14,8 @@ from .cgfs import is_safe_name
 from .cgroup1 import Cgroup1Runtime
 from .cgroup2 import Cgroup2Runtime
 from .detect import CgroupMounts, choose_mode, parse_controllers, parse_mountinfo, parse_proc_cgroup, plan_v2
-from .detect import DELEGATED
+from .detect import DELEGATED, SCOPE, default_parent
+from .taskscope import TaskScope
 from .process import ProcessRuntime
 
 if TYPE_CHECKING:                # imported when used: pyroute2 and the docker SDK load slowly
@@ -63,10 +65,23 @@ def is_delegated(v2_mount: str, own: str | None) -> bool:
     return False
 
 
+def _is_delegated_service(v2_mount: str, own: str | None) -> bool:
+    """The agent runs as a systemd service with Delegate=yes (tcl-agent.service)."""
+    return bool(own) and own.rstrip("/").endswith(".service") and is_delegated(v2_mount, own)
+
+
+def _has_task_groups(tree: Path) -> bool:
+    """Tasks an earlier agent started in tcluster/<node> still have their groups there."""
+    try:
+        return any(p.is_dir() for p in tree.iterdir())
+    except OSError:
+        return False
+
+
 def _subtree(node: str, cgroup_parent: str | None) -> str:
     if not is_safe_name(node):
         raise RuntimeSetupError(f"node name {node!r} cannot name a cgroup: use only A-Za-z0-9_.-")
-    if cgroup_parent == DELEGATED:
+    if cgroup_parent in (DELEGATED, SCOPE):
         return f"tcluster/{node}"        # v1 has no delegation: the default tree
     subtree = f"tcluster/{node}" if cgroup_parent is None else cgroup_parent.strip("/")
     if not subtree or not all(is_safe_name(p) for p in subtree.split("/")):
@@ -78,9 +93,15 @@ def _subtree(node: str, cgroup_parent: str | None) -> str:
 def _cgroup2(node: str, subtree: str, cgroup_parent: str | None, state_dir: Path, mounts: CgroupMounts,
              namespaces: bool) -> Cgroup2Runtime:
     assert mounts.v2 is not None
+    own = own_cgroup_v2()
+    if cgroup_parent is None:
+        cgroup_parent = default_parent(_is_delegated_service(mounts.v2, own), shutil.which("systemd-run") is not None,
+                                       _has_task_groups(Path(mounts.v2) / subtree))
+    if cgroup_parent == SCOPE:
+        layout = plan_v2(node, SCOPE, own)
+        return Cgroup2Runtime(layout.subtree, state_dir, mounts, None, namespaces, TaskScope(Path(mounts.v2), node))
     if cgroup_parent != DELEGATED:
         return Cgroup2Runtime(subtree, state_dir, mounts, None, namespaces)
-    own = own_cgroup_v2()
     layout = plan_v2(node, cgroup_parent, own)
     if not is_delegated(mounts.v2, own):
         log.warning("cgroup %s carries no delegate mark: is the unit's Delegate=yes set?", own)

@@ -1,9 +1,10 @@
 """The cgroup v2 backend: one group per task at <mount>/<subtree>/<key>, with the cpu,
 memory and pids controllers (and io where the host has it) enabled down the subtree.
 
-On a host where systemd delegated the agent's own cgroup (Delegate=yes), the subtree is
-<own cgroup>/tasks and the agent first moves itself into the leaf <own cgroup>/agent:
-cgroup v2 allows controllers to be enabled only in groups without processes of their own.
+Under systemd the subtree is <scope>/tasks in the agent's delegated scope (taskscope.py),
+made before the tree. With --cgroup-parent delegated it is <own cgroup>/tasks and the agent
+first moves itself into the leaf <own cgroup>/agent: cgroup v2 allows controllers to be
+enabled only in groups without processes of their own.
 Teardown writes cgroup.kill (kernel >= 5.14) or, before that, freezes and kills in a loop."""
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .detect import V2_OPTIONAL, V2_REQUIRED, CgroupMounts, parse_controllers
 from . import devbpf
 from .limits import v2_limits
 from .shimbase import ShimRuntime
+from .taskscope import TaskScope
 from .cgroup_usage import V2_FILES, oom_kills_v2, usage_v2
 from .writer import write_file, write_v2
 
@@ -48,7 +50,7 @@ class Cgroup2Runtime(ShimRuntime):
     name = "cgroup2"
 
     def __init__(self, subtree: str, state_dir: Path, mounts: CgroupMounts, agent_leaf: str | None = None,
-                 namespaces: bool = True) -> None:
+                 namespaces: bool = True, scope: TaskScope | None = None) -> None:
         super().__init__(state_dir, namespaces)
         if mounts.v2 is None:
             raise RuntimeSetupError("cgroup v2: no cgroup2 filesystem is mounted")
@@ -62,6 +64,7 @@ class Cgroup2Runtime(ShimRuntime):
         self._paths: dict[str, list[tuple[str, str]]] = {}     # per container: files sample() reads
         self._counters = CounterFiles()                        # ... kept open between samples
         self._controllers: tuple[str, ...] = V2_REQUIRED
+        self._scope = scope                                    # the delegated scope the tasks live in
 
     def _dir(self, key: str) -> Path:
         return self._node / key
@@ -85,23 +88,33 @@ class Cgroup2Runtime(ShimRuntime):
         if not os.access(self._base, os.W_OK):
             raise RuntimeSetupError(f"cgroup v2: cannot write {self._base}; run the agent as root "
                                     "or delegate the subtree to it")
+        if self._scope is not None:
+            self._scope.tools()
 
     def setup(self) -> None:
         self.check()
         if self._leaf:
             self._enter_leaf()
+        self._make_tree()
+        self.setup_shim()
+
+    def _make_tree(self) -> None:
+        """The groups down to the tasks' parent, controllers on in each (the scope first)."""
+        top = self._base        # systemd enabled the controllers down to a scope: ours starts there
+        if self._scope is not None:
+            self._scope.ensure()
+            top = self._scope.group
         try:
-            made = make_chain(self._root, self._subtree, _new_cgroup)
+            made = make_chain(top, str(self._node.relative_to(top)), _new_cgroup)
         except OSError as e:
             raise RuntimeSetupError(f"cannot create cgroup {self._node}: {e.strerror}") from e
         self._created += [p for p in made if p not in self._created]
         # Controllers must be on in subtree_control of every group above a task's group.
-        path = self._base
+        path = top
         self._enable(path)
-        for part in self._node.relative_to(self._base).parts:
+        for part in self._node.relative_to(top).parts:
             path = path / part
             self._enable(path)
-        self.setup_shim()
 
     def _enter_leaf(self) -> None:
         """Move the agent (and so the shims it starts) out of the delegated group's root."""
@@ -127,6 +140,11 @@ class Cgroup2Runtime(ShimRuntime):
 
     def _prepare(self, spec: TaskSpec) -> list[str]:
         group = self._dir(spec.key)
+        if self._scope is not None and not self._node.is_dir():
+            try:             # the scope was stopped (`systemctl stop`): a new one
+                self._make_tree()
+            except RuntimeSetupError as e:
+                raise LaunchError(str(e)) from e
         try:
             _new_cgroup(group)
         except FileExistsError as e:

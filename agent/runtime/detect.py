@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .base import RuntimeSetupError
+from .taskscope import TASKS, scope_group
 
 Mode = Literal["cgroup2", "cgroup1"]
 
@@ -152,20 +153,35 @@ class V2Layout:
 
 
 DELEGATED = "delegated"
+SCOPE = "scope"
+
+
+def default_parent(own_is_delegated_service: bool, systemd_run: bool, legacy_tasks: bool) -> str | None:
+    """What no --cgroup-parent means on a cgroup v2 host: the delegated scope
+    (agent/runtime/taskscope.py) when the agent runs as a Delegate=yes service and systemd-run
+    is there; else None, the agent's own top-level tree tcluster/<node> (no systemd, or the
+    agent started by hand). An agent upgraded from a version that used tcluster/<node> keeps
+    it while tasks started there still run, so that it re-adopts them."""
+    if own_is_delegated_service and systemd_run and not legacy_tasks:
+        return SCOPE
+    return None
 
 
 def plan_v2(node: str, cgroup_parent: str | None, own_cgroup: str | None) -> V2Layout:
     """Where this agent's groups live on a v2 host.
 
-    - default: tcluster/<node>, a top-level tree of the agent's own (like Nomad's
-      nomad.slice). Under systemd the unit has Delegate=yes so systemd leaves the groups the
-      agent makes alone, and KillMode=process so tasks outlive the agent.
+    - None: tcluster/<node>, a top-level tree of the agent's own (like Nomad's
+      nomad.slice), for an agent not run as a systemd service (default_parent).
     - `--cgroup-parent delegated`: the agent's own (delegated) group: tasks in <own>/tasks,
       the agent itself moved into the leaf <own>/agent, as cgroup v2 requires. Not the
       default because systemd before v254 (no DelegateSubgroup=) then cannot restart the
       unit while tasks run: it must put the new main process into the unit's group, which
       has controllers enabled, and fails with 219/CGROUP (measured in tests/vm).
+    - `--cgroup-parent scope` (the default under systemd, default_parent): a transient
+      delegated scope, tcluster.slice/tcl-tasks-<node>.scope: tasks in <scope>/tasks.
     - any other value: that path under the cgroup2 mount."""
+    if cgroup_parent == SCOPE:
+        return V2Layout(f"{scope_group(node)}/{TASKS}")
     if cgroup_parent == DELEGATED:
         own = (own_cgroup or "/").strip("/")
         if not own:

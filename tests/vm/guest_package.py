@@ -11,7 +11,8 @@ for tests/vm/test_package.py: the Debian package built on the host, as an operat
    the operator's edited /etc/tcluster/agent.toml is untouched.
 4. The agent's heartbeat loop is made to hang (the test-only trigger in agent.toml): the
    unit's watchdog kills it and systemd starts it again.
-5. `dpkg -r` keeps config and state; `dpkg -P` removes them (both packages).
+5. `systemctl stop` on the agent's task scope ends its task; the next task gets a new scope.
+6. `dpkg -r` keeps config and state and stops the idle scope; `dpkg -P` removes them (both packages).
 Writes package-results.json into the share; journals and tool outputs beside it."""
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ NODE = "vm3"
 HANG = Path("/run/tcl-hang")      # agent.toml's test_hang_file
 GO = Path("/run/tcl-go")          # the task waits for it (visible in its mount namespace: only /tmp is private)
 UNITS = ("tcl-agent.service", "tcl-master.service", "tcl-gm.service")
+SCOPE = f"tcl-tasks-{NODE}.scope"          # where the agent's tasks live (agent/runtime/taskscope.py)
+SCOPE_GROUP = Path("/sys/fs/cgroup/tcluster.slice") / SCOPE
 ENV = {**os.environ, "TCL_MASTER": "127.0.0.1:7070", "TCL_CA": str(MASTER_DIR / "pki" / "ca.crt"),
        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
@@ -125,9 +128,16 @@ def least_privilege() -> dict[str, Any]:
     return out
 
 
+def scope_state() -> dict[str, Any]:
+    """The agent's delegated task scope, as systemd and cgroupfs show it."""
+    keeper = SCOPE_GROUP / "keeper" / "cgroup.procs"
+    return {**{name: prop(SCOPE, name) for name in ("ActiveState", "Delegate", "Slice", "ControlGroup")},
+            "keeper": keeper.read_text().split() if keeper.exists() else []}
+
+
 def upgrade_while_a_task_runs(second: list[Path]) -> dict[str, Any]:
-    # The task prints its own cgroup: under the agent's tree, not the unit's (KillMode=process
-    # leaves it running through the agent's restart, which re-adopts it).
+    # The task prints its own cgroup: in the agent's delegated scope, not its unit (the unit
+    # restarts while the task runs, and the new agent re-adopts it).
     submitted = sh("tcl", "submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sh", "-c",
                    f"cat /proc/self/cgroup; while [ ! -e {GO} ]; do sleep 1; done; echo done")
     job_id = submitted.stdout.strip()
@@ -147,6 +157,7 @@ def upgrade_while_a_task_runs(second: list[Path]) -> dict[str, Any]:
     out["attempts"] = [t.get("attempt") for t in final.get("tasks", [])]
     out["logs"] = sh("tcl", "logs", job_id).stdout
     out["agent_cgroup"] = main_cgroup("tcl-agent.service")
+    out["scope"] = scope_state()
     journal = sh("journalctl", "--no-pager", "-u", "tcl-agent").stdout
     # `--version` is "tcl-agent 0.1.0 (commit abc)"; the start line names the bare version.
     out["new_agent_started"] = f"tcl-agent {out['version'].split()[1]} {NODE}: runtime" in journal
@@ -172,6 +183,20 @@ def watchdog_restart() -> dict[str, Any]:
             "node_ready_after": bool(wait_until(node_ready, 120))}
 
 
+def stop_the_scope() -> dict[str, Any]:
+    """`systemctl stop` on the task scope ends the node's tasks; the next task gets a new scope."""
+    submitted = sh("tcl", "submit", "--cpu", "0.5", "--mem", "64Mi", "--", "sleep", "600")
+    first = submitted.stdout.strip()
+    out: dict[str, Any] = {"running": bool(wait_until(lambda: job(first)["state"] == "RUNNING", 120))}
+    out["stop_rc"] = sh("systemctl", "stop", SCOPE).returncode
+    out["first_state"] = wait_until(lambda: job(first)["state"] if job(first)["state"] != "RUNNING" else "", 120)
+    second = sh("tcl", "submit", "--cpu", "0.5", "--mem", "64Mi", "--", "cat", "/proc/self/cgroup").stdout.strip()
+    out["second_succeeded"] = bool(wait_until(lambda: job(second)["state"] == "SUCCEEDED", 120))
+    out["second_logs"] = sh("tcl", "logs", second).stdout
+    out["scope"] = scope_state()
+    return out
+
+
 def remove_and_purge() -> dict[str, Any]:
     (SHARE / "journal-package.log").write_text(
         sh("journalctl", "--no-pager", "-u", "tcl-agent", "-u", "tcl-master").stdout)
@@ -187,6 +212,7 @@ def remove_and_purge() -> dict[str, Any]:
                dpkg_status=sh("dpkg-query", "-W", "-f=${Status}", "tcluster").stdout.strip())
     groups = Path("/sys/fs/cgroup/tcluster") / NODE
     out["leftover_groups"] = sorted(p.name for p in groups.iterdir() if p.is_dir()) if groups.exists() else []
+    out["scope_left"] = SCOPE_GROUP.exists()       # dpkg -r stopped the idle scope, and its keeper
     return out
 
 
@@ -208,7 +234,7 @@ def run_all(pkg: Path) -> dict[str, Any]:
         return results
     first, second = [pkg / name for name in ready["first"]], [pkg / name for name in ready["second"]]
     steps = (("install", lambda: first_install(first)), ("upgrade", lambda: upgrade_while_a_task_runs(second)),
-             ("watchdog", watchdog_restart), ("remove", remove_and_purge))
+             ("watchdog", watchdog_restart), ("scope", stop_the_scope), ("remove", remove_and_purge))
     for name, step in steps:
         started = time.monotonic()
         try:

@@ -71,7 +71,19 @@ def test_upgrade_restarts_the_agent_and_the_task_survives(guest: dict[str, Any])
     assert step["succeeded"] and step["attempts"] == [1], step   # its first attempt
     assert step["agent_cgroup"].endswith("/system.slice/tcl-agent.service"), step["agent_cgroup"]
     cgroup, _, rest = step["logs"].partition("\n")
-    assert "/tcluster/" in cgroup and rest == "done\n", step["logs"]
+    assert cgroup.startswith("0::/tcluster.slice/tcl-tasks-vm3.scope/tasks/") and rest == "done\n", step["logs"]
+    scope = step["scope"]       # a scope systemd delegated, held by its keeper in a leaf
+    assert (scope["ActiveState"], scope["Delegate"], scope["Slice"]) == ("active", "yes", "tcluster.slice"), scope
+    assert scope["ControlGroup"] == "/tcluster.slice/tcl-tasks-vm3.scope" and len(scope["keeper"]) == 1, scope
+
+
+def test_stopping_the_task_scope_ends_the_tasks_and_the_next_task_gets_a_new_one(guest: dict[str, Any]) -> None:
+    step = _package(guest, "scope")
+    assert step.get("running") and step["stop_rc"] == 0, step
+    assert step["first_state"] in ("FAILED", "KILLED"), step
+    assert step["second_succeeded"], step
+    assert step["second_logs"].startswith("0::/tcluster.slice/tcl-tasks-vm3.scope/tasks/"), step
+    assert step["scope"]["ActiveState"] == "active" and len(step["scope"]["keeper"]) == 1, step
 
 
 def test_the_watchdog_restarts_a_hung_agent(guest: dict[str, Any]) -> None:
@@ -87,7 +99,7 @@ def test_remove_keeps_config_and_state_and_purge_removes_them(guest: dict[str, A
     assert step["config_kept"] and step["state_kept"], step
     assert step["purge_rc"] == 0 and not step["etc_left"] and not step["state_left"], (step, _log(guest, "dpkg-purge.log"))
     assert step["dpkg_status"] in ("", "unknown ok not-installed"), step
-    assert step["leftover_groups"] == [], step
+    assert step["leftover_groups"] == [] and not step["scope_left"], step
 
 
 def _contents(deb: Path) -> dict[str, int]:

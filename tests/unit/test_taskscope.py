@@ -1,0 +1,144 @@
+"""The delegated task scope (agent/runtime/taskscope.py): when the agent chooses it, where
+its groups go, and how it asks systemd for it. The real scope, under systemd on cgroup v2,
+is tests/vm/test_package.py's (the package's agent unit, restarted under a running task)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import tcluster.agent.runtime as runtime_pkg
+from tcluster.agent.runtime import Cgroup1Runtime, Cgroup2Runtime, RuntimeSetupError, make_runtime, taskscope
+from tcluster.agent.runtime.detect import SCOPE, CgroupMounts, default_parent, plan_v2
+from tcluster.agent.runtime.taskscope import TaskScope, start_command
+from testkit.procs import wait_until
+
+SERVICE = "/system.slice/tcl-agent.service"
+
+
+@pytest.mark.parametrize("service, systemd_run, legacy, chosen", [
+    (True, True, False, SCOPE),
+    (False, True, False, None),      # by hand, `tcl dev`, a test runner: its own tcluster/<node>
+    (True, False, False, None),      # no systemd-run: nothing to ask systemd with
+    (True, True, True, None),        # tasks of the old layout still run: stay to re-adopt them
+])
+def test_the_scope_is_the_default_only_for_a_delegated_service(service: bool, systemd_run: bool, legacy: bool,
+                                                                 chosen: str | None) -> None:
+    assert default_parent(service, systemd_run, legacy) == chosen
+
+
+def test_the_scope_layout() -> None:
+    layout = plan_v2("n1", SCOPE, SERVICE)
+    assert (layout.subtree, layout.agent_leaf) == ("tcluster.slice/tcl-tasks-n1.scope/tasks", None)
+
+
+@pytest.fixture
+def v2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "v2"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu io memory pids\n")
+    monkeypatch.setattr(runtime_pkg, "host_mounts", lambda: (CgroupMounts(v2=str(root)), {"cpu", "io", "memory", "pids"}))
+    monkeypatch.setattr(runtime_pkg, "own_cgroup_v2", lambda: SERVICE)
+    monkeypatch.setattr(runtime_pkg, "is_delegated", lambda mount, own: own == SERVICE)
+    monkeypatch.setattr(taskscope.shutil, "which", lambda name: f"/usr/bin/{name}")
+    return root
+
+
+def test_a_delegated_agent_unit_puts_its_tasks_in_the_scope(v2: Path, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = make_runtime("auto", "n1", tmp_path / "state")
+    assert isinstance(rt, Cgroup2Runtime) and rt._subtree == "tcluster.slice/tcl-tasks-n1.scope/tasks"
+    assert rt._scope is not None and rt._scope.group == v2 / "tcluster.slice" / "tcl-tasks-n1.scope"
+    # run by hand (not a delegated service): the agent's own top-level tree, as before
+    monkeypatch.setattr(runtime_pkg, "own_cgroup_v2", lambda: "/user.slice/session-4.scope")
+    assert make_runtime("auto", "n1", tmp_path / "state")._subtree == "tcluster/n1"
+
+
+def test_an_upgraded_agent_keeps_the_old_tree_while_its_tasks_run_there(v2: Path, tmp_path: Path) -> None:
+    (v2 / "tcluster" / "n1" / "cg.0").mkdir(parents=True)
+    rt = make_runtime("auto", "n1", tmp_path / "state")
+    assert rt._subtree == "tcluster/n1" and rt._scope is None      # type: ignore[attr-defined]
+    (v2 / "tcluster" / "n1" / "cg.0").rmdir()                      # they ended: the next start moves
+    assert make_runtime("auto", "n1", tmp_path / "state")._subtree.startswith("tcluster.slice/")  # type: ignore[attr-defined]
+
+
+def test_an_explicit_scope_on_cgroup_v1_is_the_default_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    v1 = CgroupMounts(v1=tuple((c, str(tmp_path)) for c in ("cpu", "cpuacct", "freezer", "memory", "pids")))
+    monkeypatch.setattr(runtime_pkg, "host_mounts", lambda: (v1, set[str]()))
+    rt = make_runtime("auto", "n1", tmp_path, cgroup_parent="scope")
+    assert isinstance(rt, Cgroup1Runtime) and rt._subtree == "tcluster/n1"
+
+
+def test_no_systemd_run_is_a_setup_error_naming_the_fix(v2: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(taskscope.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeSetupError, match="needs systemd-run"):
+        make_runtime("auto", "n1", tmp_path / "state", cgroup_parent="scope")
+
+
+def test_the_scope_asked_for_is_delegated_unbounded_and_collected() -> None:
+    command = start_command("n1", "/usr/bin/systemd-run", "/bin/sleep")
+    assert command[:2] == ["/usr/bin/systemd-run", "--scope"]
+    for wanted in ("--unit=tcl-tasks-n1.scope", "--slice=tcluster.slice", "--property=Delegate=yes",
+                   "--property=TasksMax=infinity", "--collect"):
+        assert wanted in command
+    assert command[-3:] == ["--", "/bin/sleep", "infinity"]
+
+
+def _fake_systemd_run(directory: Path, body: str) -> str:
+    path = directory / "systemd-run"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_systemd_runs_refusal_is_the_setup_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = _fake_systemd_run(tmp_path, 'echo "Failed to start transient scope unit: Access denied" >&2; exit 1')
+    monkeypatch.setattr(taskscope.shutil, "which", lambda name: fake if name == "systemd-run" else "/bin/sleep")
+    scope = TaskScope(tmp_path / "v2", "n1", timeout_s=30)
+    with pytest.raises(RuntimeSetupError, match="could not start tcl-tasks-n1.scope: Failed to start .* Access denied"):
+        scope.ensure()      # at once: its exit is seen, not waited out
+
+
+def test_a_new_scope_moves_its_keeper_into_the_keeper_leaf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # systemd-run, faked: it would move itself into the scope, then exec the keeper.
+    fake = _fake_systemd_run(tmp_path, 'while [ "$1" != "--" ]; do shift; done; shift; exec "$@"')
+    monkeypatch.setattr(taskscope.shutil, "which", lambda name: fake if name == "systemd-run" else "/bin/sleep")
+    monkeypatch.setattr(taskscope, "_in_group", lambda pid, group: group == "tcluster.slice/tcl-tasks-n1.scope")
+    moved: list[tuple[Path, str]] = []
+    monkeypatch.setattr(taskscope, "write_file", lambda path, value: moved.append((path, value)))
+    scope = TaskScope(tmp_path / "v2", "n1")
+    assert scope.ensure() == "created"
+    ((procs, pid),) = moved
+    try:
+        assert procs == tmp_path / "v2" / "tcluster.slice" / "tcl-tasks-n1.scope" / "keeper" / "cgroup.procs"
+        # the pid moved is the keeper's: the same process, once systemd-run has exec'd it
+        wait_until(lambda: Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2]
+                   == [b"/bin/sleep", b"infinity"], 30)
+        assert os.getsid(int(pid)) == int(pid)        # its own session: no signal to the agent's group reaches it
+    finally:
+        os.kill(int(pid), signal.SIGKILL)
+
+
+def test_an_existing_scope_is_adopted_and_one_without_keeper_gets_one(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    keeper = tmp_path / "v2" / "tcluster.slice" / "tcl-tasks-n1.scope" / "keeper"
+    keeper.mkdir(parents=True)
+    (keeper / "cgroup.procs").write_text("4242\n")
+    spawned: list[list[str]] = []
+    monkeypatch.setattr(taskscope.shutil, "which", lambda name: f"/usr/bin/{name}")
+
+    def spawn(args: list[str], **_: object) -> subprocess.Popen[bytes]:
+        spawned.append(args)
+        return subprocess.Popen(["true"])
+    scope = TaskScope(tmp_path / "v2", "n1", spawn=spawn)
+    assert scope.ensure() == "adopted" and spawned == []
+    (keeper / "cgroup.procs").write_text("")       # its keeper was killed; tasks still hold it
+    monkeypatch.setattr(taskscope, "write_file", lambda path, value: (keeper / "cgroup.procs").write_text(value))
+    assert scope.ensure() == "kept" and spawned == [["/usr/bin/sleep", "infinity"]]
+    assert (keeper / "cgroup.procs").read_text().isdigit()
