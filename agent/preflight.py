@@ -56,10 +56,10 @@ def controllers(mounts: CgroupMounts, v2_controllers: set[str]) -> Check:
 
 
 def delegation(mounts: CgroupMounts, v2_controllers: set[str], systemd: bool, delegate: str | None,
-               euid: int) -> Check:
-    """cgroup v2 under systemd: the agent's unit must have Delegate=yes, or systemd moves
-    and empties the groups the agent made. `delegate`: `systemctl show -p Delegate` of the
-    tcl-agent unit (None: not known)."""
+               euid: int, systemd_run: bool = True) -> Check:
+    """cgroup v2 under systemd: the agent's unit must have Delegate=yes, and systemd-run be
+    there to ask for the tasks' delegated scope (agent/runtime/taskscope.py). `delegate`:
+    `systemctl show -p Delegate` of the tcl-agent unit (None: not known)."""
     try:
         mode = choose_mode(mounts, v2_controllers)
     except RuntimeSetupError:
@@ -74,7 +74,11 @@ def delegation(mounts: CgroupMounts, v2_controllers: set[str], systemd: bool, de
     if delegate is None:
         return Check("delegation", SKIP, "tcl-agent.service is not installed; its unit sets Delegate=yes")
     if delegate.strip().lower() in ("yes", "true", "1"):
-        return Check("delegation", OK, "tcl-agent.service has Delegate=yes")
+        if not systemd_run:
+            return Check("delegation", FAIL, "tcl-agent.service has Delegate=yes but systemd-run is missing: tasks "
+                         "would go outside any delegated group (tcluster/<node>)", "install systemd's systemd-run")
+        return Check("delegation", OK, "tcl-agent.service has Delegate=yes; tasks go to its delegated scope "
+                     "tcluster.slice/tcl-tasks-<node>.scope")
     return Check("delegation", FAIL, f"tcl-agent.service has Delegate={delegate.strip() or 'no'}",
                  "set Delegate=yes in the unit (the packaged one does), then systemctl daemon-reload")
 

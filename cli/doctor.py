@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -43,7 +44,7 @@ def run_checks(args: argparse.Namespace) -> list[Check]:
     checks = [preflight.root(os.geteuid()), preflight.cgroups(mounts, v2_controllers),
               preflight.controllers(mounts, v2_controllers),
               preflight.delegation(mounts, v2_controllers, systemd, unit_delegate() if systemd else None,
-                                   os.geteuid()),
+                                   os.geteuid(), shutil.which("systemd-run") is not None),
               preflight.namespaces(*namespace_facts()), preflight.pidfds(pidfd_error()), shim_check()]
     return checks + master_checks(args)
 

@@ -45,6 +45,12 @@ def test_controllers(mounts: CgroupMounts, controllers: set[str], status: str, d
         == (status, detail)
 
 
+def test_delegation_without_systemd_run_fails_naming_where_tasks_would_go() -> None:
+    check = preflight.delegation(V2, V2_ALL, True, "yes", 0, systemd_run=False)
+    assert check.status == FAIL and "tcluster/<node>" in check.detail and "systemd-run" in check.fix, check
+    assert "tcl-tasks-<node>.scope" in preflight.delegation(V2, V2_ALL, True, "yes", 0).detail
+
+
 @pytest.mark.parametrize("mounts, systemd, delegate, euid, status", [
     (V2, True, "yes", 0, OK),
     (V2, True, "no", 0, FAIL),
