@@ -67,7 +67,7 @@ def is_delegated(v2_mount: str, own: str | None) -> bool:
 
 def _is_delegated_service(v2_mount: str, own: str | None) -> bool:
     """The agent runs as a systemd service with Delegate=yes (tcl-agent.service)."""
-    return bool(own) and own.rstrip("/").endswith(".service") and is_delegated(v2_mount, own)
+    return own is not None and own.rstrip("/").endswith(".service") and is_delegated(v2_mount, own)
 
 
 def _has_task_groups(tree: Path) -> bool:
