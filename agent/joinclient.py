@@ -18,7 +18,8 @@ from tcluster.daemonkit.leaders import MasterTour, join_addresses, parse_address
 from tcluster.security.bootstrap import fetch_pinned_ca
 from tcluster.security.channel import TLS_OPTIONS
 from tcluster.security.jointoken import parse_join_token
-from tcluster.security.pki import ca_fingerprint, check_node_name, issued_by, make_node_csr, node_of_cert
+from tcluster.security.certs import ca_fingerprint, check_node_name, node_of_cert
+from tcluster.security.nodekeys import make_node_csr, signed_by
 from tcluster.v1 import join_pb2, join_pb2_grpc
 
 JOIN_TIMEOUT_S = 30.0
@@ -71,7 +72,7 @@ def _check_response(response: join_pb2.JoinResponse, ca_pem: bytes, node: str) -
     """The master answered over verified TLS; still, keep only what fits what we asked."""
     if bytes(response.ca_pem).strip() != ca_pem.strip():
         raise JoinError("the master answered with a different CA than the one the token pins")
-    if not issued_by(bytes(response.cert_pem), ca_pem) or node_of_cert(bytes(response.cert_pem)) != node:
+    if not signed_by(bytes(response.cert_pem), ca_pem) or node_of_cert(bytes(response.cert_pem)) != node:
         raise JoinError(f"the master's certificate is not a node certificate for {node} from the pinned CA")
     if not 0 < response.agent_port < 65536:
         raise JoinError(f"the master named no usable agent port ({response.agent_port})")

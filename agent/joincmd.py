@@ -15,6 +15,7 @@ from pathlib import Path
 from tcluster.agent.joinclient import JoinError, join
 from tcluster.domain.errors import InvalidArgument
 from tcluster.security.bootstrap import PinMismatch
+from tcluster.security.nodekeys import OpensslMissing
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +71,7 @@ def main(argv: list[str]) -> int:
     except InvalidArgument as error:
         print(f"tcl-agent join: {error}", file=sys.stderr)
         return 2
-    except (JoinError, PinMismatch) as error:
+    except (JoinError, PinMismatch, OpensslMissing) as error:
         print(f"tcl-agent join: {error}", file=sys.stderr)
         return 1
     except OSError as error:

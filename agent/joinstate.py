@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 
-from tcluster.security.pki import make_private_dir, node_of_cert, write_private
+from tcluster.security.certs import make_private_dir, node_of_cert, write_private
 
 JOINED_FILE = "joined.json"
 PKI_DIR = "pki"

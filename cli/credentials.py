@@ -137,8 +137,8 @@ def cluster_ca(master: str, pin: str, ca_file: Path | None = None) -> bytes:
     """The CA to trust for this master: the PEM file (checked against the pin, if any),
     else the one the master presents, kept only if its sha256 is the pin. Raises
     InvalidArgument, PinMismatch or OSError (no master reached)."""
-    from tcluster.security.bootstrap import fetch_pinned_ca   # pulls in cryptography: only here
-    from tcluster.security.pki import ca_fingerprint
+    from tcluster.security.bootstrap import fetch_pinned_ca
+    from tcluster.security.certs import ca_fingerprint
     from tcluster.daemonkit.leaders import parse_addresses               # pulls in grpc: only here
     if ca_file is not None:
         try:
@@ -170,13 +170,14 @@ def pinned_ca(master: str, credentials: Credentials) -> Credentials:
     if credentials.ca_pem or not credentials.ca_pin:
         return credentials
     from tcluster.security.bootstrap import NotTls, PinMismatch
+    from tcluster.security.nodekeys import OpensslMissing
     try:
         return replace(credentials, ca_pem=cluster_ca(master, credentials.ca_pin))
     except NotTls as error:
         if is_loopback(master):      # a plaintext master on this host: the token stays on this host
             return replace(credentials, ca_pin="")
         raise CaUnavailable(f"{error}; the token was not sent") from None
-    except PinMismatch as error:
+    except (PinMismatch, OpensslMissing) as error:
         raise CaUnavailable(f"{error}; the token was not sent") from None
     except OSError as error:
         raise CaUnavailable(f"cannot reach the master at {master} to fetch the cluster CA the token pins "

@@ -31,6 +31,7 @@ def _read_token(args: argparse.Namespace) -> str:
 
 def login(args: argparse.Namespace) -> int:
     from tcluster.security.bootstrap import PinMismatch
+    from tcluster.security.nodekeys import OpensslMissing
     master = check_master_list(args.master)
     token = _read_token(args)
     try:
@@ -39,7 +40,7 @@ def login(args: argparse.Namespace) -> int:
         raise InvalidArgument("--token", str(error)) from None
     try:
         ca_pem = cluster_ca(master, pin, args.ca)
-    except PinMismatch as error:
+    except (PinMismatch, OpensslMissing) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILURE
     except OSError as error:

@@ -376,7 +376,7 @@ def add_completion(sub: _Subcommands) -> None:
 
 
 # What the tcluster-master Debian package adds to the venv (packaging/build_deb.py MASTER_ONLY).
-MASTER_PACKAGE_LIBRARIES = ("numpy", "scipy", "aiohttp", "prometheus_client", "orjson", "aetcd")
+MASTER_PACKAGE_LIBRARIES = ("numpy", "scipy", "aiohttp", "prometheus_client", "orjson", "aetcd", "cryptography")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

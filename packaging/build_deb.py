@@ -51,9 +51,11 @@ PRUNED_SUFFIXES = {".pyi", ".pxd", ".pyx", ".h", ".hpp"}
 # The packages, tcluster's first (it holds what is not tcluster-master's).
 PACKAGES = ("tcluster", "tcluster-master")
 MASTER_PROGRAMS = ("tcl-master", "tcl-gm")
-# Distributions only the master and the GM import (tests/unit/test_packaging.py checks that
-# the agent and tcl import none of them): they and what only they need go to tcluster-master.
-MASTER_ONLY = {"numpy", "scipy", "aiohttp", "prometheus-client", "orjson", "aetcd"}
+# Distributions only the master and the GM import (tests/unit/test_package_split.py checks
+# that the agent and tcl import none of them): they and what only they need go to
+# tcluster-master. cryptography (with cffi and pycparser, 12.9 MB) signs; a node only reads
+# certificates (tcluster/security/certs.py) and makes its key with openssl (nodekeys.py).
+MASTER_ONLY = {"numpy", "scipy", "aiohttp", "prometheus-client", "orjson", "aetcd", "cryptography"}
 ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.app.main", "tcl-agent": "tcluster.agent.main",
                 "tcl-gm": "tcluster.gm.main"}
 # Where Debian's bash-completion and zsh look for a package's completion functions.

@@ -40,7 +40,7 @@ def ca_pin(data_dir: Path) -> str:
     ca = data_dir / "pki" / "ca.crt"
     if not ca.exists():
         return ""
-    from tcluster.security.pki import ca_fingerprint   # only a secure master has one
+    from tcluster.security.certs import ca_fingerprint   # only a secure master has one
     return ca_fingerprint(ca.read_bytes())
 
 

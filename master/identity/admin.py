@@ -16,7 +16,8 @@ from tcluster.domain.constraints import parse_labels
 from tcluster.domain.errors import FailedPrecondition, InvalidArgument, TclusterError
 from tcluster.master.identity.choice import StoreChoice, add_store_flags, choice_of, init_identity, load_chosen_pki, open_chosen
 from tcluster.security.jointoken import JoinTokenText
-from tcluster.security.pki import MasterPki, check_node_name
+from tcluster.security.certs import check_node_name
+from tcluster.security.pki import MasterPki
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}

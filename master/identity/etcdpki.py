@@ -17,7 +17,8 @@ from tcluster.master.identity.records import User
 from tcluster.master.identity.etcd import user_record
 from tcluster.etcd.kv import EtcdKV, create_revision_is, put
 from tcluster.etcd.mirror import Mirror
-from tcluster.security.pki import PKI_FILES, MasterPki, ca_fingerprint, pki_files, pki_from_files
+from tcluster.security.certs import ca_fingerprint
+from tcluster.security.pki import PKI_FILES, MasterPki, pki_files, pki_from_files
 from tcluster.security.tokens import token_hash
 
 

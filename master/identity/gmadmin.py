@@ -13,7 +13,8 @@ from pathlib import Path
 from tcluster.domain.errors import FailedPrecondition, InvalidArgument
 from tcluster.master.identity.choice import add_store_flags, choice_of, load_chosen_pki, open_chosen
 from tcluster.security.gmcert import GM_INDEX_LABEL, check_gm_name, gm_owner, issue_gm_cert
-from tcluster.security.pki import make_private_dir, serial_of_cert, write_private
+from tcluster.security.certs import make_private_dir, write_private
+from tcluster.security.pki import serial_of_cert
 
 
 def add_gm_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -15,7 +15,8 @@ from tcluster.master.core.actions import Registration
 from tcluster.domain.nodelabels import admitted
 from tcluster.master.identity.records import AuthStore, check_token
 from tcluster.security.jointoken import parse_join_token
-from tcluster.security.pki import MasterPki, check_node_name, issue_node_cert, load_csr, node_of_cert, serial_of_cert
+from tcluster.security.certs import check_node_name, node_of_cert
+from tcluster.security.pki import MasterPki, issue_node_cert, load_csr, serial_of_cert
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,8 @@ import hashlib
 import os
 from pathlib import Path
 
-from tcluster.security.pki import PKI_FILES, MasterPki, pki_files, pki_from_files, write_private
+from tcluster.security.certs import write_private
+from tcluster.security.pki import PKI_FILES, MasterPki, pki_files, pki_from_files
 
 INSECURE = "insecure"       # written by older versions; removed, never trusted
 

@@ -10,12 +10,8 @@ from __future__ import annotations
 import socket
 import ssl
 
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-
-from tcluster.security.pki import cert_fingerprint, cert_to_pem, issued_by
-
-FINGERPRINT_PREFIX = "sha256:"
+from tcluster.security.certs import FINGERPRINT_PREFIX, der_to_pem, fingerprint_der
+from tcluster.security.nodekeys import signed_by
 
 
 class PinMismatch(Exception):
@@ -41,7 +37,8 @@ def normalize_fingerprint(fingerprint: str) -> str:
     return FINGERPRINT_PREFIX + hexpart
 
 
-def _server_chain(address: str, timeout_s: float) -> list[x509.Certificate]:
+def _server_chain(address: str, timeout_s: float) -> list[bytes]:
+    """The DER of each certificate the server presents, its leaf first."""
     host, port = split_address(address)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
@@ -53,7 +50,7 @@ def _server_chain(address: str, timeout_s: float) -> list[x509.Certificate]:
             chain = tls._sslobj.get_unverified_chain() or []  # type: ignore[attr-defined]
             ders = [c.public_bytes(ssl._ssl.ENCODING_DER) if hasattr(c, "public_bytes") else c  # type: ignore[attr-defined]
                     for c in chain]
-    return [x509.load_der_x509_certificate(bytes(d)) for d in ders]
+    return [bytes(d) for d in ders]
 
 
 def fetch_pinned_ca(address: str, fingerprint: str, timeout_s: float = 10.0) -> bytes:
@@ -65,9 +62,9 @@ def fetch_pinned_ca(address: str, fingerprint: str, timeout_s: float = 10.0) -> 
     except ssl.SSLError as error:
         raise NotTls(f"the master at {address} did not complete a TLS handshake ({error.reason or error}); "
                           "is it initialised (`tcl-master init`) and is this its client port?") from None
-    for cert in chain:
-        if cert_fingerprint(cert) == pin:
-            ca_pem = cert_to_pem(cert)
-            if chain and issued_by(chain[0].public_bytes(serialization.Encoding.PEM), ca_pem):
+    for der in chain:
+        if fingerprint_der(der) == pin:
+            ca_pem = der_to_pem(der)
+            if signed_by(der_to_pem(chain[0]), ca_pem):
                 return ca_pem
     raise PinMismatch(f"the master at {address} does not present the CA {pin}; refusing to connect")

@@ -5,6 +5,6 @@ The agent, `tcl doctor` and tcl-gm all pass these options to their secure channe
 
 from __future__ import annotations
 
-from tcluster.security.pki import MASTER_ROLE_NAME
+from tcluster.security.certs import MASTER_ROLE_NAME
 
 TLS_OPTIONS = [("grpc.ssl_target_name_override", MASTER_ROLE_NAME), ("grpc.default_authority", MASTER_ROLE_NAME)]

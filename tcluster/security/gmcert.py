@@ -14,7 +14,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tcluster.domain.errors import InvalidArgument
-from tcluster.security.pki import (LEAF_VALIDITY, NODE_NAME, MasterPki, as_of, cert_builder, cert_to_pem, key_to_pem,
+from tcluster.security.certs import NODE_NAME
+from tcluster.security.pki import (LEAF_VALIDITY, MasterPki, as_of, cert_builder, cert_to_pem, key_to_pem,
                                    leaf_extensions, load_ca, new_key)
 
 GM_CN_PREFIX = "gm:"

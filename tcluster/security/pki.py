@@ -12,7 +12,6 @@ keys never appear in a repr."""
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import ipaddress
 import os
 import re
@@ -28,16 +27,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tcluster.domain.errors import FailedPrecondition, InvalidArgument
+# What nodes share with the master, in the standard library: certs.py.
+from tcluster.security.certs import (MASTER_ROLE_NAME, NODE_CN_PREFIX, ca_fingerprint, check_node_name, fingerprint_der,
+                                     make_private_dir, write_private)
 
-MASTER_ROLE_NAME = "master.tcluster"   # clients set ssl_target_name_override to this
-NODE_CN_PREFIX = "node:"
 PKI_DIR = "pki"
 PKI_FILES = ("ca.crt", "ca.key", "master.crt", "master.key")
 CA_VALIDITY = dt.timedelta(days=20 * 365)
 LEAF_VALIDITY = dt.timedelta(days=10 * 365)   # no rotation yet: long-lived, revocable by name
 CLOCK_SKEW = dt.timedelta(minutes=5)           # a node whose clock lags a little still accepts
-# A certificate's CN holds at most 64 characters: `node:` plus the name.
-NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,58}$")
 _DNS_NAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
 
 
@@ -56,21 +54,8 @@ class MasterPki:
         return ca_fingerprint(self.ca_pem)
 
 
-def check_node_name(name: str, field_name: str = "node") -> str:
-    if not NODE_NAME.match(name):
-        shown = name if len(name) <= 40 else name[:40] + "..."
-        raise InvalidArgument(field_name, f"{shown!r} is not a node name that can join; use 1-59 of "
-                                          "A-Z a-z 0-9 _ . - starting with a letter or digit")
-    return name
-
-
-def ca_fingerprint(ca_pem: bytes) -> str:
-    """`sha256:<hex>` of the (first) certificate's DER: what join tokens pin."""
-    return cert_fingerprint(x509.load_pem_x509_certificate(ca_pem))
-
-
 def cert_fingerprint(cert: x509.Certificate) -> str:
-    return "sha256:" + hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).hexdigest()
+    return fingerprint_der(cert.public_bytes(serialization.Encoding.DER))
 
 
 def new_key() -> ec.EllipticCurvePrivateKey:
@@ -84,16 +69,6 @@ def key_to_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 
 def cert_to_pem(cert: x509.Certificate) -> bytes:
     return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def make_node_csr(node: str) -> tuple[bytes, bytes]:
-    """A fresh key and a CSR for `node:<node>`: (key_pem, csr_pem). The key never leaves the node."""
-    check_node_name(node)
-    key = new_key()
-    csr = (x509.CertificateSigningRequestBuilder()
-           .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, NODE_CN_PREFIX + node)]))
-           .sign(key, hashes.SHA256()))
-    return key_to_pem(key), csr.public_bytes(serialization.Encoding.PEM)
 
 
 def as_of(now: dt.datetime | None) -> dt.datetime:
@@ -210,15 +185,6 @@ def issue_node_cert(pki: MasterPki, csr_pem: bytes, node: str, now: dt.datetime 
     return cert_to_pem(cert)
 
 
-def node_of_cert(cert_pem: bytes) -> str | None:
-    """The node a certificate names (`node:<name>` CN), or None for any other certificate."""
-    cert = x509.load_pem_x509_certificate(cert_pem)
-    cns = [a.value for a in cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
-    if len(cns) != 1 or not isinstance(cns[0], str) or not cns[0].startswith(NODE_CN_PREFIX):
-        return None
-    return cns[0][len(NODE_CN_PREFIX):]
-
-
 def serial_of_cert(cert_pem: bytes) -> str:
     return format(x509.load_pem_x509_certificate(cert_pem).serial_number, "x")
 
@@ -231,27 +197,6 @@ def issued_by(cert_pem: bytes, ca_pem: bytes) -> bool:
     except (ValueError, TypeError, InvalidSignature):
         return False
     return True
-
-
-# --- files -------------------------------------------------------------------------------
-
-def write_private(path: Path, data: bytes) -> None:
-    """Creates a file readable by its owner only (0600), atomically; never widens an existing one."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
-
-
-def make_private_dir(path: Path) -> Path:
-    """A directory only its owner can enter (0700), also when it existed with wider modes."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
-    return path
 
 
 def new_master_pki(advertise: list[str], origin: str, now: dt.datetime | None = None) -> MasterPki:

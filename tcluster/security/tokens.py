@@ -16,12 +16,12 @@ import secrets
 from dataclasses import dataclass
 
 from tcluster.domain.errors import Unauthenticated
+from tcluster.security.certs import FINGERPRINT_PREFIX
 
 PREFIX = "tcu"
 SECRET_BYTES = 32
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _SECRET = re.compile(r"^[A-Za-z0-9_-]{43}$")
-FINGERPRINT_PREFIX = "sha256:"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from tcluster.master.identity.records import AuthStore
 from tcluster.master.identity.choice import init_identity, load_pki, open_auth_store, parse_store
 from tcluster.master.identity.accounts import create_user
 from tcluster.master.identity.users import UserDirectory
-from tcluster.security import pki
+from tcluster.security import certs, pki
 from tcluster.security.jointoken import JoinTokenText
 from testkit.etcd_single import SingleEtcd, single_etcd  # noqa: F401 - a fixture
 
@@ -147,7 +147,7 @@ def test_init_makes_a_pki_that_round_trips_and_a_second_init_is_refused(where: t
     assert loaded == done.pki
     names = pki.x509.load_pem_x509_certificate(loaded.cert_chain_pem).extensions.get_extension_for_class(
         pki.x509.SubjectAlternativeName).value.get_values_for_type(pki.x509.DNSName)
-    assert names[0] == pki.MASTER_ROLE_NAME and "m1.example.org" in names
+    assert names[0] == certs.MASTER_ROLE_NAME and "m1.example.org" in names
     assert pki.issued_by(loaded.cert_chain_pem, loaded.ca_pem)
     store = open_auth_store(*where)
     try:

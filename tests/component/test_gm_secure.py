@@ -148,7 +148,8 @@ def test_tcl_gm_refuses_bad_tls_material_with_the_reason(tmp_path: Path) -> None
     pki = init_pki(tmp_path / "m", [])
     other = init_pki(tmp_path / "o", [])
     from tcluster.security.gmcert import issue_gm_cert
-    from tcluster.security.pki import make_node_csr, issue_node_cert
+    from tcluster.security.nodekeys import make_node_csr
+    from tcluster.security.pki import issue_node_cert
     with pytest.raises(TLSError, match="cannot read .*ca.pem"):
         load_lm_dir("lm0", str(tmp_path / "missing"))
     cert, key = issue_gm_cert(other, "gm0")

@@ -16,7 +16,8 @@ from tcluster.master.app.main import main as master_main
 from tcluster.security.channel import TLS_OPTIONS
 from tcluster.security.bootstrap import PinMismatch, fetch_pinned_ca
 from tcluster.security.jointoken import JoinTokenText
-from tcluster.security.pki import init_pki, issue_node_cert, make_node_csr
+from tcluster.security.nodekeys import make_node_csr
+from tcluster.security.pki import init_pki, issue_node_cert
 from tcluster.v1 import agent_pb2, agent_pb2_grpc, jobs_pb2, join_pb2, join_pb2_grpc
 from tests.component.harness import Harness, run, wait_until
 from tests.component.secure import SecureCluster, connect_once

@@ -26,8 +26,27 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(cgroup_v1_usable() is not None
 WAIT_S = 60.0
 
 
-def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=60, input=stdin)
+def _run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, timeout=60, input=stdin,
+                          env={**os.environ, **(env or {})})
+
+
+# A node has the tcluster package only, without `cryptography` (packaging/build_deb.py): what a
+# node runs here (the join, the agents, `tcl login`) runs with it unimportable.
+_NO_CRYPTOGRAPHY = """import sys
+class _Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("cryptography", "cffi"):
+            raise ModuleNotFoundError(f"No module named {name!r} (a node has none)", name=name)
+sys.meta_path.insert(0, _Blocked())
+"""
+
+
+def node_env(tmp_path: Path) -> dict[str, str]:
+    site = tmp_path / "node-site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(_NO_CRYPTOGRAPHY)
+    return {"PYTHONPATH": str(site)}
 
 
 def _until(check, what: str, timeout_s: float = WAIT_S):  # type: ignore[no-untyped-def]
@@ -66,24 +85,25 @@ def test_init_join_three_agents_run_a_job_and_revoke_one(tmp_path: Path) -> None
     master = Proc([str(BIN / "tcl-master"), "--listen", "127.0.0.1:0", "--data-dir", str(data),
                    "--heartbeat-interval-s", "0.5", "--http", "off"], tmp_path / "master.log")
     nodes = [f"e2e-sec{i}-{os.getpid()}-{uuid.uuid4().hex[:6]}" for i in range(3)]
+    node = node_env(tmp_path)
     agents: list[Proc] = []
     try:
         port, agent_port = master.wait_for_output(r"listening on 127\.0\.0\.1:(\d+) \(TLS\), agents on port (\d+)").groups()
         address = f"127.0.0.1:{port}"
         tokens = [json.loads(_run("tcl-master", "join-token", "create", "--data-dir", str(data), "-o", "json",
                                   "--labels", f"slot=s{i}").stdout)["token"] for i in range(3)]
-        for node, token in zip(nodes, tokens):   # the token on stdin: in no argv (install.sh's way)
-            joined = _run("tcl-agent", "join", "--master", address, "--token-file", "-", "--node", node,
-                          "--state-dir", str(tmp_path / node), stdin=token + "\n")
+        for name, token in zip(nodes, tokens):   # the token on stdin: in no argv (install.sh's way)
+            joined = _run("tcl-agent", "join", "--master", address, "--token-file", "-", "--node", name,
+                          "--state-dir", str(tmp_path / name), stdin=token + "\n", env=node)
             assert joined.returncode == 0, joined.stderr
             assert f"127.0.0.1:{agent_port} with mutual TLS" in joined.stdout
         reused = _run("tcl-agent", "join", "--master", address, "--token", tokens[0], "--node", "late",
                       "--state-dir", str(tmp_path / "late"))
         assert reused.returncode == 1 and "was already used" in reused.stderr
         assert not (tmp_path / "late" / "joined.json").exists()
-        for node in nodes:   # the unit's way: no --master, no --node, no token
-            agents.append(Proc([str(BIN / "tcl-agent"), "--state-dir", str(tmp_path / node), "--runtime", "cgroup1"],
-                               tmp_path / f"{node}.log"))
+        for name in nodes:   # the unit's way: no --master, no --node, no token
+            agents.append(Proc([str(BIN / "tcl-agent"), "--state-dir", str(tmp_path / name), "--runtime", "cgroup1"],
+                               tmp_path / f"{name}.log", env=node))
         for agent in agents:
             agent.wait_for_output(r"registered with 127\.0\.0\.1:" + agent_port)
         admin = re.search(r"^\s+(tcu\.\S+)$", init.stdout, re.M)     # the first admin's token
@@ -92,6 +112,11 @@ def test_init_join_three_agents_run_a_job_and_revoke_one(tmp_path: Path) -> None
         seen = _until(lambda: (lambda n: n if all(n.get(x) and n[x].state == "READY" for x in nodes) else None)(
             client.nodes()), "three READY nodes")
         assert [dict(seen[x].labels)["slot"] for x in nodes] == ["s0", "s1", "s2"]
+        # tcl on a node: the CA the token pins, fetched and checked without cryptography
+        user = {**node, "XDG_CONFIG_HOME": str(tmp_path / "user")}
+        login = _run("tcl", "login", "--master", address, stdin=admin.group(1) + "\n", env=user)
+        assert login.returncode == 0 and "logged in" in login.stderr, login.stderr
+        assert set(json.loads(_run("tcl", "nodes", "-o", "json", env=user).stdout)[0]) >= {"name", "state"}
 
         spec = jobs_pb2.JobSpec(command=["sh", "-c", "id -u"], tasks=1, constraints=["slot=s1"])
         spec.resources.cpu, spec.resources.memory = 0.5, 128 * 2**20

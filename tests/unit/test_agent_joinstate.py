@@ -11,13 +11,13 @@ import pytest
 from tcluster.agent.joinstate import JoinedState, JoinedStateError, NodeCredentials, load_joined, save_joined
 from tcluster.agent.main import build_parser, settings_from_args
 from tcluster.domain.errors import InvalidArgument
-from tcluster.security import pki
+from tcluster.security import nodekeys, pki
 
 
 @pytest.fixture()
 def joined(tmp_path: Path) -> Path:
     master = pki.init_pki(tmp_path / "master", [])
-    key, csr = pki.make_node_csr("n1")
+    key, csr = nodekeys.make_node_csr("n1")
     cert = pki.issue_node_cert(master, csr, "n1")
     state_dir = tmp_path / "agent"
     save_joined(state_dir, JoinedState("m.example:7070", "m.example:7071", "n1", master.fingerprint, {"rack": "r1"}),

@@ -13,7 +13,7 @@ from tcluster.agent.main import build_parser, settings_from_args
 from tcluster.agent.masters import MasterRotation
 from tcluster.agent.settings import AgentSettings
 from tcluster.domain.errors import InvalidArgument
-from tcluster.security import pki
+from tcluster.security import nodekeys, pki
 
 
 def dial(rotation: MasterRotation, outcomes: list[str | None | bool]) -> list[tuple[str, bool]]:
@@ -69,7 +69,7 @@ def test_the_flag_takes_a_list(tmp_path: Path) -> None:
 def test_a_join_with_a_list_keeps_every_master(tmp_path: Path) -> None:
     assert agent_address("a:7070,b:7070", 7071) == "a:7071,b:7071"
     master = pki.init_pki(tmp_path / "master", [])
-    key, csr = pki.make_node_csr("n1")
+    key, csr = nodekeys.make_node_csr("n1")
     state_dir = tmp_path / "agent"
     save_joined(state_dir, JoinedState("a:7070,b:7070", "a:7071,b:7071", "n1", master.fingerprint),
                 NodeCredentials(master.ca_pem, pki.issue_node_cert(master, csr, "n1"), key))

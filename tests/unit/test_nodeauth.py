@@ -14,7 +14,7 @@ from tcluster.master.identity.joining import NodeGuard, NodeJoin, PeerCert
 from tcluster.master.links import AgentLink
 from tcluster.master.identity.nodeauth import AUTH_DB, NodeAuth, TokenRow, check_token, hash_secret
 from tcluster.domain.resources import Resources
-from tcluster.security import pki
+from tcluster.security import nodekeys, pki
 from tcluster.security.jointoken import JoinTokenText, parse_join_token
 
 NOW = 1_800_000_000.0
@@ -109,7 +109,7 @@ def master(tmp_path: Path) -> pki.MasterPki:
 
 def _join(master: pki.MasterPki, auth: NodeAuth, node: str, labels: dict[str, str] | None = None) -> PeerCert:
     token_id, secret = auth.create_token(60, labels or {}, NOW)
-    key, csr = pki.make_node_csr(node)
+    key, csr = nodekeys.make_node_csr(node)
     result = NodeJoin(master, auth, 7071, clock=lambda: NOW).join(
         str(JoinTokenText(master.fingerprint, token_id, secret)), node, csr)
     return PeerCert(f"node:{node}", result.cert_pem)
@@ -145,7 +145,7 @@ def test_guard_binds_the_name_applies_token_labels_and_cuts_revoked_links(tmp_pa
 
 
 def test_guard_refuses_a_certificate_this_master_never_recorded(tmp_path: Path, master: pki.MasterPki) -> None:
-    _, csr = pki.make_node_csr("n1")
+    _, csr = nodekeys.make_node_csr("n1")
     stray = pki.issue_node_cert(master, csr, "n1")   # signed by the CA, but not through a join
     with pytest.raises(PermissionDenied, match="revoked or is unknown"):
         NodeGuard(NodeAuth(tmp_path)).admit(PeerCert("node:n1", stray), _reg("n1"))

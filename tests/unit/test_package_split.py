@@ -24,10 +24,11 @@ DEB = REPO / "packaging" / "deb"
 UNITS = ("tcl-agent.service", "tcl-master.service", "tcl-gm.service")
 # The import names of build_deb.MASTER_ONLY's distributions.
 IMPORT_NAMES = {"numpy": "numpy", "scipy": "scipy", "aiohttp": "aiohttp", "prometheus-client": "prometheus_client",
-                "orjson": "orjson", "aetcd": "aetcd"}
-# tcl dev runs a master and an agent in one process: a tcluster-master command in all but
-# name. shimbuild is a script (`python -m`): it builds the supervisor and exits.
-NOT_IMPORTED = {"tcluster.cli.devmode", "tcluster.agent.shimbuild"}
+                "orjson": "orjson", "aetcd": "aetcd", "cryptography": "cryptography"}
+# tcl dev runs a master and an agent in one process (devsecure: its CA and tokens): a
+# tcluster-master command in all but name. shimbuild is a script (`python -m`): it builds the
+# supervisor and exits.
+NOT_IMPORTED = {"tcluster.cli.devmode", "tcluster.cli.devsecure", "tcluster.agent.shimbuild"}
 
 
 def builder() -> ModuleType:
@@ -150,6 +151,7 @@ def test_control_files_name_their_dependencies_and_the_version() -> None:
     master = (DEB / "tcluster-master.control.in").read_text()
     assert re.search(r"(?m)^Package: tcluster$", base) and re.search(r"(?m)^Package: tcluster-master$", master)
     assert "tcluster (= @VERSION@)" in master       # one venv: the two must be the same build
+    assert re.search(r"(?m)^Depends: .*\bopenssl$", base)   # a node makes its key with it (nodekeys.py)
     for text in (base, master):
         assert "@localhost" not in text and re.search(r"(?m)^Maintainer: .+ <[^@\s]+@[^@\s]+\.[a-z]+>$", text)
         assert re.search(r"(?m)^Installed-Size: @SIZE_KB@$", text)

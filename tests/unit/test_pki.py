@@ -14,7 +14,7 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tcluster.domain.errors import FailedPrecondition, InvalidArgument
-from tcluster.security import pki
+from tcluster.security import certs, nodekeys, pki
 from tcluster.security.bootstrap import normalize_fingerprint
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -44,15 +44,15 @@ def test_master_cert_has_the_role_name_loopback_and_advertised_names(master: pki
 
 
 def test_node_cert_is_client_only_named_by_cn_and_never_the_master(master: pki.MasterPki) -> None:
-    key_pem, csr_pem = pki.make_node_csr("n1")
+    key_pem, csr_pem = nodekeys.make_node_csr("n1")
     cert_pem = pki.issue_node_cert(master, csr_pem, "n1", now=NOW)
     cert = _cert(cert_pem)
     assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "node:n1"
     assert _eku(cert) == [ExtendedKeyUsageOID.CLIENT_AUTH]
     with pytest.raises(x509.ExtensionNotFound):
         cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
-    assert pki.node_of_cert(cert_pem) == "n1"
-    assert pki.node_of_cert(master.cert_chain_pem) is None
+    assert certs.node_of_cert(cert_pem) == "n1"
+    assert certs.node_of_cert(master.cert_chain_pem) is None
     assert pki.issued_by(cert_pem, master.ca_pem)
     assert cert.not_valid_before_utc < NOW < cert.not_valid_after_utc
     assert b"PRIVATE KEY" in key_pem and b"PRIVATE" not in repr(master).encode()
@@ -64,7 +64,7 @@ def test_node_cert_is_client_only_named_by_cn_and_never_the_master(master: pki.M
     ("n1", "x" * 60, "not a node name"),
 ])
 def test_issue_refuses_a_csr_for_another_name(master: pki.MasterPki, csr_node: str, asked: str, message: str) -> None:
-    _, csr_pem = pki.make_node_csr(csr_node)
+    _, csr_pem = nodekeys.make_node_csr(csr_node)
     with pytest.raises(InvalidArgument, match=message):
         pki.issue_node_cert(master, csr_pem, asked)
 
@@ -119,7 +119,7 @@ def _handshake(server_chain: bytes, server_key: bytes, ca_pem: bytes, tmp: Path)
     client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client_ctx.load_verify_locations(cadata=ca_pem.decode())
     bios = [ssl.MemoryBIO() for _ in range(4)]
-    client = client_ctx.wrap_bio(bios[0], bios[1], server_hostname=pki.MASTER_ROLE_NAME)
+    client = client_ctx.wrap_bio(bios[0], bios[1], server_hostname=certs.MASTER_ROLE_NAME)
     server = server_ctx.wrap_bio(bios[2], bios[3], server_side=True)
     done = {"c": False, "s": False}
     for _ in range(10):
@@ -142,7 +142,7 @@ def test_master_cert_passes_a_client_check(master: pki.MasterPki, tmp_path: Path
 
 
 def test_node_cert_cannot_pass_as_the_master(master: pki.MasterPki, tmp_path: Path) -> None:
-    key_pem, csr_pem = pki.make_node_csr("n1")
+    key_pem, csr_pem = nodekeys.make_node_csr("n1")
     cert_pem = pki.issue_node_cert(master, csr_pem, "n1")
     with pytest.raises(ssl.SSLCertVerificationError):
         _handshake(cert_pem + master.ca_pem, key_pem, master.ca_pem, tmp_path)

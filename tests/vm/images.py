@@ -50,7 +50,7 @@ GUEST_PY = "3.11"
 ROOTFS_SIZE = "3072M"
 MODULES = ("virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk "
            "crc16 crc32c_generic jbd2 mbcache ext4 netfs fscache 9pnet 9pnet_virtio 9p").split()
-PACKAGES = "systemd,systemd-sysv,python3,dbus,procps,kmod,iperf3,nftables"
+PACKAGES = "systemd,systemd-sysv,python3,dbus,procps,kmod,iperf3,nftables,openssl"
 # Task networks in the guest: these trees of the kernel package (and whatever their modules
 # depend on) go into the rootfs; NET_BOOT_MODULES are loaded at boot (the rest on demand).
 NET_MODULE_TREES = ("net/netfilter", "net/sched", "net/bridge", "net/ipv4/netfilter", "net/ipv6/netfilter",
