@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from .base import (ExitStatus, LaunchError, RawUsage, Runtime, RuntimeSetupError, Started,
                    TaskSpec)
-from .cgfs import is_safe_name
+from .cgfs import is_safe_name, read_text
 from .cgroup1 import Cgroup1Runtime
 from .cgroup2 import Cgroup2Runtime
 from .detect import CgroupMounts, choose_mode, parse_controllers, parse_mountinfo, parse_proc_cgroup, plan_v2
@@ -71,9 +71,10 @@ def _is_delegated_service(v2_mount: str, own: str | None) -> bool:
 
 
 def _has_task_groups(tree: Path) -> bool:
-    """Tasks an earlier agent started in tcluster/<node> still have their groups there."""
+    """Tasks an earlier agent started in tcluster/<node> still run there (an empty group a
+    killed agent left does not count)."""
     try:
-        return any(p.is_dir() for p in tree.iterdir())
+        return any(p.is_dir() and "populated 1" in (read_text(p / "cgroup.events") or "") for p in tree.iterdir())
     except OSError:
         return False
 
@@ -95,8 +96,11 @@ def _cgroup2(node: str, subtree: str, cgroup_parent: str | None, state_dir: Path
     assert mounts.v2 is not None
     own = own_cgroup_v2()
     if cgroup_parent is None:
-        cgroup_parent = default_parent(_is_delegated_service(mounts.v2, own), shutil.which("systemd-run") is not None,
-                                       _has_task_groups(Path(mounts.v2) / subtree))
+        service, legacy = _is_delegated_service(mounts.v2, own), _has_task_groups(Path(mounts.v2) / subtree)
+        cgroup_parent = default_parent(service, shutil.which("systemd-run") is not None, legacy)
+        if service and legacy:
+            log.info("tasks an earlier agent started still run in %s: staying there; the delegated scope "
+                     "comes at the first start once they have ended", subtree)
     if cgroup_parent == SCOPE:
         layout = plan_v2(node, SCOPE, own)
         return Cgroup2Runtime(layout.subtree, state_dir, mounts, None, namespaces, TaskScope(Path(mounts.v2), node))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -65,6 +66,7 @@ class Cgroup2Runtime(ShimRuntime):
         self._counters = CounterFiles()                        # ... kept open between samples
         self._controllers: tuple[str, ...] = V2_REQUIRED
         self._scope = scope                                    # the delegated scope the tasks live in
+        self._tree = threading.Lock()       # launches run in threads: one remakes a stopped scope
 
     def _dir(self, key: str) -> Path:
         return self._node / key
@@ -100,6 +102,10 @@ class Cgroup2Runtime(ShimRuntime):
 
     def _make_tree(self) -> None:
         """The groups down to the tasks' parent, controllers on in each (the scope first)."""
+        with self._tree:
+            self._make_tree_locked()
+
+    def _make_tree_locked(self) -> None:
         top = self._base        # systemd enabled the controllers down to a scope: ours starts there
         if self._scope is not None:
             self._scope.ensure()
@@ -141,8 +147,10 @@ class Cgroup2Runtime(ShimRuntime):
     def _prepare(self, spec: TaskSpec) -> list[str]:
         group = self._dir(spec.key)
         if self._scope is not None and not self._node.is_dir():
-            try:             # the scope was stopped (`systemctl stop`): a new one
-                self._make_tree()
+            try:             # the scope was stopped (`systemctl stop`): a new one, once
+                with self._tree:
+                    if not self._node.is_dir():
+                        self._make_tree_locked()
             except RuntimeSetupError as e:
                 raise LaunchError(str(e)) from e
         try:

@@ -24,10 +24,10 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
 from .base import RuntimeSetupError
-from .cgfs import read_pids
+from .cgfs import read_pids, read_text
 from .writer import write_file
 
 log = logging.getLogger(__name__)
@@ -36,6 +36,7 @@ SLICE = "tcluster.slice"
 KEEPER = "keeper"
 TASKS = "tasks"
 START_TIMEOUT_S = 60.0      # systemd-run on a software-emulated guest takes seconds
+Outcome = Literal["adopted", "kept", "created"]
 
 
 def unit_name(node: str) -> str:
@@ -59,6 +60,11 @@ def _reap(process: subprocess.Popen[bytes]) -> None:
     """The keeper is the agent's child until the agent exits: waited for in a thread, so a
     killed keeper leaves no zombie."""
     threading.Thread(target=process.wait, name="tcl-scope-keeper", daemon=True).start()
+
+
+def _populated(group: Path) -> bool:
+    """Some process is in the group or below it (cgroup.events)."""
+    return "populated 1" in (read_text(group / "cgroup.events") or "")
 
 
 def _in_group(pid: int, group: str) -> bool | None:
@@ -87,15 +93,25 @@ class TaskScope:
                                     "coreutils' packages); or set --cgroup-parent to a path")
         return systemd_run, sleep
 
-    def ensure(self) -> str:
-        """'adopted', 'kept' (a new keeper in the existing scope) or 'created'."""
+    def ensure(self) -> Outcome:
+        """'adopted', 'kept' (its tasks held it without a keeper: a new keeper) or 'created'."""
         if self.group.is_dir():
             if read_pids(self.group / KEEPER / "cgroup.procs"):
                 return "adopted"
-            self._new_keeper()
-            return "kept"
+            if _populated(self.group):
+                self._new_keeper()
+                return "kept"
+            self._wait_removed()      # empty: systemd is stopping it and removes its group
         self._create()
         return "created"
+
+    def _wait_removed(self) -> None:
+        deadline = time.monotonic() + self._timeout_s
+        while self.group.is_dir():
+            if time.monotonic() > deadline:
+                raise RuntimeSetupError(f"{self.group} holds no process and systemd did not remove it: is "
+                                        f"{unit_name(self.node)} failed? systemctl reset-failed it, or rmdir the group")
+            time.sleep(0.05)
 
     def _create(self) -> None:
         systemd_run, sleep = self.tools()
@@ -109,7 +125,7 @@ class TaskScope:
                 said = err.read(2000).decode(errors="replace").strip() or f"exit status {code}, no output"
                 raise RuntimeSetupError(f"systemd-run could not start {unit_name(self.node)}: {said}")
         _reap(keeper)
-        self._hold(keeper.pid)
+        self._hold(keeper)
         log.info("task cgroups: %s (a delegated systemd scope, kept by pid %d)", self.group, keeper.pid)
 
     def _wait_in_scope(self, keeper: subprocess.Popen[bytes]) -> bool:
@@ -130,15 +146,20 @@ class TaskScope:
         keeper = self._spawn([sleep, "infinity"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         _reap(keeper)
-        self._hold(keeper.pid)
+        self._hold(keeper)
         log.info("task cgroups: %s had no keeper; now pid %d", self.group, keeper.pid)
 
-    def _hold(self, pid: int) -> None:
+    def _hold(self, keeper: subprocess.Popen[bytes]) -> None:
         """Into the leaf `keeper`: the scope's own group must hold no process, or cgroup v2
-        refuses the controllers its task groups need."""
+        refuses the controllers its task groups need. Only inside the scope's existing group
+        (mkdir, no parents): a group systemd just removed is not made again outside its unit."""
         leaf = self.group / KEEPER
         try:
-            os.makedirs(leaf, exist_ok=True)
-            write_file(leaf / "cgroup.procs", str(pid))
+            try:
+                os.mkdir(leaf)
+            except FileExistsError:
+                pass
+            write_file(leaf / "cgroup.procs", str(keeper.pid))
         except OSError as e:
+            keeper.kill()             # a keeper left in the scope's root would block its controllers
             raise RuntimeSetupError(f"cannot move the scope's keeper into {leaf}: {e.strerror}") from e

@@ -8,6 +8,9 @@ import errno
 import os
 import select
 import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -143,3 +146,46 @@ def test_check_names_missing_controllers(tmp_path: Path) -> None:
     rt = Cgroup2Runtime("tcluster/n3", tmp_path / "state", CgroupMounts(v2=str(root)))
     with pytest.raises(RuntimeSetupError, match="lacks the cpu, memory, pids"):
         rt.check()
+
+
+class FakeScope:
+    """TaskScope without systemd: ensure() makes the scope's group as systemd would."""
+
+    def __init__(self, root: Path) -> None:
+        self.group = root / "tcluster.slice" / "tcl-tasks-n1.scope"
+        self.ensured = 0
+        self.lock = threading.Lock()
+
+    def tools(self) -> tuple[str, str]:
+        return "/usr/bin/systemd-run", "/bin/sleep"
+
+    def ensure(self) -> str:
+        with self.lock:
+            self.ensured += 1
+            if self.group.is_dir():
+                return "adopted"
+            self.group.parent.mkdir(exist_ok=True)
+            fake_mkdir(self.group)
+            time.sleep(0.05)        # systemd-run takes a while: a second launch would come meanwhile
+            return "created"
+
+
+def test_the_scope_holds_the_tasks_and_a_stopped_one_is_made_again_once(fake_root: Path, tmp_path: Path) -> None:
+    scope = FakeScope(fake_root)
+    rt = Cgroup2Runtime("tcluster.slice/tcl-tasks-n1.scope/tasks", tmp_path / "state", CgroupMounts(v2=str(fake_root)),
+                        scope=scope)  # type: ignore[arg-type]
+    rt.setup()
+    assert scope.ensured == 1
+    for group in (scope.group, scope.group / "tasks"):       # ours from the scope down; systemd's above it
+        assert (group / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
+    assert (fake_root / "cgroup.subtree_control").read_text() == ""
+    shutil.rmtree(scope.group)                                 # `systemctl stop tcl-tasks-n1.scope`
+    keys = [f"t{i}.0" for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:                        # launches run in threads
+        started = list(pool.map(lambda key: rt.start(task(tmp_path, key, ("true",))), keys))
+    for s in started:
+        wait_exit(s.exit_fd)
+    assert scope.ensured == 2 and sorted(rt.containers()) == keys
+    for key in keys:
+        rt.remove(key)
+    rt.close()

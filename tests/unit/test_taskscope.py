@@ -5,9 +5,11 @@ is tests/vm/test_package.py's (the package's agent unit, restarted under a runni
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -60,10 +62,12 @@ def test_a_delegated_agent_unit_puts_its_tasks_in_the_scope(v2: Path, tmp_path: 
 
 
 def test_an_upgraded_agent_keeps_the_old_tree_while_its_tasks_run_there(v2: Path, tmp_path: Path) -> None:
-    (v2 / "tcluster" / "n1" / "cg.0").mkdir(parents=True)
+    group = v2 / "tcluster" / "n1" / "cg.0"
+    group.mkdir(parents=True)
+    (group / "cgroup.events").write_text("populated 1\nfrozen 0\n")
     rt = make_runtime("auto", "n1", tmp_path / "state")
     assert rt._subtree == "tcluster/n1" and rt._scope is None      # type: ignore[attr-defined]
-    (v2 / "tcluster" / "n1" / "cg.0").rmdir()                      # they ended: the next start moves
+    (group / "cgroup.events").write_text("populated 0\nfrozen 0\n")   # they ended (a killed agent's leftover)
     assert make_runtime("auto", "n1", tmp_path / "state")._subtree.startswith("tcluster.slice/")  # type: ignore[attr-defined]
 
 
@@ -109,7 +113,10 @@ def test_a_new_scope_moves_its_keeper_into_the_keeper_leaf(tmp_path: Path, monke
     # systemd-run, faked: it would move itself into the scope, then exec the keeper.
     fake = _fake_systemd_run(tmp_path, 'while [ "$1" != "--" ]; do shift; done; shift; exec "$@"')
     monkeypatch.setattr(taskscope.shutil, "which", lambda name: fake if name == "systemd-run" else "/bin/sleep")
-    monkeypatch.setattr(taskscope, "_in_group", lambda pid, group: group == "tcluster.slice/tcl-tasks-n1.scope")
+    def in_scope(pid: int, group: str) -> bool:          # systemd made the scope's group, with it inside
+        (tmp_path / "v2" / group).mkdir(parents=True, exist_ok=True)
+        return group == "tcluster.slice/tcl-tasks-n1.scope"
+    monkeypatch.setattr(taskscope, "_in_group", in_scope)
     moved: list[tuple[Path, str]] = []
     monkeypatch.setattr(taskscope, "write_file", lambda path, value: moved.append((path, value)))
     scope = TaskScope(tmp_path / "v2", "n1")
@@ -139,6 +146,48 @@ def test_an_existing_scope_is_adopted_and_one_without_keeper_gets_one(tmp_path: 
     scope = TaskScope(tmp_path / "v2", "n1", spawn=spawn)
     assert scope.ensure() == "adopted" and spawned == []
     (keeper / "cgroup.procs").write_text("")       # its keeper was killed; tasks still hold it
+    (keeper.parent / "cgroup.events").write_text("populated 1\nfrozen 0\n")
     monkeypatch.setattr(taskscope, "write_file", lambda path, value: (keeper / "cgroup.procs").write_text(value))
     assert scope.ensure() == "kept" and spawned == [["/usr/bin/sleep", "infinity"]]
     assert (keeper / "cgroup.procs").read_text().isdigit()
+
+
+def test_an_empty_scope_is_waited_out_then_made_anew_never_refilled(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """No keeper, no process: systemd is stopping it and removes its group. A keeper written
+    into it would make cgroups no unit owns."""
+    group = tmp_path / "v2" / "tcluster.slice" / "tcl-tasks-n1.scope"
+    (group / "keeper").mkdir(parents=True)
+    (group / "cgroup.events").write_text("populated 0\nfrozen 0\n")
+    monkeypatch.setattr(taskscope.shutil, "which", lambda name: f"/usr/bin/{name}")
+    created: list[str] = []
+    scope = TaskScope(tmp_path / "v2", "n1", timeout_s=0.3)
+    monkeypatch.setattr(scope, "_create", lambda: created.append("systemd-run"))
+    with pytest.raises(RuntimeSetupError, match="systemd did not remove it"):
+        scope.ensure()
+    assert created == []
+    timer = threading.Timer(0.1, shutil.rmtree, [group])         # systemd removes it meanwhile
+    timer.start()
+    scope._timeout_s = 30
+    assert scope.ensure() == "created" and created == ["systemd-run"]
+    timer.join()
+
+
+def test_a_keeper_that_cannot_be_moved_is_killed_not_left_in_the_scopes_root(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    group = tmp_path / "v2" / "tcluster.slice" / "tcl-tasks-n1.scope"
+    group.mkdir(parents=True)
+    (group / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    monkeypatch.setattr(taskscope.shutil, "which", lambda name: "/bin/sleep" if name == "sleep" else "/usr/bin/systemd-run")
+
+    def refuse(path: Path, value: str) -> None:
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(taskscope, "write_file", refuse)
+    spawned: list[subprocess.Popen[bytes]] = []
+
+    def spawn(args: list[str], **kw: object) -> subprocess.Popen[bytes]:
+        spawned.append(subprocess.Popen(args, **kw))  # type: ignore[call-overload]
+        return spawned[-1]
+    with pytest.raises(RuntimeSetupError, match="cannot move the scope's keeper"):
+        TaskScope(tmp_path / "v2", "n1", spawn=spawn).ensure()
+    assert spawned[0].wait(10) == -signal.SIGKILL
