@@ -25,7 +25,7 @@ NODE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,58}$")
 FINGERPRINT_PREFIX = "sha256:"
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\s+([A-Za-z0-9+/=\s]+?)-----END \1-----")
 _CN_OID = b"\x55\x04\x03"                 # 2.5.4.3, commonName
-_SEQUENCE = 0x30
+_SEQUENCE, _SET, _OID = 0x30, 0x31, 0x06
 _STRINGS = {0x0C: "utf-8", 0x13: "ascii", 0x16: "ascii"}   # UTF8String, PrintableString, IA5String
 
 
@@ -63,8 +63,11 @@ def fingerprint_der(der: bytes) -> str:
 
 
 def ca_fingerprint(ca_pem: bytes) -> str:
-    """`sha256:<hex>` of the (first) certificate's DER: what join tokens pin."""
-    return fingerprint_der(first_der(ca_pem))
+    """`sha256:<hex>` of the (first) certificate's DER: what join tokens pin. ValueError if
+    it is not a certificate."""
+    der = first_der(ca_pem)
+    subject_common_names(der)            # walks it: a certificate's structure, or ValueError
+    return fingerprint_der(der)
 
 
 def _element(der: bytes, pos: int, end: int) -> tuple[int, int, int]:
@@ -72,11 +75,15 @@ def _element(der: bytes, pos: int, end: int) -> tuple[int, int, int]:
     if pos + 2 > end:
         raise ValueError("truncated DER")
     tag, length, pos = der[pos], der[pos + 1], pos + 2
+    if tag & 0x1F == 0x1F:
+        raise ValueError("high-tag-number forms are not in a certificate")
     if length & 0x80:
         size = length & 0x7F
-        if not 0 < size <= 4 or pos + size > end:
+        if not 0 < size <= 4 or pos + size > end or der[pos] == 0:
             raise ValueError("bad DER length")
         length, pos = int.from_bytes(der[pos:pos + size], "big"), pos + size
+        if length < 0x80:
+            raise ValueError("bad DER length (not minimal)")
     if pos + length > end:
         raise ValueError("truncated DER")
     return tag, pos, pos + length
@@ -92,6 +99,8 @@ def _children(der: bytes, start: int, end: int) -> Iterator[tuple[int, int, int]
 def subject_common_names(der: bytes) -> list[str | None]:
     """Every CN in the certificate's subject, in order (None for one not held as a string)."""
     tag, start, end = _element(der, 0, len(der))               # Certificate
+    if end != len(der):
+        raise ValueError("bytes after the certificate")
     tbs = list(_children(der, start, end))[:1] if tag == _SEQUENCE else []
     if not tbs or tbs[0][0] != _SEQUENCE:
         raise ValueError("not an X.509 certificate")
@@ -102,13 +111,15 @@ def subject_common_names(der: bytes) -> list[str | None]:
         raise ValueError("not an X.509 certificate")
     _, start, end = fields[4]                                  # serial, signature, issuer, validity, subject
     names: list[str | None] = []
-    for _, rdn_start, rdn_end in _children(der, start, end):  # each RDN: a SET of attributes
-        for _, at_start, at_end in _children(der, rdn_start, rdn_end):
+    for rdn_tag, rdn_start, rdn_end in _children(der, start, end):   # each RDN: a SET of attributes
+        if rdn_tag != _SET:
+            raise ValueError("not an X.509 name")
+        for at_tag, at_start, at_end in _children(der, rdn_start, rdn_end):
             parts = list(_children(der, at_start, at_end))
-            if len(parts) != 2:
+            if at_tag != _SEQUENCE or len(parts) != 2 or parts[0][0] != _OID:
                 raise ValueError("not an X.509 name")
-            (oid_tag, oid_start, oid_end), (tag, value_start, value_end) = parts
-            if oid_tag == 0x06 and der[oid_start:oid_end] == _CN_OID:
+            (_, oid_start, oid_end), (tag, value_start, value_end) = parts
+            if der[oid_start:oid_end] == _CN_OID:
                 encoding = _STRINGS.get(tag)
                 names.append(der[value_start:value_end].decode(encoding, "replace") if encoding else None)
     return names

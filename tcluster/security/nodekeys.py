@@ -14,24 +14,28 @@ from pathlib import Path
 from tcluster.security.certs import NODE_CN_PREFIX, check_node_name
 
 OPENSSL_TIMEOUT_S = 60.0
+SEARCH_PATH = "/usr/bin:/bin"
 # The whole config openssl reads: nothing from the host's openssl.cnf.
 _REQ_CONFIG = "[req]\ndistinguished_name = dn\nprompt = no\n[dn]\nCN = {cn}\n"
 
 
 class OpensslMissing(RuntimeError):
-    """No `openssl` command on this host."""
+    """No `openssl` command on this host, or one that did not answer."""
 
 
 def _openssl() -> str:
-    found = shutil.which("openssl")
+    found = shutil.which("openssl", path=SEARCH_PATH)     # the PATH it then runs with
     if found is None:
         raise OpensslMissing("the `openssl` command is needed to make this node's key (Debian: apt install openssl)")
     return found
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([_openssl(), *args], capture_output=True, text=True, timeout=OPENSSL_TIMEOUT_S,
-                          env={"PATH": "/usr/bin:/bin", "OPENSSL_CONF": "/dev/null"})
+    try:
+        return subprocess.run([_openssl(), *args], capture_output=True, text=True, timeout=OPENSSL_TIMEOUT_S,
+                              env={"PATH": SEARCH_PATH, "OPENSSL_CONF": "/dev/null"})
+    except subprocess.TimeoutExpired:
+        raise OpensslMissing(f"`openssl {args[0]}` did not finish within {OPENSSL_TIMEOUT_S:g} s") from None
 
 
 def make_node_csr(node: str) -> tuple[bytes, bytes]:
