@@ -17,11 +17,13 @@ of what exists, at least 16): growing never copies the rings nor leaves much unu
 from __future__ import annotations
 
 import math
+import threading
 from bisect import bisect_right
 from typing import Sequence
 
 import numpy as np
 
+from tcluster.master.usage.clearbehind import ClearBehind
 from tcluster.master.usage.ingest import group
 from tcluster.master.usage.prefill import BlockPrefill
 from tcluster.master.usage.tierarrays import TierArrays
@@ -44,8 +46,19 @@ class TaskRings:
         self.used = 0
         self.dirty = np.empty(0, dtype=bool)
         self.owners = np.empty(0, dtype=np.int64)   # bumped at each take: a view of a slot given back goes stale
-        self.cleared = np.empty(0, dtype=bool)      # its rings hold NaN rows or data, not unwritten memory
+        # Per block, per slot: its rings hold NaN rows or data, not unwritten memory. Never
+        # replaced (a block's marks are written by ClearBehind's thread too), under _clearing.
+        self.block_cleared: list[np.ndarray] = []
+        self._clearing = threading.Lock()
         self._prefill = BlockPrefill() if prefill else None     # the next block, made off the loop
+        self._behind = ClearBehind(self._clearing, self.block_cleared.__getitem__, self._clear_rows, CLEAR_RUN) \
+            if prefill else None                                 # ... or, missed, cleared behind it
+
+    @property
+    def cleared(self) -> np.ndarray:
+        """Every slot's mark, a copy (block_cleared holds them)."""
+        with self._clearing:
+            return np.concatenate(self.block_cleared) if self.block_cleared else np.empty(0, dtype=bool)
 
     # ---- slots ----
 
@@ -61,31 +74,37 @@ class TaskRings:
                 tier.grow(self.capacity, block, rows)
             self.dirty = np.concatenate([self.dirty, np.zeros(block, dtype=bool)])
             self.owners = np.concatenate([self.owners, np.zeros(block, dtype=np.int64)])
-            self.cleared = np.concatenate([self.cleared, np.full(block, made is not None)])
+            self.block_cleared.append(np.full(block, made is not None))
+            if made is None and self._behind is not None:
+                self._behind.behind(len(self.starts) - 1)
             if self._prefill is not None:
                 following = max(MIN_BLOCK, self.capacity // 8)
                 self._prefill.prepare(following, [(t.size, following, t.width) for t in self.tiers])
         self.used += 1
         slot = self.free.pop()
         self.owners[slot] += 1
-        if not self.cleared[slot]:      # first taken: its rows are still unwritten memory
-            self._clear_fresh(slot)
+        block_number, row = self.locate(slot)
+        if not self.block_cleared[block_number][row]:      # first taken: its rows may be unwritten memory
+            self._clear_fresh(block_number, row)
         return slot
 
-    def _clear_fresh(self, slot: int) -> None:
-        """NaN rows ("no sample") for `slot` and the fresh slots after it in its block, up to
-        CLEAR_RUN: in a bucket-major block they are one contiguous run per bucket, where one
+    def _clear_fresh(self, block_number: int, row: int) -> None:
+        """NaN rows ("no sample") for slot `row` of the block and the fresh slots after it, up
+        to CLEAR_RUN: in a bucket-major block they are one contiguous run per bucket, where one
         slot alone is a strided column (37 us a slot at 1,000 new tasks/s). A new block's
         slots are taken lowest first, so what is not cleared yet is the block's tail."""
-        block_number, row = self.locate(slot)
-        start = self.starts[block_number]
-        end = min(row + CLEAR_RUN, self.tiers[0].blocks[block_number].shape[1])
-        taken = np.flatnonzero(self.cleared[start + row:start + end])
-        if len(taken):
-            end = row + int(taken[0])
+        with self._clearing:
+            marks = self.block_cleared[block_number]
+            end = min(row + CLEAR_RUN, len(marks))
+            taken = np.flatnonzero(marks[row:end])
+            if len(taken):
+                end = row + int(taken[0])
+            self._clear_rows(block_number, row, end)
+            marks[row:end] = True
+
+    def _clear_rows(self, block_number: int, start: int, end: int) -> None:
         for tier in self.tiers:
-            tier.blocks[block_number][:, row:end] = NAN_BF16
-        self.cleared[start + row:start + end] = True
+            tier.blocks[block_number][:, start:end] = NAN_BF16
 
     def give_back(self, slot: int) -> None:
         block, row = self.locate(slot)

@@ -1,0 +1,100 @@
+"""ClearBehind (master/usage/clearbehind.py): a block the prefill missed is cleared by a
+thread behind the loop, never over a slot the loop has taken and written."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tcluster.master.usage import taskrings
+from tcluster.master.usage.clearbehind import ClearBehind, uncleared_runs
+from tcluster.master.usage.history import MAX, MEAN, NAN_BF16, HistoryConfig, Schema
+from tcluster.master.usage.prefill import BlockPrefill
+from tcluster.master.usage.taskrings import MIN_BLOCK, TaskRings
+from tcluster.master.usage.tierarrays import TierArrays
+
+RATE_LEVEL = Schema(("rate", "level"), (MEAN, MAX))
+CONFIG = HistoryConfig(step_s=1.0, recent_s=5.0, long_step_s=10.0, long_s=60.0)
+
+
+@pytest.mark.parametrize("marks, runs", [
+    ([], []), ([True, True], []), ([False] * 3, [(0, 3)]),
+    ([True, False, False, True, False], [(1, 3), (4, 5)]), ([False, True], [(0, 1)]),
+])
+def test_uncleared_runs(marks: list[bool], runs: list[tuple[int, int]]) -> None:
+    assert uncleared_runs(np.array(marks, dtype=bool)) == runs
+
+
+@pytest.fixture
+def missed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every prefill misses, and a new block holds garbage (what np.empty may give); returns
+    the blocks handed to ClearBehind, which the test clears itself."""
+    grow = TierArrays.grow
+
+    def grow_with_garbage(self: TierArrays, capacity: int, block: int, made: np.ndarray | None = None) -> None:
+        grow(self, capacity, block, made)
+        self.blocks[-1][:] = 0
+    monkeypatch.setattr(TierArrays, "grow", grow_with_garbage)
+    monkeypatch.setattr(BlockPrefill, "take", lambda self, slots, tiers: None)
+    handed: list[int] = []
+    monkeypatch.setattr(ClearBehind, "behind", lambda self, block: handed.append(block))
+    monkeypatch.setattr(taskrings, "CLEAR_RUN", 2)       # the loop clears two slots at each first take
+    return handed
+
+
+def _write(rings: TaskRings, slots: list[int], value: float) -> None:
+    """Samples at 1 s and 2 s: the first bucket closes into the block's rows."""
+    rows = np.array([[value, value]] * len(slots), dtype=np.float32)
+    for t in (1.0, 2.0):
+        rings.add(np.array(slots), np.full(len(slots), t), rows)
+
+
+def test_the_thread_clears_only_the_slots_the_loop_has_not_taken(missed: list[int]) -> None:
+    rings = TaskRings(CONFIG, RATE_LEVEL, prefill=True)
+    first = [rings.take() for _ in range(MIN_BLOCK)]
+    taken = [rings.take() for _ in range(3)]              # the second block: rows 0-3 cleared by the loop
+    assert missed == [0, 1] and [rings.locate(s) for s in taken] == [(1, 0), (1, 1), (1, 2)]
+    _write(rings, taken, 5.0)
+    assert rings._behind is not None
+    rings._behind.clear_block(1)                          # what its thread does
+    assert rings.cleared.all()
+    assert [rings.series(s).read(0, 100)["rate"] for s in taken] == [[5.0, 5.0]] * 3
+    untouched = rings.tiers[0].blocks[1][:, 4:]
+    assert (untouched == NAN_BF16).all() and (rings.tiers[1].blocks[1][:, 4:] == NAN_BF16).all()
+    assert rings.take() not in first + taken              # the next slot needs no clear on the loop
+    assert rings.series(rings.take()).read(0, 100)["rate"] == []
+
+
+def test_a_slot_the_thread_cleared_is_not_cleared_again_when_taken(missed: list[int]) -> None:
+    rings = TaskRings(CONFIG, RATE_LEVEL, prefill=True)
+    assert rings._behind is not None
+    [rings.take() for _ in range(MIN_BLOCK)]
+    slot = rings.take()
+    rings._behind.clear_block(1)
+    later = rings.take()
+    _write(rings, [slot, later], 7.0)
+    cleared: list[tuple[int, int]] = []
+    rings._clear_rows = lambda block, start, end: cleared.append((start, end))   # type: ignore[method-assign]
+    rings.take()
+    assert cleared == [] and [rings.series(s).read(0, 100)["rate"] for s in (slot, later)] == [[7.0, 7.0]] * 2
+
+
+def test_the_thread_and_the_loop_together_lose_no_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real thread, racing a loop that takes slots of missed blocks and writes them at
+    once: each slot's first bucket closes into its block's rows while the thread clears."""
+    monkeypatch.setattr(BlockPrefill, "take", lambda self, slots, tiers: None)
+    rings = TaskRings(CONFIG, RATE_LEVEL, prefill=True)
+    assert rings._behind is not None
+    slots: list[int] = []
+    for _ in range(500):
+        batch = [rings.take() for _ in range(7)]
+        rows = np.array([[1.0, 1.0]] * len(batch), dtype=np.float32)
+        for t in (1.0, 2.0):               # bucket 1 is written into the block when bucket 2 opens
+            rings.add(np.array(batch), np.full(len(batch), t), rows * t)
+        slots += batch
+    assert rings._behind.idle.wait(30)
+    assert rings.cleared.all() and len(rings.tiers[0].blocks) > 10
+    reads = [rings.series(s).read(0, 100)["rate"] for s in slots]
+    assert all(r == [1.0, 2.0] for r in reads), [(s, r) for s, r in zip(slots, reads) if r != [1.0, 2.0]][:5]
