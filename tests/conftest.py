@@ -43,6 +43,8 @@ def _credentials_env_put_back() -> Iterator[None]:
     XDG_CONFIG_HOME once sent the rest of a run to ~/.config, whose stale logins made tcl
     speak TLS to later plaintext masters that reused their ports. Put back after each test."""
     saved = {k: os.environ.get(k) for k in ("XDG_CONFIG_HOME", "TCL_TOKEN", "TCL_CA")}
+    stored = _stored_logins()
+    before = stored.read_bytes() if stored.is_file() else None
     yield
     for key, value in saved.items():
         if os.environ.get(key) != value:
@@ -50,6 +52,26 @@ def _credentials_env_put_back() -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+    _put_back_logins(stored, before)
+
+
+def _stored_logins() -> Path:
+    from tcluster.cli.credentials import credentials_path
+    return credentials_path()
+
+
+def _put_back_logins(stored: Path, before: bytes | None) -> None:
+    """A login a test stored in the suite's config dir (`tcl dev` stores one for its secure
+    master, on a port of the moment) goes with the test: left, it made later in-process `tcl`
+    calls speak TLS to a plaintext master that reused the port (CI of b982d81,
+    tests/ha/test_leader_killed.py: "Tls handshake failed" from all three masters)."""
+    now = stored.read_bytes() if stored.is_file() else None
+    if now == before:
+        return
+    if before is None:
+        stored.unlink(missing_ok=True)
+    else:
+        stored.write_bytes(before)
 
 
 @pytest.fixture(scope="session", autouse=True)
