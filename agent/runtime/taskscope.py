@@ -67,6 +67,14 @@ def _populated(group: Path) -> bool:
     return "populated 1" in (read_text(group / "cgroup.events") or "")
 
 
+def _make_leaf(leaf: Path) -> None:
+    """mkdir, no parents: a scope's group systemd just removed is not made again outside its unit."""
+    try:
+        os.mkdir(leaf)
+    except FileExistsError:
+        pass
+
+
 def _in_group(pid: int, group: str) -> bool | None:
     """Whether pid's cgroup is `group` (None: the process is gone)."""
     try:
@@ -96,6 +104,8 @@ class TaskScope:
     def ensure(self) -> Outcome:
         """'adopted', 'kept' (its tasks held it without a keeper: a new keeper) or 'created'."""
         if self.group.is_dir():
+            for stray in read_pids(self.group / "cgroup.procs"):
+                self._rehold(stray)
             if read_pids(self.group / KEEPER / "cgroup.procs"):
                 return "adopted"
             if _populated(self.group):
@@ -149,16 +159,25 @@ class TaskScope:
         self._hold(keeper)
         log.info("task cgroups: %s had no keeper; now pid %d", self.group, keeper.pid)
 
-    def _hold(self, keeper: subprocess.Popen[bytes]) -> None:
-        """Into the leaf `keeper`: the scope's own group must hold no process, or cgroup v2
-        refuses the controllers its task groups need. Only inside the scope's existing group
-        (mkdir, no parents): a group systemd just removed is not made again outside its unit."""
+    def _rehold(self, pid: int) -> None:
+        """A process in the scope's own group: a keeper an agent killed between systemd-run
+        and _hold left there (nothing else is put there: tasks go below `tasks`). Moved into
+        the leaf, or the scope's controllers stay refused (EBUSY) at every start."""
         leaf = self.group / KEEPER
         try:
-            try:
-                os.mkdir(leaf)
-            except FileExistsError:
-                pass
+            _make_leaf(leaf)
+            write_file(leaf / "cgroup.procs", str(pid))
+        except ProcessLookupError:
+            pass                       # gone meanwhile
+        except OSError as e:
+            raise RuntimeSetupError(f"cannot move pid {pid} from {self.group} into {leaf}: {e.strerror}") from e
+
+    def _hold(self, keeper: subprocess.Popen[bytes]) -> None:
+        """Into the leaf `keeper`: the scope's own group must hold no process, or cgroup v2
+        refuses the controllers its task groups need."""
+        leaf = self.group / KEEPER
+        try:
+            _make_leaf(leaf)
             write_file(leaf / "cgroup.procs", str(keeper.pid))
         except OSError as e:
             keeper.kill()             # a keeper left in the scope's root would block its controllers

@@ -191,3 +191,25 @@ def test_a_keeper_that_cannot_be_moved_is_killed_not_left_in_the_scopes_root(tmp
     with pytest.raises(RuntimeSetupError, match="cannot move the scope's keeper"):
         TaskScope(tmp_path / "v2", "n1", spawn=spawn).ensure()
     assert spawned[0].wait(10) == -signal.SIGKILL
+
+
+def test_a_keeper_left_in_the_scopes_own_group_is_moved_into_the_leaf(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent killed between systemd-run and the move leaves the keeper in the scope's root:
+    the next start moves it, or the scope's controllers stay refused at every start."""
+    group = tmp_path / "v2" / "tcluster.slice" / "tcl-tasks-n1.scope"
+    group.mkdir(parents=True)
+    (group / "cgroup.procs").write_text("4242\n")
+    (group / "cgroup.events").write_text("populated 1\nfrozen 0\n")
+    moved: list[tuple[Path, str]] = []
+
+    def move(path: Path, value: str) -> None:
+        moved.append((path, value))
+        path.write_text(value + "\n")
+        (group / "cgroup.procs").write_text("")
+    monkeypatch.setattr(taskscope, "write_file", move)
+    monkeypatch.setattr(taskscope.shutil, "which", lambda name: f"/usr/bin/{name}")
+    spawned: list[list[str]] = []
+    scope = TaskScope(tmp_path / "v2", "n1", spawn=lambda args, **_: spawned.append(args))  # type: ignore[arg-type,func-returns-value]
+    assert scope.ensure() == "adopted" and spawned == []
+    assert moved == [(group / "keeper" / "cgroup.procs", "4242")]
