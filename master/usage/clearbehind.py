@@ -1,10 +1,9 @@
 """The fresh slots of a block the prefill missed, cleared off the loop (issue 38).
 
-In a burst the rings grow faster than BlockPrefill fills the next block in its thread (29
-of 52 growths at 1,000 new tasks/s), so such a block comes unwritten and TaskRings.take
-cleared its slots on the loop, CLEAR_RUN at a time, as they were first taken: after a
-20,000-task burst those clears were a third of the master's drain time in the churn that
-followed (py-spy, bench/cluster_scale.py --profile). Here one worker thread clears every
+In a burst the rings grow faster than BlockPrefill fills the next block in its thread, so
+such a block comes unwritten and TaskRings.take cleared its slots on the loop, CLEAR_RUN at
+a time, as they were first taken (py-spy of the master in bench/cluster_scale.py --profile:
+TaskRings._clear_fresh under the dashboard's drain). Here one worker thread clears every
 such block behind the loop, a run of slots at a time, under the lock the loop's own clear
 takes, and only slots not marked cleared yet: a slot the loop took was cleared and marked
 first, and only then written, so it is never cleared again. numpy releases the GIL while
