@@ -375,8 +375,19 @@ def add_completion(sub: _Subcommands) -> None:
                    help="the program to complete: tcl (default), tcl-master, tcl-agent or tcl-gm")
 
 
-# What the tcluster-master Debian package adds to the venv (packaging/build_deb.py MASTER_ONLY).
+# What the tcluster-master Debian package adds to the venv (packaging/build_deb.py MASTER_ONLY
+# and MASTER_MODULES).
 MASTER_PACKAGE_LIBRARIES = ("numpy", "scipy", "aiohttp", "prometheus_client", "orjson", "aetcd", "cryptography")
+MASTER_PACKAGE_MODULES = tuple(f"tcluster.{m}" for m in ("master", "gm", "scheduler", "sim", "pack", "etcd", "federation"))
+
+
+def master_package_part(missing: str | None) -> str | None:
+    """What of tcluster-master a ModuleNotFoundError names (numpy, tcluster.sim), or None."""
+    if missing is None:
+        return None
+    if missing.split(".")[0] in MASTER_PACKAGE_LIBRARIES:
+        return missing.split(".")[0]
+    return next((m for m in MASTER_PACKAGE_MODULES if missing == m or missing.startswith(m + ".")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -414,10 +425,12 @@ def run(args: argparse.Namespace) -> int:
         silence_stdout()
         return EXIT_BROKEN_PIPE
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.split(".")[0] not in MASTER_PACKAGE_LIBRARIES:
+        part = master_package_part(exc.name)
+        if part is None:
             raise
-        # A node with the tcluster package only: tcl sim, tcl pack and tcl dev need numpy and scipy.
-        print(f"error: tcl {args.command_name} needs {exc.name.split('.')[0]}, which this install lacks: "
+        # A node with the tcluster package only: tcl sim, tcl pack and tcl dev need the
+        # scheduler and numpy, which only tcluster-master installs.
+        print(f"error: tcl {args.command_name} needs {part}, which this install lacks: "
               "install the tcluster-master package (or pip install tcluster)", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as exc:

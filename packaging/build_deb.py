@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import importlib.util
+import marshal
 import os
 import re
 import shutil
@@ -56,6 +57,10 @@ MASTER_PROGRAMS = ("tcl-master", "tcl-gm")
 # tcluster-master. cryptography (with cffi and pycparser, 12.9 MB) signs; a node only reads
 # certificates (tcluster/security/certs.py) and makes its key with openssl (nodekeys.py).
 MASTER_ONLY = {"numpy", "scipy", "aiohttp", "prometheus-client", "orjson", "aetcd", "cryptography"}
+# tcluster's own subpackages that only tcl-master and tcl-gm load (and tcl sim, pack and dev,
+# which need numpy, so tcluster-master, anyway): 1.5 MB of sources and 2.5 MB of bytecode
+# that no node runs. The same test checks that the agent and tcl load none of them.
+MASTER_MODULES = ("master", "gm", "scheduler", "sim", "pack", "etcd", "federation")
 ENTRY_POINTS = {"tcl": "tcluster.cli.main", "tcl-master": "tcluster.master.app.main", "tcl-agent": "tcluster.agent.main",
                 "tcl-gm": "tcluster.gm.main"}
 # Where Debian's bash-completion and zsh look for a package's completion functions.
@@ -286,10 +291,17 @@ def is_master_path(rel: Path) -> bool:
             or text.startswith(("usr/lib/sysusers.d/", "usr/share/tcluster/", "usr/share/doc/tcluster-master/")))
 
 
+def is_master_module(rel: Path) -> bool:
+    """A file (relative to site) of one of tcluster's MASTER_MODULES."""
+    return len(rel.parts) > 2 and rel.parts[0] == "tcluster" and rel.parts[1] in MASTER_MODULES
+
+
 def split(root: Path, master_root: Path) -> None:
     """Move tcluster-master's files from root into master_root, at the same paths."""
     site = next((root / "opt" / "tcluster" / "venv" / "lib").glob("python*/site-packages"))
     moved = {site.relative_to(root) / f for f in master_only_files(site)}
+    moved |= {p.relative_to(root) for p in (site / "tcluster").rglob("*")
+              if p.is_file() and is_master_module(p.relative_to(site))}
     moved |= {p.relative_to(root) for p in root.rglob("*")
               if (p.is_file() or p.is_symlink()) and is_master_path(p.relative_to(root)) and "venv" not in p.parts}
     for rel in sorted(moved):
@@ -323,10 +335,22 @@ def docs(root: Path, version: str) -> None:
 
 
 def installed_kb(root: Path, package: str) -> int:
-    """The files plus the bytecode postinst writes: about a third more for tcluster (all of it
-    compiled), a tenth for tcluster-master (numpy and scipy only in the modules the master imports)."""
+    """The files plus the bytecode postinst writes for the sources it lists (bytecode_list)."""
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
-    return size * (4 if package == "tcluster" else 11) // (3 if package == "tcluster" else 10) // 1024
+    listed = (root / "opt" / "tcluster" / f"{package}.pyfiles").read_text().splitlines()
+    return (size + sum(bytecode_bytes(root / line.lstrip("/"), line) for line in listed)) // 1024
+
+
+def bytecode_bytes(source: Path, installed: str) -> int:
+    """The size of the .pyc compileall writes for `source`: a 16-byte header and the
+    marshalled code, when this is the target's Python; else about as large as the source
+    (what CPython 3.11 writes for the venv's sources: 13.3 MB for 10.1 MB of them)."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != TARGET_PY:
+        return source.stat().st_size * 4 // 3
+    try:
+        return 16 + len(marshal.dumps(compile(source.read_bytes(), installed, "exec", dont_inherit=True)))
+    except (SyntaxError, ValueError):   # compileall skips it too
+        return 0
 
 
 # What tcl-master imports of numpy and scipy (LoTES): the only modules of theirs compiled.
@@ -368,7 +392,7 @@ def control(root: Path, package: str, version: str) -> None:
     conffiles = sorted("/" + str(p.relative_to(root)) for p in (root / "etc").rglob("*") if p.is_file())
     (meta / "conffiles").write_text("".join(f"{c}\n" for c in conffiles))
     site = next((root / "opt" / "tcluster" / "venv" / "lib").glob("python*/site-packages"))
-    tops = " ".join(sorted({p.name for p in site.iterdir() if p.is_dir()})) if package != "tcluster" else ""
+    tops = " ".join(owned_dirs(site)) if package != "tcluster" else ""
     for script in ("postinst", "prerm", "postrm"):
         (meta / script).write_text((DEB / f"{package}.{script}").read_text().replace("@SITE_DIRS@", tops)
                                    .replace("@PY@", TARGET_PY))
@@ -376,6 +400,14 @@ def control(root: Path, package: str, version: str) -> None:
     overrides = root / "usr" / "share" / "lintian" / "overrides"
     overrides.mkdir(parents=True)
     (overrides / package).write_text((DEB / "lintian-overrides").read_text().replace("@PACKAGE@", package))
+
+
+def owned_dirs(site: Path) -> list[str]:
+    """tcluster-master's directories (relative to site) whose bytecode its prerm removes: its
+    distributions' top directories and tcluster's MASTER_MODULES, never tcluster itself,
+    whose other modules (and their bytecode) are the tcluster package's."""
+    tops = sorted(p.name for p in site.iterdir() if p.is_dir() and p.name != "tcluster")
+    return tops + [f"tcluster/{m}" for m in MASTER_MODULES if (site / "tcluster" / m).is_dir()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,6 +71,15 @@ print(json.dumps(sorted(sys.modules)))
     modules = set(json.loads(done.stdout.splitlines()[-1]))
     assert "tcluster.agent.main" in modules and "tcluster.cli.main" in modules    # the probe saw them
     assert sorted(m for m in modules if m.split(".")[0] in IMPORT_NAMES.values()) == []
+    # Nor one of tcluster's own subpackages that go to tcluster-master.
+    assert sorted(m for m in modules if m.split(".")[:2][-1] in builder().MASTER_MODULES and m.startswith("tcluster.")) == []
+
+
+def test_the_cli_names_the_same_subpackages_as_the_split() -> None:
+    from tcluster.cli.main import MASTER_PACKAGE_MODULES
+    assert set(MASTER_PACKAGE_MODULES) == {f"tcluster.{m}" for m in builder().MASTER_MODULES}
+    tops = {p.name for p in (REPO / "tcluster").iterdir()} | {p.parent.name for p in REPO.glob("*/__init__.py")}
+    assert {m.split(".")[1] for m in MASTER_PACKAGE_MODULES} <= tops   # each one exists
 
 
 def fake_site(site: Path) -> None:
@@ -85,6 +94,9 @@ def fake_site(site: Path) -> None:
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
                                        + "".join(f"Requires-Dist: {n}\n" for n in needs))
         files = [f"{name}/__init__.py", f"{info.name}/METADATA"] + (["numpy.libs/libopenblas.so"] if name == "numpy" else [])
+        if name == "tcluster":   # its own subpackages: the agent's, tcl's, and the master's
+            files += ["tcluster/agent/main.py", "tcluster/cli/main.py", "tcluster/cli/sim.py",
+                      "tcluster/master/app/main.py", "tcluster/scheduler/mch.py", "tcluster/sim/engine.py"]
         (info / "RECORD").write_text("".join(f"{f},sha256=x,1\n" for f in files))
         for f in files:
             (site / f).parent.mkdir(parents=True, exist_ok=True)
@@ -120,6 +132,16 @@ def test_the_split_moves_what_only_the_master_needs(tmp_path: Path) -> None:
                    for f in kept), sorted(kept)
     assert not (site / "numpy").exists()         # emptied directories go too: dpkg would list them as tcluster's
     assert (master / "opt/tcluster/requirements-master.txt").read_text() == "aiohttp==1.0\nnumpy==1.0\nyarl==1.0\n"
+    assert {f"{sp}/tcluster/master/app/main.py", f"{sp}/tcluster/scheduler/mch.py", f"{sp}/tcluster/sim/engine.py"} <= files(master)
+    assert {f"{sp}/tcluster/agent/main.py", f"{sp}/tcluster/cli/main.py", f"{sp}/tcluster/cli/sim.py"} <= kept
+    assert not any(f.startswith(f"{sp}/tcluster/") for f in files(master) - {f"{sp}/tcluster/master/app/main.py",
+                                                                             f"{sp}/tcluster/scheduler/mch.py",
+                                                                             f"{sp}/tcluster/sim/engine.py"})
+    # tcluster-master's prerm removes the bytecode of its own directories only: never all of
+    # tcluster/, whose agent and tcl modules are the other package's.
+    tops = sorted(p.name for p in (master / sp).iterdir() if p.name != "tcluster")
+    assert "numpy" in tops and "yarl-1.0.dist-info" in tops
+    assert build.owned_dirs(master / sp) == tops + ["tcluster/master", "tcluster/scheduler", "tcluster/sim"]
     assert "idna==1.0" in (root / "opt/tcluster/requirements.txt").read_text()
 
 
@@ -224,21 +246,31 @@ def test_maintainer_scripts_use_the_debhelper_helpers(script: str) -> None:
         assert done.returncode == 0, done.stdout
 
 
-def test_tcl_sim_without_numpy_says_which_package_to_install() -> None:
-    """On a node with tcluster only, `tcl sim` names the package instead of a traceback."""
+@pytest.mark.parametrize(("missing", "argv"), [
+    ("numpy", ["sim", "SCENARIO"]),                 # a node without numpy and scipy
+    ("tcluster.sim", ["sim", "SCENARIO"]),          # nor tcluster's own master-side subpackages
+    ("tcluster.scheduler", ["pack", "--generate", "10"]),
+    ("tcluster.master", ["dev"]),
+    ("tcluster.master", ["completion", "bash", "tcl-master"]),
+])
+def test_a_command_of_the_master_package_says_which_package_to_install(missing: str, argv: list[str]) -> None:
+    """On a node with tcluster only, `tcl sim` (pack, dev) names the package instead of a traceback."""
     from tcluster.cli.main import MASTER_PACKAGE_LIBRARIES
     assert set(MASTER_PACKAGE_LIBRARIES) == set(IMPORT_NAMES.values())
     probe = """
-import sys
-class NoNumpy:
+import json, sys
+missing = sys.argv[1]
+class Absent:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("numpy", "scipy"):
+        if name == missing or name.startswith(missing + "."):
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-sys.meta_path.insert(0, NoNumpy())
+sys.meta_path.insert(0, Absent())
 from tcluster.cli.main import main
-sys.exit(main(["sim", sys.argv[1]]))
+sys.exit(main(json.loads(sys.argv[2])))
 """
-    done = subprocess.run([sys.executable, "-c", probe, str(REPO / "examples" / "backfill-gangs.yaml")],
+    argv = [str(REPO / "examples" / "backfill-gangs.yaml") if a == "SCENARIO" else a for a in argv]
+    done = subprocess.run([sys.executable, "-c", probe, missing, json.dumps(argv)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
-    assert "tcl sim needs numpy" in done.stderr and "tcluster-master" in done.stderr, done.stderr
+    assert f"tcl {argv[0]} needs {missing}, which this install lacks" in done.stderr, done.stderr
+    assert "tcluster-master" in done.stderr
