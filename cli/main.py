@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -382,12 +383,18 @@ MASTER_PACKAGE_MODULES = tuple(f"tcluster.{m}" for m in ("master", "gm", "schedu
 
 
 def master_package_part(missing: str | None) -> str | None:
-    """What of tcluster-master a ModuleNotFoundError names (numpy, tcluster.sim), or None."""
+    """What of tcluster-master a ModuleNotFoundError names (numpy, tcluster.sim) when that part
+    is not installed at all, else None: a module missing inside an installed part is a bug
+    to show, not a package to install."""
     if missing is None:
         return None
-    if missing.split(".")[0] in MASTER_PACKAGE_LIBRARIES:
-        return missing.split(".")[0]
-    return next((m for m in MASTER_PACKAGE_MODULES if missing == m or missing.startswith(m + ".")), None)
+    top = missing.split(".")[0]
+    if top not in MASTER_PACKAGE_LIBRARIES:
+        top = next((m for m in MASTER_PACKAGE_MODULES if missing == m or missing.startswith(m + ".")), "")
+    try:
+        return top if top and importlib.util.find_spec(top) is None else None
+    except (ImportError, ValueError):   # its parent is missing too
+        return top
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -274,3 +274,22 @@ sys.exit(main(json.loads(sys.argv[2])))
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert f"tcl {argv[0]} needs {missing}, which this install lacks" in done.stderr, done.stderr
     assert "tcluster-master" in done.stderr
+
+
+def test_a_module_missing_inside_an_installed_part_is_a_bug_not_a_package_to_install() -> None:
+    """tcluster.sim is there but one of its modules is not (a broken install, a bad import):
+    the traceback shows, instead of advice to install what is installed."""
+    probe = """
+import sys
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name == "tcluster.sim.engine":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+from tcluster.cli.main import main
+sys.exit(main(["sim", sys.argv[1]]))
+"""
+    done = subprocess.run([sys.executable, "-c", probe, str(REPO / "examples" / "backfill-gangs.yaml")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback" in done.stderr and "tcluster.sim.engine" in done.stderr, done.stderr
+    assert "tcluster-master" not in done.stderr
