@@ -343,8 +343,8 @@ def installed_kb(root: Path, package: str) -> int:
 
 def bytecode_bytes(source: Path, installed: str) -> int:
     """The size of the .pyc compileall writes for `source`: a 16-byte header and the
-    marshalled code, when this is the target's Python; else about as large as the source
-    (what CPython 3.11 writes for the venv's sources: 13.3 MB for 10.1 MB of them)."""
+    marshalled code, when this is the target's Python; else a third more than the source
+    (what CPython 3.11 writes for the node venv's sources: 13.3 MB for 10.1 MB of them)."""
     if f"{sys.version_info.major}.{sys.version_info.minor}" != TARGET_PY:
         return source.stat().st_size * 4 // 3
     try:

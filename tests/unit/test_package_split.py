@@ -293,3 +293,24 @@ sys.exit(main(["sim", sys.argv[1]]))
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and "Traceback" in done.stderr and "tcluster.sim.engine" in done.stderr, done.stderr
     assert "tcluster-master" not in done.stderr
+
+
+def test_installed_size_counts_the_bytecode_compileall_writes(tmp_path: Path) -> None:
+    """bytecode_bytes is the size of the .pyc py_compile writes for the same source."""
+    import py_compile
+    build = builder()
+    if build.TARGET_PY != f"{sys.version_info.major}.{sys.version_info.minor}":
+        pytest.skip(f"this Python is not the packages' target ({build.TARGET_PY}): the size is estimated")
+    sources = [REPO / "scheduler" / "mch.py", REPO / "cli" / "main.py", REPO / "tcluster" / "version.py"]
+    for source in sources:
+        copy = tmp_path / source.name
+        shutil.copy2(source, copy)
+        written = Path(py_compile.compile(str(copy), cfile=str(tmp_path / f"{source.stem}.pyc"), dfile="/opt/x.py"))
+        assert build.bytecode_bytes(copy, "/opt/x.py") == written.stat().st_size, source
+    root = tmp_path / "root"
+    listed = root / "opt" / "tcluster" / "tcluster.pyfiles"
+    listed.parent.mkdir(parents=True)
+    (root / "opt" / "a.py").write_text("x = 1\n" * 2000)
+    listed.write_text("/opt/a.py\n")
+    files = (root / "opt" / "a.py").stat().st_size + listed.stat().st_size
+    assert build.installed_kb(root, "tcluster") == (files + build.bytecode_bytes(root / "opt" / "a.py", "/opt/a.py")) // 1024

@@ -122,7 +122,8 @@ def test_the_node_package_has_no_master_library_and_the_master_package_the_rest(
     assert not set(node) & set(master)
     site = "opt/tcluster/venv/lib/python3.11/site-packages/"
     for lib in ("numpy/", "scipy/", "aiohttp/", "prometheus_client/", "orjson/", "aetcd/", "cryptography/",
-                "tcluster/master/", "tcluster/scheduler/", "tcluster/sim/", "tcluster/gm/"):
+                "tcluster/master/", "tcluster/scheduler/", "tcluster/sim/", "tcluster/gm/", "tcluster/pack/",
+                "tcluster/etcd/", "tcluster/federation/"):
         assert not any(p.startswith(site + lib) for p in node), lib
         assert any(p.startswith(site + lib) for p in master), lib
     for path in ("usr/bin/tcl", "usr/bin/tcl-agent", "lib/systemd/system/tcl-agent.service", "etc/tcluster/agent.toml",
