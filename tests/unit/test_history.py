@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -301,3 +302,86 @@ def test_the_queue_sums_from_the_slots_are_the_per_task_sums_through_ends_and_re
     row = rec.cluster.read(0, 1e9)
     assert row["cpu_used"][-1] == pytest.approx(sum(c for p, (c, _) in _per_task_sums(state).items() if "." not in p),
                                                 rel=0.01)
+
+
+def _churn_state() -> MasterState:
+    """20 running tasks in four queues on two nodes."""
+    queues = ["a.b", "a.c", "d", "a.b.e"]
+    jobs = [Job(id=f"j{q}", spec=JobSpec(command=("x",), resources=Resources.of({"cpu": 1, "memory": GiB}), queue=queue),
+                submitted_at=1.0) for q, queue in enumerate(queues)]
+    tasks = [Task(job.id, i, TaskState.RUNNING, node=f"n{i % 2}", attempt=1) for job in jobs for i in range(5)]
+    nodes = [Node(f"n{i}", Resources.of({"cpu": 64, "memory": 64 * GiB})) for i in range(2)]
+    return MasterState(jobs, tasks, nodes, [], Timeouts(), 0.0)
+
+
+def _run_churn(state: MasterState, recorders: list[Recorder], rng: random.Random,
+               between: Callable[[int], None]) -> None:
+    """40 seconds of heartbeats; every 4 s one task ends and another is requeued and placed
+    again at once (its next attempt reports on the other node); `between` after each second."""
+    for second in range(40):
+        wall = 100.0 + second
+        for node in ("n0", "n1"):
+            mine = [t for ts in state.tasks.values() for t in ts if t.node == node and t.state is TaskState.RUNNING]
+            usage = {t.id: (t.attempt, replace(_usage(wall, second, rng.randrange(1, 2**30), rng.randrange(2**20)),
+                                               cpu_rate=rng.random() * 4)) for t in mine if rng.random() < 0.9}
+            block = UsageBlock.of(usage)
+            state.usage.put(block)
+            for rec in recorders:
+                rec.on_step(AppliedStep(Beat(node, Resources(), block), Step(usage=block), Now(wall, wall)))
+        if second % 4 == 3:
+            running = [t for ts in state.tasks.values() for t in ts if t.state is TaskState.RUNNING]
+            done, again = rng.sample(running, 2)
+            for task, new_state in ((done, TaskState.SUCCEEDED), (again, TaskState.PENDING)):
+                changed = replace(task, state=new_state, finished_at=wall)
+                state.apply(Step(tasks={task.id: changed}))
+                for rec in recorders:
+                    rec.on_step(AppliedStep(object(), Step(tasks={task.id: changed}), Now(wall, wall)))
+            state.apply(Step(tasks={again.id: replace(again, state=TaskState.RUNNING, node="n1",
+                                                      attempt=again.attempt + 1)}))
+        between(second)
+
+
+def test_a_drain_in_parts_gives_what_whole_drains_give_with_reads_and_new_beats_between_parts() -> None:
+    """The dashboard drains in parts (issue 38); steps keep arriving between parts, and a read
+    drains the rest at once. Every task's series, the live queue sums and the records are
+    those of whole drains, and the queue sums are the per-task sums at every read."""
+    state = _churn_state()
+    whole, parts = Recorder(HistoryConfig(step_s=1.0)), Recorder(HistoryConfig(step_s=1.0))
+    sizes = random.Random(3)
+    left_part_way = 0
+
+    def between(second: int) -> None:
+        nonlocal left_part_way
+        if second % 2 == 0:
+            whole.drain(state)
+        for _ in range(sizes.randrange(1, 4)):            # a few parts a second, rarely a whole batch
+            if not parts.drain_part(state, sizes.randrange(1, 9)):
+                break
+        else:
+            left_part_way += parts._batch is not None
+        if second % 7 == 6:                               # a read: the rest at once, then the oracle
+            parts.drain(state)
+            got, want = parts.live.by_queue(), _per_task_sums(state)
+            for path in set(got) | set(want):
+                assert got.get(path, (0.0, 0.0)) == pytest.approx(want.get(path, (0.0, 0.0))), (second, path)
+
+    _run_churn(state, [whole, parts], random.Random(7), between)
+    assert left_part_way >= 10                            # batches did span new steps
+    whole.drain(state), parts.drain(state)
+    assert parts._batch is None and set(parts.tasks) == set(whole.tasks) and len(whole.tasks) >= 20
+    assert parts.live.by_queue().keys() == whole.live.by_queue().keys()
+    for path, sums in whole.live.by_queue().items():
+        assert parts.live.by_queue()[path] == pytest.approx(sums), path
+    for task_id, rec in whole.tasks.items():
+        mine = parts.tasks[task_id]
+        assert (rec.node, rec.attempt) == (mine.node, mine.attempt), task_id
+        a, b = rec.series.read(0, 1e9), mine.series.read(0, 1e9)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a), task_id
+
+
+def test_a_part_is_at_least_one_heartbeat_and_none_takes_the_whole_batch() -> None:
+    from tcluster.master.usage.recorder import _Batch
+    block = UsageBlock.of({f"j.{i}": (1, _usage(1.0, 1.0, 10, 1)) for i in range(5)})
+    batch = _Batch([(1.0, "n", block)] * 4, [], [])
+    assert len(batch.next_part(1)) == 1 and len(batch.next_part(6)) == 2 and batch.cursor == 3
+    assert len(batch.next_part(None)) == 1 and batch.next_part(3) == [] and batch.cursor == 4
