@@ -4,10 +4,17 @@ In a burst the rings grow faster than BlockPrefill fills the next block in its t
 such a block comes unwritten and TaskRings.take cleared its slots on the loop, CLEAR_RUN at
 a time, as they were first taken (py-spy of the master in bench/cluster_scale.py --profile:
 TaskRings._clear_fresh under the dashboard's drain). Here one worker thread clears every
-such block behind the loop, a run of slots at a time, under the lock the loop's own clear
-takes, and only slots not marked cleared yet: a slot the loop took was cleared and marked
-first, and only then written, so it is never cleared again. numpy releases the GIL while
-it fills a slice, so the loop runs meanwhile."""
+such block behind the loop, a run of slots at a time, and only slots not marked cleared
+yet: a slot the loop took was cleared and marked first, and only then written, so it is
+never cleared again. numpy releases the GIL while it fills a slice, so the loop runs
+meanwhile.
+
+The loop must not wait for the worker either. Holding the lock while it cleared a run (the
+first touch of that run's pages), the worker kept the loop's first take of a new block
+waiting 25-90 ms at 2,000 agents (a burst's slots). So the worker claims a run under the
+lock, clears it without, and marks it under the lock; it starts at the block's tail, the
+loop's takes at its head (lowest slot first). The loop waits only for a slot inside the
+run being cleared, and clears its own run no further than that run's start."""
 
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ def uncleared_runs(marks: np.ndarray) -> list[tuple[int, int]]:
 class ClearBehind:
     def __init__(self, lock: threading.Lock, marks: Callable[[int], np.ndarray], clear: Clear, run: int) -> None:
         self._lock, self._marks, self._clear, self._run = lock, marks, clear, run
+        self._cleared = threading.Condition(lock)   # the loop waits on it for a slot being cleared
+        self._claimed: tuple[int, int, int] | None = None   # (block, start, end) being cleared, unlocked
         self._blocks: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         self.idle = threading.Event()      # nothing queued or being cleared (tests wait on it)
@@ -52,10 +61,31 @@ class ClearBehind:
                     self.idle.set()
 
     def clear_block(self, block: int) -> None:
-        size = len(self._marks(block))
-        for start in range(0, size, self._run):
-            with self._lock:           # the loop's take() clears under it too
-                marks = self._marks(block)
-                for a, b in uncleared_runs(marks[start:start + self._run]):
+        """From the tail: the loop takes a new block's slots lowest first."""
+        for end in range(len(self._marks(block)), 0, -self._run):
+            start = max(0, end - self._run)
+            with self._lock:
+                runs = uncleared_runs(self._marks(block)[start:end])
+                if not runs:
+                    continue
+                self._claimed = (block, start, end)
+            try:
+                for a, b in runs:
                     self._clear(block, start + a, start + b)
-                    marks[start + a:start + b] = True
+            finally:
+                with self._cleared:
+                    marks = self._marks(block)
+                    for a, b in runs:
+                        marks[start + a:start + b] = True
+                    self._claimed = None
+                    self._cleared.notify_all()
+
+    def free_end(self, block: int, row: int, end: int) -> int:
+        """How far from `row` the loop may clear `block` itself (at most to `end`), once no
+        run being cleared holds `row`: it waits for such a run. Called under the lock."""
+        while self._claimed is not None and self._claimed[0] == block and self._claimed[1] <= row < self._claimed[2]:
+            self._cleared.wait()
+        claimed = self._claimed
+        if claimed is not None and claimed[0] == block and row < claimed[1]:
+            end = min(end, claimed[1])
+        return end

@@ -96,6 +96,8 @@ class TaskRings:
         with self._clearing:
             marks = self.block_cleared[block_number]
             end = min(row + CLEAR_RUN, len(marks))
+            if self._behind is not None:      # not into a run its thread is clearing now
+                end = self._behind.free_end(block_number, row, end)
             taken = np.flatnonzero(marks[row:end])
             if len(taken):
                 end = row + int(taken[0])

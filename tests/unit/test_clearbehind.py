@@ -98,3 +98,56 @@ def test_the_thread_and_the_loop_together_lose_no_sample(monkeypatch: pytest.Mon
     assert rings.cleared.all() and len(rings.tiers[0].blocks) > 10
     reads = [rings.series(s).read(0, 100)["rate"] for s in slots]
     assert all(r == [1.0, 2.0] for r in reads), [(s, r) for s, r in zip(slots, reads) if r != [1.0, 2.0]][:5]
+
+
+def _held_behind(size: int, run: int) -> tuple[ClearBehind, np.ndarray, threading.Lock, threading.Event, list]:
+    """A ClearBehind over one block of `size` slots whose clear of each run waits for `go`."""
+    lock, marks, go, cleared = threading.Lock(), np.zeros(size, dtype=bool), threading.Event(), []
+
+    def clear(block: int, start: int, end: int) -> None:
+        cleared.append((start, end))
+        assert go.wait(30)
+    return ClearBehind(lock, lambda block: marks, clear, run), marks, lock, go, cleared
+
+
+def test_the_thread_clears_from_the_tail_and_the_loop_never_waits_for_a_run_it_does_not_need() -> None:
+    """The loop's first takes are the block's head; the thread clears the tail first, a run
+    claimed under the lock but cleared without it (a run held 25-90 ms under the lock kept
+    the loop's take waiting, issue 38)."""
+    behind, marks, lock, go, cleared = _held_behind(10, 4)
+    behind.behind(0)
+    for _ in range(3000):                      # the thread claims its first run, then waits in clear
+        if cleared:
+            break
+        threading.Event().wait(0.01)
+    assert cleared == [(6, 10)]
+    with lock:                                 # the loop, at the head: not blocked, and not into 6-10
+        assert behind.free_end(0, 0, 8) == 6
+        assert behind.free_end(0, 2, 4) == 4
+    go.set()
+    assert behind.idle.wait(30)
+    assert cleared == [(6, 10), (2, 6), (0, 2)] and marks.all()
+
+
+def test_the_loop_waits_for_a_slot_inside_the_run_being_cleared_until_it_is_marked() -> None:
+    behind, marks, lock, go, cleared = _held_behind(8, 4)
+    marks[:4] = True                            # the loop's own first run
+    behind.behind(0)
+    for _ in range(3000):
+        if cleared:
+            break
+        threading.Event().wait(0.01)
+    assert cleared == [(4, 8)]
+    seen: list[bool] = []
+
+    def loop_takes_slot_5() -> None:
+        with lock:
+            behind.free_end(0, 5, 8)
+            seen.append(bool(marks[5]))         # cleared and marked by the thread: nothing to clear
+    taker = threading.Thread(target=loop_takes_slot_5)
+    taker.start()
+    taker.join(0.2)
+    assert taker.is_alive() and seen == []      # waiting for the run, the lock not held meanwhile
+    go.set()
+    taker.join(30)
+    assert seen == [True] and behind.idle.wait(30) and marks.all()
