@@ -18,12 +18,14 @@ run being cleared, and clears its own run no further than that run's start."""
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from typing import Callable
 
 import numpy as np
 
+log = logging.getLogger(__name__)
 Clear = Callable[[int, int, int], None]     # (block, first slot, end): rows of those slots to NaN
 
 
@@ -56,6 +58,8 @@ class ClearBehind:
             block = self._blocks.get()
             try:
                 self.clear_block(block)
+            except Exception:   # the thread goes on with the next block; the loop clears the rest
+                log.exception("clearing ring block %d behind the loop failed", block)
             finally:
                 if self._blocks.empty():
                     self.idle.set()
@@ -69,13 +73,15 @@ class ClearBehind:
                 if not runs:
                     continue
                 self._claimed = (block, start, end)
+            cleared = False
             try:
                 for a, b in runs:
                     self._clear(block, start + a, start + b)
-            finally:
+                cleared = True
+            finally:   # marked only if cleared: else the loop clears them when it takes them
                 with self._cleared:
                     marks = self._marks(block)
-                    for a, b in runs:
+                    for a, b in runs if cleared else ():
                         marks[start + a:start + b] = True
                     self._claimed = None
                     self._cleared.notify_all()

@@ -130,7 +130,7 @@ class Api:
     # ---- handlers ----
 
     async def overview(self, request: web.Request) -> web.Response:
-        self.dashboard.drain()
+        await self.dashboard.drained()
         state = self.state
         nodes: dict[str, int] = {}
         for name, node in state.nodes.items():
@@ -197,7 +197,7 @@ class Api:
         return _json(self.job_doc(job, tasks, request[CALLER]))
 
     async def job_usage(self, request: web.Request) -> web.Response:
-        self.dashboard.drain()
+        await self.dashboard.drained()
         job, tasks = self.service.read(request.match_info["job_id"], request[CALLER])
         self.service.agents.watch_jobs([(job, tasks)], DEFAULT_WATCH_S)     # an open job page polls this
         since, until = time_range(request)
@@ -250,7 +250,7 @@ class Api:
                       for n, tasks in listed])
 
     async def node_usage(self, request: web.Request) -> web.Response:
-        self.dashboard.drain()
+        await self.dashboard.drained()
         name = request.match_info["name"]
         if name not in self.state.nodes:
             raise NotFound(f"node {name!r} not found")
@@ -275,7 +275,7 @@ class Api:
         return _json(federation_doc(lm))
 
     async def queue_usage(self, request: web.Request) -> web.Response:
-        self.dashboard.drain()
+        await self.dashboard.drained()
         since, until = time_range(request)
         return _json({"since": since, "until": until, "queues": {
             path: series.read(since, until) for path, series in sorted(self.dashboard.recorder.queues.items())},
@@ -293,7 +293,7 @@ class Api:
         return [{**m, "job_id": "", "by_job": ""} for m in marks] if hide_jobs else marks
 
     async def cluster_usage(self, request: web.Request) -> web.Response:
-        self.dashboard.drain()
+        await self.dashboard.drained()
         since, until = time_range(request)
         return _json({"since": since, "until": until, "series": self.dashboard.recorder.cluster.read(since, until)})
 

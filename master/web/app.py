@@ -59,6 +59,14 @@ class Dashboard:
     def drain(self) -> None:
         self.recorder.drain(self.service.state)
 
+    async def drained(self) -> None:
+        """What was reported before the call, drained in parts with the loop served between
+        them (a read at a burst would hold it as a whole drain did): a batch part-way, then
+        one taken since the call, each finished (the parts are shared with the loop's)."""
+        for _ in range(2):
+            while self.recorder.drain_part(self.service.state, DRAIN_PART_SAMPLES):
+                await asyncio.sleep(0)
+
     def task_record(self, task_id: str) -> TaskRecord | None:
         """In memory while running; a finished task's comes back from disk (and is kept in a
         small cache: it no longer changes, and a job page asks again every 2 s)."""
@@ -170,7 +178,7 @@ class Dashboard:
         nodes = request.query.getall("node", [])
         if nodes:
             self.service.agents.watch_usage(nodes[:MAX_SCRAPE_NODES], DEFAULT_WATCH_S)
-        self.drain()
+        await self.drained()
         return web.Response(body=self.exposition.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def healthz(self, request: web.Request) -> web.Response:

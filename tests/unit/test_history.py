@@ -385,3 +385,46 @@ def test_a_part_is_at_least_one_heartbeat_and_none_takes_the_whole_batch() -> No
     batch = _Batch([(1.0, "n", block)] * 4, [], [])
     assert len(batch.next_part(1)) == 1 and len(batch.next_part(6)) == 2 and batch.cursor == 3
     assert len(batch.next_part(None)) == 1 and batch.next_part(3) == [] and batch.cursor == 4
+
+
+def test_a_read_drains_what_came_before_it_in_parts_serving_the_loop_between_them() -> None:
+    """A dashboard read (the API, /metrics) drains a batch part-way and what came since, in
+    parts: the loop runs between them, and the read sees every sample reported before it."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from tcluster.master.web import app
+
+    state = _churn_state()
+    rec = Recorder(HistoryConfig(step_s=1.0))
+    for second in range(3):
+        wall = 100.0 + second
+        for node in ("n0", "n1"):
+            mine = [t for ts in state.tasks.values() for t in ts if t.node == node]
+            block = UsageBlock.of({t.id: (t.attempt, _usage(wall, second, 2**20, 0)) for t in mine})
+            state.usage.put(block)
+            rec.on_step(AppliedStep(Beat(node, Resources(), block), Step(usage=block), Now(wall, wall)))
+        if second == 1:
+            assert rec.drain_part(state, 1)            # the loop left a batch part-way
+    dashboard = SimpleNamespace(recorder=rec, service=SimpleNamespace(state=state))
+    ticks: list[int] = []
+
+    async def other_work() -> None:
+        while True:
+            ticks.append(len(rec.tasks))
+            await asyncio.sleep(0)
+
+    async def read() -> None:
+        other = asyncio.create_task(other_work())
+        await app.Dashboard.drained(dashboard)          # type: ignore[arg-type]
+        other.cancel()
+
+    original = app.DRAIN_PART_SAMPLES
+    app.DRAIN_PART_SAMPLES = 3
+    try:
+        asyncio.run(read())
+    finally:
+        app.DRAIN_PART_SAMPLES = original
+    assert rec._batch is None and rec._beats == [] and len(rec.tasks) == 20
+    assert len(ticks) >= 3                             # the loop ran between the five parts
+    assert all(len(rec.tasks[t.id].series.read(0, 1e9)["t"]) >= 1 for ts in state.tasks.values() for t in ts)
