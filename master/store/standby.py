@@ -7,10 +7,15 @@ that `tcl` and `tcl-agent` follow: the leader's client address on the client por
 agent address on the agent port, "" when no master leads.
 
 The refusal uses the same kind of handler (unary or streaming, either side) and the same
-deserializer as the real method, so grpc reads the call as it would have for the method."""
+deserializer as the real method, so grpc reads the call as it would have for the method.
+On a streaming request it reads the client's first message before it answers (at most
+FIRST_MESSAGE_WAIT_S): an agent writes its registration first, and a write still in flight
+when the call ends fails on the client's side, which then reports that failure (INTERNAL,
+"Internal error from Core", no `tcl-leader`) instead of the answer (seen in CI under load)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Awaitable, Callable, Literal, Protocol
 
 import grpc
@@ -21,6 +26,7 @@ from tcluster.master.store.leadership import LeaderInfo
 # Joining needs no leader's state machine; a new node may reach any master first.
 EXEMPT_PREFIXES = ("/tcluster.v1.NodeJoin/",)
 PortKind = Literal["client", "agent"]
+FIRST_MESSAGE_WAIT_S = 2.0    # a streaming client that writes nothing is answered after this
 
 
 class LeaderView(Protocol):
@@ -97,11 +103,24 @@ def _refusing_handler(handler: grpc.RpcMethodHandler, details: str, leader: str)
     async def refuse(_request: Any, context: grpc.aio.ServicerContext) -> None:
         await context.abort(grpc.StatusCode.UNAVAILABLE, details, trailing_metadata=((LEADER_METADATA, leader),))
 
+    async def refuse_after_first(requests: Any, context: grpc.aio.ServicerContext) -> None:
+        await first_message(requests)
+        await refuse(None, context)
+
     decode, encode = handler.request_deserializer, handler.response_serializer
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(refuse, decode, encode)
+        return grpc.stream_stream_rpc_method_handler(refuse_after_first, decode, encode)
     if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(refuse, decode, encode)
+        return grpc.stream_unary_rpc_method_handler(refuse_after_first, decode, encode)
     if handler.response_streaming:
         return grpc.unary_stream_rpc_method_handler(refuse, decode, encode)
     return grpc.unary_unary_rpc_method_handler(refuse, decode, encode)
+
+
+async def first_message(requests: Any) -> None:
+    """Waits for a streaming call's first message (or its end, or FIRST_MESSAGE_WAIT_S);
+    what it holds, or fails to decode, does not matter: the call is refused either way."""
+    try:
+        await asyncio.wait_for(anext(aiter(requests), None), FIRST_MESSAGE_WAIT_S)
+    except Exception:   # the wait over, the call gone, an undecodable message: the same answer
+        pass

@@ -158,3 +158,51 @@ def test_always_leader_and_the_answer_without_a_view() -> None:
         "this master is a standby; the leader is at 10.0.0.2:7071", "10.0.0.2:7071")
     with pytest.raises(ValueError):
         StandbyInterceptor(FlipView(), "http")  # type: ignore[arg-type]
+
+
+class _Requests:
+    """A streaming call's requests: `first` after `delay_s` (None: never), then the end."""
+
+    def __init__(self, delay_s: float | None) -> None:
+        self.delay_s, self.read = delay_s, 0
+
+    def __aiter__(self) -> "_Requests":
+        return self
+
+    async def __anext__(self) -> agent_pb2.AgentMessage:
+        if self.read:
+            raise StopAsyncIteration
+        if self.delay_s is None:
+            await asyncio.Event().wait()
+        await asyncio.sleep(self.delay_s or 0.0)
+        self.read += 1
+        return agent_pb2.AgentMessage()
+
+
+class _Context:
+    def __init__(self, requests: _Requests) -> None:
+        self.requests, self.read_before_abort = requests, -1
+
+    async def abort(self, code: grpc.StatusCode, details: str, trailing_metadata: tuple = ()) -> None:
+        self.read_before_abort = self.requests.read
+        raise grpc.RpcError(details)
+
+
+@pytest.mark.parametrize("delay_s, read", [(0.0, 1), (0.05, 1), (None, 0)])
+def test_a_streaming_call_is_refused_after_its_first_message_or_the_wait(
+        delay_s: float | None, read: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refusal reads an agent's first message before it answers: a write still in flight
+    when the call ends fails on the client, which then reports INTERNAL without the hint (a CI
+    flake of the bidi case above). A client that writes nothing is answered after the wait."""
+    from tcluster.master.store import standby
+    monkeypatch.setattr(standby, "FIRST_MESSAGE_WAIT_S", 0.2)
+    real = grpc.stream_stream_rpc_method_handler(Agents().Connect)
+    refusing = standby._refusing_handler(real, "this master is a standby", "10.0.0.2:7071")
+    requests = _Requests(delay_s)
+    context = _Context(requests)
+
+    async def call() -> None:
+        with pytest.raises(grpc.RpcError):
+            await refusing.stream_stream(requests, context)
+    asyncio.run(call())
+    assert context.read_before_abort == read
