@@ -15,12 +15,12 @@ when the call ends fails on the client's side, which then reports that failure (
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Awaitable, Callable, Literal, Protocol
 
 import grpc
 
 from tcluster.daemonkit.leaders import LEADER_METADATA, STANDBY_PREFIX
+from tcluster.daemonkit.timeouts import wait_for
 from tcluster.master.store.leadership import LeaderInfo
 
 # Joining needs no leader's state machine; a new node may reach any master first.
@@ -121,6 +121,6 @@ async def first_message(requests: Any) -> None:
     """Waits for a streaming call's first message (or its end, or FIRST_MESSAGE_WAIT_S);
     what it holds, or fails to decode, does not matter: the call is refused either way."""
     try:
-        await asyncio.wait_for(anext(aiter(requests), None), FIRST_MESSAGE_WAIT_S)
+        await wait_for(anext(aiter(requests), None), FIRST_MESSAGE_WAIT_S)
     except Exception:   # the wait over, the call gone, an undecodable message: the same answer
         pass

@@ -124,7 +124,7 @@ def test_a_damaged_certificate_never_raises_and_reads_as_cryptography_reads_it(c
     name = certs.node_of_cert(pem)
     try:
         expected = _oracle(pem)
-    except ValueError:
+    except (ValueError, x509.InvalidVersion):   # a flipped version byte: not a ValueError
         return          # cryptography refuses it; ours may too, or read the bytes it can
     assert name == expected
 
