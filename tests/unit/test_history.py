@@ -263,40 +263,17 @@ def _per_task_sums(state: MasterState) -> dict[str, tuple[float, float]]:
 def test_the_queue_sums_from_the_slots_are_the_per_task_sums_through_ends_and_retries() -> None:
     """Drained every other second: a task requeued and placed again reports its next attempt
     in the same drain as its end (a drain ingests beats before ends)."""
-    rng = random.Random(7)
-    queues = ["a.b", "a.c", "d", "a.b.e"]
-    jobs = [Job(id=f"j{q}", spec=JobSpec(command=("x",), resources=Resources.of({"cpu": 1, "memory": GiB}), queue=queue),
-                submitted_at=1.0) for q, queue in enumerate(queues)]
-    tasks = [Task(job.id, i, TaskState.RUNNING, node=f"n{i % 2}", attempt=1) for job in jobs for i in range(5)]
-    nodes = [Node(f"n{i}", Resources.of({"cpu": 64, "memory": 64 * GiB})) for i in range(2)]
-    state, rec = MasterState(jobs, tasks, nodes, [], Timeouts(), 0.0), Recorder(HistoryConfig(step_s=1.0))
-    retried = 0
-    for second in range(40):
-        wall = 100.0 + second
-        for node in ("n0", "n1"):
-            mine = [t for ts in state.tasks.values() for t in ts if t.node == node and t.state is TaskState.RUNNING]
-            usage = {t.id: (t.attempt, replace(_usage(wall, second, rng.randrange(1, 2**30), rng.randrange(2**20)),
-                                               cpu_rate=rng.random() * 4)) for t in mine if rng.random() < 0.9}
-            block = UsageBlock.of(usage)
-            state.usage.put(block)
-            rec.on_step(AppliedStep(Beat(node, Resources(), block), Step(usage=block), Now(wall, wall)))
-        if second % 4 == 3:          # one task ends; another is requeued and placed again at once
-            running = [t for ts in state.tasks.values() for t in ts if t.state is TaskState.RUNNING]
-            done, again = rng.sample(running, 2)
-            for task, new_state in ((done, TaskState.SUCCEEDED), (again, TaskState.PENDING)):
-                changed = replace(task, state=new_state, finished_at=wall)
-                state.apply(Step(tasks={task.id: changed}))
-                rec.on_step(AppliedStep(object(), Step(tasks={task.id: changed}), Now(wall, wall)))
-            state.apply(Step(tasks={again.id: replace(again, state=TaskState.RUNNING, node="n1",
-                                                      attempt=again.attempt + 1)}))
-            retried += 1
+    state, rec = _churn_state(), Recorder(HistoryConfig(step_s=1.0))
+
+    def drained(second: int) -> None:
         if second % 2 == 0:
             rec.drain(state)
             got, want = rec.live.by_queue(), _per_task_sums(state)
             assert set(want) <= set(got)
             for path in got:
                 assert got[path] == pytest.approx(want.get(path, (0.0, 0.0))), (second, path)
-    assert retried >= 9
+
+    _run_churn(state, [rec], random.Random(7), drained)   # ten ends and ten requeues
     rec.drain(state)                 # the last second's beats: a sample reads what was drained
     rec.sample_cluster(200.0, state, [])
     row = rec.cluster.read(0, 1e9)
