@@ -46,6 +46,7 @@ from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree
+from tcluster.scheduler.mchfactors import Factors, subtree
 from tcluster.scheduler.mchpropagate import Propagation
 from tcluster.scheduler.mchusers import UserLevel
 from tcluster.scheduler.usershare import Held, held_from_views
@@ -71,7 +72,7 @@ class _Job:
         return (share_key(share), self.submitted, job_id, self.version, share)
 
 
-class MchState(UserLevel, Propagation):
+class MchState(UserLevel, Propagation, Factors):
     """The flattened tree of one queue tree and one cluster capacity, kept current."""
 
     def __init__(self, queues: QueueTree | None, capacity: Resources) -> None:
@@ -86,8 +87,13 @@ class MchState(UserLevel, Propagation):
         self._factor: list[float] = []      # F: product of mu / weight up to the root
         self._heaps: list[list[tuple[float, float, str, int, float]]] = []
         self._qversion: list[int] = []
+        self._filed: list[tuple[float, float, str, int, int] | None] = []   # each queue's valid global entry
+        self._filed_share: list[float] = []                                  # the exact share it was keyed by
         self._grow()
-        self._below = [_subtree(self.index, node) for node in range(len(self.index))]
+        self._below = [subtree(self.index, node) for node in range(len(self.index))]
+        self._pre, self._size = [0] * len(self._below), [len(walk) for walk in self._below]
+        for place, (node, _, _) in enumerate(self._below[0]):
+            self._pre[node] = place
         self._global: list[tuple[float, float, str, int, int]] = []
         self._jobs: dict[str, _Job] = {}
         self._stale_factor: set[int] = set()
@@ -105,6 +111,8 @@ class MchState(UserLevel, Propagation):
             self._factor.append(1.0)
             self._heaps.append([])
             self._qversion.append(0)
+            self._filed.append(None)
+            self._filed_share.append(0.0)
 
     # ---- jobs come, go and change ----
 
@@ -237,7 +245,7 @@ class MchState(UserLevel, Propagation):
             return
         version = job.version = job.version + 1
         share = job.running * job.mu / job.weight
-        entry = (round(share, 12), job.submitted, job_id, version, share)   # job.entry, inlined: the hot path
+        entry = (share_key(share), job.submitted, job_id, version, share)   # job.entry, inlined: the hot path
         heap = self._heaps[node]
         if heap and heap[0][2] == job_id:
             heapq.heapreplace(heap, entry)
@@ -259,88 +267,13 @@ class MchState(UserLevel, Propagation):
                 risen.discard(node)
             qversion = self._qversion
             version = qversion[node] = qversion[node] + 1
-            filed = (round(self._factor[node] * best[4], 12), best[1], best[2], node, version)
+            filed = (share_key(self._factor[node] * best[4]), best[1], best[2], node, version)
+            self._filed[node], self._filed_share[node] = filed, best[4]
             glob = self._global
             if glob and glob[0][3] == node and glob[0][4] == version - 1:
                 heapq.heapreplace(glob, filed)
             else:
                 heapq.heappush(glob, filed)
-
-    def _flush(self) -> None:
-        stale, parent = self._stale_factor, self.index.parent
-        if len(stale) == 1:   # the common case: one queue's mu changed
-            self._recompute_factors(stale.pop())
-        elif stale:
-            for top in [n for n in stale if not _below_any(n, stale, parent)]:
-                self._recompute_factors(top)
-            stale.clear()
-        for node in self._dirty:
-            self._refresh(node)
-        self._dirty.clear()
-        if len(self._global) > 4 * len(self.index) + 64:   # drop the stale entries
-            self._global = [e for e in self._global if e[4] == self._qversion[e[3]]]
-            heapq.heapify(self._global)
-
-    def _recompute_factors(self, top: int) -> None:
-        """New F for `top` and every queue below. A queue whose F fell is re-filed now: its
-        key falls, so it may come first. One whose F rose keeps its entry, a lower bound of
-        its exact key (a larger F never gives a smaller rounded product), and is re-filed
-        only if that entry reaches the top of the global heap (pick): F changes several
-        times between most queues' turns, and only the last one costs a re-filing."""
-        parent, weight, below = self.index.parent, self.index.weight, self._below
-        factor, mus, heaps, users = self._factor, self._mu, self._heaps, self._user_heaps
-        dirty, risen = self._dirty, self._risen
-        if top in self.index.user_of:   # a user's F is only read by weights(): no entry keyed by it
-            factor[top] = factor[parent[top]] * mus[top] / weight[top]
-            return
-        # Preorder: a queue's parent has its new F first. A user's key is F(leaf) x its own
-        # share: the leaf's one global entry carries F(leaf), so users are not walked.
-        for node, up, w in below[top] if top < len(below) else ((top, parent[top], weight[top]),):
-            new = factor[up] * mus[node] / w   # the root's F is 1.0: 1.0 x mu is mu, bit for bit
-            old = factor[node]
-            if new != old:
-                factor[node] = new
-                if heaps[node] or node in users:
-                    if new < old:
-                        dirty.add(node)
-                    else:
-                        risen.add(node)
-
-    def _refresh(self, node: int) -> None:
-        """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
-        heap of users, then the leaf's). Called about twice a decision: kept to plain code."""
-        if node in self.index.user_of:
-            self._refresh_user(node)
-            node = self.index.parent[node]
-        risen = self._risen
-        if risen:
-            risen.discard(node)
-        heap, jobs = self._heaps[node], self._jobs
-        best = None
-        while heap:   # _best_job, inlined
-            top = heap[0]
-            job = jobs.get(top[2])
-            if job is not None and job.active and job.version == top[3]:
-                best = top
-                break
-            heapq.heappop(heap)
-        user = self._best_user(node) if node in self._user_heaps else None
-        qversion = self._qversion
-        version = qversion[node] = qversion[node] + 1
-        factor = self._factor[node]
-        if best is not None:
-            entry = (round(factor * best[4], 12), best[1], best[2], node, version)   # share_key, inlined
-            if user is not None:
-                entry = min(entry, (round(factor * user[3], 12), user[1], user[2], node, version))
-        elif user is not None:
-            entry = (round(factor * user[3], 12), user[1], user[2], node, version)
-        else:
-            return
-        glob = self._global
-        if glob and glob[0][3] == node and glob[0][4] == version - 1:
-            heapq.heapreplace(glob, entry)
-        else:
-            heapq.heappush(glob, entry)
 
     # ---- reading ----
 
@@ -353,26 +286,6 @@ class MchState(UserLevel, Propagation):
 
     def root_demand(self) -> list[float]:
         return list(self._sum[0])
-
-
-def _subtree(index: QueueIndex, top: int) -> tuple[tuple[int, int, float], ...]:
-    """(queue, its parent, its weight) for `top` and every queue below it, parents before
-    children (users left out): what a new F walks."""
-    order, stack = [], [top]
-    while stack:
-        node = stack.pop()
-        order.append((node, index.parent[node], index.weight[node]))
-        stack.extend(reversed(index.subqueues[node]))
-    return tuple(order)
-
-
-def _below_any(node: int, nodes: set[int], parent: list[int]) -> bool:
-    node = parent[node]
-    while node > 0:
-        if node in nodes:
-            return True
-        node = parent[node]
-    return False
 
 
 def _identity(view: JobView) -> tuple[object, ...]:

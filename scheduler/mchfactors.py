@@ -1,0 +1,174 @@
+"""MCH's factors kept current and the global heap's entries kept exact, a mixin of
+MchState: a queue whose mu moved gives the queues below a new F (one walk of a
+precomputed preorder), and each queue's one entry in the global heap is re-keyed.
+
+A queue's entry is (round(F x the exact share of its best job, 12), that job's tie, the
+job, the queue, the queue's version); the queue keeps the entry it filed and that share.
+So a new F re-keys it with one product: an unchanged key (a job that runs nothing yet,
+or an F that moved by less than the rounding) keeps its entry as it is; a lower key is
+re-filed at once (it may come first); a higher one is left as a lower bound of its key
+and re-filed only when it reaches the top (pick). Queues whose best job changed are
+re-filed after the walk anyway (dirty), and a leaf with users, whose entry is the least
+of two keys, is re-filed whenever its F moves. Picks are those of eager re-filing, bit
+for bit (tests/unit/test_mch_equivalence.py)."""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any, Callable
+
+from tcluster.scheduler.fairshare import share_key
+from tcluster.scheduler.fairtree import QueueIndex
+
+GlobalEntry = tuple[float, float, str, int, int]   # (key, tie, job, queue, queue's version)
+
+
+class Factors:
+    index: QueueIndex
+    _jobs: dict[str, Any]
+    _heaps: list[list[tuple[float, float, str, int, float]]]
+    _user_heaps: dict[int, list[tuple[float, float, str, float, int, int]]]
+    _mu: list[float]
+    _factor: list[float]        # F: product of mu / weight up to the root
+    _qversion: list[int]
+    _filed: list[GlobalEntry | None]   # the queue's valid entry in the global heap
+    _filed_share: list[float]          # the exact share its key was made from
+    _below: list[tuple[tuple[int, int, float], ...]]
+    _pre: list[int]             # a queue's place in the preorder of the tree it was built from
+    _size: list[int]            # how many places its subtree takes there
+    _global: list[GlobalEntry]
+    _stale_factor: set[int]
+    _dirty: set[int]
+    _risen: set[int]
+
+    _refresh_user: Callable[[int], None]                                          # mchusers
+    _best_user: Callable[[int], tuple[float, float, str, float, int, int] | None]   # mchusers
+
+    def _flush(self) -> None:
+        stale = self._stale_factor
+        if stale:
+            for top in self._tops(stale):
+                self._recompute_factors(top)
+            stale.clear()
+        for node in self._dirty:
+            self._refresh(node)
+        self._dirty.clear()
+        if len(self._global) > 4 * len(self.index) + 64:   # drop the stale entries
+            self._global = [e for e in self._global if e[4] == self._qversion[e[3]]]
+            heapq.heapify(self._global)
+
+    def _tops(self, stale: set[int]) -> list[int]:
+        """The stale queues no other stale queue is above. One ended job makes a chain of
+        them up its path: the highest, if every other lies in its preorder span."""
+        if len(stale) == 1:
+            return list(stale)
+        pre, size = self._pre, self._size
+        if max(stale) < len(pre):
+            top = min(stale, key=pre.__getitem__)   # the first in preorder: an ancestor of the rest, if any is
+            first, end = pre[top], pre[top] + size[top]
+            if all(first <= pre[node] < end for node in stale):
+                return [top]
+        parent = self.index.parent
+        return [n for n in stale if not _below_any(n, stale, parent)]
+
+    def _recompute_factors(self, top: int) -> None:
+        """New F for `top` and every queue below it, parents first, each queue re-keyed as
+        the module says. F changes several times between most queues' turns: only a key
+        that fell, or the last one before a turn, costs a re-filing."""
+        parent, weight, below = self.index.parent, self.index.weight, self._below
+        factor, mus = self._factor, self._mu
+        if top in self.index.user_of:   # a user's F is only read by weights(): no entry keyed by it
+            factor[top] = factor[parent[top]] * mus[top] / weight[top]
+            return
+        users, dirty, risen, filed, shares = self._user_heaps, self._dirty, self._risen, self._filed, self._filed_share
+        # A user's key is F(leaf) x its own share: the leaf's entry carries F(leaf), so
+        # users are not walked.
+        for node, up, w in below[top] if top < len(below) else ((top, parent[top], weight[top]),):
+            new = factor[up] * mus[node] / w   # the root's F is 1.0: 1.0 x mu is mu, bit for bit
+            old = factor[node]
+            if new == old:
+                continue
+            factor[node] = new
+            entry = filed[node]
+            if entry is None or node in dirty:
+                continue   # nothing to re-key, or re-filed after the walk
+            if node in users:
+                if new < old:
+                    dirty.add(node)
+                else:
+                    risen.add(node)
+                continue
+            key = share_key(new * shares[node])
+            if key > entry[0]:
+                risen.add(node)
+            elif key < entry[0]:
+                self._file(node, (key, entry[1], entry[2], node, entry[4]), shares[node])
+            elif risen:
+                risen.discard(node)   # its entry is exact again
+
+    def _refresh(self, node: int) -> None:
+        """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
+        heap of users, then the leaf's)."""
+        if node in self.index.user_of:
+            self._refresh_user(node)
+            node = self.index.parent[node]
+        heap, jobs = self._heaps[node], self._jobs
+        best = None
+        while heap:   # _best_job, inlined
+            top = heap[0]
+            job = jobs.get(top[2])
+            if job is not None and job.active and job.version == top[3]:
+                best = top
+                break
+            heapq.heappop(heap)
+        user = self._best_user(node) if node in self._user_heaps else None
+        factor = self._factor[node]
+        if best is not None:
+            entry, share = (share_key(factor * best[4]), best[1], best[2], node, 0), best[4]
+            if user is not None:
+                other = (share_key(factor * user[3]), user[1], user[2], node, 0)
+                if other < entry:
+                    entry, share = other, user[3]
+        elif user is not None:
+            entry, share = (share_key(factor * user[3]), user[1], user[2], node, 0), user[3]
+        else:
+            self._risen.discard(node)
+            self._qversion[node] += 1
+            self._filed[node] = None
+            return
+        self._file(node, entry, share)
+
+    def _file(self, node: int, entry: GlobalEntry, share: float) -> None:
+        """Files `entry` (its version field aside) as `node`'s one valid global entry."""
+        risen = self._risen
+        if risen:
+            risen.discard(node)
+        qversion = self._qversion
+        version = qversion[node] = qversion[node] + 1
+        entry = (entry[0], entry[1], entry[2], node, version)
+        self._filed[node], self._filed_share[node] = entry, share
+        glob = self._global
+        if glob and glob[0][3] == node and glob[0][4] == version - 1:
+            heapq.heapreplace(glob, entry)
+        else:
+            heapq.heappush(glob, entry)
+
+
+def subtree(index: QueueIndex, top: int) -> tuple[tuple[int, int, float], ...]:
+    """(queue, its parent, its weight) for `top` and every queue below it, parents before
+    children (users left out): what a new F walks."""
+    order, stack = [], [top]
+    while stack:
+        node = stack.pop()
+        order.append((node, index.parent[node], index.weight[node]))
+        stack.extend(reversed(index.subqueues[node]))
+    return tuple(order)
+
+
+def _below_any(node: int, nodes: set[int], parent: list[int]) -> bool:
+    node = parent[node]
+    while node > 0:
+        if node in nodes:
+            return True
+        node = parent[node]
+    return False
