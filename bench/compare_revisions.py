@@ -49,9 +49,38 @@ MOVED = {f"tcluster.{old}": f"tcluster.{new}" for old, new in (
     ("queuerow", "views.queuerow"), ("formats", "views.formats"))}
 
 
-def load_old(rev: str, path: str, name: str) -> ModuleType:
+# The mixins scheduler/mch.py is made of at the revisions compared: each is loaded from the
+# old revision too (where it exists there), so "then" is that revision's MCH whole.
+MCH_PARTS = ("mchpropagate", "mchusers", "mchfactors")
+
+
+def load_old(rev: str, path: str, name: str, parts: tuple[str, ...] = ()) -> ModuleType:
+    """`path` as it was at `rev`, as module `name`. Each of `parts` (modules of
+    tcluster.scheduler it imports) is the one of `rev` while it loads, today's again after."""
     for old, new in MOVED.items():
         sys.modules.setdefault(old, importlib.import_module(new))
+    saved = {}
+    for part in parts:
+        full = f"tcluster.scheduler.{part}"
+        if _exists_at(rev, f"scheduler/{part}.py"):
+            saved[full] = sys.modules.get(full)
+            sys.modules[full] = _load_source(rev, f"scheduler/{part}.py", f"{name}_{part}")
+    try:
+        return _load_source(rev, path, name)
+    finally:
+        for full, module in saved.items():
+            if module is None:
+                sys.modules.pop(full, None)
+            else:
+                sys.modules[full] = module
+
+
+def _exists_at(rev: str, path: str) -> bool:
+    return subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{rev}:{path}"],
+                          capture_output=True).returncode == 0
+
+
+def _load_source(rev: str, path: str, name: str) -> ModuleType:
     source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{path}"], check=True,
                             capture_output=True, text=True).stdout
     file = Path(tempfile.mkdtemp()) / f"{name}.py"
@@ -82,7 +111,7 @@ def opcodes(policy, jobs, capacity, tree, most: int) -> tuple[float, list[str]]:
 
     def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
         name = frame.f_code.co_filename
-        if "/scheduler/" in name or name.endswith("mch_then.py"):
+        if "/scheduler/" in name or "/mch_then" in name:
             frame.f_trace_opcodes = True
             return local
         return None
@@ -97,7 +126,7 @@ def opcodes(policy, jobs, capacity, tree, most: int) -> tuple[float, list[str]]:
 
 
 def compare_mch(args: argparse.Namespace) -> int:
-    old = load_old(args.rev, "scheduler/mch.py", "mch_then")
+    old = load_old(args.rev, "scheduler/mch.py", "mch_then", MCH_PARTS)
     if args.opcodes:
         return compare_mch_opcodes(args, old)
     print(f"mch at {args.rev} vs now, per decision; fastest of {args.repeat} interleaved runs; "

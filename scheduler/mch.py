@@ -237,10 +237,16 @@ class MchState(UserLevel, Propagation, Factors):
         job.running += 1
         job.pending -= 1
         node = job.node
-        held = self._held.get(node)
-        if held is not None:   # its user holds more: the user's key changes
-            self._held[node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
+        users = self._user_of   # empty on a tree that shares by no users: one test, not three
+        if users:
+            held = self._held.get(node)
+            if held is not None:   # its user holds more: the user's key changes
+                self._held[node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
         if job.pending <= 0:
+            heap = self._heaps[node]
+            if heap and heap[0][2] == job_id:   # its entry, stale now: dropped here, not when it surfaces
+                heapq.heappop(heap)
+            self._filed[node] = None   # its queue is re-filed at the next pick: no re-key before that
             self._deactivate(job)
             return
         version = job.version = job.version + 1
@@ -253,7 +259,7 @@ class MchState(UserLevel, Propagation, Factors):
             heapq.heappush(heap, entry)
         if self._stale_factor or self._dirty:
             self._dirty.add(node)
-        elif node in self._user_of or node in self._user_heaps:
+        elif users and (node in users or node in self._user_heaps):
             self._refresh(node)
         else:   # the most common case, a queue without users: _refresh, inlined
             best = heap[0]   # the entry just filed, or another job's, valid unless it is stale
@@ -267,8 +273,9 @@ class MchState(UserLevel, Propagation, Factors):
                 risen.discard(node)
             qversion = self._qversion
             version = qversion[node] = qversion[node] + 1
-            filed = (share_key(self._factor[node] * best[4]), best[1], best[2], node, version)
-            self._filed[node], self._filed_share[node] = filed, best[4]
+            share = best[4]   # 0 for a job that runs nothing yet: its key is 0 whatever F is
+            filed = (share_key(self._factor[node] * share) if share else 0.0, best[1], best[2], node, version)
+            self._filed[node], self._filed_share[node] = filed, share
             glob = self._global
             if glob and glob[0][3] == node and glob[0][4] == version - 1:
                 heapq.heapreplace(glob, filed)

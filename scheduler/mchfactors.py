@@ -26,6 +26,7 @@ GlobalEntry = tuple[float, float, str, int, int]   # (key, tie, job, queue, queu
 class Factors:
     index: QueueIndex
     _jobs: dict[str, Any]
+    _user_of: dict[int, tuple[str, str]]   # the index's own dict of user nodes
     _heaps: list[list[tuple[float, float, str, int, float]]]
     _user_heaps: dict[int, list[tuple[float, float, str, float, int, int]]]
     _mu: list[float]
@@ -45,14 +46,17 @@ class Factors:
     _best_user: Callable[[int], tuple[float, float, str, float, int, int] | None]   # mchusers
 
     def _flush(self) -> None:
-        stale = self._stale_factor
-        if stale:
+        stale, dirty = self._stale_factor, self._dirty
+        if len(stale) == 1:   # one job ended or came since the last pick
+            self._recompute_factors(stale.pop())
+        elif stale:
             for top in self._tops(stale):
                 self._recompute_factors(top)
             stale.clear()
-        for node in self._dirty:
-            self._refresh(node)
-        self._dirty.clear()
+        if dirty:
+            for node in dirty:
+                self._refresh(node)
+            dirty.clear()
         if len(self._global) > 4 * len(self.index) + 64:   # drop the stale entries
             self._global = [e for e in self._global if e[4] == self._qversion[e[3]]]
             heapq.heapify(self._global)
@@ -60,8 +64,6 @@ class Factors:
     def _tops(self, stale: set[int]) -> list[int]:
         """The stale queues no other stale queue is above. One ended job makes a chain of
         them up its path: the highest, if every other lies in its preorder span."""
-        if len(stale) == 1:
-            return list(stale)
         pre, size = self._pre, self._size
         if max(stale) < len(pre):
             top = min(stale, key=pre.__getitem__)   # the first in preorder: an ancestor of the rest, if any is
@@ -74,42 +76,52 @@ class Factors:
     def _recompute_factors(self, top: int) -> None:
         """New F for `top` and every queue below it, parents first, each queue re-keyed as
         the module says. F changes several times between most queues' turns: only a key
-        that fell, or the last one before a turn, costs a re-filing."""
+        that fell, or the last one before a turn, costs a re-filing. A queue waiting in
+        `dirty` may be re-keyed from its old best job here: harmless, as it is re-filed
+        before the next pick. Once per ended job: kept to plain code."""
         parent, weight, below = self.index.parent, self.index.weight, self._below
         factor, mus = self._factor, self._mu
-        if top in self.index.user_of:   # a user's F is only read by weights(): no entry keyed by it
+        if top in self._user_of:   # a user's F is only read by weights(): no entry keyed by it
             factor[top] = factor[parent[top]] * mus[top] / weight[top]
             return
-        users, dirty, risen, filed, shares = self._user_heaps, self._dirty, self._risen, self._filed, self._filed_share
+        users, risen, filed, shares, qversion = self._user_heaps, self._risen, self._filed, self._filed_share, self._qversion
         # A user's key is F(leaf) x its own share: the leaf's entry carries F(leaf), so
         # users are not walked.
         for node, up, w in below[top] if top < len(below) else ((top, parent[top], weight[top]),):
             new = factor[up] * mus[node] / w   # the root's F is 1.0: 1.0 x mu is mu, bit for bit
+            entry = filed[node]
+            if entry is None:   # nothing filed (most queues above the leaves): only F
+                factor[node] = new
+                continue
+            share = shares[node]
+            if not share and not users:   # a job that runs nothing yet: its key is 0 whatever F is
+                factor[node] = new
+                continue
             old = factor[node]
             if new == old:
                 continue
             factor[node] = new
-            entry = filed[node]
-            if entry is None or node in dirty:
-                continue   # nothing to re-key, or re-filed after the walk
-            if node in users:
+            if users and node in users:
                 if new < old:
-                    dirty.add(node)
+                    self._dirty.add(node)
                 else:
                     risen.add(node)
                 continue
-            key = share_key(new * shares[node])
+            key = share_key(new * share)
             if key > entry[0]:
                 risen.add(node)
-            elif key < entry[0]:
-                self._file(node, (key, entry[1], entry[2], node, entry[4]), shares[node])
-            elif risen:
-                risen.discard(node)   # its entry is exact again
+                continue
+            if risen:
+                risen.discard(node)   # exact again, or re-filed below
+            if key < entry[0]:   # _file, inlined
+                version = qversion[node] = qversion[node] + 1
+                entry = filed[node] = (key, entry[1], entry[2], node, version)
+                heapq.heappush(self._global, entry)
 
     def _refresh(self, node: int) -> None:
         """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
-        heap of users, then the leaf's)."""
-        if node in self.index.user_of:
+        heap of users, then the leaf's). Once or twice a decision: kept to plain code."""
+        if node in self._user_of:
             self._refresh_user(node)
             node = self.index.parent[node]
         heap, jobs = self._heaps[node], self._jobs
@@ -121,7 +133,28 @@ class Factors:
                 best = top
                 break
             heapq.heappop(heap)
-        user = self._best_user(node) if node in self._user_heaps else None
+        if node in self._user_heaps:
+            self._refresh_with_users(node, best)
+        elif best is None:
+            self._unfile(node)
+        else:   # _file, inlined
+            risen = self._risen
+            if risen:
+                risen.discard(node)
+            qversion = self._qversion
+            version = qversion[node] = qversion[node] + 1
+            share = best[4]   # 0 for a job that runs nothing yet: its key is 0 whatever F is
+            entry = (share_key(self._factor[node] * share) if share else 0.0, best[1], best[2], node, version)
+            self._filed[node], self._filed_share[node] = entry, share
+            glob = self._global
+            if glob and glob[0][3] == node and glob[0][4] == version - 1:
+                heapq.heapreplace(glob, entry)
+            else:
+                heapq.heappush(glob, entry)
+
+    def _refresh_with_users(self, node: int, best: tuple[float, float, str, int, float] | None) -> None:
+        """A leaf with users files the least of its own best job's key and its best user's."""
+        user = self._best_user(node)
         factor = self._factor[node]
         if best is not None:
             entry, share = (share_key(factor * best[4]), best[1], best[2], node, 0), best[4]
@@ -132,11 +165,15 @@ class Factors:
         elif user is not None:
             entry, share = (share_key(factor * user[3]), user[1], user[2], node, 0), user[3]
         else:
-            self._risen.discard(node)
-            self._qversion[node] += 1
-            self._filed[node] = None
+            self._unfile(node)
             return
         self._file(node, entry, share)
+
+    def _unfile(self, node: int) -> None:
+        """`node` has nothing to run: its entry goes stale, and nothing replaces it."""
+        self._risen.discard(node)
+        self._qversion[node] += 1
+        self._filed[node] = None
 
     def _file(self, node: int, entry: GlobalEntry, share: float) -> None:
         """Files `entry` (its version field aside) as `node`'s one valid global entry."""
