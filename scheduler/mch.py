@@ -24,10 +24,11 @@ MCH flattens the queue tree into weighted jobs and then runs weighted DRF.
   holds each queue's best job, keyed by F times that. A pick is O(log p). When a job
   arrives, leaves, is blocked or runs out of tasks, only its queues up the path are
   recomputed, O(depth x kinds) (scheduler/mchpropagate.py). If one of their mu changes,
-  the queues under it get new F values (one walk of a precomputed preorder). A queue
-  whose F fell is re-filed at once; one whose F rose keeps its entry, now a lower bound of
-  its key, and is re-filed only if it reaches the top: most queues see several new F
-  between their turns and pay for the last one only. Picks are those of the eager
+  the queues under it get new F values (one walk of a precomputed preorder), and each
+  queue's entry is re-keyed with one product (scheduler/mchfactors.py): a key that did not
+  move keeps its entry, one that fell is re-filed at once, and one that rose keeps its
+  entry, now a lower bound of its key, until it reaches the top: most queues see several
+  new F between their turns and pay for the last one only. Picks are those of the eager
   re-filing, bit for bit (tests/unit/test_mch_equivalence.py).
 
 The user level (scheduler/usershare.py): a user's node under a leaf is a queue for the

@@ -121,7 +121,8 @@ class Factors:
     def _refresh(self, node: int) -> None:
         """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
         heap of users, then the leaf's). Once or twice a decision: kept to plain code."""
-        if node in self._user_of:
+        users = self._user_of   # empty on a tree that shares by no users
+        if users and node in users:
             self._refresh_user(node)
             node = self.index.parent[node]
         heap, jobs = self._heaps[node], self._jobs
@@ -133,7 +134,7 @@ class Factors:
                 best = top
                 break
             heapq.heappop(heap)
-        if node in self._user_heaps:
+        if users and node in self._user_heaps:
             self._refresh_with_users(node, best)
         elif best is None:
             self._unfile(node)

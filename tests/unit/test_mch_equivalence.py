@@ -4,7 +4,12 @@ users, weights, placements, blocks, departures and returns."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from hypothesis import given, settings, strategies as st
+
+from bench.fairness import binary_tree, google_jobs, pool
 
 from tcluster.domain.resources import Resources
 from tcluster.scheduler.mch import MchState
@@ -71,3 +76,33 @@ def test_a_job_that_left_and_came_back_is_not_taken_for_its_old_heap_entry() -> 
     views = [JobView(f"j{i}", "q0", 0.0, Resources(0, 1), 2 if i == 0 else 1, 0, 0.5) for i in range(4)]
     fast, reference = MchState(tree, Resources(4, 4)), ReferenceState(tree, Resources(4, 4))
     assert _drive(fast, views, [(0, 0), (0, 3)]) == _drive(reference, views, [(0, 0), (0, 3)]) == ["j0", "j1"]
+
+
+@pytest.mark.parametrize("levels,count", [(5, 100), (5, 600), (3, 400)])
+def test_mch_picks_exactly_as_the_reference_on_the_benchs_deep_trees(levels: int, count: int) -> None:
+    """bench/fairness.py's workload (binary trees, trace-shaped jobs, most of one task, one
+    in 20 memory-only) until the pool is full: every ended job moves F high in the tree,
+    and many keys are 0 (jobs that run nothing yet) or tie, which the small random trees
+    above reach less often."""
+    tree = binary_tree(levels)
+    jobs, capacity = google_jobs(count, tree.leaves, random.Random(levels * count)), pool()
+    fast, reference = MchState(tree, capacity), ReferenceState(tree, capacity)
+    fast.sync(jobs)
+    reference.sync(jobs)
+    demand = {j.job_id: (j.demand.cpu, j.demand.memory) for j in jobs}
+    free = [capacity.cpu, capacity.memory]
+    picks = 0
+    while (job := fast.pick()) is not None:
+        assert job == reference.pick()
+        cpu, memory = demand[job]
+        if cpu > free[0] or memory > free[1]:
+            fast.block(job)
+            reference.block(job)
+        else:
+            free = [free[0] - cpu, free[1] - memory]
+            fast.placed(job)
+            reference.placed(job)
+        picks += 1
+        if picks % 40 == 0:
+            assert fast.weights() == reference.weights()
+    assert reference.pick() is None and picks > count
