@@ -47,11 +47,6 @@ class Axes:
         return Shape(shares, max(shares, default=0.0))
 
 
-KEY_SCALE = 1e12           # 10**12, exact in binary: keys are shares rounded to 12 decimals
-KEY_FAST_BELOW = 1e15      # |value x 10**12| under this: the product's error is under 0.12
-KEY_HALF_MARGIN = 0.375    # further than this from a half, that error cannot move the rounding
-
-
 def share_key(value: float) -> float:
     """Weighted shares compare after rounding to 12 decimals. Equal shares are then
     equal in every policy, whatever order the arithmetic ran in (2/3 x 0.3 vs 0.2), so
@@ -63,13 +58,14 @@ def share_key(value: float) -> float:
     product y has an error under |y| x 2**-53 < 0.12 while |y| < 10**15, so when y is more
     than 0.375 from a half, round(y) is that N; N < 2**53 is exact, and one IEEE division
     by 10**12 (exact too) gives the double nearest N / 10**12. Near a half, or beyond the
-    range, it asks round() itself. The hot paths of drf and mch inline these lines. Only a
-    zero's sign may differ (-1e-20 gives 0.0, not -0.0): equal keys either way."""
-    scaled = value * KEY_SCALE
-    if -KEY_FAST_BELOW < scaled < KEY_FAST_BELOW:
+    range, it asks round() itself. Only a zero's sign may differ (-1e-20 gives 0.0, not
+    -0.0): equal keys either way. The bounds are literals: a named constant costs a lookup
+    a call, and drf and mch call this once or more a decision."""
+    scaled = value * 1e12   # 10**12: exact in binary
+    if -1e15 < scaled < 1e15:   # here the product's error is under 0.12
         whole = round(scaled)
-        if -KEY_HALF_MARGIN < scaled - whole < KEY_HALF_MARGIN:
-            return whole / KEY_SCALE
+        if -0.375 < scaled - whole < 0.375:   # further than this from a half, that error cannot move the rounding
+            return whole / 1e12
     return round(value, 12)
 
 

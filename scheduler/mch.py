@@ -80,11 +80,11 @@ class MchState(UserLevel, Propagation, Factors):
         self.axes = Axes.of(capacity)
         self.index = QueueIndex(queues)
         self._user_of = self.index.user_of   # the index's own dict: users it makes later show in it
-        self._zero = [0.0] * len(self.axes.kinds)
-        self._sum: list[list[float]] = []
+        self._zero = (0.0,) * len(self.axes.kinds)
+        self._sum: list[tuple[float, ...]] = []   # eq. 2's demand, per kind (tuples: read whole, replaced whole)
         self._count: list[int] = []         # active children (jobs and queues)
         self._mu: list[float] = []
-        self._norm: list[list[float]] = []  # what this queue adds to its parent, per unit weight
+        self._norm: list[tuple[float, ...]] = []  # what this queue adds to its parent, per unit weight
         self._factor: list[float] = []      # F: product of mu / weight up to the root
         self._heaps: list[list[tuple[float, float, str, int, float]]] = []
         self._qversion: list[int] = []
@@ -105,10 +105,10 @@ class MchState(UserLevel, Propagation, Factors):
 
     def _grow(self) -> None:
         for _ in range(len(self.index) - len(self._sum)):
-            self._sum.append(list(self._zero))
+            self._sum.append(self._zero)
             self._count.append(0)
             self._mu.append(0.0)
-            self._norm.append(list(self._zero))
+            self._norm.append(self._zero)
             self._factor.append(1.0)
             self._heaps.append([])
             self._qversion.append(0)
@@ -151,18 +151,18 @@ class MchState(UserLevel, Propagation, Factors):
                 job.active, job.version = True, 1
                 self._heaps[node].append(job.entry(view.job_id))
                 self._count[node] += 1
-                self._sum[node] = [a + job.weight * b for a, b in zip(self._sum[node], job.normalized)]
+                self._sum[node] = tuple(a + job.weight * b for a, b in zip(self._sum[node], job.normalized))
         parent, weight = self.index.parent, self.index.weight
         for node in range(len(self.index) - 1, 0, -1):
             heapq.heapify(self._heaps[node])
             total = self._sum[node]
             mu = max(max(total), 0.0) if self._count[node] else 0.0
             self._mu[node] = mu
-            self._norm[node] = [x / mu for x in total] if mu > 0 else list(self._zero)
+            self._norm[node] = tuple(x / mu for x in total) if mu > 0 else self._zero
             if self._count[node]:
                 up = parent[node]
                 self._count[up] += 1
-                self._sum[up] = [a + weight[node] * b for a, b in zip(self._sum[up], self._norm[node])]
+                self._sum[up] = tuple(a + weight[node] * b for a, b in zip(self._sum[up], self._norm[node]))
         for node in range(1, len(self.index)):
             above = self._factor[parent[node]] if parent[node] > 0 else 1.0
             self._factor[node] = above * self._mu[node] / weight[node]

@@ -14,17 +14,16 @@ from tcluster.scheduler.fairtree import QueueIndex
 
 class Propagation:
     index: QueueIndex
-    _zero: list[float]
-    _sum: list[list[float]]
+    _zero: tuple[float, ...]
+    _sum: list[tuple[float, ...]]
     _count: list[int]          # active children (jobs and queues)
     _mu: list[float]
-    _norm: list[list[float]]   # what this queue adds to its parent, per unit weight
+    _norm: list[tuple[float, ...]]   # what this queue adds to its parent, per unit weight
     _stale_factor: set[int]
 
     def _propagate(self, node: int, delta: list[float], count_delta: int) -> None:
         """Adds `delta` to the demand of `node` and carries the change of its normalized
-        demand up the path, stopping as soon as nothing changes (eq. 2, incrementally).
-        The hot path of every arrival, departure and block: kept to plain loops."""
+        demand up the path, stopping as soon as nothing changes (eq. 2, incrementally)."""
         if len(delta) == 2:   # cpu and memory: most clusters, unrolled
             self._propagate_pair(node, delta[0], delta[1], count_delta)
         else:
@@ -39,7 +38,7 @@ class Propagation:
             counts[node] += count_delta
             active = counts[node] > 0
             # An idle queue restarts from exact zeros, so rounding never piles up.
-            total = list(map(add, sums[node], delta)) if active else list(zero)
+            total = tuple(map(add, sums[node], delta)) if active else zero
             sums[node] = total
             if node == 0:
                 break
@@ -48,10 +47,7 @@ class Propagation:
                 mus[node] = mu
                 top = node
             old = norms[node]
-            if mu > 0:
-                norm = [x / mu for x in total]   # as the fresh flattening divides
-            else:
-                norm = list(zero)
+            norm = tuple(x / mu for x in total) if mu > 0 else zero   # as the fresh flattening divides
             norms[node] = norm
             w = weight[node]
             delta = [w * (a - b) for a, b in zip(norm, old)]
@@ -63,31 +59,31 @@ class Propagation:
             self._stale_factor.add(top)
 
     def _propagate_pair(self, node: int, d0: float, d1: float, count_delta: int) -> None:
-        """_propagate for two kinds, the same float operations in the same order, in place,
-        without building lists per level: a deactivation walks the whole path, so this is
-        a large part of what MCH adds to a DRF decision. Where the count of active children
+        """_propagate for two kinds, the same float operations in the same order, without
+        building lists per level: every ended or blocked job walks its path, so this is a
+        large part of what MCH adds to a DRF decision. Where the count of active children
         stops changing, a queue that stays active keeps its parent active, and one that
         stays idle adds no delta: only sums move from there up."""
         parent, weight = self.index.parent, self.index.weight
         sums, counts, mus, norms = self._sum, self._count, self._mu, self._norm
         top = -1
         while True:
-            total = sums[node]
             if count_delta:   # the queues whose own count of active children changes
                 was_active = counts[node] > 0
                 counts[node] += count_delta
                 active = counts[node] > 0
                 count_delta = 0 if active == was_active else (1 if active else -1)
                 if active:
-                    t0 = total[0] + d0
-                    t1 = total[1] + d1
+                    s0, s1 = sums[node]
+                    t0 = s0 + d0
+                    t1 = s1 + d1
                 else:   # an idle queue restarts from exact zeros, so rounding never piles up
                     t0 = t1 = 0.0
             else:
-                t0 = total[0] + d0
-                t1 = total[1] + d1
-            total[0] = t0
-            total[1] = t1
+                s0, s1 = sums[node]
+                t0 = s0 + d0
+                t1 = s1 + d1
+            sums[node] = (t0, t1)
             if node == 0:
                 break
             mu = t1 if t1 > t0 else t0   # max(max(total), 0.0), as the builtins pick
@@ -96,16 +92,13 @@ class Propagation:
             if mu != mus[node]:
                 mus[node] = mu
                 top = node
-            norm = norms[node]
-            o0 = norm[0]
-            o1 = norm[1]
+            o0, o1 = norms[node]
             if mu > 0:
                 n0 = t0 / mu
                 n1 = t1 / mu
             else:
                 n0 = n1 = 0.0
-            norm[0] = n0
-            norm[1] = n1
+            norms[node] = (n0, n1)
             w = weight[node]
             d0 = w * (n0 - o0)
             d1 = w * (n1 - o1)
