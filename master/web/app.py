@@ -64,8 +64,12 @@ class Dashboard:
         them (a read at a burst would hold it as a whole drain did): a batch part-way, then
         one taken since the call, each finished (the parts are shared with the loop's)."""
         for _ in range(2):
-            while self.recorder.drain_part(self.service.state, DRAIN_PART_SAMPLES):
-                await asyncio.sleep(0)
+            await self._drain_batch()
+
+    async def _drain_batch(self) -> None:
+        """One batch drained in parts of DRAIN_PART_SAMPLES, the loop served between them."""
+        while self.recorder.drain_part(self.service.state, DRAIN_PART_SAMPLES):
+            await asyncio.sleep(0)
 
     def task_record(self, task_id: str) -> TaskRecord | None:
         """In memory while running; a finished task's comes back from disk (and is kept in a
@@ -140,10 +144,9 @@ class Dashboard:
             tick += 1
             try:
                 # Steps, not one callback: the loop serves what waits between them. The drain
-                # goes in parts of DRAIN_PART_SAMPLES (a burst's 9,000 first samples held the
-                # loop 230 ms in one drain, issue 38); a read meanwhile drains the rest at once.
-                while self.recorder.drain_part(self.service.state, DRAIN_PART_SAMPLES):
-                    await asyncio.sleep(0)
+                # goes in parts (a burst's 9,000 first samples held the loop 230 ms in one
+                # drain, issue 38), as a read's does.
+                await self._drain_batch()
                 await asyncio.sleep(0)
                 now = time.monotonic()
                 if now - last_sample >= SAMPLE_S:

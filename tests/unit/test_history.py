@@ -384,6 +384,7 @@ def test_a_read_drains_what_came_before_it_in_parts_serving_the_loop_between_the
         if second == 1:
             assert rec.drain_part(state, 1)            # the loop left a batch part-way
     dashboard = SimpleNamespace(recorder=rec, service=SimpleNamespace(state=state))
+    dashboard._drain_batch = lambda: app.Dashboard._drain_batch(dashboard)   # type: ignore[arg-type]
     ticks: list[int] = []
 
     async def other_work() -> None:
