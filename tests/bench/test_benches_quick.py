@@ -95,6 +95,7 @@ BENCHES = [
     Bench("quotas_sim", r"^quotas +utilization [\d.]+  tasks done \d+$"),
     Bench("ledger_report", r"^tcl report --by user over [\d,]+ rows, end to end: [\d.]+ s", marks=DAEMONS),
     Bench("megha", r"^\| K7c heartbeat 30 s, \d+ workers \| \d+/\d+ \|"),
+    Bench("mch_floor", r"^ +3 +100 +\d+ +\d+( +[\d.]+){4} +\d+%$"),
     Bench("packing", r"^ +lotes +[\d.]+ +[\d.]+%"),
     Bench("placement", r"^ +100 +anbf +[\d,]+ +[\d,]+ +[\d,]+ +\d+x +\d+% +yes$"),
     Bench("preemption", r"^exempt2 +\d+ +[\d.]+ +[\d.]+"),
