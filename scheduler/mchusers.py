@@ -8,7 +8,7 @@ re-files every user of the leaf; a user's jobs keep their own order in its own h
 from __future__ import annotations
 
 import heapq
-from typing import Any, Sequence
+from typing import Any
 
 from tcluster.scheduler.fairshare import Axes, share_key
 from tcluster.scheduler.fairtree import QueueIndex
@@ -21,7 +21,7 @@ UserEntry = tuple[float, float, str, float, int, int]    # (key, tie, best job, 
 class UserLevel:
     index: QueueIndex
     axes: Axes
-    _zero: Sequence[float]
+    _zero: tuple[float, ...]
     _heaps: list[list[JobEntry]]
     _jobs: dict[str, Any]
     _qversion: list[int]
