@@ -289,8 +289,20 @@ class MchState(UserLevel, Propagation, Factors):
         """The flattened weight of every active job: its weight / F of its queue."""
         if self._stale_factor or self._dirty:
             self._flush()
-        return {job_id: (job.weight / self._factor[job.node] if self._factor[job.node] > 0 else job.weight)
-                for job_id, job in self._jobs.items() if job.active}
+        weights = {}
+        for job_id, job in self._jobs.items():
+            if job.active:
+                factor = self._factor_of(job.node)
+                weights[job_id] = job.weight / factor if factor > 0 else job.weight
+        return weights
+
+    def _factor_of(self, node: int) -> float:
+        """F of `node`; a user's from its leaf's, as the walk would make it: the walk skips
+        users (no key is made from their F), so theirs is made here, when it is read."""
+        if node in self._user_of:
+            up = self.index.parent[node]
+            return self._factor[up] * self._mu[node] / self.index.weight[node]
+        return self._factor[node]
 
     def root_demand(self) -> list[float]:
         return list(self._sum[0])

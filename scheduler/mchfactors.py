@@ -81,8 +81,7 @@ class Factors:
         before the next pick. Once per ended job: kept to plain code."""
         parent, weight, below = self.index.parent, self.index.weight, self._below
         factor, mus = self._factor, self._mu
-        if top in self._user_of:   # a user's F is only read by weights(): no entry keyed by it
-            factor[top] = factor[parent[top]] * mus[top] / weight[top]
+        if top in self._user_of:   # no key is made from a user's F: weights() makes it when read
             return
         users, risen, filed, shares, qversion = self._user_heaps, self._risen, self._filed, self._filed_share, self._qversion
         # A user's key is F(leaf) x its own share: the leaf's entry carries F(leaf), so
