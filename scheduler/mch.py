@@ -40,7 +40,7 @@ that changed (arrived, left, tasks finished) are the only ones recomputed."""
 
 from __future__ import annotations
 
-import heapq
+from heapq import heapify, heappop, heappush, heapreplace   # names, not attributes: hot paths call them
 from typing import Callable, Iterable, Sequence
 
 from tcluster.domain.resources import Resources
@@ -154,7 +154,7 @@ class MchState(UserLevel, Propagation, Factors):
                 self._sum[node] = tuple(a + job.weight * b for a, b in zip(self._sum[node], job.normalized))
         parent, weight = self.index.parent, self.index.weight
         for node in range(len(self.index) - 1, 0, -1):
-            heapq.heapify(self._heaps[node])
+            heapify(self._heaps[node])
             total = self._sum[node]
             mu = max(max(total), 0.0) if self._count[node] else 0.0
             self._mu[node] = mu
@@ -196,13 +196,13 @@ class MchState(UserLevel, Propagation, Factors):
             self._activate(job.view.job_id, job)
         elif job.active and rekey:
             job.version += 1
-            heapq.heappush(self._heaps[job.node], job.entry(job.view.job_id))
+            heappush(self._heaps[job.node], job.entry(job.view.job_id))
             self._dirty.add(job.node)
 
     def _activate(self, job_id: str, job: _Job) -> None:
         job.active = True
         job.version += 1
-        heapq.heappush(self._heaps[job.node], job.entry(job_id))
+        heappush(self._heaps[job.node], job.entry(job_id))
         self._propagate(job.node, [job.weight * x for x in job.normalized], 1)
         self._dirty.add(job.node)
 
@@ -230,7 +230,7 @@ class MchState(UserLevel, Propagation, Factors):
                     return entry[2]
                 self._refresh(node)   # its F rose since it was filed: file the exact key, look again
                 continue
-            heapq.heappop(heap)
+            heappop(heap)
         return None
 
     def placed(self, job_id: str) -> None:
@@ -246,7 +246,7 @@ class MchState(UserLevel, Propagation, Factors):
         if job.pending <= 0:
             heap = self._heaps[node]
             if heap and heap[0][2] == job_id:   # its entry, stale now: dropped here, not when it surfaces
-                heapq.heappop(heap)
+                heappop(heap)
             self._filed[node] = None   # its queue is re-filed at the next pick: no re-key before that
             self._deactivate(job)
             return
@@ -255,9 +255,9 @@ class MchState(UserLevel, Propagation, Factors):
         entry = (share_key(share), job.submitted, job_id, version, share)   # job.entry, inlined: the hot path
         heap = self._heaps[node]
         if heap and heap[0][2] == job_id:
-            heapq.heapreplace(heap, entry)
+            heapreplace(heap, entry)
         else:
-            heapq.heappush(heap, entry)
+            heappush(heap, entry)
         if self._stale_factor or self._dirty:
             self._dirty.add(node)
         elif users and (node in users or node in self._user_heaps):
@@ -273,15 +273,16 @@ class MchState(UserLevel, Propagation, Factors):
             if risen:
                 risen.discard(node)
             qversion = self._qversion
-            version = qversion[node] = qversion[node] + 1
+            was = qversion[node]
+            qversion[node] = was + 1
             share = best[4]   # 0 for a job that runs nothing yet: its key is 0 whatever F is
-            filed = (share_key(self._factor[node] * share) if share else 0.0, best[1], best[2], node, version)
+            filed = (share_key(self._factor[node] * share) if share else 0.0, best[1], best[2], node, was + 1)
             self._filed[node], self._filed_share[node] = filed, share
             glob = self._global
-            if glob and glob[0][3] == node and glob[0][4] == version - 1:
-                heapq.heapreplace(glob, filed)
+            if glob and glob[0][3] == node and glob[0][4] == was:   # its own entry on top: the usual case
+                heapreplace(glob, filed)
             else:
-                heapq.heappush(glob, filed)
+                heappush(glob, filed)
 
     # ---- reading ----
 

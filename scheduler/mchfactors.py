@@ -14,7 +14,7 @@ for bit (tests/unit/test_mch_equivalence.py)."""
 
 from __future__ import annotations
 
-import heapq
+from heapq import heapify, heappop, heappush, heapreplace   # names, not attributes: hot paths call them
 from typing import Any, Callable
 
 from tcluster.scheduler.fairshare import share_key
@@ -59,7 +59,7 @@ class Factors:
             dirty.clear()
         if len(self._global) > 4 * len(self.index) + 64:   # drop the stale entries
             self._global = [e for e in self._global if e[4] == self._qversion[e[3]]]
-            heapq.heapify(self._global)
+            heapify(self._global)
 
     def _tops(self, stale: set[int]) -> list[int]:
         """The stale queues no other stale queue is above. One ended job makes a chain of
@@ -115,7 +115,7 @@ class Factors:
             if key < entry[0]:   # _file, inlined
                 version = qversion[node] = qversion[node] + 1
                 entry = filed[node] = (key, entry[1], entry[2], node, version)
-                heapq.heappush(self._global, entry)
+                heappush(self._global, entry)
 
     def _refresh(self, node: int) -> None:
         """Re-files `node`'s best active job in the global heap (a user's: in its leaf's
@@ -132,7 +132,7 @@ class Factors:
             if job is not None and job.active and job.version == top[3]:
                 best = top
                 break
-            heapq.heappop(heap)
+            heappop(heap)
         if users and node in self._user_heaps:
             self._refresh_with_users(node, best)
         elif best is None:
@@ -148,9 +148,9 @@ class Factors:
             self._filed[node], self._filed_share[node] = entry, share
             glob = self._global
             if glob and glob[0][3] == node and glob[0][4] == version - 1:
-                heapq.heapreplace(glob, entry)
+                heapreplace(glob, entry)
             else:
-                heapq.heappush(glob, entry)
+                heappush(glob, entry)
 
     def _refresh_with_users(self, node: int, best: tuple[float, float, str, int, float] | None) -> None:
         """A leaf with users files the least of its own best job's key and its best user's."""
@@ -186,9 +186,9 @@ class Factors:
         self._filed[node], self._filed_share[node] = entry, share
         glob = self._global
         if glob and glob[0][3] == node and glob[0][4] == version - 1:
-            heapq.heapreplace(glob, entry)
+            heapreplace(glob, entry)
         else:
-            heapq.heappush(glob, entry)
+            heappush(glob, entry)
 
 
 def subtree(index: QueueIndex, top: int) -> tuple[tuple[int, int, float], ...]:

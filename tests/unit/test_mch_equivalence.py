@@ -31,13 +31,16 @@ def trees(draw: st.DrawFn, path: str = "", depth: int = 4) -> QueueNode:
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[QueueTree, list[JobView], Resources]:
+def cases(draw: st.DrawFn, anywhere: bool = False) -> tuple[QueueTree, list[JobView], Resources]:
+    """A tree, jobs of its leaves and of a queue it lacks (or, `anywhere`, of any of its
+    queues: the master refuses those, the policy still answers), and a capacity."""
     tree = QueueTree(draw(trees()))
+    queues = tuple(n.path for n in tree.walk() if n.path) if anywhere else tree.leaves
     views = []
     for i in range(draw(st.integers(1, 14))):
         cpu, mem = draw(st.sampled_from([0, 1, 2, 3, 7])), draw(st.sampled_from([0, 1, 2, 5, 11]))
         demand = Resources(cpu, mem) if cpu or mem else Resources(0, 1)   # partial types allowed
-        views.append(JobView(f"j{i}", draw(st.sampled_from(tree.leaves + ("gone",))), float(draw(st.integers(0, 3))),
+        views.append(JobView(f"j{i}", draw(st.sampled_from(queues + ("gone",))), float(draw(st.integers(0, 3))),
                              demand, draw(st.integers(1, 30)), draw(st.integers(0, 3)),
                              draw(st.sampled_from([0.5, 1.0, 2.0])), draw(st.sampled_from(["", "u1", "u2"]))))
     return tree, views, Resources(draw(st.integers(4, 80)), draw(st.integers(4, 80)))
@@ -68,6 +71,15 @@ def test_mch_picks_exactly_as_the_reference(case, ops) -> None:  # type: ignore[
     fast, reference = MchState(tree, capacity), ReferenceState(tree, capacity)
     assert _drive(fast, views, ops) == _drive(reference, views, ops)
     assert _without_users(fast, fast.weights()) == _without_users(fast, reference.weights())
+
+
+@settings(max_examples=200, deadline=None)
+@given(cases(anywhere=True), st.lists(st.tuples(st.integers(0, 15), st.integers(0, 12)), max_size=80))
+def test_mch_picks_exactly_as_the_reference_with_jobs_in_queues_that_have_subqueues(case, ops) -> None:  # type: ignore[no-untyped-def]
+    """Such a queue holds entries, so the walks can no longer leave it to F alone."""
+    tree, views, capacity = case
+    fast, reference = MchState(tree, capacity), ReferenceState(tree, capacity)
+    assert _drive(fast, views, ops) == _drive(reference, views, ops)
 
 
 def _without_users(state: MchState, weights: dict[str, float]) -> dict[str, float]:
