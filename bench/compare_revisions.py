@@ -49,9 +49,10 @@ MOVED = {f"tcluster.{old}": f"tcluster.{new}" for old, new in (
     ("queuerow", "views.queuerow"), ("formats", "views.formats"))}
 
 
-# The mixins scheduler/mch.py is made of at the revisions compared: each is loaded from the
-# old revision too (where it exists there), so "then" is that revision's MCH whole.
-MCH_PARTS = ("mchpropagate", "mchusers", "mchfactors")
+# The modules scheduler/mch.py is made of at the revisions compared (its mixins, and
+# fairshare for share_key): each is loaded from the old revision too, where it exists there,
+# so "then" is that revision's MCH whole; today's drf runs beside both.
+MCH_PARTS = ("fairshare", "mchpropagate", "mchusers", "mchfactors")
 
 
 def load_old(rev: str, path: str, name: str, parts: tuple[str, ...] = ()) -> ModuleType:
@@ -60,12 +61,12 @@ def load_old(rev: str, path: str, name: str, parts: tuple[str, ...] = ()) -> Mod
     for old, new in MOVED.items():
         sys.modules.setdefault(old, importlib.import_module(new))
     saved = {}
-    for part in parts:
-        full = f"tcluster.scheduler.{part}"
-        if _exists_at(rev, f"scheduler/{part}.py"):
-            saved[full] = sys.modules.get(full)
-            sys.modules[full] = _load_source(rev, f"scheduler/{part}.py", f"{name}_{part}")
     try:
+        for part in parts:
+            full = f"tcluster.scheduler.{part}"
+            if _exists_at(rev, f"scheduler/{part}.py"):
+                saved[full] = sys.modules.get(full)
+                sys.modules[full] = _load_source(rev, f"scheduler/{part}.py", f"{name}_{part}")
         return _load_source(rev, path, name)
     finally:
         for full, module in saved.items():

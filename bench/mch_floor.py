@@ -64,7 +64,10 @@ def products_s(state: _Recording, repeat: int) -> float:
     """The walk's products alone: F = F(parent) x mu / weight down the subtree."""
     total = 0.0
     for top, factor, mus in state.walks:
-        walk = state._below[top] if top < len(state._below) else ()
+        if top < len(state._below):
+            walk = state._below[top]
+        else:   # a queue made after the tree: the walk is that queue alone
+            walk = ((top, state.index.parent[top], state.index.weight[top]),)
         best = float("inf")
         for _ in range(repeat):
             f = list(factor)

@@ -58,13 +58,13 @@ class _Job:
     __slots__ = ("node", "weight", "mu", "normalized", "shares", "running", "pending",
                  "submitted", "active", "version", "view")
 
-    def __init__(self, view: JobView, node: int, axes: Axes) -> None:
+    def __init__(self, view: JobView, node: int, axes: Axes, first_version: int) -> None:
         shape = axes.shape(view.demand)
         self.node, self.weight, self.view = node, view.weight, view
         self.mu, self.shares, self.normalized = shape.mu, shape.shares, shape.normalized
         self.running, self.pending, self.submitted = view.running, view.pending, view.submitted_at
         self.active = False
-        self.version = 0
+        self.version = first_version
 
     def entry(self, job_id: str) -> tuple[float, float, str, int, float]:
         """(weighted share rounded for comparing, tie, version, the exact share): the
@@ -97,6 +97,7 @@ class MchState(UserLevel, Propagation, Factors):
             self._pre[node] = place
         self._global: list[tuple[float, float, str, int, int]] = []
         self._jobs: dict[str, _Job] = {}
+        self._lives = 0   # jobs made so far: each life's versions start at lives << 32
         self._stale_factor: set[int] = set()
         self._dirty: set[int] = set()
         self._risen: set[int] = set()       # queues whose global entry is below its exact key (F rose)
@@ -146,9 +147,10 @@ class MchState(UserLevel, Propagation, Factors):
         nodes = [self.index.locate_job(v.queue, v.user) for v in views]
         self._grow()
         for view, node in zip(views, nodes):
-            job = self._jobs[view.job_id] = _Job(view, node, self.axes)
+            job = self._jobs[view.job_id] = self._new_job(view, node)
             if job.pending > 0:
-                job.active, job.version = True, 1
+                job.active = True
+                job.version += 1
                 self._heaps[node].append(job.entry(view.job_id))
                 self._count[node] += 1
                 self._sum[node] = tuple(a + job.weight * b for a, b in zip(self._sum[node], job.normalized))
@@ -172,9 +174,16 @@ class MchState(UserLevel, Propagation, Factors):
     def add(self, view: JobView) -> None:
         node = self.index.locate_job(view.queue, view.user)
         self._grow()
-        job = self._jobs[view.job_id] = _Job(view, node, self.axes)
+        job = self._jobs[view.job_id] = self._new_job(view, node)
         if job.pending > 0:
             self._activate(view.job_id, job)
+
+    def _new_job(self, view: JobView, node: int) -> _Job:
+        """A job's new life starts its versions where no earlier life's reach: an entry a
+        job left in its old queue's heap must never pass for the job that came back (under
+        another queue or user, `tcl update --queue`), or a finished job could be picked."""
+        self._lives += 1
+        return _Job(view, node, self.axes, self._lives << 32)
 
     def remove(self, job_id: str) -> None:
         job = self._jobs.pop(job_id, None)
@@ -244,11 +253,7 @@ class MchState(UserLevel, Propagation, Factors):
             if held is not None:   # its user holds more: the user's key changes
                 self._held[node] = [a + b for a, b in zip(held, job.shares)]   # re-filed below
         if job.pending <= 0:
-            heap = self._heaps[node]
-            if heap and heap[0][2] == job_id:   # its entry, stale now: dropped here, not when it surfaces
-                heappop(heap)
-            self._filed[node] = None   # its queue is re-filed at the next pick: no re-key before that
-            self._deactivate(job)
+            self._ended(job, job_id)
             return
         version = job.version = job.version + 1
         share = job.running * job.mu / job.weight
@@ -283,6 +288,17 @@ class MchState(UserLevel, Propagation, Factors):
                 heapreplace(glob, filed)
             else:
                 heappush(glob, filed)
+
+    def _ended(self, job: _Job, job_id: str) -> None:
+        """Its last task placed: the job leaves its queue's demand (eq. 2), and its queue
+        is re-filed at the next pick, so its filed entry is dropped now: the walk has no
+        key of the ended job to re-make."""
+        node = job.node
+        heap = self._heaps[node]
+        if heap and heap[0][2] == job_id:   # its entry, stale now: dropped here, not when it surfaces
+            heappop(heap)
+        self._filed[node] = None
+        self._deactivate(job)
 
     # ---- reading ----
 

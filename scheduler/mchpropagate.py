@@ -61,32 +61,58 @@ class Propagation:
     def _propagate_pair(self, node: int, d0: float, d1: float, count_delta: int) -> None:
         """_propagate for two kinds, the same float operations in the same order, without
         building lists per level: every ended or blocked job walks its path, so this is a
-        large part of what MCH adds to a DRF decision. Where the count of active children
-        stops changing, a queue that stays active keeps its parent active, and one that
-        stays idle adds no delta: only sums move from there up."""
+        large part of what MCH adds to a DRF decision. This part walks the queues whose own
+        count of active children changes; _propagate_moves the rest of the path."""
         parent, weight = self.index.parent, self.index.weight
         sums, counts, mus, norms = self._sum, self._count, self._mu, self._norm
         top = -1
-        while True:
-            if count_delta:   # the queues whose own count of active children changes
-                was_active = counts[node] > 0
-                counts[node] += count_delta
-                active = counts[node] > 0
-                count_delta = 0 if active == was_active else (1 if active else -1)
-                if active:
-                    s0, s1 = sums[node]
-                    t0 = s0 + d0
-                    t1 = s1 + d1
-                else:   # an idle queue restarts from exact zeros, so rounding never piles up
-                    t0 = t1 = 0.0
-            else:
+        while count_delta:
+            was_active = counts[node] > 0
+            counts[node] += count_delta
+            active = counts[node] > 0
+            count_delta = 0 if active == was_active else (1 if active else -1)
+            if active:
                 s0, s1 = sums[node]
                 t0 = s0 + d0
                 t1 = s1 + d1
+            else:   # an idle queue restarts from exact zeros, so rounding never piles up
+                t0 = t1 = 0.0
             sums[node] = (t0, t1)
             if node == 0:
                 break
             mu = t1 if t1 > t0 else t0   # max(max(total), 0.0), as the builtins pick
+            if 0.0 > mu:
+                mu = 0.0
+            if mu != mus[node]:
+                mus[node] = mu
+                top = node
+            o0, o1 = norms[node]
+            n0, n1 = (t0 / mu, t1 / mu) if mu > 0 else (0.0, 0.0)
+            norms[node] = (n0, n1)
+            w = weight[node]
+            d0 = w * (n0 - o0)
+            d1 = w * (n1 - o1)
+            node = parent[node]
+        else:   # a job that asks for nothing still counts: go on while the count moved or demand did
+            if d0 or d1:
+                top = self._propagate_moves(node, d0, d1, top)
+        if top >= 0:   # the highest queue whose mu moved: the walk from it covers the rest
+            self._stale_factor.add(top)
+
+    def _propagate_moves(self, node: int, d0: float, d1: float, top: int) -> int:
+        """The rest of the path, where every queue stays active (a child that stays active
+        keeps its parent active; one that stays idle adds no delta): only demand moves.
+        The highest queue whose mu moved, or `top` if none."""
+        parent, weight = self.index.parent, self.index.weight
+        sums, mus, norms = self._sum, self._mu, self._norm
+        while True:
+            s0, s1 = sums[node]
+            t0 = s0 + d0
+            t1 = s1 + d1
+            sums[node] = (t0, t1)
+            if node == 0:
+                return top
+            mu = t1 if t1 > t0 else t0
             if 0.0 > mu:
                 mu = 0.0
             if mu != mus[node]:
@@ -102,8 +128,6 @@ class Propagation:
             w = weight[node]
             d0 = w * (n0 - o0)
             d1 = w * (n1 - o1)
-            if not (count_delta or d0 or d1):
-                break
+            if not (d0 or d1):
+                return top
             node = parent[node]
-        if top >= 0:   # the highest queue whose mu moved: the walk from it covers the rest
-            self._stale_factor.add(top)

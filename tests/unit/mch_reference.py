@@ -1,5 +1,10 @@
 """The MCH state as it was at 649a338/cea1b70 (O(queues below) per factor change), kept as the
-    reference the faster scheduler/mch.py must pick exactly like (tests/unit/test_mch_equivalence.py)."""
+    reference the faster scheduler/mch.py must pick exactly like (tests/unit/test_mch_equivalence.py).
+
+One fix since, made in both: a job's versions restarted at 0 when it came back (removed and
+added again, under another queue or user), so an entry its earlier life left in the old
+queue's heap could pass for it and a finished job be picked; each life now starts its
+versions where no earlier one reaches (`_new_job`)."""
 
 from __future__ import annotations
 
@@ -20,13 +25,13 @@ class _Job:
     __slots__ = ("node", "weight", "mu", "normalized", "shares", "running", "pending",
                  "submitted", "active", "version", "view")
 
-    def __init__(self, view: JobView, node: int, axes: Axes) -> None:
+    def __init__(self, view: JobView, node: int, axes: Axes, first_version: int) -> None:
         shape = axes.shape(view.demand)
         self.node, self.weight, self.view = node, view.weight, view
         self.mu, self.shares, self.normalized = shape.mu, shape.shares, shape.normalized
         self.running, self.pending, self.submitted = view.running, view.pending, view.submitted_at
         self.active = False
-        self.version = 0
+        self.version = first_version
 
     def entry(self, job_id: str) -> tuple[float, float, str, int, float]:
         """(weighted share rounded for comparing, tie, version, the exact share): the
@@ -52,6 +57,7 @@ class MchState(UserLevel):
         self._grow()
         self._global: list[tuple[float, float, str, int, int]] = []
         self._jobs: dict[str, _Job] = {}
+        self._lives = 0   # jobs made so far: each life's versions start at lives << 32
         self._stale_factor: set[int] = set()
         self._dirty: set[int] = set()
         self._held: dict[int, list[float]] = {}   # user node -> what it holds, shares per kind
@@ -98,9 +104,10 @@ class MchState(UserLevel):
         nodes = [self.index.locate_job(v.queue, v.user) for v in views]
         self._grow()
         for view, node in zip(views, nodes):
-            job = self._jobs[view.job_id] = _Job(view, node, self.axes)
+            job = self._jobs[view.job_id] = self._new_job(view, node)
             if job.pending > 0:
-                job.active, job.version = True, 1
+                job.active = True
+                job.version += 1
                 self._heaps[node].append(job.entry(view.job_id))
                 self._count[node] += 1
                 self._sum[node] = [a + job.weight * b for a, b in zip(self._sum[node], job.normalized)]
@@ -124,9 +131,16 @@ class MchState(UserLevel):
     def add(self, view: JobView) -> None:
         node = self.index.locate_job(view.queue, view.user)
         self._grow()
-        job = self._jobs[view.job_id] = _Job(view, node, self.axes)
+        job = self._jobs[view.job_id] = self._new_job(view, node)
         if job.pending > 0:
             self._activate(view.job_id, job)
+
+    def _new_job(self, view: JobView, node: int) -> _Job:
+        """A job's new life starts its versions where no earlier life's reach: an entry a
+        job left in its old queue's heap must never pass for the job that came back (under
+        another queue or user, `tcl update --queue`), or a finished job could be picked."""
+        self._lives += 1
+        return _Job(view, node, self.axes, self._lives << 32)
 
     def remove(self, job_id: str) -> None:
         job = self._jobs.pop(job_id, None)

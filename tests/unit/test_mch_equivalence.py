@@ -39,7 +39,7 @@ def cases(draw: st.DrawFn, anywhere: bool = False) -> tuple[QueueTree, list[JobV
     views = []
     for i in range(draw(st.integers(1, 14))):
         cpu, mem = draw(st.sampled_from([0, 1, 2, 3, 7])), draw(st.sampled_from([0, 1, 2, 5, 11]))
-        demand = Resources(cpu, mem) if cpu or mem else Resources(0, 1)   # partial types allowed
+        demand = Resources(cpu, mem)   # partial types, and jobs that ask for nothing, allowed
         views.append(JobView(f"j{i}", draw(st.sampled_from(queues + ("gone",))), float(draw(st.integers(0, 3))),
                              demand, draw(st.integers(1, 30)), draw(st.integers(0, 3)),
                              draw(st.sampled_from([0.5, 1.0, 2.0])), draw(st.sampled_from(["", "u1", "u2"]))))
@@ -49,11 +49,15 @@ def cases(draw: st.DrawFn, anywhere: bool = False) -> tuple[QueueTree, list[JobV
 def _drive(state: MchState | ReferenceState, views: list[JobView], ops: list[tuple[int, int]]) -> list[str | None]:
     seen: list[str | None] = []
     state.sync(views)
-    for index, op in ops:   # picks with placements, blocks, departures, returns, re-syncs
+    for index, op in ops:   # picks with placements, blocks, departures, returns, moves, re-syncs
         job_id = f"j{index}"
         if op == 0 and index < len(views):
             state.remove(job_id)
             state.add(views[index])
+        elif op == 3 and index < len(views):   # back under another job's queue and user (tcl update --queue)
+            other = views[(index + 1) % len(views)]
+            state.remove(job_id)
+            state.add(replace(views[index], queue=other.queue, user=other.user))
         elif op == 1:
             state.block(job_id)
         elif op == 2:
@@ -102,6 +106,11 @@ def test_weights_are_those_of_a_fresh_flattening_of_the_active_jobs_users_too(ca
     fresh = MchState(tree, capacity)
     fresh.sync(active)
     assert state.weights() == pytest.approx(fresh.weights(), rel=1e-9, abs=1e-12)
+    assert _active_children(state) == _active_children(fresh)   # a job that asks for nothing counts too
+
+
+def _active_children(state: MchState) -> dict[str, int]:
+    return {state.index.paths[node]: count for node, count in enumerate(state._count) if count}
 
 
 def test_a_job_that_left_and_came_back_is_not_taken_for_its_old_heap_entry() -> None:
@@ -110,7 +119,7 @@ def test_a_job_that_left_and_came_back_is_not_taken_for_its_old_heap_entry() -> 
     tree = QueueTree(QueueNode("", "", 0.5, (QueueNode("q0", "q0", 0.5, ()),)))
     views = [JobView(f"j{i}", "q0", 0.0, Resources(0, 1), 2 if i == 0 else 1, 0, 0.5) for i in range(4)]
     fast, reference = MchState(tree, Resources(4, 4)), ReferenceState(tree, Resources(4, 4))
-    assert _drive(fast, views, [(0, 0), (0, 3)]) == _drive(reference, views, [(0, 0), (0, 3)]) == ["j0", "j1"]
+    assert _drive(fast, views, [(0, 0), (0, 4)]) == _drive(reference, views, [(0, 0), (0, 4)]) == ["j0", "j1"]
 
 
 @pytest.mark.parametrize("levels,count", [(5, 100), (5, 600), (3, 400)])
@@ -141,3 +150,29 @@ def test_mch_picks_exactly_as_the_reference_on_the_benchs_deep_trees(levels: int
         if picks % 40 == 0:
             assert fast.weights() == reference.weights()
     assert reference.pick() is None and picks > count
+
+
+def test_a_job_that_asks_for_nothing_still_counts_as_its_queues_active_child() -> None:
+    """Its propagation carries no demand, only the count: if that stopped with the demand,
+    the queue above would go idle when another job of the leaf ends while it still has
+    `b` running, and `b`'s F, hence its key, would drop to 0."""
+    tree = QueueTree(QueueNode("", "", 1.0, (QueueNode("p", "p", 1.0, (
+        QueueNode("a", "p.a", 1.0, ()), QueueNode("b", "p.b", 2.0, ()))), QueueNode("c", "c", 1.0, ()))))
+    capacity = Resources(10, 10)
+    x, c = JobView("x", "p.b", 0.0, Resources(1, 1), 9, 1), JobView("c", "c", 1.0, Resources(1, 2), 9, 1)
+    z, y = JobView("z", "p.a", 2.0, Resources(0, 0), 9), JobView("y", "p.a", 3.0, Resources(2, 1), 9)
+    picks = []
+    for state in (MchState(tree, capacity), ReferenceState(tree, capacity)):
+        state.sync([x, c])
+        for view in (z, y):
+            state.add(view)
+        for job_id in ("z", "y"):
+            state.remove(job_id)
+        assert _active_children(state) == {"": 2, "p": 1, "p.b": 1, "c": 1}
+        seen = []
+        for _ in range(6):
+            job = state.pick()
+            seen.append(job)
+            state.placed(job)   # type: ignore[arg-type]
+        picks.append(seen)
+    assert picks[0] == picks[1] and set(picks[0]) == {"x", "c"}
