@@ -47,7 +47,7 @@ from tcluster.domain.resources import Resources
 from tcluster.scheduler.fairshare import Axes, SaturationIndex, share_key
 from tcluster.scheduler.fairtree import QueueIndex
 from tcluster.scheduler.queues import QueueTree
-from tcluster.scheduler.mchfactors import Factors, subtree
+from tcluster.scheduler.mchfactors import Factors, GlobalEntry, subtree
 from tcluster.scheduler.mchpropagate import Propagation
 from tcluster.scheduler.mchusers import UserLevel
 from tcluster.scheduler.usershare import Held, held_from_views
@@ -88,14 +88,13 @@ class MchState(UserLevel, Propagation, Factors):
         self._factor: list[float] = []      # F: product of mu / weight up to the root
         self._heaps: list[list[tuple[float, float, str, int, float]]] = []
         self._qversion: list[int] = []
-        self._filed: list[tuple[float, float, str, int, int] | None] = []   # each queue's valid global entry
-        self._filed_share: list[float] = []                                  # the exact share it was keyed by
+        self._filed: list[GlobalEntry | None] = []   # each queue's valid global entry
         self._grow()
         self._below = [subtree(self.index, node) for node in range(len(self.index))]
         self._pre, self._size = [0] * len(self._below), [len(walk) for walk in self._below]
         for place, (node, _, _) in enumerate(self._below[0]):
             self._pre[node] = place
-        self._global: list[tuple[float, float, str, int, int]] = []
+        self._global: list[GlobalEntry] = []
         self._jobs: dict[str, _Job] = {}
         self._lives = 0   # jobs made so far: each life's versions start at lives << 32
         self._stale_factor: set[int] = set()
@@ -114,7 +113,6 @@ class MchState(UserLevel, Propagation, Factors):
             self._heaps.append([])
             self._qversion.append(0)
             self._filed.append(None)
-            self._filed_share.append(0.0)
 
     # ---- jobs come, go and change ----
 
@@ -281,8 +279,8 @@ class MchState(UserLevel, Propagation, Factors):
             was = qversion[node]
             qversion[node] = was + 1
             share = best[4]   # 0 for a job that runs nothing yet: its key is 0 whatever F is
-            filed = (share_key(self._factor[node] * share) if share else 0.0, best[1], best[2], node, was + 1)
-            self._filed[node], self._filed_share[node] = filed, share
+            filed = self._filed[node] = (share_key(self._factor[node] * share) if share else 0.0, best[1], best[2],
+                                         node, was + 1, share)
             glob = self._global
             if glob and glob[0][3] == node and glob[0][4] == was:   # its own entry on top: the usual case
                 heapreplace(glob, filed)

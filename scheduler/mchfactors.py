@@ -3,8 +3,8 @@ MchState: a queue whose mu moved gives the queues below a new F (one walk of a
 precomputed preorder), and each queue's one entry in the global heap is re-keyed.
 
 A queue's entry is (round(F x the exact share of its best job, 12), that job's tie, the
-job, the queue, the queue's version); the queue keeps the entry it filed and that share.
-So a new F re-keys it with one product: an unchanged key (a job that runs nothing yet,
+job, the queue, the queue's version, that exact share); the queue keeps the entry it
+filed. So a new F re-keys it with one product: an unchanged key (a job that runs nothing yet,
 or an F that moved by less than the rounding) keeps its entry as it is; a lower key is
 re-filed at once (it may come first); a higher one is left as a lower bound of its key
 and re-filed only when it reaches the top (pick). Queues whose best job changed are
@@ -20,7 +20,9 @@ from typing import Any, Callable
 from tcluster.scheduler.fairshare import share_key
 from tcluster.scheduler.fairtree import QueueIndex
 
-GlobalEntry = tuple[float, float, str, int, int]   # (key, tie, job, queue, queue's version)
+# (key, tie, job, queue, queue's version, the exact share the key was made from): entries
+# differ before the share, so it is carried, never compared.
+GlobalEntry = tuple[float, float, str, int, int, float]
 
 
 class Factors:
@@ -33,7 +35,6 @@ class Factors:
     _factor: list[float]        # F: product of mu / weight up to the root
     _qversion: list[int]
     _filed: list[GlobalEntry | None]   # the queue's valid entry in the global heap
-    _filed_share: list[float]          # the exact share its key was made from
     _below: list[tuple[tuple[int, int, float], ...]]
     _pre: list[int]             # a queue's place in the preorder of the tree it was built from
     _size: list[int]            # how many places its subtree takes there
@@ -70,8 +71,7 @@ class Factors:
             first, end = pre[top], pre[top] + size[top]
             if all(first <= pre[node] < end for node in stale):
                 return [top]
-        parent = self.index.parent
-        return [n for n in stale if not _below_any(n, stale, parent)]
+        return [n for n in stale if not any(up in stale for up in self.index.ancestors(n)[1:])]
 
     def _recompute_factors(self, top: int) -> None:
         """New F for `top` and every queue below it, parents first, each queue re-keyed as
@@ -83,7 +83,7 @@ class Factors:
         factor, mus = self._factor, self._mu
         if top in self._user_of:   # no key is made from a user's F: weights() makes it when read
             return
-        users, risen, filed, shares, qversion = self._user_heaps, self._risen, self._filed, self._filed_share, self._qversion
+        users, risen, filed, qversion = self._user_heaps, self._risen, self._filed, self._qversion
         # A user's key is F(leaf) x its own share: the leaf's entry carries F(leaf), so
         # users are not walked.
         for node, up, w in below[top] if top < len(below) else ((top, parent[top], weight[top]),):
@@ -92,7 +92,7 @@ class Factors:
             if entry is None:   # nothing filed (most queues above the leaves): only F
                 factor[node] = new
                 continue
-            share = shares[node]
+            share = entry[5]
             if not share and not users:   # a job that runs nothing yet: its key is 0 whatever F is
                 factor[node] = new
                 continue
@@ -111,7 +111,7 @@ class Factors:
                 risen.discard(node)   # exact again, or re-filed below
             if key < entry[0]:   # re-filed here, not by _file: a call less for each fallen key
                 version = qversion[node] = qversion[node] + 1
-                entry = filed[node] = (key, entry[1], entry[2], node, version)
+                entry = filed[node] = (key, entry[1], entry[2], node, version, share)
                 heappush(self._global, entry)
 
     def _rekey_with_users(self, node: int, fell: bool) -> None:
@@ -142,37 +142,23 @@ class Factors:
             self._refresh_with_users(node, best)
         elif best is None:
             self._unfile(node)
-        else:   # _file, inlined
-            risen = self._risen
-            if risen:
-                risen.discard(node)
-            qversion = self._qversion
-            version = qversion[node] = qversion[node] + 1
+        else:
             share = best[4]   # 0 for a job that runs nothing yet: its key is 0 whatever F is
-            entry = (share_key(self._factor[node] * share) if share else 0.0, best[1], best[2], node, version)
-            self._filed[node], self._filed_share[node] = entry, share
-            glob = self._global
-            if glob and glob[0][3] == node and glob[0][4] == version - 1:
-                heapreplace(glob, entry)
-            else:
-                heappush(glob, entry)
+            self._file(node, share_key(self._factor[node] * share) if share else 0.0, best[1], best[2], share)
 
     def _refresh_with_users(self, node: int, best: tuple[float, float, str, int, float] | None) -> None:
         """A leaf with users files the least of its own best job's key and its best user's."""
         user = self._best_user(node)
         factor = self._factor[node]
+        candidates = []   # (key, tie, job, exact share): the job's and the user's
         if best is not None:
-            entry, share = (share_key(factor * best[4]), best[1], best[2], node, 0), best[4]
-            if user is not None:
-                other = (share_key(factor * user[3]), user[1], user[2], node, 0)
-                if other < entry:
-                    entry, share = other, user[3]
-        elif user is not None:
-            entry, share = (share_key(factor * user[3]), user[1], user[2], node, 0), user[3]
+            candidates.append((share_key(factor * best[4]), best[1], best[2], best[4]))
+        if user is not None:
+            candidates.append((share_key(factor * user[3]), user[1], user[2], user[3]))
+        if candidates:
+            self._file(node, *min(candidates))
         else:
             self._unfile(node)
-            return
-        self._file(node, entry, share)
 
     def _unfile(self, node: int) -> None:
         """`node` has nothing to run: its entry goes stale, and nothing replaces it."""
@@ -180,15 +166,14 @@ class Factors:
         self._qversion[node] += 1
         self._filed[node] = None
 
-    def _file(self, node: int, entry: GlobalEntry, share: float) -> None:
-        """Files `entry` (its version field aside) as `node`'s one valid global entry."""
+    def _file(self, node: int, key: float, tie: float, job_id: str, share: float) -> None:
+        """Files `node`'s one valid global entry: `job_id` at `key`, made from `share`."""
         risen = self._risen
         if risen:
             risen.discard(node)
         qversion = self._qversion
         version = qversion[node] = qversion[node] + 1
-        entry = (entry[0], entry[1], entry[2], node, version)
-        self._filed[node], self._filed_share[node] = entry, share
+        entry = self._filed[node] = (key, tie, job_id, node, version, share)
         glob = self._global
         if glob and glob[0][3] == node and glob[0][4] == version - 1:
             heapreplace(glob, entry)
@@ -206,11 +191,3 @@ def subtree(index: QueueIndex, top: int) -> tuple[tuple[int, int, float], ...]:
         stack.extend(reversed(index.subqueues[node]))
     return tuple(order)
 
-
-def _below_any(node: int, nodes: set[int], parent: list[int]) -> bool:
-    node = parent[node]
-    while node > 0:
-        if node in nodes:
-            return True
-        node = parent[node]
-    return False
